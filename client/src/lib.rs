@@ -1,0 +1,1 @@
+#![warn(missing_docs)]

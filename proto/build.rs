@@ -1,0 +1,24 @@
+//! Compiles proto/askgate/v1/*.proto with protox (pure Rust, no system protoc) and
+//! writes the encoded descriptor set next to the generated code for server reflection.
+
+use std::{env, fs, path::PathBuf};
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["askgate/v1/askgate.proto"];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(files, ["."])?;
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    fs::write(
+        out_dir.join("askgate_descriptor.bin"),
+        descriptors.encode_to_vec(),
+    )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! Storage and fan-out of pending asks behind one trait, so that the handlers and the
+//! rules do not care whether state lives in this process or is shared between nodes.
+//!
+//! A backend owns the atomicity of askgate: `register` stores an ask and only then
+//! broadcasts `requested`; `claim` lets exactly one resolution win. Validation happens
+//! before either, in `domain`.
+
+pub mod memory;
+
+use std::{pin::Pin, sync::Arc};
+
+use askgate_proto::v1::{Question, Requested, SubscribeResponse};
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+use tokio_stream::Stream;
+
+use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+
+/// Events of a subscription: the replay, `synced`, then live events, each with its
+/// cursor. The backend ends the stream itself at shutdown.
+pub type EventStream = Pin<Box<dyn Stream<Item = Arc<SubscribeResponse>> + Send>>;
+
+/// A stored ask: its id and where its outcome will arrive.
+#[derive(Debug)]
+pub struct Registered {
+    pub rpc_id: String,
+    /// Receives the winning outcome exactly once.
+    pub outcome: oneshot::Receiver<Outcome>,
+}
+
+/// What a subscription covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// One session.
+    Session(SessionKey),
+    /// Every session of a tenant.
+    Tenant(Arc<str>),
+}
+
+/// What a new subscription asks for besides its scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscribeOptions {
+    /// Resume after this cursor when the backend still holds it.
+    pub after: Option<String>,
+    /// Hold the session as its only exclusive subscriber.
+    pub exclusive: bool,
+}
+
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Stores a validated ask, then broadcasts its `requested` event.
+    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError>;
+
+    /// The questions of a pending ask, to validate an answer batch before the claim.
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError>;
+
+    /// First wins: removes the pending ask atomically, hands `outcome` to the waiting
+    /// `Ask` and broadcasts `resolved`. A later or duplicate claim gets `NotPending`.
+    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome)
+    -> Result<(), AskError>;
+
+    /// Replay then follow: pending asks (or the events after `options.after`), `synced`,
+    /// then live events, with no gap and no duplicate between replay and live.
+    async fn subscribe(
+        &self,
+        scope: Scope,
+        options: SubscribeOptions,
+    ) -> Result<EventStream, AskError>;
+
+    /// The pending asks of a session, oldest first.
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
+
+    /// Shutdown: refuses new asks and subscriptions, resolves every pending ask
+    /// `DISPOSED` and ends every subscription once its last events are delivered.
+    async fn dispose_all(&self);
+}

@@ -1,0 +1,318 @@
+//! Answer validation and normalisation (DESIGN.md "Semantics" 4). A batch is checked
+//! whole against the pending ask's questions before anyone claims the ask, so a refused
+//! batch leaves the question pending.
+
+use std::collections::{HashMap, HashSet};
+
+use askgate_proto::v1::{Question, QuestionAnswer};
+
+use super::{AskError, Limits, Violation};
+
+/// Checks a complete answer batch and returns it normalised, in question order:
+/// - every question answered exactly once, no unknown id;
+/// - `selected` holds option labels only, no duplicates, at most one on a single-select
+///   question, none on an optionless one;
+/// - `custom` is trimmed, empty means absent; on a single-select question it overrides
+///   the selection (`selected` comes back empty), on a multi-select one it adds to it;
+/// - `{id, selected: []}` without custom is an explicit skip.
+pub fn normalize(
+    questions: &[Question],
+    answers: Vec<QuestionAnswer>,
+    limits: &Limits,
+) -> Result<Vec<QuestionAnswer>, AskError> {
+    let index: HashMap<&str, usize> = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.id.as_str(), i))
+        .collect();
+    let mut normalized: Vec<Option<QuestionAnswer>> = vec![None; questions.len()];
+    let mut violations = Vec::new();
+
+    for (i, answer) in answers.into_iter().enumerate() {
+        let path = format!("answers[{i}]");
+        let Some(&q) = index.get(answer.id.as_str()) else {
+            violations.push(Violation::new(
+                format!("{path}.id"),
+                format!("{:?} is not a question of this ask", answer.id),
+            ));
+            continue;
+        };
+        if normalized[q].is_some() {
+            violations.push(Violation::new(
+                format!("{path}.id"),
+                format!("question {:?} is answered more than once", answer.id),
+            ));
+            continue;
+        }
+        match one(&path, &questions[q], answer, limits) {
+            Ok(answer) => normalized[q] = Some(answer),
+            Err(mut errors) => {
+                violations.append(&mut errors);
+                // Mark it seen so a duplicate is still reported as such.
+                normalized[q] = Some(QuestionAnswer::default());
+            }
+        }
+    }
+    for (question, answer) in questions.iter().zip(&normalized) {
+        if answer.is_none() {
+            violations.push(Violation::new(
+                "answers",
+                format!(
+                    "question {:?} has no answer; skip it explicitly with an empty selection",
+                    question.id
+                ),
+            ));
+        }
+    }
+    if !violations.is_empty() {
+        return Err(AskError::BadAnswer(violations));
+    }
+    Ok(normalized.into_iter().flatten().collect())
+}
+
+fn one(
+    path: &str,
+    question: &Question,
+    answer: QuestionAnswer,
+    limits: &Limits,
+) -> Result<QuestionAnswer, Vec<Violation>> {
+    let mut violations = Vec::new();
+    if question.options.is_empty() && !answer.selected.is_empty() {
+        violations.push(Violation::new(
+            format!("{path}.selected"),
+            format!(
+                "question {:?} has no options; answer it with custom text",
+                question.id
+            ),
+        ));
+    } else {
+        let mut seen = HashSet::new();
+        for (j, label) in answer.selected.iter().enumerate() {
+            let field = format!("{path}.selected[{j}]");
+            if !question.options.iter().any(|o| &o.label == label) {
+                violations.push(Violation::new(
+                    field,
+                    format!("{label:?} is not an option of question {:?}", question.id),
+                ));
+            } else if !seen.insert(label.as_str()) {
+                violations.push(Violation::new(
+                    field,
+                    format!("{label:?} is selected more than once"),
+                ));
+            }
+        }
+        if !question.multi_select && answer.selected.len() > 1 {
+            violations.push(Violation::new(
+                format!("{path}.selected"),
+                format!("question {:?} takes at most one option", question.id),
+            ));
+        }
+    }
+    let custom = answer
+        .custom
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    if let Some(text) = custom
+        && text.len() > limits.max_custom_bytes
+    {
+        violations.push(Violation::new(
+            format!("{path}.custom"),
+            format!("must be at most {} bytes", limits.max_custom_bytes),
+        ));
+    }
+    if !violations.is_empty() {
+        return Err(violations);
+    }
+    let selected = match (question.multi_select, custom) {
+        (false, Some(_)) => Vec::new(),
+        _ => answer.selected,
+    };
+    Ok(QuestionAnswer {
+        id: answer.id,
+        selected,
+        custom: custom.map(str::to_owned),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::QuestionOption;
+
+    use super::*;
+
+    fn question(id: &str, labels: &[&str], multi_select: bool) -> Question {
+        Question {
+            id: id.into(),
+            question: format!("{id}?"),
+            options: labels
+                .iter()
+                .map(|l| QuestionOption {
+                    label: (*l).into(),
+                    description: None,
+                })
+                .collect(),
+            multi_select,
+            ..Default::default()
+        }
+    }
+
+    fn answer(id: &str, selected: &[&str], custom: Option<&str>) -> QuestionAnswer {
+        QuestionAnswer {
+            id: id.into(),
+            selected: selected.iter().map(|s| (*s).into()).collect(),
+            custom: custom.map(str::to_owned),
+        }
+    }
+
+    /// single (pick one of a/b), multi (any of a/b/c), free (no options).
+    fn questions() -> Vec<Question> {
+        vec![
+            question("single", &["a", "b"], false),
+            question("multi", &["a", "b", "c"], true),
+            question("free", &[], false),
+        ]
+    }
+
+    fn run(answers: Vec<QuestionAnswer>) -> Result<Vec<QuestionAnswer>, AskError> {
+        normalize(&questions(), answers, &Limits::default())
+    }
+
+    fn fields(result: Result<Vec<QuestionAnswer>, AskError>) -> Vec<String> {
+        let err = result.expect_err("the batch must be refused");
+        assert_eq!(err.reason(), "BAD_ANSWER");
+        err.violations().iter().map(|v| v.field.clone()).collect()
+    }
+
+    #[test]
+    fn a_complete_batch_comes_back_in_question_order() {
+        let got = run(vec![
+            answer("free", &[], Some("  hello ")),
+            answer("multi", &["c", "a"], None),
+            answer("single", &["b"], None),
+        ]);
+        assert_eq!(
+            got,
+            Ok(vec![
+                answer("single", &["b"], None),
+                answer("multi", &["c", "a"], None),
+                answer("free", &[], Some("hello")),
+            ])
+        );
+    }
+
+    #[test]
+    fn an_empty_selection_without_custom_is_an_explicit_skip() {
+        let skips = vec![
+            answer("single", &[], None),
+            answer("multi", &[], Some("   ")),
+            answer("free", &[], Some("")),
+        ];
+        assert_eq!(
+            run(skips),
+            Ok(vec![
+                answer("single", &[], None),
+                answer("multi", &[], None),
+                answer("free", &[], None),
+            ])
+        );
+    }
+
+    #[test]
+    fn custom_overrides_on_single_select_and_adds_on_multi_select() {
+        let got = run(vec![
+            answer("single", &["a"], Some(" other ")),
+            answer("multi", &["b"], Some("also this")),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(
+            got,
+            Ok(vec![
+                answer("single", &[], Some("other")),
+                answer("multi", &["b"], Some("also this")),
+                answer("free", &[], None),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_missing_question_is_refused() {
+        let got = run(vec![
+            answer("single", &["a"], None),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(fields(got), ["answers"]);
+    }
+
+    #[test]
+    fn an_unknown_or_repeated_id_is_refused() {
+        let got = run(vec![
+            answer("single", &["a"], None),
+            answer("multi", &[], None),
+            answer("free", &[], None),
+            answer("nope", &[], None),
+            answer("single", &["b"], None),
+        ]);
+        assert_eq!(fields(got), ["answers[3].id", "answers[4].id"]);
+    }
+
+    #[test]
+    fn selected_holds_option_labels_only() {
+        let got = run(vec![
+            answer("single", &["A"], None),
+            answer("multi", &["a", "zzz"], None),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(
+            fields(got),
+            ["answers[0].selected[0]", "answers[1].selected[1]"]
+        );
+    }
+
+    #[test]
+    fn a_label_cannot_be_selected_twice() {
+        let got = run(vec![
+            answer("single", &["a"], None),
+            answer("multi", &["b", "b"], None),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(fields(got), ["answers[1].selected[1]"]);
+    }
+
+    #[test]
+    fn single_select_takes_at_most_one_option() {
+        let got = run(vec![
+            answer("single", &["a", "b"], None),
+            answer("multi", &["a", "b", "c"], None),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(fields(got), ["answers[0].selected"]);
+    }
+
+    #[test]
+    fn an_optionless_question_takes_no_selection() {
+        let got = run(vec![
+            answer("single", &[], None),
+            answer("multi", &[], None),
+            answer("free", &["a"], Some("text")),
+        ]);
+        assert_eq!(fields(got), ["answers[2].selected"]);
+    }
+
+    #[test]
+    fn custom_text_is_bounded() {
+        let long = "x".repeat(Limits::default().max_custom_bytes + 1);
+        let got = run(vec![
+            answer("single", &[], None),
+            answer("multi", &[], None),
+            answer("free", &[], Some(&long)),
+        ]);
+        assert_eq!(fields(got), ["answers[2].custom"]);
+    }
+
+    #[test]
+    fn an_empty_batch_names_every_question() {
+        let err = run(vec![]).expect_err("empty batch");
+        assert_eq!(err.violations().len(), 3);
+    }
+}

@@ -1,0 +1,152 @@
+//! The one error type of askgate's domain. Each variant is one row of DESIGN.md "Errors";
+//! `api::status` is the single place that turns it into a `tonic::Status`.
+
+use std::fmt;
+
+use askgate_proto::v1::Resolution;
+
+/// One thing wrong with one field of a request, e.g. `questions[1].options[0].label`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Path of the field in the request, in proto field names.
+    pub field: String,
+    /// What is wrong with it, for humans and models.
+    pub description: String,
+}
+
+impl Violation {
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.description)
+    }
+}
+
+/// Lists violations as `a: x; b: y` for the human-readable status message.
+struct Listed<'a>(&'a [Violation]);
+
+impl fmt::Display for Listed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, violation) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{violation}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why an askgate operation failed. Messages are the model-facing wording of DESIGN.md.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    #[error("ask_user_question requires at least one question")]
+    EmptyQuestions,
+    #[error("invalid request: {}", Listed(.0))]
+    BadRequest(Vec<Violation>),
+    #[error("invalid intent: {0}")]
+    BadIntent(Violation),
+    #[error("invalid answer batch: {}", Listed(.0))]
+    BadAnswer(Vec<Violation>),
+    #[error("no user-questions provider is registered for this session")]
+    NoProvider,
+    #[error("another exclusive subscriber holds this session")]
+    DuplicateProvider,
+    #[error("human interaction requires the exact live calling agent when an agent is supplied")]
+    CallerNotLive,
+    #[error(
+        "human interaction is unavailable while the calling agent is owned by another live agent; include the unresolved question or decision in the child agent's final result"
+    )]
+    DelegatedCaller,
+    #[error("the user cancelled the question{}", .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    AskCancelled { reason: Option<String> },
+    #[error("ask_user_question was aborted before the user answered")]
+    AskAborted,
+    #[error("no answer before the deadline")]
+    AskExpired,
+    /// `resolution` is how the ask ended, while the server still remembers it.
+    #[error("no pending question with that rpc_id in this session")]
+    NotPending { resolution: Option<Resolution> },
+    #[error("too many pending questions: {0}")]
+    TooManyPending(String),
+    #[error("the node is draining; retry with the same request_id")]
+    ShuttingDown,
+    /// A fault of the server itself (a broken invariant, an unreachable store).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AskError {
+    /// The `google.rpc.ErrorInfo` reason: the machine-routable name of the failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::EmptyQuestions => "EMPTY_QUESTIONS",
+            Self::BadRequest(_) => "BAD_REQUEST",
+            Self::BadIntent(_) => "BAD_INTENT",
+            Self::BadAnswer(_) => "BAD_ANSWER",
+            Self::NoProvider => "NO_PROVIDER",
+            Self::DuplicateProvider => "DUPLICATE_PROVIDER",
+            Self::CallerNotLive => "CALLER_NOT_LIVE",
+            Self::DelegatedCaller => "DELEGATED_CALLER",
+            Self::AskCancelled { .. } => "ASK_CANCELLED",
+            Self::AskAborted => "ASK_ABORTED",
+            Self::AskExpired => "ASK_EXPIRED",
+            Self::NotPending { .. } => "NOT_PENDING",
+            Self::TooManyPending(_) => "TOO_MANY_PENDING",
+            Self::ShuttingDown => "SHUTTING_DOWN",
+            Self::Internal(_) => "INTERNAL",
+        }
+    }
+
+    /// A request error about a single field.
+    pub fn bad_request(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self::BadRequest(vec![Violation::new(field, description)])
+    }
+
+    /// Field violations, for `google.rpc.BadRequest`.
+    pub fn violations(&self) -> &[Violation] {
+        match self {
+            Self::BadRequest(v) | Self::BadAnswer(v) => v,
+            Self::BadIntent(v) => std::slice::from_ref(v),
+            _ => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancelled_message_carries_the_reason_when_given() {
+        let with = AskError::AskCancelled {
+            reason: Some("wrong branch".into()),
+        };
+        assert_eq!(
+            with.to_string(),
+            "the user cancelled the question: wrong branch"
+        );
+        let without = AskError::AskCancelled { reason: None };
+        assert_eq!(without.to_string(), "the user cancelled the question");
+    }
+
+    #[test]
+    fn violations_are_listed_per_field() {
+        let err = AskError::BadRequest(vec![
+            Violation::new("session_id", "must not be empty"),
+            Violation::new("questions[0].id", "must not be empty"),
+        ]);
+        assert_eq!(
+            err.to_string(),
+            "invalid request: session_id: must not be empty; questions[0].id: must not be empty"
+        );
+        assert_eq!(err.violations().len(), 2);
+    }
+}

@@ -1,0 +1,12 @@
+//! Pure rules of askgate: request validation, answer validation and normalisation,
+//! the domain error, and the values the backends store. No tonic, no storage, no I/O.
+
+pub mod answer;
+pub mod error;
+pub mod limits;
+pub mod model;
+pub mod validate;
+
+pub use error::{AskError, Violation};
+pub use limits::Limits;
+pub use model::{DEFAULT_TENANT, NewAsk, Outcome, SessionKey};

@@ -1,0 +1,95 @@
+//! The values that flow between the handlers, the rules and the backends.
+
+use std::{collections::HashMap, fmt, sync::Arc, time::SystemTime};
+
+use askgate_proto::v1::{AgentRef, Question, QuestionAnswer, Resolution};
+
+/// Tenant of every request until authentication names one.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Who resolved an ask when no human did.
+pub const RESOLVED_BY_SERVER: &str = "askgate";
+/// Who resolved an ask that its own caller gave up on.
+pub const RESOLVED_BY_CALLER: &str = "caller";
+
+/// A session within a tenant: the unit of isolation, ordering and fan-out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    pub tenant: Arc<str>,
+    pub session_id: Arc<str>,
+}
+
+impl SessionKey {
+    pub fn new(tenant: impl Into<Arc<str>>, session_id: impl Into<Arc<str>>) -> Self {
+        Self {
+            tenant: tenant.into(),
+            session_id: session_id.into(),
+        }
+    }
+}
+
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.tenant, self.session_id)
+    }
+}
+
+/// A validated ask, ready to be stored.
+#[derive(Debug, Clone)]
+pub struct NewAsk {
+    pub key: SessionKey,
+    pub questions: Vec<Question>,
+    pub agent: Option<AgentRef>,
+    pub labels: HashMap<String, String>,
+    pub expires_at: Option<SystemTime>,
+}
+
+/// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub resolution: Resolution,
+    /// Normalised answers, for `ANSWERED` only.
+    pub answers: Vec<QuestionAnswer>,
+    pub resolved_by: String,
+    /// The human's reason, for `CANCELLED` only.
+    pub cancel_reason: Option<String>,
+}
+
+impl Outcome {
+    pub fn answered(answers: Vec<QuestionAnswer>, by: impl Into<String>) -> Self {
+        Self::new(Resolution::Answered, answers, by, None)
+    }
+
+    pub fn cancelled(reason: Option<String>, by: impl Into<String>) -> Self {
+        Self::new(Resolution::Cancelled, Vec::new(), by, reason)
+    }
+
+    /// The asking side gave up: its call was cancelled or its connection dropped.
+    pub fn aborted() -> Self {
+        Self::new(Resolution::Aborted, Vec::new(), RESOLVED_BY_CALLER, None)
+    }
+
+    /// The Ask's deadline passed.
+    pub fn expired() -> Self {
+        Self::new(Resolution::Expired, Vec::new(), RESOLVED_BY_SERVER, None)
+    }
+
+    /// The node shut down and nobody can reattach.
+    pub fn disposed() -> Self {
+        Self::new(Resolution::Disposed, Vec::new(), RESOLVED_BY_SERVER, None)
+    }
+
+    fn new(
+        resolution: Resolution,
+        answers: Vec<QuestionAnswer>,
+        by: impl Into<String>,
+        cancel_reason: Option<String>,
+    ) -> Self {
+        Self {
+            resolution,
+            answers,
+            resolved_by: by.into(),
+            cancel_reason,
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! Request validation (DESIGN.md "Semantics" 1 and 9): everything an `Ask` must satisfy
+//! before it is stored, and the shape of ids and free text on the other calls.
+
+use std::collections::HashSet;
+
+use askgate_proto::v1::{AskRequest, Question, intent};
+
+use super::{AskError, Limits, Violation};
+
+/// Longest session id, in characters.
+pub const MAX_SESSION_ID_CHARS: usize = 128;
+/// Longest rpc_id or request_id a caller may send, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// Checks a session id: 1-128 characters of `[A-Za-z0-9._:@/-]`.
+pub fn session_id(field: &str, id: &str) -> Result<(), AskError> {
+    session_id_violation(field, id).map_or(Ok(()), |v| Err(AskError::BadRequest(vec![v])))
+}
+
+fn session_id_violation(field: &str, id: &str) -> Option<Violation> {
+    if id.is_empty() {
+        return Some(Violation::new(field, "must not be empty"));
+    }
+    if id.len() > MAX_SESSION_ID_CHARS {
+        return Some(Violation::new(
+            field,
+            format!("must be at most {MAX_SESSION_ID_CHARS} characters"),
+        ));
+    }
+    if let Some(bad) = id.chars().find(|c| !is_session_id_char(*c)) {
+        return Some(Violation::new(
+            field,
+            format!("character {bad:?} is not allowed; use [A-Za-z0-9._:@/-]"),
+        ));
+    }
+    None
+}
+
+fn is_session_id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '@' | '/' | '-')
+}
+
+/// Checks an rpc_id named by Answer or Cancel. Its content is opaque; only its shape is
+/// checked so that absurd input is refused before any lookup.
+pub fn rpc_id(id: &str) -> Result<(), AskError> {
+    if id.is_empty() {
+        return Err(AskError::bad_request("rpc_id", "must not be empty"));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(AskError::bad_request(
+            "rpc_id",
+            format!("must be at most {MAX_ID_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a free-text field against a byte limit.
+pub fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), AskError> {
+    match too_long(field, value, max_bytes) {
+        Some(v) => Err(AskError::BadRequest(vec![v])),
+        None => Ok(()),
+    }
+}
+
+fn too_long(field: &str, value: &str, max_bytes: usize) -> Option<Violation> {
+    (value.len() > max_bytes)
+        .then(|| Violation::new(field, format!("must be at most {max_bytes} bytes")))
+}
+
+/// Validates a whole `Ask` request. Every violation is reported at once, so a caller (or
+/// a model) can fix them in one go; the intent is checked once the rest is valid.
+pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
+    let mut violations = Vec::new();
+    violations.extend(session_id_violation("session_id", &request.session_id));
+    if request.questions.is_empty() {
+        return match violations.is_empty() {
+            true => Err(AskError::EmptyQuestions),
+            false => Err(AskError::BadRequest(violations)),
+        };
+    }
+    if request.questions.len() > limits.max_questions {
+        violations.push(Violation::new(
+            "questions",
+            format!("at most {} questions per ask", limits.max_questions),
+        ));
+    }
+    let mut ids = HashSet::new();
+    for (i, question) in request.questions.iter().enumerate() {
+        question_violations(
+            &format!("questions[{i}]"),
+            question,
+            limits,
+            &mut violations,
+        );
+        if !question.id.is_empty() && !ids.insert(question.id.as_str()) {
+            violations.push(Violation::new(
+                format!("questions[{i}].id"),
+                format!("duplicate question id {:?}", question.id),
+            ));
+        }
+    }
+    if let Some(agent) = &request.agent {
+        if agent.agent_id.is_empty() {
+            violations.push(Violation::new("agent.agent_id", "must not be empty"));
+        }
+        violations.extend(too_long("agent.agent_id", &agent.agent_id, MAX_ID_BYTES));
+        violations.extend(too_long(
+            "agent.incarnation",
+            &agent.incarnation,
+            MAX_ID_BYTES,
+        ));
+    }
+    violations.extend(too_long("request_id", &request.request_id, MAX_ID_BYTES));
+    if request.labels.len() > limits.max_labels {
+        violations.push(Violation::new(
+            "labels",
+            format!("at most {} labels per ask", limits.max_labels),
+        ));
+    }
+    for (key, value) in &request.labels {
+        violations.extend(too_long(
+            &format!("labels[{key:?}]"),
+            key,
+            limits.max_label_bytes,
+        ));
+        violations.extend(too_long(
+            &format!("labels[{key:?}]"),
+            value,
+            limits.max_text_bytes,
+        ));
+    }
+    if !violations.is_empty() {
+        return Err(AskError::BadRequest(violations));
+    }
+    for (i, question) in request.questions.iter().enumerate() {
+        intent(&format!("questions[{i}]"), question)?;
+    }
+    Ok(())
+}
+
+fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<Violation>) {
+    if q.id.is_empty() {
+        out.push(Violation::new(format!("{path}.id"), "must not be empty"));
+    }
+    out.extend(too_long(
+        &format!("{path}.id"),
+        &q.id,
+        limits.max_label_bytes,
+    ));
+    if q.question.trim().is_empty() {
+        out.push(Violation::new(
+            format!("{path}.question"),
+            "must not be empty",
+        ));
+    }
+    out.extend(too_long(
+        &format!("{path}.question"),
+        &q.question,
+        limits.max_text_bytes,
+    ));
+    if let Some(header) = &q.header {
+        out.extend(too_long(
+            &format!("{path}.header"),
+            header,
+            limits.max_label_bytes,
+        ));
+    }
+    if let Some(detail) = &q.detail {
+        out.extend(too_long(
+            &format!("{path}.detail"),
+            detail,
+            limits.max_detail_bytes,
+        ));
+    }
+    if q.options.len() > limits.max_options {
+        out.push(Violation::new(
+            format!("{path}.options"),
+            format!("at most {} options per question", limits.max_options),
+        ));
+    }
+    let mut labels = HashSet::new();
+    for (j, option) in q.options.iter().enumerate() {
+        let field = format!("{path}.options[{j}].label");
+        if option.label.trim().is_empty() {
+            out.push(Violation::new(&field, "must not be empty"));
+        } else if !labels.insert(option.label.as_str()) {
+            out.push(Violation::new(
+                &field,
+                format!("duplicate option label {:?}", option.label),
+            ));
+        }
+        out.extend(too_long(&field, &option.label, limits.max_label_bytes));
+        if let Some(description) = &option.description {
+            out.extend(too_long(
+                &format!("{path}.options[{j}].description"),
+                description,
+                limits.max_text_bytes,
+            ));
+        }
+    }
+}
+
+/// DESIGN.md Semantics 9: a plan review names one of the question's option labels as
+/// the approval and carries the plan in `detail`.
+fn intent(path: &str, q: &Question) -> Result<(), AskError> {
+    let Some(intent::Kind::PlanReview(review)) = q.intent.as_ref().and_then(|i| i.kind.as_ref())
+    else {
+        return Ok(());
+    };
+    if !q.options.iter().any(|o| o.label == review.approve) {
+        return Err(AskError::BadIntent(Violation::new(
+            format!("{path}.intent.plan_review.approve"),
+            format!(
+                "{:?} is not an option label of this question; approve must name one",
+                review.approve
+            ),
+        )));
+    }
+    if q.detail.as_deref().is_none_or(|d| d.trim().is_empty()) {
+        return Err(AskError::BadIntent(Violation::new(
+            format!("{path}.detail"),
+            "a plan review needs the plan in detail",
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{AgentRef, Intent, PlanReview, QuestionOption};
+
+    use super::*;
+
+    fn question(id: &str, labels: &[&str]) -> Question {
+        Question {
+            id: id.into(),
+            question: format!("question {id}?"),
+            options: labels
+                .iter()
+                .map(|l| QuestionOption {
+                    label: (*l).into(),
+                    description: None,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn request(questions: Vec<Question>) -> AskRequest {
+        AskRequest {
+            session_id: "s-1".into(),
+            questions,
+            ..Default::default()
+        }
+    }
+
+    fn fields(err: AskError) -> Vec<String> {
+        err.violations().iter().map(|v| v.field.clone()).collect()
+    }
+
+    fn check(req: &AskRequest) -> Result<(), AskError> {
+        ask(req, &Limits::default())
+    }
+
+    #[test]
+    fn a_valid_request_passes() {
+        let req = request(vec![question("a", &["yes", "no"]), question("b", &[])]);
+        assert_eq!(check(&req), Ok(()));
+    }
+
+    #[test]
+    fn session_ids_allow_the_documented_alphabet_only() {
+        for ok in ["a", "A.b_c:d@e/f-9", &"x".repeat(128)] {
+            assert_eq!(session_id("session_id", ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "has space", "ünï", "a#b", &"x".repeat(129)] {
+            let err = session_id("session_id", bad).expect_err(bad);
+            assert_eq!(err.reason(), "BAD_REQUEST", "{bad}");
+            assert_eq!(fields(err), ["session_id"]);
+        }
+    }
+
+    #[test]
+    fn no_questions_is_empty_questions() {
+        assert_eq!(check(&request(vec![])), Err(AskError::EmptyQuestions));
+    }
+
+    #[test]
+    fn a_bad_session_id_wins_over_empty_questions() {
+        let mut req = request(vec![]);
+        req.session_id = String::new();
+        assert_eq!(fields(check(&req).expect_err("invalid")), ["session_id"]);
+    }
+
+    #[test]
+    fn every_violation_is_named_by_field() {
+        let mut dup_label = question("b", &["x", "x"]);
+        dup_label.question = "  ".into();
+        let req = request(vec![question("", &[""]), dup_label, question("b", &[])]);
+        let err = check(&req).expect_err("invalid");
+        assert_eq!(err.reason(), "BAD_REQUEST");
+        assert_eq!(
+            fields(err),
+            [
+                "questions[0].id",
+                "questions[0].options[0].label",
+                "questions[1].question",
+                "questions[1].options[1].label",
+                "questions[2].id",
+            ]
+        );
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        let limits = Limits::default();
+        let many = (0..=limits.max_questions)
+            .map(|i| question(&i.to_string(), &[]))
+            .collect();
+        assert_eq!(
+            fields(check(&request(many)).expect_err("too many")),
+            ["questions"]
+        );
+
+        let labels: Vec<String> = (0..=limits.max_options).map(|i| i.to_string()).collect();
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let err = check(&request(vec![question("a", &labels)])).expect_err("options");
+        assert_eq!(fields(err), ["questions[0].options"]);
+
+        let mut long = question("a", &[]);
+        long.question = "q".repeat(limits.max_text_bytes + 1);
+        long.detail = Some("d".repeat(limits.max_detail_bytes + 1));
+        let err = check(&request(vec![long])).expect_err("long");
+        assert_eq!(
+            fields(err),
+            ["questions[0].question", "questions[0].detail"]
+        );
+
+        let mut req = request(vec![question("a", &[])]);
+        req.request_id = "r".repeat(MAX_ID_BYTES + 1);
+        req.agent = Some(AgentRef::default());
+        assert_eq!(
+            fields(check(&req).expect_err("ids")),
+            ["agent.agent_id", "request_id"]
+        );
+    }
+
+    fn plan_review(approve: &str, detail: Option<&str>) -> Question {
+        let mut q = question("plan", &["Approve", "Revise"]);
+        q.detail = detail.map(str::to_owned);
+        q.intent = Some(Intent {
+            kind: Some(intent::Kind::PlanReview(PlanReview {
+                approve: approve.into(),
+            })),
+        });
+        q
+    }
+
+    #[test]
+    fn plan_review_needs_an_approve_label_and_a_detail() {
+        assert_eq!(
+            check(&request(vec![plan_review("Approve", Some("1. do it"))])),
+            Ok(())
+        );
+        let err = check(&request(vec![plan_review("Ship it", Some("plan"))])).expect_err("label");
+        assert_eq!(err.reason(), "BAD_INTENT");
+        assert_eq!(fields(err), ["questions[0].intent.plan_review.approve"]);
+        for detail in [None, Some(" ")] {
+            let err = check(&request(vec![plan_review("Approve", detail)])).expect_err("detail");
+            assert_eq!(err.reason(), "BAD_INTENT");
+            assert_eq!(fields(err), ["questions[0].detail"]);
+        }
+    }
+
+    #[test]
+    fn an_empty_intent_is_no_intent() {
+        let mut q = question("a", &[]);
+        q.intent = Some(Intent::default());
+        assert_eq!(check(&request(vec![q])), Ok(()));
+    }
+}

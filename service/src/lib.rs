@@ -1,0 +1,19 @@
+//! askgate: a gRPC service through which AI agents ask humans structured questions and
+//! wait for the answer. See DESIGN.md for the contract and README.md for the tour.
+//!
+//! Layout (imports point downward only):
+//! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;
+//! - [`server`]: assembles the gRPC server and runs it until shutdown;
+//! - [`api`]: tonic handlers, thin; [`api::status`] maps errors to `tonic::Status`;
+//! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
+//! - [`domain`]: pure rules: validation, answer normalisation, the error type;
+//! - [`backend`]: the `Backend` trait and its in-memory implementation.
+
+pub mod api;
+pub mod backend;
+pub mod cli;
+pub mod domain;
+pub mod questions;
+pub mod server;
+
+pub use server::{ServerConfig, run};

@@ -1,0 +1,254 @@
+//! The askgate use cases over a [`Backend`]: what `Ask`, `Answer`, `Cancel`,
+//! `Subscribe` and `ListPending` do, independent of gRPC. Handlers call this; tests can
+//! too.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::SystemTime,
+};
+
+use askgate_proto::v1::{
+    AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution, SubscribeRequest,
+};
+use tokio::time::Instant;
+use tracing::{Span, debug};
+
+use crate::{
+    backend::{Backend, EventStream, Scope, SubscribeOptions},
+    domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
+};
+
+/// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
+#[derive(Debug)]
+pub struct AskFailure {
+    pub error: AskError,
+    pub rpc_id: Option<String>,
+}
+
+impl From<AskError> for AskFailure {
+    fn from(error: AskError) -> Self {
+        Self {
+            error,
+            rpc_id: None,
+        }
+    }
+}
+
+/// The handle the gRPC layer calls. Cheap to clone.
+#[derive(Clone)]
+pub struct Questions {
+    backend: Arc<dyn Backend>,
+    limits: Arc<Limits>,
+    draining: Arc<AtomicBool>,
+}
+
+impl Questions {
+    pub fn new(backend: Arc<dyn Backend>, limits: Limits) -> Self {
+        Self {
+            backend,
+            limits: Arc::new(limits),
+            draining: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Registers the batch and waits until it is resolved or `deadline` passes.
+    pub async fn ask(
+        &self,
+        tenant: &str,
+        request: AskRequest,
+        deadline: Instant,
+    ) -> Result<AskResponse, AskFailure> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown.into());
+        }
+        validate::ask(&request, &self.limits)?;
+        if request.agent.is_some() {
+            // Agents become live through Agents.Attach, which this node does not serve
+            // yet: no agent can be the live caller.
+            return Err(AskError::CallerNotLive.into());
+        }
+        let key = SessionKey::new(tenant, request.session_id);
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let registered = self
+            .backend
+            .register(NewAsk {
+                key: key.clone(),
+                questions: request.questions,
+                agent: request.agent,
+                labels: request.labels,
+                expires_at: Some(SystemTime::now() + remaining),
+            })
+            .await?;
+        let rpc_id = registered.rpc_id;
+        Span::current().record("rpc_id", rpc_id.as_str());
+        debug!("ask registered");
+
+        let mut abort = AbortOnDrop {
+            backend: Some(self.backend.clone()),
+            key: key.clone(),
+            rpc_id: rpc_id.clone(),
+        };
+        let mut outcome_rx = registered.outcome;
+        let outcome = tokio::select! {
+            outcome = &mut outcome_rx => outcome,
+            () = tokio::time::sleep_until(deadline) => {
+                // Expire it unless a resolution won meanwhile; either way the winner's
+                // outcome arrives on the channel.
+                let _ = self.backend.claim(&key, &rpc_id, Outcome::expired()).await;
+                outcome_rx.await
+            }
+        };
+        abort.disarm();
+        let fail = |error| AskFailure {
+            error,
+            rpc_id: Some(rpc_id.clone()),
+        };
+        let outcome = outcome
+            .map_err(|_| fail(AskError::Internal("ask dropped without an outcome".into())))?;
+        match outcome.resolution {
+            Resolution::Answered => Ok(AskResponse {
+                rpc_id,
+                answers: outcome.answers,
+                resolved_by: outcome.resolved_by,
+            }),
+            Resolution::Cancelled => Err(fail(AskError::AskCancelled {
+                reason: outcome.cancel_reason,
+            })),
+            Resolution::Aborted => Err(fail(AskError::AskAborted)),
+            Resolution::Expired => Err(fail(AskError::AskExpired)),
+            Resolution::Disposed => Err(fail(AskError::ShuttingDown)),
+            Resolution::Unspecified => Err(fail(AskError::Internal(
+                "ask resolved without a resolution".into(),
+            ))),
+        }
+    }
+
+    /// Validates a complete answer batch against the pending ask, then claims it.
+    pub async fn answer(
+        &self,
+        tenant: &str,
+        request: AnswerRequest,
+        by: &str,
+    ) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        validate::rpc_id(&request.rpc_id)?;
+        let key = SessionKey::new(tenant, request.session_id);
+        let questions = self.backend.questions(&key, &request.rpc_id).await?;
+        let answers = answer::normalize(&questions, request.answers, &self.limits)?;
+        self.backend
+            .claim(&key, &request.rpc_id, Outcome::answered(answers, by))
+            .await
+    }
+
+    /// Closes the whole batch without an answer; the reason reaches the agent.
+    pub async fn cancel(
+        &self,
+        tenant: &str,
+        request: CancelRequest,
+        by: &str,
+    ) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        validate::rpc_id(&request.rpc_id)?;
+        validate::text("reason", &request.reason, self.limits.max_text_bytes)?;
+        let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
+        let key = SessionKey::new(tenant, request.session_id);
+        self.backend
+            .claim(&key, &request.rpc_id, Outcome::cancelled(reason, by))
+            .await
+    }
+
+    pub async fn subscribe(
+        &self,
+        tenant: &str,
+        request: SubscribeRequest,
+    ) -> Result<EventStream, AskError> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let scope = if request.all_sessions {
+            if !request.session_id.is_empty() {
+                return Err(AskError::bad_request(
+                    "session_id",
+                    "must be empty when all_sessions is set",
+                ));
+            }
+            if request.exclusive {
+                return Err(AskError::bad_request(
+                    "exclusive",
+                    "an exclusive subscription holds one session; it cannot be all_sessions",
+                ));
+            }
+            Scope::Tenant(tenant.into())
+        } else {
+            validate::session_id("session_id", &request.session_id)?;
+            Scope::Session(SessionKey::new(tenant, request.session_id))
+        };
+        validate::text("after", &request.after, validate::MAX_ID_BYTES)?;
+        let options = SubscribeOptions {
+            after: Some(request.after).filter(|a| !a.is_empty()),
+            exclusive: request.exclusive,
+        };
+        self.backend.subscribe(scope, options).await
+    }
+
+    pub async fn list_pending(
+        &self,
+        tenant: &str,
+        session_id: String,
+    ) -> Result<Vec<Requested>, AskError> {
+        validate::session_id("session_id", &session_id)?;
+        self.backend
+            .list_pending(&SessionKey::new(tenant, session_id))
+            .await
+    }
+
+    /// Shutdown: refuse new asks and subscriptions, resolve pending asks `DISPOSED`, end
+    /// every subscription.
+    pub async fn shut_down(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.backend.dispose_all().await;
+    }
+}
+
+/// Resolves the ask `ABORTED` when the waiting `Ask` future is dropped before it has an
+/// outcome: tonic drops it when the caller cancels or its connection goes away.
+struct AbortOnDrop {
+    backend: Option<Arc<dyn Backend>>,
+    key: SessionKey,
+    rpc_id: String,
+}
+
+impl AbortOnDrop {
+    fn disarm(&mut self) {
+        self.backend = None;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        let Some(backend) = self.backend.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let key = self.key.clone();
+        let rpc_id = std::mem::take(&mut self.rpc_id);
+        runtime.spawn(async move {
+            if backend
+                .claim(&key, &rpc_id, Outcome::aborted())
+                .await
+                .is_ok()
+            {
+                debug!(%rpc_id, "ask aborted by its caller");
+            }
+        });
+    }
+}
