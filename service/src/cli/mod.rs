@@ -1,3 +1,233 @@
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+//! The `askgate` command line: `serve` runs the service; `ask`, `watch`, `pending`,
+//! `answer` and `bot` are clients of its public gRPC API. Every flag is also an
+//! `ASKGATE_*` environment variable.
+//!
+//! Exit codes (documented in README.md "CLI"): 0 success; 1 any other failure;
+//! 3 ASK_CANCELLED; 4 ASK_EXPIRED; 5 ASK_ABORTED; 6 invalid input; 7 refused
+//! (NO_PROVIDER, DUPLICATE_PROVIDER, CALLER_NOT_LIVE, DELEGATED_CALLER, TOO_MANY_PENDING,
+//! UNAUTHENTICATED, PERMISSION_DENIED); 8 NOT_PENDING; 9 unavailable (server draining or
+//! unreachable); 64 invalid command line or configuration.
+
+mod answer;
+mod ask;
+mod bot;
+mod json;
+mod serve;
+mod watch;
+
+use std::{io::IsTerminal, process::ExitCode, time::Duration};
+
+use askgate_client::{Client, Reason};
+use clap::{Args, Parser, Subcommand};
+use tonic::Code;
+use tracing_subscriber::EnvFilter;
+
+pub use serve::ServeArgs;
+
+/// askgate: AI agents ask humans structured questions over gRPC and wait for the answer.
+#[derive(Debug, Parser)]
+#[command(name = "askgate", version, about)]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `askgate_service=debug`.
+    #[arg(long, global = true, env = "ASKGATE_LOG")]
+    pub log: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service (in-memory backend).
+    Serve(ServeArgs),
+    /// Ask questions and wait for the answer; prints the answer as JSON.
+    Ask(ask::AskArgs),
+    /// Follow a session (or all sessions) and print events as JSON lines.
+    Watch(watch::WatchArgs),
+    /// Print the pending asks of a session as JSON.
+    Pending(watch::PendingArgs),
+    /// Answer or cancel a pending ask (non-interactive).
+    Answer(answer::AnswerArgs),
+    /// Resolve every question of a session (or of all sessions) by a fixed policy.
+    Bot(bot::BotArgs),
+}
+
+/// Where the client subcommands connect.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// askgate server address.
+    #[arg(long, env = "ASKGATE_ADDR", default_value = "http://127.0.0.1:50051")]
+    pub addr: String,
+}
+
+impl ConnectArgs {
+    async fn connect(&self) -> Result<Client, askgate_client::Error> {
+        let addr = if self.addr.contains("://") {
+            self.addr.clone()
+        } else {
+            format!("http://{}", self.addr)
+        };
+        Client::connect(addr).await
+    }
+}
+
+/// Exit code for invalid command lines and configuration (EX_USAGE).
+pub const EXIT_USAGE: u8 = 64;
+
+/// Parses the command line and runs the command.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.use_stderr() {
+                true => ExitCode::from(EXIT_USAGE),
+                false => ExitCode::SUCCESS,
+            };
+        }
+    };
+    let default_log = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    let filter = cli.log.as_deref().unwrap_or(default_log);
+    match EnvFilter::try_new(filter) {
+        Ok(filter) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init(),
+        Err(e) => {
+            eprintln!("askgate: invalid --log filter {filter:?}: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("askgate: failed to start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Ask(args) => ask::run(args).await,
+            Command::Watch(args) => watch::run_watch(args).await,
+            Command::Pending(args) => watch::run_pending(args).await,
+            Command::Answer(args) => answer::run(args).await,
+            Command::Bot(args) => bot::run(args).await,
+        }
+    });
+    // Don't wait for blocking stdin readers or lingering tasks.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
+}
+
+/// The exit code of a failed client call.
+pub fn exit_code(error: &askgate_client::Error) -> u8 {
+    match error.reason() {
+        Reason::AskCancelled => 3,
+        Reason::AskExpired => 4,
+        Reason::AskAborted => 5,
+        Reason::EmptyQuestions | Reason::BadRequest | Reason::BadIntent | Reason::BadAnswer => 6,
+        Reason::NoProvider
+        | Reason::DuplicateProvider
+        | Reason::CallerNotLive
+        | Reason::DelegatedCaller
+        | Reason::TooManyPending
+        | Reason::Unauthenticated
+        | Reason::PermissionDenied => 7,
+        Reason::NotPending => 8,
+        Reason::ShuttingDown => 9,
+        _ if error.code() == Code::Unavailable => 9,
+        _ => 1,
+    }
+}
+
+/// Prints a failed call as one JSON object on stderr and returns its exit code.
+fn fail(error: &askgate_client::Error) -> ExitCode {
+    let mut metadata = serde_json::Map::new();
+    for key in ["session_id", "rpc_id", "reason", "resolution"] {
+        if let Some(value) = error.metadata(key) {
+            metadata.insert(key.to_owned(), value.into());
+        }
+    }
+    let violations: Vec<_> = error
+        .violations()
+        .iter()
+        .map(|(field, description)| serde_json::json!({"field": field, "description": description}))
+        .collect();
+    let report = serde_json::json!({
+        "error": {
+            "reason": error.reason().as_str(),
+            "code": format!("{:?}", error.code()),
+            "message": error.message(),
+            "metadata": metadata,
+            "violations": violations,
+        }
+    });
+    eprintln!("{report}");
+    ExitCode::from(exit_code(error))
+}
+
+/// Reports a local failure (bad input file, I/O) and returns exit code 1, or 64 for
+/// usage errors.
+fn fail_local(message: impl std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("askgate: {message}");
+    ExitCode::from(code)
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Parses durations such as `250ms`, `30s`, `5m`, `1h`.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value).map_err(|e| e.to_string())
+}
+
+/// Splits `KEY=VALUE`.
+fn parse_pair(value: &str) -> Result<(String, String), String> {
+    value
+        .split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {value:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_and_pairs_parse() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_pair("nope").is_err());
+    }
 }

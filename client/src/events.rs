@@ -1,0 +1,91 @@
+//! A subscription as a stream of typed events.
+
+use std::{
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use tokio_stream::Stream;
+use tonic::Streaming;
+
+use crate::{
+    Error,
+    proto::{Requested, Resolved, SubscribeResponse, subscribe_response},
+};
+
+/// One event of a subscription. `cursor` is what to pass as `after` to resume.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A question batch waits for an answer (live, or replayed on (re)connect).
+    Requested {
+        /// Resume point.
+        cursor: String,
+        /// The batch.
+        requested: Requested,
+    },
+    /// A batch was resolved: answered, cancelled, aborted, expired or disposed.
+    Resolved {
+        /// Resume point.
+        cursor: String,
+        /// How and by whom.
+        resolved: Resolved,
+    },
+    /// The replay is complete; live events follow. `resumed` is true when the server
+    /// sent only the events missed since `after`.
+    Synced {
+        /// Resume point: the session's latest event.
+        cursor: String,
+        /// Whether the subscription resumed from `after`.
+        resumed: bool,
+    },
+    /// Drop what you hold for this scope: a fresh snapshot follows.
+    Reset,
+}
+
+impl Event {
+    fn from_wire(message: SubscribeResponse) -> Option<Self> {
+        let cursor = message.cursor;
+        Some(match message.event? {
+            subscribe_response::Event::Requested(requested) => {
+                Self::Requested { cursor, requested }
+            }
+            subscribe_response::Event::Resolved(resolved) => Self::Resolved { cursor, resolved },
+            subscribe_response::Event::Synced(s) => Self::Synced {
+                cursor,
+                resumed: s.resumed,
+            },
+            subscribe_response::Event::Reset(_) => Self::Reset,
+        })
+    }
+}
+
+/// The events of one subscription. Ends when the server ends the subscription
+/// (shutdown); yields an error when the stream breaks.
+pub struct Events {
+    inner: Streaming<SubscribeResponse>,
+}
+
+impl Events {
+    pub(crate) fn new(inner: Streaming<SubscribeResponse>) -> Self {
+        Self { inner }
+    }
+}
+
+impl Stream for Events {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            return match Pin::new(&mut self.inner).poll_next(cx) {
+                Poll::Ready(Some(Ok(message))) => match Event::from_wire(message) {
+                    Some(event) => Poll::Ready(Some(Ok(event))),
+                    // An event kind this client does not know: newer server.
+                    None => continue,
+                },
+                Poll::Ready(Some(Err(status))) => Poll::Ready(Some(Err(status.into()))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}

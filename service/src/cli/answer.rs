@@ -1,0 +1,169 @@
+//! `askgate answer`: answer or cancel one pending ask from flags or JSON.
+
+use std::process::ExitCode;
+
+use askgate_client::answer;
+use askgate_proto::v1::{AnswerRequest, QuestionAnswer};
+use clap::Args;
+
+use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, json, parse_pair};
+
+#[derive(Debug, Clone, Args)]
+pub struct AnswerArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Session of the ask.
+    #[arg(long, env = "ASKGATE_SESSION")]
+    pub session: String,
+    /// The ask's rpc_id (from `watch` or `pending`).
+    #[arg(long)]
+    pub rpc_id: String,
+    /// Choose an option: `QUESTION_ID=LABEL`; repeat for several labels or questions.
+    #[arg(long = "select", value_parser = parse_pair)]
+    pub select: Vec<(String, String)>,
+    /// Free-text answer: `QUESTION_ID=TEXT`.
+    #[arg(long = "text", value_parser = parse_pair)]
+    pub text: Vec<(String, String)>,
+    /// Skip a question explicitly: `QUESTION_ID`.
+    #[arg(long = "skip")]
+    pub skip: Vec<String>,
+    /// The answers as JSON: an AnswerRequest, or just its `answers` list; `-` for stdin.
+    #[arg(long, conflicts_with_all = ["select", "text", "skip", "cancel"])]
+    pub json: Option<String>,
+    /// Cancel the whole batch instead of answering.
+    #[arg(long, conflicts_with_all = ["select", "text", "skip"])]
+    pub cancel: bool,
+    /// Reason given to the agent with --cancel.
+    #[arg(long, requires = "cancel", default_value = "")]
+    pub reason: String,
+}
+
+impl AnswerArgs {
+    /// The batch the flags describe, one entry per question id, in first-mention order.
+    fn answers(&self) -> Result<Vec<QuestionAnswer>, String> {
+        if let Some(path) = &self.json {
+            let text = json::read_input(path).map_err(|e| format!("{e:#}"))?;
+            let text = text.trim_start();
+            // A bare list is shorthand for {"answers": [...]}.
+            let wrapped;
+            let text = if text.starts_with('[') {
+                wrapped = format!("{{\"answers\":{text}}}");
+                &wrapped
+            } else {
+                text
+            };
+            let request: AnswerRequest =
+                json::from_json("askgate.v1.AnswerRequest", text).map_err(|e| format!("{e:#}"))?;
+            return Ok(request.answers);
+        }
+        let mut answers: Vec<QuestionAnswer> = Vec::new();
+        let mut entry = |id: &str| -> usize {
+            match answers.iter().position(|a| a.id == id) {
+                Some(i) => i,
+                None => {
+                    answers.push(answer::skip(id));
+                    answers.len() - 1
+                }
+            }
+        };
+        let mut picks = Vec::new();
+        for (id, label) in &self.select {
+            picks.push((entry(id), Some(label), None));
+        }
+        for (id, text) in &self.text {
+            picks.push((entry(id), None, Some(text)));
+        }
+        for id in &self.skip {
+            entry(id);
+        }
+        for (i, label, text) in picks {
+            if let Some(label) = label {
+                answers[i].selected.push(label.clone());
+            }
+            if let Some(text) = text {
+                answers[i].custom = Some(text.clone());
+            }
+        }
+        if answers.is_empty() {
+            return Err("give --select, --text or --skip per question, --json, or --cancel".into());
+        }
+        Ok(answers)
+    }
+}
+
+pub async fn run(args: AnswerArgs) -> ExitCode {
+    let answers = match args.cancel {
+        true => Vec::new(),
+        false => match args.answers() {
+            Ok(answers) => answers,
+            Err(e) => return fail_local(e, EXIT_USAGE),
+        },
+    };
+    let mut client = match args.connect.connect().await {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    let result = match args.cancel {
+        true => {
+            client
+                .cancel(&args.session, &args.rpc_id, &args.reason)
+                .await
+        }
+        false => client.answer(&args.session, &args.rpc_id, answers).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: AnswerArgs,
+    }
+
+    fn answers(flags: &[&str]) -> Result<Vec<QuestionAnswer>, String> {
+        let argv = ["answer", "--session", "s", "--rpc-id", "r"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        Wrapper::try_parse_from(argv)
+            .expect("valid flags")
+            .args
+            .answers()
+    }
+
+    #[test]
+    fn flags_build_one_entry_per_question() {
+        let got = answers(&[
+            "--select",
+            "db=Postgres",
+            "--skip",
+            "notes",
+            "--select",
+            "db=Redis",
+            "--text",
+            "why=it is fast",
+        ])
+        .expect("answers");
+        assert_eq!(
+            got,
+            vec![
+                answer::select("db", ["Postgres", "Redis"]),
+                answer::custom("why", "it is fast"),
+                answer::skip("notes"),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_answer_flags_is_a_usage_error() {
+        assert!(answers(&[]).is_err());
+    }
+}

@@ -1,0 +1,125 @@
+//! `askgate ask`: one question from flags, or a whole `AskRequest` as JSON; waits for
+//! the answer and prints the `AskResponse` as JSON.
+
+use std::{process::ExitCode, time::Duration};
+
+use askgate_client::{Ask, question};
+use askgate_proto::v1::{AskRequest, Unattended};
+use clap::Args;
+
+use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, json, parse_duration, parse_pair};
+
+#[derive(Debug, Clone, Args)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Session to ask in (overrides session_id of --json).
+    #[arg(long, env = "ASKGATE_SESSION")]
+    pub session: Option<String>,
+    /// The question text (the simple case: one question).
+    #[arg(long, conflicts_with = "json")]
+    pub question: Option<String>,
+    /// Id of that question.
+    #[arg(long, default_value = "q1")]
+    pub id: String,
+    /// Short header of that question.
+    #[arg(long)]
+    pub header: Option<String>,
+    /// Longer detail of that question.
+    #[arg(long)]
+    pub detail: Option<String>,
+    /// An option, `LABEL` or `LABEL=DESCRIPTION`; repeat for more. None: free text.
+    #[arg(long = "option")]
+    pub options: Vec<String>,
+    /// Let the human pick several options.
+    #[arg(long)]
+    pub multi: bool,
+    /// Present the question as a plan review; the value is the approving option label.
+    #[arg(long)]
+    pub plan_review: Option<String>,
+    /// A whole AskRequest as JSON (proto JSON, as grpcurl takes it); `-` for stdin.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// How long to wait for the answer (the gRPC deadline).
+    #[arg(long, env = "ASKGATE_TIMEOUT", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Keep the question pending while nobody is subscribed.
+    #[arg(long)]
+    pub hold: bool,
+    /// A label shown to the UIs, `KEY=VALUE`; repeat for more.
+    #[arg(long = "label", value_parser = parse_pair)]
+    pub labels: Vec<(String, String)>,
+}
+
+impl AskArgs {
+    fn request(&self) -> Result<AskRequest, String> {
+        let mut request = match (&self.json, &self.question) {
+            (Some(path), _) => {
+                let text = json::read_input(path).map_err(|e| format!("{e:#}"))?;
+                json::from_json("askgate.v1.AskRequest", &text).map_err(|e| format!("{e:#}"))?
+            }
+            (None, Some(text)) => {
+                let mut q = question(&self.id, text);
+                if let Some(header) = &self.header {
+                    q = q.header(header);
+                }
+                if let Some(detail) = &self.detail {
+                    q = q.detail(detail);
+                }
+                for option in &self.options {
+                    q = match option.split_once('=') {
+                        Some((label, description)) => q.option(label, description),
+                        None => q.choice(option),
+                    };
+                }
+                if self.multi {
+                    q = q.multi_select();
+                }
+                if let Some(approve) = &self.plan_review {
+                    q = q.plan_review(approve);
+                }
+                AskRequest {
+                    questions: vec![q.build()],
+                    ..Default::default()
+                }
+            }
+            (None, None) => return Err("give --question TEXT or --json FILE".into()),
+        };
+        if let Some(session) = &self.session {
+            request.session_id = session.clone();
+        }
+        if request.session_id.is_empty() {
+            return Err("give --session (or session_id in the JSON)".into());
+        }
+        if self.hold {
+            request.if_unattended = Unattended::Hold.into();
+        }
+        request.labels.extend(self.labels.iter().cloned());
+        Ok(request)
+    }
+}
+
+pub async fn run(args: AskArgs) -> ExitCode {
+    let request = match args.request() {
+        Ok(request) => request,
+        Err(e) => return fail_local(e, EXIT_USAGE),
+    };
+    let mut client = match args.connect.connect().await {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    let mut ask = Ask::from(request);
+    if let Some(timeout) = args.timeout {
+        ask = ask.timeout(timeout);
+    }
+    match client.ask(ask).await {
+        Ok(response) => match json::to_json("askgate.v1.AskResponse", &response) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail_local(format!("{e:#}"), 1),
+        },
+        Err(e) => fail(&e),
+    }
+}
