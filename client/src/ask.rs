@@ -127,6 +127,10 @@ impl Ask {
         &mut self.request
     }
 
+    pub(crate) fn has_timeout(&self) -> bool {
+        self.timeout.is_some()
+    }
+
     pub(crate) fn into_request(self) -> tonic::Request<AskRequest> {
         let mut request = tonic::Request::new(self.request);
         if let Some(timeout) = self.timeout {

@@ -119,7 +119,25 @@ pub struct Error {
     violations: Vec<(String, String)>,
 }
 
+/// tonic's channel enforces the request's `grpc-timeout` itself and reports its expiry
+/// as CANCELLED "Timeout expired", with no askgate ErrorInfo.
+pub(crate) fn is_local_timeout(status: &Status) -> bool {
+    status.code() == Code::Cancelled
+        && status.message() == "Timeout expired"
+        && status.get_error_details().error_info().is_none()
+}
+
 impl Error {
+    /// The ask's own deadline passed on this side.
+    pub(crate) fn local_deadline() -> Self {
+        Self {
+            status: Status::deadline_exceeded("no answer before the deadline"),
+            reason: Reason::AskExpired,
+            metadata: HashMap::new(),
+            violations: Vec::new(),
+        }
+    }
+
     pub(crate) fn transport(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Status::from_error(Box::new(error)).into()
     }

@@ -65,6 +65,12 @@ pub struct Events {
     inner: Streaming<SubscribeResponse>,
 }
 
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").finish_non_exhaustive()
+    }
+}
+
 impl Events {
     pub(crate) fn new(inner: Streaming<SubscribeResponse>) -> Self {
         Self { inner }

@@ -88,9 +88,20 @@ impl Client {
 
     /// Asks a batch of questions and waits until a human resolves it, the ask's
     /// timeout passes ([`Reason::AskExpired`]) or the server gives up.
+    ///
+    /// The timeout travels as the gRPC deadline, which the server honours itself
+    /// (subscribers see the ask resolved `EXPIRED`). This side's clock starts first, so
+    /// the local deadline usually fires a moment before the server's answer arrives;
+    /// it is reported as [`Reason::AskExpired`] all the same.
     pub async fn ask(&mut self, ask: Ask) -> Result<AskResponse, Error> {
-        let response = self.inner.ask(ask.into_request()).await?;
-        Ok(response.into_inner())
+        let has_deadline = ask.has_timeout();
+        match self.inner.ask(ask.into_request()).await {
+            Ok(response) => Ok(response.into_inner()),
+            Err(status) if has_deadline && error::is_local_timeout(&status) => {
+                Err(Error::local_deadline())
+            }
+            Err(status) => Err(status.into()),
+        }
     }
 
     /// Follows one session: pending asks are replayed, then [`Event::Synced`], then

@@ -7,14 +7,14 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 
 use askgate_proto::v1::{
     AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution, SubscribeRequest,
 };
 use tokio::time::Instant;
-use tracing::{Span, debug};
+use tracing::{Instrument, Span, debug};
 
 use crate::{
     backend::{Backend, EventStream, Scope, SubscribeOptions},
@@ -94,6 +94,7 @@ impl Questions {
             backend: Some(self.backend.clone()),
             key: key.clone(),
             rpc_id: rpc_id.clone(),
+            expired_from: deadline - (remaining / 4).min(DEADLINE_SLACK),
         };
         let mut outcome_rx = registered.outcome;
         let outcome = tokio::select! {
@@ -217,12 +218,20 @@ impl Questions {
     }
 }
 
-/// Resolves the ask `ABORTED` when the waiting `Ask` future is dropped before it has an
-/// outcome: tonic drops it when the caller cancels or its connection goes away.
+/// A caller's own deadline fires before the server's: its clock started before the
+/// request was sent, the server's when the request arrived. A call dropped this close
+/// to its deadline (at most a quarter of its whole wait) was dropped by the deadline,
+/// so its ask resolves EXPIRED rather than ABORTED.
+const DEADLINE_SLACK: Duration = Duration::from_millis(500);
+
+/// Resolves the ask when the waiting `Ask` future is dropped before it has an outcome
+/// (tonic drops it when the caller cancels or its connection goes away): `ABORTED`, or
+/// `EXPIRED` when the drop came with the caller's deadline.
 struct AbortOnDrop {
     backend: Option<Arc<dyn Backend>>,
     key: SessionKey,
     rpc_id: String,
+    expired_from: Instant,
 }
 
 impl AbortOnDrop {
@@ -241,14 +250,18 @@ impl Drop for AbortOnDrop {
         };
         let key = self.key.clone();
         let rpc_id = std::mem::take(&mut self.rpc_id);
-        runtime.spawn(async move {
-            if backend
-                .claim(&key, &rpc_id, Outcome::aborted())
-                .await
-                .is_ok()
-            {
-                debug!(%rpc_id, "ask aborted by its caller");
+        let outcome = match Instant::now() >= self.expired_from {
+            true => Outcome::expired(),
+            false => Outcome::aborted(),
+        };
+        runtime.spawn(
+            async move {
+                let resolution = outcome.resolution;
+                if backend.claim(&key, &rpc_id, outcome).await.is_ok() {
+                    debug!(%rpc_id, ?resolution, "the caller dropped its ask");
+                }
             }
-        });
+            .in_current_span(),
+        );
     }
 }

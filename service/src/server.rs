@@ -11,7 +11,7 @@ use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{UserQuestionsApi, deadline},
+    api::{UserQuestionsApi, deadline, health, status},
     backend::memory::{MemoryBackend, MemoryConfig},
     domain::Limits,
     questions::Questions,
@@ -48,6 +48,16 @@ impl Default for ServerConfig {
     }
 }
 
+/// Reflection advertises the services this node serves, not every service the
+/// descriptors define (`askgate.v1.Agents` is defined but not served yet).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name("askgate.v1.UserQuestions")
+        .with_service_name("grpc.health.v1.Health")
+}
+
 /// The health service names the node reports.
 const HEALTH_SERVICE_OVERALL: &str = "";
 
@@ -68,7 +78,9 @@ pub async fn run(
     let backend = std::sync::Arc::new(MemoryBackend::new(memory));
     let questions = Questions::new(backend, config.limits.clone());
 
-    let (health, health_service) = tonic_health::server::health_reporter();
+    let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
+    let health = tonic_health::server::HealthReporter::new();
+    let health_service = health::service(health.clone(), draining_rx);
     health
         .set_serving::<UserQuestionsServer<UserQuestionsApi>>()
         .await;
@@ -76,14 +88,10 @@ pub async fn run(
         .set_service_status(HEALTH_SERVICE_OVERALL, ServingStatus::Serving)
         .await;
 
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    let reflection_v1 = reflection()
         .build_v1()
         .context("failed to build the reflection service")?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    let reflection_v1alpha = reflection()
         .build_v1alpha()
         .context("failed to build the reflection service")?;
 
@@ -99,6 +107,9 @@ pub async fn run(
         .http2_keepalive_interval(Some(config.keepalive_interval))
         .http2_keepalive_timeout(Some(config.keepalive_timeout))
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
+        .layer(tower::util::MapResponseLayer::new(
+            status::map_oversize_request,
+        ))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -120,6 +131,7 @@ pub async fn run(
     health
         .set_service_status(HEALTH_SERVICE_OVERALL, ServingStatus::NotServing)
         .await;
+    let _ = draining_tx.send(true);
     questions.shut_down().await;
     let _ = stop_tx.send(());
     match tokio::time::timeout(config.drain_timeout, server).await {

@@ -2,6 +2,7 @@
 //! domain error through [`status::to_status`].
 
 pub mod deadline;
+pub mod health;
 pub mod status;
 
 use std::{pin::Pin, time::Duration};

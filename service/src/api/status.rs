@@ -72,6 +72,36 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
     Status::with_error_details(code, error.to_string(), details)
 }
 
+/// tonic refuses a request larger than the decoding limit with OUT_OF_RANGE and no
+/// ErrorInfo before any handler runs. This response map (mounted as a tower layer)
+/// turns that refusal into askgate's BAD_REQUEST, so oversize input is routable like
+/// every other failure.
+pub fn map_oversize_request(
+    response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    const OUT_OF_RANGE: &str = "11";
+    const TONIC_TOO_LARGE: &str = "decoded message length too large";
+    if response.headers().get("grpc-status").map(|v| v.as_bytes()) != Some(OUT_OF_RANGE.as_bytes())
+    {
+        return response;
+    }
+    let Some(status) = Status::from_header_map(response.headers()) else {
+        return response;
+    };
+    if !status.message().contains(TONIC_TOO_LARGE) {
+        return response;
+    }
+    let description = status
+        .message()
+        .split_once(": ")
+        .map_or(status.message(), |(_, detail)| detail);
+    let error = AskError::bad_request(
+        "request",
+        format!("the request message is too large ({description})"),
+    );
+    to_status(&error, "", None).into_http()
+}
+
 #[cfg(test)]
 mod tests {
     use askgate_proto::v1::Resolution;

@@ -1,0 +1,278 @@
+//! The `askgate` CLI end to end, as processes: `serve`, `ask`, `bot`, `watch`,
+//! `pending` and `answer`, with their documented exit codes.
+
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader, Lines},
+    process::{Child, ChildStderr, ChildStdout},
+};
+
+use crate::support::{ASKGATE, askgate, within};
+
+/// `askgate serve --listen 127.0.0.1:0` as a process; its address is read from its log.
+struct ServeProcess {
+    child: Child,
+    url: String,
+    _stderr: Lines<BufReader<ChildStderr>>,
+}
+
+impl ServeProcess {
+    async fn start() -> Self {
+        let mut child = tokio::process::Command::new(ASKGATE)
+            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn askgate serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let addr = within("serve to log its address", async {
+            loop {
+                let line = stderr
+                    .next_line()
+                    .await
+                    .expect("read")
+                    .expect("serve exited early");
+                if let Some((_, rest)) = line.split_once("local_addr=") {
+                    break rest.split_whitespace().next().expect("address").to_owned();
+                }
+            }
+        })
+        .await;
+        Self {
+            child,
+            url: format!("http://{addr}"),
+            _stderr: stderr,
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().expect("running").to_string()
+    }
+}
+
+fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
+    BufReader::new(child.stdout.take().expect("stdout")).lines()
+}
+
+/// Waits for a process and returns its exit code, stdout and stderr.
+async fn finish(child: Child) -> (i32, String, String) {
+    let out = within("the process to finish", child.wait_with_output())
+        .await
+        .expect("wait");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn next_json(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
+    let line = within("a JSON line", lines.next_line())
+        .await
+        .expect("read")
+        .expect("the process ended its output");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Waits for a `requested` line on a `watch` process and returns its rpc_id.
+async fn watched_request(watch: &mut Lines<BufReader<ChildStdout>>) -> String {
+    loop {
+        let event = next_json(watch).await;
+        if let Some(id) = event["requested"]["rpc_id"].as_str() {
+            return id.to_owned();
+        }
+    }
+}
+
+#[tokio::test]
+async fn serve_bot_watch_and_ask_as_processes() {
+    let mut serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let mut watch = askgate(&["watch", "--addr", &url, "--session", "demo"]);
+    let mut watch_out = lines(&mut watch);
+    let synced = next_json(&mut watch_out).await;
+    assert!(synced.get("synced").is_some(), "{synced}");
+    let _bot = askgate(&[
+        "bot",
+        "--addr",
+        &url,
+        "--session",
+        "demo",
+        "--policy",
+        "first",
+    ]);
+
+    let ask = askgate(&[
+        "ask",
+        "--addr",
+        &url,
+        "--session",
+        "demo",
+        "--question",
+        "Which database?",
+        "--option",
+        "Postgres=relational",
+        "--option",
+        "SQLite",
+    ]);
+    let (code, stdout, stderr) = finish(ask).await;
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let response: Value = serde_json::from_str(stdout.trim()).expect("JSON answer");
+    assert_eq!(response["answers"][0]["id"], "q1");
+    assert_eq!(response["answers"][0]["selected"][0], "Postgres");
+    let rpc_id = response["rpc_id"].as_str().expect("rpc_id").to_owned();
+
+    let requested = watched_request(&mut watch_out).await;
+    assert_eq!(requested, rpc_id);
+    let resolved = next_json(&mut watch_out).await;
+    assert_eq!(resolved["resolved"]["rpc_id"], rpc_id.as_str());
+    assert_eq!(resolved["resolved"]["reason"], "ANSWERED");
+
+    // SIGTERM: the server drains, ends the watch stream, and exits cleanly.
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &serve.pid()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = within("serve to exit", serve.child.wait())
+        .await
+        .expect("wait");
+    assert_eq!(exit.code(), Some(0));
+    let (code, _, stderr) = finish(watch).await;
+    assert_eq!(
+        code, 0,
+        "watch ends cleanly when the server ends its stream: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn pending_and_answer_resolve_an_ask_from_the_command_line() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let mut watch = askgate(&["watch", "--addr", &url, "--session", "manual"]);
+    let mut watch_out = lines(&mut watch);
+    next_json(&mut watch_out).await; // synced
+
+    let ask = askgate(&[
+        "ask",
+        "--addr",
+        &url,
+        "--session",
+        "manual",
+        "--question",
+        "Ship it?",
+        "--id",
+        "ship",
+        "--option",
+        "yes",
+        "--option",
+        "no",
+    ]);
+    let rpc_id = watched_request(&mut watch_out).await;
+
+    let pending = askgate(&["pending", "--addr", &url, "--session", "manual"]);
+    let (code, stdout, _) = finish(pending).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(listed["pending"][0]["rpc_id"], rpc_id.as_str());
+
+    // An invalid answer is refused with exit code 6 and leaves the ask pending.
+    let invalid = askgate(&[
+        "answer",
+        "--addr",
+        &url,
+        "--session",
+        "manual",
+        "--rpc-id",
+        &rpc_id,
+        "--select",
+        "ship=maybe",
+    ]);
+    let (code, _, stderr) = finish(invalid).await;
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("BAD_ANSWER"), "{stderr}");
+
+    let answer = askgate(&[
+        "answer",
+        "--addr",
+        &url,
+        "--session",
+        "manual",
+        "--rpc-id",
+        &rpc_id,
+        "--select",
+        "ship=no",
+    ]);
+    let (code, _, stderr) = finish(answer).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = finish(ask).await;
+    assert_eq!(code, 0, "{stderr}");
+    let response: Value = serde_json::from_str(stdout.trim()).expect("JSON answer");
+    assert_eq!(response["answers"][0]["selected"][0], "no");
+
+    // A second answer loses: NOT_PENDING, exit code 8.
+    let late = askgate(&[
+        "answer",
+        "--addr",
+        &url,
+        "--session",
+        "manual",
+        "--rpc-id",
+        &rpc_id,
+        "--select",
+        "ship=yes",
+    ]);
+    let (code, _, stderr) = finish(late).await;
+    assert_eq!(code, 8, "{stderr}");
+}
+
+#[tokio::test]
+async fn a_cancelled_ask_exits_3_with_the_reason() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let _bot = askgate(&[
+        "bot",
+        "--addr",
+        &url,
+        "--all-sessions",
+        "--policy",
+        "cancel",
+        "--reason",
+        "not now",
+    ]);
+    let mut watch = askgate(&["watch", "--addr", &url, "--all-sessions"]);
+    let mut watch_out = lines(&mut watch);
+    next_json(&mut watch_out).await; // synced
+    let ask = askgate(&[
+        "ask",
+        "--addr",
+        &url,
+        "--session",
+        "c",
+        "--question",
+        "Free text?",
+    ]);
+    let (code, _, stderr) = finish(ask).await;
+    assert_eq!(code, 3, "{stderr}");
+    let error: Value =
+        serde_json::from_str(stderr.trim().lines().last().expect("a line")).expect("JSON error");
+    assert_eq!(error["error"]["reason"], "ASK_CANCELLED");
+    assert_eq!(error["error"]["metadata"]["reason"], "not now");
+}
+
+#[tokio::test]
+async fn usage_errors_exit_64() {
+    for args in [
+        &["ask", "--session"][..],
+        &["serve", "--max-questions", "0", "--listen", "127.0.0.1:0"][..],
+        &["ask", "--session", "s"][..],
+        &["bot", "--session", "s", "--policy", "custom"][..],
+    ] {
+        let (code, _, stderr) = finish(askgate(args)).await;
+        assert_eq!(code, 64, "askgate {args:?}: {stderr}");
+    }
+}

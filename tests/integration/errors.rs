@@ -1,0 +1,314 @@
+//! Each error reason the one-node service produces, asserted by gRPC code and
+//! ErrorInfo reason (and field violations where the contract promises them).
+
+use std::time::Duration;
+
+use askgate_client::{Ask, Reason, answer, question};
+use askgate_proto::v1::{AgentRef, AskRequest, SubscribeRequest};
+use askgate_service::{ServerConfig, domain::Limits};
+use tonic::Code;
+
+use crate::support::{TestServer, next_requested, subscribed, within};
+
+fn yes_no(session: &str) -> Ask {
+    Ask::new(session).question(question("ok", "Proceed?").choice("yes").choice("no"))
+}
+
+#[tokio::test]
+async fn empty_questions() {
+    let server = TestServer::start().await;
+    let err = server
+        .client()
+        .await
+        .ask(Ask::new("s"))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::InvalidArgument, Reason::EmptyQuestions)
+    );
+    assert_eq!(
+        err.message(),
+        "ask_user_question requires at least one question"
+    );
+}
+
+#[tokio::test]
+async fn bad_request_names_every_field() {
+    let server = TestServer::start().await;
+    let ask = Ask::new("bad session!")
+        .question(question("", "?").choice("a").choice("a"))
+        .question(question("x", " "));
+    let err = server.client().await.ask(ask).await.expect_err("refused");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::InvalidArgument, Reason::BadRequest)
+    );
+    let fields: Vec<&str> = err.violations().iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "session_id",
+            "questions[0].id",
+            "questions[0].options[1].label",
+            "questions[1].question"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn oversize_input_is_refused_before_it_is_stored() {
+    let config = ServerConfig {
+        limits: Limits {
+            max_questions: 2,
+            ..Limits::default()
+        },
+        max_message_bytes: 64 * 1024,
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with(config).await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+
+    let three = (0..3).fold(Ask::new("s"), |ask, i| {
+        ask.question(question(&i.to_string(), "?"))
+    });
+    let err = client.ask(three).await.expect_err("too many questions");
+    assert_eq!(err.reason(), Reason::BadRequest);
+    assert_eq!(err.violations()[0].0, "questions");
+
+    let huge = Ask::new("s").question(question("q", &"x".repeat(100 * 1024)));
+    let err = client.ask(huge).await.expect_err("message too large");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::InvalidArgument, Reason::BadRequest)
+    );
+    assert_eq!(err.violations()[0].0, "request");
+
+    // Nothing was stored or broadcast: the next ask is the first event.
+    let mut asker = client.clone();
+    let waiting = tokio::spawn(async move { asker.ask(yes_no("s")).await });
+    let rpc_id = next_requested(&mut events).await;
+    client.cancel("s", &rpc_id, "").await.expect("cancel");
+    within("ask", waiting)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert!(client.list_pending("s").await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn bad_intent() {
+    let server = TestServer::start().await;
+    let review = question("plan", "Go ahead?")
+        .choice("Approve")
+        .choice("Revise")
+        .plan_review("Ship it")
+        .detail("1. migrate\n2. deploy");
+    let err = server
+        .client()
+        .await
+        .ask(Ask::new("s").question(review))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::InvalidArgument, Reason::BadIntent)
+    );
+    assert_eq!(
+        err.violations()[0].0,
+        "questions[0].intent.plan_review.approve"
+    );
+}
+
+#[tokio::test]
+async fn caller_not_live_without_an_attached_agent() {
+    let server = TestServer::start().await;
+    let mut ask = yes_no("s");
+    ask.request_mut().agent = Some(AgentRef {
+        agent_id: "agent-1".into(),
+        incarnation: "1".into(),
+    });
+    let err = server.client().await.ask(ask).await.expect_err("refused");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::FailedPrecondition, Reason::CallerNotLive)
+    );
+}
+
+#[tokio::test]
+async fn duplicate_provider_until_the_exclusive_subscriber_leaves() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let exclusive = SubscribeRequest {
+        session_id: "s".into(),
+        exclusive: true,
+        ..Default::default()
+    };
+    let first = client
+        .subscribe(exclusive.clone())
+        .await
+        .expect("first exclusive");
+    let err = client
+        .subscribe(exclusive.clone())
+        .await
+        .expect_err("second exclusive");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::AlreadyExists, Reason::DuplicateProvider)
+    );
+    client
+        .subscribe_session("s")
+        .await
+        .expect("non-exclusive subscribers are unaffected");
+    drop(first);
+    crate::support::within("the exclusive hold to be released", async {
+        loop {
+            match client.subscribe(exclusive.clone()).await {
+                Ok(_) => break,
+                Err(e) => assert_eq!(e.reason(), Reason::DuplicateProvider),
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_answer_not_pending_and_cancelled_with_reason() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let waiting = tokio::spawn(async move { asker.ask(yes_no("s")).await });
+    let rpc_id = next_requested(&mut events).await;
+
+    let err = client
+        .answer("s", &rpc_id, vec![answer::select("ok", ["maybe"])])
+        .await
+        .expect_err("not an option");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::InvalidArgument, Reason::BadAnswer)
+    );
+    assert_eq!(err.violations()[0].0, "answers[0].selected[0]");
+
+    let err = client
+        .cancel("other", &rpc_id, "")
+        .await
+        .expect_err("wrong session");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::NotFound, Reason::NotPending)
+    );
+    let err = client
+        .cancel("s", "no-such-rpc", "")
+        .await
+        .expect_err("unknown rpc");
+    assert_eq!(err.reason(), Reason::NotPending);
+
+    client
+        .cancel("s", &rpc_id, "  use the staging DB  ")
+        .await
+        .expect("cancel");
+    let err = within("ask", waiting)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::Aborted, Reason::AskCancelled)
+    );
+    assert_eq!(err.metadata("reason"), Some("use the staging DB"));
+    assert!(
+        err.message().ends_with("use the staging DB"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(err.metadata("rpc_id"), Some(rpc_id.as_str()));
+
+    let err = client
+        .answer("s", &rpc_id, vec![answer::select("ok", ["yes"])])
+        .await
+        .expect_err("late answer");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::NotFound, Reason::NotPending)
+    );
+    assert_eq!(err.metadata("resolution"), Some("CANCELLED"));
+}
+
+#[tokio::test]
+async fn ask_expired_at_the_callers_deadline() {
+    let server = TestServer::start().await;
+    let started = tokio::time::Instant::now();
+    let err = server
+        .client()
+        .await
+        .ask(yes_no("s").timeout(Duration::from_millis(300)))
+        .await
+        .expect_err("expired");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::DeadlineExceeded, Reason::AskExpired)
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn ask_expired_at_the_servers_maximum_wait() {
+    let server = TestServer::start_with(ServerConfig {
+        max_wait: Duration::from_millis(200),
+        ..ServerConfig::default()
+    })
+    .await;
+    let err = server
+        .client()
+        .await
+        .ask(yes_no("s").timeout(Duration::from_secs(60)))
+        .await
+        .expect_err("expired");
+    assert_eq!(err.reason(), Reason::AskExpired);
+}
+
+#[tokio::test]
+async fn too_many_pending_per_session() {
+    let server = TestServer::start_with(ServerConfig {
+        limits: Limits {
+            max_pending_per_session: 1,
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let _waiting = tokio::spawn(async move { asker.ask(yes_no("s")).await });
+    next_requested(&mut events).await;
+    let err = client.ask(yes_no("s")).await.expect_err("over the limit");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::ResourceExhausted, Reason::TooManyPending)
+    );
+    // Another session has its own allowance.
+    let err = client
+        .ask(yes_no("t").timeout(Duration::from_millis(50)))
+        .await
+        .expect_err("expires");
+    assert_eq!(err.reason(), Reason::AskExpired);
+}
+
+#[tokio::test]
+async fn a_raw_request_with_only_an_agent_id_is_refused_field_by_field() {
+    let server = TestServer::start().await;
+    let mut ask = Ask::from(AskRequest {
+        session_id: "s".into(),
+        ..Default::default()
+    })
+    .question(question("q", "?"));
+    ask.request_mut().agent = Some(AgentRef::default());
+    let err = server.client().await.ask(ask).await.expect_err("refused");
+    assert_eq!(err.reason(), Reason::BadRequest);
+    assert_eq!(err.violations()[0].0, "agent.agent_id");
+}

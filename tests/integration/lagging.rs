@@ -1,0 +1,133 @@
+//! A subscriber that stops reading while 10,000 events flow gets `reset` and a correct
+//! snapshot instead of a silent gap, and the server does not queue the flood for it.
+
+use std::{collections::HashSet, sync::Arc};
+
+use askgate_client::{Ask, Event, answer, question};
+use askgate_service::{ServerConfig, backend::memory::MemoryConfig};
+use tokio::sync::Semaphore;
+
+use crate::support::{TestServer, next_event, next_requested, subscribed, until_synced, within};
+
+/// 5,000 asks answered: 10,000 events.
+const FLOOD_ASKS: usize = 5_000;
+const EVENTS: usize = 2 * FLOOD_ASKS;
+/// Asks left pending for the snapshot.
+const LEFT_PENDING: usize = 3;
+const SUBSCRIBER_BUFFER: usize = 64;
+const STALLED_WINDOW: u32 = 65_535;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
+    let server = TestServer::start_with(ServerConfig {
+        memory: MemoryConfig {
+            subscriber_buffer: SUBSCRIBER_BUFFER,
+            ..MemoryConfig::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    // The stalled subscriber has a connection of its own (an unread stream holds the
+    // connection's flow-control window), with the HTTP/2 default windows of 64 KiB
+    // rather than hyper's 2 MiB, so that the transport buffers little.
+    let channel = within(
+        "connect",
+        tonic::transport::Endpoint::from_shared(server.url())
+            .expect("url")
+            .initial_stream_window_size(STALLED_WINDOW)
+            .initial_connection_window_size(STALLED_WINDOW)
+            .connect(),
+    )
+    .await
+    .expect("connect");
+    let mut stalled_client = askgate_client::Client::new(channel);
+    let mut stalled = subscribed(&mut stalled_client, "flood").await;
+
+    let mut client = server.client().await;
+    let mut resolver_events = subscribed(&mut client, "flood").await;
+    let resolver = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            for _ in 0..FLOOD_ASKS {
+                let rpc_id = next_requested(&mut resolver_events).await;
+                let mut client = client.clone();
+                tokio::spawn(async move {
+                    client
+                        .answer("flood", &rpc_id, vec![answer::select("q", ["yes"])])
+                        .await
+                        .expect("answer");
+                });
+            }
+            resolver_events
+        })
+    };
+    // Questions of about 1 KiB make the flood about 6 MiB on the wire.
+    let text = "Is this fine? ".repeat(70);
+    let permits = Arc::new(Semaphore::new(64));
+    let mut askers = Vec::new();
+    for _ in 0..FLOOD_ASKS {
+        let permit = permits.clone().acquire_owned().await.expect("semaphore");
+        let mut client = client.clone();
+        let ask = Ask::new("flood").question(question("q", &text).choice("yes"));
+        askers.push(tokio::spawn(async move {
+            let _permit = permit;
+            client.ask(ask).await.expect("answered");
+        }));
+    }
+    for asker in askers {
+        within("an asker", asker).await.expect("asker");
+    }
+    let mut resolver_events = within("resolver", resolver).await.expect("resolver");
+
+    // Leave a few asks pending: the snapshot must hold exactly these.
+    let mut pending = HashSet::new();
+    let mut holders = Vec::new();
+    for i in 0..LEFT_PENDING {
+        let mut asker = client.clone();
+        let ask = Ask::new("flood").question(question(&format!("p{i}"), "still there?"));
+        holders.push(tokio::spawn(async move { asker.ask(ask).await }));
+        pending.insert(next_requested(&mut resolver_events).await);
+    }
+
+    // Now read the stalled stream: what the transport still held, then the reset.
+    let mut before_reset = 0usize;
+    loop {
+        match next_event(&mut stalled).await {
+            Event::Reset => break,
+            Event::Requested { .. } | Event::Resolved { .. } => before_reset += 1,
+            Event::Synced { .. } => panic!("synced before reset"),
+        }
+        assert!(
+            before_reset < EVENTS,
+            "all {EVENTS} events were queued: no reset"
+        );
+    }
+    // The server queued at most SUBSCRIBER_BUFFER events for the subscriber; the rest
+    // of what arrived sat in HTTP/2 buffers: hyper's 400 KiB send buffer and the
+    // client's 64 KiB window, under 800 events at ~650 bytes an event on average. Most
+    // of the flood was never queued for the stalled subscriber.
+    assert!(
+        before_reset < EVENTS / 4,
+        "{before_reset} of {EVENTS} events were queued for a stalled subscriber"
+    );
+    let snapshot = until_synced(&mut stalled).await;
+    let snapshot_ids: HashSet<String> = snapshot
+        .iter()
+        .map(|e| match e {
+            Event::Requested { requested, .. } => requested.rpc_id.clone(),
+            other => panic!("unexpected {other:?} in the snapshot"),
+        })
+        .collect();
+    assert_eq!(snapshot_ids, pending);
+
+    // And it follows live events again.
+    let some = pending.iter().next().expect("pending").clone();
+    client.cancel("flood", &some, "").await.expect("cancel");
+    match next_event(&mut stalled).await {
+        Event::Resolved { resolved, .. } => assert_eq!(resolved.rpc_id, some),
+        other => panic!("expected resolved, got {other:?}"),
+    }
+    for holder in holders {
+        holder.abort();
+    }
+}

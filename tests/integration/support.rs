@@ -1,0 +1,145 @@
+//! Shared test helpers: a server on an ephemeral port, bounded waits, event readers.
+
+use std::{future::Future, net::SocketAddr, time::Duration};
+
+use askgate_client::{Client, Event, Events};
+use askgate_service::ServerConfig;
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio_stream::StreamExt;
+
+/// Upper bound of any single wait in these tests: generous for a loaded machine, short
+/// enough that a hang fails with a message instead of stalling CI.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Awaits `future` for at most [`WAIT`], failing the test with `what` otherwise.
+pub async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    match tokio::time::timeout(WAIT, future).await {
+        Ok(output) => output,
+        Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
+    }
+}
+
+/// An askgate server running in this process on 127.0.0.1:0. Stopped on drop.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(ServerConfig::default()).await
+    }
+
+    pub async fn start_with(config: ServerConfig) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = tokio::spawn(askgate_service::run(listener, config, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            stop: Some(stop),
+            handle: Some(handle),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A new client with its own connection.
+    pub async fn client(&self) -> Client {
+        within("connect", Client::connect(self.url()))
+            .await
+            .expect("connect to the test server")
+    }
+
+    /// Triggers shutdown and waits for `run` to return.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let handle = self.handle.take().expect("running");
+        within("server shutdown", handle)
+            .await
+            .expect("server task")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The next event of a subscription, within [`WAIT`].
+pub async fn next_event(events: &mut Events) -> Event {
+    within("the next event", events.next())
+        .await
+        .expect("the stream ended early")
+        .expect("the stream failed")
+}
+
+/// Reads events up to and including `synced`; returns the replayed events before it.
+pub async fn until_synced(events: &mut Events) -> Vec<Event> {
+    let mut replay = Vec::new();
+    loop {
+        match next_event(events).await {
+            Event::Synced { .. } => return replay,
+            event => replay.push(event),
+        }
+    }
+}
+
+/// Waits for the next `requested` event and returns its rpc_id.
+pub async fn next_requested(events: &mut Events) -> String {
+    loop {
+        if let Event::Requested { requested, .. } = next_event(events).await {
+            return requested.rpc_id;
+        }
+    }
+}
+
+/// Subscribes to a session and consumes the (empty) replay.
+pub async fn subscribed(client: &mut Client, session: &str) -> Events {
+    let mut events = within("subscribe", client.subscribe_session(session))
+        .await
+        .expect("subscribe");
+    until_synced(&mut events).await;
+    events
+}
+
+/// The ids of `requested` events, in order.
+pub fn requested_ids(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Requested { requested, .. } => Some(requested.rpc_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `askgate` binary built for these tests.
+pub const ASKGATE: &str = env!("CARGO_BIN_EXE_askgate");
+
+/// Starts `askgate ARGS` with piped output; the process is killed when dropped.
+pub fn askgate(args: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(ASKGATE)
+        .args(args)
+        .env_remove("ASKGATE_ADDR")
+        .env_remove("ASKGATE_SESSION")
+        .env("ASKGATE_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn askgate")
+}
