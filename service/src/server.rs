@@ -56,6 +56,8 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .with_service_name("askgate.v1.UserQuestions")
         .with_service_name("grpc.health.v1.Health")
+        .with_service_name("grpc.reflection.v1.ServerReflection")
+        .with_service_name("grpc.reflection.v1alpha.ServerReflection")
 }
 
 /// The health service names the node reports.

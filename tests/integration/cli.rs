@@ -133,8 +133,9 @@ async fn serve_bot_watch_and_ask_as_processes() {
     assert_eq!(resolved["resolved"]["reason"], "ANSWERED");
 
     // SIGTERM: the server drains, ends the watch stream, and exits cleanly.
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &serve.pid()])
+    // The shell's builtin kill: no procps needed on the test machine.
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", serve.pid())])
         .status()
         .expect("kill");
     assert!(status.success());
