@@ -48,8 +48,6 @@ mod ask;
 mod error;
 mod events;
 
-use std::collections::HashMap;
-
 pub use askgate_proto::v1 as proto;
 use proto::{
     AnswerRequest, AskResponse, CancelRequest, ListPendingRequest, QuestionAnswer, Requested,
@@ -186,6 +184,3 @@ impl Client {
         Ok(response.into_inner().pending)
     }
 }
-
-/// Labels of an ask (`map<string, string>` on the wire).
-pub type Labels = HashMap<String, String>;

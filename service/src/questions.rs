@@ -54,10 +54,6 @@ impl Questions {
         }
     }
 
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// Registers the batch and waits until it is resolved or `deadline` passes.
     pub async fn ask(
         &self,
@@ -83,7 +79,7 @@ impl Questions {
                 questions: request.questions,
                 agent: request.agent,
                 labels: request.labels,
-                expires_at: Some(SystemTime::now() + remaining),
+                expires_at: SystemTime::now().checked_add(remaining),
             })
             .await?;
         let rpc_id = registered.rpc_id;
@@ -94,7 +90,9 @@ impl Questions {
             backend: Some(self.backend.clone()),
             key: key.clone(),
             rpc_id: rpc_id.clone(),
-            expired_from: deadline - (remaining / 4).min(DEADLINE_SLACK),
+            expired_from: deadline
+                .checked_sub((remaining / 4).min(DEADLINE_SLACK))
+                .unwrap_or(deadline),
         };
         let mut outcome_rx = registered.outcome;
         let outcome = tokio::select! {

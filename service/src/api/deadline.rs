@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// The longest wait `--max-wait` accepts: 30 days.
+pub const MAX_WAIT_SECS: u64 = 30 * 24 * 3600;
+
 /// When the request reached the service stack.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival(pub Instant);
@@ -36,7 +39,10 @@ pub fn of<T>(request: &tonic::Request<T>, max_wait: Duration) -> Instant {
         .and_then(|v| v.to_str().ok())
         .and_then(parse_grpc_timeout)
         .map_or(max_wait, |t| t.min(max_wait));
-    arrival + timeout
+    // A wait beyond what the clock can represent is no deadline in practice.
+    arrival
+        .checked_add(timeout)
+        .unwrap_or_else(|| arrival + Duration::from_secs(MAX_WAIT_SECS))
 }
 
 /// Parses a `grpc-timeout` header value: at most 8 digits and a unit (H M S m u n).

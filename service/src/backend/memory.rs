@@ -568,3 +568,18 @@ impl Drop for Subscription {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    backend_conformance_suite!(MemoryBackend::new);
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        assert_eq!(parse_cursor(&cursor(0xabc, 42)), Some((0xabc, 42)));
+        for bad in ["", "-", "x-1", "1-x", "1", "1-1-1"] {
+            assert_eq!(parse_cursor(bad), None, "{bad}");
+        }
+    }
+}

@@ -5,6 +5,8 @@
 //! broadcasts `requested`; `claim` lets exactly one resolution win. Validation happens
 //! before either, in `domain`.
 
+#[macro_use]
+mod conformance;
 pub mod memory;
 
 use std::{pin::Pin, sync::Arc};

@@ -7,6 +7,7 @@ use tracing::error;
 
 use super::{EXIT_USAGE, parse_duration, shutdown_signal};
 use crate::{
+    api::deadline::MAX_WAIT_SECS,
     backend::memory::MemoryConfig,
     domain::Limits,
     server::{ServerConfig, run as run_server},
@@ -78,8 +79,8 @@ impl ServeArgs {
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
         }
-        if self.max_wait.is_zero() {
-            return Err("--max-wait must be longer than zero".into());
+        if self.max_wait.is_zero() || self.max_wait.as_secs() > MAX_WAIT_SECS {
+            return Err("--max-wait must be longer than zero and at most 30 days".into());
         }
         let limits = Limits {
             max_questions: self.max_questions,
@@ -169,5 +170,6 @@ mod tests {
     fn impossible_values_are_refused() {
         assert!(parse(&["--max-questions", "0"]).to_config().is_err());
         assert!(parse(&["--max-wait", "0s"]).to_config().is_err());
+        assert!(parse(&["--max-wait", "31days"]).to_config().is_err());
     }
 }

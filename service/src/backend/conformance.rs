@@ -1,0 +1,322 @@
+//! The backend conformance suite: the semantics every [`Backend`] must meet (DESIGN.md
+//! "Semantics" 1-6), written once against the trait and instantiated per backend with
+//! [`backend_conformance_suite!`]. The integration tests check the same rules end to end
+//! through gRPC; these pin them at the trait, where a new backend is built.
+//!
+//! [`Backend`]: super::Backend
+
+/// Instantiates the suite for a backend. `$make` is an expression of type
+/// `fn(MemoryConfig) -> B` where `B: Backend`: the sizes to use come from the test.
+#[cfg(test)]
+macro_rules! backend_conformance_suite {
+    ($make:expr) => {
+        mod conformance {
+            use std::{sync::Arc, time::Duration};
+
+            use askgate_proto::v1::{
+                Question, QuestionAnswer, Resolution, subscribe_response::Event,
+            };
+            use tokio_stream::StreamExt;
+
+            use super::*;
+            use crate::backend::{Backend, EventStream, Scope, SubscribeOptions};
+            use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+
+            fn backend(config: $crate::backend::memory::MemoryConfig) -> Arc<dyn Backend> {
+                Arc::new(($make)(config))
+            }
+
+            fn default_backend() -> Arc<dyn Backend> {
+                backend($crate::backend::memory::MemoryConfig::default())
+            }
+
+            fn key(session: &str) -> SessionKey {
+                SessionKey::new("tenant", session)
+            }
+
+            fn ask(session: &str) -> NewAsk {
+                NewAsk {
+                    key: key(session),
+                    questions: vec![Question {
+                        id: "q".into(),
+                        question: "ok?".into(),
+                        ..Default::default()
+                    }],
+                    agent: None,
+                    labels: Default::default(),
+                    expires_at: None,
+                }
+            }
+
+            fn answered() -> Outcome {
+                Outcome::answered(
+                    vec![QuestionAnswer {
+                        id: "q".into(),
+                        ..Default::default()
+                    }],
+                    "tester",
+                )
+            }
+
+            async fn subscribe(backend: &Arc<dyn Backend>, session: &str) -> EventStream {
+                backend
+                    .subscribe(Scope::Session(key(session)), SubscribeOptions::default())
+                    .await
+                    .expect("subscribe")
+            }
+
+            async fn next(stream: &mut EventStream) -> Event {
+                let message = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                    .await
+                    .expect("an event within 10 s")
+                    .expect("the stream ended");
+                message.event.clone().expect("an event")
+            }
+
+            /// Events up to `synced`, and whether it resumed.
+            async fn replay(stream: &mut EventStream) -> (Vec<Event>, bool) {
+                let mut events = Vec::new();
+                loop {
+                    match next(stream).await {
+                        Event::Synced(s) => return (events, s.resumed),
+                        event => events.push(event),
+                    }
+                }
+            }
+
+            fn requested_ids(events: &[Event]) -> Vec<String> {
+                events
+                    .iter()
+                    .filter_map(|e| match e {
+                        Event::Requested(r) => Some(r.rpc_id.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            }
+
+            #[tokio::test]
+            async fn register_stores_then_broadcasts_and_a_claim_wins_once() {
+                let backend = default_backend();
+                let mut events = subscribe(&backend, "s").await;
+                assert!(replay(&mut events).await.0.is_empty());
+                let registered = backend.register(ask("s")).await.expect("register");
+                let Event::Requested(requested) = next(&mut events).await else {
+                    panic!("expected requested");
+                };
+                assert_eq!(requested.rpc_id, registered.rpc_id);
+                let questions = backend.questions(&key("s"), &registered.rpc_id).await;
+                assert_eq!(questions.expect("pending")[0].id, "q");
+
+                backend
+                    .claim(&key("s"), &registered.rpc_id, answered())
+                    .await
+                    .expect("first claim wins");
+                assert_eq!(registered.outcome.await.expect("outcome"), answered());
+                let Event::Resolved(resolved) = next(&mut events).await else {
+                    panic!("expected resolved");
+                };
+                assert_eq!(resolved.reason(), Resolution::Answered);
+
+                let again = backend
+                    .claim(&key("s"), &registered.rpc_id, Outcome::cancelled(None, "x"))
+                    .await;
+                assert_eq!(
+                    again,
+                    Err(AskError::NotPending {
+                        resolution: Some(Resolution::Answered)
+                    })
+                );
+                let wrong_session = backend.claim(&key("t"), &registered.rpc_id, answered()).await;
+                assert!(matches!(wrong_session, Err(AskError::NotPending { .. })));
+            }
+
+            #[tokio::test]
+            async fn concurrent_claims_have_exactly_one_winner() {
+                let backend = default_backend();
+                for _ in 0..50 {
+                    let registered = backend.register(ask("s")).await.expect("register");
+                    let claims: Vec<_> = (0..16)
+                        .map(|i| {
+                            let (backend, rpc_id) = (backend.clone(), registered.rpc_id.clone());
+                            tokio::spawn(async move {
+                                let outcome = Outcome::cancelled(Some(i.to_string()), "x");
+                                backend.claim(&key("s"), &rpc_id, outcome).await.map(|()| i)
+                            })
+                        })
+                        .collect();
+                    let mut winners = Vec::new();
+                    for claim in claims {
+                        if let Ok(i) = claim.await.expect("join") {
+                            winners.push(i);
+                        }
+                    }
+                    assert_eq!(winners.len(), 1);
+                    let outcome = registered.outcome.await.expect("outcome");
+                    assert_eq!(outcome.cancel_reason, Some(winners[0].to_string()));
+                }
+            }
+
+            #[tokio::test]
+            async fn replay_is_oldest_first_with_the_original_ids() {
+                let backend = default_backend();
+                let mut ids = Vec::new();
+                for _ in 0..5 {
+                    ids.push(backend.register(ask("s")).await.expect("register").rpc_id);
+                }
+                for _ in 0..2 {
+                    let mut events = subscribe(&backend, "s").await;
+                    let (replayed, resumed) = replay(&mut events).await;
+                    assert_eq!(requested_ids(&replayed), ids);
+                    assert!(!resumed);
+                }
+                let pending = backend.list_pending(&key("s")).await.expect("list");
+                let listed: Vec<String> = pending.into_iter().map(|r| r.rpc_id).collect();
+                assert_eq!(listed, ids);
+                let mut all = backend
+                    .subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default())
+                    .await
+                    .expect("subscribe all");
+                assert_eq!(requested_ids(&replay(&mut all).await.0), ids);
+            }
+
+            #[tokio::test]
+            async fn a_held_cursor_resumes_and_an_unknown_one_resets() {
+                let backend = default_backend();
+                let keeper = backend.register(ask("s")).await.expect("register");
+                let mut events = subscribe(&backend, "s").await;
+                // The synced event carries the session's latest cursor.
+                let last_cursor = loop {
+                    let message = events.next().await.expect("event");
+                    if matches!(message.event, Some(Event::Synced(_))) {
+                        break message.cursor.clone();
+                    }
+                };
+                drop(events);
+                let missed = backend.register(ask("s")).await.expect("register");
+                backend.claim(&key("s"), &keeper.rpc_id, answered()).await.expect("claim");
+
+                let options = SubscribeOptions {
+                    after: Some(last_cursor),
+                    exclusive: false,
+                };
+                let mut resumed = backend
+                    .subscribe(Scope::Session(key("s")), options)
+                    .await
+                    .expect("resume");
+                let (events, was_resumed) = replay(&mut resumed).await;
+                assert!(was_resumed);
+                assert_eq!(requested_ids(&events), std::slice::from_ref(&missed.rpc_id));
+                assert!(matches!(&events[1], Event::Resolved(r) if r.rpc_id == keeper.rpc_id));
+
+                let stale = SubscribeOptions {
+                    after: Some("1-1".into()),
+                    exclusive: false,
+                };
+                let mut reset = backend
+                    .subscribe(Scope::Session(key("s")), stale)
+                    .await
+                    .expect("subscribe");
+                let (events, was_resumed) = replay(&mut reset).await;
+                assert!(!was_resumed);
+                assert!(matches!(events[0], Event::Reset(_)));
+                assert_eq!(requested_ids(&events), [missed.rpc_id]);
+            }
+
+            #[tokio::test]
+            async fn a_lagging_subscriber_gets_reset_and_the_snapshot() {
+                let backend = backend($crate::backend::memory::MemoryConfig {
+                    subscriber_buffer: 4,
+                    ..Default::default()
+                });
+                let mut events = subscribe(&backend, "s").await;
+                replay(&mut events).await;
+                let mut ids = Vec::new();
+                for i in 0..20 {
+                    let registered = backend.register(ask("s")).await.expect("register");
+                    if i % 2 == 0 {
+                        backend
+                            .claim(&key("s"), &registered.rpc_id, answered())
+                            .await
+                            .expect("claim");
+                    } else {
+                        ids.push(registered.rpc_id);
+                    }
+                }
+                // 30 events into a buffer of 4: the stream skips nothing silently.
+                assert!(matches!(next(&mut events).await, Event::Reset(_)));
+                let (snapshot, resumed) = replay(&mut events).await;
+                assert!(!resumed);
+                assert_eq!(requested_ids(&snapshot), ids);
+                assert_eq!(snapshot.len(), ids.len());
+            }
+
+            #[tokio::test]
+            async fn one_exclusive_subscriber_per_session() {
+                let backend = default_backend();
+                let exclusive = SubscribeOptions {
+                    after: None,
+                    exclusive: true,
+                };
+                let first = backend
+                    .subscribe(Scope::Session(key("s")), exclusive.clone())
+                    .await
+                    .expect("first");
+                let second = backend.subscribe(Scope::Session(key("s")), exclusive.clone()).await;
+                assert!(matches!(second, Err(AskError::DuplicateProvider)));
+                drop(first);
+                let again = backend.subscribe(Scope::Session(key("s")), exclusive).await;
+                assert!(again.is_ok(), "the session is free again");
+            }
+
+            #[tokio::test]
+            async fn the_pending_limit_is_per_session() {
+                let backend = backend($crate::backend::memory::MemoryConfig {
+                    max_pending_per_session: 2,
+                    ..Default::default()
+                });
+                backend.register(ask("s")).await.expect("first");
+                backend.register(ask("s")).await.expect("second");
+                let third = backend.register(ask("s")).await;
+                assert!(matches!(third, Err(AskError::TooManyPending(_))));
+                backend.register(ask("t")).await.expect("another session");
+            }
+
+            #[tokio::test]
+            async fn dispose_resolves_everything_and_ends_every_stream() {
+                let backend = default_backend();
+                let mut session = subscribe(&backend, "s").await;
+                replay(&mut session).await;
+                let mut all = backend
+                    .subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default())
+                    .await
+                    .expect("subscribe all");
+                replay(&mut all).await;
+                let registered = backend.register(ask("s")).await.expect("register");
+                backend.dispose_all().await;
+                assert_eq!(
+                    registered.outcome.await.expect("outcome").resolution,
+                    Resolution::Disposed
+                );
+                for stream in [&mut session, &mut all] {
+                    assert!(matches!(next(stream).await, Event::Requested(_)));
+                    let Event::Resolved(resolved) = next(stream).await else {
+                        panic!("expected resolved");
+                    };
+                    assert_eq!(resolved.reason(), Resolution::Disposed);
+                    let end = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+                    assert!(end.expect("the stream ends within 10 s").is_none());
+                }
+                assert!(matches!(
+                    backend.register(ask("s")).await,
+                    Err(AskError::ShuttingDown)
+                ));
+                assert!(matches!(
+                    backend
+                        .subscribe(Scope::Session(key("s")), SubscribeOptions::default())
+                        .await,
+                    Err(AskError::ShuttingDown)
+                ));
+            }
+        }
+    };
+}
