@@ -75,9 +75,7 @@ pub async fn run(
     let local_addr = listener
         .local_addr()
         .context("failed to read the listen address")?;
-    let mut memory = config.memory.clone();
-    memory.max_pending_per_session = config.limits.max_pending_per_session;
-    let backend = std::sync::Arc::new(MemoryBackend::new(memory));
+    let backend = std::sync::Arc::new(MemoryBackend::new(config.memory.clone()));
     let questions = Questions::new(backend, config.limits.clone());
 
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);

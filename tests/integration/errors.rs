@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{AgentRef, AskRequest, SubscribeRequest};
-use askgate_service::{ServerConfig, domain::Limits};
+use askgate_service::{ServerConfig, backend::memory::MemoryConfig, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, next_requested, subscribed, within};
@@ -274,9 +274,9 @@ async fn ask_expired_at_the_servers_maximum_wait() {
 #[tokio::test]
 async fn too_many_pending_per_session() {
     let server = TestServer::start_with(ServerConfig {
-        limits: Limits {
+        memory: MemoryConfig {
             max_pending_per_session: 1,
-            ..Limits::default()
+            ..MemoryConfig::default()
         },
         ..ServerConfig::default()
     })

@@ -60,7 +60,7 @@ impl Default for MemoryConfig {
             history_len: 1024,
             subscriber_buffer: 1024,
             tenant_buffer: 16 * 1024,
-            max_pending_per_session: crate::domain::Limits::default().max_pending_per_session,
+            max_pending_per_session: 1024,
         }
     }
 }
@@ -169,7 +169,7 @@ impl Session {
         cursor(self.epoch, self.head)
     }
 
-    /// The pending asks' `requested` events, oldest first.
+    /// The pending asks, oldest first.
     fn snapshot(&self) -> impl Iterator<Item = &PendingAsk> {
         self.pending.values()
     }

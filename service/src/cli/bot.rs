@@ -5,12 +5,12 @@
 use std::{pin::pin, process::ExitCode, time::Duration};
 
 use askgate_client::{Client, Event, Reason, answer};
-use askgate_proto::v1::{QuestionAnswer, Requested, SubscribeRequest};
+use askgate_proto::v1::{QuestionAnswer, Requested};
 use clap::{Args, ValueEnum};
 use tokio_stream::StreamExt;
 use tracing::{debug, warn};
 
-use super::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration, shutdown_signal};
+use super::{ConnectArgs, EXIT_USAGE, ScopeArgs, fail_local, parse_duration, shutdown_signal};
 
 /// First and longest pause between reconnection attempts.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
@@ -32,16 +32,8 @@ pub enum Policy {
 pub struct BotArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Session to serve.
-    #[arg(
-        long,
-        env = "ASKGATE_SESSION",
-        required_unless_present = "all_sessions"
-    )]
-    pub session: Option<String>,
-    /// Serve every session.
-    #[arg(long, conflicts_with = "session")]
-    pub all_sessions: bool,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// How to resolve each batch.
     #[arg(long, value_enum, default_value = "first")]
     pub policy: Policy,
@@ -106,12 +98,7 @@ async fn serve_until_disconnected(
 ) -> Result<(), askgate_client::Error> {
     let mut client = args.connect.connect().await?;
     let mut events = client
-        .subscribe(SubscribeRequest {
-            session_id: args.session.clone().unwrap_or_default(),
-            all_sessions: args.all_sessions,
-            after: after.clone(),
-            exclusive: false,
-        })
+        .subscribe(args.scope.request(after.clone(), false))
         .await?;
     while let Some(event) = events.next().await {
         match event? {
@@ -122,7 +109,7 @@ async fn serve_until_disconnected(
             Event::Resolved { cursor, .. } | Event::Synced { cursor, .. } => *after = cursor,
             Event::Reset => {}
         }
-        if args.all_sessions {
+        if args.scope.all_sessions {
             after.clear();
         }
     }

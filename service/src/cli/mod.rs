@@ -18,6 +18,7 @@ mod watch;
 use std::{io::IsTerminal, process::ExitCode, time::Duration};
 
 use askgate_client::{Client, Reason};
+use askgate_proto::v1::SubscribeRequest;
 use clap::{Args, Parser, Subcommand};
 use tonic::Code;
 use tracing_subscriber::EnvFilter;
@@ -67,6 +68,33 @@ impl ConnectArgs {
             format!("http://{}", self.addr)
         };
         Client::connect(addr).await
+    }
+}
+
+/// Which sessions a subscribing subcommand follows.
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// One session.
+    #[arg(
+        long,
+        env = "ASKGATE_SESSION",
+        required_unless_present = "all_sessions"
+    )]
+    pub session: Option<String>,
+    /// Every session.
+    #[arg(long, conflicts_with = "session")]
+    pub all_sessions: bool,
+}
+
+impl ScopeArgs {
+    /// A subscription to this scope, resuming after `after` when it is not empty.
+    fn request(&self, after: String, exclusive: bool) -> SubscribeRequest {
+        SubscribeRequest {
+            session_id: self.session.clone().unwrap_or_default(),
+            all_sessions: self.all_sessions,
+            after,
+            exclusive,
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_MAX_CUSTOM_BYTES", default_value_t = Limits::default().max_custom_bytes)]
     pub max_custom_bytes: usize,
     /// Pending asks one session may hold.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = Limits::default().max_pending_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = MemoryConfig::default().max_pending_per_session)]
     pub max_pending_per_session: usize,
     /// Events each session keeps for cursor resume.
     #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = MemoryConfig::default().history_len)]
@@ -90,7 +90,6 @@ impl ServeArgs {
             max_detail_bytes: self.max_detail_bytes,
             max_custom_bytes: self.max_custom_bytes,
             max_labels: Limits::default().max_labels,
-            max_pending_per_session: self.max_pending_per_session,
         };
         Ok(ServerConfig {
             memory: MemoryConfig {

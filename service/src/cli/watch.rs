@@ -2,26 +2,18 @@
 
 use std::process::ExitCode;
 
-use askgate_proto::v1::{ListPendingResponse, SubscribeRequest};
+use askgate_proto::v1::ListPendingResponse;
 use clap::Args;
 use tokio_stream::StreamExt;
 
-use super::{ConnectArgs, fail, fail_local, json, shutdown_signal};
+use super::{ConnectArgs, ScopeArgs, fail, fail_local, json, shutdown_signal};
 
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Session to follow.
-    #[arg(
-        long,
-        env = "ASKGATE_SESSION",
-        required_unless_present = "all_sessions"
-    )]
-    pub session: Option<String>,
-    /// Follow every session.
-    #[arg(long, conflicts_with = "session")]
-    pub all_sessions: bool,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
     /// Resume after this cursor.
     #[arg(long)]
     pub after: Option<String>,
@@ -37,12 +29,9 @@ pub async fn run_watch(args: WatchArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
-    let request = SubscribeRequest {
-        session_id: args.session.clone().unwrap_or_default(),
-        all_sessions: args.all_sessions,
-        after: args.after.clone().unwrap_or_default(),
-        exclusive: args.exclusive,
-    };
+    let request = args
+        .scope
+        .request(args.after.clone().unwrap_or_default(), args.exclusive);
     let mut events = match client.subscribe_raw(request).await {
         Ok(events) => events,
         Err(e) => return fail(&e),

@@ -19,8 +19,6 @@ pub struct Limits {
     pub max_custom_bytes: usize,
     /// Entries in an ask's `labels` map.
     pub max_labels: usize,
-    /// Pending asks one session may hold at once.
-    pub max_pending_per_session: usize,
 }
 
 impl Default for Limits {
@@ -33,7 +31,6 @@ impl Default for Limits {
             max_detail_bytes: 64 * 1024,
             max_custom_bytes: 16 * 1024,
             max_labels: 32,
-            max_pending_per_session: 1024,
         }
     }
 }
