@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
 
 use crate::{
-    backend::{Backend, EventStream, Scope, SubscribeOptions},
+    backend::{Attached, Backend, EventStream, Scope, SubscribeOptions},
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
 };
 
@@ -65,11 +65,8 @@ impl Questions {
             return Err(AskError::ShuttingDown.into());
         }
         validate::ask(&request, &self.limits)?;
-        if request.agent.is_some() {
-            // Agents become live through Agents.Attach, which this node does not serve
-            // yet: no agent can be the live caller.
-            return Err(AskError::CallerNotLive.into());
-        }
+        let if_unattended = request.if_unattended();
+        let reattach_grace = Duration::from_millis(request.reattach_grace_ms.into());
         let key = SessionKey::new(tenant, request.session_id);
         let remaining = deadline.saturating_duration_since(Instant::now());
         let registered = self
@@ -80,6 +77,8 @@ impl Questions {
                 agent: request.agent,
                 labels: request.labels,
                 expires_at: SystemTime::now().checked_add(remaining),
+                request_id: request.request_id,
+                if_unattended,
             })
             .await?;
         let rpc_id = registered.rpc_id;
@@ -93,6 +92,7 @@ impl Questions {
             expired_from: deadline
                 .checked_sub((remaining / 4).min(DEADLINE_SLACK))
                 .unwrap_or(deadline),
+            reattach_grace,
         };
         let mut outcome_rx = registered.outcome;
         let outcome = tokio::select! {
@@ -208,6 +208,34 @@ impl Questions {
             .await
     }
 
+    /// Starts an agent lease (Agents.Attach).
+    pub async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+    ) -> Result<Attached, AskError> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        validate::agent_id("agent_id", agent_id)?;
+        if !parent_agent_id.is_empty() {
+            validate::agent_id("parent_agent_id", parent_agent_id)?;
+            if parent_agent_id == agent_id {
+                return Err(AskError::bad_request(
+                    "parent_agent_id",
+                    "an agent cannot be its own parent",
+                ));
+            }
+        }
+        self.backend.attach(tenant, agent_id, parent_agent_id).await
+    }
+
+    /// Ends an agent lease; its pending asks are ABORTED.
+    pub async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        self.backend.detach(tenant, agent_id, incarnation).await;
+    }
+
     /// Shutdown: refuse new asks and subscriptions, resolve pending asks `DISPOSED`, end
     /// every subscription.
     pub async fn shut_down(&self) {
@@ -223,13 +251,15 @@ impl Questions {
 const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 
 /// Resolves the ask when the waiting `Ask` future is dropped before it has an outcome
-/// (tonic drops it when the caller cancels or its connection goes away): `ABORTED`, or
-/// `EXPIRED` when the drop came with the caller's deadline.
+/// (tonic drops it when the caller cancels or its connection goes away): `EXPIRED` when
+/// the drop came with the caller's deadline; otherwise `ABORTED`, at once or, with a
+/// reattach grace, once the grace has passed with no call reattached (Semantics 10).
 struct AbortOnDrop {
     backend: Option<Arc<dyn Backend>>,
     key: SessionKey,
     rpc_id: String,
     expired_from: Instant,
+    reattach_grace: Duration,
 }
 
 impl AbortOnDrop {
@@ -248,15 +278,21 @@ impl Drop for AbortOnDrop {
         };
         let key = self.key.clone();
         let rpc_id = std::mem::take(&mut self.rpc_id);
-        let outcome = match Instant::now() >= self.expired_from {
-            true => Outcome::expired(),
-            false => Outcome::aborted(),
-        };
+        let expired = Instant::now() >= self.expired_from;
+        let grace = self.reattach_grace;
         runtime.spawn(
             async move {
-                let resolution = outcome.resolution;
-                if backend.claim(&key, &rpc_id, outcome).await.is_ok() {
-                    debug!(%rpc_id, ?resolution, "the caller dropped its ask");
+                let result = match (expired, grace.is_zero()) {
+                    (true, _) => backend.claim(&key, &rpc_id, Outcome::expired()).await,
+                    (false, true) => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
+                    (false, false) => {
+                        debug!(%rpc_id, ?grace, "the caller dropped its ask; waiting for a reattach");
+                        tokio::time::sleep(grace).await;
+                        backend.abandon(&key, &rpc_id).await
+                    }
+                };
+                if result.is_ok() {
+                    debug!(%rpc_id, expired, "the caller's dropped ask is settled");
                 }
             }
             .in_current_span(),

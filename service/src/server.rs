@@ -4,14 +4,14 @@
 use std::{future::Future, time::Duration};
 
 use anyhow::Context as _;
-use askgate_proto::v1::user_questions_server::UserQuestionsServer;
+use askgate_proto::v1::{agents_server::AgentsServer, user_questions_server::UserQuestionsServer};
 use tokio::net::TcpListener;
 use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{UserQuestionsApi, deadline, health, status},
+    api::{AgentsApi, UserQuestionsApi, deadline, health, status},
     backend::memory::{MemoryBackend, MemoryConfig},
     domain::Limits,
     questions::Questions,
@@ -32,6 +32,8 @@ pub struct ServerConfig {
     pub keepalive_timeout: Duration,
     /// Largest request message accepted.
     pub max_message_bytes: usize,
+    /// Interval of the heartbeats on an agent's Attach stream.
+    pub agent_heartbeat: Duration,
 }
 
 impl Default for ServerConfig {
@@ -44,20 +46,15 @@ impl Default for ServerConfig {
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(10),
             max_message_bytes: 4 * 1024 * 1024,
+            agent_heartbeat: Duration::from_secs(10),
         }
     }
 }
 
-/// Reflection advertises the services this node serves, not every service the
-/// descriptors define (`askgate.v1.Agents` is defined but not served yet).
 fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .with_service_name("askgate.v1.UserQuestions")
-        .with_service_name("grpc.health.v1.Health")
-        .with_service_name("grpc.reflection.v1.ServerReflection")
-        .with_service_name("grpc.reflection.v1alpha.ServerReflection")
 }
 
 /// The health service names the node reports.
@@ -80,7 +77,7 @@ pub async fn run(
 
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     let health = tonic_health::server::HealthReporter::new();
-    let health_service = health::service(health.clone(), draining_rx);
+    let health_service = health::service(health.clone(), draining_rx.clone());
     health
         .set_serving::<UserQuestionsServer<UserQuestionsApi>>()
         .await;
@@ -95,6 +92,11 @@ pub async fn run(
         .build_v1alpha()
         .context("failed to build the reflection service")?;
 
+    let agents = AgentsServer::new(AgentsApi::new(
+        questions.clone(),
+        config.agent_heartbeat,
+        draining_rx.clone(),
+    ));
     let user_questions =
         UserQuestionsServer::new(UserQuestionsApi::new(questions.clone(), config.max_wait))
             .max_decoding_message_size(config.max_message_bytes);
@@ -114,6 +116,7 @@ pub async fn run(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(user_questions)
+        .add_service(agents)
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });

@@ -245,7 +245,11 @@ async fn ask_expired_at_the_callers_deadline() {
     let err = server
         .client()
         .await
-        .ask(yes_no("s").timeout(Duration::from_millis(300)))
+        .ask(
+            yes_no("s")
+                .hold_unattended()
+                .timeout(Duration::from_millis(300)),
+        )
         .await
         .expect_err("expired");
     assert_eq!(
@@ -265,7 +269,11 @@ async fn ask_expired_at_the_servers_maximum_wait() {
     let err = server
         .client()
         .await
-        .ask(yes_no("s").timeout(Duration::from_secs(60)))
+        .ask(
+            yes_no("s")
+                .hold_unattended()
+                .timeout(Duration::from_secs(60)),
+        )
         .await
         .expect_err("expired");
     assert_eq!(err.reason(), Reason::AskExpired);
@@ -293,7 +301,11 @@ async fn too_many_pending_per_session() {
     );
     // Another session has its own allowance.
     let err = client
-        .ask(yes_no("t").timeout(Duration::from_millis(50)))
+        .ask(
+            yes_no("t")
+                .hold_unattended()
+                .timeout(Duration::from_millis(50)),
+        )
         .await
         .expect_err("expires");
     assert_eq!(err.reason(), Reason::AskExpired);

@@ -1,6 +1,7 @@
 //! tonic handlers: thin. Each takes the request apart, calls [`Questions`] and maps the
 //! domain error through [`status::to_status`].
 
+pub mod agents;
 pub mod deadline;
 pub mod health;
 pub mod status;
@@ -15,6 +16,8 @@ use askgate_proto::v1::{
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 use tracing::instrument;
+
+pub use agents::AgentsApi;
 
 use crate::{domain::DEFAULT_TENANT, questions::Questions};
 

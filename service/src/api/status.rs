@@ -49,9 +49,11 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
     }
     match error {
         AskError::NotPending {
-            resolution: Some(resolution),
+            settled: Some(settled),
         } => {
-            metadata.insert("resolution".to_owned(), resolution.as_str_name().to_owned());
+            let resolution = settled.resolution.as_str_name().to_owned();
+            metadata.insert("resolution".to_owned(), resolution);
+            metadata.insert("resolved_by".to_owned(), settled.resolved_by.clone());
         }
         AskError::AskCancelled {
             reason: Some(reason),
@@ -126,7 +128,7 @@ mod tests {
             (AskError::AskCancelled { reason: None }, Code::Aborted),
             (AskError::AskAborted, Code::Cancelled),
             (AskError::AskExpired, Code::DeadlineExceeded),
-            (AskError::NotPending { resolution: None }, Code::NotFound),
+            (AskError::not_pending(), Code::NotFound),
             (
                 AskError::TooManyPending("x".into()),
                 Code::ResourceExhausted,
@@ -163,12 +165,14 @@ mod tests {
     #[test]
     fn not_pending_names_the_remembered_resolution() {
         let error = AskError::NotPending {
-            resolution: Some(Resolution::Cancelled),
+            settled: Some(crate::domain::Settled {
+                resolution: Resolution::Cancelled,
+                resolved_by: "ana".into(),
+            }),
         };
         let details = to_status(&error, "s", Some("r")).get_error_details();
-        assert_eq!(
-            details.error_info().expect("info").metadata["resolution"],
-            "CANCELLED"
-        );
+        let metadata = &details.error_info().expect("info").metadata;
+        assert_eq!(metadata["resolution"], "CANCELLED");
+        assert_eq!(metadata["resolved_by"], "ana");
     }
 }

@@ -14,13 +14,14 @@ macro_rules! backend_conformance_suite {
             use std::{sync::Arc, time::Duration};
 
             use askgate_proto::v1::{
-                Question, QuestionAnswer, Resolution, subscribe_response::Event,
+                AgentRef, Question, QuestionAnswer, Resolution, Unattended,
+                subscribe_response::Event,
             };
             use tokio_stream::StreamExt;
 
             use super::*;
             use crate::backend::{Backend, EventStream, Scope, SubscribeOptions};
-            use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+            use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
             fn backend(config: $crate::backend::memory::MemoryConfig) -> Arc<dyn Backend> {
                 Arc::new(($make)(config))
@@ -45,7 +46,22 @@ macro_rules! backend_conformance_suite {
                     agent: None,
                     labels: Default::default(),
                     expires_at: None,
+                    request_id: String::new(),
+                    if_unattended: Unattended::Hold,
                 }
+            }
+
+            fn ask_with(session: &str, change: impl FnOnce(&mut NewAsk)) -> NewAsk {
+                let mut ask = ask(session);
+                change(&mut ask);
+                ask
+            }
+
+            fn agent(agent_id: &str, incarnation: &str) -> Option<AgentRef> {
+                Some(AgentRef {
+                    agent_id: agent_id.into(),
+                    incarnation: incarnation.into(),
+                })
             }
 
             fn answered() -> Outcome {
@@ -123,7 +139,10 @@ macro_rules! backend_conformance_suite {
                 assert_eq!(
                     again,
                     Err(AskError::NotPending {
-                        resolution: Some(Resolution::Answered)
+                        settled: Some(Settled {
+                            resolution: Resolution::Answered,
+                            resolved_by: "tester".into(),
+                        })
                     })
                 );
                 let wrong_session = backend.claim(&key("t"), &registered.rpc_id, answered()).await;
@@ -316,6 +335,126 @@ macro_rules! backend_conformance_suite {
                         .await,
                     Err(AskError::ShuttingDown)
                 ));
+            }
+
+            #[tokio::test]
+            async fn rule_7_only_the_live_incarnation_may_ask() {
+                let backend = default_backend();
+                let never = ask_with("s", |a| a.agent = agent("ghost", "1"));
+                assert!(matches!(backend.register(never).await, Err(AskError::CallerNotLive)));
+
+                let first = backend.attach("tenant", "a", "").await.expect("attach");
+                let live = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
+                let pending = backend.register(live).await.expect("live agent asks");
+
+                // A second attach supersedes the first: its asks are aborted and its
+                // incarnation is stale.
+                let second = backend.attach("tenant", "a", "").await.expect("re-attach");
+                assert_ne!(second.incarnation, first.incarnation);
+                first.superseded.await.expect("the first lease is told");
+                assert_eq!(
+                    pending.outcome.await.expect("outcome").resolution,
+                    Resolution::Aborted
+                );
+                let stale = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
+                assert!(matches!(backend.register(stale).await, Err(AskError::CallerNotLive)));
+
+                // Detaching ends the lease and aborts what it asked.
+                let current = ask_with("s", |a| a.agent = agent("a", &second.incarnation));
+                let pending = backend.register(current).await.expect("asks");
+                backend.detach("tenant", "a", &second.incarnation).await;
+                assert_eq!(
+                    pending.outcome.await.expect("outcome").resolution,
+                    Resolution::Aborted
+                );
+                let detached = ask_with("s", |a| a.agent = agent("a", &second.incarnation));
+                assert!(matches!(backend.register(detached).await, Err(AskError::CallerNotLive)));
+            }
+
+            #[tokio::test]
+            async fn rule_7_a_child_of_a_live_parent_is_delegated() {
+                let backend = default_backend();
+                let parent = backend.attach("tenant", "parent", "").await.expect("parent");
+                let child = backend.attach("tenant", "child", "parent").await.expect("child");
+                let child_ask = || ask_with("s", |a| a.agent = agent("child", &child.incarnation));
+                assert!(matches!(
+                    backend.register(child_ask()).await,
+                    Err(AskError::DelegatedCaller)
+                ));
+                // Only the live link counts: once the parent detaches, the child may ask.
+                backend.detach("tenant", "parent", &parent.incarnation).await;
+                backend.register(child_ask()).await.expect("the orphan asks");
+                // Another tenant's agent of the same name is a different agent.
+                let other = ask_with("s", |a| {
+                    a.key = SessionKey::new("other", "s");
+                    a.agent = agent("child", &child.incarnation);
+                });
+                assert!(matches!(backend.register(other).await, Err(AskError::CallerNotLive)));
+            }
+
+            #[tokio::test(start_paused = true)]
+            async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace() {
+                let backend = backend($crate::backend::memory::MemoryConfig {
+                    reconnect_grace: Duration::from_millis(200),
+                    ..Default::default()
+                });
+                let fail = || ask_with("s", |a| a.if_unattended = Unattended::Fail);
+                assert!(matches!(backend.register(fail()).await, Err(AskError::NoProvider)));
+                backend.register(ask("s")).await.expect("HOLD is always accepted");
+
+                let events = subscribe(&backend, "s").await;
+                backend.register(fail()).await.expect("attended");
+                drop(events);
+                backend.register(fail()).await.expect("within the reconnect grace");
+                tokio::time::advance(Duration::from_millis(250)).await;
+                assert!(matches!(backend.register(fail()).await, Err(AskError::NoProvider)));
+
+                let all = backend
+                    .subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default())
+                    .await
+                    .expect("subscribe all");
+                backend.register(fail()).await.expect("an all_sessions subscriber counts");
+                drop(all);
+            }
+
+            #[tokio::test]
+            async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcome() {
+                let backend = default_backend();
+                let mut events = subscribe(&backend, "s").await;
+                replay(&mut events).await;
+                let with_id = || ask_with("s", |a| a.request_id = "req-1".into());
+                let first = backend.register(with_id()).await.expect("register");
+                let retry = backend.register(with_id()).await.expect("join");
+                assert_eq!(retry.rpc_id, first.rpc_id);
+                assert!(matches!(next(&mut events).await, Event::Requested(_)));
+
+                drop(first.outcome); // the first call went away
+                backend
+                    .abandon(&key("s"), &retry.rpc_id)
+                    .await
+                    .expect("still pending");
+                // The retry still waits, so abandoning did nothing.
+                backend.claim(&key("s"), &retry.rpc_id, answered()).await.expect("claim");
+                assert_eq!(retry.outcome.await.expect("outcome"), answered());
+                assert!(matches!(next(&mut events).await, Event::Resolved(_)));
+
+                let late = backend.register(with_id()).await.expect("recorded");
+                assert_eq!(late.rpc_id, first.rpc_id);
+                assert_eq!(late.outcome.await.expect("outcome"), answered());
+                // No second requested for any of the retries.
+                let quiet = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
+                assert!(quiet.is_err(), "no event after the resolution");
+            }
+
+            #[tokio::test]
+            async fn rule_10_an_abandoned_ask_is_aborted() {
+                let backend = default_backend();
+                let registered = backend.register(ask("s")).await.expect("register");
+                let rpc_id = registered.rpc_id.clone();
+                drop(registered);
+                backend.abandon(&key("s"), &rpc_id).await.expect("abandon");
+                let err = backend.claim(&key("s"), &rpc_id, answered()).await;
+                assert!(matches!(err, Err(AskError::NotPending { .. })));
             }
         }
     };

@@ -3,29 +3,37 @@
 //!
 //! Each session keeps its pending asks, a bounded history of its events (for cursor
 //! resume) and a broadcast channel to its subscribers; each tenant has one more channel
-//! for `all_sessions` subscribers. Every mutation of a session happens under its shard's
-//! mutex, which never spans an `.await`: that is what makes a claim first-wins and keeps
-//! replay and live events free of gaps and duplicates.
+//! for `all_sessions` subscribers; the agent registry holds the live leases. Every
+//! mutation of a session happens under its shard's mutex, which never spans an
+//! `.await`: that is what makes a claim first-wins, keeps replay and live events free of
+//! gaps and duplicates, and makes the caller and provider checks of `register` atomic
+//! with the store.
+//!
+//! Lock order: one shard (or every shard, in index order), then `agents`, then
+//! `tenants`; each step optional, never the other way round.
 
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     hash::{BuildHasher, RandomState},
     pin::Pin,
     sync::{
-        Arc,
+        Arc, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll},
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use askgate_proto::v1::{
-    Question, Requested, Reset, Resolution, Resolved, SubscribeResponse, Synced,
+    AgentRef, Question, Requested, Reset, Resolved, SubscribeResponse, Synced, Unattended,
     subscribe_response::Event,
 };
 use async_trait::async_trait;
 use parking_lot::{Mutex, MutexGuard};
-use tokio::sync::{broadcast, oneshot};
+use tokio::{
+    sync::{broadcast, oneshot},
+    time::Instant,
+};
 use tokio_stream::{
     Stream,
     wrappers::{BroadcastStream, errors::BroadcastStreamRecvError},
@@ -33,12 +41,12 @@ use tokio_stream::{
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{Backend, EventStream, Registered, Scope, SubscribeOptions};
-use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+use super::{Attached, Backend, EventStream, Registered, Scope, SubscribeOptions};
+use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 type Message = Arc<SubscribeResponse>;
 
-/// Sizes of the in-memory state.
+/// Sizes and windows of the in-memory state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryConfig {
     /// Independent locks; sessions hash onto them.
@@ -51,19 +59,29 @@ pub struct MemoryConfig {
     pub tenant_buffer: usize,
     /// Pending asks one session may hold.
     pub max_pending_per_session: usize,
+    /// How long a session counts as attended after its last subscriber left, and how
+    /// long an unused session (and its history, for resume) is kept.
+    pub reconnect_grace: Duration,
+    /// How long the outcome of an ask with a request_id is kept for a retry.
+    pub request_retention: Duration,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
         Self {
             shards: 64,
-            history_len: 1024,
+            history_len: 1000,
             subscriber_buffer: 1024,
             tenant_buffer: 16 * 1024,
             max_pending_per_session: 1024,
+            reconnect_grace: Duration::from_secs(5),
+            request_retention: Duration::from_secs(600),
         }
     }
 }
+
+/// How often expired state (unused sessions, recorded outcomes) is swept.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The in-memory [`Backend`].
 #[derive(Clone)]
@@ -75,8 +93,8 @@ struct Inner {
     config: MemoryConfig,
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
-    /// Lock order: a shard (or all shards, in index order) before `tenants`.
-    tenants: Mutex<HashMap<Arc<str>, broadcast::Sender<Message>>>,
+    tenants: Mutex<HashMap<Arc<str>, TenantState>>,
+    agents: Mutex<HashMap<AgentKey, AgentLease>>,
     /// Set once at shutdown; checked under a shard lock before anything is stored.
     closed: AtomicBool,
     /// Distinguishes incarnations of a session's state, so a cursor from a session
@@ -86,9 +104,42 @@ struct Inner {
     next_order: AtomicU64,
 }
 
+struct TenantState {
+    events_tx: broadcast::Sender<Message>,
+    /// When the last `all_sessions` subscriber left.
+    left_at: Option<Instant>,
+}
+
+type AgentKey = (Arc<str>, String);
+
+struct AgentLease {
+    incarnation: String,
+    parent_agent_id: String,
+    /// Pending asks made under this incarnation: ABORTED when it ends.
+    asks: HashSet<(SessionKey, String)>,
+    superseded: Option<oneshot::Sender<()>>,
+}
+
 #[derive(Default)]
 struct Shard {
     sessions: HashMap<SessionKey, Session>,
+    /// Unused sessions waiting out their reconnect grace, by when it ends.
+    retiring: VecDeque<(Instant, SessionKey)>,
+    /// Asks by (session, request_id), for retries.
+    requests: HashMap<(SessionKey, String), RequestState>,
+    /// Recorded outcomes by when they expire.
+    request_expiry: VecDeque<(Instant, (SessionKey, String))>,
+}
+
+enum RequestState {
+    Pending {
+        rpc_id: String,
+    },
+    Done {
+        outcome: Outcome,
+        rpc_id: String,
+        expires: Instant,
+    },
 }
 
 struct Session {
@@ -103,13 +154,18 @@ struct Session {
     events_tx: broadcast::Sender<Message>,
     tenant_tx: broadcast::Sender<Message>,
     exclusive_held: bool,
+    /// When the last subscriber left (None: never subscribed, or subscribed now).
+    left_at: Option<Instant>,
 }
 
 struct PendingAsk {
     order: u64,
     /// The `requested` event, replayed as is (same rpc_id, same cursor).
     requested: Message,
-    outcome_tx: oneshot::Sender<Outcome>,
+    /// The calls waiting for the outcome: the Ask, and retries that joined it.
+    waiters: Vec<oneshot::Sender<Outcome>>,
+    agent: Option<AgentRef>,
+    request_id: String,
 }
 
 impl PendingAsk {
@@ -149,11 +205,15 @@ fn reset() -> Message {
     message(String::new(), Event::Reset(Reset {}))
 }
 
+fn within(since: Option<Instant>, grace: Duration) -> bool {
+    since.is_some_and(|t| t.elapsed() < grace)
+}
+
 impl Session {
     fn push(&mut self, history_len: usize, event: Event) -> Message {
         self.head += 1;
         let msg = message(cursor(self.epoch, self.head), event);
-        if self.history.len() == history_len {
+        if self.history.len() >= history_len {
             self.history.pop_front();
         }
         if history_len > 0 {
@@ -191,44 +251,31 @@ impl Session {
     }
 
     /// How a finished ask ended, while the history still remembers it.
-    fn remembered_resolution(&self, rpc_id: &str) -> Option<Resolution> {
+    fn settled(&self, rpc_id: &str) -> Option<Settled> {
         self.history.iter().rev().find_map(|(_, m)| match &m.event {
-            Some(Event::Resolved(r)) if r.rpc_id == rpc_id => Some(r.reason()),
+            Some(Event::Resolved(r)) if r.rpc_id == rpc_id => Some(Settled {
+                resolution: r.reason(),
+                resolved_by: r.resolved_by.clone(),
+            }),
             _ => None,
         })
     }
 
-    fn is_idle(&self) -> bool {
-        self.pending.is_empty() && self.events_tx.receiver_count() == 0 && !self.exclusive_held
+    fn not_pending(&self, rpc_id: &str) -> AskError {
+        AskError::NotPending {
+            settled: self.settled(rpc_id),
+        }
     }
 
-    /// Removes the ask, hands over its outcome and broadcasts `resolved`.
-    fn resolve(&mut self, history_len: usize, key: &SessionKey, seq: u64, outcome: Outcome) {
-        let Some(ask) = self.pending.remove(&seq) else {
-            return;
-        };
-        let rpc_id = ask
-            .requested()
-            .map(|r| r.rpc_id.clone())
-            .unwrap_or_default();
-        self.by_rpc_id.remove(rpc_id.as_str());
-        let resolved = Resolved {
-            rpc_id,
-            session_id: key.session_id.to_string(),
-            reason: outcome.resolution.into(),
-            answers: outcome.answers.clone(),
-            resolved_by: outcome.resolved_by.clone(),
-            resolved_at: Some(now()),
-            cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
-        };
-        debug!(rpc_id = %resolved.rpc_id, reason = ?outcome.resolution, "ask resolved");
-        self.push(history_len, Event::Resolved(resolved));
-        // The waiting Ask may be gone already (aborted); nothing to hand over then.
-        let _ = ask.outcome_tx.send(outcome);
+    /// No pending ask, no subscriber, no exclusive hold.
+    fn is_unused(&self) -> bool {
+        self.pending.is_empty() && self.events_tx.receiver_count() == 0 && !self.exclusive_held
     }
 }
 
 impl MemoryBackend {
+    /// A new backend. Within a tokio runtime it also starts the sweeper that retires
+    /// unused sessions and expired outcomes; the sweeper ends with the backend.
     pub fn new(config: MemoryConfig) -> Self {
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
@@ -236,17 +283,32 @@ impl MemoryBackend {
         let epoch_base = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        Self {
-            inner: Arc::new(Inner {
-                config,
-                shards,
-                hasher: RandomState::new(),
-                tenants: Mutex::new(HashMap::new()),
-                closed: AtomicBool::new(false),
-                next_epoch: AtomicU64::new(epoch_base),
-                next_order: AtomicU64::new(0),
-            }),
+        let inner = Arc::new(Inner {
+            config,
+            shards,
+            hasher: RandomState::new(),
+            tenants: Mutex::new(HashMap::new()),
+            agents: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            next_epoch: AtomicU64::new(epoch_base),
+            next_order: AtomicU64::new(0),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
         }
+        Self { inner }
+    }
+}
+
+async fn sweep_until_dropped(inner: Weak<Inner>) {
+    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.sweep(Instant::now());
     }
 }
 
@@ -264,7 +326,11 @@ impl Inner {
         self.tenants
             .lock()
             .entry(tenant.clone())
-            .or_insert_with(|| broadcast::channel(self.config.tenant_buffer.max(1)).0)
+            .or_insert_with(|| TenantState {
+                events_tx: broadcast::channel(self.config.tenant_buffer.max(1)).0,
+                left_at: None,
+            })
+            .events_tx
             .clone()
     }
 
@@ -281,13 +347,245 @@ impl Inner {
                 events_tx: broadcast::channel(self.config.subscriber_buffer.max(1)).0,
                 tenant_tx: self.tenant_sender(&key.tenant),
                 exclusive_held: false,
+                left_at: None,
             })
     }
 
-    fn drop_if_idle(shard: &mut Shard, key: &SessionKey) {
-        if shard.sessions.get(key).is_some_and(Session::is_idle) {
-            shard.sessions.remove(key);
+    /// Someone follows the session: a subscriber of it or an `all_sessions` subscriber
+    /// of its tenant, now or less than the reconnect grace ago (Semantics 8).
+    fn attended(&self, session: &Session, tenant: &str) -> bool {
+        let grace = self.config.reconnect_grace;
+        if session.events_tx.receiver_count() > 0 || within(session.left_at, grace) {
+            return true;
         }
+        self.tenants
+            .lock()
+            .get(tenant)
+            .is_some_and(|t| t.events_tx.receiver_count() > 0 || within(t.left_at, grace))
+    }
+
+    /// Drops an unused session once its reconnect grace is over; until then it stays
+    /// (with its history, so a reconnecting subscriber can resume).
+    fn retire_if_unused(&self, shard: &mut Shard, key: &SessionKey) {
+        let Some(session) = shard.sessions.get(key) else {
+            return;
+        };
+        if !session.is_unused() {
+            return;
+        }
+        let grace = self.config.reconnect_grace;
+        match session.left_at {
+            Some(left_at) if left_at.elapsed() < grace => {
+                shard.retiring.push_back((left_at + grace, key.clone()));
+            }
+            _ => {
+                shard.sessions.remove(key);
+            }
+        }
+    }
+
+    fn sweep(&self, now: Instant) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            while shard.retiring.front().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, key)) = shard.retiring.pop_front() {
+                    self.retire_if_unused(&mut shard, &key);
+                }
+            }
+            while shard
+                .request_expiry
+                .front()
+                .is_some_and(|(at, _)| *at <= now)
+            {
+                let Some((_, request)) = shard.request_expiry.pop_front() else {
+                    break;
+                };
+                if let Some(RequestState::Done { expires, .. }) = shard.requests.get(&request)
+                    && *expires <= now
+                {
+                    shard.requests.remove(&request);
+                }
+            }
+        }
+    }
+
+    /// Removes the ask, hands its outcome to every waiting call, records it for
+    /// retries, releases it from its agent's lease and broadcasts `resolved`.
+    fn resolve(&self, shard: &mut Shard, key: &SessionKey, seq: u64, outcome: Outcome) {
+        let Some(session) = shard.sessions.get_mut(key) else {
+            return;
+        };
+        let Some(ask) = session.pending.remove(&seq) else {
+            return;
+        };
+        let rpc_id = ask
+            .requested()
+            .map(|r| r.rpc_id.clone())
+            .unwrap_or_default();
+        session.by_rpc_id.remove(rpc_id.as_str());
+        let resolved = Resolved {
+            rpc_id: rpc_id.clone(),
+            session_id: key.session_id.to_string(),
+            reason: outcome.resolution.into(),
+            answers: outcome.answers.clone(),
+            resolved_by: outcome.resolved_by.clone(),
+            resolved_at: Some(now()),
+            cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
+        };
+        debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
+        session.push(self.config.history_len, Event::Resolved(resolved));
+        if let Some(agent) = &ask.agent
+            && let Some(lease) = self
+                .agents
+                .lock()
+                .get_mut(&(key.tenant.clone(), agent.agent_id.clone()))
+            && lease.incarnation == agent.incarnation
+        {
+            lease.asks.remove(&(key.clone(), rpc_id.clone()));
+        }
+        if !ask.request_id.is_empty() {
+            let expires = Instant::now() + self.config.request_retention;
+            let request = (key.clone(), ask.request_id.clone());
+            shard.request_expiry.push_back((expires, request.clone()));
+            shard.requests.insert(
+                request,
+                RequestState::Done {
+                    outcome: outcome.clone(),
+                    rpc_id,
+                    expires,
+                },
+            );
+        }
+        // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
+        for waiter in ask.waiters {
+            let _ = waiter.send(outcome.clone());
+        }
+    }
+
+    /// Resolves the given asks ABORTED: their agent's lease ended.
+    fn abort_all(&self, asks: HashSet<(SessionKey, String)>) {
+        for (key, rpc_id) in asks {
+            let mut shard = self.shard(&key);
+            let seq = shard
+                .sessions
+                .get(&key)
+                .and_then(|s| s.by_rpc_id.get(rpc_id.as_str()).copied());
+            if let Some(seq) = seq {
+                self.resolve(&mut shard, &key, seq, Outcome::aborted());
+                self.retire_if_unused(&mut shard, &key);
+            }
+        }
+    }
+
+    /// A retry of a known request: joins its pending ask or returns its recorded
+    /// outcome. `None` when the request is new (or its record expired).
+    fn rejoin(&self, shard: &mut Shard, key: &SessionKey, request_id: &str) -> Option<Registered> {
+        let request = (key.clone(), request_id.to_owned());
+        let (outcome_tx, outcome) = oneshot::channel();
+        match shard.requests.get(&request)? {
+            RequestState::Pending { rpc_id } => {
+                let rpc_id = rpc_id.clone();
+                let session = shard.sessions.get_mut(key)?;
+                let seq = *session.by_rpc_id.get(rpc_id.as_str())?;
+                let ask = session.pending.get_mut(&seq)?;
+                ask.waiters.retain(|w| !w.is_closed());
+                ask.waiters.push(outcome_tx);
+                debug!(%rpc_id, request_id, "a retry joined its pending ask");
+                Some(Registered { rpc_id, outcome })
+            }
+            RequestState::Done {
+                outcome: recorded,
+                rpc_id,
+                expires,
+            } if *expires > Instant::now() => {
+                let _ = outcome_tx.send(recorded.clone());
+                debug!(%rpc_id, request_id, "a retry got its recorded outcome");
+                Some(Registered {
+                    rpc_id: rpc_id.clone(),
+                    outcome,
+                })
+            }
+            RequestState::Done { .. } => None,
+        }
+    }
+
+    /// Semantics 7: the agent is attached now with that incarnation and has no live
+    /// parent. Returns the agents guard so the caller can record the ask under it.
+    fn check_caller(
+        &self,
+        tenant: &Arc<str>,
+        agent: &AgentRef,
+    ) -> Result<MutexGuard<'_, HashMap<AgentKey, AgentLease>>, AskError> {
+        let agents = self.agents.lock();
+        let lease = agents
+            .get(&(tenant.clone(), agent.agent_id.clone()))
+            .filter(|lease| lease.incarnation == agent.incarnation)
+            .ok_or(AskError::CallerNotLive)?;
+        let parent = &lease.parent_agent_id;
+        if !parent.is_empty() && agents.contains_key(&(tenant.clone(), parent.clone())) {
+            return Err(AskError::DelegatedCaller);
+        }
+        Ok(agents)
+    }
+
+    /// Stores a new ask after every check; the shard is locked by the caller.
+    fn store(&self, shard: &mut Shard, ask: NewAsk) -> Result<Registered, AskError> {
+        let key = ask.key.clone();
+        let session = self.session(shard, &key);
+        // The caller first, then the provider, then capacity. The agents guard is held
+        // until the ask is recorded under its lease, so a detach cannot slip between.
+        let mut agents = match &ask.agent {
+            Some(agent) => Some(self.check_caller(&key.tenant, agent)?),
+            None => None,
+        };
+        if ask.if_unattended == Unattended::Fail && !self.attended(session, &key.tenant) {
+            return Err(AskError::NoProvider);
+        }
+        if session.pending.len() >= self.config.max_pending_per_session {
+            return Err(AskError::TooManyPending(format!(
+                "at most {} pending asks per session",
+                self.config.max_pending_per_session
+            )));
+        }
+        let rpc_id = Uuid::now_v7().to_string();
+        let requested = Requested {
+            rpc_id: rpc_id.clone(),
+            session_id: key.session_id.to_string(),
+            questions: ask.questions,
+            agent: ask.agent.clone(),
+            labels: ask.labels,
+            requested_at: Some(now()),
+            expires_at: ask.expires_at.map(Into::into),
+        };
+        let message = session.push(self.config.history_len, Event::Requested(requested));
+        let (outcome_tx, outcome) = oneshot::channel();
+        session
+            .by_rpc_id
+            .insert(rpc_id.as_str().into(), session.head);
+        session.pending.insert(
+            session.head,
+            PendingAsk {
+                order: self.next_order.fetch_add(1, Ordering::Relaxed),
+                requested: message,
+                waiters: vec![outcome_tx],
+                agent: ask.agent.clone(),
+                request_id: ask.request_id.clone(),
+            },
+        );
+        if let (Some(agents), Some(agent)) = (agents.as_mut(), &ask.agent)
+            && let Some(lease) = agents.get_mut(&(key.tenant.clone(), agent.agent_id.clone()))
+        {
+            lease.asks.insert((key.clone(), rpc_id.clone()));
+        }
+        if !ask.request_id.is_empty() {
+            shard.requests.insert(
+                (key, ask.request_id),
+                RequestState::Pending {
+                    rpc_id: rpc_id.clone(),
+                },
+            );
+        }
+        Ok(Registered { rpc_id, outcome })
     }
 
     /// Starts (or, after a lag, restarts) following one session: the replay and a
@@ -311,9 +609,9 @@ impl Inner {
             session.exclusive_held = true;
         }
         let receiver = session.events_tx.subscribe();
-        let resumed = after.and_then(|a| session.events_after(a));
+        session.left_at = None;
         let mut replay = VecDeque::new();
-        match resumed {
+        match after.and_then(|a| session.events_after(a)) {
             Some(events) => {
                 replay.extend(events);
                 replay.push_back(synced(session.head_cursor(), true));
@@ -341,6 +639,9 @@ impl Inner {
             return Err(AskError::ShuttingDown);
         }
         let receiver = self.tenant_sender(tenant).subscribe();
+        if let Some(state) = self.tenants.lock().get_mut(tenant) {
+            state.left_at = None;
+        }
         let mut pending: Vec<&PendingAsk> = shards
             .iter()
             .flat_map(|shard| shard.sessions.iter())
@@ -356,64 +657,65 @@ impl Inner {
         replay.push_back(synced(String::new(), false));
         Ok((replay, receiver))
     }
+
+    /// A subscription ended: note when the scope lost its last subscriber (the
+    /// reconnect grace counts from there) and retire the session if it is unused.
+    fn unsubscribed(&self, scope: &Scope, exclusive: bool) {
+        match scope {
+            Scope::Session(key) => {
+                let mut shard = self.shard(key);
+                if let Some(session) = shard.sessions.get_mut(key) {
+                    if exclusive {
+                        session.exclusive_held = false;
+                    }
+                    if session.events_tx.receiver_count() == 0 {
+                        session.left_at = Some(Instant::now());
+                    }
+                }
+                self.retire_if_unused(&mut shard, key);
+            }
+            Scope::Tenant(tenant) => {
+                if let Some(state) = self.tenants.lock().get_mut(tenant)
+                    && state.events_tx.receiver_count() == 0
+                {
+                    state.left_at = Some(Instant::now());
+                }
+            }
+        }
+    }
 }
 
 #[async_trait]
 impl Backend for MemoryBackend {
     async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
         let inner = &self.inner;
-        let mut shard = inner.shard(&ask.key);
+        let key = ask.key.clone();
+        let mut shard = inner.shard(&key);
         if inner.is_closed() {
             return Err(AskError::ShuttingDown);
         }
-        let session = inner.session(&mut shard, &ask.key);
-        if session.pending.len() >= inner.config.max_pending_per_session {
-            return Err(AskError::TooManyPending(format!(
-                "at most {} pending asks per session",
-                inner.config.max_pending_per_session
-            )));
+        if !ask.request_id.is_empty()
+            && let Some(joined) = inner.rejoin(&mut shard, &key, &ask.request_id)
+        {
+            return Ok(joined);
         }
-        let rpc_id = Uuid::now_v7().to_string();
-        let requested = Requested {
-            rpc_id: rpc_id.clone(),
-            session_id: ask.key.session_id.to_string(),
-            questions: ask.questions,
-            agent: ask.agent,
-            labels: ask.labels,
-            requested_at: Some(now()),
-            expires_at: ask.expires_at.map(Into::into),
-        };
-        let message = session.push(inner.config.history_len, Event::Requested(requested));
-        let (outcome_tx, outcome) = oneshot::channel();
-        session
-            .by_rpc_id
-            .insert(rpc_id.as_str().into(), session.head);
-        session.pending.insert(
-            session.head,
-            PendingAsk {
-                order: inner.next_order.fetch_add(1, Ordering::Relaxed),
-                requested: message,
-                outcome_tx,
-            },
-        );
-        Ok(Registered { rpc_id, outcome })
+        let stored = inner.store(&mut shard, ask);
+        if stored.is_err() {
+            inner.retire_if_unused(&mut shard, &key);
+        }
+        stored
     }
 
     async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
         let shard = self.inner.shard(key);
-        let session = shard
-            .sessions
-            .get(key)
-            .ok_or(AskError::NotPending { resolution: None })?;
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
         session
             .by_rpc_id
             .get(rpc_id)
             .and_then(|seq| session.pending.get(seq))
             .and_then(PendingAsk::requested)
             .map(|r| r.questions.clone())
-            .ok_or_else(|| AskError::NotPending {
-                resolution: session.remembered_resolution(rpc_id),
-            })
+            .ok_or_else(|| session.not_pending(rpc_id))
     }
 
     async fn claim(
@@ -422,19 +724,30 @@ impl Backend for MemoryBackend {
         rpc_id: &str,
         outcome: Outcome,
     ) -> Result<(), AskError> {
-        let history_len = self.inner.config.history_len;
         let mut shard = self.inner.shard(key);
-        let session = shard
-            .sessions
-            .get_mut(key)
-            .ok_or(AskError::NotPending { resolution: None })?;
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
         let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
-            return Err(AskError::NotPending {
-                resolution: session.remembered_resolution(rpc_id),
-            });
+            return Err(session.not_pending(rpc_id));
         };
-        session.resolve(history_len, key, seq, outcome);
-        Inner::drop_if_idle(&mut shard, key);
+        self.inner.resolve(&mut shard, key, seq, outcome);
+        self.inner.retire_if_unused(&mut shard, key);
+        Ok(())
+    }
+
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+        let mut shard = self.inner.shard(key);
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
+            return Err(session.not_pending(rpc_id));
+        };
+        let waited_for = session
+            .pending
+            .get(&seq)
+            .is_some_and(|ask| ask.waiters.iter().any(|w| !w.is_closed()));
+        if !waited_for {
+            self.inner.resolve(&mut shard, key, seq, Outcome::aborted());
+            self.inner.retire_if_unused(&mut shard, key);
+        }
         Ok(())
     }
 
@@ -475,23 +788,84 @@ impl Backend for MemoryBackend {
             .unwrap_or_default())
     }
 
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+    ) -> Result<Attached, AskError> {
+        if self.inner.is_closed() {
+            return Err(AskError::ShuttingDown);
+        }
+        let incarnation = Uuid::now_v7().to_string();
+        let (superseded_tx, superseded) = oneshot::channel();
+        let lease = AgentLease {
+            incarnation: incarnation.clone(),
+            parent_agent_id: parent_agent_id.to_owned(),
+            asks: HashSet::new(),
+            superseded: Some(superseded_tx),
+        };
+        let previous = self
+            .inner
+            .agents
+            .lock()
+            .insert((tenant.into(), agent_id.to_owned()), lease);
+        if let Some(mut previous) = previous {
+            debug!(agent_id, old = %previous.incarnation, "attach supersedes the previous lease");
+            if let Some(superseded) = previous.superseded.take() {
+                let _ = superseded.send(());
+            }
+            self.inner.abort_all(previous.asks);
+        }
+        Ok(Attached {
+            incarnation,
+            superseded,
+        })
+    }
+
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let asks = {
+            let mut agents = self.inner.agents.lock();
+            let key = (Arc::<str>::from(tenant), agent_id.to_owned());
+            match agents.get(&key) {
+                Some(lease) if lease.incarnation == incarnation => {
+                    agents.remove(&key).map(|lease| lease.asks)
+                }
+                _ => None,
+            }
+        };
+        if let Some(asks) = asks {
+            debug!(
+                agent_id,
+                incarnation,
+                pending = asks.len(),
+                "agent detached"
+            );
+            self.inner.abort_all(asks);
+        }
+    }
+
     async fn dispose_all(&self) {
         let inner = &self.inner;
         inner.closed.store(true, Ordering::Release);
         let mut disposed = 0usize;
         for shard in inner.shards.iter() {
             let mut shard = shard.lock();
-            for (key, mut session) in shard.sessions.drain() {
-                let seqs: Vec<u64> = session.pending.keys().copied().collect();
-                disposed += seqs.len();
-                for seq in seqs {
-                    session.resolve(inner.config.history_len, &key, seq, Outcome::disposed());
-                }
-                // Dropping the session drops its senders: subscribers receive what is
-                // queued, then their stream ends.
+            let pending: Vec<(SessionKey, u64)> = shard
+                .sessions
+                .iter()
+                .flat_map(|(key, s)| s.pending.keys().map(|seq| (key.clone(), *seq)))
+                .collect();
+            disposed += pending.len();
+            for (key, seq) in pending {
+                inner.resolve(&mut shard, &key, seq, Outcome::disposed());
             }
+            // Dropping the sessions drops their senders: subscribers receive what is
+            // queued, then their stream ends.
+            shard.sessions.clear();
         }
         inner.tenants.lock().clear();
+        inner.agents.lock().clear();
         debug!(disposed, "memory backend disposed");
     }
 }
@@ -555,17 +929,9 @@ impl Stream for Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        // Release the receiver first so the session can be seen as idle.
+        // Release the receiver first so the scope can be seen as unsubscribed.
         self.live = None;
-        if let Scope::Session(key) = &self.scope {
-            let mut shard = self.inner.shard(key);
-            if self.exclusive
-                && let Some(session) = shard.sessions.get_mut(key)
-            {
-                session.exclusive_held = false;
-            }
-            Inner::drop_if_idle(&mut shard, key);
-        }
+        self.inner.unsubscribed(&self.scope, self.exclusive);
     }
 }
 

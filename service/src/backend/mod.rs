@@ -22,12 +22,22 @@ use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 /// cursor. The backend ends the stream itself at shutdown.
 pub type EventStream = Pin<Box<dyn Stream<Item = Arc<SubscribeResponse>> + Send>>;
 
-/// A stored ask: its id and where its outcome will arrive.
+/// A stored ask (or the one a retry with the same request_id joined): its id and where
+/// its outcome will arrive.
 #[derive(Debug)]
 pub struct Registered {
     pub rpc_id: String,
-    /// Receives the winning outcome exactly once.
+    /// Receives the winning outcome exactly once (at once for a recorded outcome).
     pub outcome: oneshot::Receiver<Outcome>,
+}
+
+/// A live agent lease from `Agents.Attach`.
+#[derive(Debug)]
+pub struct Attached {
+    /// Fresh per attach; asks must name it.
+    pub incarnation: String,
+    /// Completes when a newer attach with the same agent_id replaces this one.
+    pub superseded: oneshot::Receiver<()>,
 }
 
 /// What a subscription covers.
@@ -50,7 +60,11 @@ pub struct SubscribeOptions {
 
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
-    /// Stores a validated ask, then broadcasts its `requested` event.
+    /// Stores a validated ask, then broadcasts its `requested` event. In the same atomic
+    /// step it checks the calling agent (CALLER_NOT_LIVE, DELEGATED_CALLER) and that
+    /// someone follows the session (NO_PROVIDER, unless HOLD). A request_id already
+    /// known in the session joins its pending ask (no second `requested`) or gets its
+    /// recorded outcome.
     async fn register(&self, ask: NewAsk) -> Result<Registered, AskError>;
 
     /// The questions of a pending ask, to validate an answer batch before the claim.
@@ -60,6 +74,10 @@ pub trait Backend: Send + Sync + 'static {
     /// `Ask` and broadcasts `resolved`. A later or duplicate claim gets `NotPending`.
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome)
     -> Result<(), AskError>;
+
+    /// Resolves the ask ABORTED unless a call still waits for it (one reattached
+    /// through its request_id). Used when a dropped call's reattach grace runs out.
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError>;
 
     /// Replay then follow: pending asks (or the events after `options.after`), `synced`,
     /// then live events, with no gap and no duplicate between replay and live.
@@ -71,6 +89,19 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The pending asks of a session, oldest first.
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
+
+    /// Makes `agent_id` live under a fresh incarnation; a previous attach of the same
+    /// agent is superseded and its pending asks are ABORTED.
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+    ) -> Result<Attached, AskError>;
+
+    /// Ends the lease `incarnation` of `agent_id` (when it is still the live one) and
+    /// resolves its pending asks ABORTED.
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str);
 
     /// Shutdown: refuses new asks and subscriptions, resolves every pending ask
     /// `DISPOSED` and ends every subscription once its last events are delivered.

@@ -57,6 +57,16 @@ pub struct ServeArgs {
     /// Events each session keeps for cursor resume.
     #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = MemoryConfig::default().history_len)]
     pub history_len: usize,
+    /// How long a session counts as attended after its last subscriber left (so a UI
+    /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
+    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = "5s", value_parser = parse_duration)]
+    pub reconnect_grace: Duration,
+    /// How long the outcome of an ask with a request_id is kept for a retrying call.
+    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = "10m", value_parser = parse_duration)]
+    pub request_retention: Duration,
+    /// Interval of the heartbeats on an agent's Attach stream.
+    #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = "10s", value_parser = parse_duration)]
+    pub agent_heartbeat: Duration,
     /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
     #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = MemoryConfig::default().subscriber_buffer)]
     pub subscriber_buffer: usize,
@@ -79,6 +89,9 @@ impl ServeArgs {
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
         }
+        if self.agent_heartbeat.is_zero() {
+            return Err("--agent-heartbeat must be longer than zero".into());
+        }
         if self.max_wait.is_zero() || self.max_wait.as_secs() > MAX_WAIT_SECS {
             return Err("--max-wait must be longer than zero and at most 30 days".into());
         }
@@ -96,6 +109,8 @@ impl ServeArgs {
                 history_len: self.history_len,
                 subscriber_buffer: self.subscriber_buffer,
                 max_pending_per_session: self.max_pending_per_session,
+                reconnect_grace: self.reconnect_grace,
+                request_retention: self.request_retention,
                 ..MemoryConfig::default()
             },
             limits,
@@ -104,6 +119,7 @@ impl ServeArgs {
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
             max_message_bytes: self.max_message_bytes,
+            agent_heartbeat: self.agent_heartbeat,
         })
     }
 }

@@ -44,6 +44,21 @@ impl fmt::Display for Listed<'_> {
     }
 }
 
+/// How a finished ask ended, for NOT_PENDING: lets a second UI tell "someone else
+/// answered" from "never existed".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    pub resolution: Resolution,
+    pub resolved_by: String,
+}
+
+impl AskError {
+    /// NOT_PENDING for an ask the server knows nothing about (any more).
+    pub fn not_pending() -> Self {
+        Self::NotPending { settled: None }
+    }
+}
+
 /// Why an askgate operation failed. Messages are the model-facing wording of DESIGN.md.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AskError {
@@ -71,9 +86,9 @@ pub enum AskError {
     AskAborted,
     #[error("no answer before the deadline")]
     AskExpired,
-    /// `resolution` is how the ask ended, while the server still remembers it.
+    /// `settled` is how and by whom the ask ended, while the server still remembers.
     #[error("no pending question with that rpc_id in this session")]
-    NotPending { resolution: Option<Resolution> },
+    NotPending { settled: Option<Settled> },
     #[error("too many pending questions: {0}")]
     TooManyPending(String),
     #[error("the node is draining; retry with the same request_id")]

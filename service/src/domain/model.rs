@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, fmt, sync::Arc, time::SystemTime};
 
-use askgate_proto::v1::{AgentRef, Question, QuestionAnswer, Resolution};
+use askgate_proto::v1::{AgentRef, Question, QuestionAnswer, Resolution, Unattended};
 
 /// Tenant of every request until authentication names one.
 pub const DEFAULT_TENANT: &str = "default";
@@ -39,9 +39,15 @@ impl fmt::Display for SessionKey {
 pub struct NewAsk {
     pub key: SessionKey,
     pub questions: Vec<Question>,
+    /// The calling agent: must be attached now with this incarnation, with no live
+    /// parent (DESIGN.md Semantics 7).
     pub agent: Option<AgentRef>,
     pub labels: HashMap<String, String>,
     pub expires_at: Option<SystemTime>,
+    /// Idempotency key within the session (Semantics 10); empty for none.
+    pub request_id: String,
+    /// Whether to refuse the ask when nobody follows the session (Semantics 8).
+    pub if_unattended: Unattended,
 }
 
 /// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.

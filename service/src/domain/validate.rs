@@ -12,6 +12,9 @@ pub const MAX_SESSION_ID_CHARS: usize = 128;
 /// Longest rpc_id or request_id a caller may send, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
+/// Longest reattach grace an ask may ask for, in milliseconds.
+pub const MAX_REATTACH_GRACE_MS: u32 = 3_600_000;
+
 /// Checks a session id: 1-128 characters of `[A-Za-z0-9._:@/-]`.
 pub fn session_id(field: &str, id: &str) -> Result<(), AskError> {
     session_id_violation(field, id).map_or(Ok(()), |v| Err(AskError::BadRequest(vec![v])))
@@ -38,6 +41,11 @@ fn session_id_violation(field: &str, id: &str) -> Option<Violation> {
 
 fn is_session_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '@' | '/' | '-')
+}
+
+/// Checks an agent id: the same alphabet and length as a session id.
+pub fn agent_id(field: &str, id: &str) -> Result<(), AskError> {
+    session_id(field, id)
 }
 
 /// Checks an rpc_id named by Answer or Cancel. Its content is opaque; only its shape is
@@ -101,10 +109,13 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
         }
     }
     if let Some(agent) = &request.agent {
-        if agent.agent_id.is_empty() {
-            violations.push(Violation::new("agent.agent_id", "must not be empty"));
+        violations.extend(session_id_violation("agent.agent_id", &agent.agent_id));
+        if agent.incarnation.is_empty() {
+            violations.push(Violation::new(
+                "agent.incarnation",
+                "must not be empty: use the incarnation of the agent's Attach lease",
+            ));
         }
-        violations.extend(too_long("agent.agent_id", &agent.agent_id, MAX_ID_BYTES));
         violations.extend(too_long(
             "agent.incarnation",
             &agent.incarnation,
@@ -112,6 +123,12 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
         ));
     }
     violations.extend(too_long("request_id", &request.request_id, MAX_ID_BYTES));
+    if request.reattach_grace_ms > MAX_REATTACH_GRACE_MS {
+        violations.push(Violation::new(
+            "reattach_grace_ms",
+            format!("must be at most {MAX_REATTACH_GRACE_MS} (one hour)"),
+        ));
+    }
     if request.labels.len() > limits.max_labels {
         violations.push(Violation::new(
             "labels",
@@ -342,7 +359,7 @@ mod tests {
         req.agent = Some(AgentRef::default());
         assert_eq!(
             fields(check(&req).expect_err("ids")),
-            ["agent.agent_id", "request_id"]
+            ["agent.agent_id", "agent.incarnation", "request_id"]
         );
     }
 
