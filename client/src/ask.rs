@@ -2,7 +2,12 @@
 
 use std::time::Duration;
 
-use crate::proto::{AskRequest, Intent, PlanReview, Question, QuestionOption, Unattended, intent};
+use crate::proto::{
+    AgentRef, AskRequest, Intent, PlanReview, Question, QuestionOption, Unattended, intent,
+};
+
+/// How long a dropped call leaves its question answerable for a retry, by default.
+pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(10);
 
 /// Starts a question with its id (unique within the ask) and text.
 pub fn question(id: &str, text: &str) -> QuestionBuilder {
@@ -78,22 +83,25 @@ impl From<QuestionBuilder> for Question {
 }
 
 /// One `Ask`: a batch of questions for a session, and how long to wait.
+///
+/// By default an ask carries a fresh `request_id` and a reattach grace of
+/// [`DEFAULT_REATTACH_GRACE`], and [`crate::Client::ask`] retries a call that failed
+/// with UNAVAILABLE or a broken connection with the same request_id: the retry joins
+/// the same pending ask, or gets the human's answer if it came meanwhile.
 #[derive(Debug, Clone)]
 pub struct Ask {
-    request: AskRequest,
-    timeout: Option<Duration>,
+    pub(crate) request: AskRequest,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retry: bool,
 }
 
 impl Ask {
     /// An empty batch for `session_id`; add questions with [`Ask::question`].
     pub fn new(session_id: &str) -> Self {
-        Self {
-            request: AskRequest {
-                session_id: session_id.to_owned(),
-                ..Default::default()
-            },
-            timeout: None,
-        }
+        Self::from(AskRequest {
+            session_id: session_id.to_owned(),
+            ..Default::default()
+        })
     }
 
     /// Adds a question.
@@ -102,8 +110,8 @@ impl Ask {
         self
     }
 
-    /// How long to wait for a human (sent as the gRPC deadline). Without one the
-    /// server's maximum wait applies.
+    /// How long to wait for a human (sent as the gRPC deadline, and the budget for
+    /// retries). Without one the server's maximum wait applies.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -113,6 +121,35 @@ impl Ask {
     /// failing with [`crate::Reason::NoProvider`].
     pub fn hold_unattended(mut self) -> Self {
         self.request.if_unattended = Unattended::Hold.into();
+        self
+    }
+
+    /// Asks on behalf of an attached agent (see `Agents.Attach`).
+    pub fn agent(mut self, agent_id: &str, incarnation: &str) -> Self {
+        self.request.agent = Some(AgentRef {
+            agent_id: agent_id.to_owned(),
+            incarnation: incarnation.to_owned(),
+        });
+        self
+    }
+
+    /// The idempotency key (a fresh one is set by default): a call with the same
+    /// session and request_id joins the same ask or gets its recorded outcome.
+    pub fn request_id(mut self, request_id: &str) -> Self {
+        self.request.request_id = request_id.to_owned();
+        self
+    }
+
+    /// How long the question stays answerable when this call is dropped, for a retry
+    /// to pick the answer up; zero resolves it ABORTED at once.
+    pub fn reattach_grace(mut self, grace: Duration) -> Self {
+        self.request.reattach_grace_ms = grace.as_millis().try_into().unwrap_or(u32::MAX);
+        self
+    }
+
+    /// Makes one attempt only: no retry on UNAVAILABLE or a broken connection.
+    pub fn no_retry(mut self) -> Self {
+        self.retry = false;
         self
     }
 
@@ -126,25 +163,22 @@ impl Ask {
     pub fn request_mut(&mut self) -> &mut AskRequest {
         &mut self.request
     }
-
-    pub(crate) fn has_timeout(&self) -> bool {
-        self.timeout.is_some()
-    }
-
-    pub(crate) fn into_request(self) -> tonic::Request<AskRequest> {
-        let mut request = tonic::Request::new(self.request);
-        if let Some(timeout) = self.timeout {
-            request.set_timeout(timeout);
-        }
-        request
-    }
 }
 
 impl From<AskRequest> for Ask {
-    fn from(request: AskRequest) -> Self {
+    /// Wraps a wire request, filling in a request_id and the default reattach grace
+    /// where it has none.
+    fn from(mut request: AskRequest) -> Self {
+        if request.request_id.is_empty() {
+            request.request_id = uuid::Uuid::now_v7().to_string();
+        }
+        if request.reattach_grace_ms == 0 {
+            request.reattach_grace_ms = DEFAULT_REATTACH_GRACE.as_millis() as u32;
+        }
         Self {
             request,
             timeout: None,
+            retry: true,
         }
     }
 }

@@ -43,6 +43,16 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event's cursor (none for [`Event::Reset`]).
+    pub fn cursor(&self) -> Option<&str> {
+        match self {
+            Self::Requested { cursor, .. }
+            | Self::Resolved { cursor, .. }
+            | Self::Synced { cursor, .. } => Some(cursor),
+            Self::Reset => None,
+        }
+    }
+
     fn from_wire(message: SubscribeResponse) -> Option<Self> {
         let cursor = message.cursor;
         Some(match message.event? {

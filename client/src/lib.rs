@@ -47,23 +47,31 @@ pub mod answer;
 mod ask;
 mod error;
 mod events;
+mod follow;
+mod lease;
+mod retry;
+pub mod tool;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
     AnswerRequest, AskResponse, CancelRequest, ListPendingRequest, QuestionAnswer, Requested,
-    SubscribeRequest, user_questions_client::UserQuestionsClient,
+    SubscribeRequest, agents_client::AgentsClient, user_questions_client::UserQuestionsClient,
 };
+use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
-pub use ask::{Ask, QuestionBuilder, question};
+pub use ask::{Ask, DEFAULT_REATTACH_GRACE, QuestionBuilder, question};
 pub use error::{Error, Reason};
 pub use events::{Event, Events};
+pub use follow::Following;
+pub use lease::AgentLease;
 
 /// A connection to askgate's `UserQuestions` service. Cheap to clone: clones share the
 /// underlying HTTP/2 connection.
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: UserQuestionsClient<Channel>,
+    agents: AgentsClient<Channel>,
 }
 
 impl Client {
@@ -77,29 +85,71 @@ impl Client {
         Ok(Self::new(channel))
     }
 
+    /// A client for `endpoint` that connects on first use (and reconnects after a
+    /// failure), so it can be made before the server is up.
+    pub fn connect_lazy(endpoint: impl Into<String>) -> Result<Self, Error> {
+        let channel = Endpoint::from_shared(endpoint.into())
+            .map_err(Error::transport)?
+            .connect_lazy();
+        Ok(Self::new(channel))
+    }
+
     /// Wraps an existing channel (TLS, interceptors and timeouts are the caller's).
     pub fn new(channel: Channel) -> Self {
         Self {
-            inner: UserQuestionsClient::new(channel),
+            inner: UserQuestionsClient::new(channel.clone()),
+            agents: AgentsClient::new(channel),
         }
     }
 
     /// Asks a batch of questions and waits until a human resolves it, the ask's
     /// timeout passes ([`Reason::AskExpired`]) or the server gives up.
     ///
+    /// A call that fails with UNAVAILABLE (the node drains, the server is unreachable)
+    /// or a broken connection is retried with backoff and the same request_id, within
+    /// the timeout: the retry joins the pending ask, or gets the human's answer if it
+    /// came meanwhile (see [`Ask`]).
+    ///
     /// The timeout travels as the gRPC deadline, which the server honours itself
     /// (subscribers see the ask resolved `EXPIRED`). This side's clock starts first, so
     /// the local deadline usually fires a moment before the server's answer arrives;
     /// it is reported as [`Reason::AskExpired`] all the same.
     pub async fn ask(&mut self, ask: Ask) -> Result<AskResponse, Error> {
-        let has_deadline = ask.has_timeout();
-        match self.inner.ask(ask.into_request()).await {
-            Ok(response) => Ok(response.into_inner()),
-            Err(status) if has_deadline && error::is_local_timeout(&status) => {
-                Err(Error::local_deadline())
+        let deadline = ask.timeout.map(|t| Instant::now() + t);
+        let mut delays = retry::backoff();
+        loop {
+            let mut request = tonic::Request::new(ask.request.clone());
+            if let Some(deadline) = deadline {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(Error::local_deadline());
+                }
+                request.set_timeout(remaining);
             }
-            Err(status) => Err(status.into()),
+            let error = match self.inner.ask(request).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) if deadline.is_some() && error::is_local_timeout(&status) => {
+                    return Err(Error::local_deadline());
+                }
+                Err(status) => Error::from(status),
+            };
+            if !ask.retry || !retry::is_retryable(&error) {
+                return Err(error);
+            }
+            let mut pause = delays.next().unwrap_or_default();
+            if let Some(deadline) = deadline {
+                pause = pause.min(deadline.saturating_duration_since(Instant::now()));
+            }
+            tokio::time::sleep(pause).await;
         }
+    }
+
+    /// Follows a session (or all sessions) across connection failures: reconnects with
+    /// backoff and resumes from the last cursor, so no event is missed or repeated
+    /// while the server holds the cursor (otherwise the stream carries
+    /// [`Event::Reset`] and a fresh snapshot, as a plain subscription would).
+    pub fn follow(&self, request: SubscribeRequest) -> Following {
+        follow::start(self.clone(), request)
     }
 
     /// Follows one session: pending asks are replayed, then [`Event::Synced`], then
@@ -171,6 +221,26 @@ impl Client {
             })
             .await?;
         Ok(())
+    }
+
+    /// Attaches an agent runtime: the agent is live (may ask, as
+    /// [`Ask::agent`] with the lease's incarnation) while the returned lease is held.
+    /// `parent_agent_id` names the agent that owns this one, if any: while the parent
+    /// is attached, this agent may not ask (DELEGATED_CALLER).
+    pub async fn attach(
+        &mut self,
+        agent_id: &str,
+        parent_agent_id: &str,
+    ) -> Result<AgentLease, Error> {
+        let stream = self
+            .agents
+            .attach(proto::AttachRequest {
+                agent_id: agent_id.to_owned(),
+                parent_agent_id: parent_agent_id.to_owned(),
+            })
+            .await?
+            .into_inner();
+        AgentLease::start(stream).await
     }
 
     /// The pending asks of a session, oldest first.

@@ -9,8 +9,11 @@ use askgate_proto::v1::{Resolution, Resolved};
 
 use crate::support::{TestServer, askgate, next_event, next_requested, subscribed, within};
 
+/// No reattach grace: a dropped call aborts its ask at once.
 fn yes_no(session: &str) -> Ask {
-    Ask::new(session).question(question("ok", "Proceed?").choice("yes").choice("no"))
+    Ask::new(session)
+        .question(question("ok", "Proceed?").choice("yes").choice("no"))
+        .reattach_grace(Duration::ZERO)
 }
 
 async fn next_resolved(events: &mut Events) -> Resolved {
@@ -54,6 +57,8 @@ async fn a_killed_client_process_aborts_its_ask() {
     let url = server.url();
     let mut process = askgate(&[
         "ask",
+        "--reattach-grace",
+        "0s",
         "--addr",
         &url,
         "--session",

@@ -6,6 +6,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use askgate_client::{Ask, Client, Event, Events, Reason, answer, question};
@@ -148,7 +149,8 @@ async fn every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once() {
             let _permit = permit;
             let ask = Ask::new(&session(n))
                 .question(question("q", "ok?").choice("yes"))
-                .label("n", &n.to_string());
+                .label("n", &n.to_string())
+                .reattach_grace(Duration::ZERO);
             match resolution(n) {
                 Resolution::Answered => {
                     client.ask(ask).await.expect("answered");

@@ -43,9 +43,23 @@ pub struct AskArgs {
     /// How long to wait for the answer (the gRPC deadline).
     #[arg(long, env = "ASKGATE_TIMEOUT", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Keep the question pending while nobody is subscribed.
+    /// Keep the question pending while nobody is subscribed (instead of NO_PROVIDER).
     #[arg(long)]
     pub hold: bool,
+    /// Ask as this attached agent (see `askgate attach`); needs --incarnation.
+    #[arg(long, env = "ASKGATE_AGENT_ID", requires = "incarnation")]
+    pub agent_id: Option<String>,
+    /// The incarnation printed by `askgate attach`.
+    #[arg(long, env = "ASKGATE_INCARNATION", requires = "agent_id")]
+    pub incarnation: Option<String>,
+    /// Idempotency key: a retry with the same session and request id joins the same
+    /// ask, or gets its answer. Default: a fresh one per call.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// How long the question stays answerable if this process dies, for a rerun with
+    /// the same --request-id to pick the answer up; 0s aborts it at once.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub reattach_grace: Duration,
     /// A label shown to the UIs, `KEY=VALUE`; repeat for more.
     #[arg(long = "label", value_parser = parse_pair)]
     pub labels: Vec<(String, String)>,
@@ -108,9 +122,15 @@ pub async fn run(args: AskArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
-    let mut ask = Ask::from(request);
+    let mut ask = Ask::from(request).reattach_grace(args.reattach_grace);
     if let Some(timeout) = args.timeout {
         ask = ask.timeout(timeout);
+    }
+    if let Some(request_id) = &args.request_id {
+        ask = ask.request_id(request_id);
+    }
+    if let (Some(agent_id), Some(incarnation)) = (&args.agent_id, &args.incarnation) {
+        ask = ask.agent(agent_id, incarnation);
     }
     match client.ask(ask).await {
         Ok(response) => match json::to_json("askgate.v1.AskResponse", &response) {

@@ -2,7 +2,7 @@
 //! policy. It makes demos and load tests work without a human, and reconnects (resuming
 //! from its last cursor) when the server goes away.
 
-use std::{pin::pin, process::ExitCode, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use askgate_client::{Client, Event, Reason, answer};
 use askgate_proto::v1::{QuestionAnswer, Requested};
@@ -10,11 +10,9 @@ use clap::{Args, ValueEnum};
 use tokio_stream::StreamExt;
 use tracing::{debug, warn};
 
-use super::{ConnectArgs, EXIT_USAGE, ScopeArgs, fail_local, parse_duration, shutdown_signal};
-
-/// First and longest pause between reconnection attempts.
-const RECONNECT_MIN: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
+use super::{
+    ConnectArgs, EXIT_USAGE, ScopeArgs, fail, fail_local, parse_duration, shutdown_signal,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Policy {
@@ -70,50 +68,29 @@ pub async fn run(args: BotArgs) -> ExitCode {
     if args.policy == Policy::Custom && args.text.as_deref().is_none_or(str::is_empty) {
         return fail_local("--policy custom needs --text", EXIT_USAGE);
     }
-    let mut shutdown = pin!(shutdown_signal());
-    let mut after = String::new();
-    let mut pause = RECONNECT_MIN;
-    loop {
-        let serve = serve_until_disconnected(&args, &mut after);
-        tokio::select! {
-            () = &mut shutdown => return ExitCode::SUCCESS,
-            served = serve => match served {
-                Ok(()) => pause = RECONNECT_MIN,
-                Err(e) => warn!("bot disconnected: {e}"),
-            },
-        }
-        tokio::select! {
-            () = &mut shutdown => return ExitCode::SUCCESS,
-            () = tokio::time::sleep(pause) => {}
-        }
-        pause = (pause * 2).min(RECONNECT_MAX);
-    }
-}
-
-/// Subscribes and resolves batches until the stream ends. `after` tracks the last
-/// cursor of a single-session subscription, so a reconnect resumes where it left off.
-async fn serve_until_disconnected(
-    args: &BotArgs,
-    after: &mut String,
-) -> Result<(), askgate_client::Error> {
-    let mut client = args.connect.connect().await?;
-    let mut events = client
-        .subscribe(args.scope.request(after.clone(), false))
-        .await?;
-    while let Some(event) = events.next().await {
-        match event? {
-            Event::Requested { cursor, requested } => {
-                *after = cursor;
-                tokio::spawn(resolve(client.clone(), args.clone(), requested));
+    // Lazily connected: the bot may start before the server and waits for it.
+    let client = match args.connect.connect_lazy() {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    // follow() reconnects with backoff and resumes from its last cursor on its own.
+    let mut events = client.follow(args.scope.request(String::new(), false));
+    let serve = async {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Requested { requested, .. }) => {
+                    tokio::spawn(resolve(client.clone(), args.clone(), requested));
+                }
+                Ok(_) => {}
+                Err(e) => return fail(&e),
             }
-            Event::Resolved { cursor, .. } | Event::Synced { cursor, .. } => *after = cursor,
-            Event::Reset => {}
         }
-        if args.scope.all_sessions {
-            after.clear();
-        }
+        ExitCode::SUCCESS
+    };
+    tokio::select! {
+        () = shutdown_signal() => ExitCode::SUCCESS,
+        code = serve => code,
     }
-    Ok(())
 }
 
 async fn resolve(mut client: Client, args: BotArgs, requested: Requested) {

@@ -10,6 +10,7 @@
 
 mod answer;
 mod ask;
+mod attach;
 mod bot;
 mod json;
 mod serve;
@@ -50,6 +51,8 @@ pub enum Command {
     Answer(answer::AnswerArgs),
     /// Resolve every question of a session (or of all sessions) by a fixed policy.
     Bot(bot::BotArgs),
+    /// Hold an agent's liveness lease; prints the incarnation to ask with.
+    Attach(attach::AttachArgs),
 }
 
 /// Where the client subcommands connect.
@@ -61,13 +64,20 @@ pub struct ConnectArgs {
 }
 
 impl ConnectArgs {
-    async fn connect(&self) -> Result<Client, askgate_client::Error> {
-        let addr = if self.addr.contains("://") {
+    fn url(&self) -> String {
+        if self.addr.contains("://") {
             self.addr.clone()
         } else {
             format!("http://{}", self.addr)
-        };
-        Client::connect(addr).await
+        }
+    }
+
+    async fn connect(&self) -> Result<Client, askgate_client::Error> {
+        Client::connect(self.url()).await
+    }
+
+    fn connect_lazy(&self) -> Result<Client, askgate_client::Error> {
+        Client::connect_lazy(self.url())
     }
 }
 
@@ -144,6 +154,7 @@ pub fn main() -> ExitCode {
             Command::Pending(args) => watch::run_pending(args).await,
             Command::Answer(args) => answer::run(args).await,
             Command::Bot(args) => bot::run(args).await,
+            Command::Attach(args) => attach::run(args).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

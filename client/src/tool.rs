@@ -1,0 +1,326 @@
+//! The model-facing `ask_user_question` tool: its definition (a JSON Schema the model
+//! fills in) and an executor that asks through askgate and returns the tool result
+//! text. Waiting costs the model no tokens: the executor just awaits the answer.
+//!
+//! ```no_run
+//! # async fn demo(client: askgate_client::Client) {
+//! use askgate_client::tool::{AskUserQuestion, definition};
+//!
+//! let tool = definition(); // hand this to the model
+//! let executor = AskUserQuestion::new(client, "session-1");
+//! // ...when the model calls the tool with `arguments` (a JSON string):
+//! let arguments = r#"{"questions":[{"id":"db","question":"Which database?",
+//!     "options":[{"label":"Postgres"},{"label":"SQLite"}]}]}"#;
+//! let result: String = executor.call(arguments).await; // goes back to the model
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{
+    Ask, Client,
+    proto::{Question, QuestionAnswer, QuestionOption},
+};
+
+/// The tool's name, as the model sees it.
+pub const NAME: &str = "ask_user_question";
+
+/// What the model reads about the tool.
+pub const DESCRIPTION: &str = "Ask the user one or more questions and wait for the answers. \
+Use it only when you cannot go on safely without a human: a choice between approaches, a \
+confirmation before something hard to undo, or a fact you cannot find yourself. Ask \
+everything you need in one call. Keep each question short and specific. Prefer options \
+(2 to 4, each with a short description of what it means) over open questions; the user can \
+always answer in their own words instead. Set multi_select when several options may apply. \
+The result lists, per question id, the selected option labels and any text the user wrote; \
+an empty answer means the user skipped that question.";
+
+/// The tool definition: `{name, description, input_schema}`.
+pub fn definition() -> Value {
+    json!({
+        "name": NAME,
+        "description": DESCRIPTION,
+        "input_schema": input_schema(),
+    })
+}
+
+/// The JSON Schema of the tool's arguments. Unknown fields are refused at every level.
+pub fn input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "questions": {
+                "type": "array",
+                "minItems": 1,
+                "description": "The questions to ask, all at once.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {
+                            "type": "string",
+                            "description": "A short identifier, unique within this call; the answer refers to it."
+                        },
+                        "question": {
+                            "type": "string",
+                            "description": "The question, as the user will read it."
+                        },
+                        "header": {
+                            "type": "string",
+                            "description": "A very short label for the question (a few words)."
+                        },
+                        "options": {
+                            "type": "array",
+                            "description": "The choices. Omit for a free-text question.",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "label": {
+                                        "type": "string",
+                                        "description": "The choice, as the user will see and select it."
+                                    },
+                                    "description": {
+                                        "type": "string",
+                                        "description": "What choosing it means."
+                                    }
+                                },
+                                "required": ["label"],
+                                "additionalProperties": false
+                            }
+                        },
+                        "multi_select": {
+                            "type": "boolean",
+                            "description": "Whether the user may select several options."
+                        }
+                    },
+                    "required": ["id", "question"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["questions"],
+        "additionalProperties": false
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    questions: Vec<ToolQuestion>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolQuestion {
+    id: String,
+    question: String,
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(default)]
+    options: Vec<ToolOption>,
+    #[serde(default)]
+    multi_select: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOption {
+    label: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl From<ToolQuestion> for Question {
+    fn from(q: ToolQuestion) -> Self {
+        Question {
+            id: q.id,
+            question: q.question,
+            header: q.header,
+            options: q
+                .options
+                .into_iter()
+                .map(|o| QuestionOption {
+                    label: o.label,
+                    description: o.description,
+                })
+                .collect(),
+            multi_select: q.multi_select,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ToolResult<'a> {
+    answers: Vec<ToolAnswer<'a>>,
+}
+
+#[derive(Serialize)]
+struct ToolAnswer<'a> {
+    id: &'a str,
+    selected: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    custom: Option<&'a str>,
+}
+
+/// The answers as the compact JSON the model receives, e.g.
+/// `{"answers":[{"id":"db","selected":["Postgres"]}]}`.
+pub fn answers_text(answers: &[QuestionAnswer]) -> String {
+    let result = ToolResult {
+        answers: answers
+            .iter()
+            .map(|a| ToolAnswer {
+                id: &a.id,
+                selected: &a.selected,
+                custom: a.custom.as_deref(),
+            })
+            .collect(),
+    };
+    serde_json::to_string(&result).unwrap_or_else(|e| format!("Error: {e}"))
+}
+
+/// Executes `ask_user_question` calls for one session (and, optionally, one attached
+/// agent).
+#[derive(Debug, Clone)]
+pub struct AskUserQuestion {
+    client: Client,
+    session_id: String,
+    agent: Option<(String, String)>,
+    timeout: Option<Duration>,
+}
+
+impl AskUserQuestion {
+    /// An executor asking in `session_id`.
+    pub fn new(client: Client, session_id: &str) -> Self {
+        Self {
+            client,
+            session_id: session_id.to_owned(),
+            agent: None,
+            timeout: None,
+        }
+    }
+
+    /// Asks as this attached agent (its `Agents.Attach` incarnation).
+    pub fn agent(mut self, agent_id: &str, incarnation: &str) -> Self {
+        self.agent = Some((agent_id.to_owned(), incarnation.to_owned()));
+        self
+    }
+
+    /// How long to wait for the human; without one the server's maximum wait applies.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Runs one tool call: `arguments` is the model's JSON. Returns the tool result
+    /// text: the answers as compact JSON, or `Error: <message>`.
+    pub async fn call(&self, arguments: &str) -> String {
+        let arguments: Arguments = match serde_json::from_str(arguments) {
+            Ok(arguments) => arguments,
+            Err(e) => return format!("Error: invalid arguments: {e}"),
+        };
+        let mut ask = Ask::new(&self.session_id);
+        for question in arguments.questions {
+            ask = ask.question(Question::from(question));
+        }
+        if let Some((agent_id, incarnation)) = &self.agent {
+            ask = ask.agent(agent_id, incarnation);
+        }
+        if let Some(timeout) = self.timeout {
+            ask = ask.timeout(timeout);
+        }
+        match self.client.clone().ask(ask).await {
+            Ok(response) => answers_text(&response.answers),
+            Err(error) => format!("Error: {}", error.message()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Arguments, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_documented_shape_parses() {
+        let args = parse(
+            r#"{"questions":[{"id":"a","question":"Q?","header":"H",
+                "options":[{"label":"x","description":"d"},{"label":"y"}],"multi_select":true},
+                {"id":"b","question":"Free?"}]}"#,
+        )
+        .expect("valid");
+        assert_eq!(args.questions.len(), 2);
+        let q = Question::from(args.questions.into_iter().next().expect("one"));
+        assert!(q.multi_select);
+        assert_eq!(q.options[1].label, "y");
+    }
+
+    #[test]
+    fn fields_of_other_tools_are_refused() {
+        for field in [
+            r#"{"questions":[{"id":"a","question":"Q?","options":[{"label":"x","value":"1"}]}]}"#,
+            r#"{"questions":[{"id":"a","question":"Q?","options":[{"label":"x","recommended":true}]}]}"#,
+            r#"{"questions":[{"id":"a","question":"Q?","allow_custom":true}]}"#,
+            r#"{"questions":[{"id":"a","question":"Q?","options":[{"label":"x","desc":"d"}]}]}"#,
+            r#"{"questions":[],"extra":1}"#,
+        ] {
+            let err = parse(field).expect_err(field);
+            assert!(err.contains("unknown field"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_schema_closes_every_object_and_names_only_the_documented_fields() {
+        let schema = input_schema();
+        assert_eq!(schema["additionalProperties"], false);
+        let question = &schema["properties"]["questions"]["items"];
+        assert_eq!(question["additionalProperties"], false);
+        let mut fields: Vec<&str> = question["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            ["header", "id", "multi_select", "options", "question"]
+        );
+        let option = &question["properties"]["options"]["items"];
+        assert_eq!(option["additionalProperties"], false);
+        let mut fields: Vec<&str> = option["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(fields, ["description", "label"]);
+        assert_eq!(definition()["name"], NAME);
+    }
+
+    #[test]
+    fn answers_are_compact_json() {
+        let answers = vec![
+            QuestionAnswer {
+                id: "db".into(),
+                selected: vec!["Postgres".into()],
+                custom: None,
+            },
+            QuestionAnswer {
+                id: "name".into(),
+                selected: vec![],
+                custom: Some("askgate".into()),
+            },
+        ];
+        assert_eq!(
+            answers_text(&answers),
+            r#"{"answers":[{"id":"db","selected":["Postgres"]},{"id":"name","selected":[],"custom":"askgate"}]}"#
+        );
+    }
+}
