@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
-use askgate_proto::v1::{AgentRef, AskRequest, SubscribeRequest};
+use askgate_proto::v1::{AgentRef, AskRequest};
 use askgate_service::{ServerConfig, backend::memory::MemoryConfig, domain::Limits};
 use tonic::Code;
 
@@ -134,44 +134,6 @@ async fn caller_not_live_without_an_attached_agent() {
         (err.code(), err.reason()),
         (Code::FailedPrecondition, Reason::CallerNotLive)
     );
-}
-
-#[tokio::test]
-async fn duplicate_provider_until_the_exclusive_subscriber_leaves() {
-    let server = TestServer::start().await;
-    let mut client = server.client().await;
-    let exclusive = SubscribeRequest {
-        session_id: "s".into(),
-        exclusive: true,
-        ..Default::default()
-    };
-    let first = client
-        .subscribe(exclusive.clone())
-        .await
-        .expect("first exclusive");
-    let err = client
-        .subscribe(exclusive.clone())
-        .await
-        .expect_err("second exclusive");
-    assert_eq!(
-        (err.code(), err.reason()),
-        (Code::AlreadyExists, Reason::DuplicateProvider)
-    );
-    client
-        .subscribe_session("s")
-        .await
-        .expect("non-exclusive subscribers are unaffected");
-    drop(first);
-    crate::support::within("the exclusive hold to be released", async {
-        loop {
-            match client.subscribe(exclusive.clone()).await {
-                Ok(_) => break,
-                Err(e) => assert_eq!(e.reason(), Reason::DuplicateProvider),
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
 }
 
 #[tokio::test]

@@ -2,13 +2,19 @@
 //! real `askgate` processes. One test binary (one link) with a module per area.
 
 mod abort;
+mod agents;
 mod answers;
 mod cli;
 mod errors;
 mod fanout;
 mod first_wins;
+mod intent;
 mod lagging;
+mod reattach;
 mod replay;
+mod resume;
 mod service;
 mod shutdown;
 mod support;
+mod tool;
+mod unattended;

@@ -143,3 +143,72 @@ pub fn askgate(args: &[&str]) -> tokio::process::Child {
         .spawn()
         .expect("spawn askgate")
 }
+
+/// A TCP proxy on 127.0.0.1:0 in front of a server, whose open connections can be cut
+/// at will: a real connection failure for the client, with the server still up.
+pub struct CuttableProxy {
+    pub addr: SocketAddr,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: JoinHandle<()>,
+}
+
+impl CuttableProxy {
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> =
+            Default::default();
+        let tracked = connections.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                tracked.lock().expect("lock").push(task.abort_handle());
+            }
+        });
+        Self {
+            addr,
+            connections,
+            accept,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drops every open connection (new ones are still accepted).
+    pub fn cut(&self) {
+        for connection in self.connections.lock().expect("lock").drain(..) {
+            connection.abort();
+        }
+    }
+}
+
+impl Drop for CuttableProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+/// Retries `attempt` until it returns `Some`, within [`WAIT`]: for state that changes
+/// asynchronously (a lease ending after its stream closed).
+pub async fn eventually<T, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    within(what, async {
+        loop {
+            if let Some(value) = attempt().await {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}

@@ -1,0 +1,134 @@
+//! The model-facing `ask_user_question` tool through a real server: the exact result
+//! text for an answer and for each error the model can meet.
+
+use askgate_client::{Client, Events, answer, tool::AskUserQuestion};
+
+use crate::support::{TestServer, next_requested, subscribed, within};
+
+const ONE_QUESTION: &str = r#"{"questions":[{"id":"db","question":"Which database?","header":"Database",
+    "options":[{"label":"Postgres","description":"relational"},{"label":"SQLite"}]}]}"#;
+
+/// Runs the tool in the background; returns its result once `resolve` has run on the
+/// question it asked.
+async fn call_and_resolve<F, Fut>(tool: AskUserQuestion, events: &mut Events, resolve: F) -> String
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let call = tokio::spawn(async move { tool.call(ONE_QUESTION).await });
+    let rpc_id = next_requested(events).await;
+    resolve(rpc_id).await;
+    within("the tool call", call).await.expect("join")
+}
+
+#[tokio::test]
+async fn the_answer_comes_back_as_compact_json() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let ui = client.clone();
+    let result = call_and_resolve(
+        AskUserQuestion::new(client, "s"),
+        &mut events,
+        |rpc_id| async move {
+            let mut ui = ui;
+            ui.answer("s", &rpc_id, vec![answer::select("db", ["Postgres"])])
+                .await
+                .expect("answer");
+        },
+    )
+    .await;
+    assert_eq!(
+        result,
+        r#"{"answers":[{"id":"db","selected":["Postgres"]}]}"#
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_returns_the_users_reason() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let ui = client.clone();
+    let result = call_and_resolve(
+        AskUserQuestion::new(client, "s"),
+        &mut events,
+        |rpc_id| async move {
+            let mut ui = ui;
+            ui.cancel("s", &rpc_id, "use the existing cluster")
+                .await
+                .expect("cancel");
+        },
+    )
+    .await;
+    assert_eq!(
+        result,
+        "Error: the user cancelled the question: use the existing cluster"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_detaching_mid_question_returns_aborted() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let lease = client.attach("agent", "").await.expect("attach");
+    let tool = AskUserQuestion::new(client.clone(), "s").agent("agent", lease.incarnation());
+    let result = call_and_resolve(tool, &mut events, |_| async move { drop(lease) }).await;
+    assert_eq!(
+        result,
+        "Error: ask_user_question was aborted before the user answered"
+    );
+}
+
+#[tokio::test]
+async fn refusals_return_the_documented_messages() {
+    let server = TestServer::start().await;
+    let mut client: Client = server.client().await;
+    let _events = subscribed(&mut client, "attended").await;
+    let attended = AskUserQuestion::new(client.clone(), "attended");
+
+    assert_eq!(
+        attended.call(r#"{"questions":[]}"#).await,
+        "Error: ask_user_question requires at least one question"
+    );
+    assert_eq!(
+        AskUserQuestion::new(client.clone(), "nobody-here")
+            .call(ONE_QUESTION)
+            .await,
+        "Error: no user-questions provider is registered for this session"
+    );
+    assert_eq!(
+        attended
+            .clone()
+            .agent("ghost", "1")
+            .call(ONE_QUESTION)
+            .await,
+        "Error: human interaction requires the exact live calling agent when an agent is supplied"
+    );
+    let _parent = client.attach("parent", "").await.expect("parent");
+    let child = client.attach("child", "parent").await.expect("child");
+    assert_eq!(
+        attended
+            .clone()
+            .agent("child", child.incarnation())
+            .call(ONE_QUESTION)
+            .await,
+        "Error: human interaction is unavailable while the calling agent is owned by another live agent; include the unresolved question or decision in the child agent's final result"
+    );
+    // Any other failure: the server's message.
+    assert_eq!(
+        attended
+            .call(r#"{"questions":[{"id":"","question":"Why?"}]}"#)
+            .await,
+        "Error: invalid request: questions[0].id: must not be empty"
+    );
+    // Fields of other tools' schemas are refused before anything is asked.
+    let refused = attended
+        .call(r#"{"questions":[{"id":"a","question":"Q?","options":[{"label":"x","value":"1"}]}]}"#)
+        .await;
+    assert!(
+        refused.starts_with("Error: invalid arguments: unknown field `value`"),
+        "{refused}"
+    );
+}

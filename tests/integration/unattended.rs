@@ -1,0 +1,178 @@
+//! DESIGN.md Semantics 8, unattended sessions: FAIL (the default) refuses an ask
+//! nobody follows, except within the reconnect grace; HOLD waits for a subscriber; one
+//! exclusive subscriber per session.
+
+use std::time::Duration;
+
+use askgate_client::{Ask, Reason, answer, question};
+use askgate_proto::v1::SubscribeRequest;
+use askgate_service::{ServerConfig, backend::memory::MemoryConfig};
+use tonic::Code;
+
+use crate::support::{TestServer, eventually, next_requested, subscribed, until_synced, within};
+
+fn yes(session: &str) -> Ask {
+    Ask::new(session).question(question("q", "Proceed?").choice("yes"))
+}
+
+fn with_grace(grace: Duration) -> ServerConfig {
+    ServerConfig {
+        memory: MemoryConfig {
+            reconnect_grace: grace,
+            ..MemoryConfig::default()
+        },
+        ..ServerConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn rule_8_no_provider_when_nobody_follows_the_session() {
+    let server = TestServer::start().await;
+    let err = server
+        .client()
+        .await
+        .ask(yes("s"))
+        .await
+        .expect_err("unattended");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::FailedPrecondition, Reason::NoProvider)
+    );
+    assert_eq!(
+        err.message(),
+        "no user-questions provider is registered for this session"
+    );
+}
+
+#[tokio::test]
+async fn rule_8_an_all_sessions_subscriber_attends_every_session() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut all = client.subscribe_all().await.expect("subscribe all");
+    until_synced(&mut all).await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move { asker.ask(yes("any")).await });
+    let rpc_id = next_requested(&mut all).await;
+    client
+        .answer("any", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+}
+
+#[tokio::test]
+async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
+    let server = TestServer::start_with(with_grace(Duration::from_millis(300))).await;
+    let mut client = server.client().await;
+    let events = subscribed(&mut client, "s").await;
+    drop(events);
+    // The subscriber just left: the session is still attended.
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move { asker.ask(yes("s")).await });
+    let mut ui = server.client().await;
+    // The ask may come before or after this subscription: in its replay or live.
+    let mut events = ui.subscribe_session("s").await.expect("subscribe");
+    let rpc_id = next_requested(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered within the grace");
+    drop(events);
+
+    // Once the grace is over, nobody attends the session any more.
+    eventually("the grace to run out", || {
+        let mut client = client.clone();
+        async move {
+            let ask = yes("s").timeout(Duration::from_millis(100));
+            match client.ask(ask).await {
+                Err(e) if e.reason() == Reason::NoProvider => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_8_hold_waits_for_a_late_subscriber_who_answers() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move { asker.ask(yes("late").hold_unattended()).await });
+    let pending = crate::support::eventually("the held ask", || {
+        let mut client = client.clone();
+        async move {
+            client
+                .list_pending("late")
+                .await
+                .ok()
+                .filter(|p| !p.is_empty())
+        }
+    })
+    .await;
+    // A subscriber arriving later gets the held question in its replay.
+    let mut events = client.subscribe_session("late").await.expect("subscribe");
+    let replay = until_synced(&mut events).await;
+    assert_eq!(
+        crate::support::requested_ids(&replay),
+        [pending[0].rpc_id.clone()]
+    );
+    client
+        .answer(
+            "late",
+            &pending[0].rpc_id,
+            vec![answer::select("q", ["yes"])],
+        )
+        .await
+        .expect("answer");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(response.answers[0].selected, ["yes"]);
+}
+
+#[tokio::test]
+async fn rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_first_ends() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let exclusive = SubscribeRequest {
+        session_id: "s".into(),
+        exclusive: true,
+        ..Default::default()
+    };
+    let first = client
+        .subscribe(exclusive.clone())
+        .await
+        .expect("first exclusive");
+    let err = client
+        .subscribe(exclusive.clone())
+        .await
+        .expect_err("second exclusive");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::AlreadyExists, Reason::DuplicateProvider)
+    );
+    assert_eq!(
+        err.message(),
+        "another exclusive subscriber holds this session"
+    );
+    let mut plain = client
+        .subscribe_session("s")
+        .await
+        .expect("non-exclusive is unaffected");
+    until_synced(&mut plain).await;
+    drop(first);
+    eventually("the exclusive hold to be released", || {
+        let mut client = client.clone();
+        let exclusive = exclusive.clone();
+        async move { client.subscribe(exclusive).await.ok() }
+    })
+    .await;
+}
