@@ -277,3 +277,51 @@ async fn usage_errors_exit_64() {
         assert_eq!(code, 64, "askgate {args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn attach_holds_a_lease_that_ask_can_name() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let _bot = askgate(&["bot", "--addr", &url, "--all-sessions"]);
+    let mut attach = askgate(&["attach", "--addr", &url, "--agent-id", "planner"]);
+    let mut attach_out = lines(&mut attach);
+    let lease = next_json(&mut attach_out).await;
+    assert_eq!(lease["agent_id"], "planner");
+    let incarnation = lease["incarnation"]
+        .as_str()
+        .expect("incarnation")
+        .to_owned();
+
+    let ask_as = |incarnation: &str| {
+        askgate(&[
+            "ask",
+            "--addr",
+            &url,
+            "--session",
+            "a",
+            "--question",
+            "Go?",
+            "--option",
+            "yes",
+            "--agent-id",
+            "planner",
+            "--incarnation",
+            incarnation,
+        ])
+    };
+    let (code, stdout, stderr) = finish(ask_as(&incarnation)).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"yes\""), "{stdout}");
+
+    // Once the lease is gone the incarnation is no longer live: exit code 7.
+    attach.start_kill().expect("kill attach");
+    within("attach to die", attach.wait()).await.expect("wait");
+    crate::support::eventually("the lease to end", || {
+        let ask = ask_as(&incarnation);
+        async move {
+            let (code, _, stderr) = finish(ask).await;
+            (code == 7 && stderr.contains("CALLER_NOT_LIVE")).then_some(())
+        }
+    })
+    .await;
+}
