@@ -67,7 +67,15 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
         pending.push(next_requested(events).await);
     }
 
+    let mut lease = client.attach("agent", "").await.expect("attach");
+
     let stopping = tokio::spawn(server.stop());
+    assert!(
+        within("the agent lease to end", lease.ended())
+            .await
+            .is_none(),
+        "the server ends agent leases itself"
+    );
 
     for ask in asks {
         let err = within("an ask", ask)
