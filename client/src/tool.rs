@@ -274,33 +274,30 @@ mod tests {
         }
     }
 
+    fn property_names(object: &Value) -> Vec<&str> {
+        let mut names: Vec<&str> = object["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     #[test]
     fn the_schema_closes_every_object_and_names_only_the_documented_fields() {
         let schema = input_schema();
         assert_eq!(schema["additionalProperties"], false);
         let question = &schema["properties"]["questions"]["items"];
         assert_eq!(question["additionalProperties"], false);
-        let mut fields: Vec<&str> = question["properties"]
-            .as_object()
-            .expect("properties")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        fields.sort_unstable();
         assert_eq!(
-            fields,
+            property_names(question),
             ["header", "id", "multi_select", "options", "question"]
         );
         let option = &question["properties"]["options"]["items"];
         assert_eq!(option["additionalProperties"], false);
-        let mut fields: Vec<&str> = option["properties"]
-            .as_object()
-            .expect("properties")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        fields.sort_unstable();
-        assert_eq!(fields, ["description", "label"]);
+        assert_eq!(property_names(option), ["description", "label"]);
         assert_eq!(definition()["name"], NAME);
     }
 

@@ -98,30 +98,6 @@ async fn oversize_input_is_refused_before_it_is_stored() {
 }
 
 #[tokio::test]
-async fn bad_intent() {
-    let server = TestServer::start().await;
-    let review = question("plan", "Go ahead?")
-        .choice("Approve")
-        .choice("Revise")
-        .plan_review("Ship it")
-        .detail("1. migrate\n2. deploy");
-    let err = server
-        .client()
-        .await
-        .ask(Ask::new("s").question(review))
-        .await
-        .expect_err("refused");
-    assert_eq!(
-        (err.code(), err.reason()),
-        (Code::InvalidArgument, Reason::BadIntent)
-    );
-    assert_eq!(
-        err.violations()[0].0,
-        "questions[0].intent.plan_review.approve"
-    );
-}
-
-#[tokio::test]
 async fn caller_not_live_without_an_attached_agent() {
     let server = TestServer::start().await;
     let mut ask = yes_no("s");

@@ -4,6 +4,7 @@
 //! pending asks are ABORTED.
 
 use std::{
+    future::Future as _,
     pin::Pin,
     task::{Context, Poll},
     time::Duration,
@@ -116,8 +117,6 @@ impl Stream for LeaseStream {
         }
     }
 }
-
-use std::future::Future as _;
 
 impl Drop for LeaseStream {
     fn drop(&mut self) {
