@@ -37,6 +37,10 @@ pub enum Reason {
     NotPending,
     /// A limit on pending asks was reached.
     TooManyPending,
+    /// A limit on subscribers per session was reached.
+    TooManySubscribers,
+    /// The tenant's ask rate limit was reached; retry later.
+    RateLimited,
     /// The node is draining; retry with the same request_id.
     ShuttingDown,
     /// No valid credential.
@@ -67,6 +71,8 @@ impl Reason {
             Self::AskExpired => "ASK_EXPIRED",
             Self::NotPending => "NOT_PENDING",
             Self::TooManyPending => "TOO_MANY_PENDING",
+            Self::TooManySubscribers => "TOO_MANY_SUBSCRIBERS",
+            Self::RateLimited => "RATE_LIMITED",
             Self::ShuttingDown => "SHUTTING_DOWN",
             Self::Unauthenticated => "UNAUTHENTICATED",
             Self::PermissionDenied => "PERMISSION_DENIED",
@@ -80,7 +86,7 @@ impl FromStr for Reason {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        const ALL: [Reason; 17] = [
+        const ALL: [Reason; 19] = [
             Reason::EmptyQuestions,
             Reason::BadRequest,
             Reason::BadIntent,
@@ -94,6 +100,8 @@ impl FromStr for Reason {
             Reason::AskExpired,
             Reason::NotPending,
             Reason::TooManyPending,
+            Reason::TooManySubscribers,
+            Reason::RateLimited,
             Reason::ShuttingDown,
             Reason::Unauthenticated,
             Reason::PermissionDenied,
@@ -227,6 +235,8 @@ mod tests {
             "ASK_EXPIRED",
             "NOT_PENDING",
             "TOO_MANY_PENDING",
+            "TOO_MANY_SUBSCRIBERS",
+            "RATE_LIMITED",
             "SHUTTING_DOWN",
             "UNAUTHENTICATED",
             "PERMISSION_DENIED",

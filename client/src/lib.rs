@@ -58,7 +58,10 @@ use proto::{
     SubscribeRequest, agents_client::AgentsClient, user_questions_client::UserQuestionsClient,
 };
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::{
+    metadata::{Ascii, MetadataValue},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
+};
 
 pub use ask::{Ask, DEFAULT_REATTACH_GRACE, QuestionBuilder, question};
 pub use error::{Error, Reason};
@@ -72,26 +75,84 @@ pub use lease::AgentLease;
 pub struct Client {
     inner: UserQuestionsClient<Channel>,
     agents: AgentsClient<Channel>,
+    /// `Bearer <token>`, sent with every call.
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+/// How to reach a server that needs TLS or a credential.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Bearer token (API key or JWT) sent with every call.
+    pub token: Option<String>,
+    /// CA certificate (PEM) to trust for the server; TLS is used for `https://`
+    /// endpoints or when this is set (the public web PKI otherwise).
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate and key (PEM), for servers that require mTLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ConnectOptions {
+    fn endpoint(&self, endpoint: String) -> Result<Endpoint, Error> {
+        let tls = endpoint.starts_with("https://") || self.ca_pem.is_some();
+        let mut endpoint = Endpoint::from_shared(endpoint).map_err(Error::transport)?;
+        if tls {
+            let mut config = ClientTlsConfig::new();
+            config = match &self.ca_pem {
+                Some(ca) => config.ca_certificate(Certificate::from_pem(ca)),
+                None => config.with_webpki_roots(),
+            };
+            if let Some((cert, key)) = &self.identity {
+                config = config.identity(Identity::from_pem(cert, key));
+            }
+            endpoint = endpoint.tls_config(config).map_err(Error::transport)?;
+        }
+        Ok(endpoint)
+    }
+
+    fn authorization(&self) -> Result<Option<MetadataValue<Ascii>>, Error> {
+        self.token
+            .as_deref()
+            .map(|token| {
+                format!("Bearer {token}").parse().map_err(|_| {
+                    Error::from(tonic::Status::invalid_argument("the token is not ASCII"))
+                })
+            })
+            .transpose()
+    }
 }
 
 impl Client {
     /// Connects to `endpoint`, e.g. `http://127.0.0.1:50051`.
     pub async fn connect(endpoint: impl Into<String>) -> Result<Self, Error> {
-        let channel = Endpoint::from_shared(endpoint.into())
-            .map_err(Error::transport)?
+        Self::connect_with(endpoint, ConnectOptions::default()).await
+    }
+
+    /// Connects with TLS and/or a credential.
+    pub async fn connect_with(
+        endpoint: impl Into<String>,
+        options: ConnectOptions,
+    ) -> Result<Self, Error> {
+        let channel = options
+            .endpoint(endpoint.into())?
             .connect()
             .await
             .map_err(Error::transport)?;
-        Ok(Self::new(channel))
+        Ok(Self::new(channel).authorized(options.authorization()?))
     }
 
     /// A client for `endpoint` that connects on first use (and reconnects after a
     /// failure), so it can be made before the server is up.
     pub fn connect_lazy(endpoint: impl Into<String>) -> Result<Self, Error> {
-        let channel = Endpoint::from_shared(endpoint.into())
-            .map_err(Error::transport)?
-            .connect_lazy();
-        Ok(Self::new(channel))
+        Self::connect_lazy_with(endpoint, ConnectOptions::default())
+    }
+
+    /// [`Client::connect_lazy`] with TLS and/or a credential.
+    pub fn connect_lazy_with(
+        endpoint: impl Into<String>,
+        options: ConnectOptions,
+    ) -> Result<Self, Error> {
+        let channel = options.endpoint(endpoint.into())?.connect_lazy();
+        Ok(Self::new(channel).authorized(options.authorization()?))
     }
 
     /// Wraps an existing channel (TLS, interceptors and timeouts are the caller's).
@@ -99,7 +160,33 @@ impl Client {
         Self {
             inner: UserQuestionsClient::new(channel.clone()),
             agents: AgentsClient::new(channel),
+            authorization: None,
         }
+    }
+
+    /// The same connection with another bearer token (API key or JWT).
+    pub fn with_token(self, token: &str) -> Result<Self, Error> {
+        let options = ConnectOptions {
+            token: Some(token.to_owned()),
+            ..Default::default()
+        };
+        Ok(self.authorized(options.authorization()?))
+    }
+
+    fn authorized(mut self, authorization: Option<MetadataValue<Ascii>>) -> Self {
+        self.authorization = authorization;
+        self
+    }
+
+    /// A request carrying this client's credential.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(authorization) = &self.authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", authorization.clone());
+        }
+        request
     }
 
     /// Asks a batch of questions and waits until a human resolves it, the ask's
@@ -118,7 +205,7 @@ impl Client {
         let deadline = ask.timeout.map(|t| Instant::now() + t);
         let mut delays = retry::backoff();
         loop {
-            let mut request = tonic::Request::new(ask.request.clone());
+            let mut request = self.request(ask.request.clone());
             if let Some(deadline) = deadline {
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
@@ -174,7 +261,11 @@ impl Client {
     /// Subscribes with every option of the wire request (`after` to resume,
     /// `exclusive`).
     pub async fn subscribe(&mut self, request: SubscribeRequest) -> Result<Events, Error> {
-        let stream = self.inner.subscribe(request).await?.into_inner();
+        let stream = self
+            .inner
+            .subscribe(self.request(request))
+            .await?
+            .into_inner();
         Ok(Events::new(stream))
     }
 
@@ -184,7 +275,11 @@ impl Client {
         &mut self,
         request: SubscribeRequest,
     ) -> Result<tonic::Streaming<proto::SubscribeResponse>, Error> {
-        Ok(self.inner.subscribe(request).await?.into_inner())
+        Ok(self
+            .inner
+            .subscribe(self.request(request))
+            .await?
+            .into_inner())
     }
 
     /// Answers a pending ask with a complete batch: one entry per question, built with
@@ -195,13 +290,12 @@ impl Client {
         rpc_id: &str,
         answers: Vec<QuestionAnswer>,
     ) -> Result<(), Error> {
-        self.inner
-            .answer(AnswerRequest {
-                session_id: session_id.to_owned(),
-                rpc_id: rpc_id.to_owned(),
-                answers,
-            })
-            .await?;
+        let request = self.request(AnswerRequest {
+            session_id: session_id.to_owned(),
+            rpc_id: rpc_id.to_owned(),
+            answers,
+        });
+        self.inner.answer(request).await?;
         Ok(())
     }
 
@@ -213,13 +307,12 @@ impl Client {
         rpc_id: &str,
         reason: &str,
     ) -> Result<(), Error> {
-        self.inner
-            .cancel(CancelRequest {
-                session_id: session_id.to_owned(),
-                rpc_id: rpc_id.to_owned(),
-                reason: reason.to_owned(),
-            })
-            .await?;
+        let request = self.request(CancelRequest {
+            session_id: session_id.to_owned(),
+            rpc_id: rpc_id.to_owned(),
+            reason: reason.to_owned(),
+        });
+        self.inner.cancel(request).await?;
         Ok(())
     }
 
@@ -232,25 +325,20 @@ impl Client {
         agent_id: &str,
         parent_agent_id: &str,
     ) -> Result<AgentLease, Error> {
-        let stream = self
-            .agents
-            .attach(proto::AttachRequest {
-                agent_id: agent_id.to_owned(),
-                parent_agent_id: parent_agent_id.to_owned(),
-            })
-            .await?
-            .into_inner();
+        let request = self.request(proto::AttachRequest {
+            agent_id: agent_id.to_owned(),
+            parent_agent_id: parent_agent_id.to_owned(),
+        });
+        let stream = self.agents.attach(request).await?.into_inner();
         AgentLease::start(stream).await
     }
 
     /// The pending asks of a session, oldest first.
     pub async fn list_pending(&mut self, session_id: &str) -> Result<Vec<Requested>, Error> {
-        let response = self
-            .inner
-            .list_pending(ListPendingRequest {
-                session_id: session_id.to_owned(),
-            })
-            .await?;
+        let request = self.request(ListPendingRequest {
+            session_id: session_id.to_owned(),
+        });
+        let response = self.inner.list_pending(request).await?;
         Ok(response.into_inner().pending)
     }
 }

@@ -5,14 +5,18 @@
 //! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;
 //! - [`server`]: assembles the gRPC server and runs it until shutdown;
 //! - [`api`]: tonic handlers, thin; [`api::status`] maps errors to `tonic::Status`;
+//! - [`auth`]: credentials to a tenant-scoped principal, and what each role may do;
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
-//! - [`backend`]: the `Backend` trait and its in-memory implementation.
+//! - [`backend`]: the `Backend` trait and its in-memory implementation;
+//! - [`metrics`]: Prometheus metrics and their listener.
 
 pub mod api;
+pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod domain;
+pub mod metrics;
 pub mod questions;
 pub mod server;
 

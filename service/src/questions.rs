@@ -3,6 +3,7 @@
 //! too.
 
 use std::{
+    num::NonZeroU32,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -13,12 +14,14 @@ use std::{
 use askgate_proto::v1::{
     AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution, SubscribeRequest,
 };
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
 
 use crate::{
     backend::{Attached, Backend, EventStream, Scope, SubscribeOptions},
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
+    metrics::Metrics,
 };
 
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
@@ -37,19 +40,43 @@ impl From<AskError> for AskFailure {
     }
 }
 
+/// The per-tenant Ask rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskRate {
+    /// Asks per second, sustained.
+    pub per_second: u32,
+    /// Asks allowed at once above the sustained rate.
+    pub burst: u32,
+}
+
+type TenantLimiter = DefaultKeyedRateLimiter<String>;
+
 /// The handle the gRPC layer calls. Cheap to clone.
 #[derive(Clone)]
 pub struct Questions {
     backend: Arc<dyn Backend>,
     limits: Arc<Limits>,
+    metrics: Metrics,
+    ask_rate: Arc<TenantLimiter>,
+    rate_text: Arc<str>,
     draining: Arc<AtomicBool>,
 }
 
 impl Questions {
-    pub fn new(backend: Arc<dyn Backend>, limits: Limits) -> Self {
+    pub fn new(backend: Arc<dyn Backend>, limits: Limits, metrics: Metrics, rate: AskRate) -> Self {
+        let per_second = NonZeroU32::new(rate.per_second).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(rate.burst.max(rate.per_second)).unwrap_or(per_second);
         Self {
             backend,
             limits: Arc::new(limits),
+            metrics,
+            ask_rate: Arc::new(RateLimiter::keyed(
+                Quota::per_second(per_second).allow_burst(burst),
+            )),
+            rate_text: format!(
+                "at most {per_second} asks per second per tenant (bursts of {burst})"
+            )
+            .into(),
             draining: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -61,10 +88,37 @@ impl Questions {
         request: AskRequest,
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
+        let started = Instant::now();
+        let result = self.ask_inner(tenant, request, deadline).await;
+        let (outcome, waited) = match &result {
+            Ok(_) => ("ANSWERED", Some(started.elapsed())),
+            Err(AskFailure {
+                error: AskError::AskCancelled { .. },
+                ..
+            }) => ("CANCELLED", Some(started.elapsed())),
+            Err(AskFailure {
+                error: AskError::AskExpired,
+                ..
+            }) => ("EXPIRED", None),
+            Err(failure) => (failure.error.reason(), None),
+        };
+        self.metrics.ask_finished(tenant, outcome, waited);
+        result
+    }
+
+    async fn ask_inner(
+        &self,
+        tenant: &str,
+        request: AskRequest,
+        deadline: Instant,
+    ) -> Result<AskResponse, AskFailure> {
         if self.draining.load(Ordering::Acquire) {
             return Err(AskError::ShuttingDown.into());
         }
         validate::ask(&request, &self.limits)?;
+        if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
+            return Err(AskError::RateLimited(self.rate_text.to_string()).into());
+        }
         let if_unattended = request.if_unattended();
         let reattach_grace = Duration::from_millis(request.reattach_grace_ms.into());
         let key = SessionKey::new(tenant, request.session_id);
@@ -87,6 +141,8 @@ impl Questions {
 
         let mut abort = AbortOnDrop {
             backend: Some(self.backend.clone()),
+            metrics: self.metrics.clone(),
+            tenant: tenant.to_owned(),
             key: key.clone(),
             rpc_id: rpc_id.clone(),
             expired_from: deadline
@@ -139,11 +195,22 @@ impl Questions {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
         let key = SessionKey::new(tenant, request.session_id);
-        let questions = self.backend.questions(&key, &request.rpc_id).await?;
-        let answers = answer::normalize(&questions, request.answers, &self.limits)?;
-        self.backend
-            .claim(&key, &request.rpc_id, Outcome::answered(answers, by))
-            .await
+        let claimed = async {
+            let questions = self.backend.questions(&key, &request.rpc_id).await?;
+            let answers = answer::normalize(&questions, request.answers, &self.limits)?;
+            self.backend
+                .claim(&key, &request.rpc_id, Outcome::answered(answers, by))
+                .await
+        }
+        .await;
+        self.count_conflict(tenant, claimed)
+    }
+
+    fn count_conflict(&self, tenant: &str, result: Result<(), AskError>) -> Result<(), AskError> {
+        if let Err(AskError::NotPending { .. }) = result {
+            self.metrics.answer_conflict(tenant);
+        }
+        result
     }
 
     /// Closes the whole batch without an answer; the reason reaches the agent.
@@ -158,9 +225,11 @@ impl Questions {
         validate::text("reason", &request.reason, self.limits.max_text_bytes)?;
         let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
         let key = SessionKey::new(tenant, request.session_id);
-        self.backend
+        let claimed = self
+            .backend
             .claim(&key, &request.rpc_id, Outcome::cancelled(reason, by))
-            .await
+            .await;
+        self.count_conflict(tenant, claimed)
     }
 
     pub async fn subscribe(
@@ -256,6 +325,8 @@ const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 /// reattach grace, once the grace has passed with no call reattached (Semantics 10).
 struct AbortOnDrop {
     backend: Option<Arc<dyn Backend>>,
+    metrics: Metrics,
+    tenant: String,
     key: SessionKey,
     rpc_id: String,
     expired_from: Instant,
@@ -280,6 +351,11 @@ impl Drop for AbortOnDrop {
         let rpc_id = std::mem::take(&mut self.rpc_id);
         let expired = Instant::now() >= self.expired_from;
         let grace = self.reattach_grace;
+        let outcome = match expired {
+            true => "EXPIRED",
+            false => "DROPPED",
+        };
+        self.metrics.ask_finished(&self.tenant, outcome, None);
         runtime.spawn(
             async move {
                 let result = match (expired, grace.is_zero()) {

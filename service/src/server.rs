@@ -1,21 +1,66 @@
 //! Assembles the gRPC server (askgate services, health, reflection) and runs it until
 //! the shutdown future completes, then drains.
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{agents_server::AgentsServer, user_questions_server::UserQuestionsServer};
 use tokio::net::TcpListener;
-use tonic::transport::{Server, server::TcpIncoming};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming};
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{AgentsApi, UserQuestionsApi, deadline, health, status},
-    backend::memory::{MemoryBackend, MemoryConfig},
+    api::{AgentsApi, Gate, UserQuestionsApi, deadline, health, status},
+    auth::{
+        Authenticator,
+        jwt::{JwtVerifier, KeySource},
+        keys::KeyStore,
+    },
+    backend::{
+        Backend,
+        memory::{MemoryBackend, MemoryConfig},
+    },
     domain::Limits,
-    questions::Questions,
+    metrics::Metrics,
+    questions::{AskRate, Questions},
 };
+
+/// Aborts a background task when dropped, so it ends with `run`.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Re-reads credentials on SIGHUP; open connections and streams are untouched.
+fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<AbortOnDrop> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(e) => {
+                warn!("cannot listen for SIGHUP, credentials will not reload: {e}");
+                return None;
+            }
+        };
+        Some(AbortOnDrop(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                if let Err(e) = auth.reload() {
+                    tracing::error!("reload failed, keeping the previous credentials: {e:#}");
+                }
+            }
+        })))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = auth;
+        None
+    }
+}
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
 #[derive(Debug, Clone)]
@@ -34,6 +79,68 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Interval of the heartbeats on an agent's Attach stream.
     pub agent_heartbeat: Duration,
+    /// How callers authenticate.
+    pub auth: AuthConfig,
+    /// Server TLS (and mTLS); plaintext when `None`.
+    pub tls: Option<TlsConfig>,
+    /// Asks a tenant may start per second (sustained); bursts up to `ask_burst`.
+    pub ask_rate: u32,
+    pub ask_burst: u32,
+    /// Label metrics by tenant (more series; off by default).
+    pub metrics_tenant_labels: bool,
+}
+
+/// How callers authenticate (`--auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthConfig {
+    /// Every caller is anonymous, in the default tenant, with every role. Only for
+    /// loopback listeners unless `allow_anonymous`.
+    None { allow_anonymous: bool },
+    /// API keys from a keys file (reloaded on SIGHUP).
+    Keys(PathBuf),
+    /// JWT bearer tokens.
+    Jwt {
+        key: KeySource,
+        issuer: Option<String>,
+        audience: Option<String>,
+    },
+}
+
+/// Server TLS files (PEM). With `client_ca`, clients must present a certificate it
+/// signed (mTLS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+impl AuthConfig {
+    fn authenticator(&self) -> anyhow::Result<Authenticator> {
+        Ok(match self {
+            Self::None { .. } => Authenticator::None,
+            Self::Keys(path) => Authenticator::Keys(KeyStore::load(path)?),
+            Self::Jwt {
+                key,
+                issuer,
+                audience,
+            } => Authenticator::Jwt(JwtVerifier::new(key, issuer.clone(), audience.clone())?),
+        })
+    }
+}
+
+impl TlsConfig {
+    fn server_config(&self) -> anyhow::Result<ServerTlsConfig> {
+        let read = |path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))
+        };
+        let mut tls = ServerTlsConfig::new()
+            .identity(Identity::from_pem(read(&self.cert)?, read(&self.key)?));
+        if let Some(ca) = &self.client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+        }
+        Ok(tls)
+    }
 }
 
 impl Default for ServerConfig {
@@ -47,6 +154,13 @@ impl Default for ServerConfig {
             keepalive_timeout: Duration::from_secs(10),
             max_message_bytes: 4 * 1024 * 1024,
             agent_heartbeat: Duration::from_secs(10),
+            auth: AuthConfig::None {
+                allow_anonymous: false,
+            },
+            tls: None,
+            ask_rate: 100,
+            ask_burst: 200,
+            metrics_tenant_labels: false,
         }
     }
 }
@@ -69,11 +183,54 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
+    run_with_metrics(listener, None, config, shutdown).await
+}
+
+/// [`run`], also serving Prometheus metrics on `metrics_listener`.
+pub async fn run_with_metrics(
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
     let local_addr = listener
         .local_addr()
         .context("failed to read the listen address")?;
-    let backend = std::sync::Arc::new(MemoryBackend::new(config.memory.clone()));
-    let questions = Questions::new(backend, config.limits.clone());
+    let auth = Arc::new(config.auth.authenticator()?);
+    if let AuthConfig::None { allow_anonymous } = config.auth {
+        if !local_addr.ip().is_loopback() && !allow_anonymous {
+            anyhow::bail!(
+                "refusing to serve without authentication on {local_addr}: use --auth keys or \
+                 --auth jwt, or --allow-anonymous to accept anonymous callers from the network"
+            );
+        }
+        if !local_addr.ip().is_loopback() {
+            warn!(%local_addr, "serving WITHOUT authentication on a non-loopback address (--allow-anonymous)");
+        }
+    }
+    let metrics = Metrics::new(config.metrics_tenant_labels);
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(config.memory.clone()));
+    let questions = Questions::new(
+        backend.clone(),
+        config.limits.clone(),
+        metrics.clone(),
+        AskRate {
+            per_second: config.ask_rate,
+            burst: config.ask_burst,
+        },
+    );
+    let gate = Gate::new(auth.clone(), metrics.clone());
+    let _metrics_task = metrics_listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            info!(%addr, "metrics listening");
+        }
+        AbortOnDrop(tokio::spawn(crate::metrics::serve(
+            listener,
+            metrics.clone(),
+            backend.clone(),
+        )))
+    });
+    let _reload_task = reload_on_sighup(auth.clone());
 
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     let health = tonic_health::server::HealthReporter::new();
@@ -94,18 +251,28 @@ pub async fn run(
 
     let agents = AgentsServer::new(AgentsApi::new(
         questions.clone(),
+        gate.clone(),
         config.agent_heartbeat,
         draining_rx.clone(),
     ));
-    let user_questions =
-        UserQuestionsServer::new(UserQuestionsApi::new(questions.clone(), config.max_wait))
-            .max_decoding_message_size(config.max_message_bytes);
+    let user_questions = UserQuestionsServer::new(UserQuestionsApi::new(
+        questions.clone(),
+        gate,
+        config.max_wait,
+    ))
+    .max_decoding_message_size(config.max_message_bytes);
 
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(config.keepalive_interval));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &config.tls {
+        builder = builder
+            .tls_config(tls.server_config()?)
+            .context("invalid TLS configuration")?;
+    }
+    let server = builder
         .http2_keepalive_interval(Some(config.keepalive_interval))
         .http2_keepalive_timeout(Some(config.keepalive_timeout))
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))

@@ -64,7 +64,7 @@ async fn oversize_input_is_refused_before_it_is_stored() {
             ..Limits::default()
         },
         max_message_bytes: 64 * 1024,
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     };
     let server = TestServer::start_with(config).await;
     let mut client = server.client().await;
@@ -201,7 +201,7 @@ async fn ask_expired_at_the_callers_deadline() {
 async fn ask_expired_at_the_servers_maximum_wait() {
     let server = TestServer::start_with(ServerConfig {
         max_wait: Duration::from_millis(200),
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     })
     .await;
     let err = server
@@ -224,7 +224,7 @@ async fn too_many_pending_per_session() {
             max_pending_per_session: 1,
             ..MemoryConfig::default()
         },
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     })
     .await;
     let mut client = server.client().await;

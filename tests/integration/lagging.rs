@@ -24,7 +24,7 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
             subscriber_buffer: SUBSCRIBER_BUFFER,
             ..MemoryConfig::default()
         },
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     })
     .await;
     // The stalled subscriber has a connection of its own (an unread stream holds the

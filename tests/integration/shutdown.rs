@@ -20,7 +20,7 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
     let server = TestServer::start_with(ServerConfig {
         // Far longer than the test's bounded wait: the server must stop by itself.
         drain_timeout: Duration::from_secs(600),
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     })
     .await;
     let mut client = server.client().await;

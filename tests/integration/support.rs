@@ -19,6 +19,16 @@ pub async fn within<F: Future>(what: &str, future: F) -> F::Output {
     }
 }
 
+/// The defaults, except the per-tenant Ask rate limit: the load-shaped tests run
+/// thousands of asks in one tenant (the limit has a test of its own).
+pub fn test_config() -> ServerConfig {
+    ServerConfig {
+        ask_rate: 1_000_000,
+        ask_burst: 1_000_000,
+        ..ServerConfig::default()
+    }
+}
+
 /// An askgate server running in this process on 127.0.0.1:0. Stopped on drop.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -28,7 +38,7 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> Self {
-        Self::start_with(ServerConfig::default()).await
+        Self::start_with(test_config()).await
     }
 
     pub async fn start_with(config: ServerConfig) -> Self {

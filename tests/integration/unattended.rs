@@ -21,7 +21,7 @@ fn with_grace(grace: Duration) -> ServerConfig {
             reconnect_grace: grace,
             ..MemoryConfig::default()
         },
-        ..ServerConfig::default()
+        ..crate::support::test_config()
     }
 }
 

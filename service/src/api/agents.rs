@@ -21,20 +21,27 @@ use tokio_stream::{Stream, wrappers::WatchStream};
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, instrument};
 
-use super::status;
-use crate::{domain::DEFAULT_TENANT, questions::Questions};
+use super::{Gate, status};
+use crate::{auth::Action, questions::Questions};
 
 /// The `askgate.v1.Agents` service.
 pub struct AgentsApi {
     questions: Questions,
+    gate: Gate,
     heartbeat: Duration,
     draining: watch::Receiver<bool>,
 }
 
 impl AgentsApi {
-    pub fn new(questions: Questions, heartbeat: Duration, draining: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        questions: Questions,
+        gate: Gate,
+        heartbeat: Duration,
+        draining: watch::Receiver<bool>,
+    ) -> Self {
         Self {
             questions,
+            gate,
             heartbeat,
             draining,
         }
@@ -47,15 +54,17 @@ type AttachStream = Pin<Box<dyn Stream<Item = Result<AttachResponse, Status>> + 
 impl Agents for AgentsApi {
     type AttachStream = AttachStream;
 
-    #[instrument(name = "Attach", skip_all, fields(agent_id = %request.get_ref().agent_id, incarnation))]
+    #[instrument(name = "Attach", skip_all, fields(tenant, agent_id = %request.get_ref().agent_id, incarnation))]
     async fn attach(
         &self,
         request: Request<AttachRequest>,
     ) -> Result<Response<Self::AttachStream>, Status> {
+        let _timer = self.gate.timer("Attach");
+        let caller = self.gate.admit(&request, Action::Attach, "")?;
         let request = request.into_inner();
         let attached = self
             .questions
-            .attach(DEFAULT_TENANT, &request.agent_id, &request.parent_agent_id)
+            .attach(&caller.tenant, &request.agent_id, &request.parent_agent_id)
             .await
             .map_err(|e| status::to_status(&e, "", None))?;
         Span::current().record("incarnation", attached.incarnation.as_str());
@@ -72,6 +81,7 @@ impl Agents for AgentsApi {
             draining: WatchStream::new(self.draining.clone()),
             detach: Some(Detach {
                 questions: self.questions.clone(),
+                tenant: caller.tenant.to_string(),
                 agent_id: request.agent_id,
                 incarnation: attached.incarnation,
                 span: Span::current(),
@@ -129,6 +139,7 @@ impl Drop for LeaseStream {
 /// Ends a lease once its stream is gone.
 struct Detach {
     questions: Questions,
+    tenant: String,
     agent_id: String,
     incarnation: String,
     span: Span,
@@ -143,7 +154,7 @@ impl Detach {
         runtime.spawn(
             async move {
                 self.questions
-                    .detach(DEFAULT_TENANT, &self.agent_id, &self.incarnation)
+                    .detach(&self.tenant, &self.agent_id, &self.incarnation)
                     .await;
                 debug!("agent lease ended");
             }

@@ -1,12 +1,13 @@
-//! tonic handlers: thin. Each takes the request apart, calls [`Questions`] and maps the
-//! domain error through [`status::to_status`].
+//! tonic handlers: thin. Each authenticates the caller, checks its role, takes the
+//! request apart, calls [`Questions`] and maps the domain error through
+//! [`status::to_status`].
 
 pub mod agents;
 pub mod deadline;
 pub mod health;
 pub mod status;
 
-use std::{pin::Pin, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use askgate_proto::v1::{
     AnswerRequest, AnswerResponse, AskRequest, AskResponse, CancelRequest, CancelResponse,
@@ -15,26 +16,69 @@ use askgate_proto::v1::{
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::instrument;
+use tracing::{Span, instrument};
 
 pub use agents::AgentsApi;
 
-use crate::{domain::DEFAULT_TENANT, questions::Questions};
+use crate::{
+    auth::{Action, Authenticator, Principal},
+    metrics::{Metrics, RpcTimer},
+    questions::Questions,
+};
 
-/// Who resolves a question while calls carry no credential.
-pub const ANONYMOUS: &str = "anonymous";
+/// Authenticates and authorizes a call; the one place both happen for every RPC.
+#[derive(Clone)]
+pub struct Gate {
+    auth: Arc<Authenticator>,
+    metrics: Metrics,
+}
+
+impl Gate {
+    pub fn new(auth: Arc<Authenticator>, metrics: Metrics) -> Self {
+        Self { auth, metrics }
+    }
+
+    /// Times an RPC (the `rpc_duration_seconds` metric) until the guard drops.
+    pub fn timer(&self, method: &'static str) -> RpcTimer {
+        self.metrics.rpc_timer(method)
+    }
+
+    /// The caller, if it may do `action` on `session_id` (empty for none).
+    pub fn admit<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        session_id: &str,
+    ) -> Result<Principal, Status> {
+        let principal = self
+            .auth
+            .authenticate(request.metadata())
+            .map_err(|failure| {
+                self.metrics.auth_failure(failure.as_str());
+                status::to_status(&failure.into_error(), "", None)
+            })?;
+        principal.authorize(action, session_id).map_err(|e| {
+            self.metrics.auth_failure("permission_denied");
+            status::to_status(&e, session_id, None)
+        })?;
+        Span::current().record("tenant", &*principal.tenant);
+        Ok(principal)
+    }
+}
 
 /// The `askgate.v1.UserQuestions` service.
 #[derive(Clone)]
 pub struct UserQuestionsApi {
     questions: Questions,
+    gate: Gate,
     max_wait: Duration,
 }
 
 impl UserQuestionsApi {
-    pub fn new(questions: Questions, max_wait: Duration) -> Self {
+    pub fn new(questions: Questions, gate: Gate, max_wait: Duration) -> Self {
         Self {
             questions,
+            gate,
             max_wait,
         }
     }
@@ -44,13 +88,14 @@ type SubscribeStream = Pin<Box<dyn Stream<Item = Result<SubscribeResponse, Statu
 
 #[tonic::async_trait]
 impl UserQuestions for UserQuestionsApi {
-    #[instrument(name = "Ask", skip_all, fields(session_id = %request.get_ref().session_id, rpc_id))]
+    #[instrument(name = "Ask", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id))]
     async fn ask(&self, request: Request<AskRequest>) -> Result<Response<AskResponse>, Status> {
+        let session_id = request.get_ref().session_id.clone();
+        let _timer = self.gate.timer("Ask");
+        let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
         let deadline = deadline::of(&request, self.max_wait);
-        let request = request.into_inner();
-        let session_id = request.session_id.clone();
         self.questions
-            .ask(DEFAULT_TENANT, request, deadline)
+            .ask(&caller.tenant, request.into_inner(), deadline)
             .await
             .map(Response::new)
             .map_err(|f| status::to_status(&f.error, &session_id, f.rpc_id.as_deref()))
@@ -58,58 +103,75 @@ impl UserQuestions for UserQuestionsApi {
 
     type SubscribeStream = SubscribeStream;
 
-    #[instrument(name = "Subscribe", skip_all, fields(session_id = %request.get_ref().session_id, all_sessions = request.get_ref().all_sessions))]
+    #[instrument(name = "Subscribe", skip_all, fields(tenant, session_id = %request.get_ref().session_id, all_sessions = request.get_ref().all_sessions))]
     async fn subscribe(
         &self,
         request: Request<SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        let request = request.into_inner();
-        let session_id = request.session_id.clone();
+        let session_id = request.get_ref().session_id.clone();
+        let action = match request.get_ref().all_sessions {
+            true => Action::SubscribeAll,
+            false => Action::Subscribe,
+        };
+        let _timer = self.gate.timer("Subscribe");
+        let caller = self.gate.admit(&request, action, &session_id)?;
         let events = self
             .questions
-            .subscribe(DEFAULT_TENANT, request)
+            .subscribe(&caller.tenant, request.into_inner())
             .await
             .map_err(|e| status::to_status(&e, &session_id, None))?;
         let stream = events.map(|message| Ok(SubscribeResponse::clone(&message)));
         Ok(Response::new(Box::pin(stream)))
     }
 
-    #[instrument(name = "Answer", skip_all, fields(session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
+    #[instrument(name = "Answer", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
     async fn answer(
         &self,
         request: Request<AnswerRequest>,
     ) -> Result<Response<AnswerResponse>, Status> {
-        let request = request.into_inner();
-        let (session_id, rpc_id) = (request.session_id.clone(), request.rpc_id.clone());
+        let (session_id, rpc_id) = (
+            request.get_ref().session_id.clone(),
+            request.get_ref().rpc_id.clone(),
+        );
+        let _timer = self.gate.timer("Answer");
+        let caller = self.gate.admit(&request, Action::Answer, &session_id)?;
         self.questions
-            .answer(DEFAULT_TENANT, request, ANONYMOUS)
+            .answer(&caller.tenant, request.into_inner(), &caller.sub)
             .await
             .map(|()| Response::new(AnswerResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "Cancel", skip_all, fields(session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
+    #[instrument(name = "Cancel", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
     async fn cancel(
         &self,
         request: Request<CancelRequest>,
     ) -> Result<Response<CancelResponse>, Status> {
-        let request = request.into_inner();
-        let (session_id, rpc_id) = (request.session_id.clone(), request.rpc_id.clone());
+        let (session_id, rpc_id) = (
+            request.get_ref().session_id.clone(),
+            request.get_ref().rpc_id.clone(),
+        );
+        let _timer = self.gate.timer("Cancel");
+        let caller = self.gate.admit(&request, Action::Cancel, &session_id)?;
         self.questions
-            .cancel(DEFAULT_TENANT, request, ANONYMOUS)
+            .cancel(&caller.tenant, request.into_inner(), &caller.sub)
             .await
             .map(|()| Response::new(CancelResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "ListPending", skip_all, fields(session_id = %request.get_ref().session_id))]
+    #[instrument(name = "ListPending", skip_all, fields(tenant, session_id = %request.get_ref().session_id))]
     async fn list_pending(
         &self,
         request: Request<ListPendingRequest>,
     ) -> Result<Response<ListPendingResponse>, Status> {
-        let session_id = request.into_inner().session_id;
+        let session_id = request.get_ref().session_id.clone();
+        let _timer = self.gate.timer("ListPending");
+        let caller = self
+            .gate
+            .admit(&request, Action::ListPending, &session_id)?;
         self.questions
-            .list_pending(DEFAULT_TENANT, session_id.clone())
+            .list_pending(&caller.tenant, session_id.clone())
             .await
             .map(|pending| Response::new(ListPendingResponse { pending }))
             .map_err(|e| status::to_status(&e, &session_id, None))

@@ -28,7 +28,11 @@ pub fn code(error: &AskError) -> Code {
         AskError::AskAborted => Code::Cancelled,
         AskError::AskExpired => Code::DeadlineExceeded,
         AskError::NotPending { .. } => Code::NotFound,
-        AskError::TooManyPending(_) => Code::ResourceExhausted,
+        AskError::TooManyPending(_)
+        | AskError::TooManySubscribers(_)
+        | AskError::RateLimited(_) => Code::ResourceExhausted,
+        AskError::Unauthenticated(_) => Code::Unauthenticated,
+        AskError::PermissionDenied(_) => Code::PermissionDenied,
         AskError::ShuttingDown => Code::Unavailable,
         AskError::Internal(_) => Code::Internal,
     }
@@ -134,6 +138,16 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (AskError::ShuttingDown, Code::Unavailable),
+            (
+                AskError::TooManySubscribers("x".into()),
+                Code::ResourceExhausted,
+            ),
+            (AskError::RateLimited("x".into()), Code::ResourceExhausted),
+            (AskError::Unauthenticated("x".into()), Code::Unauthenticated),
+            (
+                AskError::PermissionDenied("x".into()),
+                Code::PermissionDenied,
+            ),
         ];
         for (error, expected) in table {
             let status = to_status(&error, "s", Some("r"));

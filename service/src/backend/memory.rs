@@ -41,7 +41,7 @@ use tokio_stream::{
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{Attached, Backend, EventStream, Registered, Scope, SubscribeOptions};
+use super::{Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions};
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 type Message = Arc<SubscribeResponse>;
@@ -59,6 +59,10 @@ pub struct MemoryConfig {
     pub tenant_buffer: usize,
     /// Pending asks one session may hold.
     pub max_pending_per_session: usize,
+    /// Pending asks one tenant may hold over all its sessions.
+    pub max_pending_per_tenant: usize,
+    /// Open subscriptions one session may have.
+    pub max_subscribers_per_session: usize,
     /// How long a session counts as attended after its last subscriber left, and how
     /// long an unused session (and its history, for resume) is kept.
     pub reconnect_grace: Duration,
@@ -74,6 +78,8 @@ impl Default for MemoryConfig {
             subscriber_buffer: 1024,
             tenant_buffer: 16 * 1024,
             max_pending_per_session: 1024,
+            max_pending_per_tenant: 10_000,
+            max_subscribers_per_session: 64,
             reconnect_grace: Duration::from_secs(5),
             request_retention: Duration::from_secs(600),
         }
@@ -108,6 +114,8 @@ struct TenantState {
     events_tx: broadcast::Sender<Message>,
     /// When the last `all_sessions` subscriber left.
     left_at: Option<Instant>,
+    /// Pending asks over all the tenant's sessions.
+    pending: usize,
 }
 
 type AgentKey = (Arc<str>, String);
@@ -329,6 +337,7 @@ impl Inner {
             .or_insert_with(|| TenantState {
                 events_tx: broadcast::channel(self.config.tenant_buffer.max(1)).0,
                 left_at: None,
+                pending: 0,
             })
             .events_tx
             .clone()
@@ -433,6 +442,9 @@ impl Inner {
             cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
         };
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
+        if let Some(tenant) = self.tenants.lock().get_mut(&key.tenant) {
+            tenant.pending = tenant.pending.saturating_sub(1);
+        }
         session.push(self.config.history_len, Event::Resolved(resolved));
         if let Some(agent) = &ask.agent
             && let Some(lease) = self
@@ -547,6 +559,19 @@ impl Inner {
                 self.config.max_pending_per_session
             )));
         }
+        {
+            let mut tenants = self.tenants.lock();
+            let tenant = tenants
+                .get_mut(&key.tenant)
+                .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
+            if tenant.pending >= self.config.max_pending_per_tenant {
+                return Err(AskError::TooManyPending(format!(
+                    "at most {} pending asks per tenant",
+                    self.config.max_pending_per_tenant
+                )));
+            }
+            tenant.pending += 1;
+        }
         let rpc_id = Uuid::now_v7().to_string();
         let requested = Requested {
             rpc_id: rpc_id.clone(),
@@ -602,6 +627,13 @@ impl Inner {
             return Err(AskError::ShuttingDown);
         }
         let session = self.session(&mut shard, key);
+        if !lagged && session.events_tx.receiver_count() >= self.config.max_subscribers_per_session
+        {
+            return Err(AskError::TooManySubscribers(format!(
+                "at most {} subscribers per session",
+                self.config.max_subscribers_per_session
+            )));
+        }
         if take_exclusive {
             if session.exclusive_held {
                 return Err(AskError::DuplicateProvider);
@@ -843,6 +875,25 @@ impl Backend for MemoryBackend {
             );
             self.inner.abort_all(asks);
         }
+    }
+
+    async fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        for shard in self.inner.shards.iter() {
+            let shard = shard.lock();
+            for session in shard.sessions.values() {
+                stats.pending += session.pending.len();
+                stats.subscribers += session.events_tx.receiver_count();
+            }
+        }
+        stats.subscribers += self
+            .inner
+            .tenants
+            .lock()
+            .values()
+            .map(|t| t.events_tx.receiver_count())
+            .sum::<usize>();
+        stats
     }
 
     async fn dispose_all(&self) {

@@ -40,6 +40,13 @@ pub struct Attached {
     pub superseded: oneshot::Receiver<()>,
 }
 
+/// Counts for the metrics gauges, read at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub pending: usize,
+    pub subscribers: usize,
+}
+
 /// What a subscription covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
@@ -102,6 +109,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Ends the lease `incarnation` of `agent_id` (when it is still the live one) and
     /// resolves its pending asks ABORTED.
     async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str);
+
+    /// Pending asks and open subscriptions on this node, for the metrics.
+    async fn stats(&self) -> Stats;
 
     /// Shutdown: refuses new asks and subscriptions, resolves every pending ask
     /// `DISPOSED` and ends every subscription once its last events are delivered.

@@ -12,13 +12,14 @@ mod answer;
 mod ask;
 mod attach;
 mod bot;
+mod credentials;
 mod json;
 mod serve;
 mod watch;
 
-use std::{io::IsTerminal, process::ExitCode, time::Duration};
+use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
 
-use askgate_client::{Client, Reason};
+use askgate_client::{Client, ConnectOptions, Reason};
 use askgate_proto::v1::SubscribeRequest;
 use clap::{Args, Parser, Subcommand};
 use tonic::Code;
@@ -53,31 +54,67 @@ pub enum Command {
     Bot(bot::BotArgs),
     /// Hold an agent's liveness lease; prints the incarnation to ask with.
     Attach(attach::AttachArgs),
+    /// Mint an HS256 JWT (for tests and demos).
+    Token(credentials::TokenArgs),
+    /// Manage an API keys file.
+    #[command(subcommand)]
+    Keys(credentials::KeysCommand),
 }
 
-/// Where the client subcommands connect.
+/// Where and how the client subcommands connect.
 #[derive(Debug, Clone, Args)]
 pub struct ConnectArgs {
-    /// askgate server address.
+    /// askgate server address (`https://` for TLS).
     #[arg(long, env = "ASKGATE_ADDR", default_value = "http://127.0.0.1:50051")]
     pub addr: String,
+    /// Bearer token: an API key or a JWT.
+    #[arg(long, env = "ASKGATE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// CA certificate (PEM) to trust for the server (implies TLS).
+    #[arg(long, env = "ASKGATE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), for servers that require mTLS.
+    #[arg(long, env = "ASKGATE_CERT", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Client private key (PEM).
+    #[arg(long, env = "ASKGATE_KEY", requires = "cert")]
+    pub key: Option<PathBuf>,
 }
 
 impl ConnectArgs {
     fn url(&self) -> String {
-        if self.addr.contains("://") {
-            self.addr.clone()
-        } else {
-            format!("http://{}", self.addr)
+        match (self.addr.contains("://"), self.ca_file.is_some()) {
+            (true, _) => self.addr.clone(),
+            (false, true) => format!("https://{}", self.addr),
+            (false, false) => format!("http://{}", self.addr),
         }
     }
 
+    fn options(&self) -> Result<ConnectOptions, askgate_client::Error> {
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                askgate_client::Error::from(tonic::Status::invalid_argument(format!(
+                    "failed to read {}: {e}",
+                    path.display()
+                )))
+            })
+        };
+        Ok(ConnectOptions {
+            token: self.token.clone(),
+            ca_pem: self.ca_file.as_ref().map(read).transpose()?,
+            identity: match (&self.cert, &self.key) {
+                (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+                _ => None,
+            },
+        })
+    }
+
     async fn connect(&self) -> Result<Client, askgate_client::Error> {
-        Client::connect(self.url()).await
+        Client::connect_with(self.url(), self.options()?).await
     }
 
     fn connect_lazy(&self) -> Result<Client, askgate_client::Error> {
-        Client::connect_lazy(self.url())
+        Client::connect_lazy_with(self.url(), self.options()?)
     }
 }
 
@@ -155,6 +192,8 @@ pub fn main() -> ExitCode {
             Command::Answer(args) => answer::run(args).await,
             Command::Bot(args) => bot::run(args).await,
             Command::Attach(args) => attach::run(args).await,
+            Command::Token(args) => credentials::token(args),
+            Command::Keys(command) => credentials::keys(command),
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.
@@ -174,6 +213,8 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::CallerNotLive
         | Reason::DelegatedCaller
         | Reason::TooManyPending
+        | Reason::TooManySubscribers
+        | Reason::RateLimited
         | Reason::Unauthenticated
         | Reason::PermissionDenied => 7,
         Reason::NotPending => 8,

@@ -1,23 +1,87 @@
 //! `askgate serve`: flags (and `ASKGATE_*` variables) to [`ServerConfig`], bind, run.
 
-use std::{net::SocketAddr, process::ExitCode, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use tracing::error;
 
 use super::{EXIT_USAGE, parse_duration, shutdown_signal};
 use crate::{
     api::deadline::MAX_WAIT_SECS,
+    auth::jwt::KeySource,
     backend::memory::MemoryConfig,
     domain::Limits,
-    server::{ServerConfig, run as run_server},
+    server::{AuthConfig, ServerConfig, TlsConfig, run_with_metrics},
 };
+
+/// `--auth`: how callers authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// Anonymous callers (loopback only, unless --allow-anonymous).
+    None,
+    /// API keys from --keys-file.
+    Keys,
+    /// JWT bearer tokens verified with --jwt-secret-file, --jwt-public-key-file or
+    /// --jwt-jwks-file.
+    Jwt,
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "ASKGATE_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
+    /// How callers authenticate.
+    #[arg(long, env = "ASKGATE_AUTH", value_enum, default_value = "none")]
+    pub auth: AuthMode,
+    /// With --auth none on a non-loopback address: accept anonymous callers anyway.
+    #[arg(long, env = "ASKGATE_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+    /// The keys file for --auth keys (see `askgate keys add`); re-read on SIGHUP.
+    #[arg(long, env = "ASKGATE_KEYS_FILE")]
+    pub keys_file: Option<PathBuf>,
+    /// HS256 secret (at least 32 bytes) for --auth jwt.
+    #[arg(long, env = "ASKGATE_JWT_SECRET_FILE")]
+    pub jwt_secret_file: Option<PathBuf>,
+    /// RS256 or ES256 public key (PEM) for --auth jwt.
+    #[arg(long, env = "ASKGATE_JWT_PUBLIC_KEY_FILE")]
+    pub jwt_public_key_file: Option<PathBuf>,
+    /// JSON Web Key Set for --auth jwt; tokens pick a key by `kid`.
+    #[arg(long, env = "ASKGATE_JWT_JWKS_FILE")]
+    pub jwt_jwks_file: Option<PathBuf>,
+    /// Required `iss` of tokens.
+    #[arg(long, env = "ASKGATE_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+    /// Required `aud` of tokens.
+    #[arg(long, env = "ASKGATE_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+    /// Server certificate chain (PEM): serve TLS.
+    #[arg(long, env = "ASKGATE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long, env = "ASKGATE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that signs client certificates: require them (mTLS).
+    #[arg(long, env = "ASKGATE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, env = "ASKGATE_METRICS")]
+    pub metrics: Option<SocketAddr>,
+    /// Label metrics by tenant (one series per tenant: mind the cardinality).
+    #[arg(long, env = "ASKGATE_METRICS_TENANT_LABELS")]
+    pub metrics_tenant_labels: bool,
+    /// Asks a tenant may start per second, sustained.
+    #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = 100)]
+    pub ask_rate: u32,
+    /// Asks a tenant may start at once above the sustained rate.
+    #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = 200)]
+    pub ask_burst: u32,
+    /// Pending asks one tenant may hold over all its sessions.
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = MemoryConfig::default().max_pending_per_tenant)]
+    pub max_pending_per_tenant: usize,
+    /// Open subscriptions one session may have.
+    #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = MemoryConfig::default().max_subscribers_per_session)]
+    pub max_subscribers_per_session: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = "1h", value_parser = parse_duration)]
     pub max_wait: Duration,
@@ -85,6 +149,12 @@ impl ServeArgs {
             ("--max-pending-per-session", self.max_pending_per_session),
             ("--subscriber-buffer", self.subscriber_buffer),
             ("--max-message-bytes", self.max_message_bytes),
+            ("--max-pending-per-tenant", self.max_pending_per_tenant),
+            (
+                "--max-subscribers-per-session",
+                self.max_subscribers_per_session,
+            ),
+            ("--ask-rate", self.ask_rate as usize),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -109,6 +179,8 @@ impl ServeArgs {
                 history_len: self.history_len,
                 subscriber_buffer: self.subscriber_buffer,
                 max_pending_per_session: self.max_pending_per_session,
+                max_pending_per_tenant: self.max_pending_per_tenant,
+                max_subscribers_per_session: self.max_subscribers_per_session,
                 reconnect_grace: self.reconnect_grace,
                 request_retention: self.request_retention,
                 ..MemoryConfig::default()
@@ -120,7 +192,64 @@ impl ServeArgs {
             keepalive_timeout: self.keepalive_timeout,
             max_message_bytes: self.max_message_bytes,
             agent_heartbeat: self.agent_heartbeat,
+            auth: self.auth_config()?,
+            tls: match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsConfig {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: self.tls_client_ca.clone(),
+                }),
+                _ => None,
+            },
+            ask_rate: self.ask_rate,
+            ask_burst: self.ask_burst,
+            metrics_tenant_labels: self.metrics_tenant_labels,
         })
+    }
+
+    fn auth_config(&self) -> Result<AuthConfig, String> {
+        match self.auth {
+            AuthMode::None => {
+                if !self.listen.ip().is_loopback() && !self.allow_anonymous {
+                    return Err(format!(
+                        "refusing to serve {} without authentication: use --auth keys \
+                         --keys-file FILE or --auth jwt --jwt-secret-file FILE (see README \
+                         \"Running it for many tenants\"), or add --allow-anonymous to accept \
+                         anonymous callers from the network",
+                        self.listen
+                    ));
+                }
+                Ok(AuthConfig::None {
+                    allow_anonymous: self.allow_anonymous,
+                })
+            }
+            AuthMode::Keys => self
+                .keys_file
+                .clone()
+                .map(AuthConfig::Keys)
+                .ok_or_else(|| "--auth keys needs --keys-file".to_owned()),
+            AuthMode::Jwt => {
+                let key = match (
+                    &self.jwt_secret_file,
+                    &self.jwt_public_key_file,
+                    &self.jwt_jwks_file,
+                ) {
+                    (Some(secret), None, None) => KeySource::SecretFile(secret.clone()),
+                    (None, Some(pem), None) => KeySource::PublicKeyFile(pem.clone()),
+                    (None, None, Some(jwks)) => KeySource::JwksFile(jwks.clone()),
+                    _ => {
+                        return Err("--auth jwt needs exactly one of --jwt-secret-file, \
+                                    --jwt-public-key-file, --jwt-jwks-file"
+                            .into());
+                    }
+                };
+                Ok(AuthConfig::Jwt {
+                    key,
+                    issuer: self.jwt_issuer.clone(),
+                    audience: self.jwt_audience.clone(),
+                })
+            }
+        }
     }
 }
 
@@ -139,7 +268,17 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run_server(listener, config, shutdown_signal()).await {
+    let metrics_listener = match args.metrics {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                error!(metrics = %addr, "failed to listen for metrics: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    match run_with_metrics(listener, metrics_listener, config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
@@ -179,6 +318,27 @@ mod tests {
             .expect("valid");
         assert_eq!(config.limits.max_questions, 4);
         assert_eq!(config.max_wait, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn no_auth_on_a_public_address_is_refused_with_the_fix() {
+        let err = parse(&["--listen", "0.0.0.0:50051"])
+            .to_config()
+            .expect_err("refused");
+        assert!(
+            err.contains("--auth keys") && err.contains("--allow-anonymous"),
+            "{err}"
+        );
+        let allowed = parse(&["--listen", "0.0.0.0:50051", "--allow-anonymous"]).to_config();
+        assert!(allowed.is_ok());
+        assert!(
+            parse(&["--auth", "keys"]).to_config().is_err(),
+            "keys need a file"
+        );
+        assert!(
+            parse(&["--auth", "jwt"]).to_config().is_err(),
+            "jwt needs a key"
+        );
     }
 
     #[test]

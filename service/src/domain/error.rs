@@ -91,6 +91,16 @@ pub enum AskError {
     NotPending { settled: Option<Settled> },
     #[error("too many pending questions: {0}")]
     TooManyPending(String),
+    #[error("too many subscribers: {0}")]
+    TooManySubscribers(String),
+    #[error("too many asks: {0}")]
+    RateLimited(String),
+    /// No valid credential. The text names what is wrong with the credential itself,
+    /// never anything about other tenants.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     #[error("the node is draining; retry with the same request_id")]
     ShuttingDown,
     /// A fault of the server itself (a broken invariant, an unreachable store).
@@ -115,6 +125,10 @@ impl AskError {
             Self::AskExpired => "ASK_EXPIRED",
             Self::NotPending { .. } => "NOT_PENDING",
             Self::TooManyPending(_) => "TOO_MANY_PENDING",
+            Self::TooManySubscribers(_) => "TOO_MANY_SUBSCRIBERS",
+            Self::RateLimited(_) => "RATE_LIMITED",
+            Self::Unauthenticated(_) => "UNAUTHENTICATED",
+            Self::PermissionDenied(_) => "PERMISSION_DENIED",
             Self::ShuttingDown => "SHUTTING_DOWN",
             Self::Internal(_) => "INTERNAL",
         }

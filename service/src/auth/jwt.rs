@@ -1,0 +1,212 @@
+//! JWT bearer tokens (HS256, RS256, ES256) through the `jsonwebtoken` crate. The key
+//! comes from a secret file (HS256), a PEM public key (RS256 or ES256) or a JWKS file
+//! (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present,
+//! `iss` and `aud` when configured. Claims: `sub`, `tenant`, `roles`, optional
+//! `sessions` (patterns).
+
+use std::{collections::HashMap, path::Path, time::Duration};
+
+use anyhow::{Context as _, bail};
+use jsonwebtoken::{
+    Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header,
+    errors::ErrorKind, jwk::JwkSet,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{Failure, Principal, Role, parse_roles};
+
+/// The claims askgate reads (and `askgate token` writes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub tenant: String,
+    pub roles: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
+    pub exp: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+/// Where the verification key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// HS256 with the file's bytes (trailing newline trimmed) as the secret.
+    SecretFile(std::path::PathBuf),
+    /// RS256 or ES256, by the PEM's key type.
+    PublicKeyFile(std::path::PathBuf),
+    /// A JSON Web Key Set; the token's `kid` picks the key.
+    JwksFile(std::path::PathBuf),
+}
+
+enum Keys {
+    One(Algorithm, DecodingKey),
+    ByKid(HashMap<String, (Algorithm, DecodingKey)>),
+}
+
+pub struct JwtVerifier {
+    keys: Keys,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut secret =
+        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
+    while secret.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        secret.pop();
+    }
+    if secret.len() < 32 {
+        bail!(
+            "the HS256 secret in {} must be at least 32 bytes",
+            path.display()
+        );
+    }
+    Ok(secret)
+}
+
+impl JwtVerifier {
+    pub fn new(
+        source: &KeySource,
+        issuer: Option<String>,
+        audience: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let keys = match source {
+            KeySource::SecretFile(path) => Keys::One(
+                Algorithm::HS256,
+                DecodingKey::from_secret(&read_secret(path)?)?,
+            ),
+            KeySource::PublicKeyFile(path) => {
+                let pem = std::fs::read(path)
+                    .with_context(|| format!("failed to read {}", path.display()))?;
+                match DecodingKey::from_rsa_pem(&pem) {
+                    Ok(key) => Keys::One(Algorithm::RS256, key),
+                    Err(_) => Keys::One(
+                        Algorithm::ES256,
+                        DecodingKey::from_ec_pem(&pem).with_context(|| {
+                            format!("{} is neither an RSA nor an EC public key", path.display())
+                        })?,
+                    ),
+                }
+            }
+            KeySource::JwksFile(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("failed to read {}", path.display()))?;
+                let set: JwkSet = serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a JWKS", path.display()))?;
+                let mut keys = HashMap::new();
+                for jwk in &set.keys {
+                    let (Some(kid), Some(alg)) = (&jwk.common.key_id, jwk.common.key_algorithm)
+                    else {
+                        bail!("every key in {} needs a kid and an alg", path.display());
+                    };
+                    let alg = Algorithm::try_from(alg).context("unsupported JWKS alg")?;
+                    if !matches!(alg, Algorithm::HS256 | Algorithm::RS256 | Algorithm::ES256) {
+                        bail!("JWKS key {kid}: only HS256, RS256 and ES256 are accepted");
+                    }
+                    keys.insert(kid.clone(), (alg, DecodingKey::from_jwk(jwk)?));
+                }
+                Keys::ByKid(keys)
+            }
+        };
+        Ok(Self {
+            keys,
+            issuer,
+            audience,
+        })
+    }
+
+    pub fn authenticate(&self, token: &str) -> Result<Principal, Failure> {
+        let header = decode_header(token).map_err(|_| Failure::Malformed)?;
+        let (alg, key) = match &self.keys {
+            Keys::One(alg, key) => (*alg, key),
+            Keys::ByKid(keys) => {
+                let kid = header.kid.as_deref().ok_or(Failure::UnknownKey)?;
+                let (alg, key) = keys.get(kid).ok_or(Failure::UnknownKey)?;
+                (*alg, key)
+            }
+        };
+        // Only the key's own algorithm: a token may not choose another (or `none`).
+        if header.alg != alg {
+            return Err(Failure::BadSignature);
+        }
+        let mut validation = Validation::new(alg);
+        validation.validate_nbf = true;
+        validation.leeway = 5;
+        match &self.issuer {
+            Some(issuer) => validation.set_issuer(&[issuer]),
+            None => validation.iss = None,
+        }
+        match &self.audience {
+            Some(audience) => validation.set_audience(&[audience]),
+            None => validation.validate_aud = false,
+        }
+        let claims = decode::<Claims>(token, key, &validation)
+            .map_err(|e| match e.kind() {
+                ErrorKind::ExpiredSignature => Failure::Expired,
+                ErrorKind::ImmatureSignature => Failure::NotYetValid,
+                ErrorKind::InvalidIssuer => Failure::WrongIssuer,
+                ErrorKind::InvalidAudience => Failure::WrongAudience,
+                ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Failure::BadSignature,
+                ErrorKind::MissingRequiredClaim(_) | ErrorKind::Json(_) => Failure::BadClaims,
+                _ => Failure::Malformed,
+            })?
+            .claims;
+        let roles =
+            parse_roles(claims.roles.iter().map(String::as_str)).map_err(|_| Failure::BadClaims)?;
+        if claims.sub.is_empty() || claims.tenant.is_empty() || roles.is_empty() {
+            return Err(Failure::BadClaims);
+        }
+        Ok(Principal {
+            sub: claims.sub,
+            tenant: claims.tenant.into(),
+            roles,
+            sessions: claims.sessions,
+        })
+    }
+}
+
+/// What `askgate token` puts in a token.
+#[derive(Debug, Clone)]
+pub struct TokenSpec {
+    pub sub: String,
+    pub tenant: String,
+    pub roles: Vec<Role>,
+    pub sessions: Option<Vec<String>>,
+    pub ttl: Duration,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+}
+
+/// Mints an HS256 token (for tests and demos) with the secret in `secret_file`.
+pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the clock is before 1970")?
+        .as_secs();
+    let claims = Claims {
+        sub: spec.sub.clone(),
+        tenant: spec.tenant.clone(),
+        roles: spec
+            .roles
+            .iter()
+            .map(|r| match r {
+                Role::Agent => "agent",
+                Role::Ui => "ui",
+                Role::Admin => "admin",
+            })
+            .map(str::to_owned)
+            .collect(),
+        sessions: spec.sessions.clone(),
+        exp: now + spec.ttl.as_secs(),
+        nbf: Some(now),
+        iss: spec.issuer.clone(),
+        aud: spec.audience.clone(),
+    };
+    let key = EncodingKey::from_secret(&read_secret(secret_file)?)?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).context("failed to sign")
+}

@@ -1,0 +1,213 @@
+//! API keys: a JSON file maps the SHA-256 of each key to a tenant, a subject, roles and
+//! optional session patterns. Keys themselves are never stored. A presented key is
+//! hashed and compared with every entry in constant time; the file is re-read on
+//! SIGHUP (a file that fails to parse keeps the previous keys).
+//!
+//! ```json
+//! {"keys": [
+//!   {"sha256": "9f86d08…", "tenant": "acme", "sub": "acme-ui", "roles": ["ui"]},
+//!   {"sha256": "60303ae…", "tenant": "acme", "sub": "worker-7", "roles": ["agent"],
+//!    "sessions": ["team-a/*"]}
+//! ]}
+//! ```
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use anyhow::{Context as _, bail};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::{Failure, Principal, Role, parse_roles};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyFile {
+    pub keys: Vec<KeyEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    /// Lowercase hex SHA-256 of the key.
+    pub sha256: String,
+    pub tenant: String,
+    pub sub: String,
+    pub roles: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Vec<String>>,
+}
+
+/// A parsed key: its hash and who it makes the caller.
+struct Key {
+    hash: [u8; 32],
+    principal: Principal,
+}
+
+/// The keys file, loaded and reloadable.
+pub struct KeyStore {
+    path: PathBuf,
+    keys: RwLock<Arc<Vec<Key>>>,
+}
+
+fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The lowercase hex SHA-256 of a key, as the keys file stores it.
+pub fn hash_hex(key: &str) -> String {
+    hex::encode(hash(key))
+}
+
+fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
+    file.keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let mut hash = [0u8; 32];
+            hex::decode_to_slice(&entry.sha256, &mut hash)
+                .with_context(|| format!("keys[{i}].sha256 is not 64 hex digits"))?;
+            if entry.tenant.is_empty() || entry.sub.is_empty() {
+                bail!("keys[{i}]: tenant and sub must not be empty");
+            }
+            let roles = parse_roles(entry.roles.iter().map(String::as_str))
+                .map_err(|e| anyhow::anyhow!("keys[{i}].roles: {e}"))?;
+            if roles.is_empty() {
+                bail!("keys[{i}].roles: give at least one of agent, ui, admin");
+            }
+            Ok(Key {
+                hash,
+                principal: Principal {
+                    sub: entry.sub,
+                    tenant: entry.tenant.into(),
+                    roles,
+                    sessions: entry.sessions,
+                },
+            })
+        })
+        .collect()
+}
+
+fn read(path: &Path) -> anyhow::Result<KeyFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read the keys file {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("failed to parse the keys file {}", path.display()))
+}
+
+impl KeyStore {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let keys = parse(read(path)?)?;
+        Ok(Self {
+            path: path.to_owned(),
+            keys: RwLock::new(Arc::new(keys)),
+        })
+    }
+
+    /// Re-reads the file; on failure the previous keys stay in force.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let keys = parse(read(&self.path)?)?;
+        let count = keys.len();
+        *self.keys.write() = Arc::new(keys);
+        tracing::info!(keys = count, path = %self.path.display(), "keys file reloaded");
+        Ok(())
+    }
+
+    pub fn authenticate(&self, token: &str) -> Result<Principal, Failure> {
+        let presented = hash(token);
+        let keys = self.keys.read().clone();
+        // Compare with every key, without stopping at a match, in constant time each.
+        let mut found = None;
+        for key in keys.iter() {
+            if bool::from(key.hash.ct_eq(&presented)) {
+                found = Some(&key.principal);
+            }
+        }
+        found.cloned().ok_or(Failure::UnknownKey)
+    }
+}
+
+/// `askgate keys add`: appends a new key to the file (created if missing) and returns
+/// the key itself, which is shown once and stored nowhere.
+pub fn add(
+    path: &Path,
+    tenant: &str,
+    sub: &str,
+    roles: &[Role],
+    sessions: Option<Vec<String>>,
+) -> anyhow::Result<String> {
+    let mut file = match path.exists() {
+        true => read(path)?,
+        false => KeyFile::default(),
+    };
+    let key = format!(
+        "agk_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let role_names = roles
+        .iter()
+        .map(|r| match r {
+            Role::Agent => "agent",
+            Role::Ui => "ui",
+            Role::Admin => "admin",
+        })
+        .map(str::to_owned)
+        .collect();
+    file.keys.push(KeyEntry {
+        sha256: hash_hex(&key),
+        tenant: tenant.to_owned(),
+        sub: sub.to_owned(),
+        roles: role_names,
+        sessions,
+    });
+    parse(file.clone())?;
+    let text = serde_json::to_string_pretty(&file).context("failed to encode the keys file")?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text + "\n")
+        .with_context(|| format!("failed to write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("failed to replace {}", path.display()))?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn added_keys_authenticate_and_others_do_not() {
+        let dir = std::env::temp_dir().join(format!("askgate-keys-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("keys.json");
+        let ui = add(&path, "acme", "acme-ui", &[Role::Ui], None).expect("add");
+        let agent = add(&path, "acme", "w", &[Role::Agent], Some(vec!["a/*".into()])).expect("add");
+        let store = KeyStore::load(&path).expect("load");
+        let principal = store.authenticate(&ui).expect("ui key");
+        assert_eq!(
+            (principal.sub.as_str(), &*principal.tenant),
+            ("acme-ui", "acme")
+        );
+        assert_eq!(
+            store.authenticate(&agent).expect("agent").sessions,
+            Some(vec!["a/*".into()])
+        );
+        assert_eq!(store.authenticate("agk_nope"), Err(Failure::UnknownKey));
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(!text.contains(&ui), "the key itself is never stored");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_broken_file_is_refused_with_the_entry_named() {
+        let file: KeyFile = serde_json::from_str(
+            r#"{"keys":[{"sha256":"xyz","tenant":"t","sub":"s","roles":["ui"]}]}"#,
+        )
+        .expect("json");
+        let err = parse(file).err().expect("refused").to_string();
+        assert!(err.contains("keys[0].sha256"), "{err}");
+    }
+}

@@ -1,0 +1,289 @@
+//! Who is calling: credentials (`authorization: Bearer ...`) to a [`Principal`] with a
+//! tenant, roles and optional session patterns, and what each role may do.
+//!
+//! The tenant comes from the credential only, never from a request field; every key
+//! below is (tenant, session), so another tenant's session simply does not exist for
+//! the caller.
+
+pub mod jwt;
+pub mod keys;
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataMap;
+
+use crate::domain::{AskError, DEFAULT_TENANT};
+
+/// What a credential may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Ask and Attach.
+    Agent,
+    /// Subscribe, Answer, Cancel, ListPending.
+    Ui,
+    /// Everything, within its tenant.
+    Admin,
+}
+
+impl Role {
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "agent" => Some(Self::Agent),
+            "ui" => Some(Self::Ui),
+            "admin" => Some(Self::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// The RPCs, as far as authorization is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Ask,
+    Attach,
+    Subscribe,
+    SubscribeAll,
+    Answer,
+    Cancel,
+    ListPending,
+}
+
+impl Action {
+    fn role(self) -> Role {
+        match self {
+            Self::Ask | Self::Attach => Role::Agent,
+            _ => Role::Ui,
+        }
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Who: recorded as `resolved_by` of what it resolves.
+    pub sub: String,
+    pub tenant: Arc<str>,
+    pub roles: Vec<Role>,
+    /// Session patterns (`*` matches any run of characters); `None`: every session.
+    pub sessions: Option<Vec<String>>,
+}
+
+impl Principal {
+    /// The caller when authentication is off: every role in the default tenant.
+    pub fn anonymous() -> Self {
+        Self {
+            sub: "anonymous".into(),
+            tenant: DEFAULT_TENANT.into(),
+            roles: vec![Role::Admin],
+            sessions: None,
+        }
+    }
+
+    /// Checks that this caller may do `action` on `session` (empty for none).
+    pub fn authorize(&self, action: Action, session: &str) -> Result<(), AskError> {
+        let role = action.role();
+        if !self.roles.iter().any(|r| *r == role || *r == Role::Admin) {
+            let needed = match role {
+                Role::Agent => "agent",
+                _ => "ui",
+            };
+            return Err(AskError::PermissionDenied(format!(
+                "this call needs the {needed} role"
+            )));
+        }
+        match (&self.sessions, action) {
+            (None, _) | (Some(_), Action::Attach) => Ok(()),
+            (Some(_), Action::SubscribeAll) => Err(AskError::PermissionDenied(
+                "all_sessions needs a credential that is not limited to some sessions".into(),
+            )),
+            (Some(patterns), _) if patterns.iter().any(|p| matches(p, session)) => Ok(()),
+            (Some(_), _) => Err(AskError::PermissionDenied(
+                "this credential may not use that session".into(),
+            )),
+        }
+    }
+}
+
+/// Glob match with `*` only: `team-a/*` matches `team-a/x` and `team-a/x/y`.
+pub fn matches(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let Some(first) = parts.next() else {
+        return text.is_empty();
+    };
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Why a credential was refused: the label of the `auth_failures_total` metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    Missing,
+    Malformed,
+    UnknownKey,
+    BadSignature,
+    Expired,
+    NotYetValid,
+    WrongIssuer,
+    WrongAudience,
+    BadClaims,
+}
+
+impl Failure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Malformed => "malformed",
+            Self::UnknownKey => "unknown_key",
+            Self::BadSignature => "bad_signature",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::WrongIssuer => "wrong_issuer",
+            Self::WrongAudience => "wrong_audience",
+            Self::BadClaims => "bad_claims",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Self::Missing => "send a credential as `authorization: Bearer <token>`",
+            Self::Malformed => "the credential is malformed",
+            Self::UnknownKey => "the API key is not valid",
+            Self::BadSignature => "the token's signature is not valid",
+            Self::Expired => "the token has expired",
+            Self::NotYetValid => "the token is not valid yet",
+            Self::WrongIssuer => "the token's issuer is not accepted",
+            Self::WrongAudience => "the token's audience is not accepted",
+            Self::BadClaims => "the token's claims are incomplete",
+        }
+    }
+
+    pub fn into_error(self) -> AskError {
+        AskError::Unauthenticated(self.message().into())
+    }
+}
+
+/// How credentials are checked.
+pub enum Authenticator {
+    /// Every caller is [`Principal::anonymous`].
+    None,
+    Keys(keys::KeyStore),
+    Jwt(jwt::JwtVerifier),
+}
+
+impl Authenticator {
+    /// The caller of a request, from its `authorization` metadata.
+    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Principal, Failure> {
+        if let Self::None = self {
+            return Ok(Principal::anonymous());
+        }
+        let header = metadata.get("authorization").ok_or(Failure::Missing)?;
+        let header = header.to_str().map_err(|_| Failure::Malformed)?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(Failure::Malformed)?;
+        match self {
+            Self::None => Ok(Principal::anonymous()),
+            Self::Keys(store) => store.authenticate(token),
+            Self::Jwt(verifier) => verifier.authenticate(token),
+        }
+    }
+
+    /// Re-reads the keys file (SIGHUP); other modes have nothing to reload.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        match self {
+            Self::Keys(store) => store.reload(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Parses a comma-separated or repeated roles list.
+pub fn parse_roles<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<Role>, String> {
+    names
+        .into_iter()
+        .map(|n| Role::parse(n.trim()).ok_or_else(|| format!("unknown role {n:?}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(roles: &[Role], sessions: Option<&[&str]>) -> Principal {
+        Principal {
+            sub: "s".into(),
+            tenant: "t".into(),
+            roles: roles.to_vec(),
+            sessions: sessions.map(|s| s.iter().map(|p| (*p).to_owned()).collect()),
+        }
+    }
+
+    #[test]
+    fn roles_allow_their_calls_only() {
+        let agent = principal(&[Role::Agent], None);
+        let ui = principal(&[Role::Ui], None);
+        let admin = principal(&[Role::Admin], None);
+        for action in [Action::Ask, Action::Attach] {
+            assert!(agent.authorize(action, "s").is_ok());
+            assert!(ui.authorize(action, "s").is_err());
+            assert!(admin.authorize(action, "s").is_ok());
+        }
+        for action in [
+            Action::Subscribe,
+            Action::SubscribeAll,
+            Action::Answer,
+            Action::Cancel,
+            Action::ListPending,
+        ] {
+            assert!(agent.authorize(action, "s").is_err(), "{action:?}");
+            assert!(ui.authorize(action, "s").is_ok());
+            assert!(admin.authorize(action, "s").is_ok());
+        }
+    }
+
+    #[test]
+    fn session_patterns_limit_sessions_and_forbid_all_sessions() {
+        let limited = principal(&[Role::Ui], Some(&["team-a/*", "solo"]));
+        assert!(limited.authorize(Action::Answer, "team-a/x").is_ok());
+        assert!(limited.authorize(Action::Answer, "solo").is_ok());
+        let denied = limited
+            .authorize(Action::Answer, "team-b/x")
+            .expect_err("other session");
+        assert_eq!(denied.reason(), "PERMISSION_DENIED");
+        assert!(limited.authorize(Action::SubscribeAll, "").is_err());
+    }
+
+    #[test]
+    fn glob_matching() {
+        for (pattern, text, expected) in [
+            ("*", "", true),
+            ("*", "anything", true),
+            ("a", "a", true),
+            ("a", "ab", false),
+            ("a*", "abc", true),
+            ("*c", "abc", true),
+            ("a*c", "abbbc", true),
+            ("a*c", "ab", false),
+            ("a*b*c", "axbyc", true),
+            ("a*b*c", "axcyb", false),
+            ("ab*ba", "aba", false),
+        ] {
+            assert_eq!(matches(pattern, text), expected, "{pattern} ~ {text}");
+        }
+    }
+}

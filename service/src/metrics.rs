@@ -1,0 +1,219 @@
+//! Prometheus metrics, served as text on their own listener (`--metrics`). Tenant
+//! labels are off unless asked for: with many tenants they multiply series.
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode, body::Bytes, service::service_fn};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo},
+    server::conn::auto,
+};
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
+
+use crate::backend::Backend;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The metrics of one node. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    tenant_labels: bool,
+    asks: Family<Labels, Counter>,
+    human_wait: Family<Labels, Histogram>,
+    conflicts: Family<Labels, Counter>,
+    auth_failures: Family<Labels, Counter>,
+    rpc_duration: Family<Labels, Histogram>,
+    pending: Gauge,
+    subscribers: Gauge,
+}
+
+impl Metrics {
+    pub fn new(tenant_labels: bool) -> Self {
+        let mut registry = Registry::with_prefix("askgate");
+        let asks = Family::<Labels, Counter>::default();
+        registry.register("asks", "Asks by how they ended", asks.clone());
+        // 1 s to about 9 hours.
+        let human_wait = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1.0, 2.0, 16))
+        });
+        registry.register(
+            "human_wait_seconds",
+            "Time from an ask's registration to a human's answer or cancel",
+            human_wait.clone(),
+        );
+        let conflicts = Family::<Labels, Counter>::default();
+        registry.register(
+            "answer_conflicts",
+            "Answers and cancels that lost the race (NOT_PENDING)",
+            conflicts.clone(),
+        );
+        let auth_failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "auth_failures",
+            "Refused credentials and calls, by reason",
+            auth_failures.clone(),
+        );
+        // 0.5 ms to about 4.6 hours (Ask waits for humans).
+        let rpc_duration = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 4.0, 13))
+        });
+        registry.register(
+            "rpc_duration_seconds",
+            "RPC handling time by method (Subscribe and Attach: until the stream opens)",
+            rpc_duration.clone(),
+        );
+        let pending = Gauge::default();
+        registry.register("pending_asks", "Asks waiting for a human", pending.clone());
+        let subscribers = Gauge::default();
+        registry.register("subscribers", "Open subscriptions", subscribers.clone());
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                tenant_labels,
+                asks,
+                human_wait,
+                conflicts,
+                auth_failures,
+                rpc_duration,
+                pending,
+                subscribers,
+            }),
+        }
+    }
+
+    fn labels(&self, tenant: &str, extra: Option<(&'static str, &str)>) -> Labels {
+        let mut labels = Vec::with_capacity(2);
+        if self.inner.tenant_labels {
+            labels.push(("tenant", tenant.to_owned()));
+        }
+        if let Some((key, value)) = extra {
+            labels.push((key, value.to_owned()));
+        }
+        labels
+    }
+
+    /// An ask ended with `outcome` (a resolution or an error reason) after `waited`.
+    pub fn ask_finished(&self, tenant: &str, outcome: &str, waited: Option<Duration>) {
+        self.inner
+            .asks
+            .get_or_create(&self.labels(tenant, Some(("outcome", outcome))))
+            .inc();
+        if let Some(waited) = waited {
+            self.inner
+                .human_wait
+                .get_or_create(&self.labels(tenant, None))
+                .observe(waited.as_secs_f64());
+        }
+    }
+
+    pub fn answer_conflict(&self, tenant: &str) {
+        self.inner
+            .conflicts
+            .get_or_create(&self.labels(tenant, None))
+            .inc();
+    }
+
+    pub fn auth_failure(&self, reason: &str) {
+        self.inner
+            .auth_failures
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc();
+    }
+
+    /// Times one RPC until the returned guard drops.
+    pub fn rpc_timer(&self, method: &'static str) -> RpcTimer {
+        RpcTimer {
+            metrics: self.clone(),
+            method,
+            started: Instant::now(),
+        }
+    }
+
+    /// The text exposition, with the gauges read from `backend` now.
+    pub async fn render(&self, backend: &dyn Backend) -> String {
+        let stats = backend.stats().await;
+        self.inner.pending.set(stats.pending as i64);
+        self.inner.subscribers.set(stats.subscribers as i64);
+        let mut text = String::new();
+        if let Err(e) = encode(&mut text, &self.inner.registry) {
+            warn!("failed to encode metrics: {e}");
+        }
+        text
+    }
+}
+
+/// Records an RPC's duration when dropped.
+pub struct RpcTimer {
+    metrics: Metrics,
+    method: &'static str,
+    started: Instant,
+}
+
+impl Drop for RpcTimer {
+    fn drop(&mut self) {
+        self.metrics
+            .inner
+            .rpc_duration
+            .get_or_create(&vec![("method", self.method.to_owned())])
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Metrics, backend: Arc<dyn Backend>) {
+    loop {
+        let (stream, peer): (_, SocketAddr) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                warn!("metrics listener failed to accept: {e}");
+                continue;
+            }
+        };
+        let (metrics, backend) = (metrics.clone(), backend.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let (metrics, backend) = (metrics.clone(), backend.clone());
+                async move {
+                    match request.uri().path() {
+                        "/metrics" => Response::builder()
+                            .header(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(Full::new(Bytes::from(metrics.render(&*backend).await))),
+                        _ => Response::builder()
+                            .status(StatusCode::NOT_FOUND)
+                            .body(Full::new(Bytes::from_static(b"try /metrics\n"))),
+                    }
+                }
+            });
+            if let Err(e) = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                debug!(%peer, "metrics connection ended: {e}");
+            }
+        });
+    }
+}
