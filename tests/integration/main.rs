@@ -18,5 +18,6 @@ mod security;
 mod service;
 mod shutdown;
 mod support;
+mod tls;
 mod tool;
 mod unattended;

@@ -293,3 +293,122 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
         assert!(quiet.is_err(), "tenant B saw {quiet:?}");
     }
 }
+
+/// GETs `/metrics` over plain HTTP/1.1.
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: askgate\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut response = String::new();
+    within("the scrape", stream.read_to_string(&mut response))
+        .await
+        .expect("response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// Checks the Prometheus / OpenMetrics text format line by line and returns the
+/// samples as `series -> value`.
+fn parse_exposition(text: &str) -> std::collections::HashMap<String, f64> {
+    let mut samples = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(comment) = line.strip_prefix("# ") {
+            let kind = comment.split_whitespace().next().unwrap_or_default();
+            assert!(
+                ["HELP", "TYPE", "UNIT", "EOF"].contains(&kind),
+                "bad comment: {line}"
+            );
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("`series value`");
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "unclosed labels in {line}");
+        }
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+        samples.insert(series.to_owned(), value);
+    }
+    assert!(
+        text.trim_end().ends_with("# EOF"),
+        "the exposition ends with # EOF"
+    );
+    samples
+}
+
+#[tokio::test]
+async fn the_metrics_endpoint_parses_and_its_counters_move() {
+    let dir = TempDir::new();
+    let secret = dir.file("secret", SECRET);
+    let server = TestServer::start_with_metrics(ServerConfig {
+        auth: AuthConfig::Jwt {
+            key: KeySource::SecretFile(secret),
+            issuer: Some(ISSUER.into()),
+            audience: Some(AUDIENCE.into()),
+        },
+        ..test_config()
+    })
+    .await;
+    let metrics = server.metrics_addr.expect("metrics");
+    let before = parse_exposition(&scrape(metrics).await);
+    assert_eq!(before.get("askgate_pending_asks"), Some(&0.0));
+
+    let token = sign(&claims("acme", "ana", &["agent", "ui"], None), SECRET);
+    let mut a = client(&server, Some(&token)).await;
+    let mut events = a.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut events).await;
+    let mut asker = a.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(Ask::new("s").question(question("q", "ok?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    let during = parse_exposition(&scrape(metrics).await);
+    assert_eq!(during.get("askgate_pending_asks"), Some(&1.0));
+    assert_eq!(during.get("askgate_subscribers"), Some(&1.0));
+    a.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let late = a
+        .answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await;
+    assert_eq!(late.expect_err("late").reason(), Reason::NotPending);
+    let anonymous = client(&server, None).await.list_pending("s").await;
+    assert_eq!(
+        anonymous.expect_err("refused").reason(),
+        Reason::Unauthenticated
+    );
+
+    let after = parse_exposition(&scrape(metrics).await);
+    assert_eq!(
+        after.get("askgate_asks_total{outcome=\"ANSWERED\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(after.get("askgate_answer_conflicts_total"), Some(&1.0));
+    assert_eq!(
+        after.get("askgate_auth_failures_total{reason=\"missing\"}"),
+        Some(&1.0)
+    );
+    assert_eq!(after.get("askgate_human_wait_seconds_count"), Some(&1.0));
+    assert_eq!(after.get("askgate_pending_asks"), Some(&0.0));
+    let answers = after.get("askgate_rpc_duration_seconds_count{method=\"Answer\"}");
+    assert_eq!(answers, Some(&2.0), "{after:?}");
+}

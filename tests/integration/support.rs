@@ -32,6 +32,8 @@ pub fn test_config() -> ServerConfig {
 /// An askgate server running in this process on 127.0.0.1:0. Stopped on drop.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// Where Prometheus metrics are served, when started with them.
+    pub metrics_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -42,16 +44,37 @@ impl TestServer {
     }
 
     pub async fn start_with(config: ServerConfig) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
+        Self::start_inner(config, false).await
+    }
+
+    /// A server that also serves Prometheus metrics on an ephemeral port.
+    pub async fn start_with_metrics(config: ServerConfig) -> Self {
+        Self::start_inner(config, true).await
+    }
+
+    async fn start_inner(config: ServerConfig, metrics: bool) -> Self {
+        let bind = || TcpListener::bind("127.0.0.1:0");
+        let listener = bind().await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
+        let metrics_listener = match metrics {
+            true => Some(bind().await.expect("bind metrics")),
+            false => None,
+        };
+        let metrics_addr = metrics_listener
+            .as_ref()
+            .map(|l| l.local_addr().expect("metrics addr"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(askgate_service::run(listener, config, async {
-            let _ = stopped.await;
-        }));
+        let handle = tokio::spawn(askgate_service::server::run_with_metrics(
+            listener,
+            metrics_listener,
+            config,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             addr,
+            metrics_addr,
             stop: Some(stop),
             handle: Some(handle),
         }
