@@ -210,3 +210,98 @@ pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String
     let key = EncodingKey::from_secret(&read_secret(secret_file)?)?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).context("failed to sign")
 }
+
+#[cfg(test)]
+mod tests {
+    use jsonwebtoken::encode;
+
+    use super::*;
+
+    fn claims() -> Claims {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        Claims {
+            sub: "ana".into(),
+            tenant: "acme".into(),
+            roles: vec!["ui".into()],
+            sessions: None,
+            exp: now + 60,
+            nbf: None,
+            iss: None,
+            aud: None,
+        }
+    }
+
+    fn base64url(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn dir() -> Dir {
+        let path = std::env::temp_dir().join(format!("askgate-jwt-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&path).expect("dir");
+        Dir(path)
+    }
+
+    #[test]
+    fn es256_public_keys_verify_and_other_algorithms_are_refused() {
+        let key = rcgen::KeyPair::generate().expect("P-256 key");
+        let dir = dir();
+        let public = dir.0.join("public.pem");
+        std::fs::write(&public, key.public_key_pem()).expect("write");
+        let verifier =
+            JwtVerifier::new(&KeySource::PublicKeyFile(public), None, None).expect("verifier");
+        let signing = EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).expect("key");
+        let token = encode(&Header::new(Algorithm::ES256), &claims(), &signing).expect("sign");
+        let principal = verifier.authenticate(&token).expect("valid");
+        assert_eq!(
+            (principal.sub.as_str(), &*principal.tenant),
+            ("ana", "acme")
+        );
+
+        // An HS256 token "signed" with the public key as a secret: the classic confusion.
+        let confused = EncodingKey::from_secret(key.public_key_pem().as_bytes()).expect("key");
+        let token = encode(&Header::new(Algorithm::HS256), &claims(), &confused).expect("sign");
+        assert_eq!(verifier.authenticate(&token), Err(Failure::BadSignature));
+    }
+
+    #[test]
+    fn a_jwks_picks_the_key_by_kid() {
+        let secret = b"a-jwks-secret-that-is-long-enough-for-hs256";
+        let dir = dir();
+        let jwks = dir.0.join("jwks.json");
+        let set = serde_json::json!({"keys": [
+            {"kty": "oct", "kid": "k1", "alg": "HS256", "k": base64url(secret)}
+        ]});
+        std::fs::write(&jwks, set.to_string()).expect("write");
+        let verifier = JwtVerifier::new(&KeySource::JwksFile(jwks), None, None).expect("jwks");
+        let key = EncodingKey::from_secret(secret).expect("key");
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("k1".into());
+        let token = encode(&header, &claims(), &key).expect("sign");
+        assert!(verifier.authenticate(&token).is_ok());
+        header.kid = Some("k2".into());
+        let token = encode(&header, &claims(), &key).expect("sign");
+        assert_eq!(verifier.authenticate(&token), Err(Failure::UnknownKey));
+    }
+}
