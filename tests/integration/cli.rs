@@ -287,6 +287,15 @@ async fn a_cancelled_ask_exits_3_with_the_reason() {
 }
 
 #[tokio::test]
+async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it() {
+    let (code, _, stderr) = finish(askgate(&["serve", "--listen", "0.0.0.0:0"])).await;
+    assert_eq!(code, 64, "{stderr}");
+    for fix in ["--auth keys", "--auth jwt", "--allow-anonymous"] {
+        assert!(stderr.contains(fix), "the message names {fix}: {stderr}");
+    }
+}
+
+#[tokio::test]
 async fn usage_errors_exit_64() {
     for args in [
         &["ask", "--session"][..],
