@@ -48,30 +48,10 @@ fn sign(claims: &Claims, secret: &str) -> String {
 
 /// A token whose header says `alg: none`, with no signature.
 fn unsigned(claims: &Claims) -> String {
-    use base64_url::encode as b64;
-    let header = b64(br#"{"alg":"none","typ":"JWT"}"#);
-    let body = b64(&serde_json::to_vec(claims).expect("json"));
+    use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD as b64};
+    let header = b64.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    let body = b64.encode(serde_json::to_vec(claims).expect("json"));
     format!("{header}.{body}.")
-}
-
-mod base64_url {
-    /// Unpadded base64url, enough to hand-craft a token.
-    pub fn encode(bytes: &[u8]) -> String {
-        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..=chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            }
-        }
-        out
-    }
 }
 
 struct JwtServer {
@@ -79,18 +59,22 @@ struct JwtServer {
     _dir: TempDir,
 }
 
-async fn jwt_server() -> JwtServer {
-    let dir = TempDir::new();
-    let secret = dir.file("secret", SECRET);
-    let server = TestServer::start_with(ServerConfig {
+/// A server accepting HS256 tokens signed with SECRET for ISSUER and AUDIENCE; the
+/// secret file lives in `dir`.
+fn jwt_config(dir: &TempDir) -> ServerConfig {
+    ServerConfig {
         auth: AuthConfig::Jwt {
-            key: KeySource::SecretFile(secret),
+            key: KeySource::SecretFile(dir.file("secret", SECRET)),
             issuer: Some(ISSUER.into()),
             audience: Some(AUDIENCE.into()),
         },
         ..test_config()
-    })
-    .await;
+    }
+}
+
+async fn jwt_server() -> JwtServer {
+    let dir = TempDir::new();
+    let server = TestServer::start_with(jwt_config(&dir)).await;
     JwtServer { server, _dir: dir }
 }
 
@@ -352,16 +336,7 @@ fn parse_exposition(text: &str) -> std::collections::HashMap<String, f64> {
 #[tokio::test]
 async fn the_metrics_endpoint_parses_and_its_counters_move() {
     let dir = TempDir::new();
-    let secret = dir.file("secret", SECRET);
-    let server = TestServer::start_with_metrics(ServerConfig {
-        auth: AuthConfig::Jwt {
-            key: KeySource::SecretFile(secret),
-            issuer: Some(ISSUER.into()),
-            audience: Some(AUDIENCE.into()),
-        },
-        ..test_config()
-    })
-    .await;
+    let server = TestServer::start_with_metrics(jwt_config(&dir)).await;
     let metrics = server.metrics_addr.expect("metrics");
     let before = parse_exposition(&scrape(metrics).await);
     assert_eq!(before.get("askgate_pending_asks"), Some(&0.0));

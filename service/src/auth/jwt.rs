@@ -191,16 +191,7 @@ pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String
     let claims = Claims {
         sub: spec.sub.clone(),
         tenant: spec.tenant.clone(),
-        roles: spec
-            .roles
-            .iter()
-            .map(|r| match r {
-                Role::Agent => "agent",
-                Role::Ui => "ui",
-                Role::Admin => "admin",
-            })
-            .map(str::to_owned)
-            .collect(),
+        roles: spec.roles.iter().map(|r| r.as_str().to_owned()).collect(),
         sessions: spec.sessions.clone(),
         exp: now + spec.ttl.as_secs(),
         nbf: Some(now),
@@ -213,6 +204,7 @@ pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String
 
 #[cfg(test)]
 mod tests {
+    use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
     use jsonwebtoken::encode;
 
     use super::*;
@@ -232,23 +224,6 @@ mod tests {
             iss: None,
             aud: None,
         }
-    }
-
-    fn base64url(bytes: &[u8]) -> String {
-        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..=chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            }
-        }
-        out
     }
 
     struct Dir(std::path::PathBuf);
@@ -291,7 +266,7 @@ mod tests {
         let dir = dir();
         let jwks = dir.0.join("jwks.json");
         let set = serde_json::json!({"keys": [
-            {"kty": "oct", "kid": "k1", "alg": "HS256", "k": base64url(secret)}
+            {"kty": "oct", "kid": "k1", "alg": "HS256", "k": URL_SAFE_NO_PAD.encode(secret)}
         ]});
         std::fs::write(&jwks, set.to_string()).expect("write");
         let verifier = JwtVerifier::new(&KeySource::JwksFile(jwks), None, None).expect("jwks");

@@ -149,15 +149,7 @@ pub fn add(
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
-    let role_names = roles
-        .iter()
-        .map(|r| match r {
-            Role::Agent => "agent",
-            Role::Ui => "ui",
-            Role::Admin => "admin",
-        })
-        .map(str::to_owned)
-        .collect();
+    let role_names = roles.iter().map(|r| r.as_str().to_owned()).collect();
     file.keys.push(KeyEntry {
         sha256: hash_hex(&key),
         tenant: tenant.to_owned(),

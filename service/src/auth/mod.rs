@@ -26,6 +26,15 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role's name in credentials.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Ui => "ui",
+            Self::Admin => "admin",
+        }
+    }
+
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "agent" => Some(Self::Agent),
