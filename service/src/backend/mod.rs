@@ -8,6 +8,7 @@
 #[macro_use]
 mod conformance;
 pub mod memory;
+pub mod redis;
 
 use std::{pin::Pin, sync::Arc};
 

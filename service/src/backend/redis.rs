@@ -1,0 +1,722 @@
+//! Shared state in Redis, for several askgate nodes behind one load balancer.
+//!
+//! **Status: storage layer only.** This module holds the Redis key layout and the two
+//! server-side scripts that make askgate's semantics hold across nodes: registration
+//! (store, append the event, publish it) and claim (check it is pending, remove it,
+//! record the outcome, append the event, publish it), each one atomic script, so the
+//! first claim wins whatever node it arrives on. The `Backend` implementation on top of it (cross-node fan-out
+//! through sharded pub/sub, the agent registry, node leases, `serve --backend redis`)
+//! is the next step of the scale-out work and is not wired in yet.
+//!
+//! Why redis-rs: it is the actively maintained Redis client for Rust (regular
+//! releases), async on tokio, with a `ConnectionManager` that reconnects by itself,
+//! Redis Cluster support, RESP3 push messages and sharded pub/sub (SSUBSCRIBE), which the
+//! fan-out needs. Scripts are sent by SHA with EVALSHA and reloaded on NOSCRIPT.
+//!
+//! Key layout: every key of a session carries the hash tag `{<tenant>/<session>}` (the
+//! tenant with `{`, `}` and `%` percent-encoded), so a session's keys live in one
+//! Redis Cluster slot and its scripts run on one shard:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `ag:{t/s}:asks` | hash | rpc_id → encoded `Requested` of each pending ask |
+//! | `ag:{t/s}:order` | zset | rpc_id → sequence number of its `requested` (oldest first) |
+//! | `ag:{t/s}:rids` | hash | rpc_id → request_id, for asks that have one |
+//! | `ag:{t/s}:events` | list | the last N events, `Q`/`R` + encoded `Requested`/`Resolved` |
+//! | `ag:{t/s}:head` | string | sequence number of the last event |
+//! | `ag:{t/s}:epoch` | string | the history's epoch: a new one if the keys were lost |
+//! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
+//! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
+//!
+//! The event of sequence number `n` is the list element `n - (head - len + 1)`: the
+//! scripts append and trim in the same step as they bump `head`, so the mapping holds.
+
+use std::time::Duration;
+
+use askgate_proto::v1::{Requested, Resolved};
+use prost::Message as _;
+use redis::{Script, aio::ConnectionManager};
+
+use crate::domain::{AskError, SessionKey, Settled};
+
+/// Sizes and windows of the Redis state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// Events each session keeps for cursor resume.
+    pub history_len: usize,
+    /// Pending asks one session may hold.
+    pub max_pending_per_session: usize,
+    /// How long a request_id's outcome, and NOT_PENDING's memory of a resolution, stay.
+    pub retention: Duration,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            history_len: 1000,
+            max_pending_per_session: 1024,
+            retention: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The keys of one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKeys {
+    tag: String,
+}
+
+impl SessionKeys {
+    pub fn new(key: &SessionKey) -> Self {
+        let mut tenant = String::with_capacity(key.tenant.len());
+        for c in key.tenant.chars() {
+            match c {
+                '{' => tenant.push_str("%7B"),
+                '}' => tenant.push_str("%7D"),
+                '%' => tenant.push_str("%25"),
+                c => tenant.push(c),
+            }
+        }
+        Self {
+            tag: format!("ag:{{{tenant}/{}}}", key.session_id),
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}:{name}", self.tag)
+    }
+
+    /// The pub/sub channel of the session's events (same hash slot as its keys).
+    pub fn channel(&self) -> String {
+        self.key("events:live")
+    }
+
+    fn request(&self, request_id: &str) -> String {
+        self.key(&format!("req:{request_id}"))
+    }
+}
+
+/// What registering an ask did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Registration {
+    /// A new pending ask, whose `requested` event has this sequence number.
+    New { seq: u64, epoch: String },
+    /// The request_id names an ask that is still pending: join it.
+    Joined { rpc_id: String },
+    /// The request_id names an ask that was resolved: here is how.
+    Recorded { rpc_id: String, resolved: Resolved },
+}
+
+/// One event of a session's history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredEvent {
+    Requested(Requested),
+    Resolved(Resolved),
+}
+
+const REGISTER: &str = r#"
+-- KEYS: asks order rids events head epoch request
+-- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
+if ARGV[3] ~= '' then
+  local state = redis.call('HGET', KEYS[7], 'state')
+  if state == 'P' then
+    return {'joined', redis.call('HGET', KEYS[7], 'rpc')}
+  elseif state == 'D' then
+    return {'recorded', redis.call('HGET', KEYS[7], 'rpc'), redis.call('HGET', KEYS[7], 'resolved')}
+  end
+end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
+  return {'full'}
+end
+local epoch = redis.call('GET', KEYS[6])
+if not epoch then
+  epoch = ARGV[6]
+  redis.call('SET', KEYS[6], epoch)
+end
+local seq = redis.call('INCR', KEYS[5])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+local event = 'Q' .. ARGV[2]
+redis.call('RPUSH', KEYS[4], event)
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
+  redis.call('PERSIST', KEYS[7])
+end
+redis.call('PUBLISH', ARGV[7], epoch .. ' ' .. seq .. ' ' .. event)
+return {'new', seq, epoch}
+"#;
+
+const CLAIM: &str = r#"
+-- KEYS: asks order rids events head epoch settled
+-- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+local seq = redis.call('INCR', KEYS[5])
+local epoch = redis.call('GET', KEYS[6]) or ''
+local event = 'R' .. ARGV[2]
+redis.call('RPUSH', KEYS[4], event)
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[7], ARGV[5])
+local request_id = redis.call('HGET', KEYS[3], ARGV[1])
+if request_id then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  -- The request key shares the session's hash tag, so it lives in this slot.
+  local request = ARGV[7] .. request_id
+  redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
+  redis.call('EXPIRE', request, ARGV[5])
+end
+redis.call('PUBLISH', ARGV[6], epoch .. ' ' .. seq .. ' ' .. event)
+return {'claimed', seq, epoch}
+"#;
+
+/// The session state of every node, in Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    config: RedisConfig,
+    register: Script,
+    claim: Script,
+}
+
+fn unavailable(error: redis::RedisError) -> AskError {
+    AskError::Internal(format!("redis: {error}"))
+}
+
+fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, AskError> {
+    M::decode(bytes).map_err(|e| AskError::Internal(format!("corrupt entry in redis: {e}")))
+}
+
+fn parse_settled(text: &str) -> Option<Settled> {
+    let (resolution, resolved_by) = text.split_once(' ')?;
+    Some(Settled {
+        resolution: askgate_proto::v1::Resolution::from_str_name(resolution)?,
+        resolved_by: resolved_by.to_owned(),
+    })
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://` or `rediss://`); reconnects by itself later.
+    pub async fn connect(url: &str, config: RedisConfig) -> anyhow::Result<Self> {
+        let client = redis::Client::open(url)?;
+        let conn = client.get_connection_manager().await?;
+        Ok(Self {
+            conn,
+            config,
+            register: Script::new(REGISTER),
+            claim: Script::new(CLAIM),
+        })
+    }
+
+    /// Stores a new ask (or finds the one its request_id names) and publishes its
+    /// `requested` event, atomically.
+    pub async fn register(
+        &self,
+        key: &SessionKey,
+        requested: &Requested,
+        request_id: &str,
+    ) -> Result<Registration, AskError> {
+        let keys = SessionKeys::new(key);
+        let request_key = keys.request(if request_id.is_empty() {
+            "-"
+        } else {
+            request_id
+        });
+        let reply: Vec<redis::Value> = self
+            .register
+            .key(keys.key("asks"))
+            .key(keys.key("order"))
+            .key(keys.key("rids"))
+            .key(keys.key("events"))
+            .key(keys.key("head"))
+            .key(keys.key("epoch"))
+            .key(request_key)
+            .arg(&requested.rpc_id)
+            .arg(requested.encode_to_vec())
+            .arg(request_id)
+            .arg(self.config.history_len.max(1))
+            .arg(self.config.max_pending_per_session)
+            .arg(uuid::Uuid::now_v7().simple().to_string())
+            .arg(keys.channel())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        let text = |i: usize| -> Result<String, AskError> {
+            redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
+                .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
+        };
+        match text(0)?.as_str() {
+            "new" => Ok(Registration::New {
+                seq: text(1)?
+                    .parse()
+                    .map_err(|_| AskError::Internal("bad seq".into()))?,
+                epoch: text(2)?,
+            }),
+            "joined" => Ok(Registration::Joined { rpc_id: text(1)? }),
+            "recorded" => {
+                let bytes: Vec<u8> =
+                    redis::from_redis_value_ref(reply.get(2).unwrap_or(&redis::Value::Nil))
+                        .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))?;
+                Ok(Registration::Recorded {
+                    rpc_id: text(1)?,
+                    resolved: decode(&bytes)?,
+                })
+            }
+            "full" => Err(AskError::TooManyPending(format!(
+                "at most {} pending asks per session",
+                self.config.max_pending_per_session
+            ))),
+            other => Err(AskError::Internal(format!(
+                "unexpected script reply {other:?}"
+            ))),
+        }
+    }
+
+    /// First wins: removes the pending ask, records how it ended and publishes its
+    /// `resolved` event, atomically. A later claim gets NOT_PENDING with the first's
+    /// resolution while it is remembered.
+    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<u64, AskError> {
+        let keys = SessionKeys::new(key);
+        let settled = format!(
+            "{} {}",
+            resolved.reason().as_str_name(),
+            resolved.resolved_by
+        );
+        let reply: Vec<redis::Value> = self
+            .claim
+            .key(keys.key("asks"))
+            .key(keys.key("order"))
+            .key(keys.key("rids"))
+            .key(keys.key("events"))
+            .key(keys.key("head"))
+            .key(keys.key("epoch"))
+            .key(keys.key("settled"))
+            .arg(&resolved.rpc_id)
+            .arg(resolved.encode_to_vec())
+            .arg(settled)
+            .arg(self.config.history_len.max(1))
+            .arg(self.config.retention.as_secs().max(1))
+            .arg(keys.channel())
+            .arg(keys.request(""))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        let text = |i: usize| -> Result<String, AskError> {
+            redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
+                .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
+        };
+        match text(0)?.as_str() {
+            "claimed" => text(1)?
+                .parse()
+                .map_err(|_| AskError::Internal("bad seq".into())),
+            "gone" => Err(AskError::NotPending {
+                settled: parse_settled(&text(1)?),
+            }),
+            other => Err(AskError::Internal(format!(
+                "unexpected script reply {other:?}"
+            ))),
+        }
+    }
+
+    /// The stored `Requested` of a pending ask.
+    pub async fn pending_ask(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, AskError> {
+        let keys = SessionKeys::new(key);
+        let mut conn = self.conn.clone();
+        let (bytes, settled): (Option<Vec<u8>>, Option<String>) = redis::pipe()
+            .hget(keys.key("asks"), rpc_id)
+            .hget(keys.key("settled"), rpc_id)
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        match bytes {
+            Some(bytes) => decode(&bytes),
+            None => Err(AskError::NotPending {
+                settled: settled.as_deref().and_then(parse_settled),
+            }),
+        }
+    }
+
+    /// The pending asks of a session, oldest first.
+    pub async fn pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        let keys = SessionKeys::new(key);
+        let mut conn = self.conn.clone();
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(keys.key("order"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(keys.key("asks"))
+            .arg(&ids)
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        entries.into_iter().flatten().map(|b| decode(&b)).collect()
+    }
+
+    /// The history's epoch and the sequence number of its last event.
+    pub async fn head(&self, key: &SessionKey) -> Result<(Option<String>, u64), AskError> {
+        let keys = SessionKeys::new(key);
+        let mut conn = self.conn.clone();
+        let (epoch, head): (Option<String>, Option<u64>) = redis::pipe()
+            .get(keys.key("epoch"))
+            .get(keys.key("head"))
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok((epoch, head.unwrap_or(0)))
+    }
+
+    /// The events after `seq` with their sequence numbers, when the history (of that
+    /// epoch) still holds all of them; `None` when the caller must reset.
+    pub async fn events_after(
+        &self,
+        key: &SessionKey,
+        epoch: &str,
+        seq: u64,
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+        let keys = SessionKeys::new(key);
+        let mut conn = self.conn.clone();
+        let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =
+            redis::pipe()
+                .get(keys.key("epoch"))
+                .get(keys.key("head"))
+                .lrange(keys.key("events"), 0, -1)
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+        let head = head.unwrap_or(0);
+        let first = head + 1 - entries.len() as u64;
+        if stored_epoch.as_deref() != Some(epoch) || seq > head || seq + 1 < first {
+            return Ok(None);
+        }
+        let mut events = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            let n = first + i as u64;
+            if n > seq {
+                events.push((n, parse_event(entry)?));
+            }
+        }
+        Ok(Some(events))
+    }
+}
+
+/// Decodes a history entry (or the payload of a pub/sub message after its prefix).
+pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, AskError> {
+    match entry.split_first() {
+        Some((b'Q', payload)) => Ok(StoredEvent::Requested(decode(payload)?)),
+        Some((b'R', payload)) => Ok(StoredEvent::Resolved(decode(payload)?)),
+        _ => Err(AskError::Internal("corrupt history entry in redis".into())),
+    }
+}
+
+/// A real `redis-server` on a free loopback port in a temporary directory, for tests;
+/// stopped (and its directory removed) when dropped.
+#[cfg(test)]
+pub(crate) struct TestRedis {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    pub url: String,
+}
+
+#[cfg(test)]
+impl TestRedis {
+    pub(crate) async fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/test.sh installs it)");
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url.as_str()).expect("url");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+                let pong: redis::RedisResult<String> =
+                    redis::cmd("PING").query_async(&mut conn).await;
+                if pong.is_ok() {
+                    break;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not answer on port {port} within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Self { child, dir, url }
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Question, Resolution};
+
+    use super::*;
+
+    fn requested(rpc_id: &str) -> Requested {
+        Requested {
+            rpc_id: rpc_id.into(),
+            session_id: "s".into(),
+            questions: vec![Question {
+                id: "q".into(),
+                question: "ok?".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn resolved(rpc_id: &str, reason: Resolution, by: &str) -> Resolved {
+        Resolved {
+            rpc_id: rpc_id.into(),
+            session_id: "s".into(),
+            reason: reason.into(),
+            resolved_by: by.into(),
+            ..Default::default()
+        }
+    }
+
+    async fn store(redis: &TestRedis) -> RedisStore {
+        RedisStore::connect(&redis.url, RedisConfig::default())
+            .await
+            .expect("connect")
+    }
+
+    fn key() -> SessionKey {
+        SessionKey::new("acme{x}", "team/s-1")
+    }
+
+    #[test]
+    fn a_sessions_keys_share_one_hash_tag_and_braces_in_tenants_cannot_break_it() {
+        let keys = SessionKeys::new(&key());
+        assert_eq!(keys.key("asks"), "ag:{acme%7Bx%7D/team/s-1}:asks");
+        assert!(keys.channel().starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
+        assert!(keys.request("r").starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
+    }
+
+    #[tokio::test]
+    async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() {
+        let redis = TestRedis::start().await;
+        let store = store(&redis).await;
+        let registered = store
+            .register(&key(), &requested("r1"), "")
+            .await
+            .expect("register");
+        let Registration::New { seq, epoch } = registered else {
+            panic!("expected a new ask, got {registered:?}");
+        };
+        assert_eq!(seq, 1);
+        assert_eq!(
+            store
+                .pending_ask(&key(), "r1")
+                .await
+                .expect("pending")
+                .rpc_id,
+            "r1"
+        );
+        assert_eq!(store.pending(&key()).await.expect("list").len(), 1);
+
+        let claimed = store
+            .claim(&key(), &resolved("r1", Resolution::Answered, "ana"))
+            .await
+            .expect("first claim wins");
+        assert_eq!(claimed, 2);
+        let late = store
+            .claim(&key(), &resolved("r1", Resolution::Cancelled, "bo"))
+            .await;
+        assert_eq!(
+            late,
+            Err(AskError::NotPending {
+                settled: Some(Settled {
+                    resolution: Resolution::Answered,
+                    resolved_by: "ana".into()
+                })
+            })
+        );
+        assert!(store.pending(&key()).await.expect("list").is_empty());
+        let events = store
+            .events_after(&key(), &epoch, 0)
+            .await
+            .expect("history");
+        let events = events.expect("held");
+        assert_eq!(events.len(), 2);
+        assert!(matches!(&events[0], (1, StoredEvent::Requested(r)) if r.rpc_id == "r1"));
+        assert!(matches!(&events[1], (2, StoredEvent::Resolved(r)) if r.resolved_by == "ana"));
+        assert_eq!(
+            store
+                .events_after(&key(), "another-epoch", 0)
+                .await
+                .expect("history"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn concurrent_claims_have_exactly_one_winner() {
+        let redis = TestRedis::start().await;
+        let store = store(&redis).await;
+        for round in 0..20 {
+            let rpc_id = format!("r{round}");
+            store
+                .register(&key(), &requested(&rpc_id), "")
+                .await
+                .expect("register");
+            let claims: Vec<_> = (0..16)
+                .map(|i| {
+                    let (store, rpc_id) = (store.clone(), rpc_id.clone());
+                    tokio::spawn(async move {
+                        let by = format!("ui-{i}");
+                        store
+                            .claim(&key(), &resolved(&rpc_id, Resolution::Answered, &by))
+                            .await
+                    })
+                })
+                .collect();
+            let mut winners = 0;
+            for claim in claims {
+                match claim.await.expect("join") {
+                    Ok(_) => winners += 1,
+                    Err(e) => assert_eq!(e.reason(), "NOT_PENDING"),
+                }
+            }
+            assert_eq!(winners, 1, "round {round}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() {
+        let redis = TestRedis::start().await;
+        let store = store(&redis).await;
+        assert!(matches!(
+            store
+                .register(&key(), &requested("r1"), "req")
+                .await
+                .expect("register"),
+            Registration::New { .. }
+        ));
+        assert_eq!(
+            store
+                .register(&key(), &requested("r2"), "req")
+                .await
+                .expect("retry"),
+            Registration::Joined {
+                rpc_id: "r1".into()
+            }
+        );
+        let outcome = resolved("r1", Resolution::Cancelled, "ana");
+        store.claim(&key(), &outcome).await.expect("claim");
+        assert_eq!(
+            store
+                .register(&key(), &requested("r3"), "req")
+                .await
+                .expect("late retry"),
+            Registration::Recorded {
+                rpc_id: "r1".into(),
+                resolved: outcome
+            }
+        );
+        assert_eq!(store.pending(&key()).await.expect("list").len(), 0);
+    }
+
+    #[tokio::test]
+    async fn history_is_trimmed_and_an_old_cursor_must_reset() {
+        let redis = TestRedis::start().await;
+        let store = RedisStore::connect(
+            &redis.url,
+            RedisConfig {
+                history_len: 4,
+                ..RedisConfig::default()
+            },
+        )
+        .await
+        .expect("connect");
+        for i in 0..5 {
+            let rpc_id = format!("r{i}");
+            store
+                .register(&key(), &requested(&rpc_id), "")
+                .await
+                .expect("register");
+            store
+                .claim(&key(), &resolved(&rpc_id, Resolution::Answered, "a"))
+                .await
+                .expect("claim");
+        }
+        let (epoch, head) = store.head(&key()).await.expect("head");
+        let epoch = epoch.expect("an epoch");
+        assert_eq!(head, 10);
+        let recent = store
+            .events_after(&key(), &epoch, 7)
+            .await
+            .expect("history");
+        assert_eq!(
+            recent
+                .expect("held")
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>(),
+            [8, 9, 10]
+        );
+        assert_eq!(
+            store
+                .events_after(&key(), &epoch, 2)
+                .await
+                .expect("history"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn the_pending_limit_is_enforced_in_the_script() {
+        let redis = TestRedis::start().await;
+        let store = RedisStore::connect(
+            &redis.url,
+            RedisConfig {
+                max_pending_per_session: 1,
+                ..RedisConfig::default()
+            },
+        )
+        .await
+        .expect("connect");
+        store
+            .register(&key(), &requested("r1"), "")
+            .await
+            .expect("first");
+        let full = store.register(&key(), &requested("r2"), "").await;
+        assert!(matches!(full, Err(AskError::TooManyPending(_))));
+    }
+}
