@@ -4,9 +4,11 @@
 //! server-side scripts that make askgate's semantics hold across nodes: registration
 //! (store, append the event, publish it) and claim (check it is pending, remove it,
 //! record the outcome, append the event, publish it), each one atomic script, so the
-//! first claim wins whatever node it arrives on. The `Backend` implementation on top of it (cross-node fan-out
-//! through sharded pub/sub, the agent registry, node leases, `serve --backend redis`)
-//! is the next step of the scale-out work and is not wired in yet.
+//! first claim wins whatever node it arrives on. [`super::redis_fanout`] carries the
+//! published events to the other nodes. The `Backend` implementation on top of both
+//! (subscriptions and waiting asks across nodes, the agent registry, node leases,
+//! `serve --backend redis`) is the next step of the scale-out work and is not wired in
+//! yet.
 //!
 //! Why redis-rs: it is the actively maintained Redis client for Rust (regular
 //! releases), async on tokio, with a `ConnectionManager` that reconnects by itself,
