@@ -158,8 +158,8 @@ impl Default for ServerConfig {
                 allow_anonymous: false,
             },
             tls: None,
-            ask_rate: 100,
-            ask_burst: 200,
+            ask_rate: 1000,
+            ask_burst: 2000,
             metrics_tenant_labels: false,
         }
     }

@@ -71,10 +71,10 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_METRICS_TENANT_LABELS")]
     pub metrics_tenant_labels: bool,
     /// Asks a tenant may start per second, sustained.
-    #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = 100)]
+    #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = ServerConfig::default().ask_rate)]
     pub ask_rate: u32,
     /// Asks a tenant may start at once above the sustained rate.
-    #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = 200)]
+    #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = ServerConfig::default().ask_burst)]
     pub ask_burst: u32,
     /// Pending asks one tenant may hold over all its sessions.
     #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = MemoryConfig::default().max_pending_per_tenant)]
