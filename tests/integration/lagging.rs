@@ -7,7 +7,7 @@ use askgate_client::{Ask, Event, Reason, answer, question};
 use askgate_service::{ServerConfig, backend::memory::MemoryConfig};
 use tokio::sync::Semaphore;
 
-use crate::support::{TestServer, next_event, next_requested, subscribed, until_synced, within};
+use crate::support::{TestServer, next_event, next_requested, subscribed, within};
 
 /// 5,000 asks answered: 10,000 events.
 const FLOOD_ASKS: usize = 5_000;
@@ -126,23 +126,33 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
         before_reset < EVENTS / 4,
         "{before_reset} of {EVENTS} events were queued for a stalled subscriber"
     );
-    let snapshot = until_synced(&mut stalled).await;
-    let snapshot_ids: HashSet<String> = snapshot
-        .iter()
-        .map(|e| match e {
-            Event::Requested { requested, .. } => requested.rpc_id.clone(),
-            other => panic!("unexpected {other:?} in the snapshot"),
-        })
-        .collect();
-    assert_eq!(snapshot_ids, pending);
-
-    // And it follows live events again.
-    let some = pending.iter().next().expect("pending").clone();
-    client.cancel("flood", &some, "").await.expect("cancel");
-    match next_event(&mut stalled).await {
-        Event::Resolved { resolved, .. } => assert_eq!(resolved.rpc_id, some),
-        other => panic!("expected resolved, got {other:?}"),
+    // From the reset on, the subscriber rebuilds its view: the snapshot, then live
+    // events (and, if it fell behind again, another reset and snapshot). Resolving one
+    // held ask marks the end: once its `resolved` arrives, everything before it has.
+    let marker = pending.iter().next().expect("pending").clone();
+    client.cancel("flood", &marker, "").await.expect("cancel");
+    let mut view: HashSet<String> = HashSet::new();
+    loop {
+        match next_event(&mut stalled).await {
+            Event::Reset => view.clear(),
+            Event::Requested { requested, .. } => {
+                view.insert(requested.rpc_id);
+            }
+            Event::Resolved { resolved, .. } => {
+                view.remove(&resolved.rpc_id);
+                if resolved.rpc_id == marker {
+                    break;
+                }
+            }
+            Event::Synced { .. } => {}
+        }
     }
+    let mut expected = pending.clone();
+    expected.remove(&marker);
+    assert_eq!(
+        view, expected,
+        "the rebuilt view is exactly what is pending"
+    );
     for holder in holders {
         holder.abort();
     }
