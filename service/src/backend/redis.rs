@@ -70,21 +70,12 @@ pub struct SessionKeys {
 
 impl SessionKeys {
     pub fn new(key: &SessionKey) -> Self {
-        let mut tenant = String::with_capacity(key.tenant.len());
-        for c in key.tenant.chars() {
-            match c {
-                '{' => tenant.push_str("%7B"),
-                '}' => tenant.push_str("%7D"),
-                '%' => tenant.push_str("%25"),
-                c => tenant.push(c),
-            }
-        }
         Self {
-            tag: format!("ag:{{{tenant}/{}}}", key.session_id),
+            tag: format!("ag:{{{}/{}}}", escape_tenant(&key.tenant), key.session_id),
         }
     }
 
-    fn key(&self, name: &str) -> String {
+    pub fn key(&self, name: &str) -> String {
         format!("{}:{name}", self.tag)
     }
 
@@ -95,6 +86,49 @@ impl SessionKeys {
 
     fn request(&self, request_id: &str) -> String {
         self.key(&format!("req:{request_id}"))
+    }
+}
+
+fn escape_tenant(tenant: &str) -> String {
+    let mut escaped = String::with_capacity(tenant.len());
+    for c in tenant.chars() {
+        match c {
+            '{' => escaped.push_str("%7B"),
+            '}' => escaped.push_str("%7D"),
+            '%' => escaped.push_str("%25"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// The keys of one tenant: its `all_sessions` channel and the index of its sessions
+/// with pending asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantKeys {
+    tag: String,
+}
+
+impl TenantKeys {
+    pub fn new(tenant: &str) -> Self {
+        Self {
+            tag: format!("ag:tenant:{{{}}}", escape_tenant(tenant)),
+        }
+    }
+
+    /// Every event of every session of the tenant.
+    pub fn channel(&self) -> String {
+        format!("{}:live", self.tag)
+    }
+
+    /// Sessions that (may) have pending asks, for an `all_sessions` snapshot.
+    pub fn sessions(&self) -> String {
+        format!("{}:sessions", self.tag)
+    }
+
+    /// Set (with a short expiry) while some node has an `all_sessions` subscriber.
+    pub fn attended(&self) -> String {
+        format!("{}:attended", self.tag)
     }
 }
 
@@ -117,8 +151,9 @@ pub enum StoredEvent {
 }
 
 const REGISTER: &str = r#"
--- KEYS: asks order rids events head epoch request
+-- KEYS: asks order rids events head epoch request tenant_sessions
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
+--       tenant_channel session_id
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -146,13 +181,17 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
   redis.call('PERSIST', KEYS[7])
 end
-redis.call('PUBLISH', ARGV[7], epoch .. ' ' .. seq .. ' ' .. event)
+redis.call('SADD', KEYS[8], ARGV[9])
+local message = epoch .. ' ' .. seq .. ' ' .. event
+redis.call('PUBLISH', ARGV[7], message)
+redis.call('PUBLISH', ARGV[8], message)
 return {'new', seq, epoch}
 "#;
 
 const CLAIM: &str = r#"
--- KEYS: asks order rids events head epoch settled
+-- KEYS: asks order rids events head epoch settled tenant_sessions
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
+--       tenant_channel session_id
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
@@ -173,7 +212,12 @@ if request_id then
   redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
   redis.call('EXPIRE', request, ARGV[5])
 end
-redis.call('PUBLISH', ARGV[6], epoch .. ' ' .. seq .. ' ' .. event)
+if redis.call('HLEN', KEYS[1]) == 0 then
+  redis.call('SREM', KEYS[8], ARGV[9])
+end
+local message = epoch .. ' ' .. seq .. ' ' .. event
+redis.call('PUBLISH', ARGV[6], message)
+redis.call('PUBLISH', ARGV[8], message)
 return {'claimed', seq, epoch}
 "#;
 
@@ -238,6 +282,7 @@ impl RedisStore {
             .key(keys.key("head"))
             .key(keys.key("epoch"))
             .key(request_key)
+            .key(TenantKeys::new(&key.tenant).sessions())
             .arg(&requested.rpc_id)
             .arg(requested.encode_to_vec())
             .arg(request_id)
@@ -245,6 +290,8 @@ impl RedisStore {
             .arg(self.config.max_pending_per_session)
             .arg(uuid::Uuid::now_v7().simple().to_string())
             .arg(keys.channel())
+            .arg(TenantKeys::new(&key.tenant).channel())
+            .arg(&*key.session_id)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -298,6 +345,7 @@ impl RedisStore {
             .key(keys.key("head"))
             .key(keys.key("epoch"))
             .key(keys.key("settled"))
+            .key(TenantKeys::new(&key.tenant).sessions())
             .arg(&resolved.rpc_id)
             .arg(resolved.encode_to_vec())
             .arg(settled)
@@ -305,6 +353,8 @@ impl RedisStore {
             .arg(self.config.retention.as_secs().max(1))
             .arg(keys.channel())
             .arg(keys.request(""))
+            .arg(TenantKeys::new(&key.tenant).channel())
+            .arg(&*key.session_id)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
