@@ -990,7 +990,11 @@ impl Drop for Subscription {
 mod tests {
     use super::*;
 
-    backend_conformance_suite!(MemoryBackend::new);
+    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+        (Arc::new(MemoryBackend::new(config)), Box::new(()))
+    }
+
+    backend_conformance_suite!(make);
 
     #[test]
     fn cursors_round_trip_and_garbage_is_refused() {

@@ -9,6 +9,7 @@
 mod conformance;
 pub mod memory;
 pub mod redis;
+pub mod redis_backend;
 pub mod redis_fanout;
 
 use std::{pin::Pin, sync::Arc};

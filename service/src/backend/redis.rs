@@ -395,25 +395,56 @@ impl RedisStore {
 
     /// The pending asks of a session, oldest first.
     pub async fn pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        Ok(self
+            .pending_with_seq(key)
+            .await?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect())
+    }
+
+    /// The pending asks of a session with the sequence numbers of their `requested`
+    /// events, oldest first.
+    pub async fn pending_with_seq(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Vec<(u64, Requested)>, AskError> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
-        let ids: Vec<String> = redis::cmd("ZRANGE")
+        let order: Vec<(String, u64)> = redis::cmd("ZRANGE")
             .arg(keys.key("order"))
             .arg(0)
             .arg(-1)
+            .arg("WITHSCORES")
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        if ids.is_empty() {
+        if order.is_empty() {
             return Ok(Vec::new());
         }
+        let ids: Vec<&String> = order.iter().map(|(id, _)| id).collect();
         let entries: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
             .arg(keys.key("asks"))
             .arg(&ids)
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        entries.into_iter().flatten().map(|b| decode(&b)).collect()
+        order
+            .iter()
+            .zip(entries)
+            .filter_map(|((_, seq), bytes)| bytes.map(|b| (*seq, b)))
+            .map(|(seq, bytes)| Ok((seq, decode(&bytes)?)))
+            .collect()
+    }
+
+    /// Sessions of a tenant that may have pending asks.
+    pub async fn tenant_sessions(&self, tenant: &str) -> Result<Vec<String>, AskError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("SMEMBERS")
+            .arg(TenantKeys::new(tenant).sessions())
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)
     }
 
     /// The history's epoch and the sequence number of its last event.

@@ -1,0 +1,1068 @@
+//! The [`Backend`] over Redis: any number of askgate nodes share the state in
+//! [`RedisStore`] and see each other's events through [`Fanout`].
+//!
+//! Node-local parts: the calls waiting on this node (their outcome arrives as the
+//! `resolved` event of their session, through a per-session pump), this node's
+//! subscribers (live events merged with the session history by sequence number), and
+//! short-lived presence keys that this node refreshes while it holds them: "someone
+//! follows this session" (the unattended rule), "a call waits for this ask" (the
+//! reattach grace), agent leases and exclusive holds. A node that dies stops refreshing,
+//! so what it held expires.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use askgate_proto::v1::{
+    Question, Requested, Reset, Resolved, SubscribeResponse, Synced, Unattended,
+    subscribe_response::Event,
+};
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use redis::{AsyncCommands, aio::ConnectionManager};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::{
+    Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions,
+    redis::{RedisConfig, RedisStore, Registration, SessionKeys, StoredEvent, TenantKeys},
+    redis_fanout::{Fanout, LiveEvent},
+};
+use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+
+/// Settings of the Redis backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisBackendConfig {
+    pub url: String,
+    pub store: RedisConfig,
+    /// How long a session counts as attended after this node's last subscriber left.
+    pub reconnect_grace: Duration,
+    /// Events a subscriber may fall behind before it gets `reset`.
+    pub subscriber_buffer: usize,
+    /// How long presence, waiter and agent leases last without a refresh.
+    pub lease: Duration,
+}
+
+impl RedisBackendConfig {
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            store: RedisConfig::default(),
+            reconnect_grace: Duration::from_secs(5),
+            subscriber_buffer: 1024,
+            lease: Duration::from_secs(10),
+        }
+    }
+}
+
+type Message = Arc<SubscribeResponse>;
+/// An agent lease held on this node: its incarnation, and who to tell when a newer
+/// attach replaces it.
+type LocalLease = (String, Option<oneshot::Sender<()>>);
+type WaiterKey = (SessionKey, String);
+
+/// The Redis [`Backend`].
+#[derive(Clone)]
+pub struct RedisBackend {
+    node: Arc<Node>,
+}
+
+struct Node {
+    id: String,
+    store: RedisStore,
+    fanout: Fanout,
+    conn: ConnectionManager,
+    config: RedisBackendConfig,
+    /// Calls waiting on this node, by (session, rpc_id).
+    waiters: Mutex<HashMap<WaiterKey, Vec<oneshot::Sender<Outcome>>>>,
+    /// Sessions whose pump delivers outcomes to this node's waiters.
+    pumps: Mutex<HashSet<SessionKey>>,
+    /// Presence keys this node keeps alive, with how many local holders each has.
+    attended: Mutex<HashMap<String, usize>>,
+    /// Agent leases held on this node: (tenant, agent_id) → incarnation, and who to tell
+    /// when a newer attach replaces it.
+    leases: Mutex<HashMap<(String, String), LocalLease>>,
+    exclusive: Mutex<HashMap<String, String>>,
+    closed: AtomicBool,
+    /// Set at shutdown: subscriptions deliver what was written, then end.
+    closing: tokio::sync::watch::Sender<bool>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn redis_error(error: redis::RedisError) -> AskError {
+    AskError::Internal(format!("redis: {error}"))
+}
+
+fn message(cursor: String, event: Event) -> Message {
+    Arc::new(SubscribeResponse {
+        cursor,
+        event: Some(event),
+    })
+}
+
+fn cursor(epoch: &str, seq: u64) -> String {
+    format!("{epoch}-{seq}")
+}
+
+fn parse_cursor(cursor: &str) -> Option<(&str, u64)> {
+    let (epoch, seq) = cursor.rsplit_once('-')?;
+    Some((epoch, seq.parse().ok()?))
+}
+
+fn outcome_of(resolved: &Resolved) -> Outcome {
+    Outcome {
+        resolution: resolved.reason(),
+        answers: resolved.answers.clone(),
+        resolved_by: resolved.resolved_by.clone(),
+        cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
+    }
+}
+
+fn stored_to_event(event: &StoredEvent) -> Event {
+    match event {
+        StoredEvent::Requested(r) => Event::Requested(r.clone()),
+        StoredEvent::Resolved(r) => Event::Resolved(r.clone()),
+    }
+}
+
+impl RedisBackend {
+    pub async fn connect(config: RedisBackendConfig) -> anyhow::Result<Self> {
+        let store = RedisStore::connect(&config.url, config.store.clone()).await?;
+        let fanout = Fanout::connect(&config.url).await?;
+        let conn = redis::Client::open(config.url.as_str())?
+            .get_connection_manager()
+            .await?;
+        let node = Arc::new(Node {
+            id: Uuid::new_v4().simple().to_string(),
+            store,
+            fanout,
+            conn,
+            config,
+            waiters: Mutex::default(),
+            pumps: Mutex::default(),
+            attended: Mutex::default(),
+            leases: Mutex::default(),
+            exclusive: Mutex::default(),
+            closed: AtomicBool::new(false),
+            closing: tokio::sync::watch::channel(false).0,
+        });
+        tokio::spawn(refresh_until_dropped(Arc::downgrade(&node)));
+        Ok(Self { node })
+    }
+}
+
+/// Keeps this node's presence keys, waiter marks, agent leases and exclusive holds
+/// alive, and notices leases that a newer attach on another node replaced.
+async fn refresh_until_dropped(node: Weak<Node>) {
+    loop {
+        let Some(node) = node.upgrade() else {
+            return;
+        };
+        let period = (node.config.reconnect_grace / 3)
+            .min(node.config.lease / 3)
+            .max(Duration::from_millis(50));
+        if let Err(e) = node.refresh().await {
+            warn!("refreshing redis leases failed: {e}");
+        }
+        drop(node);
+        tokio::time::sleep(period).await;
+    }
+}
+
+impl Node {
+    fn grace_ms(&self) -> u64 {
+        (self.config.reconnect_grace.as_millis() as u64).max(1)
+    }
+
+    fn lease_ms(&self) -> u64 {
+        (self.config.lease.as_millis() as u64).max(1)
+    }
+
+    async fn refresh(&self) -> Result<(), AskError> {
+        let mut pipe = redis::pipe();
+        for key in self
+            .attended
+            .lock()
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, _)| k)
+        {
+            pipe.cmd("SET")
+                .arg(key)
+                .arg(&self.id)
+                .arg("PX")
+                .arg(self.grace_ms())
+                .ignore();
+        }
+        let live: Vec<WaiterKey> = {
+            let mut waiters = self.waiters.lock();
+            waiters.retain(|_, senders| {
+                senders.retain(|s| !s.is_closed());
+                !senders.is_empty()
+            });
+            waiters.keys().cloned().collect()
+        };
+        let expires = now_ms() + self.lease_ms();
+        for (key, rpc_id) in &live {
+            let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
+            pipe.hset(&mark, &self.id, expires).ignore();
+            pipe.pexpire(&mark, self.lease_ms() as i64).ignore();
+        }
+        for key in self.exclusive.lock().keys() {
+            pipe.pexpire(key, self.lease_ms() as i64).ignore();
+        }
+        let leases: Vec<((String, String), String)> = self
+            .leases
+            .lock()
+            .iter()
+            .map(|(k, (inc, _))| (k.clone(), inc.clone()))
+            .collect();
+        for ((tenant, agent_id), _) in &leases {
+            pipe.pexpire(agent_key(tenant, agent_id), self.lease_ms() as i64)
+                .ignore();
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        // A newer attach elsewhere replaced one of ours: that lease is over.
+        for ((tenant, agent_id), incarnation) in leases {
+            let current: Option<String> = conn
+                .hget(agent_key(&tenant, &agent_id), "inc")
+                .await
+                .map_err(redis_error)?;
+            if current.as_deref() != Some(incarnation.as_str())
+                && let Some((_, superseded)) = self.leases.lock().remove(&(tenant, agent_id))
+                && let Some(superseded) = superseded
+            {
+                let _ = superseded.send(());
+            }
+        }
+        Ok(())
+    }
+
+    fn hold_attended(&self, key: String) {
+        *self.attended.lock().entry(key).or_default() += 1;
+    }
+
+    fn release_attended(&self, key: &str) {
+        let mut attended = self.attended.lock();
+        if let Some(count) = attended.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                // The key itself expires after the reconnect grace: that is the grace.
+                attended.remove(key);
+            }
+        }
+    }
+
+    /// Semantics 8: someone follows the session or its tenant, now or within the grace.
+    async fn attended(&self, key: &SessionKey) -> Result<bool, AskError> {
+        let mut conn = self.conn.clone();
+        let count: u64 = redis::cmd("EXISTS")
+            .arg(SessionKeys::new(key).key("attended"))
+            .arg(TenantKeys::new(&key.tenant).attended())
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        Ok(count > 0)
+    }
+
+    /// Semantics 7: the agent is attached with that incarnation, its parent is not.
+    async fn check_caller(
+        &self,
+        tenant: &str,
+        agent: &askgate_proto::v1::AgentRef,
+    ) -> Result<(), AskError> {
+        let mut conn = self.conn.clone();
+        let (incarnation, parent): (Option<String>, Option<String>) = redis::pipe()
+            .hget(agent_key(tenant, &agent.agent_id), "inc")
+            .hget(agent_key(tenant, &agent.agent_id), "parent")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        if incarnation.as_deref() != Some(agent.incarnation.as_str()) {
+            return Err(AskError::CallerNotLive);
+        }
+        if let Some(parent) = parent.filter(|p| !p.is_empty()) {
+            let live: bool = conn
+                .exists(agent_key(tenant, &parent))
+                .await
+                .map_err(redis_error)?;
+            if live {
+                return Err(AskError::DelegatedCaller);
+            }
+        }
+        Ok(())
+    }
+
+    fn add_waiter(&self, key: &SessionKey, rpc_id: &str) -> oneshot::Receiver<Outcome> {
+        let (outcome_tx, outcome_rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .entry((key.clone(), rpc_id.to_owned()))
+            .or_default()
+            .push(outcome_tx);
+        outcome_rx
+    }
+
+    fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
+        if let Some(waiters) = self
+            .waiters
+            .lock()
+            .remove(&(key.clone(), resolved.rpc_id.clone()))
+        {
+            let outcome = outcome_of(resolved);
+            for waiter in waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+    }
+
+    /// Waiters whose ask resolved while this node was not listening (a lag, a
+    /// reconnect): their outcome is in the history, or recorded.
+    async fn recover_waiters(&self, key: &SessionKey) {
+        let rpc_ids: Vec<String> = self
+            .waiters
+            .lock()
+            .keys()
+            .filter(|(k, _)| k == key)
+            .map(|(_, r)| r.clone())
+            .collect();
+        if rpc_ids.is_empty() {
+            return;
+        }
+        let Ok((Some(epoch), _)) = self.store.head(key).await else {
+            return;
+        };
+        let Ok(Some(events)) = self.store.events_after(key, &epoch, 0).await else {
+            return;
+        };
+        for (_, event) in events {
+            if let StoredEvent::Resolved(resolved) = event
+                && rpc_ids.contains(&resolved.rpc_id)
+            {
+                self.deliver(key, &resolved);
+            }
+        }
+    }
+}
+
+fn agent_key(tenant: &str, agent_id: &str) -> String {
+    format!(
+        "{}:agent:{agent_id}",
+        TenantKeys::new(tenant).channel().trim_end_matches(":live")
+    )
+}
+
+fn agent_asks_key(tenant: &str, agent_id: &str, incarnation: &str) -> String {
+    format!("{}:asks:{incarnation}", agent_key(tenant, agent_id))
+}
+
+/// Delivers the outcomes of a session's asks to the calls waiting on this node, for
+/// as long as any wait.
+async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Arc<LiveEvent>>) {
+    let channel = SessionKeys::new(&key).channel();
+    loop {
+        let waiting = node.waiters.lock().keys().any(|(k, _)| *k == key);
+        if !waiting {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_secs(1), live.recv()).await {
+            Ok(Ok(event)) => {
+                if let StoredEvent::Resolved(resolved) = &event.event {
+                    node.deliver(&key, resolved);
+                }
+            }
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => node.recover_waiters(&key).await,
+            Ok(Err(broadcast::error::RecvError::Closed)) => break,
+            Err(_) => node.recover_waiters(&key).await,
+        }
+    }
+    node.pumps.lock().remove(&key);
+    drop(live);
+    node.fanout.release(&channel).await;
+}
+
+/// Where a subscriber's events go, and what it has sent so far.
+struct Follower {
+    node: Arc<Node>,
+    events_tx: mpsc::Sender<Message>,
+}
+
+/// What forwarding a live event did.
+enum Forwarded {
+    Sent,
+    /// The subscriber's buffer is full: it fell behind and must be reset.
+    Behind,
+    Closed,
+}
+
+impl Follower {
+    /// Sends, waiting for room (replays and snapshots).
+    async fn send(&self, message: Message) -> bool {
+        self.events_tx.send(message).await.is_ok()
+    }
+
+    /// Forwards a live event without waiting: a subscriber that cannot keep up gets
+    /// `reset` and a snapshot instead of an ever-growing queue.
+    fn forward(&self, message: Message) -> Forwarded {
+        match self.events_tx.try_send(message) {
+            Ok(()) => Forwarded::Sent,
+            Err(mpsc::error::TrySendError::Full(_)) => Forwarded::Behind,
+            Err(mpsc::error::TrySendError::Closed(_)) => Forwarded::Closed,
+        }
+    }
+
+    /// The pending asks of a session as `requested` events with their own cursors.
+    async fn snapshot_session(&self, key: &SessionKey, epoch: &str) -> Result<bool, AskError> {
+        for (seq, requested) in self.node.store.pending_with_seq(key).await? {
+            if !self
+                .send(message(cursor(epoch, seq), Event::Requested(requested)))
+                .await
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends the stored events after `last` (a gap in the live stream, or the final
+    /// catch-up at shutdown); returns the new last sequence number, or None when the
+    /// history no longer holds them (the caller resets).
+    async fn catch_up(
+        &self,
+        key: &SessionKey,
+        epoch: &str,
+        last: u64,
+    ) -> Result<Option<u64>, AskError> {
+        let Some(events) = self.node.store.events_after(key, epoch, last).await? else {
+            return Ok(None);
+        };
+        let mut last = last;
+        for (seq, event) in events {
+            if !self
+                .send(message(cursor(epoch, seq), stored_to_event(&event)))
+                .await
+            {
+                return Ok(Some(last));
+            }
+            last = seq;
+        }
+        Ok(Some(last))
+    }
+
+    /// Replay then follow one session, merging live events with the history by
+    /// sequence number: no gap, no duplicate; `reset` and a snapshot when the history
+    /// cannot fill a gap or the epoch changed.
+    async fn session(
+        self,
+        key: SessionKey,
+        after: Option<String>,
+        mut live: broadcast::Receiver<Arc<LiveEvent>>,
+        mut closing: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), AskError> {
+        let (epoch, head) = self.node.store.head(&key).await?;
+        let mut epoch = epoch.unwrap_or_default();
+        let mut last = head;
+        let resumed = match after.as_deref().and_then(parse_cursor) {
+            Some((e, seq)) if e == epoch => self.node.store.events_after(&key, e, seq).await?,
+            _ => None,
+        };
+        match resumed {
+            Some(events) => {
+                for (seq, event) in events {
+                    if !self
+                        .send(message(cursor(&epoch, seq), stored_to_event(&event)))
+                        .await
+                    {
+                        return Ok(());
+                    }
+                }
+                self.send(message(
+                    cursor(&epoch, head),
+                    Event::Synced(Synced { resumed: true }),
+                ))
+                .await;
+            }
+            None => {
+                if after.is_some()
+                    && !self
+                        .send(message(String::new(), Event::Reset(Reset {})))
+                        .await
+                {
+                    return Ok(());
+                }
+                if !self.snapshot_session(&key, &epoch).await? {
+                    return Ok(());
+                }
+                self.send(message(
+                    cursor(&epoch, head),
+                    Event::Synced(Synced { resumed: false }),
+                ))
+                .await;
+            }
+        }
+        loop {
+            let event = tokio::select! {
+                () = self.events_tx.closed() => return Ok(()),
+                _ = closing.changed() => {
+                    // Shutdown: deliver what was written up to now, then end.
+                    if !epoch.is_empty() {
+                        self.catch_up(&key, &epoch, last).await?;
+                    }
+                    return Ok(());
+                }
+                event = live.recv() => event,
+            };
+            let resync = match event {
+                Ok(event) => {
+                    if epoch.is_empty() {
+                        epoch = event.epoch.clone();
+                    }
+                    if event.epoch != epoch {
+                        true
+                    } else if event.seq <= last {
+                        false
+                    } else if event.seq == last + 1 {
+                        match self.forward(message(
+                            cursor(&epoch, event.seq),
+                            stored_to_event(&event.event),
+                        )) {
+                            Forwarded::Sent => {
+                                last = event.seq;
+                                false
+                            }
+                            Forwarded::Behind => true,
+                            Forwarded::Closed => return Ok(()),
+                        }
+                    } else {
+                        match self.catch_up(&key, &epoch, last).await? {
+                            Some(new_last) => {
+                                last = new_last;
+                                false
+                            }
+                            None => true,
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => true,
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            if resync {
+                let (new_epoch, head) = self.node.store.head(&key).await?;
+                epoch = new_epoch.unwrap_or_default();
+                last = head;
+                if !self
+                    .send(message(String::new(), Event::Reset(Reset {})))
+                    .await
+                    || !self.snapshot_session(&key, &epoch).await?
+                {
+                    return Ok(());
+                }
+                self.send(message(
+                    cursor(&epoch, head),
+                    Event::Synced(Synced { resumed: false }),
+                ))
+                .await;
+            }
+        }
+    }
+
+    /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
+    /// first), then live events, skipping those the snapshot already covered.
+    async fn tenant(
+        self,
+        tenant: String,
+        reset_first: bool,
+        mut live: broadcast::Receiver<Arc<LiveEvent>>,
+        mut closing: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), AskError> {
+        // session_id → (epoch, last sequence number sent or covered)
+        let mut seen: HashMap<String, (String, u64)> = HashMap::new();
+        let mut first = reset_first;
+        loop {
+            if first
+                && !self
+                    .send(message(String::new(), Event::Reset(Reset {})))
+                    .await
+            {
+                return Ok(());
+            }
+            first = true;
+            seen.clear();
+            let mut pending = Vec::new();
+            for session_id in self.node.store.tenant_sessions(&tenant).await? {
+                let key = SessionKey::new(tenant.as_str(), session_id.as_str());
+                let (epoch, head) = self.node.store.head(&key).await?;
+                let epoch = epoch.unwrap_or_default();
+                for (seq, requested) in self.node.store.pending_with_seq(&key).await? {
+                    pending.push((epoch.clone(), seq, requested));
+                }
+                seen.insert(session_id, (epoch, head));
+            }
+            pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
+            for (epoch, seq, requested) in pending {
+                if !self
+                    .send(message(cursor(&epoch, seq), Event::Requested(requested)))
+                    .await
+                {
+                    return Ok(());
+                }
+            }
+            self.send(message(
+                String::new(),
+                Event::Synced(Synced { resumed: false }),
+            ))
+            .await;
+            loop {
+                let event = tokio::select! {
+                    () = self.events_tx.closed() => return Ok(()),
+                    _ = closing.changed() => {
+                        for (session_id, (epoch, last)) in seen.clone() {
+                            let key = SessionKey::new(tenant.as_str(), session_id.as_str());
+                            if !epoch.is_empty() {
+                                self.catch_up(&key, &epoch, last).await?;
+                            }
+                        }
+                        return Ok(());
+                    }
+                    event = live.recv() => event,
+                };
+                match event {
+                    Ok(event) => {
+                        let session_id = match &event.event {
+                            StoredEvent::Requested(r) => r.session_id.clone(),
+                            StoredEvent::Resolved(r) => r.session_id.clone(),
+                        };
+                        let entry = seen
+                            .entry(session_id)
+                            .or_insert_with(|| (event.epoch.clone(), 0));
+                        if entry.0 == event.epoch && event.seq <= entry.1 {
+                            continue;
+                        }
+                        *entry = (event.epoch.clone(), event.seq);
+                        match self.forward(message(
+                            cursor(&event.epoch, event.seq),
+                            stored_to_event(&event.event),
+                        )) {
+                            Forwarded::Sent => {}
+                            Forwarded::Behind => break,
+                            Forwarded::Closed => return Ok(()),
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Releases what a subscription held on this node when its stream is dropped.
+struct Held {
+    node: Arc<Node>,
+    channel: String,
+    attended: String,
+    exclusive: Option<String>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.node.release_attended(&self.attended);
+        let node = self.node.clone();
+        let channel = std::mem::take(&mut self.channel);
+        let exclusive = self.exclusive.take();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Some(key) = exclusive {
+                    node.exclusive.lock().remove(&key);
+                    let mut conn = node.conn.clone();
+                    let _: Result<(), _> = conn.del(&key).await;
+                }
+                node.fanout.release(&channel).await;
+            });
+        }
+    }
+}
+
+/// A subscription's stream: the follower task's output, holding its resources.
+struct HeldStream {
+    events: ReceiverStream<Message>,
+    _held: Held,
+}
+
+impl tokio_stream::Stream for HeldStream {
+    type Item = Message;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Message>> {
+        std::pin::Pin::new(&mut self.events).poll_next(cx)
+    }
+}
+
+impl RedisBackend {
+    /// Resolves the asks an agent made under `incarnation`: its lease ended.
+    async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let node = &self.node;
+        let set = agent_asks_key(tenant, agent_id, incarnation);
+        let mut conn = node.conn.clone();
+        let members: Vec<String> = conn.smembers(&set).await.unwrap_or_default();
+        let _: Result<(), _> = conn.del(&set).await;
+        for member in members {
+            let Some((session_id, rpc_id)) = member.split_once('\n') else {
+                continue;
+            };
+            let key = SessionKey::new(tenant, session_id);
+            let _ = self.claim(&key, rpc_id, Outcome::aborted()).await;
+        }
+    }
+
+    fn ensure_pump(&self, key: &SessionKey, live: broadcast::Receiver<Arc<LiveEvent>>) {
+        if self.node.pumps.lock().insert(key.clone()) {
+            tokio::spawn(pump(self.node.clone(), key.clone(), live));
+        }
+    }
+}
+
+fn resolved_of(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
+    Resolved {
+        rpc_id: rpc_id.to_owned(),
+        session_id: key.session_id.to_string(),
+        reason: outcome.resolution.into(),
+        answers: outcome.answers.clone(),
+        resolved_by: outcome.resolved_by.clone(),
+        resolved_at: Some(SystemTime::now().into()),
+        cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        let node = &self.node;
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let key = ask.key.clone();
+        if let Some(agent) = &ask.agent {
+            node.check_caller(&key.tenant, agent).await?;
+        }
+        if ask.if_unattended == Unattended::Fail && !node.attended(&key).await? {
+            return Err(AskError::NoProvider);
+        }
+        let rpc_id = Uuid::now_v7().to_string();
+        let requested = Requested {
+            rpc_id: rpc_id.clone(),
+            session_id: key.session_id.to_string(),
+            questions: ask.questions,
+            agent: ask.agent.clone(),
+            labels: ask.labels,
+            requested_at: Some(SystemTime::now().into()),
+            expires_at: ask.expires_at.map(Into::into),
+        };
+        // Listen first and wait under the new id, so an answer given the instant the
+        // ask is stored (on any node) cannot be missed.
+        let live = node
+            .fanout
+            .follow(&SessionKeys::new(&key).channel())
+            .await?;
+        let outcome = node.add_waiter(&key, &rpc_id);
+        let registered = node.store.register(&key, &requested, &ask.request_id).await;
+        let (rpc_id, outcome) = match registered {
+            Ok(Registration::New { .. }) => (rpc_id, outcome),
+            Ok(Registration::Joined { rpc_id: joined }) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                let outcome = node.add_waiter(&key, &joined);
+                // It may have resolved between the script and the wait: recover.
+                if node.store.pending_ask(&key, &joined).await.is_err() {
+                    node.recover_waiters(&key).await;
+                }
+                (joined, outcome)
+            }
+            Ok(Registration::Recorded {
+                rpc_id: recorded,
+                resolved,
+            }) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                let (outcome_tx, outcome) = oneshot::channel();
+                let _ = outcome_tx.send(outcome_of(&resolved));
+                (recorded, outcome)
+            }
+            Err(e) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                return Err(e);
+            }
+        };
+        self.ensure_pump(&key, live);
+        if let Some(agent) = &ask.agent {
+            let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
+            let mut conn = node.conn.clone();
+            let _: Result<(), _> = redis::pipe()
+                .sadd(&set, format!("{}\n{rpc_id}", key.session_id))
+                .ignore()
+                .pexpire(&set, node.lease_ms() as i64 * 6)
+                .ignore()
+                .query_async(&mut conn)
+                .await;
+            // A detach that ran meanwhile did not see this ask: abort it now.
+            if node.check_caller(&key.tenant, agent).await.is_err() {
+                let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
+            }
+        }
+        Ok(Registered { rpc_id, outcome })
+    }
+
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+        Ok(self.node.store.pending_ask(key, rpc_id).await?.questions)
+    }
+
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), AskError> {
+        let resolved = resolved_of(key, rpc_id, &outcome);
+        self.node.store.claim(key, &resolved).await?;
+        // Local waiters hear it from the pump too; delivering here spares them the hop.
+        self.node.deliver(key, &resolved);
+        Ok(())
+    }
+
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+        let node = &self.node;
+        let waiting_here = {
+            let mut waiters = node.waiters.lock();
+            let entry = (key.clone(), rpc_id.to_owned());
+            match waiters.get_mut(&entry) {
+                Some(senders) => {
+                    senders.retain(|s| !s.is_closed());
+                    let live = !senders.is_empty();
+                    if !live {
+                        waiters.remove(&entry);
+                    }
+                    live
+                }
+                None => false,
+            }
+        };
+        if waiting_here {
+            return Ok(());
+        }
+        let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
+        let mut conn = node.conn.clone();
+        let _: Result<(), _> = conn.hdel(&mark, &node.id).await;
+        let marks: HashMap<String, u64> = conn.hgetall(&mark).await.map_err(redis_error)?;
+        if marks.values().any(|expires| *expires > now_ms()) {
+            return Ok(());
+        }
+        self.claim(key, rpc_id, Outcome::aborted()).await
+    }
+
+    async fn subscribe(
+        &self,
+        scope: Scope,
+        options: SubscribeOptions,
+    ) -> Result<EventStream, AskError> {
+        let node = self.node.clone();
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let (events_tx, events_rx) = mpsc::channel(node.config.subscriber_buffer.max(1));
+        let follower = Follower {
+            node: node.clone(),
+            events_tx,
+        };
+        let closing = node.closing.subscribe();
+        let (channel, attended, exclusive, task) = match scope {
+            Scope::Session(key) => {
+                let keys = SessionKeys::new(&key);
+                let exclusive = match options.exclusive {
+                    true => {
+                        let hold = keys.key("exclusive");
+                        let mut conn = node.conn.clone();
+                        let taken: Option<String> = redis::cmd("SET")
+                            .arg(&hold)
+                            .arg(&node.id)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(node.lease_ms())
+                            .query_async(&mut conn)
+                            .await
+                            .map_err(redis_error)?;
+                        if taken.is_none() {
+                            return Err(AskError::DuplicateProvider);
+                        }
+                        node.exclusive.lock().insert(hold.clone(), node.id.clone());
+                        Some(hold)
+                    }
+                    false => None,
+                };
+                let channel = keys.channel();
+                let attended = keys.key("attended");
+                let live = node.fanout.follow(&channel).await?;
+                node.hold_attended(attended.clone());
+                node.refresh().await?;
+                let task = tokio::spawn(async move {
+                    if let Err(e) = follower.session(key, options.after, live, closing).await {
+                        warn!("subscription ended: {e}");
+                    }
+                });
+                (channel, attended, exclusive, task)
+            }
+            Scope::Tenant(tenant) => {
+                let keys = TenantKeys::new(&tenant);
+                let channel = keys.channel();
+                let attended = keys.attended();
+                let live = node.fanout.follow(&channel).await?;
+                node.hold_attended(attended.clone());
+                node.refresh().await?;
+                let reset_first = options.after.is_some();
+                let task = tokio::spawn(async move {
+                    if let Err(e) = follower
+                        .tenant(tenant.to_string(), reset_first, live, closing)
+                        .await
+                    {
+                        warn!("subscription ended: {e}");
+                    }
+                });
+                (channel, attended, None, task)
+            }
+        };
+        Ok(Box::pin(HeldStream {
+            events: ReceiverStream::new(events_rx),
+            _held: Held {
+                node,
+                channel,
+                attended,
+                exclusive,
+                task,
+            },
+        }))
+    }
+
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        self.node.store.pending(key).await
+    }
+
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+    ) -> Result<Attached, AskError> {
+        let node = &self.node;
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let incarnation = Uuid::now_v7().to_string();
+        let agent = agent_key(tenant, agent_id);
+        let mut conn = node.conn.clone();
+        let (previous, ()): (Option<String>, ()) = redis::pipe()
+            .hget(&agent, "inc")
+            .hset_multiple(
+                &agent,
+                &[("inc", incarnation.as_str()), ("parent", parent_agent_id)],
+            )
+            .ignore()
+            .pexpire(&agent, node.lease_ms() as i64)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        let (superseded_tx, superseded) = oneshot::channel();
+        let replaced = node.leases.lock().insert(
+            (tenant.to_owned(), agent_id.to_owned()),
+            (incarnation.clone(), Some(superseded_tx)),
+        );
+        if let Some((_, Some(old))) = replaced {
+            let _ = old.send(());
+        }
+        if let Some(previous) = previous {
+            debug!(agent_id, old = %previous, "attach supersedes the previous lease");
+            self.abort_agent_asks(tenant, agent_id, &previous).await;
+        }
+        Ok(Attached {
+            incarnation,
+            superseded,
+        })
+    }
+
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let node = &self.node;
+        {
+            let mut leases = node.leases.lock();
+            let key = (tenant.to_owned(), agent_id.to_owned());
+            if leases.get(&key).is_some_and(|(inc, _)| inc == incarnation) {
+                leases.remove(&key);
+            }
+        }
+        let agent = agent_key(tenant, agent_id);
+        let mut conn = node.conn.clone();
+        let current: Option<String> = conn.hget(&agent, "inc").await.unwrap_or(None);
+        if current.as_deref() == Some(incarnation) {
+            let _: Result<(), _> = conn.del(&agent).await;
+        }
+        self.abort_agent_asks(tenant, agent_id, incarnation).await;
+    }
+
+    async fn stats(&self) -> Stats {
+        let node = &self.node;
+        Stats {
+            pending: node.waiters.lock().len(),
+            subscribers: node.attended.lock().values().sum(),
+        }
+    }
+
+    async fn dispose_all(&self) {
+        let node = &self.node;
+        node.closed.store(true, Ordering::Release);
+        let waiting: Vec<WaiterKey> = node.waiters.lock().keys().cloned().collect();
+        for (key, rpc_id) in waiting {
+            // Nobody can reattach to an ask without a request_id: dispose of it. One
+            // with a request_id stays pending for a retry through another node.
+            let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
+        }
+        let _ = node.closing.send(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::{memory::MemoryConfig, redis::TestRedis};
+
+    /// The conformance suite's sizes, on a Redis backend with its own redis-server.
+    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+        let redis = TestRedis::start().await;
+        let mut settings = RedisBackendConfig::new(&redis.url);
+        settings.store.history_len = config.history_len;
+        settings.store.max_pending_per_session = config.max_pending_per_session;
+        settings.reconnect_grace = config.reconnect_grace;
+        settings.subscriber_buffer = config.subscriber_buffer;
+        let backend = RedisBackend::connect(settings)
+            .await
+            .expect("redis backend");
+        (Arc::new(backend), Box::new(redis))
+    }
+
+    backend_conformance_suite!(make);
+}
