@@ -9,7 +9,8 @@
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
 //! - [`backend`]: the `Backend` trait and its in-memory implementation;
-//! - [`metrics`]: Prometheus metrics and their listener.
+//! - [`metrics`]: Prometheus metrics and their listener;
+//! - [`testing`]: a real redis-server for tests and benchmarks.
 
 pub mod api;
 pub mod auth;
@@ -19,5 +20,6 @@ pub mod domain;
 pub mod metrics;
 pub mod questions;
 pub mod server;
+pub mod testing;
 
 pub use server::{ServerConfig, run};

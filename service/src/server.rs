@@ -20,6 +20,7 @@ use crate::{
     backend::{
         Backend,
         memory::{MemoryBackend, MemoryConfig},
+        redis_backend::{RedisBackend, RedisBackendConfig},
     },
     domain::Limits,
     metrics::Metrics,
@@ -88,6 +89,38 @@ pub struct ServerConfig {
     pub ask_burst: u32,
     /// Label metrics by tenant (more series; off by default).
     pub metrics_tenant_labels: bool,
+    /// Where state lives: this process (default) or Redis, shared by several nodes.
+    pub backend: BackendChoice,
+}
+
+/// `--backend`: where askgate keeps its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// In this process (one node).
+    Memory,
+    /// In Redis at this URL (`redis://` or `rediss://`), shared by every node using it.
+    Redis { url: String },
+}
+
+impl ServerConfig {
+    async fn backend(&self) -> anyhow::Result<Arc<dyn Backend>> {
+        Ok(match &self.backend {
+            BackendChoice::Memory => Arc::new(MemoryBackend::new(self.memory.clone())),
+            BackendChoice::Redis { url } => {
+                let mut config = RedisBackendConfig::new(url);
+                config.store.history_len = self.memory.history_len;
+                config.store.max_pending_per_session = self.memory.max_pending_per_session;
+                config.store.retention = self.memory.request_retention;
+                config.reconnect_grace = self.memory.reconnect_grace;
+                config.subscriber_buffer = self.memory.subscriber_buffer;
+                Arc::new(
+                    RedisBackend::connect(config)
+                        .await
+                        .with_context(|| format!("failed to connect to redis at {url}"))?,
+                )
+            }
+        })
+    }
 }
 
 /// How callers authenticate (`--auth`).
@@ -161,6 +194,7 @@ impl Default for ServerConfig {
             ask_rate: 1000,
             ask_burst: 2000,
             metrics_tenant_labels: false,
+            backend: BackendChoice::Memory,
         }
     }
 }
@@ -209,7 +243,7 @@ pub async fn run_with_metrics(
         }
     }
     let metrics = Metrics::new(config.metrics_tenant_labels);
-    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(config.memory.clone()));
+    let backend = config.backend().await?;
     let questions = Questions::new(
         backend.clone(),
         config.limits.clone(),

@@ -10,6 +10,7 @@ mod fanout;
 mod first_wins;
 mod intent;
 mod lagging;
+mod nodes;
 mod quotas;
 mod reattach;
 mod replay;

@@ -503,73 +503,12 @@ pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, AskError> {
     }
 }
 
-/// A real `redis-server` on a free loopback port in a temporary directory, for tests;
-/// stopped (and its directory removed) when dropped.
-#[cfg(test)]
-pub(crate) struct TestRedis {
-    child: std::process::Child,
-    dir: std::path::PathBuf,
-    pub url: String,
-}
-
-#[cfg(test)]
-impl TestRedis {
-    pub(crate) async fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(&dir)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (scripts/test.sh installs it)");
-        let url = format!("redis://127.0.0.1:{port}/");
-        let client = redis::Client::open(url.as_str()).expect("url");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                let pong: redis::RedisResult<String> =
-                    redis::cmd("PING").query_async(&mut conn).await;
-                if pong.is_ok() {
-                    break;
-                }
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "redis-server did not answer on port {port} within 10 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Self { child, dir, url }
-    }
-}
-
-#[cfg(test)]
-impl Drop for TestRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use askgate_proto::v1::{Question, Resolution};
 
     use super::*;
+    use crate::testing::RedisServer;
 
     fn requested(rpc_id: &str) -> Requested {
         Requested {
@@ -594,7 +533,7 @@ mod tests {
         }
     }
 
-    async fn store(redis: &TestRedis) -> RedisStore {
+    async fn store(redis: &RedisServer) -> RedisStore {
         RedisStore::connect(&redis.url, RedisConfig::default())
             .await
             .expect("connect")
@@ -614,7 +553,7 @@ mod tests {
 
     #[tokio::test]
     async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let store = store(&redis).await;
         let registered = store
             .register(&key(), &requested("r1"), "")
@@ -671,7 +610,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_claims_have_exactly_one_winner() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let store = store(&redis).await;
         for round in 0..20 {
             let rpc_id = format!("r{round}");
@@ -703,7 +642,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let store = store(&redis).await;
         assert!(matches!(
             store
@@ -738,7 +677,7 @@ mod tests {
 
     #[tokio::test]
     async fn history_is_trimmed_and_an_old_cursor_must_reset() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let store = RedisStore::connect(
             &redis.url,
             RedisConfig {
@@ -785,7 +724,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_pending_limit_is_enforced_in_the_script() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let store = RedisStore::connect(
             &redis.url,
             RedisConfig {

@@ -1048,11 +1048,11 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::backend::{memory::MemoryConfig, redis::TestRedis};
+    use crate::{backend::memory::MemoryConfig, testing::RedisServer};
 
     /// The conformance suite's sizes, on a Redis backend with its own redis-server.
     async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let mut settings = RedisBackendConfig::new(&redis.url);
         settings.store.history_len = config.history_len;
         settings.store.max_pending_per_session = config.max_pending_per_session;

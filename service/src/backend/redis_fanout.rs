@@ -176,13 +176,14 @@ mod tests {
 
     use super::*;
     use crate::{
-        backend::redis::{RedisConfig, RedisStore, SessionKeys, TestRedis},
+        backend::redis::{RedisConfig, RedisStore, SessionKeys},
         domain::SessionKey,
+        testing::RedisServer,
     };
 
     #[tokio::test]
     async fn events_written_by_one_node_reach_another_nodes_followers_in_order() {
-        let redis = TestRedis::start().await;
+        let redis = RedisServer::start().await;
         let writer = RedisStore::connect(&redis.url, RedisConfig::default())
             .await
             .expect("writer node");

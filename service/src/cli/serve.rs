@@ -11,8 +11,15 @@ use crate::{
     auth::jwt::KeySource,
     backend::memory::MemoryConfig,
     domain::Limits,
-    server::{AuthConfig, ServerConfig, TlsConfig, run_with_metrics},
+    server::{AuthConfig, BackendChoice, ServerConfig, TlsConfig, run_with_metrics},
 };
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    Memory,
+    Redis,
+}
 
 /// `--auth`: how callers authenticate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,6 +41,12 @@ pub struct ServeArgs {
     /// How callers authenticate.
     #[arg(long, env = "ASKGATE_AUTH", value_enum, default_value = "none")]
     pub auth: AuthMode,
+    /// Where state lives: `memory` (this process) or `redis` (shared by several nodes).
+    #[arg(long, env = "ASKGATE_BACKEND", value_enum, default_value = "memory")]
+    pub backend: BackendKind,
+    /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS).
+    #[arg(long, env = "ASKGATE_REDIS_URL")]
+    pub redis_url: Option<String>,
     /// With --auth none on a non-loopback address: accept anonymous callers anyway.
     #[arg(long, env = "ASKGATE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -204,6 +217,13 @@ impl ServeArgs {
             ask_rate: self.ask_rate,
             ask_burst: self.ask_burst,
             metrics_tenant_labels: self.metrics_tenant_labels,
+            backend: match (self.backend, &self.redis_url) {
+                (BackendKind::Memory, _) => BackendChoice::Memory,
+                (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },
+                (BackendKind::Redis, None) => {
+                    return Err("--backend redis needs --redis-url".into());
+                }
+            },
         })
     }
 

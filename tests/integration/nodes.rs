@@ -1,0 +1,121 @@
+//! Several askgate nodes over one Redis (each with its own backend, connections and
+//! listener, as separate processes would have): the semantics hold across nodes.
+
+use std::sync::Arc;
+
+use askgate_client::{Ask, Client, Event, Reason, answer, question};
+use askgate_proto::v1::Resolution;
+use askgate_service::{ServerConfig, server::BackendChoice, testing::RedisServer};
+use tokio::sync::Barrier;
+
+use crate::support::{TestServer, next_event, next_requested, subscribed, test_config, within};
+
+async fn nodes(redis: &RedisServer, count: usize) -> Vec<TestServer> {
+    let mut nodes = Vec::new();
+    for _ in 0..count {
+        nodes.push(
+            TestServer::start_with(ServerConfig {
+                backend: BackendChoice::Redis {
+                    url: redis.url.clone(),
+                },
+                ..test_config()
+            })
+            .await,
+        );
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ask_on_a_subscribe_on_b_answer_on_c() {
+    let redis = RedisServer::start().await;
+    let nodes = nodes(&redis, 3).await;
+    let mut b = nodes[1].client().await;
+    let mut events = subscribed(&mut b, "s").await;
+    let mut a = nodes[0].client().await;
+    let call = tokio::spawn(async move {
+        a.ask(Ask::new("s").question(question("q", "Ship it?").choice("yes").choice("no")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    let mut c = nodes[2].client().await;
+    assert_eq!(c.list_pending("s").await.expect("list")[0].rpc_id, rpc_id);
+    c.answer("s", &rpc_id, vec![answer::select("q", ["no"])])
+        .await
+        .expect("answer on C");
+    let response = within("the ask on A", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(response.answers[0].selected, ["no"]);
+    match next_event(&mut events).await {
+        Event::Resolved { resolved, .. } => {
+            assert_eq!(resolved.rpc_id, rpc_id);
+            assert_eq!(resolved.reason(), Resolution::Answered);
+        }
+        other => panic!("expected resolved, got {other:?}"),
+    }
+    let late = c.cancel("s", &rpc_id, "").await.expect_err("late");
+    assert_eq!(late.reason(), Reason::NotPending);
+    assert_eq!(late.metadata("resolution"), Some("ANSWERED"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_answers_spread_over_three_nodes_have_exactly_one_winner() {
+    const RACERS: usize = 32;
+    const ROUNDS: usize = 200;
+    let redis = RedisServer::start().await;
+    let nodes = nodes(&redis, 3).await;
+    let mut clients: Vec<Client> = Vec::new();
+    for node in &nodes {
+        clients.push(node.client().await);
+    }
+    let mut ui = clients[1].clone();
+    let mut events = subscribed(&mut ui, "race").await;
+    for round in 0..ROUNDS {
+        let mut asker = clients[round % 3].clone();
+        let call = tokio::spawn(async move {
+            asker
+                .ask(Ask::new("race").question(question("q", "free text?")))
+                .await
+        });
+        let rpc_id = next_requested(&mut events).await;
+        let barrier = Arc::new(Barrier::new(RACERS));
+        let racers: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let mut client = clients[i % 3].clone();
+                let (rpc_id, barrier) = (rpc_id.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let text = format!("racer-{i}");
+                    client
+                        .answer("race", &rpc_id, vec![answer::custom("q", &text)])
+                        .await
+                        .map(|()| text)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for racer in racers {
+            match within("a racer", racer).await.expect("join") {
+                Ok(text) => winners.push(text),
+                Err(e) => assert_eq!(e.reason(), Reason::NotPending, "round {round}: {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let response = within("the ask", call)
+            .await
+            .expect("join")
+            .expect("answered");
+        assert_eq!(
+            response.answers[0].custom.as_deref(),
+            Some(winners[0].as_str())
+        );
+        loop {
+            if let Event::Resolved { resolved, .. } = next_event(&mut events).await {
+                assert_eq!(resolved.rpc_id, rpc_id);
+                break;
+            }
+        }
+    }
+}
