@@ -87,7 +87,32 @@ async fn every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once() {
     for _ in 0..8 {
         clients.push(server.client().await);
     }
+    scenario(clients).await;
+}
 
+/// The same over three nodes sharing one Redis: subscribers, askers and resolvers are
+/// spread over the nodes, so most events cross nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() {
+    let redis = askgate_service::testing::RedisServer::start().await;
+    let mut nodes = Vec::new();
+    let mut clients: Vec<Client> = Vec::new();
+    for _ in 0..3 {
+        let node = TestServer::start_with(askgate_service::ServerConfig {
+            backend: askgate_service::server::BackendChoice::Redis {
+                url: redis.url.clone(),
+            },
+            ..crate::support::test_config()
+        })
+        .await;
+        clients.push(node.client().await);
+        clients.push(node.client().await);
+        nodes.push(node);
+    }
+    scenario(clients).await;
+}
+
+async fn scenario(mut clients: Vec<Client>) {
     let mut views = Vec::new();
     for s in 0..SESSIONS {
         for k in 0..SUBSCRIBERS_PER_SESSION {
