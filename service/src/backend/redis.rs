@@ -153,7 +153,7 @@ pub enum StoredEvent {
 const REGISTER: &str = r#"
 -- KEYS: asks order rids events head epoch request tenant_sessions
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
---       tenant_channel session_id
+--       tenant_channel session_id idle_ttl_s
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -182,6 +182,10 @@ if ARGV[3] ~= '' then
   redis.call('PERSIST', KEYS[7])
 end
 redis.call('SADD', KEYS[8], ARGV[9])
+-- A session's history lives as long as it is used, then expires.
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
+  redis.call('EXPIRE', key, ARGV[10])
+end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call('PUBLISH', ARGV[7], message)
 redis.call('PUBLISH', ARGV[8], message)
@@ -191,7 +195,7 @@ return {'new', seq, epoch}
 const CLAIM: &str = r#"
 -- KEYS: asks order rids events head epoch settled tenant_sessions
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
---       tenant_channel session_id
+--       tenant_channel session_id idle_ttl_s
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
@@ -214,6 +218,9 @@ if request_id then
 end
 if redis.call('HLEN', KEYS[1]) == 0 then
   redis.call('SREM', KEYS[8], ARGV[9])
+end
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
+  redis.call('EXPIRE', key, ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call('PUBLISH', ARGV[6], message)
@@ -259,6 +266,12 @@ impl RedisStore {
         })
     }
 
+    /// How long an idle session's history (events, head, epoch) stays: the retention,
+    /// and at least an hour, so a UI reconnecting after a long pause can still resume.
+    fn idle_ttl_secs(&self) -> u64 {
+        self.config.retention.as_secs().max(3600)
+    }
+
     /// Stores a new ask (or finds the one its request_id names) and publishes its
     /// `requested` event, atomically.
     pub async fn register(
@@ -292,6 +305,7 @@ impl RedisStore {
             .arg(keys.channel())
             .arg(TenantKeys::new(&key.tenant).channel())
             .arg(&*key.session_id)
+            .arg(self.idle_ttl_secs())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -355,6 +369,7 @@ impl RedisStore {
             .arg(keys.request(""))
             .arg(TenantKeys::new(&key.tenant).channel())
             .arg(&*key.session_id)
+            .arg(self.idle_ttl_secs())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -720,6 +735,44 @@ mod tests {
                 .expect("history"),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn after_a_run_nothing_is_kept_without_an_expiry() {
+        let redis = RedisServer::start().await;
+        let store = store(&redis).await;
+        for i in 0..20 {
+            let key = SessionKey::new("acme", format!("s-{i}"));
+            let rpc_id = format!("r{i}");
+            let request_id = if i % 2 == 0 { "req" } else { "" };
+            store
+                .register(&key, &requested(&rpc_id), request_id)
+                .await
+                .expect("register");
+            store
+                .claim(&key, &resolved(&rpc_id, Resolution::Answered, "a"))
+                .await
+                .expect("claim");
+        }
+        let client = redis::Client::open(redis.url.as_str()).expect("url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .expect("keys");
+        assert!(!keys.is_empty());
+        for key in keys {
+            let ttl: i64 = redis::cmd("TTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .expect("ttl");
+            assert!(ttl > 0, "{key} has no expiry (TTL {ttl})");
+        }
     }
 
     #[tokio::test]
