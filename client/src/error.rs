@@ -43,6 +43,8 @@ pub enum Reason {
     RateLimited,
     /// The node is draining; retry with the same request_id.
     ShuttingDown,
+    /// The node cannot reach its shared store (Redis); retry with the same request_id.
+    BackendUnavailable,
     /// No valid credential.
     Unauthenticated,
     /// The credential may not do this.
@@ -74,6 +76,7 @@ impl Reason {
             Self::TooManySubscribers => "TOO_MANY_SUBSCRIBERS",
             Self::RateLimited => "RATE_LIMITED",
             Self::ShuttingDown => "SHUTTING_DOWN",
+            Self::BackendUnavailable => "BACKEND_UNAVAILABLE",
             Self::Unauthenticated => "UNAUTHENTICATED",
             Self::PermissionDenied => "PERMISSION_DENIED",
             Self::Internal => "INTERNAL",
@@ -86,7 +89,7 @@ impl FromStr for Reason {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        const ALL: [Reason; 19] = [
+        const ALL: [Reason; 20] = [
             Reason::EmptyQuestions,
             Reason::BadRequest,
             Reason::BadIntent,
@@ -103,6 +106,7 @@ impl FromStr for Reason {
             Reason::TooManySubscribers,
             Reason::RateLimited,
             Reason::ShuttingDown,
+            Reason::BackendUnavailable,
             Reason::Unauthenticated,
             Reason::PermissionDenied,
             Reason::Internal,
@@ -238,6 +242,7 @@ mod tests {
             "TOO_MANY_SUBSCRIBERS",
             "RATE_LIMITED",
             "SHUTTING_DOWN",
+            "BACKEND_UNAVAILABLE",
             "UNAUTHENTICATED",
             "PERMISSION_DENIED",
             "INTERNAL",

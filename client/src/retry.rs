@@ -27,7 +27,7 @@ pub(crate) fn backoff() -> impl Iterator<Item = Duration> {
 /// is unreachable, or the connection broke (no askgate reason at all).
 pub(crate) fn is_retryable(error: &Error) -> bool {
     match error.reason() {
-        Reason::ShuttingDown => true,
+        Reason::ShuttingDown | Reason::BackendUnavailable => true,
         Reason::Unknown => matches!(error.code(), Code::Unavailable | Code::Unknown),
         _ => false,
     }

@@ -36,6 +36,53 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Sets the node's overall health and that of the askgate service.
+async fn set_health(health: &tonic_health::server::HealthReporter, status: ServingStatus) {
+    health
+        .set_service_status(HEALTH_SERVICE_OVERALL, status)
+        .await;
+    health
+        .set_service_status(
+            <UserQuestionsServer<UserQuestionsApi> as tonic::server::NamedService>::NAME,
+            status,
+        )
+        .await;
+}
+
+/// How often health re-checks the backend.
+const BACKEND_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Health follows the backend: NOT_SERVING while it is unreachable (new asks then get
+/// UNAVAILABLE from the backend itself), SERVING again when it is back, until the node
+/// drains.
+async fn follow_backend_health(
+    backend: Arc<dyn Backend>,
+    health: tonic_health::server::HealthReporter,
+    draining: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut serving = true;
+    loop {
+        tokio::time::sleep(BACKEND_CHECK_INTERVAL).await;
+        if *draining.borrow() {
+            return;
+        }
+        let healthy = backend.healthy().await;
+        if healthy == serving || *draining.borrow() {
+            continue;
+        }
+        serving = healthy;
+        let status = match healthy {
+            true => ServingStatus::Serving,
+            false => ServingStatus::NotServing,
+        };
+        match healthy {
+            true => info!("backend reachable again: SERVING"),
+            false => warn!("backend unreachable: NOT_SERVING"),
+        }
+        set_health(&health, status).await;
+    }
+}
+
 /// Re-reads credentials on SIGHUP; open connections and streams are untouched.
 fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<AbortOnDrop> {
     #[cfg(unix)]
@@ -265,16 +312,16 @@ pub async fn run_with_metrics(
         )))
     });
     let _reload_task = reload_on_sighup(auth.clone());
-
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     let health = tonic_health::server::HealthReporter::new();
+    let health_task = AbortOnDrop(tokio::spawn(follow_backend_health(
+        backend.clone(),
+        health.clone(),
+        draining_rx.clone(),
+    )));
+
     let health_service = health::service(health.clone(), draining_rx.clone());
-    health
-        .set_serving::<UserQuestionsServer<UserQuestionsApi>>()
-        .await;
-    health
-        .set_service_status(HEALTH_SERVICE_OVERALL, ServingStatus::Serving)
-        .await;
+    set_health(&health, ServingStatus::Serving).await;
 
     let reflection_v1 = reflection()
         .build_v1()
@@ -329,12 +376,10 @@ pub async fn run_with_metrics(
         () = shutdown => {}
     }
     info!("shutting down: draining");
-    health
-        .set_not_serving::<UserQuestionsServer<UserQuestionsApi>>()
-        .await;
-    health
-        .set_service_status(HEALTH_SERVICE_OVERALL, ServingStatus::NotServing)
-        .await;
+    // Health stops following the backend, reports NOT_SERVING, and only then do the
+    // health watches learn of the drain (they deliver that status before ending).
+    drop(health_task);
+    set_health(&health, ServingStatus::NotServing).await;
     let _ = draining_tx.send(true);
     questions.shut_down().await;
     let _ = stop_tx.send(());

@@ -31,11 +31,14 @@ impl RedisServer {
         server
     }
 
-    /// Stops the server (as a crash would) and starts it again on the same port and
-    /// directory.
-    pub async fn restart(&mut self) {
+    /// Stops the server as a crash would (its data is lost: it keeps none on disk).
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port, after [`RedisServer::kill`].
+    pub async fn start_again(&mut self) {
         self.child = spawn(&self.dir, self.port);
         self.wait_ready().await;
     }

@@ -119,3 +119,93 @@ async fn concurrent_answers_spread_over_three_nodes_have_exactly_one_winner() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_itself() {
+    use tonic_health::pb::{
+        HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+    };
+    let mut redis = RedisServer::start().await;
+    let node = nodes(&redis, 1).await.remove(0);
+    let mut client = node.client().await;
+    let channel = tonic::transport::Endpoint::from_shared(node.url())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = HealthClient::new(channel);
+    let status = |health: &mut HealthClient<tonic::transport::Channel>| {
+        let mut health = health.clone();
+        async move {
+            health
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .expect("check")
+                .into_inner()
+                .status()
+        }
+    };
+    assert_eq!(status(&mut health).await, ServingStatus::Serving);
+
+    // An answer acknowledged before the outage reached its ask.
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(Ask::new("s").question(question("q", "ok?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    client
+        .answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("acknowledged");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    drop(events);
+
+    redis.kill();
+    crate::support::eventually("health to report NOT_SERVING", || {
+        let mut health = health.clone();
+        async move { (status(&mut health).await == ServingStatus::NotServing).then_some(()) }
+    })
+    .await;
+    let refused = client
+        .ask(
+            Ask::new("s")
+                .question(question("q", "ok?"))
+                .hold_unattended()
+                .no_retry(),
+        )
+        .await
+        .expect_err("redis is down");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused}");
+
+    redis.start_again().await;
+    crate::support::eventually("health to report SERVING again", || {
+        let mut health = health.clone();
+        async move { (status(&mut health).await == ServingStatus::Serving).then_some(()) }
+    })
+    .await;
+    // Service resumes without restarting the node: subscribe, ask, answer.
+    let mut events = subscribed(&mut client, "t").await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(Ask::new("t").question(question("q", "back?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    client
+        .answer("t", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask after recovery", call)
+        .await
+        .expect("join")
+        .expect("answered");
+}

@@ -33,7 +33,7 @@ pub fn code(error: &AskError) -> Code {
         | AskError::RateLimited(_) => Code::ResourceExhausted,
         AskError::Unauthenticated(_) => Code::Unauthenticated,
         AskError::PermissionDenied(_) => Code::PermissionDenied,
-        AskError::ShuttingDown => Code::Unavailable,
+        AskError::ShuttingDown | AskError::BackendUnavailable(_) => Code::Unavailable,
         AskError::Internal(_) => Code::Internal,
     }
 }
@@ -138,6 +138,7 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (AskError::ShuttingDown, Code::Unavailable),
+            (AskError::BackendUnavailable("x".into()), Code::Unavailable),
             (
                 AskError::TooManySubscribers("x".into()),
                 Code::ResourceExhausted,

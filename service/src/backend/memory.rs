@@ -877,6 +877,10 @@ impl Backend for MemoryBackend {
         }
     }
 
+    async fn healthy(&self) -> bool {
+        true
+    }
+
     async fn stats(&self) -> Stats {
         let mut stats = Stats::default();
         for shard in self.inner.shards.iter() {

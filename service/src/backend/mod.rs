@@ -113,6 +113,9 @@ pub trait Backend: Send + Sync + 'static {
     /// resolves its pending asks ABORTED.
     async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str);
 
+    /// Whether the backend can serve now (Redis reachable); drives health.
+    async fn healthy(&self) -> bool;
+
     /// Pending asks and open subscriptions on this node, for the metrics.
     async fn stats(&self) -> Stats;
 

@@ -237,8 +237,19 @@ pub struct RedisStore {
     claim: Script,
 }
 
-fn unavailable(error: redis::RedisError) -> AskError {
-    AskError::Internal(format!("redis: {error}"))
+/// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
+/// is a fault of ours.
+pub fn unavailable(error: redis::RedisError) -> AskError {
+    if error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
+    {
+        AskError::BackendUnavailable(error.to_string())
+    } else {
+        AskError::Internal(format!("redis: {error}"))
+    }
 }
 
 fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, AskError> {

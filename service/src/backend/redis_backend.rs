@@ -102,7 +102,7 @@ fn now_ms() -> u64 {
 }
 
 fn redis_error(error: redis::RedisError) -> AskError {
-    AskError::Internal(format!("redis: {error}"))
+    super::redis::unavailable(error)
 }
 
 fn message(cursor: String, event: Event) -> Message {
@@ -1020,6 +1020,16 @@ impl Backend for RedisBackend {
             let _: Result<(), _> = conn.del(&agent).await;
         }
         self.abort_agent_asks(tenant, agent_id, incarnation).await;
+    }
+
+    async fn healthy(&self) -> bool {
+        let mut conn = self.node.conn.clone();
+        let ping = redis::cmd("PING");
+        let reply = ping.query_async::<String>(&mut conn);
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), reply).await,
+            Ok(Ok(_))
+        )
     }
 
     async fn stats(&self) -> Stats {

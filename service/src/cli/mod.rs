@@ -218,7 +218,7 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::Unauthenticated
         | Reason::PermissionDenied => 7,
         Reason::NotPending => 8,
-        Reason::ShuttingDown => 9,
+        Reason::ShuttingDown | Reason::BackendUnavailable => 9,
         _ if error.code() == Code::Unavailable => 9,
         _ => 1,
     }

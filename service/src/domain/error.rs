@@ -103,6 +103,9 @@ pub enum AskError {
     PermissionDenied(String),
     #[error("the node is draining; retry with the same request_id")]
     ShuttingDown,
+    /// The shared store (Redis) cannot be reached; retry.
+    #[error("the backend is unavailable; retry with the same request_id: {0}")]
+    BackendUnavailable(String),
     /// A fault of the server itself (a broken invariant, an unreachable store).
     #[error("internal error: {0}")]
     Internal(String),
@@ -130,6 +133,7 @@ impl AskError {
             Self::Unauthenticated(_) => "UNAUTHENTICATED",
             Self::PermissionDenied(_) => "PERMISSION_DENIED",
             Self::ShuttingDown => "SHUTTING_DOWN",
+            Self::BackendUnavailable(_) => "BACKEND_UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",
         }
     }
