@@ -133,6 +133,7 @@ impl Questions {
                 expires_at: SystemTime::now().checked_add(remaining),
                 request_id: request.request_id,
                 if_unattended,
+                reattach_grace,
             })
             .await?;
         let rpc_id = registered.rpc_id;

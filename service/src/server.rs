@@ -138,6 +138,10 @@ pub struct ServerConfig {
     pub metrics_tenant_labels: bool,
     /// Where state lives: this process (default) or Redis, shared by several nodes.
     pub backend: BackendChoice,
+    /// With Redis: how long this node's leases (waiting asks, agents, presence) last
+    /// without renewal; a dead node's asks are aborted this long (plus their reattach
+    /// grace) after it died.
+    pub redis_lease: Duration,
 }
 
 /// `--backend`: where askgate keeps its state.
@@ -160,6 +164,8 @@ impl ServerConfig {
                 config.store.retention = self.memory.request_retention;
                 config.reconnect_grace = self.memory.reconnect_grace;
                 config.subscriber_buffer = self.memory.subscriber_buffer;
+                config.tenant_buffer = self.memory.tenant_buffer;
+                config.lease = self.redis_lease;
                 Arc::new(
                     RedisBackend::connect(config)
                         .await
@@ -242,6 +248,7 @@ impl Default for ServerConfig {
             ask_burst: 2000,
             metrics_tenant_labels: false,
             backend: BackendChoice::Memory,
+            redis_lease: Duration::from_secs(10),
         }
     }
 }

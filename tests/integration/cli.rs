@@ -12,9 +12,9 @@ use tokio::{
 use crate::support::{ASKGATE, askgate, within};
 
 /// `askgate serve --listen 127.0.0.1:0` as a process; its address is read from its log.
-struct ServeProcess {
+pub(crate) struct ServeProcess {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     _stderr: Lines<BufReader<ChildStderr>>,
 }
 
@@ -23,7 +23,7 @@ impl ServeProcess {
         Self::start_with(&[]).await
     }
 
-    async fn start_with(extra: &[&str]) -> Self {
+    pub(crate) async fn start_with(extra: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(ASKGATE)
             .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
             .args(extra)
@@ -60,7 +60,7 @@ impl ServeProcess {
 
     /// Sends a signal by name (`TERM`, `HUP`) through the shell's builtin kill: no
     /// procps needed on the test machine.
-    fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let status = std::process::Command::new("sh")
             .args(["-c", &format!("kill -{name} {}", self.pid())])
             .status()

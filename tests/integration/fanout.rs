@@ -12,6 +12,7 @@ use std::{
 use askgate_client::{Ask, Client, Event, Events, Reason, answer, question};
 use askgate_proto::v1::Resolution;
 use tokio::sync::{Semaphore, oneshot};
+use tokio_stream::StreamExt;
 
 use crate::support::{TestServer, next_event, subscribed, until_synced, within};
 
@@ -33,11 +34,18 @@ fn resolution(n: usize) -> Resolution {
 }
 
 /// Reads events until `expected` asks were resolved; returns them all.
-async fn collect(mut events: Events, expected: usize) -> Vec<Event> {
+async fn collect(who: String, mut events: Events, expected: usize) -> Vec<Event> {
     let mut seen = Vec::new();
     let mut resolved = 0;
     while resolved < expected {
-        let event = next_event(&mut events).await;
+        let what = format!(
+            "{who}: event {} ({resolved} of {expected} resolved)",
+            seen.len()
+        );
+        let event = within(&what, events.next())
+            .await
+            .expect("the stream ended early")
+            .expect("the stream failed");
         if matches!(event, Event::Resolved { .. }) {
             resolved += 1;
         }
@@ -119,11 +127,17 @@ async fn scenario(mut clients: Vec<Client>) {
             let n = clients.len();
             let events = subscribed(&mut clients[(s + k) % n], &session(s)).await;
             let who = format!("session {s} subscriber {k}");
-            views.push((who, tokio::spawn(collect(events, ASKS / SESSIONS))));
+            views.push((
+                who.clone(),
+                tokio::spawn(collect(who, events, ASKS / SESSIONS)),
+            ));
         }
     }
     let all = subscribed_all(&mut clients[0]).await;
-    views.push(("all_sessions".into(), tokio::spawn(collect(all, ASKS))));
+    views.push((
+        "all_sessions".into(),
+        tokio::spawn(collect("all_sessions".into(), all, ASKS)),
+    ));
 
     // The resolver: follows every session and resolves each ask as its label says.
     let aborts: Arc<Mutex<HashMap<usize, oneshot::Sender<()>>>> = Arc::default();

@@ -209,3 +209,71 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
         .expect("join")
         .expect("answered");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_nodes_asks_reattach_elsewhere_or_abort_after_their_lease() {
+    let redis = RedisServer::start().await;
+    let lease = ["--redis-lease", "300ms"];
+    let doomed = crate::cli::ServeProcess::start_with(
+        &[
+            &["--backend", "redis", "--redis-url", &redis.url][..],
+            &lease[..],
+        ]
+        .concat(),
+    )
+    .await;
+    let survivor = TestServer::start_with(ServerConfig {
+        backend: BackendChoice::Redis {
+            url: redis.url.clone(),
+        },
+        redis_lease: std::time::Duration::from_millis(300),
+        ..test_config()
+    })
+    .await;
+    let mut ui = survivor.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+
+    let ask = |request_id: &str, grace_ms: u64| {
+        Ask::new("s")
+            .question(question("q", "Deploy?").choice("yes").choice("no"))
+            .request_id(request_id)
+            .reattach_grace(std::time::Duration::from_millis(grace_ms))
+            .no_retry()
+    };
+    let on_doomed = Client::connect(doomed.url.clone()).await.expect("connect");
+    let (kept, lost) = (ask("kept", 60_000), ask("lost", 0));
+    let mut asker = on_doomed.clone();
+    let _kept_call = tokio::spawn(async move { asker.ask(kept).await });
+    let kept_rpc = next_requested(&mut events).await;
+    let mut asker = on_doomed.clone();
+    let _lost_call = tokio::spawn(async move { asker.ask(lost).await });
+    let lost_rpc = next_requested(&mut events).await;
+
+    doomed.signal("KILL");
+
+    // The human answers meanwhile; the agent comes back through the survivor.
+    ui.answer("s", &kept_rpc, vec![answer::select("q", ["no"])])
+        .await
+        .expect("answered while the asker's node is gone");
+    let mut agent = survivor.client().await;
+    let response = agent
+        .ask(ask("kept", 60_000))
+        .await
+        .expect("the reattached call gets the answer");
+    assert_eq!(response.rpc_id, kept_rpc);
+    assert_eq!(response.answers[0].selected, ["no"]);
+
+    // The ask nobody came back for resolves ABORTED once the dead node's lease ran out.
+    loop {
+        if let Event::Resolved { resolved, .. } = next_event(&mut events).await
+            && resolved.rpc_id == lost_rpc
+        {
+            assert_eq!(resolved.reason(), Resolution::Aborted);
+            break;
+        }
+    }
+    assert!(
+        ui.list_pending("s").await.expect("list").is_empty(),
+        "nothing stays pending"
+    );
+}

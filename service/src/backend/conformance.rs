@@ -51,6 +51,7 @@ macro_rules! backend_conformance_suite {
                     expires_at: None,
                     request_id: String::new(),
                     if_unattended: Unattended::Hold,
+                    reattach_grace: Duration::ZERO,
                 }
             }
 

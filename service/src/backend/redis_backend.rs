@@ -33,7 +33,7 @@ use uuid::Uuid;
 use super::{
     Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions,
     redis::{RedisConfig, RedisStore, Registration, SessionKeys, StoredEvent, TenantKeys},
-    redis_fanout::{Fanout, LiveEvent},
+    redis_fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
@@ -46,6 +46,8 @@ pub struct RedisBackendConfig {
     pub reconnect_grace: Duration,
     /// Events a subscriber may fall behind before it gets `reset`.
     pub subscriber_buffer: usize,
+    /// The same for an `all_sessions` subscriber.
+    pub tenant_buffer: usize,
     /// How long presence, waiter and agent leases last without a refresh.
     pub lease: Duration,
 }
@@ -57,12 +59,36 @@ impl RedisBackendConfig {
             store: RedisConfig::default(),
             reconnect_grace: Duration::from_secs(5),
             subscriber_buffer: 1024,
+            tenant_buffer: 16 * 1024,
             lease: Duration::from_secs(10),
         }
     }
 }
 
 type Message = Arc<SubscribeResponse>;
+
+/// The calls waiting on this node for one ask.
+struct WaitEntry {
+    senders: Vec<oneshot::Sender<Outcome>>,
+    /// How long the ask stays answerable once no call waits for it anywhere.
+    grace: Duration,
+    /// Empty when no retry can ever reattach to the ask.
+    request_id: String,
+}
+
+/// Every waiting ask of every node, scored by when it is abandoned unless a node
+/// renews it: the survivors of a dead node sweep its asks from here.
+const WAITS_KEY: &str = "ag:waits";
+
+fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
+    format!("{}\u{1f}{}\u{1f}{rpc_id}", key.tenant, key.session_id)
+}
+
+fn parse_wait_member(member: &str) -> Option<(SessionKey, String)> {
+    let mut parts = member.split('\u{1f}');
+    let (tenant, session, rpc_id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((SessionKey::new(tenant, session), rpc_id.to_owned()))
+}
 /// An agent lease held on this node: its incarnation, and who to tell when a newer
 /// attach replaces it.
 type LocalLease = (String, Option<oneshot::Sender<()>>);
@@ -81,7 +107,7 @@ struct Node {
     conn: ConnectionManager,
     config: RedisBackendConfig,
     /// Calls waiting on this node, by (session, rpc_id).
-    waiters: Mutex<HashMap<WaiterKey, Vec<oneshot::Sender<Outcome>>>>,
+    waiters: Mutex<HashMap<WaiterKey, WaitEntry>>,
     /// Sessions whose pump delivers outcomes to this node's waiters.
     pumps: Mutex<HashSet<SessionKey>>,
     /// Presence keys this node keeps alive, with how many local holders each has.
@@ -176,6 +202,16 @@ async fn refresh_until_dropped(node: Weak<Node>) {
         if let Err(e) = node.refresh().await {
             warn!("refreshing redis leases failed: {e}");
         }
+        match node.sweep_abandoned().await {
+            Ok(abandoned) => {
+                for (key, rpc_id) in abandoned {
+                    if node.claim(&key, &rpc_id, Outcome::aborted()).await.is_ok() {
+                        debug!(%rpc_id, "aborted an ask its node abandoned");
+                    }
+                }
+            }
+            Err(e) => warn!("sweeping abandoned asks failed: {e}"),
+        }
         drop(node);
         tokio::time::sleep(period).await;
     }
@@ -206,19 +242,22 @@ impl Node {
                 .arg(self.grace_ms())
                 .ignore();
         }
-        let live: Vec<WaiterKey> = {
+        let live: Vec<(WaiterKey, Duration)> = {
             let mut waiters = self.waiters.lock();
-            waiters.retain(|_, senders| {
-                senders.retain(|s| !s.is_closed());
-                !senders.is_empty()
+            waiters.retain(|_, entry| {
+                entry.senders.retain(|s| !s.is_closed());
+                !entry.senders.is_empty()
             });
-            waiters.keys().cloned().collect()
+            waiters.iter().map(|(k, e)| (k.clone(), e.grace)).collect()
         };
         let expires = now_ms() + self.lease_ms();
-        for (key, rpc_id) in &live {
+        for ((key, rpc_id), grace) in &live {
             let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
             pipe.hset(&mark, &self.id, expires).ignore();
             pipe.pexpire(&mark, self.lease_ms() as i64).ignore();
+            let abandoned_at = expires + grace.as_millis() as u64;
+            pipe.zadd(WAITS_KEY, wait_member(key, rpc_id), abandoned_at)
+                .ignore();
         }
         for key in self.exclusive.lock().keys() {
             pipe.pexpire(key, self.lease_ms() as i64).ignore();
@@ -308,24 +347,79 @@ impl Node {
         Ok(())
     }
 
-    fn add_waiter(&self, key: &SessionKey, rpc_id: &str) -> oneshot::Receiver<Outcome> {
+    fn add_waiter(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        ask: &WaitSpec,
+    ) -> oneshot::Receiver<Outcome> {
         let (outcome_tx, outcome_rx) = oneshot::channel();
         self.waiters
             .lock()
             .entry((key.clone(), rpc_id.to_owned()))
-            .or_default()
+            .or_insert_with(|| WaitEntry {
+                senders: Vec::new(),
+                grace: ask.grace,
+                request_id: ask.request_id.clone(),
+            })
+            .senders
             .push(outcome_tx);
         outcome_rx
     }
 
+    /// First wins (the claim script), then the ask leaves the sweep list and local
+    /// waiters get the outcome at once (they would hear it from the pump too).
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), AskError> {
+        let resolved = resolved_of(key, rpc_id, &outcome);
+        self.store.claim(key, &resolved).await?;
+        let mut conn = self.conn.clone();
+        let _: Result<(), _> = conn.zrem(WAITS_KEY, wait_member(key, rpc_id)).await;
+        self.deliver(key, &resolved);
+        Ok(())
+    }
+
+    /// Asks whose callers all went away with their node: once no node renews them and
+    /// their reattach grace is over, they resolve ABORTED. Every node sweeps; the
+    /// claim script lets one win.
+    async fn sweep_abandoned(&self) -> Result<Vec<(SessionKey, String)>, AskError> {
+        let mut conn = self.conn.clone();
+        let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(WAITS_KEY)
+            .arg("-inf")
+            .arg(now_ms())
+            .arg("LIMIT")
+            .arg(0)
+            .arg(100)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error)?;
+        let mut abandoned = Vec::new();
+        for member in due {
+            let _: Result<(), _> = conn.zrem(WAITS_KEY, &member).await;
+            if let Some((key, rpc_id)) = parse_wait_member(&member) {
+                let mark = SessionKeys::new(&key).key(&format!("w:{rpc_id}"));
+                let marks: HashMap<String, u64> = conn.hgetall(&mark).await.map_err(redis_error)?;
+                if !marks.values().any(|expires| *expires > now_ms()) {
+                    abandoned.push((key, rpc_id));
+                }
+            }
+        }
+        Ok(abandoned)
+    }
+
     fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
-        if let Some(waiters) = self
+        if let Some(entry) = self
             .waiters
             .lock()
             .remove(&(key.clone(), resolved.rpc_id.clone()))
         {
             let outcome = outcome_of(resolved);
-            for waiter in waiters {
+            for waiter in entry.senders {
                 let _ = waiter.send(outcome.clone());
             }
         }
@@ -374,11 +468,22 @@ fn agent_asks_key(tenant: &str, agent_id: &str, incarnation: &str) -> String {
 /// Delivers the outcomes of a session's asks to the calls waiting on this node, for
 /// as long as any wait.
 async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Arc<LiveEvent>>) {
+    /// Ticks to keep re-reading the history after a pub/sub reconnect (its
+    /// resubscription takes a moment).
+    const RECOVERY_TICKS: u32 = 5;
     let channel = SessionKeys::new(&key).channel();
+    let mut disconnections = node.fanout.disconnections();
+    let mut recovering = 0;
     loop {
-        let waiting = node.waiters.lock().keys().any(|(k, _)| *k == key);
-        if !waiting {
-            break;
+        {
+            // Decide to stop under the pumps lock: a register that adds a waiter and
+            // then finds this pump gone starts a new one, never relies on a dying one.
+            let mut pumps = node.pumps.lock();
+            let waiting = node.waiters.lock().keys().any(|(k, _)| *k == key);
+            if !waiting {
+                pumps.remove(&key);
+                break;
+            }
         }
         match tokio::time::timeout(Duration::from_secs(1), live.recv()).await {
             Ok(Ok(event)) => {
@@ -388,12 +493,27 @@ async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Ar
             }
             Ok(Err(broadcast::error::RecvError::Lagged(_))) => node.recover_waiters(&key).await,
             Ok(Err(broadcast::error::RecvError::Closed)) => break,
-            Err(_) => node.recover_waiters(&key).await,
+            Err(_) => {
+                let seen = node.fanout.disconnections();
+                if seen != disconnections {
+                    disconnections = seen;
+                    recovering = RECOVERY_TICKS;
+                }
+                if recovering > 0 {
+                    recovering -= 1;
+                    node.recover_waiters(&key).await;
+                }
+            }
         }
     }
-    node.pumps.lock().remove(&key);
     drop(live);
     node.fanout.release(&channel).await;
+}
+
+/// What a new waiter needs to know of its ask.
+struct WaitSpec {
+    grace: Duration,
+    request_id: String,
 }
 
 /// Where a subscriber's events go, and what it has sent so far.
@@ -718,6 +838,91 @@ impl tokio_stream::Stream for HeldStream {
 }
 
 impl RedisBackend {
+    async fn register_now(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        let node = &self.node;
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let key = ask.key.clone();
+        if let Some(agent) = &ask.agent {
+            node.check_caller(&key.tenant, agent).await?;
+        }
+        if ask.if_unattended == Unattended::Fail && !node.attended(&key).await? {
+            return Err(AskError::NoProvider);
+        }
+        let rpc_id = Uuid::now_v7().to_string();
+        let requested = Requested {
+            rpc_id: rpc_id.clone(),
+            session_id: key.session_id.to_string(),
+            questions: ask.questions,
+            agent: ask.agent.clone(),
+            labels: ask.labels,
+            requested_at: Some(SystemTime::now().into()),
+            expires_at: ask.expires_at.map(Into::into),
+        };
+        // Listen first and wait under the new id, so an answer given the instant the
+        // ask is stored (on any node) cannot be missed.
+        let live = node
+            .fanout
+            .follow(&SessionKeys::new(&key).channel(), SESSION_BUFFER)
+            .await?;
+        let spec = WaitSpec {
+            grace: ask.reattach_grace,
+            request_id: ask.request_id.clone(),
+        };
+        let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        let registered = node.store.register(&key, &requested, &ask.request_id).await;
+        let (rpc_id, outcome) = match registered {
+            Ok(Registration::New { .. }) => (rpc_id, outcome),
+            Ok(Registration::Joined { rpc_id: joined }) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                let outcome = node.add_waiter(&key, &joined, &spec);
+                // It may have resolved between the script and the wait: recover.
+                if node.store.pending_ask(&key, &joined).await.is_err() {
+                    node.recover_waiters(&key).await;
+                }
+                (joined, outcome)
+            }
+            Ok(Registration::Recorded {
+                rpc_id: recorded,
+                resolved,
+            }) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                let (outcome_tx, outcome) = oneshot::channel();
+                let _ = outcome_tx.send(outcome_of(&resolved));
+                (recorded, outcome)
+            }
+            Err(e) => {
+                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                return Err(e);
+            }
+        };
+        self.ensure_pump(&key, live);
+        // On the sweep list from the start: if this node dies before it renews
+        // anything, the survivors still find the ask.
+        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
+        let mut conn = node.conn.clone();
+        let _: Result<(), _> = conn
+            .zadd(WAITS_KEY, wait_member(&key, &rpc_id), abandoned_at)
+            .await;
+        if let Some(agent) = &ask.agent {
+            let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
+            let mut conn = node.conn.clone();
+            let _: Result<(), _> = redis::pipe()
+                .sadd(&set, format!("{}\n{rpc_id}", key.session_id))
+                .ignore()
+                .pexpire(&set, node.lease_ms() as i64 * 6)
+                .ignore()
+                .query_async(&mut conn)
+                .await;
+            // A detach that ran meanwhile did not see this ask: abort it now.
+            if node.check_caller(&key.tenant, agent).await.is_err() {
+                let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
+            }
+        }
+        Ok(Registered { rpc_id, outcome })
+    }
+
     /// Resolves the asks an agent made under `incarnation`: its lease ended.
     async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
         let node = &self.node;
@@ -756,77 +961,28 @@ fn resolved_of(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
 #[async_trait]
 impl Backend for RedisBackend {
     async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
-        let node = &self.node;
-        if node.closed.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
-        }
+        // Once the script has stored the ask, the steps after it must finish even if
+        // the caller goes away meanwhile (its call cancelled): otherwise the ask would
+        // be stored with nobody to abort it. So registration runs on its own task.
+        let (result_tx, result_rx) = oneshot::channel();
+        let this = self.clone();
         let key = ask.key.clone();
-        if let Some(agent) = &ask.agent {
-            node.check_caller(&key.tenant, agent).await?;
-        }
-        if ask.if_unattended == Unattended::Fail && !node.attended(&key).await? {
-            return Err(AskError::NoProvider);
-        }
-        let rpc_id = Uuid::now_v7().to_string();
-        let requested = Requested {
-            rpc_id: rpc_id.clone(),
-            session_id: key.session_id.to_string(),
-            questions: ask.questions,
-            agent: ask.agent.clone(),
-            labels: ask.labels,
-            requested_at: Some(SystemTime::now().into()),
-            expires_at: ask.expires_at.map(Into::into),
-        };
-        // Listen first and wait under the new id, so an answer given the instant the
-        // ask is stored (on any node) cannot be missed.
-        let live = node
-            .fanout
-            .follow(&SessionKeys::new(&key).channel())
-            .await?;
-        let outcome = node.add_waiter(&key, &rpc_id);
-        let registered = node.store.register(&key, &requested, &ask.request_id).await;
-        let (rpc_id, outcome) = match registered {
-            Ok(Registration::New { .. }) => (rpc_id, outcome),
-            Ok(Registration::Joined { rpc_id: joined }) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
-                let outcome = node.add_waiter(&key, &joined);
-                // It may have resolved between the script and the wait: recover.
-                if node.store.pending_ask(&key, &joined).await.is_err() {
-                    node.recover_waiters(&key).await;
+        let grace = ask.reattach_grace;
+        tokio::spawn(async move {
+            let result = this.register_now(ask).await;
+            if let Err(Ok(registered)) = result_tx.send(result) {
+                // The caller is gone: abort at once, or leave it to the reattach grace
+                // (this node stops renewing it, so the sweep aborts it after that).
+                if grace.is_zero() {
+                    let _ = this
+                        .claim(&key, &registered.rpc_id, Outcome::aborted())
+                        .await;
                 }
-                (joined, outcome)
             }
-            Ok(Registration::Recorded {
-                rpc_id: recorded,
-                resolved,
-            }) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
-                let (outcome_tx, outcome) = oneshot::channel();
-                let _ = outcome_tx.send(outcome_of(&resolved));
-                (recorded, outcome)
-            }
-            Err(e) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
-                return Err(e);
-            }
-        };
-        self.ensure_pump(&key, live);
-        if let Some(agent) = &ask.agent {
-            let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
-            let mut conn = node.conn.clone();
-            let _: Result<(), _> = redis::pipe()
-                .sadd(&set, format!("{}\n{rpc_id}", key.session_id))
-                .ignore()
-                .pexpire(&set, node.lease_ms() as i64 * 6)
-                .ignore()
-                .query_async(&mut conn)
-                .await;
-            // A detach that ran meanwhile did not see this ask: abort it now.
-            if node.check_caller(&key.tenant, agent).await.is_err() {
-                let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
-            }
-        }
-        Ok(Registered { rpc_id, outcome })
+        });
+        result_rx
+            .await
+            .map_err(|_| AskError::Internal("registration task ended without a result".into()))?
     }
 
     async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
@@ -839,11 +995,7 @@ impl Backend for RedisBackend {
         rpc_id: &str,
         outcome: Outcome,
     ) -> Result<(), AskError> {
-        let resolved = resolved_of(key, rpc_id, &outcome);
-        self.node.store.claim(key, &resolved).await?;
-        // Local waiters hear it from the pump too; delivering here spares them the hop.
-        self.node.deliver(key, &resolved);
-        Ok(())
+        self.node.claim(key, rpc_id, outcome).await
     }
 
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
@@ -852,9 +1004,9 @@ impl Backend for RedisBackend {
             let mut waiters = node.waiters.lock();
             let entry = (key.clone(), rpc_id.to_owned());
             match waiters.get_mut(&entry) {
-                Some(senders) => {
-                    senders.retain(|s| !s.is_closed());
-                    let live = !senders.is_empty();
+                Some(wait) => {
+                    wait.senders.retain(|s| !s.is_closed());
+                    let live = !wait.senders.is_empty();
                     if !live {
                         waiters.remove(&entry);
                     }
@@ -885,7 +1037,11 @@ impl Backend for RedisBackend {
         if node.closed.load(Ordering::Acquire) {
             return Err(AskError::ShuttingDown);
         }
-        let (events_tx, events_rx) = mpsc::channel(node.config.subscriber_buffer.max(1));
+        let buffer = match &scope {
+            Scope::Session(_) => node.config.subscriber_buffer,
+            Scope::Tenant(_) => node.config.tenant_buffer,
+        };
+        let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
         let follower = Follower {
             node: node.clone(),
             events_tx,
@@ -917,7 +1073,7 @@ impl Backend for RedisBackend {
                 };
                 let channel = keys.channel();
                 let attended = keys.key("attended");
-                let live = node.fanout.follow(&channel).await?;
+                let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
                 node.hold_attended(attended.clone());
                 node.refresh().await?;
                 let task = tokio::spawn(async move {
@@ -931,7 +1087,7 @@ impl Backend for RedisBackend {
                 let keys = TenantKeys::new(&tenant);
                 let channel = keys.channel();
                 let attended = keys.attended();
-                let live = node.fanout.follow(&channel).await?;
+                let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
                 node.hold_attended(attended.clone());
                 node.refresh().await?;
                 let reset_first = options.after.is_some();
@@ -1043,11 +1199,26 @@ impl Backend for RedisBackend {
     async fn dispose_all(&self) {
         let node = &self.node;
         node.closed.store(true, Ordering::Release);
-        let waiting: Vec<WaiterKey> = node.waiters.lock().keys().cloned().collect();
-        for (key, rpc_id) in waiting {
-            // Nobody can reattach to an ask without a request_id: dispose of it. One
-            // with a request_id stays pending for a retry through another node.
-            let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
+        let waiting: Vec<(WaiterKey, bool)> = node
+            .waiters
+            .lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), !e.request_id.is_empty()))
+            .collect();
+        for ((key, rpc_id), reattachable) in waiting {
+            if reattachable {
+                // Handed over: the call is told to retry with its request_id (through
+                // another node); the ask stays pending, and the survivors abort it if
+                // nobody comes back within its reattach grace.
+                if let Some(entry) = node.waiters.lock().remove(&(key.clone(), rpc_id.clone())) {
+                    for waiter in entry.senders {
+                        let _ = waiter.send(Outcome::disposed());
+                    }
+                }
+            } else {
+                // Nobody can reattach to an ask without a request_id: dispose of it.
+                let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
+            }
         }
         let _ = node.closing.send(true);
     }
@@ -1068,6 +1239,7 @@ mod tests {
         settings.store.max_pending_per_session = config.max_pending_per_session;
         settings.reconnect_grace = config.reconnect_grace;
         settings.subscriber_buffer = config.subscriber_buffer;
+        settings.tenant_buffer = config.tenant_buffer;
         let backend = RedisBackend::connect(settings)
             .await
             .expect("redis backend");

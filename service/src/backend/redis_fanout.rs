@@ -25,8 +25,10 @@ use tracing::{debug, warn};
 use super::redis::{StoredEvent, parse_event};
 use crate::domain::AskError;
 
-/// Live events a local follower may fall behind before it must resync from history.
-const FOLLOWER_BUFFER: usize = 1024;
+/// Live events of one session a local follower may fall behind before it must resync.
+pub const SESSION_BUFFER: usize = 1024;
+/// The same for a tenant's channel, which carries every session's events.
+pub const TENANT_BUFFER: usize = 16 * 1024;
 
 /// One live event of a session, as published by whichever node made it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,13 +55,25 @@ pub fn parse_live(payload: &[u8]) -> Result<LiveEvent, AskError> {
     })
 }
 
-type Channels = Arc<Mutex<HashMap<String, broadcast::Sender<Arc<LiveEvent>>>>>;
+/// One followed channel: the local broadcast and whether Redis confirmed the
+/// subscription (changed only under `Fanout::changes`).
+struct Channel {
+    sender: broadcast::Sender<Arc<LiveEvent>>,
+    subscribed: std::sync::atomic::AtomicBool,
+}
+
+type Channels = Arc<Mutex<HashMap<String, Arc<Channel>>>>;
 
 /// This node's view of the sessions it follows.
 pub struct Fanout {
     conn: ConnectionManager,
     channels: Channels,
+    /// Serializes SUBSCRIBE and UNSUBSCRIBE, so that one for a channel can never
+    /// overtake the other (an UNSUBSCRIBE arriving last would silently stop delivery),
+    /// and makes every follower wait for the confirmation, not only the first.
+    changes: tokio::sync::Mutex<()>,
     dispatcher: tokio::task::JoinHandle<()>,
+    disconnections: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Drop for Fanout {
@@ -82,12 +96,26 @@ impl Fanout {
             .set_automatic_resubscription();
         let conn = client.get_connection_manager_with_config(config).await?;
         let channels: Channels = Arc::default();
-        let dispatcher = tokio::spawn(dispatch(push_rx, Arc::downgrade(&channels)));
+        let disconnections = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let dispatcher = tokio::spawn(dispatch(
+            push_rx,
+            Arc::downgrade(&channels),
+            disconnections.clone(),
+        ));
         Ok(Self {
             conn,
             channels,
+            changes: tokio::sync::Mutex::new(()),
             dispatcher,
+            disconnections,
         })
+    }
+
+    /// How many times the pub/sub connection was lost: messages published meanwhile
+    /// were missed, so whoever depends on them re-reads the history.
+    pub fn disconnections(&self) -> u64 {
+        self.disconnections
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Live events of `channel` from now on. The subscription is confirmed by Redis
@@ -95,42 +123,67 @@ impl Fanout {
     pub async fn follow(
         &self,
         channel: &str,
+        capacity: usize,
     ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, AskError> {
-        let (receiver, new) = {
-            let mut channels = self.channels.lock();
-            match channels.get(channel) {
-                Some(sender) => (sender.subscribe(), false),
-                None => {
-                    let (sender, receiver) = broadcast::channel(FOLLOWER_BUFFER);
-                    channels.insert(channel.to_owned(), sender);
-                    (receiver, true)
-                }
+        loop {
+            let entry = self
+                .channels
+                .lock()
+                .entry(channel.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Channel {
+                        sender: broadcast::channel(capacity.max(1)).0,
+                        subscribed: std::sync::atomic::AtomicBool::new(false),
+                    })
+                })
+                .clone();
+            let receiver = entry.sender.subscribe();
+            let _changing = self.changes.lock().await;
+            let current = self
+                .channels
+                .lock()
+                .get(channel)
+                .is_some_and(|c| Arc::ptr_eq(c, &entry));
+            if !current {
+                // Released meanwhile: start over with the channel's new entry.
+                continue;
             }
-        };
-        if new {
-            self.conn
-                .clone()
-                .subscribe(channel)
-                .await
-                .map_err(|e| AskError::Internal(format!("redis subscribe: {e}")))?;
-            debug!(channel, "following a session");
+            if !entry.subscribed.load(std::sync::atomic::Ordering::Acquire) {
+                self.conn
+                    .clone()
+                    .subscribe(channel)
+                    .await
+                    .map_err(|e| AskError::BackendUnavailable(format!("redis subscribe: {e}")))?;
+                entry
+                    .subscribed
+                    .store(true, std::sync::atomic::Ordering::Release);
+                debug!(channel, "following a session");
+            }
+            return Ok(receiver);
         }
-        Ok(receiver)
     }
 
     /// Stops following `channel` once nobody on this node listens to it.
     pub async fn release(&self, channel: &str) {
-        let idle = {
-            let mut channels = self.channels.lock();
-            match channels.get(channel) {
-                Some(sender) if sender.receiver_count() == 0 => {
-                    channels.remove(channel);
-                    true
-                }
-                _ => false,
-            }
+        let Some(entry) = self.channels.lock().get(channel).cloned() else {
+            return;
         };
-        if idle && let Err(e) = self.conn.clone().unsubscribe(channel).await {
+        let _changing = self.changes.lock().await;
+        {
+            let mut channels = self.channels.lock();
+            let current = channels
+                .get(channel)
+                .is_some_and(|c| Arc::ptr_eq(c, &entry));
+            if !current || entry.sender.receiver_count() > 0 {
+                return;
+            }
+            channels.remove(channel);
+        }
+        if entry
+            .subscribed
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+            && let Err(e) = self.conn.clone().unsubscribe(channel).await
+        {
             warn!(channel, "redis unsubscribe failed: {e}");
         }
     }
@@ -138,7 +191,8 @@ impl Fanout {
 
 async fn dispatch(
     mut push_rx: mpsc::UnboundedReceiver<PushInfo>,
-    channels: Weak<Mutex<HashMap<String, broadcast::Sender<Arc<LiveEvent>>>>>,
+    channels: Weak<Mutex<HashMap<String, Arc<Channel>>>>,
+    disconnections: Arc<std::sync::atomic::AtomicU64>,
 ) {
     while let Some(push) = push_rx.recv().await {
         let Some(channels) = channels.upgrade() else {
@@ -158,12 +212,13 @@ async fn dispatch(
                         continue;
                     }
                 };
-                if let Some(sender) = channels.lock().get(channel.as_ref()) {
-                    let _ = sender.send(event);
+                if let Some(entry) = channels.lock().get(channel.as_ref()) {
+                    let _ = entry.sender.send(event);
                 }
             }
             PushKind::Disconnection => {
-                warn!("redis pub/sub connection lost; it resubscribes on reconnect")
+                disconnections.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                warn!("redis pub/sub connection lost; it resubscribes on reconnect");
             }
             _ => {}
         }
@@ -190,7 +245,10 @@ mod tests {
         let reader = Fanout::connect(&redis.url).await.expect("reader node");
         let key = SessionKey::new("acme", "s");
         let channel = SessionKeys::new(&key).channel();
-        let mut live = reader.follow(&channel).await.expect("follow");
+        let mut live = reader
+            .follow(&channel, SESSION_BUFFER)
+            .await
+            .expect("follow");
 
         let requested = Requested {
             rpc_id: "r1".into(),

@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS).
     #[arg(long, env = "ASKGATE_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// With --backend redis: how long this node's leases last without renewal (a dead
+    /// node's waiting asks are aborted that long, plus their reattach grace, after).
+    #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = "10s", value_parser = parse_duration)]
+    pub redis_lease: Duration,
     /// With --auth none on a non-loopback address: accept anonymous callers anyway.
     #[arg(long, env = "ASKGATE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -217,6 +221,7 @@ impl ServeArgs {
             ask_rate: self.ask_rate,
             ask_burst: self.ask_burst,
             metrics_tenant_labels: self.metrics_tenant_labels,
+            redis_lease: self.redis_lease,
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },

@@ -1,6 +1,11 @@
 //! The values that flow between the handlers, the rules and the backends.
 
-use std::{collections::HashMap, fmt, sync::Arc, time::SystemTime};
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use askgate_proto::v1::{AgentRef, Question, QuestionAnswer, Resolution, Unattended};
 
@@ -48,6 +53,9 @@ pub struct NewAsk {
     pub request_id: String,
     /// Whether to refuse the ask when nobody follows the session (Semantics 8).
     pub if_unattended: Unattended,
+    /// How long the ask stays answerable after its call went away (Semantics 10): a
+    /// shared backend uses it when the node holding the call dies.
+    pub reattach_grace: Duration,
 }
 
 /// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.
