@@ -1179,12 +1179,12 @@ impl Backend for RedisBackend {
     }
 
     async fn healthy(&self) -> bool {
+        // Reachable, and the node's own subscription still delivers (the probe).
         let mut conn = self.node.conn.clone();
-        let ping = redis::cmd("PING");
-        let reply = ping.query_async::<String>(&mut conn);
+        let probe = self.node.fanout.probe(&mut conn);
         matches!(
-            tokio::time::timeout(Duration::from_secs(2), reply).await,
-            Ok(Ok(_))
+            tokio::time::timeout(Duration::from_secs(2), probe).await,
+            Ok(true)
         )
     }
 

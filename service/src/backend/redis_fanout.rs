@@ -74,7 +74,20 @@ pub struct Fanout {
     changes: tokio::sync::Mutex<()>,
     dispatcher: tokio::task::JoinHandle<()>,
     disconnections: Arc<std::sync::atomic::AtomicU64>,
+    probe: Arc<Probe>,
 }
+
+/// Detects a pub/sub connection that silently stopped delivering (a known failure
+/// after a failover): the node publishes numbered probes to a channel of its own and
+/// checks that they come back through its subscription.
+struct Probe {
+    channel: String,
+    sent: std::sync::atomic::AtomicU64,
+    seen: std::sync::atomic::AtomicU64,
+}
+
+/// Probes that may be in flight before the subscription counts as stalled.
+const PROBES_IN_FLIGHT: u64 = 2;
 
 impl Drop for Fanout {
     fn drop(&mut self) {
@@ -97,18 +110,57 @@ impl Fanout {
         let conn = client.get_connection_manager_with_config(config).await?;
         let channels: Channels = Arc::default();
         let disconnections = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let probe = Arc::new(Probe {
+            channel: format!("ag:probe:{}", uuid::Uuid::new_v4().simple()),
+            sent: std::sync::atomic::AtomicU64::new(0),
+            seen: std::sync::atomic::AtomicU64::new(0),
+        });
         let dispatcher = tokio::spawn(dispatch(
             push_rx,
             Arc::downgrade(&channels),
             disconnections.clone(),
+            probe.clone(),
         ));
+        conn.clone().subscribe(&probe.channel).await?;
         Ok(Self {
             conn,
             channels,
             changes: tokio::sync::Mutex::new(()),
             dispatcher,
             disconnections,
+            probe,
         })
+    }
+
+    /// Publishes the next probe through an ordinary connection (`publisher`). Returns
+    /// false when earlier probes did not come back: the subscription is stalled. Then
+    /// every channel is subscribed again and followers are told to re-read the history
+    /// (as after a disconnection); the probe reports healthy again once probes flow.
+    pub async fn probe(&self, publisher: &mut ConnectionManager) -> bool {
+        use std::sync::atomic::Ordering;
+        let seen = self.probe.seen.load(Ordering::Acquire);
+        let sent = self.probe.sent.load(Ordering::Acquire);
+        let stalled = sent.saturating_sub(seen) > PROBES_IN_FLIGHT;
+        if stalled {
+            warn!(
+                sent,
+                seen, "redis pub/sub stopped delivering; resubscribing"
+            );
+            self.disconnections.fetch_add(1, Ordering::AcqRel);
+            let _changing = self.changes.lock().await;
+            let mut channels: Vec<String> = self.channels.lock().keys().cloned().collect();
+            channels.push(self.probe.channel.clone());
+            if let Err(e) = self.conn.clone().subscribe(&channels).await {
+                warn!("resubscribing failed: {e}");
+            }
+        }
+        let next = self.probe.sent.fetch_add(1, Ordering::AcqRel) + 1;
+        let published: redis::RedisResult<u64> = redis::cmd("PUBLISH")
+            .arg(&self.probe.channel)
+            .arg(next)
+            .query_async(publisher)
+            .await;
+        published.is_ok() && !stalled
     }
 
     /// How many times the pub/sub connection was lost: messages published meanwhile
@@ -193,6 +245,7 @@ async fn dispatch(
     mut push_rx: mpsc::UnboundedReceiver<PushInfo>,
     channels: Weak<Mutex<HashMap<String, Arc<Channel>>>>,
     disconnections: Arc<std::sync::atomic::AtomicU64>,
+    probe: Arc<Probe>,
 ) {
     while let Some(push) = push_rx.recv().await {
         let Some(channels) = channels.upgrade() else {
@@ -205,6 +258,15 @@ async fn dispatch(
                     continue;
                 };
                 let channel = String::from_utf8_lossy(channel);
+                if channel == probe.channel {
+                    if let Some(n) = std::str::from_utf8(payload)
+                        .ok()
+                        .and_then(|p| p.parse().ok())
+                    {
+                        probe.seen.fetch_max(n, std::sync::atomic::Ordering::AcqRel);
+                    }
+                    continue;
+                }
                 let event = match parse_live(payload) {
                     Ok(event) => Arc::new(event),
                     Err(e) => {
@@ -284,6 +346,43 @@ mod tests {
         drop(live);
         reader.release(&channel).await;
         assert!(reader.channels.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_subscription_that_silently_stops_delivering_is_detected_and_repaired() {
+        let redis = RedisServer::start().await;
+        let fanout = Fanout::connect(&redis.url).await.expect("fanout");
+        let client = redis::Client::open(redis.url.as_str()).expect("url");
+        let mut publisher = client.get_connection_manager().await.expect("publisher");
+        healthy_soon(&fanout, &mut publisher).await;
+
+        // Stop delivery behind the node's back: its subscription is gone, nothing says so.
+        fanout
+            .conn
+            .clone()
+            .unsubscribe(&fanout.probe.channel)
+            .await
+            .expect("unsubscribe");
+        let before = fanout.disconnections();
+        let mut stalled = false;
+        for _ in 0..(PROBES_IN_FLIGHT + 2) {
+            stalled |= !fanout.probe(&mut publisher).await;
+        }
+        assert!(stalled, "the stall was not detected");
+        assert!(
+            fanout.disconnections() > before,
+            "followers are told to resync"
+        );
+        healthy_soon(&fanout, &mut publisher).await;
+    }
+
+    /// Probes until one reports healthy, within 10 s.
+    async fn healthy_soon(fanout: &Fanout, publisher: &mut ConnectionManager) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !fanout.probe(publisher).await {
+            assert!(std::time::Instant::now() < deadline, "never healthy");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     #[test]
