@@ -1,14 +1,11 @@
 //! Shared state in Redis, for several askgate nodes behind one load balancer.
 //!
-//! **Status: storage layer only.** This module holds the Redis key layout and the two
-//! server-side scripts that make askgate's semantics hold across nodes: registration
-//! (store, append the event, publish it) and claim (check it is pending, remove it,
-//! record the outcome, append the event, publish it), each one atomic script, so the
-//! first claim wins whatever node it arrives on. [`super::redis_fanout`] carries the
-//! published events to the other nodes. The `Backend` implementation on top of both
-//! (subscriptions and waiting asks across nodes, the agent registry, node leases,
-//! `serve --backend redis`) is the next step of the scale-out work and is not wired in
-//! yet.
+//! This module is the storage layer: the Redis key layout and the two server-side
+//! scripts that make askgate's semantics hold across nodes: registration (store, append
+//! the event, publish it) and claim (check it is pending, remove it, record the outcome,
+//! append the event, publish it), each one atomic script, so the first claim wins
+//! whatever node it arrives on. [`super::redis_fanout`] carries the published events to
+//! the other nodes, and [`super::redis_backend`] builds the `Backend` on both.
 //!
 //! Why redis-rs: it is the actively maintained Redis client for Rust (regular
 //! releases), async on tokio, with a `ConnectionManager` that reconnects by itself,
@@ -29,6 +26,8 @@
 //! | `ag:{t/s}:epoch` | string | the history's epoch: a new one if the keys were lost |
 //! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
 //! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
+//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive` | | leases of [`super::redis_backend`] |
+//! | `ag:tenant:{t}:live`, `:sessions`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks, presence, agents |
 //!
 //! The event of sequence number `n` is the list element `n - (head - len + 1)`: the
 //! scripts append and trim in the same step as they bump `head`, so the mapping holds.
