@@ -40,6 +40,15 @@ use redis::{Script, aio::ConnectionManager};
 
 use crate::domain::{AskError, SessionKey, Settled};
 
+/// How every askgate connection to Redis reconnects: quickly, and never backing off
+/// past a second, so a node recovers within moments of Redis coming back.
+pub fn manager_config() -> redis::aio::ConnectionManagerConfig {
+    redis::aio::ConnectionManagerConfig::new()
+        .set_min_delay(std::time::Duration::from_millis(50))
+        .set_max_delay(std::time::Duration::from_secs(1))
+        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+}
+
 /// Sizes and windows of the Redis state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
@@ -267,7 +276,9 @@ impl RedisStore {
     /// Connects to `url` (`redis://` or `rediss://`); reconnects by itself later.
     pub async fn connect(url: &str, config: RedisConfig) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)?;
-        let conn = client.get_connection_manager().await?;
+        let conn = client
+            .get_connection_manager_with_config(manager_config())
+            .await?;
         Ok(Self {
             conn,
             config,
@@ -398,6 +409,16 @@ impl RedisStore {
                 "unexpected script reply {other:?}"
             ))),
         }
+    }
+
+    /// Checks the store's own connection (the connection manager replaces a broken one
+    /// after its first failure, so health checks also keep it fresh).
+    pub async fn ping(&self) -> bool {
+        let mut conn = self.conn.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .is_ok()
     }
 
     /// The stored `Requested` of a pending ask.

@@ -168,7 +168,7 @@ impl RedisBackend {
         let store = RedisStore::connect(&config.url, config.store.clone()).await?;
         let fanout = Fanout::connect(&config.url).await?;
         let conn = redis::Client::open(config.url.as_str())?
-            .get_connection_manager()
+            .get_connection_manager_with_config(super::redis::manager_config())
             .await?;
         let node = Arc::new(Node {
             id: Uuid::new_v4().simple().to_string(),
@@ -871,7 +871,20 @@ impl RedisBackend {
             request_id: ask.request_id.clone(),
         };
         let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        // On the sweep list before the ask exists: if this node dies at any point after
+        // the script, the survivors still find the ask.
+        let member = wait_member(&key, &rpc_id);
+        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
+        let mut conn = node.conn.clone();
+        let listed: Result<(), _> = conn.zadd(WAITS_KEY, &member, abandoned_at).await;
+        if let Err(e) = listed {
+            node.waiters.lock().remove(&(key.clone(), rpc_id));
+            return Err(redis_error(e));
+        }
         let registered = node.store.register(&key, &requested, &ask.request_id).await;
+        if !matches!(registered, Ok(Registration::New { .. })) {
+            let _: Result<(), _> = conn.zrem(WAITS_KEY, &member).await;
+        }
         let (rpc_id, outcome) = match registered {
             Ok(Registration::New { .. }) => (rpc_id, outcome),
             Ok(Registration::Joined { rpc_id: joined }) => {
@@ -898,13 +911,6 @@ impl RedisBackend {
             }
         };
         self.ensure_pump(&key, live);
-        // On the sweep list from the start: if this node dies before it renews
-        // anything, the survivors still find the ask.
-        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
-        let mut conn = node.conn.clone();
-        let _: Result<(), _> = conn
-            .zadd(WAITS_KEY, wait_member(&key, &rpc_id), abandoned_at)
-            .await;
         if let Some(agent) = &ask.agent {
             let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
             let mut conn = node.conn.clone();
@@ -1179,11 +1185,18 @@ impl Backend for RedisBackend {
     }
 
     async fn healthy(&self) -> bool {
-        // Reachable, and the node's own subscription still delivers (the probe).
-        let mut conn = self.node.conn.clone();
-        let probe = self.node.fanout.probe(&mut conn);
+        // Every connection works (after an outage each one fails once, then the
+        // connection manager replaces it), and the node's own subscription still
+        // delivers (the probe).
+        let node = &self.node;
+        let check = async {
+            let store = node.store.ping().await;
+            let mut conn = node.conn.clone();
+            let probe = node.fanout.probe(&mut conn).await;
+            store && probe
+        };
         matches!(
-            tokio::time::timeout(Duration::from_secs(2), probe).await,
+            tokio::time::timeout(Duration::from_secs(2), check).await,
             Ok(true)
         )
     }

@@ -16,8 +16,7 @@ use std::{
 
 use parking_lot::Mutex;
 use redis::{
-    IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
-    aio::{ConnectionManager, ConnectionManagerConfig},
+    IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value, aio::ConnectionManager,
 };
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
@@ -104,7 +103,7 @@ impl Fanout {
             .set_protocol(ProtocolVersion::RESP3);
         let client = redis::Client::open(info.set_redis_settings(settings))?;
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let config = ConnectionManagerConfig::new()
+        let config = super::redis::manager_config()
             .set_push_sender(push_tx)
             .set_automatic_resubscription();
         let conn = client.get_connection_manager_with_config(config).await?;
@@ -201,17 +200,35 @@ impl Fanout {
                 continue;
             }
             if !entry.subscribed.load(std::sync::atomic::Ordering::Acquire) {
-                self.conn
-                    .clone()
-                    .subscribe(channel)
-                    .await
-                    .map_err(|e| AskError::BackendUnavailable(format!("redis subscribe: {e}")))?;
+                self.subscribe_retrying(channel).await?;
                 entry
                     .subscribed
                     .store(true, std::sync::atomic::Ordering::Release);
                 debug!(channel, "following a session");
             }
             return Ok(receiver);
+        }
+    }
+
+    /// SUBSCRIBE, tried again a few times when the connection just failed: after an
+    /// outage the connection manager replaces a broken connection on its first error.
+    async fn subscribe_retrying(&self, channel: &str) -> Result<(), AskError> {
+        let mut pause = std::time::Duration::from_millis(50);
+        let mut attempts = 0;
+        loop {
+            match self.conn.clone().subscribe(channel).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempts < 4 && (e.is_connection_dropped() || e.is_io_error()) => {
+                    attempts += 1;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => {
+                    return Err(AskError::BackendUnavailable(format!(
+                        "redis subscribe: {e}"
+                    )));
+                }
+            }
         }
     }
 
