@@ -264,6 +264,12 @@ fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, AskError> {
     M::decode(bytes).map_err(|e| AskError::Internal(format!("corrupt entry in redis: {e}")))
 }
 
+/// Field `i` of a script's reply, as `T`.
+fn reply_field<T: redis::FromRedisValue>(reply: &[redis::Value], i: usize) -> Result<T, AskError> {
+    redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
+        .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
+}
+
 fn parse_settled(text: &str) -> Option<Settled> {
     let (resolution, resolved_by) = text.split_once(' ')?;
     Some(Settled {
@@ -330,10 +336,7 @@ impl RedisStore {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let text = |i: usize| -> Result<String, AskError> {
-            redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
-                .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
-        };
+        let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
             "new" => Ok(Registration::New {
                 seq: text(1)?
@@ -343,9 +346,7 @@ impl RedisStore {
             }),
             "joined" => Ok(Registration::Joined { rpc_id: text(1)? }),
             "recorded" => {
-                let bytes: Vec<u8> =
-                    redis::from_redis_value_ref(reply.get(2).unwrap_or(&redis::Value::Nil))
-                        .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))?;
+                let bytes: Vec<u8> = reply_field(&reply, 2)?;
                 Ok(Registration::Recorded {
                     rpc_id: text(1)?,
                     resolved: decode(&bytes)?,
@@ -394,10 +395,7 @@ impl RedisStore {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let text = |i: usize| -> Result<String, AskError> {
-            redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
-                .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
-        };
+        let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
             "claimed" => text(1)?
                 .parse()
