@@ -578,7 +578,11 @@ mod tests {
     }
 
     async fn store(redis: &RedisServer) -> RedisStore {
-        RedisStore::connect(&redis.url, RedisConfig::default())
+        store_with(redis, RedisConfig::default()).await
+    }
+
+    async fn store_with(redis: &RedisServer, config: RedisConfig) -> RedisStore {
+        RedisStore::connect(&redis.url, config)
             .await
             .expect("connect")
     }
@@ -722,15 +726,14 @@ mod tests {
     #[tokio::test]
     async fn history_is_trimmed_and_an_old_cursor_must_reset() {
         let redis = RedisServer::start().await;
-        let store = RedisStore::connect(
-            &redis.url,
+        let store = store_with(
+            &redis,
             RedisConfig {
                 history_len: 4,
                 ..RedisConfig::default()
             },
         )
-        .await
-        .expect("connect");
+        .await;
         for i in 0..5 {
             let rpc_id = format!("r{i}");
             store
@@ -807,15 +810,14 @@ mod tests {
     #[tokio::test]
     async fn the_pending_limit_is_enforced_in_the_script() {
         let redis = RedisServer::start().await;
-        let store = RedisStore::connect(
-            &redis.url,
+        let store = store_with(
+            &redis,
             RedisConfig {
                 max_pending_per_session: 1,
                 ..RedisConfig::default()
             },
         )
-        .await
-        .expect("connect");
+        .await;
         store
             .register(&key(), &requested("r1"), "")
             .await

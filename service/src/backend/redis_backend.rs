@@ -292,8 +292,19 @@ impl Node {
         Ok(())
     }
 
-    fn hold_attended(&self, key: String) {
-        *self.attended.lock().entry(key).or_default() += 1;
+    /// Holds a presence key (renewed by the refresh loop while held) and sets it now,
+    /// so the session counts as attended from this subscription on.
+    async fn hold_attended(&self, key: String) -> Result<(), AskError> {
+        *self.attended.lock().entry(key.clone()).or_default() += 1;
+        let mut conn = self.conn.clone();
+        redis::cmd("SET")
+            .arg(&key)
+            .arg(&self.id)
+            .arg("PX")
+            .arg(self.grace_ms())
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(redis_error)
     }
 
     fn release_attended(&self, key: &str) {
@@ -1080,8 +1091,7 @@ impl Backend for RedisBackend {
                 let channel = keys.channel();
                 let attended = keys.key("attended");
                 let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
-                node.hold_attended(attended.clone());
-                node.refresh().await?;
+                node.hold_attended(attended.clone()).await?;
                 let task = tokio::spawn(async move {
                     if let Err(e) = follower.session(key, options.after, live, closing).await {
                         warn!("subscription ended: {e}");
@@ -1094,8 +1104,7 @@ impl Backend for RedisBackend {
                 let channel = keys.channel();
                 let attended = keys.attended();
                 let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
-                node.hold_attended(attended.clone());
-                node.refresh().await?;
+                node.hold_attended(attended.clone()).await?;
                 let reset_first = options.after.is_some();
                 let task = tokio::spawn(async move {
                     if let Err(e) = follower
