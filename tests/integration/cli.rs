@@ -9,7 +9,7 @@ use tokio::{
     process::{Child, ChildStderr, ChildStdout},
 };
 
-use crate::support::{ASKGATE, askgate, within};
+use crate::support::{ASKGATE, askgate, finish, within};
 
 /// `askgate serve --listen 127.0.0.1:0` as a process; its address is read from its log.
 pub(crate) struct ServeProcess {
@@ -82,18 +82,6 @@ impl ServeProcess {
 
 fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
     BufReader::new(child.stdout.take().expect("stdout")).lines()
-}
-
-/// Waits for a process and returns its exit code, stdout and stderr.
-async fn finish(child: Child) -> (i32, String, String) {
-    let out = within("the process to finish", child.wait_with_output())
-        .await
-        .expect("wait");
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 async fn next_json(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {

@@ -7,18 +7,7 @@
 use askgate_client::{Ask, Event, Events, Reason, answer, question};
 use serde_json::Value;
 
-use crate::support::{TestServer, askgate, next_event, next_requested, subscribed, within};
-
-async fn finish(child: tokio::process::Child) -> (i32, String, String) {
-    let out = within("the process", child.wait_with_output())
-        .await
-        .expect("wait");
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::support::{TestServer, askgate, finish, next_event, next_requested, subscribed, within};
 
 fn ask_process(url: &str, request_id: &str, grace: &str) -> tokio::process::Child {
     askgate(&[

@@ -162,6 +162,18 @@ pub fn requested_ids(events: &[Event]) -> Vec<String> {
 /// The `askgate` binary built for these tests.
 pub const ASKGATE: &str = env!("CARGO_BIN_EXE_askgate");
 
+/// Waits for a process and returns its exit code, stdout and stderr.
+pub async fn finish(child: tokio::process::Child) -> (i32, String, String) {
+    let out = within("the process to finish", child.wait_with_output())
+        .await
+        .expect("wait");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Starts `askgate ARGS` with piped output; the process is killed when dropped.
 pub fn askgate(args: &[&str]) -> tokio::process::Child {
     tokio::process::Command::new(ASKGATE)
