@@ -33,7 +33,6 @@ async fn assert_late_answer_not_pending(client: &mut Client, rpc_id: &str, resol
     assert_eq!(err.metadata("resolution"), Some(resolution));
 }
 
-#[tokio::test]
 async fn a_cancelled_call_aborts_its_ask() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -48,8 +47,11 @@ async fn a_cancelled_call_aborts_its_ask() {
     assert_eq!(resolved.reason(), Resolution::Aborted);
     assert_late_answer_not_pending(&mut client, &rpc_id, "ABORTED").await;
 }
+on_both_backends!(
+    #[tokio::test]
+    a_cancelled_call_aborts_its_ask
+);
 
-#[tokio::test]
 async fn a_killed_client_process_aborts_its_ask() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -77,8 +79,11 @@ async fn a_killed_client_process_aborts_its_ask() {
     assert_eq!(resolved.reason(), Resolution::Aborted);
     assert_late_answer_not_pending(&mut client, &rpc_id, "ABORTED").await;
 }
+on_both_backends!(
+    #[tokio::test]
+    a_killed_client_process_aborts_its_ask
+);
 
-#[tokio::test]
 async fn a_short_deadline_expires_the_ask() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -104,3 +109,7 @@ async fn a_short_deadline_expires_the_ask() {
     assert_eq!(resolved.reason(), Resolution::Expired);
     assert_late_answer_not_pending(&mut client, &rpc_id, "EXPIRED").await;
 }
+on_both_backends!(
+    #[tokio::test]
+    a_short_deadline_expires_the_ask
+);

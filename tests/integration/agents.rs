@@ -31,7 +31,6 @@ async fn outcome_of(client: &mut Client, ui: &mut Client, ask: Ask) -> Option<Re
     }
 }
 
-#[tokio::test]
 async fn rule_7_caller_not_live_for_never_attached_detached_and_stale_agents() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -89,8 +88,11 @@ async fn rule_7_caller_not_live_for_never_attached_detached_and_stale_agents() {
     })
     .await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_7_caller_not_live_for_never_attached_detached_and_stale_agents
+);
 
-#[tokio::test]
 async fn rule_7_delegated_caller_while_the_parent_is_live_then_the_child_may_ask() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -127,8 +129,11 @@ async fn rule_7_delegated_caller_while_the_parent_is_live_then_the_child_may_ask
     .await;
     drop(child);
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_7_delegated_caller_while_the_parent_is_live_then_the_child_may_ask
+);
 
-#[tokio::test]
 async fn rule_7_a_detach_aborts_the_agents_pending_asks() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -161,3 +166,7 @@ async fn rule_7_a_detach_aborts_the_agents_pending_asks() {
         other => panic!("expected resolved, got {other:?}"),
     }
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_7_a_detach_aborts_the_agents_pending_asks
+);

@@ -39,7 +39,6 @@ async fn pending_batch(
     (events, rpc_id, waiting)
 }
 
-#[tokio::test]
 async fn an_invalid_batch_leaves_the_ask_pending_and_a_corrected_one_wins() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -100,8 +99,11 @@ async fn an_invalid_batch_leaves_the_ask_pending_and_a_corrected_one_wins() {
     assert_eq!(resolved.answers, corrected);
     assert!(client.list_pending("s").await.expect("list").is_empty());
 }
+on_both_backends!(
+    #[tokio::test]
+    an_invalid_batch_leaves_the_ask_pending_and_a_corrected_one_wins
+);
 
-#[tokio::test]
 async fn custom_overrides_single_select_adds_to_multi_select_and_skips_stay_explicit() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -137,3 +139,7 @@ async fn custom_overrides_single_select_adds_to_multi_select_and_skips_stay_expl
         ]
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    custom_overrides_single_select_adds_to_multi_select_and_skips_stay_explicit
+);

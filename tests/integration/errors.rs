@@ -14,7 +14,6 @@ fn yes_no(session: &str) -> Ask {
     Ask::new(session).question(question("ok", "Proceed?").choice("yes").choice("no"))
 }
 
-#[tokio::test]
 async fn empty_questions() {
     let server = TestServer::start().await;
     let err = server
@@ -32,8 +31,11 @@ async fn empty_questions() {
         "ask_user_question requires at least one question"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    empty_questions
+);
 
-#[tokio::test]
 async fn bad_request_names_every_field() {
     let server = TestServer::start().await;
     let ask = Ask::new("bad session!")
@@ -55,8 +57,11 @@ async fn bad_request_names_every_field() {
         ]
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    bad_request_names_every_field
+);
 
-#[tokio::test]
 async fn oversize_input_is_refused_before_it_is_stored() {
     let config = ServerConfig {
         limits: Limits {
@@ -96,8 +101,11 @@ async fn oversize_input_is_refused_before_it_is_stored() {
         .expect_err("cancelled");
     assert!(client.list_pending("s").await.expect("list").is_empty());
 }
+on_both_backends!(
+    #[tokio::test]
+    oversize_input_is_refused_before_it_is_stored
+);
 
-#[tokio::test]
 async fn caller_not_live_without_an_attached_agent() {
     let server = TestServer::start().await;
     let mut ask = yes_no("s");
@@ -111,8 +119,11 @@ async fn caller_not_live_without_an_attached_agent() {
         (Code::FailedPrecondition, Reason::CallerNotLive)
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    caller_not_live_without_an_attached_agent
+);
 
-#[tokio::test]
 async fn bad_answer_not_pending_and_cancelled_with_reason() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -175,8 +186,11 @@ async fn bad_answer_not_pending_and_cancelled_with_reason() {
     );
     assert_eq!(err.metadata("resolution"), Some("CANCELLED"));
 }
+on_both_backends!(
+    #[tokio::test]
+    bad_answer_not_pending_and_cancelled_with_reason
+);
 
-#[tokio::test]
 async fn ask_expired_at_the_callers_deadline() {
     let server = TestServer::start().await;
     let started = tokio::time::Instant::now();
@@ -196,8 +210,11 @@ async fn ask_expired_at_the_callers_deadline() {
     );
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
+on_both_backends!(
+    #[tokio::test]
+    ask_expired_at_the_callers_deadline
+);
 
-#[tokio::test]
 async fn ask_expired_at_the_servers_maximum_wait() {
     let server = TestServer::start_with(ServerConfig {
         max_wait: Duration::from_millis(200),
@@ -216,8 +233,11 @@ async fn ask_expired_at_the_servers_maximum_wait() {
         .expect_err("expired");
     assert_eq!(err.reason(), Reason::AskExpired);
 }
+on_both_backends!(
+    #[tokio::test]
+    ask_expired_at_the_servers_maximum_wait
+);
 
-#[tokio::test]
 async fn too_many_pending_per_session() {
     let server = TestServer::start_with(ServerConfig {
         memory: MemoryConfig {
@@ -248,8 +268,11 @@ async fn too_many_pending_per_session() {
         .expect_err("expires");
     assert_eq!(err.reason(), Reason::AskExpired);
 }
+on_both_backends!(
+    #[tokio::test]
+    too_many_pending_per_session
+);
 
-#[tokio::test]
 async fn a_raw_request_with_only_an_agent_id_is_refused_field_by_field() {
     let server = TestServer::start().await;
     let mut ask = Ask::from(AskRequest {
@@ -262,3 +285,7 @@ async fn a_raw_request_with_only_an_agent_id_is_refused_field_by_field() {
     assert_eq!(err.reason(), Reason::BadRequest);
     assert_eq!(err.violations()[0].0, "agent.agent_id");
 }
+on_both_backends!(
+    #[tokio::test]
+    a_raw_request_with_only_an_agent_id_is_refused_field_by_field
+);

@@ -88,7 +88,6 @@ fn check_view(who: &str, events: &[Event], ask_of: &HashMap<String, usize>) -> V
     ids
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once() {
     let server = TestServer::start().await;
     let mut clients: Vec<Client> = Vec::new();
@@ -97,10 +96,13 @@ async fn every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once() {
     }
     scenario(clients).await;
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once
+);
 
 /// The same over three nodes sharing one Redis: subscribers, askers and resolvers are
 /// spread over the nodes, so most events cross nodes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() {
     let redis = askgate_service::testing::RedisServer::start().await;
     let mut nodes = Vec::new();
@@ -119,6 +121,10 @@ async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() 
     }
     scenario(clients).await;
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once
+);
 
 async fn scenario(mut clients: Vec<Client>) {
     let mut views = Vec::new();

@@ -18,7 +18,6 @@ fn racer_text(i: usize) -> String {
     format!("racer-{i}")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_one_resolution_wins_each_race() {
     let server = TestServer::start().await;
     // Several connections so the racers really run in parallel.
@@ -99,3 +98,7 @@ async fn exactly_one_resolution_wins_each_race() {
         }
     }
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    exactly_one_resolution_wins_each_race
+);

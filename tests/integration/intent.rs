@@ -9,7 +9,6 @@ use crate::support::{TestServer, next_event, subscribed, within};
 
 const PLAN: &str = "1. add the column\n2. backfill\n3. switch reads";
 
-#[tokio::test]
 async fn rule_9_bad_intent_when_approve_is_no_option_label() {
     let server = TestServer::start().await;
     let review = question("plan", "Apply this migration?")
@@ -32,8 +31,11 @@ async fn rule_9_bad_intent_when_approve_is_no_option_label() {
         "questions[0].intent.plan_review.approve"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_9_bad_intent_when_approve_is_no_option_label
+);
 
-#[tokio::test]
 async fn rule_9_bad_intent_when_the_plan_is_missing() {
     let server = TestServer::start().await;
     let review = question("plan", "Apply this migration?")
@@ -52,8 +54,11 @@ async fn rule_9_bad_intent_when_the_plan_is_missing() {
     );
     assert_eq!(err.violations()[0].0, "questions[0].detail");
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_9_bad_intent_when_the_plan_is_missing
+);
 
-#[tokio::test]
 async fn rule_9_a_plan_review_reaches_the_subscriber_intact_and_is_answered_with_a_label() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -90,3 +95,7 @@ async fn rule_9_a_plan_review_reaches_the_subscriber_intact_and_is_answered_with
         .expect("answered");
     assert_eq!(response.answers[0].selected, ["Approve"]);
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_9_a_plan_review_reaches_the_subscriber_intact_and_is_answered_with_a_label
+);

@@ -17,7 +17,6 @@ const LEFT_PENDING: usize = 3;
 const SUBSCRIBER_BUFFER: usize = 64;
 const STALLED_WINDOW: u32 = 65_535;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
     let server = TestServer::start_with(ServerConfig {
         memory: MemoryConfig {
@@ -157,3 +156,7 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
         holder.abort();
     }
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    a_stalled_subscriber_gets_reset_and_the_current_snapshot
+);

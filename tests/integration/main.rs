@@ -1,6 +1,9 @@
 //! askgate integration tests: real servers on ephemeral ports, real gRPC clients and
 //! real `askgate` processes. One test binary (one link) with a module per area.
 
+#[macro_use]
+mod support;
+
 mod abort;
 mod agents;
 mod answers;
@@ -18,7 +21,6 @@ mod resume;
 mod security;
 mod service;
 mod shutdown;
-mod support;
 mod tls;
 mod tool;
 mod unattended;

@@ -40,7 +40,6 @@ async fn wait_pending(client: &Client, session: &str, count: usize) {
     .await;
 }
 
-#[tokio::test]
 async fn per_ask_sizes() {
     let server = TestServer::start_with(ServerConfig {
         limits: Limits {
@@ -67,8 +66,11 @@ async fn per_ask_sizes() {
     let err = client.ask(long).await.expect_err("too long");
     assert_eq!(err.violations()[0].0, "questions[0].question");
 }
+on_both_backends!(
+    #[tokio::test]
+    per_ask_sizes
+);
 
-#[tokio::test]
 async fn pending_asks_per_tenant() {
     let server = TestServer::start_with(ServerConfig {
         memory: MemoryConfig {
@@ -94,8 +96,11 @@ async fn pending_asks_per_tenant() {
     );
     assert!(err.message().contains("per tenant"), "{}", err.message());
 }
+on_both_backends!(
+    #[tokio::test]
+    pending_asks_per_tenant
+);
 
-#[tokio::test]
 async fn subscribers_per_session() {
     let server = TestServer::start_with(ServerConfig {
         memory: MemoryConfig {
@@ -125,8 +130,11 @@ async fn subscribers_per_session() {
         .await
         .expect("another session has its own allowance");
 }
+on_both_backends!(
+    #[tokio::test]
+    subscribers_per_session
+);
 
-#[tokio::test]
 async fn the_ask_rate_per_tenant() {
     let server = TestServer::start_with(ServerConfig {
         ask_rate: 1,
@@ -149,3 +157,7 @@ async fn the_ask_rate_per_tenant() {
         (Code::ResourceExhausted, Reason::RateLimited)
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    the_ask_rate_per_tenant
+);

@@ -38,7 +38,6 @@ async fn assert_quiet(events: &mut Events) {
     assert!(quiet.is_err(), "unexpected event: {quiet:?}");
 }
 
-#[tokio::test]
 async fn rule_10_a_killed_asker_reattaches_by_request_id_and_gets_the_answer() {
     let server = TestServer::start().await;
     let url = server.url();
@@ -70,8 +69,11 @@ async fn rule_10_a_killed_asker_reattaches_by_request_id_and_gets_the_answer() {
     ));
     assert_quiet(&mut events).await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_10_a_killed_asker_reattaches_by_request_id_and_gets_the_answer
+);
 
-#[tokio::test]
 async fn rule_10_without_a_grace_a_killed_asker_gets_aborted_on_reattach() {
     let server = TestServer::start().await;
     let url = server.url();
@@ -92,8 +94,11 @@ async fn rule_10_without_a_grace_a_killed_asker_gets_aborted_on_reattach() {
     assert!(stderr.contains("ASK_ABORTED"), "{stderr}");
     assert_quiet(&mut events).await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_10_without_a_grace_a_killed_asker_gets_aborted_on_reattach
+);
 
-#[tokio::test]
 async fn rule_10_a_retried_ask_never_produces_a_second_requested() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -129,8 +134,11 @@ async fn rule_10_a_retried_ask_never_produces_a_second_requested() {
     ));
     assert_quiet(&mut events).await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_10_a_retried_ask_never_produces_a_second_requested
+);
 
-#[tokio::test]
 async fn the_cancel_reason_reaches_the_agent_and_a_late_answer_learns_who_resolved_it() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -171,3 +179,7 @@ async fn the_cancel_reason_reaches_the_agent_and_a_late_answer_learns_who_resolv
     assert_eq!(never.reason(), Reason::NotPending);
     assert_eq!(never.metadata("resolution"), None);
 }
+on_both_backends!(
+    #[tokio::test]
+    the_cancel_reason_reaches_the_agent_and_a_late_answer_learns_who_resolved_it
+);

@@ -29,7 +29,6 @@ async fn subscribe_from(client: &mut Client, session: &str, after: &str) -> askg
         .expect("subscribe")
 }
 
-#[tokio::test]
 async fn subscribers_before_during_and_after_an_ask_agree_on_its_rpc_id() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -67,8 +66,11 @@ async fn subscribers_before_during_and_after_an_ask_agree_on_its_rpc_id() {
         "nothing is pending any more"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    subscribers_before_during_and_after_an_ask_agree_on_its_rpc_id
+);
 
-#[tokio::test]
 async fn replay_is_oldest_first_then_synced() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -101,8 +103,11 @@ async fn replay_is_oldest_first_then_synced() {
     let mut all = client.subscribe_all().await.expect("subscribe all");
     assert_eq!(requested_ids(&until_synced(&mut all).await), ids);
 }
+on_both_backends!(
+    #[tokio::test]
+    replay_is_oldest_first_then_synced
+);
 
-#[tokio::test]
 async fn a_known_cursor_resumes_with_only_the_missed_events() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -152,8 +157,11 @@ async fn a_known_cursor_resumes_with_only_the_missed_events() {
     }
     second.abort();
 }
+on_both_backends!(
+    #[tokio::test]
+    a_known_cursor_resumes_with_only_the_missed_events
+);
 
-#[tokio::test]
 async fn an_unknown_cursor_gets_reset_and_a_snapshot() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -167,3 +175,7 @@ async fn an_unknown_cursor_gets_reset_and_a_snapshot() {
         assert_eq!(requested_ids(&snapshot), std::slice::from_ref(&rpc_id));
     }
 }
+on_both_backends!(
+    #[tokio::test]
+    an_unknown_cursor_gets_reset_and_a_snapshot
+);

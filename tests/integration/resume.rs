@@ -63,7 +63,6 @@ fn assert_no_gap_no_duplicate(seen: &[String], reference: &[String]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -98,8 +97,11 @@ async fn rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate
     within("the flow", flowing).await.expect("flow");
     assert_no_gap_no_duplicate(&seen, &cursors(&mut reference, 2 * ASKS).await);
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -141,8 +143,11 @@ async fn rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor() {
     assert!(resumes >= 2, "each cut made follow reconnect and resume");
     assert_no_gap_no_duplicate(&seen, &cursors(&mut reference, 2 * ASKS).await);
 }
+on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor
+);
 
-#[tokio::test]
 async fn rule_2_a_cursor_from_before_a_restart_gets_reset() {
     let first = TestServer::start().await;
     let mut client = first.client().await;
@@ -166,3 +171,7 @@ async fn rule_2_a_cursor_from_before_a_restart_gets_reset() {
     assert_eq!(next_event(&mut events).await, Event::Reset);
     assert!(until_synced(&mut events).await.is_empty());
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_2_a_cursor_from_before_a_restart_gets_reset
+);

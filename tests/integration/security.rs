@@ -333,7 +333,6 @@ fn parse_exposition(text: &str) -> std::collections::HashMap<String, f64> {
     samples
 }
 
-#[tokio::test]
 async fn the_metrics_endpoint_parses_and_its_counters_move() {
     let dir = TempDir::new();
     let server = TestServer::start_with_metrics(jwt_config(&dir)).await;
@@ -387,3 +386,7 @@ async fn the_metrics_endpoint_parses_and_its_counters_move() {
     let answers = after.get("askgate_rpc_duration_seconds_count{method=\"Answer\"}");
     assert_eq!(answers, Some(&2.0), "{after:?}");
 }
+on_both_backends!(
+    #[tokio::test]
+    the_metrics_endpoint_parses_and_its_counters_move
+);

@@ -25,7 +25,6 @@ const SERVICES: [&str; 3] = [
     "grpc.health.v1.Health",
 ];
 
-#[tokio::test]
 async fn health_reports_serving() {
     let server = TestServer::start().await;
     let mut health = HealthClient::new(channel(&server).await);
@@ -40,6 +39,10 @@ async fn health_reports_serving() {
         assert_eq!(status.status(), ServingStatus::Serving, "{service:?}");
     }
 }
+on_both_backends!(
+    #[tokio::test]
+    health_reports_serving
+);
 
 /// Asks a reflection service (v1 or v1alpha: the same messages in two packages) for
 /// its service list.
@@ -82,14 +85,20 @@ fn assert_lists_what_is_served(names: &[String]) {
     }
 }
 
-#[tokio::test]
 async fn reflection_v1_lists_the_services() {
     let server = TestServer::start().await;
     assert_lists_what_is_served(&listed_services!(v1, &server));
 }
+on_both_backends!(
+    #[tokio::test]
+    reflection_v1_lists_the_services
+);
 
-#[tokio::test]
 async fn reflection_v1alpha_lists_the_services() {
     let server = TestServer::start().await;
     assert_lists_what_is_served(&listed_services!(v1alpha, &server));
 }
+on_both_backends!(
+    #[tokio::test]
+    reflection_v1alpha_lists_the_services
+);

@@ -15,7 +15,6 @@ use tonic_health::pb::{
 
 use crate::support::{TestServer, next_requested, subscribed, until_synced, within};
 
-#[tokio::test]
 async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
     let server = TestServer::start_with(ServerConfig {
         // Far longer than the test's bounded wait: the server must stop by itself.
@@ -127,3 +126,7 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
         .expect("join")
         .expect("clean stop");
 }
+on_both_backends!(
+    #[tokio::test]
+    shutdown_disposes_pending_asks_and_ends_every_stream
+);

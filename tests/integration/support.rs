@@ -3,7 +3,7 @@
 use std::{future::Future, net::SocketAddr, time::Duration};
 
 use askgate_client::{Client, Event, Events};
-use askgate_service::ServerConfig;
+use askgate_service::{ServerConfig, server::BackendChoice, testing::RedisServer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
 
@@ -17,6 +17,49 @@ pub async fn within<F: Future>(what: &str, future: F) -> F::Output {
         Ok(output) => output,
         Err(_) => panic!("timed out after {WAIT:?} waiting for {what}"),
     }
+}
+
+/// The backend a semantic test runs against: every test registered with
+/// [`on_both_backends!`] runs once on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Redis,
+}
+
+tokio::task_local! {
+    static BACKEND: Backend;
+}
+
+impl Backend {
+    /// Runs a test body with this backend: each [`TestServer`] it starts with the
+    /// default (memory) backend gets this one instead, with its own `redis-server`.
+    pub async fn run(self, test: impl Future<Output = ()>) {
+        BACKEND.scope(self, test).await
+    }
+
+    /// The backend of the running test (memory outside [`Backend::run`]).
+    pub fn current() -> Self {
+        BACKEND.try_with(|b| *b).unwrap_or(Backend::Memory)
+    }
+}
+
+/// Registers the test body `async fn $name()` (defined just above, without a test
+/// attribute) as two tests, `$name::memory` and `$name::redis`: the same function
+/// against each backend. The attribute is the test's own, e.g. `#[tokio::test]`.
+macro_rules! on_both_backends {
+    ($(#[$attr:meta])* $name:ident) => {
+        mod $name {
+            $(#[$attr])*
+            async fn memory() {
+                crate::support::Backend::Memory.run(super::$name()).await
+            }
+            $(#[$attr])*
+            async fn redis() {
+                crate::support::Backend::Redis.run(super::$name()).await
+            }
+        }
+    };
 }
 
 /// The defaults, except the per-tenant Ask rate limit: the load-shaped tests run
@@ -36,6 +79,9 @@ pub struct TestServer {
     pub metrics_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The server's own Redis, when the test runs on [`Backend::Redis`]; declared last
+    /// so it outlives the server's shutdown.
+    _redis: Option<RedisServer>,
 }
 
 impl TestServer {
@@ -52,7 +98,17 @@ impl TestServer {
         Self::start_inner(config, true).await
     }
 
-    async fn start_inner(config: ServerConfig, metrics: bool) -> Self {
+    async fn start_inner(mut config: ServerConfig, metrics: bool) -> Self {
+        let redis = match (&config.backend, Backend::current()) {
+            (BackendChoice::Memory, Backend::Redis) => {
+                let redis = RedisServer::start().await;
+                config.backend = BackendChoice::Redis {
+                    url: redis.url.clone(),
+                };
+                Some(redis)
+            }
+            _ => None,
+        };
         let bind = || TcpListener::bind("127.0.0.1:0");
         let listener = bind().await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
@@ -77,6 +133,7 @@ impl TestServer {
             metrics_addr,
             stop: Some(stop),
             handle: Some(handle),
+            _redis: redis,
         }
     }
 

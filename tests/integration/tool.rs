@@ -21,7 +21,6 @@ where
     within("the tool call", call).await.expect("join")
 }
 
-#[tokio::test]
 async fn the_answer_comes_back_as_compact_json() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -43,8 +42,11 @@ async fn the_answer_comes_back_as_compact_json() {
         r#"{"answers":[{"id":"db","selected":["Postgres"]}]}"#
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    the_answer_comes_back_as_compact_json
+);
 
-#[tokio::test]
 async fn a_cancel_returns_the_users_reason() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -66,8 +68,11 @@ async fn a_cancel_returns_the_users_reason() {
         "Error: the user cancelled the question: use the existing cluster"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    a_cancel_returns_the_users_reason
+);
 
-#[tokio::test]
 async fn an_agent_detaching_mid_question_returns_aborted() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -80,8 +85,11 @@ async fn an_agent_detaching_mid_question_returns_aborted() {
         "Error: ask_user_question was aborted before the user answered"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    an_agent_detaching_mid_question_returns_aborted
+);
 
-#[tokio::test]
 async fn refusals_return_the_documented_messages() {
     let server = TestServer::start().await;
     let mut client: Client = server.client().await;
@@ -132,3 +140,7 @@ async fn refusals_return_the_documented_messages() {
         "{refused}"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    refusals_return_the_documented_messages
+);

@@ -25,7 +25,6 @@ fn with_grace(grace: Duration) -> ServerConfig {
     }
 }
 
-#[tokio::test]
 async fn rule_8_no_provider_when_nobody_follows_the_session() {
     let server = TestServer::start().await;
     let err = server
@@ -43,8 +42,11 @@ async fn rule_8_no_provider_when_nobody_follows_the_session() {
         "no user-questions provider is registered for this session"
     );
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_8_no_provider_when_nobody_follows_the_session
+);
 
-#[tokio::test]
 async fn rule_8_an_all_sessions_subscriber_attends_every_session() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -62,8 +64,11 @@ async fn rule_8_an_all_sessions_subscriber_attends_every_session() {
         .expect("join")
         .expect("answered");
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_8_an_all_sessions_subscriber_attends_every_session
+);
 
-#[tokio::test]
 async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
     let server = TestServer::start_with(with_grace(Duration::from_millis(300))).await;
     let mut client = server.client().await;
@@ -98,8 +103,11 @@ async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
     })
     .await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_8_no_error_within_the_reconnect_grace_then_no_provider
+);
 
-#[tokio::test]
 async fn rule_8_hold_waits_for_a_late_subscriber_who_answers() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -137,8 +145,11 @@ async fn rule_8_hold_waits_for_a_late_subscriber_who_answers() {
         .expect("answered");
     assert_eq!(response.answers[0].selected, ["yes"]);
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_8_hold_waits_for_a_late_subscriber_who_answers
+);
 
-#[tokio::test]
 async fn rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_first_ends() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
@@ -176,3 +187,7 @@ async fn rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_f
     })
     .await;
 }
+on_both_backends!(
+    #[tokio::test]
+    rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_first_ends
+);
