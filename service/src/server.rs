@@ -161,6 +161,8 @@ impl ServerConfig {
                 let mut config = RedisBackendConfig::new(url);
                 config.store.history_len = self.memory.history_len;
                 config.store.max_pending_per_session = self.memory.max_pending_per_session;
+                config.store.max_pending_per_tenant = self.memory.max_pending_per_tenant;
+                config.max_subscribers_per_session = self.memory.max_subscribers_per_session;
                 config.store.retention = self.memory.request_retention;
                 config.reconnect_grace = self.memory.reconnect_grace;
                 config.subscriber_buffer = self.memory.subscriber_buffer;

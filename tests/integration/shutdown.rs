@@ -1,7 +1,9 @@
 //! Graceful shutdown with pending asks and open streams: every Ask is answered
-//! UNAVAILABLE / SHUTTING_DOWN, subscribers see `resolved DISPOSED` and then the end of
-//! their stream, health reports NOT_SERVING, and the server stops on its own well before
-//! its drain timeout (no long-lived stream holds it open).
+//! UNAVAILABLE / SHUTTING_DOWN, health reports NOT_SERVING, every stream ends, and the
+//! server stops on its own well before its drain timeout (no long-lived stream holds it
+//! open). What becomes of the asks depends on whether another node can take them: alone
+//! (memory) they are DISPOSED; over Redis they are handed over, still pending, for their
+//! agents to reattach through another node.
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use crate::support::{TestServer, next_requested, subscribed, until_synced, within};
+use crate::support::{Backend, TestServer, next_requested, subscribed, until_synced, within};
 
 async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
     let server = TestServer::start_with(ServerConfig {
@@ -67,6 +69,7 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
     }
 
     let mut lease = client.attach("agent", "").await.expect("attach");
+    let peer = server.start_peer().await;
 
     let stopping = tokio::spawn(server.stop());
     assert!(
@@ -105,11 +108,15 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
         }
     }
     disposed.sort();
-    let mut expected: Vec<String> = pending.iter().chain(&pending).cloned().collect();
+    let mut expected: Vec<String> = match Backend::current() {
+        Backend::Memory => pending.iter().chain(&pending).cloned().collect(),
+        Backend::Redis => Vec::new(),
+    };
     expected.sort();
     assert_eq!(
         disposed, expected,
-        "each session stream and the all_sessions stream saw every DISPOSED"
+        "on memory, each session stream and the all_sessions stream saw every DISPOSED; \
+         on redis, none (handed over)"
     );
 
     let status = within("health", health_watch.next()).await;
@@ -125,6 +132,25 @@ async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
         .await
         .expect("join")
         .expect("clean stop");
+
+    if let Some(peer) = peer {
+        let mut client = peer.client().await;
+        let mut handed_over = Vec::new();
+        for s in ["a", "b"] {
+            let asks = client
+                .list_pending(s)
+                .await
+                .expect("list on the other node");
+            handed_over.extend(asks.into_iter().map(|r| r.rpc_id));
+        }
+        handed_over.sort();
+        let mut expected = pending.clone();
+        expected.sort();
+        assert_eq!(
+            handed_over, expected,
+            "every ask is still pending for reattach"
+        );
+    }
 }
 on_both_backends!(
     #[tokio::test]

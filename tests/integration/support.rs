@@ -79,9 +79,9 @@ pub struct TestServer {
     pub metrics_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
-    /// The server's own Redis, when the test runs on [`Backend::Redis`]; declared last
-    /// so it outlives the server's shutdown.
-    _redis: Option<RedisServer>,
+    /// The server's own Redis (shared with its peers), when the test runs on
+    /// [`Backend::Redis`]; declared last so it outlives the server's shutdown.
+    redis: Option<std::sync::Arc<RedisServer>>,
 }
 
 impl TestServer {
@@ -105,7 +105,7 @@ impl TestServer {
                 config.backend = BackendChoice::Redis {
                     url: redis.url.clone(),
                 };
-                Some(redis)
+                Some(std::sync::Arc::new(redis))
             }
             _ => None,
         };
@@ -133,12 +133,27 @@ impl TestServer {
             metrics_addr,
             stop: Some(stop),
             handle: Some(handle),
-            _redis: redis,
+            redis,
         }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Another node sharing this server's state (its Redis), on [`Backend::Redis`];
+    /// `None` on memory, whose state no other node can share.
+    pub async fn start_peer(&self) -> Option<TestServer> {
+        let redis = self.redis.clone()?;
+        let mut peer = Self::start_with(ServerConfig {
+            backend: BackendChoice::Redis {
+                url: redis.url.clone(),
+            },
+            ..test_config()
+        })
+        .await;
+        peer.redis = Some(redis);
+        Some(peer)
     }
 
     /// A new client with its own connection.

@@ -27,7 +27,7 @@
 //! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
 //! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
 //! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive` | | leases of [`super::redis_backend`] |
-//! | `ag:tenant:{t}:live`, `:sessions`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks, presence, agents |
+//! | `ag:tenant:{t}:live`, `:sessions`, `:pending`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks, their count, presence, agents |
 //!
 //! The event of sequence number `n` is the list element `n - (head - len + 1)`: the
 //! scripts append and trim in the same step as they bump `head`, so the mapping holds.
@@ -56,6 +56,8 @@ pub struct RedisConfig {
     pub history_len: usize,
     /// Pending asks one session may hold.
     pub max_pending_per_session: usize,
+    /// Pending asks all sessions of one tenant may hold together.
+    pub max_pending_per_tenant: usize,
     /// How long a request_id's outcome, and NOT_PENDING's memory of a resolution, stay.
     pub retention: Duration,
 }
@@ -65,6 +67,7 @@ impl Default for RedisConfig {
         Self {
             history_len: 1000,
             max_pending_per_session: 1024,
+            max_pending_per_tenant: 10_000,
             retention: Duration::from_secs(600),
         }
     }
@@ -134,6 +137,11 @@ impl TenantKeys {
         format!("{}:sessions", self.tag)
     }
 
+    /// How many asks of the tenant are pending, for its quota.
+    pub fn pending(&self) -> String {
+        format!("{}:pending", self.tag)
+    }
+
     /// Set (with a short expiry) while some node has an `all_sessions` subscriber.
     pub fn attended(&self) -> String {
         format!("{}:attended", self.tag)
@@ -159,9 +167,9 @@ pub enum StoredEvent {
 }
 
 const REGISTER: &str = r#"
--- KEYS: asks order rids events head epoch request tenant_sessions
+-- KEYS: asks order rids events head epoch request tenant_sessions tenant_pending
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
---       tenant_channel session_id idle_ttl_s
+--       tenant_channel session_id idle_ttl_s max_tenant_pending
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -173,6 +181,10 @@ end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
   return {'full'}
 end
+if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
+  return {'tenant_full'}
+end
+redis.call('INCR', KEYS[9])
 local epoch = redis.call('GET', KEYS[6])
 if not epoch then
   epoch = ARGV[6]
@@ -201,7 +213,7 @@ return {'new', seq, epoch}
 "#;
 
 const CLAIM: &str = r#"
--- KEYS: asks order rids events head epoch settled tenant_sessions
+-- KEYS: asks order rids events head epoch settled tenant_sessions tenant_pending
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
 --       tenant_channel session_id idle_ttl_s
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -209,6 +221,9 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+if tonumber(redis.call('GET', KEYS[9]) or '0') > 0 then
+  redis.call('DECR', KEYS[9])
+end
 local seq = redis.call('INCR', KEYS[5])
 local epoch = redis.call('GET', KEYS[6]) or ''
 local event = 'R' .. ARGV[2]
@@ -323,6 +338,7 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(request_key)
             .key(TenantKeys::new(&key.tenant).sessions())
+            .key(TenantKeys::new(&key.tenant).pending())
             .arg(&requested.rpc_id)
             .arg(requested.encode_to_vec())
             .arg(request_id)
@@ -333,6 +349,7 @@ impl RedisStore {
             .arg(TenantKeys::new(&key.tenant).channel())
             .arg(&*key.session_id)
             .arg(self.idle_ttl_secs())
+            .arg(self.config.max_pending_per_tenant)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -355,6 +372,10 @@ impl RedisStore {
             "full" => Err(AskError::TooManyPending(format!(
                 "at most {} pending asks per session",
                 self.config.max_pending_per_session
+            ))),
+            "tenant_full" => Err(AskError::TooManyPending(format!(
+                "at most {} pending asks per tenant",
+                self.config.max_pending_per_tenant
             ))),
             other => Err(AskError::Internal(format!(
                 "unexpected script reply {other:?}"
@@ -382,6 +403,7 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settled"))
             .key(TenantKeys::new(&key.tenant).sessions())
+            .key(TenantKeys::new(&key.tenant).pending())
             .arg(&resolved.rpc_id)
             .arg(resolved.encode_to_vec())
             .arg(settled)

@@ -24,7 +24,7 @@ use askgate_proto::v1::{
 };
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{AsyncCommands, aio::ConnectionManager};
+use redis::{AsyncCommands, Script, aio::ConnectionManager};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
@@ -50,6 +50,8 @@ pub struct RedisBackendConfig {
     pub tenant_buffer: usize,
     /// How long presence, waiter and agent leases last without a refresh.
     pub lease: Duration,
+    /// Subscribers one session may have, over all nodes.
+    pub max_subscribers_per_session: usize,
 }
 
 impl RedisBackendConfig {
@@ -61,6 +63,7 @@ impl RedisBackendConfig {
             subscriber_buffer: 1024,
             tenant_buffer: 16 * 1024,
             lease: Duration::from_secs(10),
+            max_subscribers_per_session: 64,
         }
     }
 }
@@ -116,6 +119,9 @@ struct Node {
     /// when a newer attach replaces it.
     leases: Mutex<HashMap<(String, String), LocalLease>>,
     exclusive: Mutex<HashMap<String, String>>,
+    /// This node's subscriber slots (see [`SubscriberSlot`]): member → the session's
+    /// `subs` key.
+    subscribers: Mutex<HashMap<String, String>>,
     closed: AtomicBool,
     /// Set at shutdown: subscriptions deliver what was written, then end.
     closing: tokio::sync::watch::Sender<bool>,
@@ -181,6 +187,7 @@ impl RedisBackend {
             attended: Mutex::default(),
             leases: Mutex::default(),
             exclusive: Mutex::default(),
+            subscribers: Mutex::default(),
             closed: AtomicBool::new(false),
             closing: tokio::sync::watch::channel(false).0,
         });
@@ -260,6 +267,15 @@ impl Node {
                 .ignore();
         }
         for key in self.exclusive.lock().keys() {
+            pipe.pexpire(key, self.lease_ms() as i64).ignore();
+        }
+        for (member, key) in self.subscribers.lock().iter() {
+            pipe.cmd("ZADD")
+                .arg(key)
+                .arg("XX")
+                .arg(expires)
+                .arg(member)
+                .ignore();
             pipe.pexpire(key, self.lease_ms() as i64).ignore();
         }
         let leases: Vec<((String, String), String)> = self
@@ -802,12 +818,79 @@ impl Follower {
     }
 }
 
+/// Takes one of a session's subscriber slots, or finds them all taken.
+static TAKE_SLOT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS: subs   ARGV: member now_ms expires_ms max lease_ms
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"#,
+    )
+});
+
+/// One of the session's `max_subscribers_per_session` slots, counted over every node:
+/// a member of the session's `subs` sorted set, scored by when it expires. The node's
+/// refresh loop renews it; a dead node's slots expire with its lease.
+struct SubscriberSlot {
+    node: Arc<Node>,
+    member: String,
+}
+
+impl SubscriberSlot {
+    async fn take(node: &Arc<Node>, key: &SessionKey) -> Result<Self, AskError> {
+        let subs = SessionKeys::new(key).key("subs");
+        let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
+        let taken: i64 = TAKE_SLOT
+            .key(&subs)
+            .arg(&member)
+            .arg(now_ms())
+            .arg(now_ms() + node.lease_ms())
+            .arg(node.config.max_subscribers_per_session)
+            .arg(node.lease_ms())
+            .invoke_async(&mut node.conn.clone())
+            .await
+            .map_err(redis_error)?;
+        if taken == 0 {
+            return Err(AskError::TooManySubscribers(format!(
+                "at most {} subscribers per session",
+                node.config.max_subscribers_per_session
+            )));
+        }
+        node.subscribers.lock().insert(member.clone(), subs);
+        Ok(Self {
+            node: node.clone(),
+            member,
+        })
+    }
+}
+
+impl Drop for SubscriberSlot {
+    fn drop(&mut self) {
+        let Some(subs) = self.node.subscribers.lock().remove(&self.member) else {
+            return;
+        };
+        let (node, member) = (self.node.clone(), std::mem::take(&mut self.member));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _: Result<(), _> = node.conn.clone().zrem(&subs, &member).await;
+            });
+        }
+    }
+}
+
 /// Releases what a subscription held on this node when its stream is dropped.
 struct Held {
     node: Arc<Node>,
     channel: String,
     attended: String,
     exclusive: Option<String>,
+    _slot: Option<SubscriberSlot>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -1064,9 +1147,10 @@ impl Backend for RedisBackend {
             events_tx,
         };
         let closing = node.closing.subscribe();
-        let (channel, attended, exclusive, task) = match scope {
+        let (channel, attended, exclusive, slot, task) = match scope {
             Scope::Session(key) => {
                 let keys = SessionKeys::new(&key);
+                let slot = SubscriberSlot::take(&node, &key).await?;
                 let exclusive = match options.exclusive {
                     true => {
                         let hold = keys.key("exclusive");
@@ -1097,7 +1181,7 @@ impl Backend for RedisBackend {
                         warn!("subscription ended: {e}");
                     }
                 });
-                (channel, attended, exclusive, task)
+                (channel, attended, exclusive, Some(slot), task)
             }
             Scope::Tenant(tenant) => {
                 let keys = TenantKeys::new(&tenant);
@@ -1114,7 +1198,7 @@ impl Backend for RedisBackend {
                         warn!("subscription ended: {e}");
                     }
                 });
-                (channel, attended, None, task)
+                (channel, attended, None, None, task)
             }
         };
         Ok(Box::pin(HeldStream {
@@ -1124,6 +1208,7 @@ impl Backend for RedisBackend {
                 channel,
                 attended,
                 exclusive,
+                _slot: slot,
                 task,
             },
         }))
@@ -1259,6 +1344,8 @@ mod tests {
         let mut settings = RedisBackendConfig::new(&redis.url);
         settings.store.history_len = config.history_len;
         settings.store.max_pending_per_session = config.max_pending_per_session;
+        settings.store.max_pending_per_tenant = config.max_pending_per_tenant;
+        settings.max_subscribers_per_session = config.max_subscribers_per_session;
         settings.reconnect_grace = config.reconnect_grace;
         settings.subscriber_buffer = config.subscriber_buffer;
         settings.tenant_buffer = config.tenant_buffer;
