@@ -127,7 +127,8 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
     );
     // From the reset on, the subscriber rebuilds its view: the snapshot, then live
     // events (and, if it fell behind again, another reset and snapshot). Resolving one
-    // held ask marks the end: once its `resolved` arrives, everything before it has.
+    // held ask marks the end: once its `resolved` arrives, everything before it has;
+    // so has it once a snapshot taken after it (one without the marker) is synced.
     let marker = pending.iter().next().expect("pending").clone();
     client.cancel("flood", &marker, "").await.expect("cancel");
     let mut view: HashSet<String> = HashSet::new();
@@ -143,7 +144,11 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
                     break;
                 }
             }
-            Event::Synced { .. } => {}
+            Event::Synced { .. } => {
+                if !view.contains(&marker) {
+                    break;
+                }
+            }
         }
     }
     let mut expected = pending.clone();
