@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use askgate_proto::v1::{Requested, Resolved};
 use prost::Message as _;
-use redis::{Script, aio::ConnectionManager};
+use redis::{AsyncCommands, Script, aio::ConnectionManager};
 
 use crate::domain::{AskError, SessionKey, Settled};
 
@@ -159,6 +159,17 @@ pub enum Registration {
     Recorded { rpc_id: String, resolved: Resolved },
 }
 
+/// A session's pending asks and the point of its history they reflect.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// The history's epoch (empty before the session's first event).
+    pub epoch: String,
+    /// The sequence number of the last event the snapshot includes.
+    pub head: u64,
+    /// The pending asks with the sequence numbers of their `requested`, oldest first.
+    pub pending: Vec<(u64, Requested)>,
+}
+
 /// One event of a session's history.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoredEvent {
@@ -221,8 +232,9 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-if tonumber(redis.call('GET', KEYS[9]) or '0') > 0 then
-  redis.call('DECR', KEYS[9])
+-- The tenant's count goes when it reaches zero, like its set of sessions.
+if redis.call('DECR', KEYS[9]) <= 0 then
+  redis.call('DEL', KEYS[9])
 end
 local seq = redis.call('INCR', KEYS[5])
 local epoch = redis.call('GET', KEYS[6]) or ''
@@ -462,45 +474,44 @@ impl RedisStore {
     /// The pending asks of a session, oldest first.
     pub async fn pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
         Ok(self
-            .pending_with_seq(key)
+            .snapshot(key)
             .await?
+            .pending
             .into_iter()
             .map(|(_, r)| r)
             .collect())
     }
 
-    /// The pending asks of a session with the sequence numbers of their `requested`
-    /// events, oldest first.
-    pub async fn pending_with_seq(
-        &self,
-        key: &SessionKey,
-    ) -> Result<Vec<(u64, Requested)>, AskError> {
+    /// The session's pending asks as of its last event, read in one transaction so the
+    /// two agree: live events after `head` are exactly the changes since.
+    pub async fn snapshot(&self, key: &SessionKey) -> Result<Snapshot, AskError> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
-        let order: Vec<(String, u64)> = redis::cmd("ZRANGE")
-            .arg(keys.key("order"))
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
+        type Read = (
+            Option<String>,
+            Option<u64>,
+            Vec<(String, u64)>,
+            std::collections::HashMap<String, Vec<u8>>,
+        );
+        let (epoch, head, order, mut asks): Read = redis::pipe()
+            .atomic()
+            .get(keys.key("epoch"))
+            .get(keys.key("head"))
+            .zrange_withscores(keys.key("order"), 0, -1)
+            .hgetall(keys.key("asks"))
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        if order.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<&String> = order.iter().map(|(id, _)| id).collect();
-        let entries: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
-            .arg(keys.key("asks"))
-            .arg(&ids)
-            .query_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        order
-            .iter()
-            .zip(entries)
-            .filter_map(|((_, seq), bytes)| bytes.map(|b| (*seq, b)))
+        let pending = order
+            .into_iter()
+            .filter_map(|(id, seq)| Some((seq, asks.remove(&id)?)))
             .map(|(seq, bytes)| Ok((seq, decode(&bytes)?)))
-            .collect()
+            .collect::<Result<_, AskError>>()?;
+        Ok(Snapshot {
+            epoch: epoch.unwrap_or_default(),
+            head: head.unwrap_or(0),
+            pending,
+        })
     }
 
     /// Sessions of a tenant that may have pending asks.
@@ -513,21 +524,19 @@ impl RedisStore {
             .map_err(unavailable)
     }
 
-    /// The history's epoch and the sequence number of its last event.
-    pub async fn head(&self, key: &SessionKey) -> Result<(Option<String>, u64), AskError> {
-        let keys = SessionKeys::new(key);
+    /// Every event the session's history still holds, oldest first.
+    pub async fn history(&self, key: &SessionKey) -> Result<Vec<StoredEvent>, AskError> {
         let mut conn = self.conn.clone();
-        let (epoch, head): (Option<String>, Option<u64>) = redis::pipe()
-            .get(keys.key("epoch"))
-            .get(keys.key("head"))
-            .query_async(&mut conn)
+        let entries: Vec<Vec<u8>> = conn
+            .lrange(SessionKeys::new(key).key("events"), 0, -1)
             .await
             .map_err(unavailable)?;
-        Ok((epoch, head.unwrap_or(0)))
+        entries.iter().map(|e| parse_event(e)).collect()
     }
 
-    /// The events after `seq` with their sequence numbers, when the history (of that
-    /// epoch) still holds all of them; `None` when the caller must reset.
+    /// The events after `seq` with their sequence numbers, up to the last one, when the
+    /// history (of that epoch) still holds all of them; `None` when the caller must
+    /// reset.
     pub async fn events_after(
         &self,
         key: &SessionKey,
@@ -538,6 +547,7 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =
             redis::pipe()
+                .atomic()
                 .get(keys.key("epoch"))
                 .get(keys.key("head"))
                 .lrange(keys.key("events"), 0, -1)
@@ -767,8 +777,8 @@ mod tests {
                 .await
                 .expect("claim");
         }
-        let (epoch, head) = store.head(&key()).await.expect("head");
-        let epoch = epoch.expect("an epoch");
+        let Snapshot { epoch, head, .. } = store.snapshot(&key()).await.expect("head");
+        assert!(!epoch.is_empty(), "an epoch");
         assert_eq!(head, 10);
         let recent = store
             .events_after(&key(), &epoch, 7)

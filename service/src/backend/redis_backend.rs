@@ -465,13 +465,10 @@ impl Node {
         if rpc_ids.is_empty() {
             return;
         }
-        let Ok((Some(epoch), _)) = self.store.head(key).await else {
+        let Ok(events) = self.store.history(key).await else {
             return;
         };
-        let Ok(Some(events)) = self.store.events_after(key, &epoch, 0).await else {
-            return;
-        };
-        for (_, event) in events {
+        for event in events {
             if let StoredEvent::Resolved(resolved) = event
                 && rpc_ids.contains(&resolved.rpc_id)
             {
@@ -573,17 +570,27 @@ impl Follower {
         }
     }
 
-    /// The pending asks of a session as `requested` events with their own cursors.
-    async fn snapshot_session(&self, key: &SessionKey, epoch: &str) -> Result<bool, AskError> {
-        for (seq, requested) in self.node.store.pending_with_seq(key).await? {
+    /// The pending asks of a session as `requested` events with their own cursors, then
+    /// `synced`; returns the epoch and sequence number the snapshot reflects, or None
+    /// when the subscriber is gone.
+    async fn snapshot_session(&self, key: &SessionKey) -> Result<Option<(String, u64)>, AskError> {
+        let snapshot = self.node.store.snapshot(key).await?;
+        for (seq, requested) in snapshot.pending {
             if !self
-                .send(message(cursor(epoch, seq), Event::Requested(requested)))
+                .send(message(
+                    cursor(&snapshot.epoch, seq),
+                    Event::Requested(requested),
+                ))
                 .await
             {
-                return Ok(false);
+                return Ok(None);
             }
         }
-        Ok(true)
+        let synced = Event::Synced(Synced { resumed: false });
+        Ok(self
+            .send(message(cursor(&snapshot.epoch, snapshot.head), synced))
+            .await
+            .then_some((snapshot.epoch, snapshot.head)))
     }
 
     /// Sends the stored events after `last` (a gap in the live stream, or the final
@@ -621,15 +628,17 @@ impl Follower {
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
         mut closing: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), AskError> {
-        let (epoch, head) = self.node.store.head(&key).await?;
-        let mut epoch = epoch.unwrap_or_default();
-        let mut last = head;
         let resumed = match after.as_deref().and_then(parse_cursor) {
-            Some((e, seq)) if e == epoch => self.node.store.events_after(&key, e, seq).await?,
-            _ => None,
+            Some((e, seq)) => self
+                .node
+                .store
+                .events_after(&key, e, seq)
+                .await?
+                .map(|events| (e.to_owned(), seq, events)),
+            None => None,
         };
-        match resumed {
-            Some(events) => {
+        let (mut epoch, mut last) = match resumed {
+            Some((epoch, mut last, events)) => {
                 for (seq, event) in events {
                     if !self
                         .send(message(cursor(&epoch, seq), stored_to_event(&event)))
@@ -637,12 +646,13 @@ impl Follower {
                     {
                         return Ok(());
                     }
+                    last = seq;
                 }
-                self.send(message(
-                    cursor(&epoch, head),
-                    Event::Synced(Synced { resumed: true }),
-                ))
-                .await;
+                let synced = Event::Synced(Synced { resumed: true });
+                if !self.send(message(cursor(&epoch, last), synced)).await {
+                    return Ok(());
+                }
+                (epoch, last)
             }
             None => {
                 if after.is_some()
@@ -652,16 +662,12 @@ impl Follower {
                 {
                     return Ok(());
                 }
-                if !self.snapshot_session(&key, &epoch).await? {
-                    return Ok(());
+                match self.snapshot_session(&key).await? {
+                    Some(at) => at,
+                    None => return Ok(()),
                 }
-                self.send(message(
-                    cursor(&epoch, head),
-                    Event::Synced(Synced { resumed: false }),
-                ))
-                .await;
             }
-        }
+        };
         loop {
             let event = tokio::select! {
                 () = self.events_tx.closed() => return Ok(()),
@@ -709,21 +715,16 @@ impl Follower {
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             };
             if resync {
-                let (new_epoch, head) = self.node.store.head(&key).await?;
-                epoch = new_epoch.unwrap_or_default();
-                last = head;
                 if !self
                     .send(message(String::new(), Event::Reset(Reset {})))
                     .await
-                    || !self.snapshot_session(&key, &epoch).await?
                 {
                     return Ok(());
                 }
-                self.send(message(
-                    cursor(&epoch, head),
-                    Event::Synced(Synced { resumed: false }),
-                ))
-                .await;
+                (epoch, last) = match self.snapshot_session(&key).await? {
+                    Some(at) => at,
+                    None => return Ok(()),
+                };
             }
         }
     }
@@ -753,12 +754,11 @@ impl Follower {
             let mut pending = Vec::new();
             for session_id in self.node.store.tenant_sessions(&tenant).await? {
                 let key = SessionKey::new(tenant.as_str(), session_id.as_str());
-                let (epoch, head) = self.node.store.head(&key).await?;
-                let epoch = epoch.unwrap_or_default();
-                for (seq, requested) in self.node.store.pending_with_seq(&key).await? {
-                    pending.push((epoch.clone(), seq, requested));
+                let snapshot = self.node.store.snapshot(&key).await?;
+                for (seq, requested) in snapshot.pending {
+                    pending.push((snapshot.epoch.clone(), seq, requested));
                 }
-                seen.insert(session_id, (epoch, head));
+                seen.insert(session_id, (snapshot.epoch, snapshot.head));
             }
             pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
             for (epoch, seq, requested) in pending {
