@@ -7,6 +7,7 @@ use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::Resolution;
 use askgate_service::{ServerConfig, server::BackendChoice, testing::RedisServer};
 use tokio::sync::Barrier;
+use tokio_stream::StreamExt;
 
 use crate::support::{TestServer, next_event, next_requested, subscribed, test_config, within};
 
@@ -166,9 +167,25 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
         .await
         .expect("join")
         .expect("answered");
-    drop(events);
+    // A plain subscriber ends UNAVAILABLE when Redis goes; one that follows resumes.
+    let mut following = client.follow(askgate_proto::v1::SubscribeRequest {
+        session_id: "t".into(),
+        ..Default::default()
+    });
+    crate::support::until_synced_following(&mut following).await;
 
     redis.kill();
+    let failed = within("the subscription to fail", async {
+        loop {
+            match events.next().await {
+                Some(Ok(_)) => {} // what was delivered before
+                Some(Err(failed)) => break failed,
+                None => panic!("the stream ended instead of failing"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed}");
     crate::support::eventually("health to report NOT_SERVING", || {
         let mut health = health.clone();
         async move { (status(&mut health).await == ServingStatus::NotServing).then_some(()) }
@@ -208,6 +225,18 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
         .await
         .expect("join")
         .expect("answered");
+    // The following subscriber reconnected by itself and saw the ask come and go.
+    let resolved = within("the follower to see the ask", async {
+        loop {
+            match following.next().await {
+                Some(Ok(Event::Resolved { resolved, .. })) => break resolved,
+                Some(Ok(_)) => {}
+                other => panic!("the follower stopped: {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(resolved.rpc_id, rpc_id);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

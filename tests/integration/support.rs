@@ -202,6 +202,20 @@ pub async fn until_synced(events: &mut Events) -> Vec<Event> {
     }
 }
 
+/// Reads a [`askgate_client::Following`] stream up to and including its first `synced`.
+pub async fn until_synced_following(events: &mut askgate_client::Following) {
+    within("synced", async {
+        loop {
+            match events.next().await {
+                Some(Ok(Event::Synced { .. })) => return,
+                Some(Ok(_)) => {}
+                other => panic!("the stream stopped before synced: {other:?}"),
+            }
+        }
+    })
+    .await
+}
+
 /// Waits for the next `requested` event and returns its rpc_id.
 pub async fn next_requested(events: &mut Events) -> String {
     loop {

@@ -120,7 +120,10 @@ impl UserQuestions for UserQuestionsApi {
             .subscribe(&caller.tenant, request.into_inner())
             .await
             .map_err(|e| status::to_status(&e, &session_id, None))?;
-        let stream = events.map(|message| Ok(SubscribeResponse::clone(&message)));
+        let stream = events.map(move |item| match item {
+            Ok(message) => Ok(SubscribeResponse::clone(&message)),
+            Err(e) => Err(status::to_status(&e, &session_id, None)),
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 

@@ -89,7 +89,8 @@ macro_rules! backend_conformance_suite {
                 let message = tokio::time::timeout(Duration::from_secs(10), stream.next())
                     .await
                     .expect("an event within 10 s")
-                    .expect("the stream ended");
+                    .expect("the stream ended")
+                    .expect("the stream failed");
                 message.event.clone().expect("an event")
             }
 
@@ -209,7 +210,7 @@ macro_rules! backend_conformance_suite {
                 let mut events = subscribe(&backend, "s").await;
                 // The synced event carries the session's latest cursor.
                 let last_cursor = loop {
-                    let message = events.next().await.expect("event");
+                    let message = events.next().await.expect("event").expect("ok");
                     if matches!(message.event, Some(Event::Synced(_))) {
                         break message.cursor.clone();
                     }

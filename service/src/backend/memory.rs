@@ -953,18 +953,19 @@ impl Subscription {
 }
 
 impl Stream for Subscription {
-    type Item = Message;
+    /// Never an error: the memory backend cannot become unreachable.
+    type Item = Result<Message, AskError>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {
             if let Some(message) = self.replay.pop_front() {
-                return Poll::Ready(Some(message));
+                return Poll::Ready(Some(Ok(message)));
             }
             let Some(live) = self.live.as_mut() else {
                 return Poll::Ready(None);
             };
             match Pin::new(live).poll_next(cx) {
-                Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(message)),
+                Poll::Ready(Some(Ok(message))) => return Poll::Ready(Some(Ok(message))),
                 Poll::Ready(Some(Err(BroadcastStreamRecvError::Lagged(missed)))) => {
                     warn!(scope = ?self.scope, missed, "subscriber fell behind; sending reset and a fresh snapshot");
                     self.live = None;

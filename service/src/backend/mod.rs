@@ -22,8 +22,10 @@ use tokio_stream::Stream;
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
 /// Events of a subscription: the replay, `synced`, then live events, each with its
-/// cursor. The backend ends the stream itself at shutdown.
-pub type EventStream = Pin<Box<dyn Stream<Item = Arc<SubscribeResponse>> + Send>>;
+/// cursor. The backend ends the stream itself at shutdown, and with an error when it
+/// can no longer follow the session (its store became unreachable): the subscriber
+/// then resumes from its last cursor, elsewhere or later.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<SubscribeResponse>, AskError>> + Send>>;
 
 /// A stored ask (or the one a retry with the same request_id joined): its id and where
 /// its outcome will arrive.

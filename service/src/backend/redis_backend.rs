@@ -543,7 +543,29 @@ struct WaitSpec {
 /// Where a subscriber's events go, and what it has sent so far.
 struct Follower {
     node: Arc<Node>,
-    events_tx: mpsc::Sender<Message>,
+    events_tx: mpsc::Sender<Result<Message, AskError>>,
+    /// Changes when this node's pub/sub connection is lost: what was published
+    /// meanwhile never arrived, so the subscription ends UNAVAILABLE and the
+    /// subscriber resumes from its cursor (through a healthy node, or once Redis is back).
+    lost: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Ends a subscription whose follower failed with its error (the subscriber gets the
+/// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
+async fn fail_subscription(
+    events_tx: &mpsc::Sender<Result<Message, AskError>>,
+    ended: Result<(), AskError>,
+) {
+    if let Err(e) = ended {
+        debug!("subscription failed: {e}");
+        let _ = events_tx.send(Err(e)).await;
+    }
+}
+
+fn lost_subscription() -> AskError {
+    AskError::BackendUnavailable(
+        "this node lost its redis subscription; resume from the last cursor".into(),
+    )
 }
 
 /// What forwarding a live event did.
@@ -557,13 +579,13 @@ enum Forwarded {
 impl Follower {
     /// Sends, waiting for room (replays and snapshots).
     async fn send(&self, message: Message) -> bool {
-        self.events_tx.send(message).await.is_ok()
+        self.events_tx.send(Ok(message)).await.is_ok()
     }
 
     /// Forwards a live event without waiting: a subscriber that cannot keep up gets
     /// `reset` and a snapshot instead of an ever-growing queue.
     fn forward(&self, message: Message) -> Forwarded {
-        match self.events_tx.try_send(message) {
+        match self.events_tx.try_send(Ok(message)) {
             Ok(()) => Forwarded::Sent,
             Err(mpsc::error::TrySendError::Full(_)) => Forwarded::Behind,
             Err(mpsc::error::TrySendError::Closed(_)) => Forwarded::Closed,
@@ -622,7 +644,7 @@ impl Follower {
     /// sequence number: no gap, no duplicate; `reset` and a snapshot when the history
     /// cannot fill a gap or the epoch changed.
     async fn session(
-        self,
+        mut self,
         key: SessionKey,
         after: Option<String>,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
@@ -671,6 +693,7 @@ impl Follower {
         loop {
             let event = tokio::select! {
                 () = self.events_tx.closed() => return Ok(()),
+                _ = self.lost.changed() => return Err(lost_subscription()),
                 _ = closing.changed() => {
                     // Shutdown: deliver what was written up to now, then end.
                     if !epoch.is_empty() {
@@ -732,7 +755,7 @@ impl Follower {
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
     /// first), then live events, skipping those the snapshot already covered.
     async fn tenant(
-        self,
+        mut self,
         tenant: String,
         reset_first: bool,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
@@ -777,6 +800,7 @@ impl Follower {
             loop {
                 let event = tokio::select! {
                     () = self.events_tx.closed() => return Ok(()),
+                    _ = self.lost.changed() => return Err(lost_subscription()),
                     _ = closing.changed() => {
                         for (session_id, (epoch, last)) in seen.clone() {
                             let key = SessionKey::new(tenant.as_str(), session_id.as_str());
@@ -916,17 +940,17 @@ impl Drop for Held {
 
 /// A subscription's stream: the follower task's output, holding its resources.
 struct HeldStream {
-    events: ReceiverStream<Message>,
+    events: ReceiverStream<Result<Message, AskError>>,
     _held: Held,
 }
 
 impl tokio_stream::Stream for HeldStream {
-    type Item = Message;
+    type Item = Result<Message, AskError>;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Message>> {
+    ) -> std::task::Poll<Option<Self::Item>> {
         std::pin::Pin::new(&mut self.events).poll_next(cx)
     }
 }
@@ -1144,7 +1168,8 @@ impl Backend for RedisBackend {
         let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
         let follower = Follower {
             node: node.clone(),
-            events_tx,
+            events_tx: events_tx.clone(),
+            lost: node.fanout.watch_disconnections(),
         };
         let closing = node.closing.subscribe();
         let (channel, attended, exclusive, slot, task) = match scope {
@@ -1177,9 +1202,8 @@ impl Backend for RedisBackend {
                 let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
                 node.hold_attended(attended.clone()).await?;
                 let task = tokio::spawn(async move {
-                    if let Err(e) = follower.session(key, options.after, live, closing).await {
-                        warn!("subscription ended: {e}");
-                    }
+                    let ended = follower.session(key, options.after, live, closing).await;
+                    fail_subscription(&events_tx, ended).await;
                 });
                 (channel, attended, exclusive, Some(slot), task)
             }
@@ -1191,12 +1215,10 @@ impl Backend for RedisBackend {
                 node.hold_attended(attended.clone()).await?;
                 let reset_first = options.after.is_some();
                 let task = tokio::spawn(async move {
-                    if let Err(e) = follower
+                    let ended = follower
                         .tenant(tenant.to_string(), reset_first, live, closing)
-                        .await
-                    {
-                        warn!("subscription ended: {e}");
-                    }
+                        .await;
+                    fail_subscription(&events_tx, ended).await;
                 });
                 (channel, attended, None, None, task)
             }

@@ -72,7 +72,9 @@ pub struct Fanout {
     /// and makes every follower wait for the confirmation, not only the first.
     changes: tokio::sync::Mutex<()>,
     dispatcher: tokio::task::JoinHandle<()>,
-    disconnections: Arc<std::sync::atomic::AtomicU64>,
+    /// How many times the subscription was lost (a disconnection, a stall): followers
+    /// watch it, since what was published meanwhile never reached them.
+    disconnections: Arc<tokio::sync::watch::Sender<u64>>,
     probe: Arc<Probe>,
 }
 
@@ -108,7 +110,7 @@ impl Fanout {
             .set_automatic_resubscription();
         let conn = client.get_connection_manager_with_config(config).await?;
         let channels: Channels = Arc::default();
-        let disconnections = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let disconnections = Arc::new(tokio::sync::watch::Sender::new(0));
         let probe = Arc::new(Probe {
             channel: format!("ag:probe:{}", uuid::Uuid::new_v4().simple()),
             sent: std::sync::atomic::AtomicU64::new(0),
@@ -145,7 +147,7 @@ impl Fanout {
                 sent,
                 seen, "redis pub/sub stopped delivering; resubscribing"
             );
-            self.disconnections.fetch_add(1, Ordering::AcqRel);
+            self.disconnections.send_modify(|n| *n += 1);
             let _changing = self.changes.lock().await;
             let mut channels: Vec<String> = self.channels.lock().keys().cloned().collect();
             channels.push(self.probe.channel.clone());
@@ -165,8 +167,12 @@ impl Fanout {
     /// How many times the pub/sub connection was lost: messages published meanwhile
     /// were missed, so whoever depends on them re-reads the history.
     pub fn disconnections(&self) -> u64 {
-        self.disconnections
-            .load(std::sync::atomic::Ordering::Acquire)
+        *self.disconnections.borrow()
+    }
+
+    /// Changes each time the subscription is lost (see [`Fanout::disconnections`]).
+    pub fn watch_disconnections(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.disconnections.subscribe()
     }
 
     /// Live events of `channel` from now on. The subscription is confirmed by Redis
@@ -261,7 +267,7 @@ impl Fanout {
 async fn dispatch(
     mut push_rx: mpsc::UnboundedReceiver<PushInfo>,
     channels: Weak<Mutex<HashMap<String, Arc<Channel>>>>,
-    disconnections: Arc<std::sync::atomic::AtomicU64>,
+    disconnections: Arc<tokio::sync::watch::Sender<u64>>,
     probe: Arc<Probe>,
 ) {
     while let Some(push) = push_rx.recv().await {
@@ -296,7 +302,7 @@ async fn dispatch(
                 }
             }
             PushKind::Disconnection => {
-                disconnections.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                disconnections.send_modify(|n| *n += 1);
                 warn!("redis pub/sub connection lost; it resubscribes on reconnect");
             }
             _ => {}
