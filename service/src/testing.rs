@@ -8,6 +8,7 @@ pub struct RedisServer {
     child: std::process::Child,
     dir: std::path::PathBuf,
     port: u16,
+    durable: bool,
     pub url: String,
 }
 
@@ -15,6 +16,16 @@ impl RedisServer {
     /// Starts one and waits (at most 10 s) until it answers PING. Panics with a hint
     /// when `redis-server` is missing: `scripts/test.sh` installs it.
     pub async fn start() -> Self {
+        Self::start_inner(false).await
+    }
+
+    /// Starts one that writes every change to its append-only file before it replies
+    /// (`appendfsync always`): what it acknowledged survives [`RedisServer::kill`].
+    pub async fn start_durable() -> Self {
+        Self::start_inner(true).await
+    }
+
+    async fn start_inner(durable: bool) -> Self {
         let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -22,16 +33,18 @@ impl RedisServer {
             .expect("a free port")
             .port();
         let mut server = Self {
-            child: spawn(&dir, port),
+            child: spawn(&dir, port, durable),
             dir,
             port,
+            durable,
             url: format!("redis://127.0.0.1:{port}/"),
         };
         server.wait_ready().await;
         server
     }
 
-    /// Stops the server as a crash would (its data is lost: it keeps none on disk).
+    /// Stops the server as a crash would (SIGKILL): its data is lost, unless it was
+    /// started durable.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -39,7 +52,7 @@ impl RedisServer {
 
     /// Starts it again on the same port, after [`RedisServer::kill`].
     pub async fn start_again(&mut self) {
-        self.child = spawn(&self.dir, self.port);
+        self.child = spawn(&self.dir, self.port, self.durable);
         self.wait_ready().await;
     }
 
@@ -64,7 +77,11 @@ impl RedisServer {
     }
 }
 
-fn spawn(dir: &std::path::Path, port: u16) -> std::process::Child {
+fn spawn(dir: &std::path::Path, port: u16, durable: bool) -> std::process::Child {
+    let appendonly = match durable {
+        true => ["--appendonly", "yes", "--appendfsync", "always"],
+        false => ["--appendonly", "no", "--appendfsync", "everysec"],
+    };
     std::process::Command::new("redis-server")
         .args([
             "--port",
@@ -74,7 +91,8 @@ fn spawn(dir: &std::path::Path, port: u16) -> std::process::Child {
             "--save",
             "",
         ])
-        .args(["--appendonly", "no", "--dir"])
+        .args(appendonly)
+        .arg("--dir")
         .arg(dir)
         .stdout(std::process::Stdio::null())
         .spawn()

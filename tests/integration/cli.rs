@@ -1,84 +1,13 @@
 //! The `askgate` CLI end to end, as processes: `serve`, `ask`, `bot`, `watch`,
 //! `pending` and `answer`, with their documented exit codes.
 
-use std::process::Stdio;
-
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, BufReader, Lines},
-    process::{Child, ChildStderr, ChildStdout},
+    process::{Child, ChildStdout},
 };
 
-use crate::support::{ASKGATE, askgate, finish, within};
-
-/// `askgate serve --listen 127.0.0.1:0` as a process; its address is read from its log.
-pub(crate) struct ServeProcess {
-    child: Child,
-    pub(crate) url: String,
-    _stderr: Lines<BufReader<ChildStderr>>,
-}
-
-impl ServeProcess {
-    async fn start() -> Self {
-        Self::start_with(&[]).await
-    }
-
-    pub(crate) async fn start_with(extra: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(ASKGATE)
-            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn askgate serve");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let addr = within("serve to log its address", async {
-            loop {
-                let line = stderr
-                    .next_line()
-                    .await
-                    .expect("read")
-                    .expect("serve exited early");
-                if let Some((_, rest)) = line.split_once("local_addr=") {
-                    break rest.split_whitespace().next().expect("address").to_owned();
-                }
-            }
-        })
-        .await;
-        Self {
-            child,
-            url: format!("http://{addr}"),
-            _stderr: stderr,
-        }
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().expect("running").to_string()
-    }
-
-    /// Sends a signal by name (`TERM`, `HUP`) through the shell's builtin kill: no
-    /// procps needed on the test machine.
-    pub(crate) fn signal(&self, name: &str) {
-        let status = std::process::Command::new("sh")
-            .args(["-c", &format!("kill -{name} {}", self.pid())])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill -{name}");
-    }
-
-    /// Resident memory of the server process, in KiB.
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("read /proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
-    }
-}
+use crate::support::{ServeProcess, askgate, finish, within};
 
 fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
     BufReader::new(child.stdout.take().expect("stdout")).lines()
@@ -148,10 +77,7 @@ async fn serve_bot_watch_and_ask_as_processes() {
 
     // SIGTERM: the server drains, ends the watch stream, and exits cleanly.
     serve.signal("TERM");
-    let exit = within("serve to exit", serve.child.wait())
-        .await
-        .expect("wait");
-    assert_eq!(exit.code(), Some(0));
+    assert_eq!(serve.exit_code().await, Some(0));
     let (code, _, stderr) = finish(watch).await;
     assert_eq!(
         code, 0,

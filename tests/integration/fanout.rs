@@ -14,7 +14,9 @@ use askgate_proto::v1::Resolution;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_stream::StreamExt;
 
-use crate::support::{TestServer, next_event, subscribed, until_synced, within};
+use askgate_service::testing::RedisServer;
+
+use crate::support::{ServeProcess, TestServer, next_event, subscribed, until_synced, within};
 
 const ASKS: usize = 1000;
 const SESSIONS: usize = 50;
@@ -101,30 +103,21 @@ on_both_backends!(
     every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once
 );
 
-/// The same over three nodes sharing one Redis: subscribers, askers and resolvers are
-/// spread over the nodes, so most events cross nodes.
+/// The same over three `askgate serve` processes sharing one Redis: subscribers,
+/// askers and resolvers are spread over the nodes, so most events cross nodes. After
+/// the run, nothing is left in Redis that would grow without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() {
-    let redis = askgate_service::testing::RedisServer::start().await;
-    let mut nodes = Vec::new();
+    let redis = RedisServer::start().await;
+    let nodes = ServeProcess::redis_nodes(&redis, 3, &[]).await;
     let mut clients: Vec<Client> = Vec::new();
-    for _ in 0..3 {
-        let node = TestServer::start_with(askgate_service::ServerConfig {
-            backend: askgate_service::server::BackendChoice::Redis {
-                url: redis.url.clone(),
-            },
-            ..crate::support::test_config()
-        })
-        .await;
+    for node in &nodes {
         clients.push(node.client().await);
         clients.push(node.client().await);
-        nodes.push(node);
     }
     scenario(clients).await;
+    crate::nodes::assert_redis_holds_nothing_unbounded(&redis).await;
 }
-on_both_backends!(
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once
-);
 
 async fn scenario(mut clients: Vec<Client>) {
     let mut views = Vec::new();

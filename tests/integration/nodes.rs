@@ -1,30 +1,18 @@
-//! Several askgate nodes over one Redis (each with its own backend, connections and
-//! listener, as separate processes would have): the semantics hold across nodes.
+//! Several `askgate serve` processes over one Redis: the semantics hold across nodes,
+//! through a node's death, its drain, and Redis going away and coming back.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::Resolution;
-use askgate_service::{ServerConfig, server::BackendChoice, testing::RedisServer};
+use askgate_service::testing::RedisServer;
 use tokio::sync::Barrier;
 use tokio_stream::StreamExt;
 
-use crate::support::{TestServer, next_event, next_requested, subscribed, test_config, within};
+use crate::support::{ServeProcess, eventually, next_event, next_requested, subscribed, within};
 
-async fn nodes(redis: &RedisServer, count: usize) -> Vec<TestServer> {
-    let mut nodes = Vec::new();
-    for _ in 0..count {
-        nodes.push(
-            TestServer::start_with(ServerConfig {
-                backend: BackendChoice::Redis {
-                    url: redis.url.clone(),
-                },
-                ..test_config()
-            })
-            .await,
-        );
-    }
-    nodes
+async fn nodes(redis: &RedisServer, count: usize) -> Vec<ServeProcess> {
+    ServeProcess::redis_nodes(redis, count, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -129,7 +117,7 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
     let mut redis = RedisServer::start().await;
     let node = nodes(&redis, 1).await.remove(0);
     let mut client = node.client().await;
-    let channel = tonic::transport::Endpoint::from_shared(node.url())
+    let channel = tonic::transport::Endpoint::from_shared(node.url.clone())
         .expect("url")
         .connect()
         .await
@@ -186,7 +174,7 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
     })
     .await;
     assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed}");
-    crate::support::eventually("health to report NOT_SERVING", || {
+    eventually("health to report NOT_SERVING", || {
         let mut health = health.clone();
         async move { (status(&mut health).await == ServingStatus::NotServing).then_some(()) }
     })
@@ -203,11 +191,14 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused}");
 
     redis.start_again().await;
-    crate::support::eventually("health to report SERVING again", || {
+    eventually("health to report SERVING again", || {
         let mut health = health.clone();
         async move { (status(&mut health).await == ServingStatus::Serving).then_some(()) }
     })
     .await;
+    // The follower is back too: it resubscribed and, Redis having lost everything,
+    // got `reset` and a fresh snapshot.
+    crate::support::until_synced_following(&mut following).await;
     // Service resumes without restarting the node: subscribe, ask, answer.
     let mut events = subscribed(&mut client, "t").await;
     let mut asker = client.clone();
@@ -242,23 +233,8 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_nodes_asks_reattach_elsewhere_or_abort_after_their_lease() {
     let redis = RedisServer::start().await;
-    let lease = ["--redis-lease", "300ms"];
-    let doomed = crate::cli::ServeProcess::start_with(
-        &[
-            &["--backend", "redis", "--redis-url", &redis.url][..],
-            &lease[..],
-        ]
-        .concat(),
-    )
-    .await;
-    let survivor = TestServer::start_with(ServerConfig {
-        backend: BackendChoice::Redis {
-            url: redis.url.clone(),
-        },
-        redis_lease: std::time::Duration::from_millis(300),
-        ..test_config()
-    })
-    .await;
+    let mut nodes = ServeProcess::redis_nodes(&redis, 2, &["--redis-lease", "300ms"]).await;
+    let (doomed, survivor) = (nodes.remove(0), nodes.remove(0));
     let mut ui = survivor.client().await;
     let mut events = subscribed(&mut ui, "s").await;
 
@@ -269,7 +245,7 @@ async fn a_killed_nodes_asks_reattach_elsewhere_or_abort_after_their_lease() {
             .reattach_grace(std::time::Duration::from_millis(grace_ms))
             .no_retry()
     };
-    let on_doomed = Client::connect(doomed.url.clone()).await.expect("connect");
+    let on_doomed = doomed.client().await;
     let (kept, lost) = (ask("kept", 60_000), ask("lost", 0));
     let mut asker = on_doomed.clone();
     let _kept_call = tokio::spawn(async move { asker.ask(kept).await });
@@ -305,4 +281,243 @@ async fn a_killed_nodes_asks_reattach_elsewhere_or_abort_after_their_lease() {
         ui.list_pending("s").await.expect("list").is_empty(),
         "nothing stays pending"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draining_node_hands_its_waiting_asks_over_to_reattach_elsewhere() {
+    let redis = RedisServer::start().await;
+    let mut nodes = nodes(&redis, 2).await;
+    let (mut draining, other) = (nodes.remove(0), nodes.remove(0));
+    let mut ui = other.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let ask = || {
+        Ask::new("s")
+            .question(question("q", "Deploy?").choice("yes").choice("no"))
+            .request_id("deploy-1")
+            .reattach_grace(std::time::Duration::from_secs(60))
+            .no_retry()
+    };
+    let mut agent = draining.client().await;
+    let call = tokio::spawn(async move { agent.ask(ask()).await });
+    let rpc_id = next_requested(&mut events).await;
+
+    draining.signal("TERM");
+    let told = within("the call on the draining node", call)
+        .await
+        .expect("join")
+        .expect_err("the node drains");
+    assert_eq!(
+        (told.code(), told.reason()),
+        (tonic::Code::Unavailable, Reason::ShuttingDown)
+    );
+    assert_eq!(draining.exit_code().await, Some(0), "a clean drain");
+    let pending = ui.list_pending("s").await.expect("list");
+    assert_eq!(pending.len(), 1, "handed over, not disposed");
+    assert_eq!(pending[0].rpc_id, rpc_id);
+
+    ui.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answered while the agent is away");
+    let mut agent = other.client().await;
+    let response = agent.ask(ask()).await.expect("the reattached call");
+    assert_eq!(response.rpc_id, rpc_id);
+    assert_eq!(response.answers[0].selected, ["yes"]);
+}
+
+/// Redis is killed and restarted (with `appendfsync always`) while asks flow over three
+/// nodes: every answer that was acknowledged reaches its ask, subscribers following
+/// through the outage resume without gap or duplicate, and the nodes recover alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarting_mid_run_loses_no_acknowledged_answer() {
+    const ASKERS: usize = 3;
+    const ASKS_EACH: usize = 20;
+    const TOTAL: usize = ASKERS * ASKS_EACH;
+    let mut redis = RedisServer::start_durable().await;
+    let nodes = nodes(&redis, 3).await;
+    let follow = |client: &Client| {
+        client.follow(askgate_proto::v1::SubscribeRequest {
+            session_id: "s".into(),
+            ..Default::default()
+        })
+    };
+    let mut followers = Vec::new();
+    for node in &nodes {
+        let mut following = follow(&node.client().await);
+        crate::support::until_synced_following(&mut following).await;
+        followers.push(following);
+    }
+
+    // The human: answers each ask with its own rpc_id, retrying through the outage.
+    let acknowledged: Arc<std::sync::Mutex<HashMap<String, String>>> = Arc::default();
+    let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel();
+    let bot = {
+        let client = nodes[1].client().await;
+        let mut requests = follow(&client);
+        let acknowledged = acknowledged.clone();
+        tokio::spawn(async move {
+            while let Some(event) = requests.next().await {
+                let Ok(Event::Requested { requested, .. }) = event else {
+                    continue;
+                };
+                let (mut client, acknowledged, acked_tx) =
+                    (client.clone(), acknowledged.clone(), acked_tx.clone());
+                tokio::spawn(async move {
+                    let text = format!("for {}", requested.rpc_id);
+                    loop {
+                        let answered = client
+                            .answer("s", &requested.rpc_id, vec![answer::custom("q", &text)])
+                            .await;
+                        match answered {
+                            Ok(()) => {
+                                acknowledged
+                                    .lock()
+                                    .expect("lock")
+                                    .insert(requested.rpc_id.clone(), text);
+                                let _ = acked_tx.send(());
+                                return;
+                            }
+                            Err(e) if e.reason() == Reason::NotPending => return,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                        }
+                    }
+                });
+            }
+        })
+    };
+
+    let mut askers = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let mut client = node.client().await;
+        askers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for n in 0..ASKS_EACH {
+                let ask = Ask::new("s")
+                    .question(question("q", "ok?"))
+                    .request_id(&format!("asker-{i}-{n}"))
+                    .reattach_grace(Duration::from_secs(60))
+                    .timeout(Duration::from_secs(60));
+                let response = client.ask(ask).await.expect("answered in the end");
+                got.push((response.rpc_id, response.answers[0].custom.clone()));
+            }
+            got
+        }));
+    }
+
+    // A third of the way in, Redis crashes and comes back.
+    for _ in 0..TOTAL / 3 {
+        within("an acknowledged answer", acked_rx.recv()).await;
+    }
+    redis.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await; // an outage, not a blip
+    redis.start_again().await;
+
+    let mut delivered = HashMap::new();
+    for asker in askers {
+        for (rpc_id, text) in within("an asker", asker).await.expect("asker") {
+            delivered.insert(rpc_id, text.expect("a custom answer"));
+        }
+    }
+    assert_eq!(delivered.len(), TOTAL);
+    for (rpc_id, text) in acknowledged.lock().expect("lock").iter() {
+        assert_eq!(
+            delivered.get(rpc_id),
+            Some(text),
+            "acknowledged for {rpc_id}"
+        );
+    }
+
+    for (i, following) in followers.iter_mut().enumerate() {
+        let mut requested = std::collections::HashSet::new();
+        let mut resolved = std::collections::HashSet::new();
+        within("a follower to see every ask resolved", async {
+            while resolved.len() < TOTAL {
+                match following.next().await {
+                    Some(Ok(Event::Requested { requested: r, .. })) => {
+                        assert!(requested.insert(r.rpc_id), "follower {i}: requested twice");
+                    }
+                    Some(Ok(Event::Resolved { resolved: r, .. })) => {
+                        assert!(
+                            requested.contains(&r.rpc_id),
+                            "follower {i}: resolved first"
+                        );
+                        assert!(resolved.insert(r.rpc_id), "follower {i}: resolved twice");
+                    }
+                    Some(Ok(Event::Reset)) => {
+                        panic!("follower {i}: reset, though the history survived")
+                    }
+                    Some(Ok(Event::Synced { .. })) | Some(Err(_)) => {}
+                    None => panic!("follower {i} ended"),
+                }
+            }
+        })
+        .await;
+    }
+    bot.abort();
+    assert_redis_holds_nothing_unbounded(&redis).await;
+}
+
+/// After a run, every key askgate left in Redis expires by itself (history, outcomes,
+/// leases, presence) and no session history is longer than its cap: nothing grows
+/// without bound. The one shared key, the dead-node sweep list `ag:waits`, may keep
+/// members an outage kept a node from removing, but each is due for the sweep within
+/// a lease and a reattach grace. Waits (within the bounded wait) for the nodes' last
+/// clean-ups.
+pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
+    const HISTORY_LEN: usize = 1000; // the --history-len default
+    // The --redis-lease default and the longest reattach grace these tests use.
+    const MAX_LEASE_AND_GRACE: Duration = Duration::from_secs(10 + 60);
+    let client = redis::Client::open(redis.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to redis");
+    let deadline = tokio::time::Instant::now() + crate::support::WAIT;
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("ag:*")
+            .query_async(&mut conn)
+            .await
+            .expect("keys");
+        assert!(!keys.is_empty(), "the run left its history in redis");
+        let mut unbounded = Vec::new();
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .expect("pttl");
+            if key == "ag:waits" {
+                let horizon = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    + MAX_LEASE_AND_GRACE;
+                let beyond: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(&key)
+                    .arg(horizon.as_millis() as u64)
+                    .arg("+inf")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("zrangebyscore");
+                assert!(beyond.is_empty(), "never swept: {beyond:?}");
+            } else if ttl == -1 {
+                unbounded.push(key.clone());
+            }
+            if key.ends_with(":events") {
+                let len: usize = redis::cmd("LLEN")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("llen");
+                assert!(len <= HISTORY_LEN, "{key} holds {len} events");
+            }
+        }
+        if unbounded.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "keys without an expiry after the run: {unbounded:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

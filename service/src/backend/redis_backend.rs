@@ -289,9 +289,11 @@ impl Node {
                 .ignore();
         }
         let mut conn = self.conn.clone();
-        pipe.query_async::<()>(&mut conn)
-            .await
-            .map_err(redis_error)?;
+        if !pipe.is_empty() {
+            pipe.query_async::<()>(&mut conn)
+                .await
+                .map_err(redis_error)?;
+        }
         // A newer attach elsewhere replaced one of ours: that lease is over.
         for ((tenant, agent_id), incarnation) in leases {
             let current: Option<String> = conn
@@ -439,16 +441,28 @@ impl Node {
         Ok(abandoned)
     }
 
-    fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
-        if let Some(entry) = self
+    /// Hands an outcome to the calls waiting for it here; whether there were any.
+    fn deliver(&self, key: &SessionKey, resolved: &Resolved) -> bool {
+        let Some(entry) = self
             .waiters
             .lock()
             .remove(&(key.clone(), resolved.rpc_id.clone()))
-        {
-            let outcome = outcome_of(resolved);
-            for waiter in entry.senders {
-                let _ = waiter.send(outcome.clone());
-            }
+        else {
+            return false;
+        };
+        let outcome = outcome_of(resolved);
+        for waiter in entry.senders {
+            let _ = waiter.send(outcome.clone());
+        }
+        true
+    }
+
+    /// Delivers an outcome that came through Redis (whichever node resolved the ask)
+    /// and takes the ask off the dead-node sweep list: it no longer waits here.
+    async fn deliver_resolved(&self, key: &SessionKey, resolved: &Resolved) {
+        if self.deliver(key, resolved) {
+            let member = wait_member(key, &resolved.rpc_id);
+            let _: Result<(), _> = self.conn.clone().zrem(WAITS_KEY, member).await;
         }
     }
 
@@ -472,7 +486,7 @@ impl Node {
             if let StoredEvent::Resolved(resolved) = event
                 && rpc_ids.contains(&resolved.rpc_id)
             {
-                self.deliver(key, &resolved);
+                self.deliver_resolved(key, &resolved).await;
             }
         }
     }
@@ -512,7 +526,7 @@ async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Ar
         match tokio::time::timeout(Duration::from_secs(1), live.recv()).await {
             Ok(Ok(event)) => {
                 if let StoredEvent::Resolved(resolved) = &event.event {
-                    node.deliver(&key, resolved);
+                    node.deliver_resolved(&key, resolved).await;
                 }
             }
             Ok(Err(broadcast::error::RecvError::Lagged(_))) => node.recover_waiters(&key).await,

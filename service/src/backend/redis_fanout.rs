@@ -85,6 +85,31 @@ struct Probe {
     channel: String,
     sent: std::sync::atomic::AtomicU64,
     seen: std::sync::atomic::AtomicU64,
+    /// The last probe sent before the subscription was lost: one after it coming back
+    /// proves the subscription (and every channel resubscribed with it) live again.
+    floor: std::sync::atomic::AtomicU64,
+    /// False from a loss of the subscription until a later probe came back.
+    live: std::sync::atomic::AtomicBool,
+}
+
+impl Probe {
+    /// The subscription was lost: probes in flight are gone with it, and nothing
+    /// published counts as delivered until a new probe comes back.
+    fn lost(&self) {
+        use std::sync::atomic::Ordering;
+        self.live.store(false, Ordering::Release);
+        let sent = self.sent.load(Ordering::Acquire);
+        self.floor.fetch_max(sent, Ordering::AcqRel);
+        self.seen.fetch_max(sent, Ordering::AcqRel);
+    }
+
+    fn came_back(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        self.seen.fetch_max(n, Ordering::AcqRel);
+        if n > self.floor.load(Ordering::Acquire) {
+            self.live.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// Probes that may be in flight before the subscription counts as stalled.
@@ -115,6 +140,8 @@ impl Fanout {
             channel: format!("ag:probe:{}", uuid::Uuid::new_v4().simple()),
             sent: std::sync::atomic::AtomicU64::new(0),
             seen: std::sync::atomic::AtomicU64::new(0),
+            floor: std::sync::atomic::AtomicU64::new(0),
+            live: std::sync::atomic::AtomicBool::new(true),
         });
         let dispatcher = tokio::spawn(dispatch(
             push_rx,
@@ -147,6 +174,7 @@ impl Fanout {
                 sent,
                 seen, "redis pub/sub stopped delivering; resubscribing"
             );
+            self.probe.lost();
             self.disconnections.send_modify(|n| *n += 1);
             let _changing = self.changes.lock().await;
             let mut channels: Vec<String> = self.channels.lock().keys().cloned().collect();
@@ -155,13 +183,25 @@ impl Fanout {
                 warn!("resubscribing failed: {e}");
             }
         }
-        let next = self.probe.sent.fetch_add(1, Ordering::AcqRel) + 1;
+        // Only a probe Redis accepted counts as sent: while Redis is down none are, so
+        // its return is not mistaken for a stall.
+        let next = sent + 1;
         let published: redis::RedisResult<u64> = redis::cmd("PUBLISH")
             .arg(&self.probe.channel)
             .arg(next)
             .query_async(publisher)
             .await;
-        published.is_ok() && !stalled
+        if published.is_ok() {
+            self.probe.sent.fetch_max(next, Ordering::AcqRel);
+        }
+        published.is_ok() && !stalled && self.is_live()
+    }
+
+    /// Whether the subscription delivers: false from its loss until a probe sent
+    /// after it came back. A channel followed meanwhile could miss what is published
+    /// before Redis has it subscribed again, so [`Fanout::follow`] refuses then.
+    pub fn is_live(&self) -> bool {
+        self.probe.live.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How many times the pub/sub connection was lost: messages published meanwhile
@@ -211,6 +251,11 @@ impl Fanout {
                     .subscribed
                     .store(true, std::sync::atomic::Ordering::Release);
                 debug!(channel, "following a session");
+            }
+            if !self.is_live() {
+                return Err(AskError::BackendUnavailable(
+                    "redis pub/sub is reconnecting".into(),
+                ));
             }
             return Ok(receiver);
         }
@@ -286,7 +331,7 @@ async fn dispatch(
                         .ok()
                         .and_then(|p| p.parse().ok())
                     {
-                        probe.seen.fetch_max(n, std::sync::atomic::Ordering::AcqRel);
+                        probe.came_back(n);
                     }
                     continue;
                 }
@@ -302,6 +347,7 @@ async fn dispatch(
                 }
             }
             PushKind::Disconnection => {
+                probe.lost();
                 disconnections.send_modify(|n| *n += 1);
                 warn!("redis pub/sub connection lost; it resubscribes on reconnect");
             }
