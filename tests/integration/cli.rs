@@ -352,3 +352,26 @@ async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
     let _ = kept.clone().ask(ask).await;
     crate::support::next_requested(&mut stream).await;
 }
+
+#[tokio::test]
+async fn bench_roundtrip_measures_memory_and_three_redis_nodes_in_one_run() {
+    let bench = askgate(&["bench", "roundtrip", "--asks", "200", "--concurrency", "8"]);
+    let (code, stdout, stderr) = finish(bench).await;
+    assert_eq!(code, 0, "{stderr}");
+    let row = |backend: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(backend))
+            .unwrap_or_else(|| panic!("no {backend} row in:\n{stdout}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (memory, redis) = (row("memory"), row("redis"));
+    assert_eq!((memory[1].as_str(), redis[1].as_str()), ("1", "3"), "nodes");
+    for figures in [&memory, &redis] {
+        let asks_per_sec: f64 = figures[2].parse().expect("asks/s");
+        assert!(asks_per_sec > 0.0, "{stdout}");
+    }
+    assert!(stdout.contains("redis/memory: throughput"), "{stdout}");
+}

@@ -263,7 +263,12 @@ impl Node {
             pipe.hset(&mark, &self.id, expires).ignore();
             pipe.pexpire(&mark, self.lease_ms() as i64).ignore();
             let abandoned_at = expires + grace.as_millis() as u64;
-            pipe.zadd(WAITS_KEY, wait_member(key, rpc_id), abandoned_at)
+            // XX: renew, never re-add an ask whose claim took it off meanwhile.
+            pipe.cmd("ZADD")
+                .arg(WAITS_KEY)
+                .arg("XX")
+                .arg(abandoned_at)
+                .arg(wait_member(key, rpc_id))
                 .ignore();
         }
         for key in self.exclusive.lock().keys() {
@@ -336,18 +341,6 @@ impl Node {
         }
     }
 
-    /// Semantics 8: someone follows the session or its tenant, now or within the grace.
-    async fn attended(&self, key: &SessionKey) -> Result<bool, AskError> {
-        let mut conn = self.conn.clone();
-        let count: u64 = redis::cmd("EXISTS")
-            .arg(SessionKeys::new(key).key("attended"))
-            .arg(TenantKeys::new(&key.tenant).attended())
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
-        Ok(count > 0)
-    }
-
     /// Semantics 7: the agent is attached with that incarnation, its parent is not.
     async fn check_caller(
         &self,
@@ -396,8 +389,9 @@ impl Node {
         outcome_rx
     }
 
-    /// First wins (the claim script), then the ask leaves the sweep list and local
-    /// waiters get the outcome at once (they would hear it from the pump too).
+    /// First wins (the claim script), then local waiters get the outcome at once (they
+    /// would hear it from the pump too) and the ask leaves the sweep list, off the
+    /// caller's path (a member left behind is swept as due, harmlessly).
     async fn claim(
         &self,
         key: &SessionKey,
@@ -406,9 +400,11 @@ impl Node {
     ) -> Result<(), AskError> {
         let resolved = resolved_of(key, rpc_id, &outcome);
         self.store.claim(key, &resolved).await?;
-        let mut conn = self.conn.clone();
-        let _: Result<(), _> = conn.zrem(WAITS_KEY, wait_member(key, rpc_id)).await;
         self.deliver(key, &resolved);
+        let (mut conn, member) = (self.conn.clone(), wait_member(key, rpc_id));
+        tokio::spawn(async move {
+            let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
+        });
         Ok(())
     }
 
@@ -441,28 +437,17 @@ impl Node {
         Ok(abandoned)
     }
 
-    /// Hands an outcome to the calls waiting for it here; whether there were any.
-    fn deliver(&self, key: &SessionKey, resolved: &Resolved) -> bool {
-        let Some(entry) = self
+    /// Hands an outcome to the calls waiting for it here.
+    fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
+        if let Some(entry) = self
             .waiters
             .lock()
             .remove(&(key.clone(), resolved.rpc_id.clone()))
-        else {
-            return false;
-        };
-        let outcome = outcome_of(resolved);
-        for waiter in entry.senders {
-            let _ = waiter.send(outcome.clone());
-        }
-        true
-    }
-
-    /// Delivers an outcome that came through Redis (whichever node resolved the ask)
-    /// and takes the ask off the dead-node sweep list: it no longer waits here.
-    async fn deliver_resolved(&self, key: &SessionKey, resolved: &Resolved) {
-        if self.deliver(key, resolved) {
-            let member = wait_member(key, &resolved.rpc_id);
-            let _: Result<(), _> = self.conn.clone().zrem(WAITS_KEY, member).await;
+        {
+            let outcome = outcome_of(resolved);
+            for waiter in entry.senders {
+                let _ = waiter.send(outcome.clone());
+            }
         }
     }
 
@@ -486,7 +471,7 @@ impl Node {
             if let StoredEvent::Resolved(resolved) = event
                 && rpc_ids.contains(&resolved.rpc_id)
             {
-                self.deliver_resolved(key, &resolved).await;
+                self.deliver(key, &resolved);
             }
         }
     }
@@ -509,24 +494,32 @@ async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Ar
     /// Ticks to keep re-reading the history after a pub/sub reconnect (its
     /// resubscription takes a moment).
     const RECOVERY_TICKS: u32 = 5;
+    /// How long the pump (and its channel subscription) outlives the session's last
+    /// waiter here: an agent asking again soon needs no new SUBSCRIBE.
+    const LINGER: Duration = Duration::from_secs(2);
     let channel = SessionKeys::new(&key).channel();
     let mut disconnections = node.fanout.disconnections();
     let mut recovering = 0;
+    let mut idle_since: Option<tokio::time::Instant> = None;
     loop {
         {
             // Decide to stop under the pumps lock: a register that adds a waiter and
             // then finds this pump gone starts a new one, never relies on a dying one.
             let mut pumps = node.pumps.lock();
             let waiting = node.waiters.lock().keys().any(|(k, _)| *k == key);
-            if !waiting {
+            if waiting {
+                idle_since = None;
+            } else if idle_since.is_some_and(|t| t.elapsed() >= LINGER) {
                 pumps.remove(&key);
                 break;
+            } else {
+                idle_since.get_or_insert_with(tokio::time::Instant::now);
             }
         }
         match tokio::time::timeout(Duration::from_secs(1), live.recv()).await {
             Ok(Ok(event)) => {
                 if let StoredEvent::Resolved(resolved) = &event.event {
-                    node.deliver_resolved(&key, resolved).await;
+                    node.deliver(&key, resolved);
                 }
             }
             Ok(Err(broadcast::error::RecvError::Lagged(_))) => node.recover_waiters(&key).await,
@@ -979,10 +972,35 @@ impl RedisBackend {
         if let Some(agent) = &ask.agent {
             node.check_caller(&key.tenant, agent).await?;
         }
-        if ask.if_unattended == Unattended::Fail && !node.attended(&key).await? {
+        let rpc_id = Uuid::now_v7().to_string();
+        let spec = WaitSpec {
+            grace: ask.reattach_grace,
+            request_id: ask.request_id.clone(),
+        };
+        // On the sweep list before the ask exists: if this node dies at any point after
+        // the script, the survivors still find the ask. In the same round trip, the
+        // unattended check (Semantics 8).
+        let member = wait_member(&key, &rpc_id);
+        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
+        let mut conn = node.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.zadd(WAITS_KEY, &member, abandoned_at).ignore();
+        let must_be_attended = ask.if_unattended == Unattended::Fail;
+        if must_be_attended {
+            pipe.cmd("EXISTS")
+                .arg(SessionKeys::new(&key).key("attended"))
+                .arg(TenantKeys::new(&key.tenant).attended());
+        }
+        let attended: Vec<u64> = pipe.query_async(&mut conn).await.map_err(redis_error)?;
+        let unlist = |mut conn: ConnectionManager, member: String| {
+            tokio::spawn(async move {
+                let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
+            });
+        };
+        if must_be_attended && attended.first().is_none_or(|n| *n == 0) {
+            unlist(conn, member);
             return Err(AskError::NoProvider);
         }
-        let rpc_id = Uuid::now_v7().to_string();
         let requested = Requested {
             rpc_id: rpc_id.clone(),
             session_id: key.session_id.to_string(),
@@ -994,28 +1012,18 @@ impl RedisBackend {
         };
         // Listen first and wait under the new id, so an answer given the instant the
         // ask is stored (on any node) cannot be missed.
-        let live = node
-            .fanout
-            .follow(&SessionKeys::new(&key).channel(), SESSION_BUFFER)
-            .await?;
-        let spec = WaitSpec {
-            grace: ask.reattach_grace,
-            request_id: ask.request_id.clone(),
+        let channel = SessionKeys::new(&key).channel();
+        let live = match node.fanout.follow(&channel, SESSION_BUFFER).await {
+            Ok(live) => live,
+            Err(e) => {
+                unlist(conn, member);
+                return Err(e);
+            }
         };
         let outcome = node.add_waiter(&key, &rpc_id, &spec);
-        // On the sweep list before the ask exists: if this node dies at any point after
-        // the script, the survivors still find the ask.
-        let member = wait_member(&key, &rpc_id);
-        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
-        let mut conn = node.conn.clone();
-        let listed: Result<(), _> = conn.zadd(WAITS_KEY, &member, abandoned_at).await;
-        if let Err(e) = listed {
-            node.waiters.lock().remove(&(key.clone(), rpc_id));
-            return Err(redis_error(e));
-        }
         let registered = node.store.register(&key, &requested, &ask.request_id).await;
         if !matches!(registered, Ok(Registration::New { .. })) {
-            let _: Result<(), _> = conn.zrem(WAITS_KEY, &member).await;
+            unlist(conn.clone(), member);
         }
         let (rpc_id, outcome) = match registered {
             Ok(Registration::New { .. }) => (rpc_id, outcome),
@@ -1039,6 +1047,9 @@ impl RedisBackend {
             }
             Err(e) => {
                 node.waiters.lock().remove(&(key.clone(), rpc_id));
+                // Nothing waits on the channel this call followed: let it go.
+                drop(live);
+                node.fanout.release(&channel).await;
                 return Err(e);
             }
         };

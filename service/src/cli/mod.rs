@@ -11,6 +11,7 @@
 mod answer;
 mod ask;
 mod attach;
+mod bench;
 mod bot;
 mod credentials;
 mod json;
@@ -59,6 +60,8 @@ pub enum Command {
     /// Manage an API keys file.
     #[command(subcommand)]
     Keys(credentials::KeysCommand),
+    /// Run a benchmark against `askgate serve` processes and print its figures.
+    Bench(bench::BenchArgs),
 }
 
 /// Where and how the client subcommands connect.
@@ -194,6 +197,7 @@ pub fn main() -> ExitCode {
             Command::Attach(args) => attach::run(args).await,
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

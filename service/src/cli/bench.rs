@@ -1,0 +1,352 @@
+//! `askgate bench`: measured scenarios against real `askgate serve` processes (started
+//! from this same binary), printing their figures. Benchmarks print; they assert no
+//! timing (CI machines are shared and noisy).
+//!
+//! `roundtrip`: the Ask round trip of a real deployment. Askers block in `Ask`, a bot
+//! follows all sessions and answers each batch as it appears, the asker's call returns.
+//! It runs on one memory node and on N nodes over Redis in the same run (askers spread
+//! over every node, the bot subscribed on one node and answering through another, so
+//! each round trip crosses nodes), and prints throughput, p50/p99 and their ratio.
+
+use std::{
+    process::{ExitCode, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use askgate_client::{Ask, Client, Event, answer, question};
+use clap::{Args, Subcommand, ValueEnum};
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_stream::StreamExt;
+
+use crate::testing::RedisServer;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Scenario {
+    /// Ask round trips (asker, bot subscriber, answer) on one memory node and on
+    /// several Redis nodes, in one run: asks/s, p50 and p99, and their ratios.
+    Roundtrip(RoundtripArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchBackend {
+    Memory,
+    Redis,
+}
+
+#[derive(Debug, Args)]
+pub struct RoundtripArgs {
+    /// Round trips measured per backend (after a warm-up of a tenth as many).
+    #[arg(long, default_value_t = 5000)]
+    pub asks: usize,
+    /// Asks in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Backends to measure, in this order; the ratio line needs memory and redis.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "memory,redis"
+    )]
+    pub backends: Vec<BenchBackend>,
+    /// `askgate serve` nodes sharing Redis in the redis run.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Redis to use (it should be empty); default: a `redis-server` of this machine
+    /// started on a free port for the run.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+}
+
+pub async fn run(args: BenchArgs) -> ExitCode {
+    let outcome = match args.scenario {
+        Scenario::Roundtrip(args) => roundtrip(args).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => super::fail_local(format!("bench failed: {e:#}"), 1),
+    }
+}
+
+/// What one backend measured.
+struct Figures {
+    backend: BenchBackend,
+    nodes: usize,
+    asks_per_sec: f64,
+    latency: Histogram<u64>,
+}
+
+impl Figures {
+    fn p(&self, quantile: f64) -> Duration {
+        Duration::from_micros(self.latency.value_at_quantile(quantile))
+    }
+}
+
+async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
+    if args.asks == 0 || args.concurrency == 0 || args.nodes == 0 {
+        bail!("--asks, --concurrency and --nodes must be at least 1");
+    }
+    println!(
+        "askgate bench roundtrip: {} asks at concurrency {} per backend (+{} warm-up)",
+        args.asks,
+        args.concurrency,
+        warmup(args.asks)
+    );
+    let mut results = Vec::new();
+    for backend in &args.backends {
+        let figures = match backend {
+            BenchBackend::Memory => {
+                let node = ServeProcess::start(&[]).await?;
+                measure(*backend, &[node], &args).await?
+            }
+            BenchBackend::Redis => {
+                let _own_redis;
+                let url = match &args.redis_url {
+                    Some(url) => url.clone(),
+                    None => {
+                        let redis = start_redis().await?;
+                        let url = redis.url.clone();
+                        _own_redis = redis;
+                        url
+                    }
+                };
+                let mut nodes = Vec::new();
+                for _ in 0..args.nodes {
+                    nodes.push(
+                        ServeProcess::start(&["--backend", "redis", "--redis-url", &url]).await?,
+                    );
+                }
+                measure(*backend, &nodes, &args).await?
+            }
+        };
+        results.push(figures);
+    }
+    print_table(&results);
+    Ok(())
+}
+
+fn warmup(asks: usize) -> usize {
+    (asks / 10).max(1)
+}
+
+/// A redis-server for the run, with a clear error when the machine has none.
+async fn start_redis() -> anyhow::Result<RedisServer> {
+    let found = tokio::process::Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .await;
+    if !found.is_ok_and(|s| s.success()) {
+        bail!(
+            "redis-server is not installed: install it (apt-get install redis-server) or pass --redis-url"
+        );
+    }
+    Ok(RedisServer::start().await)
+}
+
+/// Warm-up, then `args.asks` round trips over `nodes`.
+async fn measure(
+    backend: BenchBackend,
+    nodes: &[ServeProcess],
+    args: &RoundtripArgs,
+) -> anyhow::Result<Figures> {
+    let mut clients = Vec::new();
+    for node in nodes {
+        // Two connections per node, as a pool of agent workers would have.
+        for _ in 0..2 {
+            clients.push(Client::connect(node.url.clone()).await?);
+        }
+    }
+    // The bot follows every session on one node and answers through another.
+    let watcher = clients[2 % clients.len()].clone();
+    let answerer = clients[(2 * nodes.len().min(2)) % clients.len()].clone();
+    let bot = Bot::start(watcher, answerer).await?;
+    run_asks(&clients, warmup(args.asks), args.concurrency).await?;
+    let started = Instant::now();
+    let latency = run_asks(&clients, args.asks, args.concurrency).await?;
+    let elapsed = started.elapsed();
+    bot.stop();
+    Ok(Figures {
+        backend,
+        nodes: nodes.len(),
+        asks_per_sec: args.asks as f64 / elapsed.as_secs_f64(),
+        latency,
+    })
+}
+
+/// `total` asks by `concurrency` askers, each in a session of its own, spread over the
+/// clients; the latency histogram in microseconds.
+async fn run_asks(
+    clients: &[Client],
+    total: usize,
+    concurrency: usize,
+) -> anyhow::Result<Histogram<u64>> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut askers = Vec::new();
+    for worker in 0..concurrency {
+        let mut client = clients[worker % clients.len()].clone();
+        let next = next.clone();
+        askers.push(tokio::spawn(async move {
+            let mut latency = new_histogram();
+            let session = format!("bench-{worker}");
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let ask = Ask::new(&session)
+                    .question(question("q", "Proceed?").choice("yes").choice("no"));
+                let started = Instant::now();
+                client.ask(ask).await.context("an ask failed")?;
+                latency.saturating_record(started.elapsed().as_micros() as u64);
+            }
+            anyhow::Ok(latency)
+        }));
+    }
+    let mut latency = new_histogram();
+    for asker in askers {
+        latency
+            .add(asker.await??)
+            .context("merging latency histograms")?;
+    }
+    Ok(latency)
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 1 µs to 10 minutes, 3 significant figures.
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Answers every batch of every session with its first options, as `askgate bot`.
+struct Bot {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Bot {
+    async fn start(mut watcher: Client, answerer: Client) -> anyhow::Result<Self> {
+        let mut events = watcher.subscribe_all().await?;
+        loop {
+            match events.next().await {
+                Some(Ok(Event::Synced { .. })) => break,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => bail!("the bot's subscription ended before synced"),
+            }
+        }
+        let task = tokio::spawn(async move {
+            while let Some(Ok(event)) = events.next().await {
+                let Event::Requested { requested, .. } = event else {
+                    continue;
+                };
+                let mut answerer = answerer.clone();
+                tokio::spawn(async move {
+                    let answers = requested
+                        .questions
+                        .iter()
+                        .map(|q| match q.options.first() {
+                            Some(first) => answer::select(&q.id, [first.label.as_str()]),
+                            None => answer::skip(&q.id),
+                        })
+                        .collect();
+                    // A lost race (NOT_PENDING) is not the bench's concern.
+                    let _ = answerer
+                        .answer(&requested.session_id, &requested.rpc_id, answers)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { task })
+    }
+
+    fn stop(self) {
+        self.task.abort();
+    }
+}
+
+fn print_table(results: &[Figures]) {
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
+    println!(
+        "{:<8} {:>5} {:>10} {:>10} {:>10}",
+        "backend", "nodes", "asks/s", "p50", "p99"
+    );
+    for f in results {
+        println!(
+            "{:<8} {:>5} {:>10.0} {:>10} {:>10}",
+            format!("{:?}", f.backend).to_lowercase(),
+            f.nodes,
+            f.asks_per_sec,
+            ms(f.p(0.50)),
+            ms(f.p(0.99)),
+        );
+    }
+    let find = |backend| results.iter().find(|f| f.backend == backend);
+    if let (Some(memory), Some(redis)) = (find(BenchBackend::Memory), find(BenchBackend::Redis)) {
+        let p50 = |f: &Figures| f.p(0.50).as_secs_f64();
+        println!(
+            "redis/memory: throughput {:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",
+            redis.asks_per_sec / memory.asks_per_sec,
+            p50(redis) / p50(memory),
+        );
+    }
+}
+
+/// An `askgate serve` child process on 127.0.0.1:0 (its address read from its log),
+/// killed when dropped.
+struct ServeProcess {
+    _child: tokio::process::Child,
+    url: String,
+    drain: tokio::task::JoinHandle<()>,
+}
+
+impl ServeProcess {
+    async fn start(extra: &[&str]) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the askgate binary")?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            // The bench's askers share one tenant: lift the per-tenant Ask rate.
+            .args(["--ask-rate", "1000000000", "--ask-burst", "1000000000"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting askgate serve")?;
+        let mut lines = BufReader::new(child.stderr.take().context("serve's stderr")?).lines();
+        let addr = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some((_, rest)) = line.split_once("local_addr=") {
+                    return Ok(rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned());
+                }
+            }
+            bail!("askgate serve exited before listening")
+        })
+        .await
+        .context("askgate serve did not start within 10 s")??;
+        // Keep reading its log: a full pipe would block the server.
+        let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            _child: child,
+            url: format!("http://{addr}"),
+            drain,
+        })
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.drain.abort();
+    }
+}
