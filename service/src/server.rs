@@ -142,6 +142,9 @@ pub struct ServerConfig {
     /// without renewal; a dead node's asks are aborted this long (plus their reattach
     /// grace) after it died.
     pub redis_lease: Duration,
+    /// With Redis over TLS (`rediss://`): a CA certificate (PEM file) to trust besides
+    /// the system's roots.
+    pub redis_ca_file: Option<std::path::PathBuf>,
 }
 
 /// `--backend`: where askgate keeps its state.
@@ -159,6 +162,11 @@ impl ServerConfig {
             BackendChoice::Memory => Arc::new(MemoryBackend::new(self.memory.clone())),
             BackendChoice::Redis { url } => {
                 let mut config = RedisBackendConfig::new(url);
+                if let Some(path) = &self.redis_ca_file {
+                    config.ca_pem = Some(std::fs::read(path).with_context(|| {
+                        format!("failed to read --redis-ca-file {}", path.display())
+                    })?);
+                }
                 config.store.history_len = self.memory.history_len;
                 config.store.max_pending_per_session = self.memory.max_pending_per_session;
                 config.store.max_pending_per_tenant = self.memory.max_pending_per_tenant;
@@ -251,6 +259,7 @@ impl Default for ServerConfig {
             metrics_tenant_labels: false,
             backend: BackendChoice::Memory,
             redis_lease: Duration::from_secs(10),
+            redis_ca_file: None,
         }
     }
 }

@@ -1,43 +1,80 @@
 //! Support for tests and benchmarks: a real `redis-server` to point a Redis backend at.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
+
+use crate::backend::redis::RedisTarget;
 
 /// A real `redis-server` on a free loopback port in a temporary directory; stopped (and
 /// its directory removed) when dropped.
 pub struct RedisServer {
     child: std::process::Child,
-    dir: std::path::PathBuf,
+    dir: PathBuf,
     port: u16,
-    durable: bool,
+    /// Flags besides the port and the directory, kept for [`RedisServer::start_again`].
+    flags: Vec<String>,
+    tls: bool,
+    /// `redis://127.0.0.1:<port>/`, or `rediss://` when started with TLS.
     pub url: String,
+    /// The CA to trust, when started with TLS.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// A certificate and key (PEM files) for `redis-server --tls-port`, and the CA (PEM)
+/// that issued the certificate.
+pub struct RedisTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca_pem: Vec<u8>,
+}
+
+fn flags(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
 }
 
 impl RedisServer {
     /// Starts one and waits (at most 10 s) until it answers PING. Panics with a hint
     /// when `redis-server` is missing: `scripts/test.sh` installs it.
     pub async fn start() -> Self {
-        Self::start_inner(false).await
+        Self::start_with(flags(&["--appendonly", "no"]), None).await
     }
 
     /// Starts one that writes every change to its append-only file before it replies
     /// (`appendfsync always`): what it acknowledged survives [`RedisServer::kill`].
     pub async fn start_durable() -> Self {
-        Self::start_inner(true).await
+        Self::start_with(
+            flags(&["--appendonly", "yes", "--appendfsync", "always"]),
+            None,
+        )
+        .await
     }
 
-    async fn start_inner(durable: bool) -> Self {
+    /// Starts one that accepts only TLS connections, with this certificate.
+    pub async fn start_tls(tls: RedisTls) -> Self {
+        let mut flags = flags(&["--appendonly", "no", "--tls-auth-clients", "no"]);
+        for (flag, path) in [("--tls-cert-file", &tls.cert), ("--tls-key-file", &tls.key)] {
+            flags.push(flag.into());
+            flags.push(path.display().to_string());
+        }
+        Self::start_with(flags, Some(tls.ca_pem)).await
+    }
+
+    async fn start_with(flags: Vec<String>, ca_pem: Option<Vec<u8>>) -> Self {
         let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let tls = ca_pem.is_some();
+        let scheme = if tls { "rediss" } else { "redis" };
         let mut server = Self {
-            child: spawn(&dir, port, durable),
+            child: spawn(&dir, port, tls, &flags),
             dir,
             port,
-            durable,
-            url: format!("redis://127.0.0.1:{port}/"),
+            flags,
+            tls,
+            url: format!("{scheme}://127.0.0.1:{port}/"),
+            ca_pem,
         };
         server.wait_ready().await;
         server
@@ -52,12 +89,16 @@ impl RedisServer {
 
     /// Starts it again on the same port, after [`RedisServer::kill`].
     pub async fn start_again(&mut self) {
-        self.child = spawn(&self.dir, self.port, self.durable);
+        self.child = spawn(&self.dir, self.port, self.tls, &self.flags);
         self.wait_ready().await;
     }
 
     async fn wait_ready(&mut self) {
-        let client = redis::Client::open(self.url.as_str()).expect("url");
+        let target = RedisTarget {
+            url: self.url.clone(),
+            ca_pem: self.ca_pem.clone(),
+        };
+        let client = target.client(false).expect("url");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
@@ -77,21 +118,16 @@ impl RedisServer {
     }
 }
 
-fn spawn(dir: &std::path::Path, port: u16, durable: bool) -> std::process::Child {
-    let appendonly = match durable {
-        true => ["--appendonly", "yes", "--appendfsync", "always"],
-        false => ["--appendonly", "no", "--appendfsync", "everysec"],
+fn spawn(dir: &std::path::Path, port: u16, tls: bool, flags: &[String]) -> std::process::Child {
+    let port = port.to_string();
+    let ports = match tls {
+        true => ["--port", "0", "--tls-port", &port],
+        false => ["--port", &port, "--tls-port", "0"],
     };
     std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(appendonly)
+        .args(ports)
+        .args(["--bind", "127.0.0.1", "--save", ""])
+        .args(flags)
         .arg("--dir")
         .arg(dir)
         .stdout(std::process::Stdio::null())

@@ -521,3 +521,57 @@ pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_reach_redis_over_tls_with_the_ca_they_are_given() {
+    let pki = crate::tls::Pki::new();
+    let redis = RedisServer::start_tls(askgate_service::testing::RedisTls {
+        cert: pki.dir.0.join("server.pem"),
+        key: pki.dir.0.join("server.key"),
+        ca_pem: pki.ca_pem.clone(),
+    })
+    .await;
+    assert!(redis.url.starts_with("rediss://"));
+    let ca_file = pki.dir.0.join("ca.pem").display().to_string();
+    let url = redis.url.as_str();
+    let tls = [
+        "--backend",
+        "redis",
+        "--redis-url",
+        url,
+        "--redis-ca-file",
+        &ca_file,
+    ];
+    let node = ServeProcess::start_with(&tls).await;
+    let mut client = node.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(Ask::new("s").question(question("q", "Over TLS?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    client
+        .answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered through a TLS Redis");
+
+    // Without the CA, the certificate is not trusted: the node refuses to start.
+    let untrusted = crate::support::askgate(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--backend",
+        "redis",
+        "--redis-url",
+        url,
+    ]);
+    let (code, _, stderr) = crate::support::finish(untrusted).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("failed to connect to redis"), "{stderr}");
+}

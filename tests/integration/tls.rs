@@ -9,14 +9,14 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 use crate::support::{TempDir, TestServer, test_config, within};
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files.
-struct Pki {
-    dir: TempDir,
-    ca_pem: Vec<u8>,
+pub struct Pki {
+    pub dir: TempDir,
+    pub ca_pem: Vec<u8>,
     client: (Vec<u8>, Vec<u8>),
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca =

@@ -40,6 +40,57 @@ use redis::{AsyncCommands, Script, aio::ConnectionManager};
 
 use crate::domain::{AskError, SessionKey, Settled};
 
+/// Where Redis is: its URL (`redis://`, or `rediss://` for TLS) and, for TLS, a CA
+/// certificate (PEM) to trust besides the system's roots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    pub url: String,
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl From<&str> for RedisTarget {
+    fn from(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            ca_pem: None,
+        }
+    }
+}
+
+impl From<&String> for RedisTarget {
+    fn from(url: &String) -> Self {
+        url.as_str().into()
+    }
+}
+
+impl RedisTarget {
+    /// A client for the target, speaking RESP3 when `resp3` (pub/sub push messages).
+    pub fn client(&self, resp3: bool) -> redis::RedisResult<redis::Client> {
+        use redis::IntoConnectionInfo;
+        let mut info = self.url.as_str().into_connection_info()?;
+        if resp3 {
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP3);
+            info = info.set_redis_settings(settings);
+        }
+        if !self.url.starts_with("rediss://") {
+            return redis::Client::open(info);
+        }
+        // rustls needs a process-wide crypto provider: ring, as for the gRPC side. An
+        // error means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: self.ca_pem.clone(),
+            },
+        )
+    }
+}
+
 /// How every askgate connection to Redis reconnects: quickly, and never backing off
 /// past a second, so a node recovers within moments of Redis coming back.
 pub fn manager_config() -> redis::aio::ConnectionManagerConfig {
@@ -306,9 +357,12 @@ fn parse_settled(text: &str) -> Option<Settled> {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://` or `rediss://`); reconnects by itself later.
-    pub async fn connect(url: &str, config: RedisConfig) -> anyhow::Result<Self> {
-        let client = redis::Client::open(url)?;
+    /// Connects to the target; reconnects by itself later.
+    pub async fn connect(
+        target: impl Into<RedisTarget>,
+        config: RedisConfig,
+    ) -> anyhow::Result<Self> {
+        let client = target.into().client(false)?;
         let conn = client
             .get_connection_manager_with_config(manager_config())
             .await?;

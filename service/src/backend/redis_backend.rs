@@ -32,7 +32,9 @@ use uuid::Uuid;
 
 use super::{
     Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions,
-    redis::{RedisConfig, RedisStore, Registration, SessionKeys, StoredEvent, TenantKeys},
+    redis::{
+        RedisConfig, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent, TenantKeys,
+    },
     redis_fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
@@ -41,6 +43,8 @@ use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisBackendConfig {
     pub url: String,
+    /// For `rediss://`: a CA certificate (PEM) to trust besides the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
     pub store: RedisConfig,
     /// How long a session counts as attended after this node's last subscriber left.
     pub reconnect_grace: Duration,
@@ -58,6 +62,7 @@ impl RedisBackendConfig {
     pub fn new(url: &str) -> Self {
         Self {
             url: url.to_owned(),
+            ca_pem: None,
             store: RedisConfig::default(),
             reconnect_grace: Duration::from_secs(5),
             subscriber_buffer: 1024,
@@ -171,9 +176,14 @@ fn stored_to_event(event: &StoredEvent) -> Event {
 
 impl RedisBackend {
     pub async fn connect(config: RedisBackendConfig) -> anyhow::Result<Self> {
-        let store = RedisStore::connect(&config.url, config.store.clone()).await?;
-        let fanout = Fanout::connect(&config.url).await?;
-        let conn = redis::Client::open(config.url.as_str())?
+        let target = RedisTarget {
+            url: config.url.clone(),
+            ca_pem: config.ca_pem.clone(),
+        };
+        let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
+        let fanout = Fanout::connect(target.clone()).await?;
+        let conn = target
+            .client(false)?
             .get_connection_manager_with_config(super::redis::manager_config())
             .await?;
         let node = Arc::new(Node {

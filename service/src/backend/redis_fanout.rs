@@ -15,13 +15,11 @@ use std::{
 };
 
 use parking_lot::Mutex;
-use redis::{
-    IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value, aio::ConnectionManager,
-};
+use redis::{PushInfo, PushKind, Value, aio::ConnectionManager};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
-use super::redis::{StoredEvent, parse_event};
+use super::redis::{RedisTarget, StoredEvent, parse_event};
 use crate::domain::AskError;
 
 /// Live events of one session a local follower may fall behind before it must resync.
@@ -122,13 +120,8 @@ impl Drop for Fanout {
 }
 
 impl Fanout {
-    pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let info = url.into_connection_info()?;
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
+    pub async fn connect(target: impl Into<RedisTarget>) -> anyhow::Result<Self> {
+        let client = target.into().client(true)?;
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let config = super::redis::manager_config()
             .set_push_sender(push_tx)

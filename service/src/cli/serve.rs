@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// node's waiting asks are aborted that long, plus their reattach grace, after).
     #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub redis_lease: Duration,
+    /// With a `rediss://` URL: a CA certificate (PEM) to trust for Redis besides the
+    /// system's roots.
+    #[arg(long, env = "ASKGATE_REDIS_CA_FILE")]
+    pub redis_ca_file: Option<PathBuf>,
     /// With --auth none on a non-loopback address: accept anonymous callers anyway.
     #[arg(long, env = "ASKGATE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -222,6 +226,7 @@ impl ServeArgs {
             ask_burst: self.ask_burst,
             metrics_tenant_labels: self.metrics_tenant_labels,
             redis_lease: self.redis_lease,
+            redis_ca_file: self.redis_ca_file.clone(),
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },
