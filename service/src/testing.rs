@@ -96,6 +96,7 @@ impl RedisServer {
     async fn wait_ready(&mut self) {
         let target = RedisTarget {
             url: self.url.clone(),
+            cluster: false,
             ca_pem: self.ca_pem.clone(),
         };
         let client = target.client(false).expect("url");

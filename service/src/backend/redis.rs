@@ -40,11 +40,14 @@ use redis::{AsyncCommands, Script, aio::ConnectionManager};
 
 use crate::domain::{AskError, SessionKey, Settled};
 
-/// Where Redis is: its URL (`redis://`, or `rediss://` for TLS) and, for TLS, a CA
-/// certificate (PEM) to trust besides the system's roots.
+/// Where Redis is: its URL (`redis://`, or `rediss://` for TLS), or with `cluster` the
+/// comma-separated URLs of some Redis Cluster nodes (the client discovers the rest and
+/// follows resharding and failover), and for TLS a CA certificate (PEM) to trust besides
+/// the system's roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisTarget {
     pub url: String,
+    pub cluster: bool,
     pub ca_pem: Option<Vec<u8>>,
 }
 
@@ -52,6 +55,7 @@ impl From<&str> for RedisTarget {
     fn from(url: &str) -> Self {
         Self {
             url: url.to_owned(),
+            cluster: false,
             ca_pem: None,
         }
     }
@@ -63,8 +67,27 @@ impl From<&String> for RedisTarget {
     }
 }
 
+/// Where a connection's pub/sub messages go (RESP3 push messages).
+pub type PushSender = tokio::sync::mpsc::UnboundedSender<redis::PushInfo>;
+
 impl RedisTarget {
-    /// A client for the target, speaking RESP3 when `resp3` (pub/sub push messages).
+    fn tls(&self) -> bool {
+        self.url
+            .split(',')
+            .any(|u| u.trim().starts_with("rediss://"))
+    }
+
+    fn certificates(&self) -> redis::TlsCertificates {
+        // rustls needs a process-wide crypto provider: ring, as for the gRPC side. An
+        // error means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: self.ca_pem.clone(),
+        }
+    }
+
+    /// A client for one server, speaking RESP3 when `resp3` (pub/sub push messages).
     pub fn client(&self, resp3: bool) -> redis::RedisResult<redis::Client> {
         use redis::IntoConnectionInfo;
         let mut info = self.url.as_str().into_connection_info()?;
@@ -75,19 +98,149 @@ impl RedisTarget {
                 .set_protocol(redis::ProtocolVersion::RESP3);
             info = info.set_redis_settings(settings);
         }
-        if !self.url.starts_with("rediss://") {
-            return redis::Client::open(info);
+        match self.tls() {
+            true => redis::Client::build_with_tls(info, self.certificates()),
+            false => redis::Client::open(info),
         }
-        // rustls needs a process-wide crypto provider: ring, as for the gRPC side. An
-        // error means one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        redis::Client::build_with_tls(
-            info,
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: self.ca_pem.clone(),
-            },
-        )
+    }
+
+    /// A connection for commands and scripts; with `push`, a RESP3 connection whose
+    /// pub/sub messages go there and whose subscriptions survive reconnects.
+    pub async fn connect(&self, push: Option<PushSender>) -> redis::RedisResult<RedisConn> {
+        if !self.cluster {
+            let mut config = manager_config();
+            if let Some(push) = push.clone() {
+                config = config.set_push_sender(push).set_automatic_resubscription();
+            }
+            let client = self.client(push.is_some())?;
+            return Ok(RedisConn::Single(
+                client.get_connection_manager_with_config(config).await?,
+            ));
+        }
+        let seeds: Vec<&str> = self.url.split(',').map(str::trim).collect();
+        let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(5))
+            .retries(3)
+            .min_retry_wait(50)
+            .max_retry_wait(1000);
+        if self.tls() {
+            builder = builder.certs(self.certificates());
+        }
+        if let Some(push) = push {
+            builder = builder
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(push);
+        }
+        Ok(RedisConn::Cluster(
+            builder.build()?.get_async_connection().await?,
+        ))
+    }
+}
+
+/// A connection to one Redis server (reconnecting by itself) or to a Redis Cluster
+/// (routing each command to the shard of its key's slot). Cheap to clone; clones share
+/// the connection.
+#[derive(Clone)]
+pub enum RedisConn {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl RedisConn {
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// The publish command for a session's channel: sharded pub/sub on a cluster (the
+    /// message goes to the channel's shard only, not to every node of the cluster).
+    pub fn publish_command(&self) -> &'static str {
+        match self {
+            Self::Single(_) => "PUBLISH",
+            Self::Cluster(_) => "SPUBLISH",
+        }
+    }
+
+    pub async fn subscribe(&mut self, channels: impl redis::ToRedisArgs) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(conn) => conn.subscribe(channels).await,
+            Self::Cluster(conn) => conn.ssubscribe(channels).await,
+        }
+    }
+
+    pub async fn unsubscribe(
+        &mut self,
+        channels: impl redis::ToRedisArgs,
+    ) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(conn) => conn.unsubscribe(channels).await,
+            Self::Cluster(conn) => conn.sunsubscribe(channels).await,
+        }
+    }
+
+    /// Runs commands whose keys may live in different slots: one pipeline on a single
+    /// server; on a cluster, each command on its own (concurrently), since a pipeline
+    /// must stay within one slot there. Replies are ignored; the first error is returned.
+    pub async fn run_all(&self, commands: Vec<redis::Cmd>) -> redis::RedisResult<()> {
+        match self {
+            Self::Single(conn) => {
+                let mut pipe = redis::pipe();
+                for command in commands {
+                    pipe.add_command(command).ignore();
+                }
+                if pipe.is_empty() {
+                    return Ok(());
+                }
+                pipe.query_async::<()>(&mut conn.clone()).await
+            }
+            Self::Cluster(conn) => {
+                let mut running = tokio::task::JoinSet::new();
+                for command in commands {
+                    let mut conn = conn.clone();
+                    running.spawn(async move { command.exec_async(&mut conn).await });
+                }
+                let mut outcome = Ok(());
+                while let Some(done) = running.join_next().await {
+                    if let Ok(Err(e)) = done
+                        && outcome.is_ok()
+                    {
+                        outcome = Err(e);
+                    }
+                }
+                outcome
+            }
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
     }
 }
 
@@ -229,9 +382,12 @@ pub enum StoredEvent {
 }
 
 const REGISTER: &str = r#"
--- KEYS: asks order rids events head epoch request tenant_sessions tenant_pending
+-- KEYS: asks order rids events head epoch request [tenant_sessions tenant_pending]
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
---       tenant_channel session_id idle_ttl_s max_tenant_pending
+--       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
+-- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
+-- node does the tenant's part after the script (TENANT_REGISTERED).
+local tenant = KEYS[8] ~= nil
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -243,10 +399,12 @@ end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
   return {'full'}
 end
-if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
-  return {'tenant_full'}
+if tenant then
+  if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
+    return {'tenant_full'}
+  end
+  redis.call('INCR', KEYS[9])
 end
-redis.call('INCR', KEYS[9])
 local epoch = redis.call('GET', KEYS[6])
 if not epoch then
   epoch = ARGV[6]
@@ -263,28 +421,35 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
   redis.call('PERSIST', KEYS[7])
 end
-redis.call('SADD', KEYS[8], ARGV[9])
+if tenant then
+  redis.call('SADD', KEYS[8], ARGV[9])
+end
 -- A session's history lives as long as it is used, then expires.
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
-redis.call('PUBLISH', ARGV[7], message)
-redis.call('PUBLISH', ARGV[8], message)
-return {'new', seq, epoch}
+redis.call(ARGV[12], ARGV[7], message)
+if tenant then
+  redis.call('PUBLISH', ARGV[8], message)
+end
+local now = redis.call('TIME')
+return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}
 "#;
 
 const CLAIM: &str = r#"
--- KEYS: asks order rids events head epoch settled tenant_sessions tenant_pending
+-- KEYS: asks order rids events head epoch settled [tenant_sessions tenant_pending]
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
---       tenant_channel session_id idle_ttl_s
+--       tenant_channel session_id idle_ttl_s publish_command
+-- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
+local tenant = KEYS[8] ~= nil
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 -- The tenant's count goes when it reaches zero, like its set of sessions.
-if redis.call('DECR', KEYS[9]) <= 0 then
+if tenant and redis.call('DECR', KEYS[9]) <= 0 then
   redis.call('DEL', KEYS[9])
 end
 local seq = redis.call('INCR', KEYS[5])
@@ -302,25 +467,58 @@ if request_id then
   redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
   redis.call('EXPIRE', request, ARGV[5])
 end
-if redis.call('HLEN', KEYS[1]) == 0 then
+local remaining = redis.call('HLEN', KEYS[1])
+if tenant and remaining == 0 then
   redis.call('SREM', KEYS[8], ARGV[9])
 end
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
-redis.call('PUBLISH', ARGV[6], message)
-redis.call('PUBLISH', ARGV[8], message)
-return {'claimed', seq, epoch}
+redis.call(ARGV[11], ARGV[6], message)
+if tenant then
+  redis.call('PUBLISH', ARGV[8], message)
+end
+local now = redis.call('TIME')
+return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2])}
+"#;
+
+/// A Redis Cluster's tenant part of a registration, after REGISTER (the tenant's keys
+/// and channel share the tenant's hash tag, so this is one slot). The sessions index is
+/// a sorted set scored by the session shard's clock at the last registration, so that
+/// TENANT_CLAIMED never drops a session that a later registration filled again.
+const TENANT_REGISTERED: &str = r#"
+-- KEYS: tenant_sessions tenant_pending   ARGV: session_id time_us tenant_channel message
+redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
+redis.call('INCR', KEYS[2])
+redis.call('SPUBLISH', ARGV[3], ARGV[4])
+"#;
+
+/// The tenant part of a claim on a Redis Cluster, after CLAIM.
+const TENANT_CLAIMED: &str = r#"
+-- KEYS: tenant_sessions tenant_pending
+-- ARGV: session_id time_us tenant_channel message session_now_empty
+if redis.call('DECR', KEYS[2]) <= 0 then
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[5] == '1' then
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if score and tonumber(score) <= tonumber(ARGV[2]) then
+    redis.call('ZREM', KEYS[1], ARGV[1])
+  end
+end
+redis.call('SPUBLISH', ARGV[3], ARGV[4])
 "#;
 
 /// The session state of every node, in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     config: RedisConfig,
     register: Script,
     claim: Script,
+    tenant_registered: Script,
+    tenant_claimed: Script,
 }
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
@@ -362,16 +560,22 @@ impl RedisStore {
         target: impl Into<RedisTarget>,
         config: RedisConfig,
     ) -> anyhow::Result<Self> {
-        let client = target.into().client(false)?;
-        let conn = client
-            .get_connection_manager_with_config(manager_config())
-            .await?;
+        let conn = target.into().connect(None).await?;
         Ok(Self {
             conn,
             config,
             register: Script::new(REGISTER),
             claim: Script::new(CLAIM),
+            tenant_registered: Script::new(TENANT_REGISTERED),
+            tenant_claimed: Script::new(TENANT_CLAIMED),
         })
+    }
+
+    fn tenant_full(&self) -> AskError {
+        AskError::TooManyPending(format!(
+            "at most {} pending asks per tenant",
+            self.config.max_pending_per_tenant
+        ))
     }
 
     /// How long an idle session's history (events, head, epoch) stays: the retention,
@@ -394,39 +598,76 @@ impl RedisStore {
         } else {
             request_id
         });
-        let reply: Vec<redis::Value> = self
-            .register
+        let tenant = TenantKeys::new(&key.tenant);
+        let cluster = self.conn.is_cluster();
+        if cluster {
+            // The tenant's count lives in another slot: checked before, counted after
+            // (so concurrent registrations may overshoot it by their number).
+            let pending: Option<usize> = self
+                .conn
+                .clone()
+                .get(tenant.pending())
+                .await
+                .map_err(unavailable)?;
+            if pending.unwrap_or(0) >= self.config.max_pending_per_tenant {
+                return Err(self.tenant_full());
+            }
+        }
+        let bytes = requested.encode_to_vec();
+        let mut invocation = self.register.prepare_invoke();
+        invocation
             .key(keys.key("asks"))
             .key(keys.key("order"))
             .key(keys.key("rids"))
             .key(keys.key("events"))
             .key(keys.key("head"))
             .key(keys.key("epoch"))
-            .key(request_key)
-            .key(TenantKeys::new(&key.tenant).sessions())
-            .key(TenantKeys::new(&key.tenant).pending())
+            .key(request_key);
+        if !cluster {
+            invocation.key(tenant.sessions()).key(tenant.pending());
+        }
+        let reply: Vec<redis::Value> = invocation
             .arg(&requested.rpc_id)
-            .arg(requested.encode_to_vec())
+            .arg(&bytes)
             .arg(request_id)
             .arg(self.config.history_len.max(1))
             .arg(self.config.max_pending_per_session)
             .arg(uuid::Uuid::now_v7().simple().to_string())
             .arg(keys.channel())
-            .arg(TenantKeys::new(&key.tenant).channel())
+            .arg(tenant.channel())
             .arg(&*key.session_id)
             .arg(self.idle_ttl_secs())
             .arg(self.config.max_pending_per_tenant)
+            .arg(self.conn.publish_command())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
         let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
-            "new" => Ok(Registration::New {
-                seq: text(1)?
+            "new" => {
+                let seq: u64 = text(1)?
                     .parse()
-                    .map_err(|_| AskError::Internal("bad seq".into()))?,
-                epoch: text(2)?,
-            }),
+                    .map_err(|_| AskError::Internal("bad seq".into()))?;
+                let epoch = text(2)?;
+                if cluster {
+                    let message = live_message(&epoch, seq, b'Q', &bytes);
+                    let done = self
+                        .tenant_registered
+                        .key(tenant.sessions())
+                        .key(tenant.pending())
+                        .arg(&*key.session_id)
+                        .arg(text(3)?)
+                        .arg(tenant.channel())
+                        .arg(message)
+                        .invoke_async::<()>(&mut self.conn.clone())
+                        .await;
+                    // The ask is stored: its caller must not be told otherwise.
+                    if let Err(e) = done {
+                        tracing::warn!(tenant = %key.tenant, "the tenant's part of a registration failed: {e}");
+                    }
+                }
+                Ok(Registration::New { seq, epoch })
+            }
             "joined" => Ok(Registration::Joined { rpc_id: text(1)? }),
             "recorded" => {
                 let bytes: Vec<u8> = reply_field(&reply, 2)?;
@@ -439,10 +680,7 @@ impl RedisStore {
                 "at most {} pending asks per session",
                 self.config.max_pending_per_session
             ))),
-            "tenant_full" => Err(AskError::TooManyPending(format!(
-                "at most {} pending asks per tenant",
-                self.config.max_pending_per_tenant
-            ))),
+            "tenant_full" => Err(self.tenant_full()),
             other => Err(AskError::Internal(format!(
                 "unexpected script reply {other:?}"
             ))),
@@ -459,35 +697,62 @@ impl RedisStore {
             resolved.reason().as_str_name(),
             resolved.resolved_by
         );
-        let reply: Vec<redis::Value> = self
-            .claim
+        let tenant = TenantKeys::new(&key.tenant);
+        let cluster = self.conn.is_cluster();
+        let bytes = resolved.encode_to_vec();
+        let mut invocation = self.claim.prepare_invoke();
+        invocation
             .key(keys.key("asks"))
             .key(keys.key("order"))
             .key(keys.key("rids"))
             .key(keys.key("events"))
             .key(keys.key("head"))
             .key(keys.key("epoch"))
-            .key(keys.key("settled"))
-            .key(TenantKeys::new(&key.tenant).sessions())
-            .key(TenantKeys::new(&key.tenant).pending())
+            .key(keys.key("settled"));
+        if !cluster {
+            invocation.key(tenant.sessions()).key(tenant.pending());
+        }
+        let reply: Vec<redis::Value> = invocation
             .arg(&resolved.rpc_id)
-            .arg(resolved.encode_to_vec())
+            .arg(&bytes)
             .arg(settled)
             .arg(self.config.history_len.max(1))
             .arg(self.config.retention.as_secs().max(1))
             .arg(keys.channel())
             .arg(keys.request(""))
-            .arg(TenantKeys::new(&key.tenant).channel())
+            .arg(tenant.channel())
             .arg(&*key.session_id)
             .arg(self.idle_ttl_secs())
+            .arg(self.conn.publish_command())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
         let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
-            "claimed" => text(1)?
-                .parse()
-                .map_err(|_| AskError::Internal("bad seq".into())),
+            "claimed" => {
+                let seq: u64 = text(1)?
+                    .parse()
+                    .map_err(|_| AskError::Internal("bad seq".into()))?;
+                if cluster {
+                    let message = live_message(&text(2)?, seq, b'R', &bytes);
+                    let done = self
+                        .tenant_claimed
+                        .key(tenant.sessions())
+                        .key(tenant.pending())
+                        .arg(&*key.session_id)
+                        .arg(text(4)?)
+                        .arg(tenant.channel())
+                        .arg(message)
+                        .arg(if text(3)? == "0" { "1" } else { "0" })
+                        .invoke_async::<()>(&mut self.conn.clone())
+                        .await;
+                    // The claim won: its caller must not be told otherwise.
+                    if let Err(e) = done {
+                        tracing::warn!(tenant = %key.tenant, "the tenant's part of a claim failed: {e}");
+                    }
+                }
+                Ok(seq)
+            }
             "gone" => Err(AskError::NotPending {
                 settled: parse_settled(&text(1)?),
             }),
@@ -571,11 +836,13 @@ impl RedisStore {
     /// Sessions of a tenant that may have pending asks.
     pub async fn tenant_sessions(&self, tenant: &str) -> Result<Vec<String>, AskError> {
         let mut conn = self.conn.clone();
-        redis::cmd("SMEMBERS")
-            .arg(TenantKeys::new(tenant).sessions())
-            .query_async(&mut conn)
-            .await
-            .map_err(unavailable)
+        let sessions = TenantKeys::new(tenant).sessions();
+        match self.conn.is_cluster() {
+            // A sorted set there (see TENANT_REGISTERED).
+            true => conn.zrange(sessions, 0, -1).await,
+            false => conn.smembers(sessions).await,
+        }
+        .map_err(unavailable)
     }
 
     /// Every event the session's history still holds, oldest first.
@@ -597,6 +864,25 @@ impl RedisStore {
         epoch: &str,
         seq: u64,
     ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+        self.held_events(key, epoch, Some(seq)).await
+    }
+
+    /// Every event the history (of that epoch) holds, with its sequence number; `None`
+    /// when the epoch changed.
+    pub async fn recent_events(
+        &self,
+        key: &SessionKey,
+        epoch: &str,
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+        self.held_events(key, epoch, None).await
+    }
+
+    async fn held_events(
+        &self,
+        key: &SessionKey,
+        epoch: &str,
+        after: Option<u64>,
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =
@@ -610,7 +896,12 @@ impl RedisStore {
                 .map_err(unavailable)?;
         let head = head.unwrap_or(0);
         let first = head + 1 - entries.len() as u64;
-        if stored_epoch.as_deref() != Some(epoch) || seq > head || seq + 1 < first {
+        let seq = match after {
+            Some(seq) if seq > head || seq + 1 < first => return Ok(None),
+            Some(seq) => seq,
+            None => 0,
+        };
+        if stored_epoch.as_deref() != Some(epoch) {
             return Ok(None);
         }
         let mut events = Vec::new();
@@ -622,6 +913,14 @@ impl RedisStore {
         }
         Ok(Some(events))
     }
+}
+
+/// A published message, as the scripts build it: `<epoch> <seq> <Q|R><encoded event>`.
+fn live_message(epoch: &str, seq: u64, kind: u8, event: &[u8]) -> Vec<u8> {
+    let mut message = format!("{epoch} {seq} ").into_bytes();
+    message.push(kind);
+    message.extend_from_slice(event);
+    message
 }
 
 /// Decodes a history entry (or the payload of a pub/sub message after its prefix).

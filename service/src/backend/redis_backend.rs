@@ -24,7 +24,7 @@ use askgate_proto::v1::{
 };
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{AsyncCommands, Script, aio::ConnectionManager};
+use redis::{AsyncCommands, Script};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
@@ -33,7 +33,8 @@ use uuid::Uuid;
 use super::{
     Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions,
     redis::{
-        RedisConfig, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent, TenantKeys,
+        RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
+        TenantKeys,
     },
     redis_fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
 };
@@ -43,6 +44,8 @@ use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisBackendConfig {
     pub url: String,
+    /// `url` lists Redis Cluster nodes (comma-separated).
+    pub cluster: bool,
     /// For `rediss://`: a CA certificate (PEM) to trust besides the system's roots.
     pub ca_pem: Option<Vec<u8>>,
     pub store: RedisConfig,
@@ -62,6 +65,7 @@ impl RedisBackendConfig {
     pub fn new(url: &str) -> Self {
         Self {
             url: url.to_owned(),
+            cluster: false,
             ca_pem: None,
             store: RedisConfig::default(),
             reconnect_grace: Duration::from_secs(5),
@@ -112,7 +116,7 @@ struct Node {
     id: String,
     store: RedisStore,
     fanout: Fanout,
-    conn: ConnectionManager,
+    conn: RedisConn,
     config: RedisBackendConfig,
     /// Calls waiting on this node, by (session, rpc_id).
     waiters: Mutex<HashMap<WaiterKey, WaitEntry>>,
@@ -178,14 +182,12 @@ impl RedisBackend {
     pub async fn connect(config: RedisBackendConfig) -> anyhow::Result<Self> {
         let target = RedisTarget {
             url: config.url.clone(),
+            cluster: config.cluster,
             ca_pem: config.ca_pem.clone(),
         };
         let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
         let fanout = Fanout::connect(target.clone()).await?;
-        let conn = target
-            .client(false)?
-            .get_connection_manager_with_config(super::redis::manager_config())
-            .await?;
+        let conn = target.connect(None).await?;
         let node = Arc::new(Node {
             id: Uuid::new_v4().simple().to_string(),
             store,
@@ -244,7 +246,7 @@ impl Node {
     }
 
     async fn refresh(&self) -> Result<(), AskError> {
-        let mut pipe = redis::pipe();
+        let mut commands = Vec::new();
         for key in self
             .attended
             .lock()
@@ -252,12 +254,14 @@ impl Node {
             .filter(|(_, n)| **n > 0)
             .map(|(k, _)| k)
         {
-            pipe.cmd("SET")
-                .arg(key)
-                .arg(&self.id)
-                .arg("PX")
-                .arg(self.grace_ms())
-                .ignore();
+            commands.push(
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(&self.id)
+                    .arg("PX")
+                    .arg(self.grace_ms())
+                    .to_owned(),
+            );
         }
         let live: Vec<(WaiterKey, Duration)> = {
             let mut waiters = self.waiters.lock();
@@ -270,28 +274,32 @@ impl Node {
         let expires = now_ms() + self.lease_ms();
         for ((key, rpc_id), grace) in &live {
             let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
-            pipe.hset(&mark, &self.id, expires).ignore();
-            pipe.pexpire(&mark, self.lease_ms() as i64).ignore();
+            commands.push(redis::Cmd::hset(&mark, &self.id, expires));
+            commands.push(redis::Cmd::pexpire(&mark, self.lease_ms() as i64));
             let abandoned_at = expires + grace.as_millis() as u64;
             // XX: renew, never re-add an ask whose claim took it off meanwhile.
-            pipe.cmd("ZADD")
-                .arg(WAITS_KEY)
-                .arg("XX")
-                .arg(abandoned_at)
-                .arg(wait_member(key, rpc_id))
-                .ignore();
+            commands.push(
+                redis::cmd("ZADD")
+                    .arg(WAITS_KEY)
+                    .arg("XX")
+                    .arg(abandoned_at)
+                    .arg(wait_member(key, rpc_id))
+                    .to_owned(),
+            );
         }
         for key in self.exclusive.lock().keys() {
-            pipe.pexpire(key, self.lease_ms() as i64).ignore();
+            commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
         }
         for (member, key) in self.subscribers.lock().iter() {
-            pipe.cmd("ZADD")
-                .arg(key)
-                .arg("XX")
-                .arg(expires)
-                .arg(member)
-                .ignore();
-            pipe.pexpire(key, self.lease_ms() as i64).ignore();
+            commands.push(
+                redis::cmd("ZADD")
+                    .arg(key)
+                    .arg("XX")
+                    .arg(expires)
+                    .arg(member)
+                    .to_owned(),
+            );
+            commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
         }
         let leases: Vec<((String, String), String)> = self
             .leases
@@ -300,15 +308,14 @@ impl Node {
             .map(|(k, (inc, _))| (k.clone(), inc.clone()))
             .collect();
         for ((tenant, agent_id), _) in &leases {
-            pipe.pexpire(agent_key(tenant, agent_id), self.lease_ms() as i64)
-                .ignore();
+            commands.push(redis::Cmd::pexpire(
+                agent_key(tenant, agent_id),
+                self.lease_ms() as i64,
+            ));
         }
+        // Keys of many slots: one pipeline on a single server, one by one on a cluster.
+        self.conn.run_all(commands).await.map_err(redis_error)?;
         let mut conn = self.conn.clone();
-        if !pipe.is_empty() {
-            pipe.query_async::<()>(&mut conn)
-                .await
-                .map_err(redis_error)?;
-        }
         // A newer attach elsewhere replaced one of ours: that lease is over.
         for ((tenant, agent_id), incarnation) in leases {
             let current: Option<String> = conn
@@ -769,6 +776,53 @@ impl Follower {
         }
     }
 
+    /// What an `all_sessions` subscriber gets for one live event of the tenant's channel:
+    /// nothing if it has it already, the event itself when it follows the last one of
+    /// its session, or the session's history from there when events are missing (on a
+    /// Redis Cluster each node publishes to the tenant's channel after its script, so
+    /// two nodes' events of one session can arrive in either order). `None` when the
+    /// history cannot fill the gap.
+    async fn tenant_batch(
+        &self,
+        tenant: &str,
+        seen: &HashMap<String, (String, u64)>,
+        event: &LiveEvent,
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+        let (session_id, resolved_rpc) = match &event.event {
+            StoredEvent::Requested(r) => (&r.session_id, None),
+            StoredEvent::Resolved(r) => (&r.session_id, Some(&r.rpc_id)),
+        };
+        let key = SessionKey::new(tenant, session_id.as_str());
+        let alone = || Some(vec![(event.seq, event.event.clone())]);
+        let store = &self.node.store;
+        Ok(match seen.get(session_id.as_str()) {
+            Some((epoch, last)) if *epoch == event.epoch => {
+                if event.seq <= *last {
+                    Some(Vec::new())
+                } else if event.seq == last + 1 {
+                    alone()
+                } else {
+                    store.events_after(&key, epoch, *last).await?
+                }
+            }
+            // A session first seen now: its `resolved` may have overtaken its
+            // `requested`; then send from that `requested` on.
+            None if resolved_rpc.is_some() => {
+                let recent = store.recent_events(&key, &event.epoch).await?;
+                let from = recent.as_ref().and_then(|events| {
+                    events.iter().position(|(_, e)| {
+                        matches!(e, StoredEvent::Requested(r) if Some(&r.rpc_id) == resolved_rpc)
+                    })
+                });
+                match (recent, from) {
+                    (Some(mut events), Some(from)) => Some(events.split_off(from)),
+                    _ => alone(),
+                }
+            }
+            _ => alone(),
+        })
+    }
+
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
     /// first), then live events, skipping those the snapshot already covered.
     async fn tenant(
@@ -831,24 +885,30 @@ impl Follower {
                 };
                 match event {
                     Ok(event) => {
+                        let Some(batch) = self.tenant_batch(&tenant, &seen, &event).await? else {
+                            break; // the history cannot fill a gap: reset
+                        };
                         let session_id = match &event.event {
                             StoredEvent::Requested(r) => r.session_id.clone(),
                             StoredEvent::Resolved(r) => r.session_id.clone(),
                         };
-                        let entry = seen
-                            .entry(session_id)
-                            .or_insert_with(|| (event.epoch.clone(), 0));
-                        if entry.0 == event.epoch && event.seq <= entry.1 {
-                            continue;
+                        let mut behind = false;
+                        for (seq, stored) in batch {
+                            seen.insert(session_id.clone(), (event.epoch.clone(), seq));
+                            match self.forward(message(
+                                cursor(&event.epoch, seq),
+                                stored_to_event(&stored),
+                            )) {
+                                Forwarded::Sent => {}
+                                Forwarded::Behind => behind = true,
+                                Forwarded::Closed => return Ok(()),
+                            }
+                            if behind {
+                                break;
+                            }
                         }
-                        *entry = (event.epoch.clone(), event.seq);
-                        match self.forward(message(
-                            cursor(&event.epoch, event.seq),
-                            stored_to_event(&event.event),
-                        )) {
-                            Forwarded::Sent => {}
-                            Forwarded::Behind => break,
-                            Forwarded::Closed => return Ok(()),
+                        if behind {
+                            break;
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => break,
@@ -992,22 +1052,33 @@ impl RedisBackend {
         // unattended check (Semantics 8).
         let member = wait_member(&key, &rpc_id);
         let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
-        let mut conn = node.conn.clone();
-        let mut pipe = redis::pipe();
-        pipe.zadd(WAITS_KEY, &member, abandoned_at).ignore();
+        let conn = node.conn.clone();
         let must_be_attended = ask.if_unattended == Unattended::Fail;
-        if must_be_attended {
-            pipe.cmd("EXISTS")
-                .arg(SessionKeys::new(&key).key("attended"))
-                .arg(TenantKeys::new(&key.tenant).attended());
-        }
-        let attended: Vec<u64> = pipe.query_async(&mut conn).await.map_err(redis_error)?;
-        let unlist = |mut conn: ConnectionManager, member: String| {
+        // Two slots (the sweep list's, the session's and the tenant's presence): two
+        // commands at once rather than one pipeline, which a cluster would refuse.
+        let mut listing = conn.clone();
+        let listed = listing.zadd::<_, _, _, ()>(WAITS_KEY, &member, abandoned_at);
+        let attended = async {
+            match must_be_attended {
+                true => {
+                    redis::cmd("EXISTS")
+                        .arg(SessionKeys::new(&key).key("attended"))
+                        .arg(TenantKeys::new(&key.tenant).attended())
+                        .query_async::<u64>(&mut conn.clone())
+                        .await
+                }
+                false => Ok(1),
+            }
+        };
+        let (listed, attended) = tokio::join!(listed, attended);
+        listed.map_err(redis_error)?;
+        let attended = attended.map_err(redis_error)?;
+        let unlist = |mut conn: RedisConn, member: String| {
             tokio::spawn(async move {
                 let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
             });
         };
-        if must_be_attended && attended.first().is_none_or(|n| *n == 0) {
+        if attended == 0 {
             unlist(conn, member);
             return Err(AskError::NoProvider);
         }

@@ -15,11 +15,11 @@ use std::{
 };
 
 use parking_lot::Mutex;
-use redis::{PushInfo, PushKind, Value, aio::ConnectionManager};
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
-use super::redis::{RedisTarget, StoredEvent, parse_event};
+use super::redis::{RedisConn, RedisTarget, StoredEvent, parse_event};
 use crate::domain::AskError;
 
 /// Live events of one session a local follower may fall behind before it must resync.
@@ -63,7 +63,7 @@ type Channels = Arc<Mutex<HashMap<String, Arc<Channel>>>>;
 
 /// This node's view of the sessions it follows.
 pub struct Fanout {
-    conn: ConnectionManager,
+    conn: RedisConn,
     channels: Channels,
     /// Serializes SUBSCRIBE and UNSUBSCRIBE, so that one for a channel can never
     /// overtake the other (an UNSUBSCRIBE arriving last would silently stop delivery),
@@ -121,12 +121,8 @@ impl Drop for Fanout {
 
 impl Fanout {
     pub async fn connect(target: impl Into<RedisTarget>) -> anyhow::Result<Self> {
-        let client = target.into().client(true)?;
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let config = super::redis::manager_config()
-            .set_push_sender(push_tx)
-            .set_automatic_resubscription();
-        let conn = client.get_connection_manager_with_config(config).await?;
+        let conn = target.into().connect(Some(push_tx)).await?;
         let channels: Channels = Arc::default();
         let disconnections = Arc::new(tokio::sync::watch::Sender::new(0));
         let probe = Arc::new(Probe {
@@ -157,7 +153,7 @@ impl Fanout {
     /// false when earlier probes did not come back: the subscription is stalled. Then
     /// every channel is subscribed again and followers are told to re-read the history
     /// (as after a disconnection); the probe reports healthy again once probes flow.
-    pub async fn probe(&self, publisher: &mut ConnectionManager) -> bool {
+    pub async fn probe(&self, publisher: &mut RedisConn) -> bool {
         use std::sync::atomic::Ordering;
         let seen = self.probe.seen.load(Ordering::Acquire);
         let sent = self.probe.sent.load(Ordering::Acquire);
@@ -172,14 +168,18 @@ impl Fanout {
             let _changing = self.changes.lock().await;
             let mut channels: Vec<String> = self.channels.lock().keys().cloned().collect();
             channels.push(self.probe.channel.clone());
-            if let Err(e) = self.conn.clone().subscribe(&channels).await {
-                warn!("resubscribing failed: {e}");
+            // One at a time: on a cluster, one SSUBSCRIBE may only name one slot.
+            for channel in &channels {
+                if let Err(e) = self.conn.clone().subscribe(channel).await {
+                    warn!("resubscribing failed: {e}");
+                    break;
+                }
             }
         }
         // Only a probe Redis accepted counts as sent: while Redis is down none are, so
         // its return is not mistaken for a stall.
         let next = sent + 1;
-        let published: redis::RedisResult<u64> = redis::cmd("PUBLISH")
+        let published: redis::RedisResult<u64> = redis::cmd(publisher.publish_command())
             .arg(&self.probe.channel)
             .arg(next)
             .query_async(publisher)
@@ -414,8 +414,10 @@ mod tests {
     async fn a_subscription_that_silently_stops_delivering_is_detected_and_repaired() {
         let redis = RedisServer::start().await;
         let fanout = Fanout::connect(&redis.url).await.expect("fanout");
-        let client = redis::Client::open(redis.url.as_str()).expect("url");
-        let mut publisher = client.get_connection_manager().await.expect("publisher");
+        let mut publisher = RedisTarget::from(&redis.url)
+            .connect(None)
+            .await
+            .expect("publisher");
         healthy_soon(&fanout, &mut publisher).await;
 
         // Stop delivery behind the node's back: its subscription is gone, nothing says so.
@@ -439,7 +441,7 @@ mod tests {
     }
 
     /// Probes until one reports healthy, within 10 s.
-    async fn healthy_soon(fanout: &Fanout, publisher: &mut ConnectionManager) {
+    async fn healthy_soon(fanout: &Fanout, publisher: &mut RedisConn) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !fanout.probe(publisher).await {
             assert!(std::time::Instant::now() < deadline, "never healthy");
