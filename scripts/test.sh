@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
-# (redis-server, for the Redis backend's tests), then runs every test of the workspace.
+# (redis-server and redis-cli, for the Redis backend's tests), then runs every test of
+# the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   echo "==> installing redis-server (Debian package) for the Redis backend's tests"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   if command -v apt-get >/dev/null 2>&1; then

@@ -145,6 +145,8 @@ pub struct ServerConfig {
     /// With Redis over TLS (`rediss://`): a CA certificate (PEM file) to trust besides
     /// the system's roots.
     pub redis_ca_file: Option<std::path::PathBuf>,
+    /// The Redis URL lists Redis Cluster nodes (comma-separated).
+    pub redis_cluster: bool,
 }
 
 /// `--backend`: where askgate keeps its state.
@@ -162,6 +164,7 @@ impl ServerConfig {
             BackendChoice::Memory => Arc::new(MemoryBackend::new(self.memory.clone())),
             BackendChoice::Redis { url } => {
                 let mut config = RedisBackendConfig::new(url);
+                config.cluster = self.redis_cluster;
                 if let Some(path) = &self.redis_ca_file {
                     config.ca_pem = Some(std::fs::read(path).with_context(|| {
                         format!("failed to read --redis-ca-file {}", path.display())
@@ -260,6 +263,7 @@ impl Default for ServerConfig {
             backend: BackendChoice::Memory,
             redis_lease: Duration::from_secs(10),
             redis_ca_file: None,
+            redis_cluster: false,
         }
     }
 }

@@ -143,3 +143,93 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A real Redis Cluster: `shards` `redis-server` processes in cluster mode on free
+/// loopback ports, their slots assigned by `redis-cli --cluster create`, no replicas.
+/// Stopped (and their directories removed) when dropped.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    /// The nodes' URLs, comma-separated: `--redis-url` with `--redis-cluster`.
+    pub url: String,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, creates the cluster and waits (at most 20 s) until every node
+    /// reports it healthy.
+    pub async fn start(shards: usize) -> Self {
+        let mut nodes = Vec::new();
+        for _ in 0..shards {
+            let flags = flags(&[
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                "5000",
+            ]);
+            nodes.push(RedisServer::start_with(flags, None).await);
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = tokio::process::Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .await
+            .expect("redis-cli must be installed (scripts/test.sh installs it)");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        let cluster = Self {
+            url: addresses
+                .iter()
+                .map(|a| format!("redis://{a}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            nodes,
+        };
+        cluster.wait_healthy().await;
+        cluster
+    }
+
+    async fn wait_healthy(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        for node in &self.nodes {
+            let client = redis::Client::open(node.url.as_str()).expect("url");
+            loop {
+                let info: redis::RedisResult<String> = async {
+                    let mut conn = client.get_multiplexed_async_connection().await?;
+                    redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query_async(&mut conn)
+                        .await
+                }
+                .await;
+                if info.is_ok_and(|i| i.contains("cluster_state:ok")) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the cluster was not healthy within 20 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// A target for the cluster's nodes.
+    pub fn target(&self) -> RedisTarget {
+        RedisTarget {
+            url: self.url.clone(),
+            cluster: true,
+            ca_pem: None,
+        }
+    }
+}

@@ -44,9 +44,14 @@ pub struct ServeArgs {
     /// Where state lives: `memory` (this process) or `redis` (shared by several nodes).
     #[arg(long, env = "ASKGATE_BACKEND", value_enum, default_value = "memory")]
     pub backend: BackendKind,
-    /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS).
+    /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS); with
+    /// --redis-cluster, the comma-separated URLs of some of the cluster's nodes.
     #[arg(long, env = "ASKGATE_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// --redis-url names a Redis Cluster (7 or newer): keys are spread over its shards
+    /// by session, and events go through sharded pub/sub.
+    #[arg(long, env = "ASKGATE_REDIS_CLUSTER")]
+    pub redis_cluster: bool,
     /// With --backend redis: how long this node's leases last without renewal (a dead
     /// node's waiting asks are aborted that long, plus their reattach grace, after).
     #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = "10s", value_parser = parse_duration)]
@@ -227,6 +232,7 @@ impl ServeArgs {
             metrics_tenant_labels: self.metrics_tenant_labels,
             redis_lease: self.redis_lease,
             redis_ca_file: self.redis_ca_file.clone(),
+            redis_cluster: self.redis_cluster,
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },
