@@ -47,7 +47,7 @@ async fn a_cancelled_call_aborts_its_ask() {
     assert_eq!(resolved.reason(), Resolution::Aborted);
     assert_late_answer_not_pending(&mut client, &rpc_id, "ABORTED").await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_cancelled_call_aborts_its_ask
 );
@@ -79,7 +79,7 @@ async fn a_killed_client_process_aborts_its_ask() {
     assert_eq!(resolved.reason(), Resolution::Aborted);
     assert_late_answer_not_pending(&mut client, &rpc_id, "ABORTED").await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_killed_client_process_aborts_its_ask
 );
@@ -109,7 +109,7 @@ async fn a_short_deadline_expires_the_ask() {
     assert_eq!(resolved.reason(), Resolution::Expired);
     assert_late_answer_not_pending(&mut client, &rpc_id, "EXPIRED").await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_short_deadline_expires_the_ask
 );

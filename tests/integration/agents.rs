@@ -88,7 +88,7 @@ async fn rule_7_caller_not_live_for_never_attached_detached_and_stale_agents() {
     })
     .await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_7_caller_not_live_for_never_attached_detached_and_stale_agents
 );
@@ -129,7 +129,7 @@ async fn rule_7_delegated_caller_while_the_parent_is_live_then_the_child_may_ask
     .await;
     drop(child);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_7_delegated_caller_while_the_parent_is_live_then_the_child_may_ask
 );
@@ -166,7 +166,7 @@ async fn rule_7_a_detach_aborts_the_agents_pending_asks() {
         other => panic!("expected resolved, got {other:?}"),
     }
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_7_a_detach_aborts_the_agents_pending_asks
 );

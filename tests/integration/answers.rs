@@ -99,7 +99,7 @@ async fn an_invalid_batch_leaves_the_ask_pending_and_a_corrected_one_wins() {
     assert_eq!(resolved.answers, corrected);
     assert!(client.list_pending("s").await.expect("list").is_empty());
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     an_invalid_batch_leaves_the_ask_pending_and_a_corrected_one_wins
 );
@@ -139,7 +139,7 @@ async fn custom_overrides_single_select_adds_to_multi_select_and_skips_stay_expl
         ]
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     custom_overrides_single_select_adds_to_multi_select_and_skips_stay_explicit
 );

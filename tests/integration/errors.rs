@@ -31,7 +31,7 @@ async fn empty_questions() {
         "ask_user_question requires at least one question"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     empty_questions
 );
@@ -57,7 +57,7 @@ async fn bad_request_names_every_field() {
         ]
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     bad_request_names_every_field
 );
@@ -101,7 +101,7 @@ async fn oversize_input_is_refused_before_it_is_stored() {
         .expect_err("cancelled");
     assert!(client.list_pending("s").await.expect("list").is_empty());
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     oversize_input_is_refused_before_it_is_stored
 );
@@ -119,7 +119,7 @@ async fn caller_not_live_without_an_attached_agent() {
         (Code::FailedPrecondition, Reason::CallerNotLive)
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     caller_not_live_without_an_attached_agent
 );
@@ -186,7 +186,7 @@ async fn bad_answer_not_pending_and_cancelled_with_reason() {
     );
     assert_eq!(err.metadata("resolution"), Some("CANCELLED"));
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     bad_answer_not_pending_and_cancelled_with_reason
 );
@@ -210,7 +210,7 @@ async fn ask_expired_at_the_callers_deadline() {
     );
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     ask_expired_at_the_callers_deadline
 );
@@ -233,7 +233,7 @@ async fn ask_expired_at_the_servers_maximum_wait() {
         .expect_err("expired");
     assert_eq!(err.reason(), Reason::AskExpired);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     ask_expired_at_the_servers_maximum_wait
 );
@@ -268,7 +268,7 @@ async fn too_many_pending_per_session() {
         .expect_err("expires");
     assert_eq!(err.reason(), Reason::AskExpired);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     too_many_pending_per_session
 );
@@ -285,7 +285,7 @@ async fn a_raw_request_with_only_an_agent_id_is_refused_field_by_field() {
     assert_eq!(err.reason(), Reason::BadRequest);
     assert_eq!(err.violations()[0].0, "agent.agent_id");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_raw_request_with_only_an_agent_id_is_refused_field_by_field
 );

@@ -98,7 +98,7 @@ async fn every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once() {
     }
     scenario(clients).await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     every_subscriber_sees_each_rpc_requested_then_resolved_exactly_once
 );

@@ -98,7 +98,7 @@ async fn exactly_one_resolution_wins_each_race() {
         }
     }
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     exactly_one_resolution_wins_each_race
 );

@@ -31,7 +31,7 @@ async fn rule_9_bad_intent_when_approve_is_no_option_label() {
         "questions[0].intent.plan_review.approve"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_9_bad_intent_when_approve_is_no_option_label
 );
@@ -54,7 +54,7 @@ async fn rule_9_bad_intent_when_the_plan_is_missing() {
     );
     assert_eq!(err.violations()[0].0, "questions[0].detail");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_9_bad_intent_when_the_plan_is_missing
 );
@@ -95,7 +95,7 @@ async fn rule_9_a_plan_review_reaches_the_subscriber_intact_and_is_answered_with
         .expect("answered");
     assert_eq!(response.answers[0].selected, ["Approve"]);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_9_a_plan_review_reaches_the_subscriber_intact_and_is_answered_with_a_label
 );

@@ -161,7 +161,7 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
         holder.abort();
     }
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     a_stalled_subscriber_gets_reset_and_the_current_snapshot
 );

@@ -66,7 +66,7 @@ async fn per_ask_sizes() {
     let err = client.ask(long).await.expect_err("too long");
     assert_eq!(err.violations()[0].0, "questions[0].question");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     per_ask_sizes
 );
@@ -96,7 +96,7 @@ async fn pending_asks_per_tenant() {
     );
     assert!(err.message().contains("per tenant"), "{}", err.message());
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     pending_asks_per_tenant
 );
@@ -130,7 +130,7 @@ async fn subscribers_per_session() {
         .await
         .expect("another session has its own allowance");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     subscribers_per_session
 );
@@ -157,7 +157,7 @@ async fn the_ask_rate_per_tenant() {
         (Code::ResourceExhausted, Reason::RateLimited)
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     the_ask_rate_per_tenant
 );

@@ -69,7 +69,7 @@ async fn rule_10_a_killed_asker_reattaches_by_request_id_and_gets_the_answer() {
     ));
     assert_quiet(&mut events).await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_10_a_killed_asker_reattaches_by_request_id_and_gets_the_answer
 );
@@ -94,7 +94,7 @@ async fn rule_10_without_a_grace_a_killed_asker_gets_aborted_on_reattach() {
     assert!(stderr.contains("ASK_ABORTED"), "{stderr}");
     assert_quiet(&mut events).await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_10_without_a_grace_a_killed_asker_gets_aborted_on_reattach
 );
@@ -134,7 +134,7 @@ async fn rule_10_a_retried_ask_never_produces_a_second_requested() {
     ));
     assert_quiet(&mut events).await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_10_a_retried_ask_never_produces_a_second_requested
 );
@@ -179,7 +179,7 @@ async fn the_cancel_reason_reaches_the_agent_and_a_late_answer_learns_who_resolv
     assert_eq!(never.reason(), Reason::NotPending);
     assert_eq!(never.metadata("resolution"), None);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     the_cancel_reason_reaches_the_agent_and_a_late_answer_learns_who_resolved_it
 );

@@ -66,7 +66,7 @@ async fn subscribers_before_during_and_after_an_ask_agree_on_its_rpc_id() {
         "nothing is pending any more"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     subscribers_before_during_and_after_an_ask_agree_on_its_rpc_id
 );
@@ -103,7 +103,7 @@ async fn replay_is_oldest_first_then_synced() {
     let mut all = client.subscribe_all().await.expect("subscribe all");
     assert_eq!(requested_ids(&until_synced(&mut all).await), ids);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     replay_is_oldest_first_then_synced
 );
@@ -157,7 +157,7 @@ async fn a_known_cursor_resumes_with_only_the_missed_events() {
     }
     second.abort();
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_known_cursor_resumes_with_only_the_missed_events
 );
@@ -175,7 +175,7 @@ async fn an_unknown_cursor_gets_reset_and_a_snapshot() {
         assert_eq!(requested_ids(&snapshot), std::slice::from_ref(&rpc_id));
     }
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     an_unknown_cursor_gets_reset_and_a_snapshot
 );

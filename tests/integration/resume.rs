@@ -97,7 +97,7 @@ async fn rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate
     within("the flow", flowing).await.expect("flow");
     assert_no_gap_no_duplicate(&seen, &cursors(&mut reference, 2 * ASKS).await);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate
 );
@@ -143,7 +143,7 @@ async fn rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor() {
     assert!(resumes >= 2, "each cut made follow reconnect and resume");
     assert_no_gap_no_duplicate(&seen, &cursors(&mut reference, 2 * ASKS).await);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor
 );
@@ -171,7 +171,7 @@ async fn rule_2_a_cursor_from_before_a_restart_gets_reset() {
     assert_eq!(next_event(&mut events).await, Event::Reset);
     assert!(until_synced(&mut events).await.is_empty());
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_2_a_cursor_from_before_a_restart_gets_reset
 );

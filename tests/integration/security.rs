@@ -386,7 +386,7 @@ async fn the_metrics_endpoint_parses_and_its_counters_move() {
     let answers = after.get("askgate_rpc_duration_seconds_count{method=\"Answer\"}");
     assert_eq!(answers, Some(&2.0), "{after:?}");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     the_metrics_endpoint_parses_and_its_counters_move
 );

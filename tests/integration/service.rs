@@ -39,7 +39,7 @@ async fn health_reports_serving() {
         assert_eq!(status.status(), ServingStatus::Serving, "{service:?}");
     }
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     health_reports_serving
 );
@@ -89,7 +89,7 @@ async fn reflection_v1_lists_the_services() {
     let server = TestServer::start().await;
     assert_lists_what_is_served(&listed_services!(v1, &server));
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     reflection_v1_lists_the_services
 );
@@ -98,7 +98,7 @@ async fn reflection_v1alpha_lists_the_services() {
     let server = TestServer::start().await;
     assert_lists_what_is_served(&listed_services!(v1alpha, &server));
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     reflection_v1alpha_lists_the_services
 );

@@ -3,7 +3,11 @@
 use std::{future::Future, net::SocketAddr, time::Duration};
 
 use askgate_client::{Client, Event, Events};
-use askgate_service::{ServerConfig, server::BackendChoice, testing::RedisServer};
+use askgate_service::{
+    ServerConfig,
+    server::BackendChoice,
+    testing::{RedisCluster, RedisServer},
+};
 use tokio::{io::AsyncBufReadExt, net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
 
@@ -20,11 +24,14 @@ pub async fn within<F: Future>(what: &str, future: F) -> F::Output {
 }
 
 /// The backend a semantic test runs against: every test registered with
-/// [`on_both_backends!`] runs once on each.
+/// [`on_every_backend!`] runs once on each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Memory,
+    /// One `redis-server`.
     Redis,
+    /// A Redis Cluster of three shards.
+    Cluster,
 }
 
 tokio::task_local! {
@@ -33,7 +40,8 @@ tokio::task_local! {
 
 impl Backend {
     /// Runs a test body with this backend: each [`TestServer`] it starts with the
-    /// default (memory) backend gets this one instead, with its own `redis-server`.
+    /// default (memory) backend gets this one instead, with its own `redis-server` (or
+    /// cluster).
     pub async fn run(self, test: impl Future<Output = ()>) {
         BACKEND.scope(self, test).await
     }
@@ -45,9 +53,10 @@ impl Backend {
 }
 
 /// Registers the test body `async fn $name()` (defined just above, without a test
-/// attribute) as two tests, `$name::memory` and `$name::redis`: the same function
-/// against each backend. The attribute is the test's own, e.g. `#[tokio::test]`.
-macro_rules! on_both_backends {
+/// attribute) as three tests, `$name::memory`, `$name::redis` and `$name::cluster`: the
+/// same function against each backend. The attribute is the test's own, e.g.
+/// `#[tokio::test]`.
+macro_rules! on_every_backend {
     ($(#[$attr:meta])* $name:ident) => {
         mod $name {
             $(#[$attr])*
@@ -58,8 +67,33 @@ macro_rules! on_both_backends {
             async fn redis() {
                 crate::support::Backend::Redis.run(super::$name()).await
             }
+            $(#[$attr])*
+            async fn cluster() {
+                crate::support::Backend::Cluster.run(super::$name()).await
+            }
         }
     };
+}
+
+/// The Redis a test's servers share: one server or a cluster.
+pub enum SharedRedis {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl SharedRedis {
+    /// A config for a node on it.
+    fn config(&self, config: ServerConfig) -> ServerConfig {
+        let (url, redis_cluster) = match self {
+            Self::Server(redis) => (redis.url.clone(), false),
+            Self::Cluster(cluster) => (cluster.url.clone(), true),
+        };
+        ServerConfig {
+            backend: BackendChoice::Redis { url },
+            redis_cluster,
+            ..config
+        }
+    }
 }
 
 /// The defaults, except the per-tenant Ask rate limit: the load-shaped tests run
@@ -81,7 +115,7 @@ pub struct TestServer {
     handle: Option<JoinHandle<anyhow::Result<()>>>,
     /// The server's own Redis (shared with its peers), when the test runs on
     /// [`Backend::Redis`]; declared last so it outlives the server's shutdown.
-    redis: Option<std::sync::Arc<RedisServer>>,
+    redis: Option<std::sync::Arc<SharedRedis>>,
 }
 
 impl TestServer {
@@ -101,14 +135,17 @@ impl TestServer {
     async fn start_inner(mut config: ServerConfig, metrics: bool) -> Self {
         let redis = match (&config.backend, Backend::current()) {
             (BackendChoice::Memory, Backend::Redis) => {
-                let redis = RedisServer::start().await;
-                config.backend = BackendChoice::Redis {
-                    url: redis.url.clone(),
-                };
-                Some(std::sync::Arc::new(redis))
+                Some(SharedRedis::Server(RedisServer::start().await))
+            }
+            (BackendChoice::Memory, Backend::Cluster) => {
+                Some(SharedRedis::Cluster(RedisCluster::start(3).await))
             }
             _ => None,
         };
+        if let Some(redis) = &redis {
+            config = redis.config(config);
+        }
+        let redis = redis.map(std::sync::Arc::new);
         let bind = || TcpListener::bind("127.0.0.1:0");
         let listener = bind().await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
@@ -145,13 +182,7 @@ impl TestServer {
     /// `None` on memory, whose state no other node can share.
     pub async fn start_peer(&self) -> Option<TestServer> {
         let redis = self.redis.clone()?;
-        let mut peer = Self::start_with(ServerConfig {
-            backend: BackendChoice::Redis {
-                url: redis.url.clone(),
-            },
-            ..test_config()
-        })
-        .await;
+        let mut peer = Self::start_with(redis.config(test_config())).await;
         peer.redis = Some(redis);
         Some(peer)
     }

@@ -42,7 +42,7 @@ async fn the_answer_comes_back_as_compact_json() {
         r#"{"answers":[{"id":"db","selected":["Postgres"]}]}"#
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     the_answer_comes_back_as_compact_json
 );
@@ -68,7 +68,7 @@ async fn a_cancel_returns_the_users_reason() {
         "Error: the user cancelled the question: use the existing cluster"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     a_cancel_returns_the_users_reason
 );
@@ -85,7 +85,7 @@ async fn an_agent_detaching_mid_question_returns_aborted() {
         "Error: ask_user_question was aborted before the user answered"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     an_agent_detaching_mid_question_returns_aborted
 );
@@ -140,7 +140,7 @@ async fn refusals_return_the_documented_messages() {
         "{refused}"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     refusals_return_the_documented_messages
 );

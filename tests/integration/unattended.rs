@@ -42,7 +42,7 @@ async fn rule_8_no_provider_when_nobody_follows_the_session() {
         "no user-questions provider is registered for this session"
     );
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_8_no_provider_when_nobody_follows_the_session
 );
@@ -64,7 +64,7 @@ async fn rule_8_an_all_sessions_subscriber_attends_every_session() {
         .expect("join")
         .expect("answered");
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_8_an_all_sessions_subscriber_attends_every_session
 );
@@ -103,7 +103,7 @@ async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
     })
     .await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_8_no_error_within_the_reconnect_grace_then_no_provider
 );
@@ -145,7 +145,7 @@ async fn rule_8_hold_waits_for_a_late_subscriber_who_answers() {
         .expect("answered");
     assert_eq!(response.answers[0].selected, ["yes"]);
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_8_hold_waits_for_a_late_subscriber_who_answers
 );
@@ -187,7 +187,7 @@ async fn rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_f
     })
     .await;
 }
-on_both_backends!(
+on_every_backend!(
     #[tokio::test]
     rule_8_duplicate_provider_for_a_second_exclusive_subscriber_until_the_first_ends
 );

@@ -510,6 +510,28 @@ end
 redis.call('SPUBLISH', ARGV[3], ARGV[4])
 "#;
 
+/// A session's pending asks with its epoch and head, read at one instant (a script:
+/// unlike MULTI, a script that meets a resharding is redirected like any command).
+static READ_SNAPSHOT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS: epoch head order asks
+return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]),
+        redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[4])}
+"#,
+    )
+});
+
+/// A session's history with its epoch and head, read at one instant.
+static READ_HISTORY: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS: epoch head events
+return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('LRANGE', KEYS[3], 0, -1)}
+"#,
+    )
+});
+
 /// The session state of every node, in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -812,13 +834,12 @@ impl RedisStore {
             Vec<(String, u64)>,
             std::collections::HashMap<String, Vec<u8>>,
         );
-        let (epoch, head, order, mut asks): Read = redis::pipe()
-            .atomic()
-            .get(keys.key("epoch"))
-            .get(keys.key("head"))
-            .zrange_withscores(keys.key("order"), 0, -1)
-            .hgetall(keys.key("asks"))
-            .query_async(&mut conn)
+        let (epoch, head, order, mut asks): Read = READ_SNAPSHOT
+            .key(keys.key("epoch"))
+            .key(keys.key("head"))
+            .key(keys.key("order"))
+            .key(keys.key("asks"))
+            .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;
         let pending = order
@@ -886,12 +907,11 @@ impl RedisStore {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =
-            redis::pipe()
-                .atomic()
-                .get(keys.key("epoch"))
-                .get(keys.key("head"))
-                .lrange(keys.key("events"), 0, -1)
-                .query_async(&mut conn)
+            READ_HISTORY
+                .key(keys.key("epoch"))
+                .key(keys.key("head"))
+                .key(keys.key("events"))
+                .invoke_async(&mut conn)
                 .await
                 .map_err(unavailable)?;
         let head = head.unwrap_or(0);

@@ -592,6 +592,33 @@ fn lost_subscription() -> AskError {
     )
 }
 
+/// How far before an `all_sessions` subscription's snapshot the events of a session it
+/// did not cover still count: the nodes' clock skew and the events in flight.
+const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
+
+/// The events of a session first seen by an `all_sessions` subscriber: those since
+/// `since` (by the ask's own timestamps), never a `resolved` without its `requested`.
+/// The history holds the live event that revealed the session (the scripts write
+/// before they publish).
+fn since_subscribed(events: Vec<(u64, StoredEvent)>, since: SystemTime) -> Vec<(u64, StoredEvent)> {
+    let at = |t: &Option<prost_types::Timestamp>| {
+        t.and_then(|t| SystemTime::try_from(t).ok())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    };
+    let mut earlier = HashSet::new();
+    let mut batch = Vec::new();
+    for (seq, event) in events {
+        match &event {
+            StoredEvent::Requested(r) if at(&r.requested_at) < since => {
+                earlier.insert(r.rpc_id.clone());
+            }
+            StoredEvent::Resolved(r) if earlier.contains(&r.rpc_id) => {}
+            _ => batch.push((seq, event)),
+        }
+    }
+    batch
+}
+
 /// What forwarding a live event did.
 enum Forwarded {
     Sent,
@@ -780,17 +807,19 @@ impl Follower {
     /// nothing if it has it already, the event itself when it follows the last one of
     /// its session, or the session's history from there when events are missing (on a
     /// Redis Cluster each node publishes to the tenant's channel after its script, so
-    /// two nodes' events of one session can arrive in either order). `None` when the
-    /// history cannot fill the gap.
+    /// events of one session can arrive out of order). For a session the snapshot did
+    /// not cover, the history's events since `since`, keeping each ask's `requested`
+    /// before its `resolved`. `None` when the history cannot fill a gap.
     async fn tenant_batch(
         &self,
         tenant: &str,
         seen: &HashMap<String, (String, u64)>,
         event: &LiveEvent,
+        since: SystemTime,
     ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
-        let (session_id, resolved_rpc) = match &event.event {
-            StoredEvent::Requested(r) => (&r.session_id, None),
-            StoredEvent::Resolved(r) => (&r.session_id, Some(&r.rpc_id)),
+        let session_id = match &event.event {
+            StoredEvent::Requested(r) => &r.session_id,
+            StoredEvent::Resolved(r) => &r.session_id,
         };
         let key = SessionKey::new(tenant, session_id.as_str());
         let alone = || Some(vec![(event.seq, event.event.clone())]);
@@ -805,21 +834,11 @@ impl Follower {
                     store.events_after(&key, epoch, *last).await?
                 }
             }
-            // A session first seen now: its `resolved` may have overtaken its
-            // `requested`; then send from that `requested` on.
-            None if resolved_rpc.is_some() => {
-                let recent = store.recent_events(&key, &event.epoch).await?;
-                let from = recent.as_ref().and_then(|events| {
-                    events.iter().position(|(_, e)| {
-                        matches!(e, StoredEvent::Requested(r) if Some(&r.rpc_id) == resolved_rpc)
-                    })
-                });
-                match (recent, from) {
-                    (Some(mut events), Some(from)) => Some(events.split_off(from)),
-                    _ => alone(),
-                }
-            }
-            _ => alone(),
+            None => match store.recent_events(&key, &event.epoch).await? {
+                Some(events) => Some(since_subscribed(events, since)),
+                None => alone(),
+            },
+            Some(_) => alone(),
         })
     }
 
@@ -845,6 +864,9 @@ impl Follower {
             }
             first = true;
             seen.clear();
+            // Events of sessions the snapshot does not cover count from here on (less a
+            // margin for the nodes' clocks and the events in flight).
+            let since = SystemTime::now() - UNSEEN_MARGIN;
             let mut pending = Vec::new();
             for session_id in self.node.store.tenant_sessions(&tenant).await? {
                 let key = SessionKey::new(tenant.as_str(), session_id.as_str());
@@ -885,7 +907,8 @@ impl Follower {
                 };
                 match event {
                     Ok(event) => {
-                        let Some(batch) = self.tenant_batch(&tenant, &seen, &event).await? else {
+                        let batch = self.tenant_batch(&tenant, &seen, &event, since).await?;
+                        let Some(batch) = batch else {
                             break; // the history cannot fill a gap: reset
                         };
                         let session_id = match &event.event {
