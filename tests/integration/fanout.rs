@@ -14,7 +14,7 @@ use askgate_proto::v1::Resolution;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_stream::StreamExt;
 
-use askgate_service::testing::RedisServer;
+use askgate_service::testing::{RedisCluster, RedisServer};
 
 use crate::support::{ServeProcess, TestServer, next_event, subscribed, until_synced, within};
 
@@ -117,6 +117,36 @@ async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() 
     }
     scenario(clients).await;
     crate::nodes::assert_redis_holds_nothing_unbounded(&redis).await;
+}
+
+/// The same over three `askgate serve` processes on a Redis Cluster of three shards:
+/// sessions spread over the shards, events through sharded pub/sub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn across_three_nodes_on_a_redis_cluster_every_subscriber_sees_each_rpc_exactly_once() {
+    let cluster = RedisCluster::start(3).await;
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(
+            ServeProcess::start_with(&[
+                "--backend",
+                "redis",
+                "--redis-cluster",
+                "--redis-url",
+                &cluster.url,
+                "--ask-rate",
+                "1000000",
+                "--ask-burst",
+                "1000000",
+            ])
+            .await,
+        );
+    }
+    let mut clients: Vec<Client> = Vec::new();
+    for node in &nodes {
+        clients.push(node.client().await);
+        clients.push(node.client().await);
+    }
+    scenario(clients).await;
 }
 
 async fn scenario(mut clients: Vec<Client>) {
