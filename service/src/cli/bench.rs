@@ -43,6 +43,8 @@ pub enum Scenario {
 pub enum BenchBackend {
     Memory,
     Redis,
+    /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
+    Cluster,
 }
 
 #[derive(Debug, Args)]
@@ -53,7 +55,8 @@ pub struct RoundtripArgs {
     /// Asks in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Backends to measure, in this order; the ratio line needs memory and redis.
+    /// Backends to measure, in this order (`cluster` too); the ratio line needs memory
+    /// and redis.
     #[arg(
         long,
         value_enum,
@@ -130,6 +133,24 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
                 }
                 measure(*backend, &nodes, &args).await?
             }
+            BenchBackend::Cluster => {
+                start_redis_check().await?;
+                let cluster = crate::testing::RedisCluster::start(3).await;
+                let mut nodes = Vec::new();
+                for _ in 0..args.nodes {
+                    nodes.push(
+                        ServeProcess::start(&[
+                            "--backend",
+                            "redis",
+                            "--redis-cluster",
+                            "--redis-url",
+                            &cluster.url,
+                        ])
+                        .await?,
+                    );
+                }
+                measure(*backend, &nodes, &args).await?
+            }
         };
         results.push(figures);
     }
@@ -143,17 +164,25 @@ fn warmup(asks: usize) -> usize {
 
 /// A redis-server for the run, with a clear error when the machine has none.
 async fn start_redis() -> anyhow::Result<RedisServer> {
-    let found = tokio::process::Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .await;
-    if !found.is_ok_and(|s| s.success()) {
-        bail!(
-            "redis-server is not installed: install it (apt-get install redis-server) or pass --redis-url"
-        );
-    }
+    start_redis_check().await?;
     Ok(RedisServer::start().await)
+}
+
+/// Whether this machine has `redis-server` and `redis-cli` (which creates clusters).
+async fn start_redis_check() -> anyhow::Result<()> {
+    for tool in ["redis-server", "redis-cli"] {
+        let found = tokio::process::Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .await;
+        if !found.is_ok_and(|s| s.success()) {
+            bail!(
+                "{tool} is not installed: install it (apt-get install redis-server) or pass --redis-url"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Warm-up, then `args.asks` round trips over `nodes`.
@@ -287,13 +316,16 @@ fn print_table(results: &[Figures]) {
             ms(f.p(0.99)),
         );
     }
-    let find = |backend| results.iter().find(|f| f.backend == backend);
-    if let (Some(memory), Some(redis)) = (find(BenchBackend::Memory), find(BenchBackend::Redis)) {
-        let p50 = |f: &Figures| f.p(0.50).as_secs_f64();
+    let Some(memory) = results.iter().find(|f| f.backend == BenchBackend::Memory) else {
+        return;
+    };
+    let p50 = |f: &Figures| f.p(0.50).as_secs_f64();
+    for shared in results.iter().filter(|f| f.backend != BenchBackend::Memory) {
         println!(
-            "redis/memory: throughput {:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",
-            redis.asks_per_sec / memory.asks_per_sec,
-            p50(redis) / p50(memory),
+            "{}/memory: throughput {:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",
+            format!("{:?}", shared.backend).to_lowercase(),
+            shared.asks_per_sec / memory.asks_per_sec,
+            p50(shared) / p50(memory),
         );
     }
 }
