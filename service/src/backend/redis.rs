@@ -593,6 +593,33 @@ impl RedisStore {
         })
     }
 
+    /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED
+    /// or TENANT_CLAIMED), after the session's script. That one stands whatever happens
+    /// here (its caller must not be told otherwise): a failure is logged.
+    async fn tenant_part(
+        &self,
+        script: &Script,
+        key: &SessionKey,
+        time_us: String,
+        message: Vec<u8>,
+        session_emptied: bool,
+    ) {
+        let tenant = TenantKeys::new(&key.tenant);
+        let done = script
+            .key(tenant.sessions())
+            .key(tenant.pending())
+            .arg(&*key.session_id)
+            .arg(time_us)
+            .arg(tenant.channel())
+            .arg(message)
+            .arg(if session_emptied { "1" } else { "0" })
+            .invoke_async::<()>(&mut self.conn.clone())
+            .await;
+        if let Err(e) = done {
+            tracing::warn!(tenant = %key.tenant, "the tenant's part of a script failed: {e}");
+        }
+    }
+
     fn tenant_full(&self) -> AskError {
         AskError::TooManyPending(format!(
             "at most {} pending asks per tenant",
@@ -667,26 +694,12 @@ impl RedisStore {
         let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
             "new" => {
-                let seq: u64 = text(1)?
-                    .parse()
-                    .map_err(|_| AskError::Internal("bad seq".into()))?;
+                let seq = parse_seq(&text(1)?)?;
                 let epoch = text(2)?;
                 if cluster {
                     let message = live_message(&epoch, seq, b'Q', &bytes);
-                    let done = self
-                        .tenant_registered
-                        .key(tenant.sessions())
-                        .key(tenant.pending())
-                        .arg(&*key.session_id)
-                        .arg(text(3)?)
-                        .arg(tenant.channel())
-                        .arg(message)
-                        .invoke_async::<()>(&mut self.conn.clone())
+                    self.tenant_part(&self.tenant_registered, key, text(3)?, message, false)
                         .await;
-                    // The ask is stored: its caller must not be told otherwise.
-                    if let Err(e) = done {
-                        tracing::warn!(tenant = %key.tenant, "the tenant's part of a registration failed: {e}");
-                    }
                 }
                 Ok(Registration::New { seq, epoch })
             }
@@ -752,26 +765,12 @@ impl RedisStore {
         let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
         match text(0)?.as_str() {
             "claimed" => {
-                let seq: u64 = text(1)?
-                    .parse()
-                    .map_err(|_| AskError::Internal("bad seq".into()))?;
+                let seq = parse_seq(&text(1)?)?;
                 if cluster {
                     let message = live_message(&text(2)?, seq, b'R', &bytes);
-                    let done = self
-                        .tenant_claimed
-                        .key(tenant.sessions())
-                        .key(tenant.pending())
-                        .arg(&*key.session_id)
-                        .arg(text(4)?)
-                        .arg(tenant.channel())
-                        .arg(message)
-                        .arg(if text(3)? == "0" { "1" } else { "0" })
-                        .invoke_async::<()>(&mut self.conn.clone())
+                    let emptied = text(3)? == "0";
+                    self.tenant_part(&self.tenant_claimed, key, text(4)?, message, emptied)
                         .await;
-                    // The claim won: its caller must not be told otherwise.
-                    if let Err(e) = done {
-                        tracing::warn!(tenant = %key.tenant, "the tenant's part of a claim failed: {e}");
-                    }
                 }
                 Ok(seq)
             }
@@ -933,6 +932,11 @@ impl RedisStore {
         }
         Ok(Some(events))
     }
+}
+
+fn parse_seq(text: &str) -> Result<u64, AskError> {
+    text.parse()
+        .map_err(|_| AskError::Internal("bad seq".into()))
 }
 
 /// A published message, as the scripts build it: `<epoch> <seq> <Q|R><encoded event>`.
