@@ -26,11 +26,18 @@
 //! | `ag:{t/s}:epoch` | string | the history's epoch: a new one if the keys were lost |
 //! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
 //! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
-//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive` | | leases of [`super::redis_backend`] |
-//! | `ag:tenant:{t}:live`, `:sessions`, `:pending`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks, their count, presence, agents |
+//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive`, `ag:{t/s}:subs` | | leases of [`super::redis_backend`] |
+//! | `ag:tenant:{t}:live`, `:sessions`, `:pending`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks (a set; on a cluster a sorted set, see TENANT_REGISTERED), their count, presence, agents |
+//! | `ag:waits` | zset | every waiting ask of every node, for the dead-node sweep |
 //!
 //! The event of sequence number `n` is the list element `n - (head - len + 1)`: the
 //! scripts append and trim in the same step as they bump `head`, so the mapping holds.
+//!
+//! On one server the scripts also update the tenant's keys and publish to the tenant's
+//! channel, atomically. On a Redis Cluster (`RedisTarget::cluster`) those live in the
+//! tenant's slot, so the scripts keep to the session's slot (publishing with SPUBLISH,
+//! sharded pub/sub) and the node runs the tenant's part right after (TENANT_REGISTERED,
+//! TENANT_CLAIMED).
 
 use std::time::Duration;
 
@@ -618,6 +625,11 @@ impl RedisStore {
         if let Err(e) = done {
             tracing::warn!(tenant = %key.tenant, "the tenant's part of a script failed: {e}");
         }
+    }
+
+    /// Whether the store is a Redis Cluster (see [`RedisConn`]).
+    pub fn is_cluster(&self) -> bool {
+        self.conn.is_cluster()
     }
 
     fn tenant_full(&self) -> AskError {
