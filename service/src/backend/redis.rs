@@ -127,7 +127,7 @@ impl RedisTarget {
         let seeds: Vec<&str> = self.url.split(',').map(str::trim).collect();
         let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
             .connection_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(5))
+            .response_timeout(RESPONSE_TIMEOUT)
             .retries(3)
             .min_retry_wait(50)
             .max_retry_wait(1000);
@@ -252,13 +252,18 @@ impl redis::aio::ConnectionLike for RedisConn {
 }
 
 /// How every askgate connection to Redis reconnects: quickly, and never backing off
-/// past a second, so a node recovers within moments of Redis coming back.
+/// past a second, so a node recovers within moments of Redis coming back. A reply may
+/// take up to 5 s (redis-rs's default, 500 ms, turns a busy moment into failed calls).
 pub fn manager_config() -> redis::aio::ConnectionManagerConfig {
     redis::aio::ConnectionManagerConfig::new()
-        .set_min_delay(std::time::Duration::from_millis(50))
-        .set_max_delay(std::time::Duration::from_secs(1))
-        .set_connection_timeout(Some(std::time::Duration::from_secs(2)))
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_secs(1))
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
+
+/// The longest wait for one reply from Redis.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sizes and windows of the Redis state.
 #[derive(Debug, Clone, PartialEq, Eq)]
