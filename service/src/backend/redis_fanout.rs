@@ -1,9 +1,11 @@
 //! Cross-node fan-out: one RESP3 connection per node receives the Redis pub/sub
 //! messages of every session this node follows (for its subscribers and its waiting
 //! asks) and hands them to local broadcast channels. The connection is a redis-rs
-//! `ConnectionManager` with automatic resubscription, so after a reconnect the node is
-//! subscribed again; what it missed meanwhile comes from the session history, which is
-//! why every live event carries its epoch and sequence number.
+//! `ConnectionManager` with automatic resubscription (on a Redis Cluster, a cluster
+//! connection using sharded pub/sub, SSUBSCRIBE, one connection per shard), so after a
+//! reconnect the node is subscribed again. Followers are told (`watch_disconnections`):
+//! what was published meanwhile never arrived, so subscriptions end UNAVAILABLE and
+//! resume from their cursor, and waiting calls re-read the history.
 //!
 //! A node subscribes to a session's channel before it reads the session's state, so no
 //! event can fall between the read and the live stream; consumers drop live events
