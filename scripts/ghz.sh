@@ -4,22 +4,25 @@
 # with the same settings as the baseline. Prints both summaries and their ratio, keeps
 # the JSON reports, and fails when any Ask call did not end OK.
 #
-#   scripts/ghz.sh [-c CONCURRENCY] [-n ASKS] [-o DIR]     (defaults: 16, 5000, target/ghz)
+#   scripts/ghz.sh [-c CONCURRENCY] [-n ASKS] [-o DIR] [-b ASKGATE]
+#   (defaults: 16, 5000, target/ghz, a release build made here)
 #
-# Installs ghz with `go install` when it is missing. The server runs from a release build
-# with the per-tenant Ask rate lifted (a load test asks faster than the default 1000/s).
+# Installs ghz with `go install` when it is missing. The server runs with the per-tenant
+# Ask rate lifted (a load test asks faster than the default 1000/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 concurrency=16
 total=5000
 out=target/ghz
-while getopts "c:n:o:" flag; do
+askgate=""
+while getopts "c:n:o:b:" flag; do
   case "$flag" in
     c) concurrency=$OPTARG ;;
     n) total=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) echo "usage: $0 [-c CONCURRENCY] [-n ASKS] [-o DIR]" >&2; exit 64 ;;
+    b) askgate=$OPTARG ;;
+    *) echo "usage: $0 [-c CONCURRENCY] [-n ASKS] [-o DIR] [-b ASKGATE]" >&2; exit 64 ;;
   esac
 done
 # ghz sends nothing when -n is below -c.
@@ -34,8 +37,10 @@ if ! command -v ghz >/dev/null 2>&1; then
   go install github.com/bojand/ghz/cmd/ghz@v0.120.0  # @latest resolves to an old v0.93.0
 fi
 
-cargo build --release --locked -q --bin askgate
-askgate=target/release/askgate
+if [ -z "$askgate" ]; then
+  cargo build --release --locked -q --bin askgate
+  askgate=target/release/askgate
+fi
 mkdir -p "$out"
 work=$(mktemp -d)
 pids=()
