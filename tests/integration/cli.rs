@@ -354,7 +354,7 @@ async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
 }
 
 #[tokio::test]
-async fn bench_roundtrip_measures_memory_and_three_redis_nodes_in_one_run() {
+async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_checks() {
     let bench = askgate(&["bench", "roundtrip", "--asks", "200", "--concurrency", "8"]);
     let (code, stdout, stderr) = finish(bench).await;
     assert_eq!(code, 0, "{stderr}");
@@ -370,8 +370,13 @@ async fn bench_roundtrip_measures_memory_and_three_redis_nodes_in_one_run() {
     let (memory, redis) = (row("memory"), row("redis"));
     assert_eq!((memory[1].as_str(), redis[1].as_str()), ("1", "3"), "nodes");
     for figures in [&memory, &redis] {
-        let asks_per_sec: f64 = figures[2].parse().expect("asks/s");
-        assert!(asks_per_sec > 0.0, "{stdout}");
+        assert_eq!(figures[2], "8", "concurrency: {stdout}");
+        let asks_per_sec: f64 = figures[3].parse().expect("asks/s");
+        let checks_per_sec: f64 = figures[6].parse().expect("checks/s");
+        assert!(asks_per_sec > 0.0 && checks_per_sec > 0.0, "{stdout}");
     }
-    assert!(stdout.contains("redis/memory: throughput"), "{stdout}");
+    assert!(
+        stdout.contains("redis/memory at concurrency 8: throughput"),
+        "{stdout}"
+    );
 }

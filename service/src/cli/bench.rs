@@ -23,6 +23,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_stream::StreamExt;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use crate::testing::RedisServer;
 
@@ -52,9 +53,9 @@ pub struct RoundtripArgs {
     /// Round trips measured per backend (after a warm-up of a tenth as many).
     #[arg(long, default_value_t = 5000)]
     pub asks: usize,
-    /// Asks in flight at once.
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
+    /// Asks in flight at once: one run per value.
+    #[arg(long, value_delimiter = ',', default_value = "1,64")]
+    pub concurrency: Vec<usize>,
     /// Backends to measure, in this order (`cluster` too); the ratio line needs memory
     /// and redis.
     #[arg(
@@ -83,45 +84,49 @@ pub async fn run(args: BenchArgs) -> ExitCode {
     }
 }
 
-/// What one backend measured.
-struct Figures {
-    backend: BenchBackend,
-    nodes: usize,
-    asks_per_sec: f64,
+/// What one load measured: calls per second and the latency of each call.
+struct Load {
+    per_sec: f64,
     latency: Histogram<u64>,
 }
 
-impl Figures {
+impl Load {
     fn p(&self, quantile: f64) -> Duration {
         Duration::from_micros(self.latency.value_at_quantile(quantile))
     }
 }
 
+/// What one backend measured at one concurrency: the round trips, and health Checks
+/// against the same nodes with the same settings (the transport's baseline).
+struct Figures {
+    backend: BenchBackend,
+    nodes: usize,
+    concurrency: usize,
+    asks: Load,
+    checks: Load,
+}
+
 async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
-    if args.asks == 0 || args.concurrency == 0 || args.nodes == 0 {
+    if args.asks == 0 || args.nodes == 0 || args.concurrency.contains(&0) {
         bail!("--asks, --concurrency and --nodes must be at least 1");
     }
     println!(
-        "askgate bench roundtrip: {} asks at concurrency {} per backend (+{} warm-up)",
+        "askgate bench roundtrip: {} asks per backend and concurrency (+{} warm-up), then as many health Checks",
         args.asks,
-        args.concurrency,
         warmup(args.asks)
     );
     let mut results = Vec::new();
     for backend in &args.backends {
-        let figures = match backend {
-            BenchBackend::Memory => {
-                let node = ServeProcess::start(&[]).await?;
-                measure(*backend, &[node], &args).await?
-            }
+        let _own_redis: Box<dyn std::any::Any>;
+        let nodes = match backend {
+            BenchBackend::Memory => vec![ServeProcess::start(&[]).await?],
             BenchBackend::Redis => {
-                let _own_redis;
                 let url = match &args.redis_url {
                     Some(url) => url.clone(),
                     None => {
                         let redis = start_redis().await?;
                         let url = redis.url.clone();
-                        _own_redis = redis;
+                        _own_redis = Box::new(redis);
                         url
                     }
                 };
@@ -131,7 +136,7 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
                         ServeProcess::start(&["--backend", "redis", "--redis-url", &url]).await?,
                     );
                 }
-                measure(*backend, &nodes, &args).await?
+                nodes
             }
             BenchBackend::Cluster => {
                 start_redis_check().await?;
@@ -149,10 +154,13 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
                         .await?,
                     );
                 }
-                measure(*backend, &nodes, &args).await?
+                _own_redis = Box::new(cluster);
+                nodes
             }
         };
-        results.push(figures);
+        for &concurrency in &args.concurrency {
+            results.push(measure(*backend, &nodes, args.asks, concurrency).await?);
+        }
     }
     print_table(&results);
     Ok(())
@@ -185,68 +193,99 @@ async fn start_redis_check() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Warm-up, then `args.asks` round trips over `nodes`.
+/// Warm-up, then `asks` round trips over `nodes`, then as many health Checks.
 async fn measure(
     backend: BenchBackend,
     nodes: &[ServeProcess],
-    args: &RoundtripArgs,
+    asks: usize,
+    concurrency: usize,
 ) -> anyhow::Result<Figures> {
     let mut clients = Vec::new();
+    let mut health = Vec::new();
     for node in nodes {
         // Two connections per node, as a pool of agent workers would have.
         for _ in 0..2 {
             clients.push(Client::connect(node.url.clone()).await?);
+            let channel = tonic::transport::Endpoint::from_shared(node.url.clone())?
+                .connect()
+                .await?;
+            health.push(HealthClient::new(channel));
         }
     }
     // The bot follows every session on one node and answers through another.
     let watcher = clients[2 % clients.len()].clone();
     let answerer = clients[(2 * nodes.len().min(2)) % clients.len()].clone();
     let bot = Bot::start(watcher, answerer).await?;
-    run_asks(&clients, warmup(args.asks), args.concurrency).await?;
-    let started = Instant::now();
-    let latency = run_asks(&clients, args.asks, args.concurrency).await?;
-    let elapsed = started.elapsed();
+    let clients = Arc::new(clients);
+    let ask = move |worker: usize| {
+        let mut client = clients[worker % clients.len()].clone();
+        async move {
+            let ask = Ask::new(&format!("bench-{worker}"))
+                .question(question("q", "Proceed?").choice("yes").choice("no"));
+            client.ask(ask).await.context("an ask failed")?;
+            anyhow::Ok(())
+        }
+    };
+    let ask = Arc::new(ask);
+    run_load(warmup(asks), concurrency, ask.clone()).await?;
+    let asks = run_load(asks, concurrency, ask).await?;
     bot.stop();
+    let health = Arc::new(health);
+    let check = move |worker: usize| {
+        let mut health = health[worker % health.len()].clone();
+        async move {
+            let request = HealthCheckRequest {
+                service: String::new(),
+            };
+            health
+                .check(request)
+                .await
+                .context("a health check failed")?;
+            anyhow::Ok(())
+        }
+    };
+    let checks = run_load(asks.latency.len() as usize, concurrency, Arc::new(check)).await?;
     Ok(Figures {
         backend,
         nodes: nodes.len(),
-        asks_per_sec: args.asks as f64 / elapsed.as_secs_f64(),
-        latency,
+        concurrency,
+        asks,
+        checks,
     })
 }
 
-/// `total` asks by `concurrency` askers, each in a session of its own, spread over the
-/// clients; the latency histogram in microseconds.
-async fn run_asks(
-    clients: &[Client],
-    total: usize,
-    concurrency: usize,
-) -> anyhow::Result<Histogram<u64>> {
+/// `total` calls made by `concurrency` workers (`call(worker)` makes one), each worker
+/// waiting for its call to end before the next: calls per second and their latency.
+async fn run_load<C, F>(total: usize, concurrency: usize, call: Arc<C>) -> anyhow::Result<Load>
+where
+    C: Fn(usize) -> F + Send + Sync + 'static,
+    F: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     let next = Arc::new(AtomicUsize::new(0));
-    let mut askers = Vec::new();
+    let started = Instant::now();
+    let mut workers = Vec::new();
     for worker in 0..concurrency {
-        let mut client = clients[worker % clients.len()].clone();
-        let next = next.clone();
-        askers.push(tokio::spawn(async move {
+        let (next, call) = (next.clone(), call.clone());
+        workers.push(tokio::spawn(async move {
             let mut latency = new_histogram();
-            let session = format!("bench-{worker}");
             while next.fetch_add(1, Ordering::Relaxed) < total {
-                let ask = Ask::new(&session)
-                    .question(question("q", "Proceed?").choice("yes").choice("no"));
-                let started = Instant::now();
-                client.ask(ask).await.context("an ask failed")?;
-                latency.saturating_record(started.elapsed().as_micros() as u64);
+                let call_started = Instant::now();
+                call(worker).await?;
+                latency.saturating_record(call_started.elapsed().as_micros() as u64);
             }
             anyhow::Ok(latency)
         }));
     }
     let mut latency = new_histogram();
-    for asker in askers {
+    for worker in workers {
         latency
-            .add(asker.await??)
+            .add(worker.await??)
             .context("merging latency histograms")?;
     }
-    Ok(latency)
+    Ok(Load {
+        per_sec: total as f64 / started.elapsed().as_secs_f64(),
+        latency,
+    })
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -301,30 +340,50 @@ impl Bot {
 }
 
 fn print_table(results: &[Figures]) {
-    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     println!(
-        "{:<8} {:>5} {:>10} {:>10} {:>10}",
-        "backend", "nodes", "asks/s", "p50", "p99"
+        "{:<8} {:>5} {:>4} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9}",
+        "backend",
+        "nodes",
+        "conc",
+        "asks/s",
+        "p50 ms",
+        "p99 ms",
+        "checks/s",
+        "p50 ms",
+        "p99 ms",
+        "rate/chk",
+        "p50/chk"
     );
     for f in results {
         println!(
-            "{:<8} {:>5} {:>10.0} {:>10} {:>10}",
+            "{:<8} {:>5} {:>4} {:>9.0} {:>8} {:>8} {:>9.0} {:>8} {:>8} {:>8.2}x {:>8.2}x",
             format!("{:?}", f.backend).to_lowercase(),
             f.nodes,
-            f.asks_per_sec,
-            ms(f.p(0.50)),
-            ms(f.p(0.99)),
+            f.concurrency,
+            f.asks.per_sec,
+            ms(f.asks.p(0.50)),
+            ms(f.asks.p(0.99)),
+            f.checks.per_sec,
+            ms(f.checks.p(0.50)),
+            ms(f.checks.p(0.99)),
+            f.asks.per_sec / f.checks.per_sec,
+            f.asks.p(0.50).as_secs_f64() / f.checks.p(0.50).as_secs_f64(),
         );
     }
-    let Some(memory) = results.iter().find(|f| f.backend == BenchBackend::Memory) else {
-        return;
-    };
-    let p50 = |f: &Figures| f.p(0.50).as_secs_f64();
+    let p50 = |f: &Figures| f.asks.p(0.50).as_secs_f64();
     for shared in results.iter().filter(|f| f.backend != BenchBackend::Memory) {
+        let Some(memory) = results
+            .iter()
+            .find(|f| f.backend == BenchBackend::Memory && f.concurrency == shared.concurrency)
+        else {
+            continue;
+        };
         println!(
-            "{}/memory: throughput {:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",
+            "{}/memory at concurrency {}: throughput {:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",
             format!("{:?}", shared.backend).to_lowercase(),
-            shared.asks_per_sec / memory.asks_per_sec,
+            shared.concurrency,
+            shared.asks.per_sec / memory.asks.per_sec,
             p50(shared) / p50(memory),
         );
     }
