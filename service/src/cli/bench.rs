@@ -38,7 +38,12 @@ pub enum Scenario {
     /// Ask round trips (asker, bot subscriber, answer) on one memory node and on
     /// several Redis nodes, in one run: asks/s, p50 and p99, and their ratios.
     Roundtrip(RoundtripArgs),
+    /// What one node holds: idle RSS, start to SERVING, RSS per pending ask, a new
+    /// subscriber's replay of a busy session, and the RSS once the asks resolved.
+    Capacity(capacity::CapacityArgs),
 }
+
+mod capacity;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchBackend {
@@ -77,6 +82,7 @@ pub struct RoundtripArgs {
 pub async fn run(args: BenchArgs) -> ExitCode {
     let outcome = match args.scenario {
         Scenario::Roundtrip(args) => roundtrip(args).await,
+        Scenario::Capacity(args) => capacity::run(args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -393,6 +399,8 @@ fn print_table(results: &[Figures]) {
 /// killed when dropped.
 struct ServeProcess {
     _child: tokio::process::Child,
+    pid: u32,
+    spawned: Instant,
     url: String,
     drain: tokio::task::JoinHandle<()>,
 }
@@ -400,6 +408,7 @@ struct ServeProcess {
 impl ServeProcess {
     async fn start(extra: &[&str]) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("locating the askgate binary")?;
+        let spawned = Instant::now();
         let mut child = tokio::process::Command::new(exe)
             .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
             // The bench's askers share one tenant: lift the per-tenant Ask rate.
@@ -429,10 +438,42 @@ impl ServeProcess {
         // Keep reading its log: a full pipe would block the server.
         let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
+            pid: child.id().context("serve's pid")?,
             _child: child,
+            spawned,
             url: format!("http://{addr}"),
             drain,
         })
+    }
+}
+
+impl ServeProcess {
+    /// Resident memory, in bytes (`VmRSS` of /proc).
+    fn rss(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("no VmRSS in /proc status")?;
+        Ok(kib * 1024)
+    }
+
+    /// CPU time used so far (user and system), from /proc (in clock ticks of 10 ms,
+    /// Linux's USER_HZ).
+    fn cpu(&self) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        // Fields after the command name (which may hold spaces), 1-based from `state`.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .context("malformed /proc stat")?
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| -> anyhow::Result<u64> {
+            Ok(fields.get(i).context("short /proc stat")?.parse()?)
+        };
+        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
     }
 }
 

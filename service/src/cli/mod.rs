@@ -284,7 +284,7 @@ pub async fn shutdown_signal() {
 }
 
 /// Parses durations such as `250ms`, `30s`, `5m`, `1h`.
-fn parse_duration(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value).map_err(|e| e.to_string())
 }
 

@@ -1,0 +1,187 @@
+//! `askgate bench capacity`: how much a node holds. Idle RSS and start to SERVING; then
+//! P asks held pending (`if_unattended` HOLD) over S sessions, the RSS at that peak and
+//! per pending ask; a new subscriber on a session holding K pending, until `synced`; and
+//! the RSS while the asks, now resolved, are freed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use askgate_client::{Ask, Client, Event, question};
+use clap::Args;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_stream::StreamExt;
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+use super::ServeProcess;
+
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Asks held pending, spread over --sessions.
+    #[arg(long, default_value_t = 100_000)]
+    pub pending: usize,
+    /// Sessions the pending asks are spread over.
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Pending asks of one more session, which a new subscriber then replays.
+    #[arg(long, default_value_t = 10_000)]
+    pub big: usize,
+    /// Connections the asking calls share. (Above about 10,000 calls on one connection
+    /// the calls fail with a transport error today: issue 6 raises the HTTP/2 limits.)
+    #[arg(long, default_value_t = 100)]
+    pub connections: usize,
+    /// How long to watch the RSS fall after the asks are resolved.
+    #[arg(long, default_value = "60s", value_parser = crate::cli::parse_duration)]
+    pub settle: Duration,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
+    if args.sessions == 0 || args.connections == 0 {
+        bail!("--sessions and --connections must be at least 1");
+    }
+    let metrics = free_port()?;
+    let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
+    let per_tenant = (args.pending + args.big + 1).to_string();
+    let node = ServeProcess::start(&[
+        "--metrics",
+        &metrics,
+        "--max-pending-per-session",
+        &per_session,
+        "--max-pending-per-tenant",
+        &per_tenant,
+    ])
+    .await?;
+    let serving = serving_after(&node).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = node.rss()?;
+    println!("askgate bench capacity (memory backend)");
+    println!(
+        "idle RSS {:.1} MiB; start to SERVING {:.0} ms",
+        idle as f64 / MIB,
+        serving.as_secs_f64() * 1000.0
+    );
+
+    let mut clients = Vec::new();
+    for _ in 0..args.connections {
+        clients.push(Client::connect(node.url.clone()).await?);
+    }
+    let hold = |session: String| {
+        Ask::new(&session)
+            .question(question("q", "Hold on?").choice("yes"))
+            .hold_unattended()
+            .no_retry()
+    };
+    let mut calls = tokio::task::JoinSet::new();
+    let sessions = (0..args.pending).map(|i| format!("cap-{}", i % args.sessions));
+    let big = std::iter::repeat_n("cap-big".to_owned(), args.big);
+    for (i, session) in sessions.chain(big).enumerate() {
+        let mut client = clients[i % clients.len()].clone();
+        let ask = hold(session);
+        calls.spawn(async move { client.ask(ask).await });
+    }
+    let total = args.pending + args.big;
+    let started = Instant::now();
+    while pending_asks(&metrics).await? < total as u64 {
+        if let Some(Ok(Err(e))) = calls.try_join_next() {
+            bail!("an ask failed: {e}");
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            bail!("the asks were not all pending within 5 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let peak = node.rss()?;
+    println!(
+        "{total} pending asks over {} sessions (+1 holding {}), stored in {:.1} s: RSS {:.1} MiB, {:.0} bytes per pending ask",
+        args.sessions,
+        args.big,
+        started.elapsed().as_secs_f64(),
+        peak as f64 / MIB,
+        peak.saturating_sub(idle) as f64 / total as f64
+    );
+
+    let mut subscriber = clients[0].clone();
+    let started = Instant::now();
+    let mut events = subscriber.subscribe_session("cap-big").await?;
+    let mut replayed = 0;
+    loop {
+        match events.next().await {
+            Some(Ok(Event::Synced { .. })) => break,
+            Some(Ok(_)) => replayed += 1,
+            Some(Err(e)) => return Err(e.into()),
+            None => bail!("the subscription ended before synced"),
+        }
+    }
+    println!(
+        "a new subscriber on the session holding {}: synced after {replayed} replayed, in {:.1} ms",
+        args.big,
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    drop(events);
+
+    // Dropping the calls aborts their asks.
+    calls.abort_all();
+    while calls.join_next().await.is_some() {}
+    let started = Instant::now();
+    while pending_asks(&metrics).await? > 0 && started.elapsed() < args.settle {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut rss = node.rss()?;
+    while rss > peak / 4 && started.elapsed() < args.settle {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss = node.rss()?;
+    }
+    println!(
+        "after the asks resolved: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s",
+        rss as f64 / MIB,
+        rss as f64 * 100.0 / peak as f64,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// How long after its start the node answered a health Check with SERVING.
+async fn serving_after(node: &ServeProcess) -> anyhow::Result<Duration> {
+    let channel = tonic::transport::Endpoint::from_shared(node.url.clone())?
+        .connect()
+        .await?;
+    let mut health = HealthClient::new(channel);
+    loop {
+        let status = health
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .map(|r| r.into_inner().status());
+        if status.is_ok_and(|s| s == ServingStatus::Serving) {
+            return Ok(node.spawned.elapsed());
+        }
+        if node.spawned.elapsed() > Duration::from_secs(10) {
+            bail!("not SERVING within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn free_port() -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.to_string())
+}
+
+/// The node's `askgate_pending_asks` gauge, read from its Prometheus endpoint.
+async fn pending_asks(metrics: &str) -> anyhow::Result<u64> {
+    let mut stream = tokio::net::TcpStream::connect(metrics).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    response
+        .lines()
+        .find_map(|l| l.strip_prefix("askgate_pending_asks "))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no askgate_pending_asks in the metrics")
+}
