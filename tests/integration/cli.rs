@@ -380,3 +380,46 @@ async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_che
         "{stdout}"
     );
 }
+
+#[tokio::test]
+async fn bench_capacity_and_fanout_run_and_print_their_figures() {
+    let capacity = askgate(&[
+        "bench",
+        "capacity",
+        "--pending",
+        "300",
+        "--sessions",
+        "10",
+        "--big",
+        "50",
+        "--connections",
+        "4",
+        "--settle",
+        "1s",
+    ]);
+    let (code, stdout, stderr) = finish(capacity).await;
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "idle RSS",
+        "350 pending asks over 10 sessions",
+        "synced after 50 replayed",
+        "after the asks resolved",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    let fanout = askgate(&[
+        "bench",
+        "fanout",
+        "--subscribers",
+        "20",
+        "--events",
+        "40",
+        "--connections",
+        "2",
+    ]);
+    let (code, stdout, stderr) = finish(fanout).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("40 events to 20 subscribers"), "{stdout}");
+    assert!(stdout.contains("800 deliveries"), "{stdout}");
+    assert!(stdout.contains("per delivered event"), "{stdout}");
+}

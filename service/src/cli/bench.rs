@@ -41,9 +41,13 @@ pub enum Scenario {
     /// What one node holds: idle RSS, start to SERVING, RSS per pending ask, a new
     /// subscriber's replay of a busy session, and the RSS once the asks resolved.
     Capacity(capacity::CapacityArgs),
+    /// One session with many subscribers: delivery latency of each event and the
+    /// server's CPU time per delivered event.
+    Fanout(fanout::FanoutArgs),
 }
 
 mod capacity;
+mod fanout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchBackend {
@@ -83,6 +87,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
     let outcome = match args.scenario {
         Scenario::Roundtrip(args) => roundtrip(args).await,
         Scenario::Capacity(args) => capacity::run(args).await,
+        Scenario::Fanout(args) => fanout::run(args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

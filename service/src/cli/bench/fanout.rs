@@ -1,0 +1,132 @@
+//! `askgate bench fanout`: one session, M subscribers, E events. Each event's delivery
+//! latency (from the server's timestamp on the event to its arrival at a subscriber,
+//! on the same machine's clock), and the server's CPU time per delivered event.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use askgate_client::{Ask, Client, Event, question};
+use clap::Args;
+use hdrhistogram::Histogram;
+use tokio_stream::StreamExt;
+
+use super::{ServeProcess, new_histogram};
+
+#[derive(Debug, Args)]
+pub struct FanoutArgs {
+    /// Subscribers of the session.
+    #[arg(long, default_value_t = 1000)]
+    pub subscribers: usize,
+    /// Events sent to them: asks made and then cancelled, `requested` and `resolved`
+    /// each.
+    #[arg(long, default_value_t = 1000)]
+    pub events: usize,
+    /// Connections the subscribers share.
+    #[arg(long, default_value_t = 10)]
+    pub connections: usize,
+}
+
+const SESSION: &str = "fanout";
+
+pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
+    if args.subscribers == 0 || args.connections == 0 || args.events < 2 {
+        bail!("--subscribers and --connections must be at least 1, --events at least 2");
+    }
+    // One more: the driver watches the session too.
+    let subscribers = (args.subscribers + 1).to_string();
+    let node = ServeProcess::start(&["--max-subscribers-per-session", &subscribers]).await?;
+    let mut clients = Vec::new();
+    for _ in 0..args.connections {
+        clients.push(Client::connect(node.url.clone()).await?);
+    }
+    let asks = args.events / 2;
+    let expected = 2 * asks;
+    let mut readers = tokio::task::JoinSet::new();
+    for i in 0..args.subscribers {
+        let connection = i % clients.len();
+        let mut events = clients[connection]
+            .subscribe_session(SESSION)
+            .await
+            .context("subscribe")?;
+        loop {
+            match events.next().await {
+                Some(Ok(Event::Synced { .. })) => break,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => bail!("a subscription ended before synced"),
+            }
+        }
+        readers.spawn(async move {
+            let mut latency = new_histogram();
+            let mut seen = 0;
+            while seen < expected {
+                let event = match events.next().await {
+                    Some(Ok(event)) => event,
+                    Some(Err(e)) => return Err(anyhow::Error::from(e)),
+                    None => bail!("a subscription ended after {seen} events"),
+                };
+                let stamped = match &event {
+                    Event::Requested { requested, .. } => requested.requested_at,
+                    Event::Resolved { resolved, .. } => resolved.resolved_at,
+                    Event::Reset => bail!("a subscriber fell behind and was reset"),
+                    Event::Synced { .. } => continue,
+                };
+                let sent = stamped
+                    .and_then(|t| SystemTime::try_from(t).ok())
+                    .context("an event without its timestamp")?;
+                let delay = SystemTime::now().duration_since(sent).unwrap_or_default();
+                latency.saturating_record(delay.as_micros() as u64);
+                seen += 1;
+            }
+            anyhow::Ok(latency)
+        });
+    }
+
+    let cpu_before = node.cpu()?;
+    let started = Instant::now();
+    let asker = clients[0].clone();
+    let mut canceller = clients[1 % clients.len()].clone();
+    let mut watch = canceller.subscribe_session(SESSION).await?;
+    for _ in 0..asks {
+        let ask = Ask::new(SESSION)
+            .question(question("q", "Go?").choice("yes"))
+            .no_retry();
+        let mut asker = asker.clone();
+        let call = tokio::spawn(async move { asker.ask(ask).await });
+        let rpc_id = loop {
+            match watch.next().await {
+                Some(Ok(Event::Requested { requested, .. })) => break requested.rpc_id,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => bail!("the driver's subscription ended"),
+            }
+        };
+        canceller.cancel(SESSION, &rpc_id, "").await?;
+        let _ = call.await;
+    }
+    let mut latency: Histogram<u64> = new_histogram();
+    while let Some(reader) = readers.join_next().await {
+        latency
+            .add(reader??)
+            .context("merging latency histograms")?;
+    }
+    let elapsed = started.elapsed();
+    let cpu = node.cpu()?.saturating_sub(cpu_before);
+    let delivered = (expected * args.subscribers) as f64;
+    let ms = |q: f64| Duration::from_micros(latency.value_at_quantile(q)).as_secs_f64() * 1000.0;
+    println!("askgate bench fanout (memory backend)");
+    println!(
+        "{expected} events to {} subscribers of one session in {:.2} s: {delivered:.0} deliveries, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        args.subscribers,
+        elapsed.as_secs_f64(),
+        ms(0.50),
+        ms(0.99),
+        ms(1.0),
+    );
+    println!(
+        "server CPU {:.2} s: {:.2} µs per delivered event",
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / delivered
+    );
+    Ok(())
+}
