@@ -1,4 +1,5 @@
-//! Support for tests and benchmarks: a real `redis-server` to point a Redis backend at.
+//! Support for tests and benchmarks: real `redis-server`s and Redis Clusters to point a
+//! Redis backend at, and `askgate serve` as a child process.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -231,5 +232,106 @@ impl RedisCluster {
             cluster: true,
             ca_pem: None,
         }
+    }
+}
+
+/// An `askgate serve --listen 127.0.0.1:0` child process, its address read from its log;
+/// killed when dropped. Its log is read away (a full pipe would block the server) and
+/// echoed to stderr when `ASKGATE_ECHO_SERVE_LOG` is set.
+pub struct ServeProcess {
+    child: tokio::process::Child,
+    pub pid: u32,
+    /// When it was started (for "start to SERVING").
+    pub spawned: std::time::Instant,
+    /// `http://<its address>`.
+    pub url: String,
+    drain: tokio::task::JoinHandle<()>,
+}
+
+impl ServeProcess {
+    /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
+    /// most 10 s) until it logs its address.
+    pub async fn spawn(askgate: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        use tokio::io::AsyncBufReadExt;
+        let spawned = std::time::Instant::now();
+        let mut child = tokio::process::Command::new(askgate)
+            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting askgate serve")?;
+        let stderr = child.stderr.take().context("serve's stderr")?;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let addr = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some((_, rest)) = line.split_once("local_addr=") {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    return Ok(addr.to_owned());
+                }
+            }
+            anyhow::bail!("askgate serve exited before listening")
+        })
+        .await
+        .context("askgate serve did not start within 10 s")??;
+        let drain = tokio::spawn(async move {
+            let echo = std::env::var_os("ASKGATE_ECHO_SERVE_LOG").is_some();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if echo {
+                    eprintln!("serve: {line}");
+                }
+            }
+        });
+        Ok(Self {
+            pid: child.id().context("serve's pid")?,
+            child,
+            spawned,
+            url: format!("http://{addr}"),
+            drain,
+        })
+    }
+
+    /// Waits for the process to exit.
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Resident memory, in bytes (`VmRSS` of /proc).
+    pub fn rss(&self) -> anyhow::Result<u64> {
+        use anyhow::Context;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("no VmRSS in /proc status")?;
+        Ok(kib * 1024)
+    }
+
+    /// CPU time used so far (user and system), from /proc (in clock ticks of 10 ms,
+    /// Linux's USER_HZ).
+    pub fn cpu(&self) -> anyhow::Result<Duration> {
+        use anyhow::Context;
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        // The fields after the command name (which may hold spaces), from `state` on.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .context("malformed /proc stat")?
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| -> anyhow::Result<u64> {
+            Ok(fields.get(i).context("short /proc stat")?.parse()?)
+        };
+        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.drain.abort();
     }
 }

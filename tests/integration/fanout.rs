@@ -109,7 +109,7 @@ on_every_backend!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() {
     let redis = RedisServer::start().await;
-    let nodes = ServeProcess::redis_nodes(&redis, 3, &[]).await;
+    let nodes = ServeProcess::redis_nodes(&redis.url, false, 3, &[]).await;
     let mut clients: Vec<Client> = Vec::new();
     for node in &nodes {
         clients.push(node.client().await);
@@ -124,23 +124,7 @@ async fn across_three_redis_nodes_every_subscriber_sees_each_rpc_exactly_once() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn across_three_nodes_on_a_redis_cluster_every_subscriber_sees_each_rpc_exactly_once() {
     let cluster = RedisCluster::start(3).await;
-    let mut nodes = Vec::new();
-    for _ in 0..3 {
-        nodes.push(
-            ServeProcess::start_with(&[
-                "--backend",
-                "redis",
-                "--redis-cluster",
-                "--redis-url",
-                &cluster.url,
-                "--ask-rate",
-                "1000000",
-                "--ask-burst",
-                "1000000",
-            ])
-            .await,
-        );
-    }
+    let nodes = ServeProcess::redis_nodes(&cluster.url, true, 3, &[]).await;
     let mut clients: Vec<Client> = Vec::new();
     for node in &nodes {
         clients.push(node.client().await);

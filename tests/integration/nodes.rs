@@ -12,7 +12,7 @@ use tokio_stream::StreamExt;
 use crate::support::{ServeProcess, eventually, next_event, next_requested, subscribed, within};
 
 async fn nodes(redis: &RedisServer, count: usize) -> Vec<ServeProcess> {
-    ServeProcess::redis_nodes(redis, count, &[]).await
+    ServeProcess::redis_nodes(&redis.url, false, count, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -233,7 +233,8 @@ async fn redis_down_means_not_serving_and_unavailable_then_the_node_recovers_by_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_nodes_asks_reattach_elsewhere_or_abort_after_their_lease() {
     let redis = RedisServer::start().await;
-    let mut nodes = ServeProcess::redis_nodes(&redis, 2, &["--redis-lease", "300ms"]).await;
+    let mut nodes =
+        ServeProcess::redis_nodes(&redis.url, false, 2, &["--redis-lease", "300ms"]).await;
     let (doomed, survivor) = (nodes.remove(0), nodes.remove(0));
     let mut ui = survivor.client().await;
     let mut events = subscribed(&mut ui, "s").await;

@@ -8,7 +8,7 @@ use askgate_service::{
     server::BackendChoice,
     testing::{RedisCluster, RedisServer},
 };
-use tokio::{io::AsyncBufReadExt, net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
 
 /// Upper bound of any single wait in these tests: generous for a loaded machine, short
@@ -306,12 +306,16 @@ pub fn askgate(args: &[&str]) -> tokio::process::Child {
         .expect("spawn askgate")
 }
 
-/// `askgate serve --listen 127.0.0.1:0` as a process; its address is read from its log.
-pub struct ServeProcess {
-    child: tokio::process::Child,
-    pub url: String,
-    /// Reads the log away (a full pipe would block the server).
-    drain: JoinHandle<()>,
+/// `askgate serve --listen 127.0.0.1:0` as a process (the test build of the binary);
+/// what the tests need on top of [`askgate_service::testing::ServeProcess`].
+pub struct ServeProcess(askgate_service::testing::ServeProcess);
+
+impl std::ops::Deref for ServeProcess {
+    type Target = askgate_service::testing::ServeProcess;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl ServeProcess {
@@ -320,61 +324,32 @@ impl ServeProcess {
     }
 
     pub async fn start_with(extra: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(ASKGATE)
-            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn askgate serve");
-        let mut stderr = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let addr = within("serve to log its address", async {
-            loop {
-                let line = stderr
-                    .next_line()
-                    .await
-                    .expect("read")
-                    .expect("serve exited early");
-                if let Some((_, rest)) = line.split_once("local_addr=") {
-                    break rest.split_whitespace().next().expect("address").to_owned();
-                }
-            }
-        })
-        .await;
-        let drain = tokio::spawn(async move {
-            while let Ok(Some(line)) = stderr.next_line().await {
-                if std::env::var_os("DEBUG_SERVE").is_some() {
-                    eprintln!("serve: {line}");
-                }
-            }
-        });
-        Self {
-            child,
-            url: format!("http://{addr}"),
-            drain,
-        }
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().expect("running").to_string()
+        let path = std::path::Path::new(ASKGATE);
+        Self(
+            askgate_service::testing::ServeProcess::spawn(path, extra)
+                .await
+                .expect("askgate serve starts"),
+        )
     }
 
     /// Sends a signal by name (`TERM`, `HUP`) through the shell's builtin kill: no
     /// procps needed on the test machine.
     pub fn signal(&self, name: &str) {
         let status = std::process::Command::new("sh")
-            .args(["-c", &format!("kill -{name} {}", self.pid())])
+            .args(["-c", &format!("kill -{name} {}", self.pid)])
             .status()
             .expect("kill");
         assert!(status.success(), "kill -{name}");
     }
 
-    /// `askgate serve --backend redis` nodes sharing `redis`, with the Ask rate limit
-    /// lifted (see [`test_config`]) and `extra` flags.
-    pub async fn redis_nodes(redis: &RedisServer, count: usize, extra: &[&str]) -> Vec<Self> {
-        let mut args = vec!["--backend", "redis", "--redis-url", &redis.url];
+    /// `askgate serve --backend redis` nodes at `url` (`--redis-cluster` with a
+    /// cluster's URL list), with the Ask rate limit lifted (see [`test_config`]) and
+    /// `extra` flags.
+    pub async fn redis_nodes(url: &str, cluster: bool, count: usize, extra: &[&str]) -> Vec<Self> {
+        let mut args = vec!["--backend", "redis", "--redis-url", url];
+        if cluster {
+            args.push("--redis-cluster");
+        }
         args.extend(["--ask-rate", "1000000", "--ask-burst", "1000000"]);
         args.extend(extra);
         let mut nodes = Vec::new();
@@ -393,7 +368,7 @@ impl ServeProcess {
 
     /// Waits (within [`WAIT`]) for the process to exit; its exit code.
     pub async fn exit_code(&mut self) -> Option<i32> {
-        within("serve to exit", self.child.wait())
+        within("serve to exit", self.0.wait())
             .await
             .expect("wait")
             .code()
@@ -401,19 +376,7 @@ impl ServeProcess {
 
     /// Resident memory of the server process, in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("read /proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
-    }
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        self.drain.abort();
+        self.rss().expect("VmRSS") / 1024
     }
 }
 

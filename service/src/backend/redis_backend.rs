@@ -592,6 +592,25 @@ fn lost_subscription() -> AskError {
     )
 }
 
+/// What an `all_sessions` follower does with one live event (see `tenant_step`).
+enum TenantStep {
+    /// It has the event already.
+    Skip,
+    /// Forward this event.
+    This,
+    /// Forward these events of its session, from the history, instead.
+    History(Vec<(u64, StoredEvent)>),
+    /// The history cannot fill the gap: reset and take a new snapshot.
+    Reset,
+}
+
+fn session_of(event: &StoredEvent) -> &str {
+    match event {
+        StoredEvent::Requested(r) => &r.session_id,
+        StoredEvent::Resolved(r) => &r.session_id,
+    }
+}
+
 /// How far before an `all_sessions` subscription's snapshot the events of a session it
 /// did not cover still count: the nodes' clock skew and the events in flight.
 const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
@@ -809,40 +828,58 @@ impl Follower {
     /// Redis Cluster each node publishes to the tenant's channel after its script, so
     /// events of one session can arrive out of order). For a session the snapshot did
     /// not cover, the history's events since `since`, keeping each ask's `requested`
-    /// before its `resolved`. `None` when the history cannot fill a gap.
-    async fn tenant_batch(
+    /// before its `resolved`. A reset when the history cannot fill a gap.
+    async fn tenant_step(
         &self,
         tenant: &str,
         seen: &HashMap<String, (String, u64)>,
         event: &LiveEvent,
         since: SystemTime,
-    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
-        let session_id = match &event.event {
-            StoredEvent::Requested(r) => &r.session_id,
-            StoredEvent::Resolved(r) => &r.session_id,
-        };
-        let key = SessionKey::new(tenant, session_id.as_str());
-        let alone = || Some(vec![(event.seq, event.event.clone())]);
+    ) -> Result<TenantStep, AskError> {
+        let session_id = session_of(&event.event);
+        let key = || SessionKey::new(tenant, session_id);
         let store = &self.node.store;
-        Ok(match seen.get(session_id.as_str()) {
+        Ok(match seen.get(session_id) {
             Some((epoch, last)) if *epoch == event.epoch => {
                 if event.seq <= *last {
-                    Some(Vec::new())
+                    TenantStep::Skip
                 } else if event.seq == last + 1 {
-                    alone()
+                    TenantStep::This
                 } else {
-                    store.events_after(&key, epoch, *last).await?
+                    match store.events_after(&key(), epoch, *last).await? {
+                        Some(events) => TenantStep::History(events),
+                        None => TenantStep::Reset,
+                    }
                 }
             }
             // On one server the scripts publish in order and the sessions index is
             // exact: a session the snapshot did not cover starts with this event.
-            None if !store.is_cluster() => alone(),
-            None => match store.recent_events(&key, &event.epoch).await? {
-                Some(events) => Some(since_subscribed(events, since)),
-                None => alone(),
+            None if !store.is_cluster() => TenantStep::This,
+            None => match store.recent_events(&key(), &event.epoch).await? {
+                Some(events) => TenantStep::History(since_subscribed(events, since)),
+                None => TenantStep::This,
             },
-            Some(_) => alone(),
+            Some(_) => TenantStep::This,
         })
+    }
+
+    /// Forwards one event of a session to an `all_sessions` subscriber and notes it as
+    /// the last one of its session.
+    fn forward_tenant(
+        &self,
+        seen: &mut HashMap<String, (String, u64)>,
+        epoch: &str,
+        seq: u64,
+        stored: &StoredEvent,
+    ) -> Forwarded {
+        let session_id = session_of(stored);
+        match seen.get_mut(session_id) {
+            Some(last) => *last = (epoch.to_owned(), seq),
+            None => {
+                seen.insert(session_id.to_owned(), (epoch.to_owned(), seq));
+            }
+        }
+        self.forward(message(cursor(epoch, seq), stored_to_event(stored)))
     }
 
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
@@ -910,31 +947,30 @@ impl Follower {
                 };
                 match event {
                     Ok(event) => {
-                        let batch = self.tenant_batch(&tenant, &seen, &event, since).await?;
-                        let Some(batch) = batch else {
-                            break; // the history cannot fill a gap: reset
-                        };
-                        let session_id = match &event.event {
-                            StoredEvent::Requested(r) => r.session_id.clone(),
-                            StoredEvent::Resolved(r) => r.session_id.clone(),
-                        };
-                        let mut behind = false;
-                        for (seq, stored) in batch {
-                            seen.insert(session_id.clone(), (event.epoch.clone(), seq));
-                            match self.forward(message(
-                                cursor(&event.epoch, seq),
-                                stored_to_event(&stored),
-                            )) {
-                                Forwarded::Sent => {}
-                                Forwarded::Behind => behind = true,
-                                Forwarded::Closed => return Ok(()),
-                            }
-                            if behind {
-                                break;
-                            }
-                        }
-                        if behind {
-                            break;
+                        let epoch = &event.epoch;
+                        let forwarded =
+                            match self.tenant_step(&tenant, &seen, &event, since).await? {
+                                TenantStep::Skip => continue,
+                                TenantStep::Reset => break,
+                                TenantStep::This => {
+                                    self.forward_tenant(&mut seen, epoch, event.seq, &event.event)
+                                }
+                                TenantStep::History(events) => {
+                                    let mut forwarded = Forwarded::Sent;
+                                    for (seq, stored) in &events {
+                                        forwarded =
+                                            self.forward_tenant(&mut seen, epoch, *seq, stored);
+                                        if !matches!(forwarded, Forwarded::Sent) {
+                                            break;
+                                        }
+                                    }
+                                    forwarded
+                                }
+                            };
+                        match forwarded {
+                            Forwarded::Sent => {}
+                            Forwarded::Behind => break,
+                            Forwarded::Closed => return Ok(()),
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => break,

@@ -21,11 +21,10 @@ use anyhow::{Context, bail};
 use askgate_client::{Ask, Client, Event, answer, question};
 use clap::{Args, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_stream::StreamExt;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::testing::RedisServer;
+use crate::testing::{RedisServer, ServeProcess};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -130,7 +129,7 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
     for backend in &args.backends {
         let _own_redis: Box<dyn std::any::Any>;
         let nodes = match backend {
-            BenchBackend::Memory => vec![ServeProcess::start(&[]).await?],
+            BenchBackend::Memory => vec![start_node(&[]).await?],
             BenchBackend::Redis => {
                 let url = match &args.redis_url {
                     Some(url) => url.clone(),
@@ -141,30 +140,12 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
                         url
                     }
                 };
-                let mut nodes = Vec::new();
-                for _ in 0..args.nodes {
-                    nodes.push(
-                        ServeProcess::start(&["--backend", "redis", "--redis-url", &url]).await?,
-                    );
-                }
-                nodes
+                redis_nodes(&url, false, args.nodes).await?
             }
             BenchBackend::Cluster => {
                 start_redis_check().await?;
                 let cluster = crate::testing::RedisCluster::start(3).await;
-                let mut nodes = Vec::new();
-                for _ in 0..args.nodes {
-                    nodes.push(
-                        ServeProcess::start(&[
-                            "--backend",
-                            "redis",
-                            "--redis-cluster",
-                            "--redis-url",
-                            &cluster.url,
-                        ])
-                        .await?,
-                    );
-                }
+                let nodes = redis_nodes(&cluster.url, true, args.nodes).await?;
                 _own_redis = Box::new(cluster);
                 nodes
             }
@@ -400,90 +381,24 @@ fn print_table(results: &[Figures]) {
     }
 }
 
-/// An `askgate serve` child process on 127.0.0.1:0 (its address read from its log),
-/// killed when dropped.
-struct ServeProcess {
-    _child: tokio::process::Child,
-    pid: u32,
-    spawned: Instant,
-    url: String,
-    drain: tokio::task::JoinHandle<()>,
+/// `askgate serve` from this same binary, with the per-tenant Ask rate lifted (the
+/// bench's askers share one tenant) and `extra` flags.
+async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
+    let askgate = std::env::current_exe().context("locating the askgate binary")?;
+    let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
+    args.extend(extra);
+    ServeProcess::spawn(&askgate, &args).await
 }
 
-impl ServeProcess {
-    async fn start(extra: &[&str]) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("locating the askgate binary")?;
-        let spawned = Instant::now();
-        let mut child = tokio::process::Command::new(exe)
-            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
-            // The bench's askers share one tenant: lift the per-tenant Ask rate.
-            .args(["--ask-rate", "1000000000", "--ask-burst", "1000000000"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting askgate serve")?;
-        let mut lines = BufReader::new(child.stderr.take().context("serve's stderr")?).lines();
-        let addr = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some((_, rest)) = line.split_once("local_addr=") {
-                    return Ok(rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned());
-                }
-            }
-            bail!("askgate serve exited before listening")
-        })
-        .await
-        .context("askgate serve did not start within 10 s")??;
-        // Keep reading its log: a full pipe would block the server.
-        let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Self {
-            pid: child.id().context("serve's pid")?,
-            _child: child,
-            spawned,
-            url: format!("http://{addr}"),
-            drain,
-        })
+/// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).
+async fn redis_nodes(url: &str, cluster: bool, count: usize) -> anyhow::Result<Vec<ServeProcess>> {
+    let mut args = vec!["--backend", "redis", "--redis-url", url];
+    if cluster {
+        args.push("--redis-cluster");
     }
-}
-
-impl ServeProcess {
-    /// Resident memory, in bytes (`VmRSS` of /proc).
-    fn rss(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .context("no VmRSS in /proc status")?;
-        Ok(kib * 1024)
+    let mut nodes = Vec::new();
+    for _ in 0..count {
+        nodes.push(start_node(&args).await?);
     }
-
-    /// CPU time used so far (user and system), from /proc (in clock ticks of 10 ms,
-    /// Linux's USER_HZ).
-    fn cpu(&self) -> anyhow::Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // Fields after the command name (which may hold spaces), 1-based from `state`.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .context("malformed /proc stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks = |i: usize| -> anyhow::Result<u64> {
-            Ok(fields.get(i).context("short /proc stat")?.parse()?)
-        };
-        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
-    }
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        self.drain.abort();
-    }
+    Ok(nodes)
 }

@@ -14,7 +14,8 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use super::ServeProcess;
+use super::start_node;
+use crate::testing::ServeProcess;
 
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
@@ -45,7 +46,7 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let metrics = free_port()?;
     let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
     let per_tenant = (args.pending + args.big + 1).to_string();
-    let node = ServeProcess::start(&[
+    let node = start_node(&[
         "--metrics",
         &metrics,
         "--max-pending-per-session",

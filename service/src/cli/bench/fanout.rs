@@ -10,7 +10,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
 
-use super::{ServeProcess, new_histogram};
+use super::{new_histogram, start_node};
 
 #[derive(Debug, Args)]
 pub struct FanoutArgs {
@@ -34,7 +34,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     }
     // One more: the driver watches the session too.
     let subscribers = (args.subscribers + 1).to_string();
-    let node = ServeProcess::start(&["--max-subscribers-per-session", &subscribers]).await?;
+    let node = start_node(&["--max-subscribers-per-session", &subscribers]).await?;
     let mut clients = Vec::new();
     for _ in 0..args.connections {
         clients.push(Client::connect(node.url.clone()).await?);
