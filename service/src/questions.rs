@@ -40,6 +40,14 @@ impl From<AskError> for AskFailure {
     }
 }
 
+/// An ask that passed [`Questions::check_ask`], ready to be stored.
+pub struct CheckedAsk {
+    ask: Box<NewAsk>,
+    tenant: String,
+    deadline: Instant,
+    started: Instant,
+}
+
 /// The per-tenant Ask rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AskRate {
@@ -81,15 +89,68 @@ impl Questions {
         }
     }
 
-    /// Registers the batch and waits until it is resolved or `deadline` passes.
-    pub async fn ask(
+    /// Checks an ask before anything is stored: a node draining, an invalid batch,
+    /// the tenant's rate. A refusal is counted here; what passes goes to [`Self::ask`].
+    pub fn check_ask(
         &self,
         tenant: &str,
         request: AskRequest,
         deadline: Instant,
-    ) -> Result<AskResponse, AskFailure> {
+    ) -> Result<CheckedAsk, AskError> {
         let started = Instant::now();
-        let result = self.ask_inner(tenant, request, deadline).await;
+        let checked = self.new_ask(tenant, request, deadline);
+        if let Err(error) = &checked {
+            self.metrics.ask_finished(tenant, error.reason(), None);
+        }
+        Ok(CheckedAsk {
+            ask: Box::new(checked?),
+            tenant: tenant.to_owned(),
+            deadline,
+            started,
+        })
+    }
+
+    fn new_ask(
+        &self,
+        tenant: &str,
+        request: AskRequest,
+        deadline: Instant,
+    ) -> Result<NewAsk, AskError> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        validate::ask(&request, &self.limits)?;
+        if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
+            return Err(AskError::RateLimited(self.rate_text.to_string()));
+        }
+        let if_unattended = request.if_unattended();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        Ok(NewAsk {
+            key: SessionKey::new(tenant, request.session_id),
+            questions: request.questions,
+            agent: request.agent,
+            labels: request.labels,
+            expires_at: SystemTime::now().checked_add(remaining),
+            request_id: request.request_id,
+            if_unattended,
+            reattach_grace: Duration::from_millis(request.reattach_grace_ms.into()),
+        })
+    }
+
+    /// Registers a checked batch and waits until it is resolved or its deadline
+    /// passes.
+    ///
+    /// A node keeps one of these futures per pending ask, so its size is memory per
+    /// ask: the request was taken apart by [`Self::check_ask`] and is handed to the
+    /// backend from its box, and nothing here holds a copy of it.
+    pub async fn ask(&self, checked: CheckedAsk) -> Result<AskResponse, AskFailure> {
+        let CheckedAsk {
+            ask,
+            tenant,
+            deadline,
+            started,
+        } = checked;
+        let result = self.register_and_wait(&tenant, ask, deadline).await;
         let (outcome, waited) = match &result {
             Ok(_) => ("ANSWERED", Some(started.elapsed())),
             Err(AskFailure {
@@ -102,40 +163,20 @@ impl Questions {
             }) => ("EXPIRED", None),
             Err(failure) => (failure.error.reason(), None),
         };
-        self.metrics.ask_finished(tenant, outcome, waited);
+        self.metrics.ask_finished(&tenant, outcome, waited);
         result
     }
 
-    async fn ask_inner(
+    async fn register_and_wait(
         &self,
         tenant: &str,
-        request: AskRequest,
+        ask: Box<NewAsk>,
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
-        if self.draining.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown.into());
-        }
-        validate::ask(&request, &self.limits)?;
-        if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
-            return Err(AskError::RateLimited(self.rate_text.to_string()).into());
-        }
-        let if_unattended = request.if_unattended();
-        let reattach_grace = Duration::from_millis(request.reattach_grace_ms.into());
-        let key = SessionKey::new(tenant, request.session_id);
+        let key = ask.key.clone();
+        let reattach_grace = ask.reattach_grace;
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let registered = self
-            .backend
-            .register(NewAsk {
-                key: key.clone(),
-                questions: request.questions,
-                agent: request.agent,
-                labels: request.labels,
-                expires_at: SystemTime::now().checked_add(remaining),
-                request_id: request.request_id,
-                if_unattended,
-                reattach_grace,
-            })
-            .await?;
+        let registered = self.backend.register(*ask).await?;
         let rpc_id = registered.rpc_id;
         Span::current().record("rpc_id", rpc_id.as_str());
         debug!("ask registered");
@@ -144,8 +185,8 @@ impl Questions {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
             tenant: tenant.to_owned(),
-            key: key.clone(),
-            rpc_id: rpc_id.clone(),
+            key,
+            rpc_id,
             expired_from: deadline
                 .checked_sub((remaining / 4).min(DEADLINE_SLACK))
                 .unwrap_or(deadline),
@@ -157,11 +198,11 @@ impl Questions {
             () = tokio::time::sleep_until(deadline) => {
                 // Expire it unless a resolution won meanwhile; either way the winner's
                 // outcome arrives on the channel.
-                let _ = self.backend.claim(&key, &rpc_id, Outcome::expired()).await;
+                let _ = self.backend.claim(&abort.key, &abort.rpc_id, Outcome::expired()).await;
                 outcome_rx.await
             }
         };
-        abort.disarm();
+        let rpc_id = abort.disarm();
         let fail = |error| AskFailure {
             error,
             rpc_id: Some(rpc_id.clone()),
@@ -335,8 +376,11 @@ struct AbortOnDrop {
 }
 
 impl AbortOnDrop {
-    fn disarm(&mut self) {
+    /// The call has its outcome: nothing to settle when it drops. Hands back the
+    /// rpc_id.
+    fn disarm(&mut self) -> String {
         self.backend = None;
+        std::mem::take(&mut self.rpc_id)
     }
 }
 

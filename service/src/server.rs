@@ -123,6 +123,8 @@ pub struct ServerConfig {
     pub keepalive_interval: Duration,
     /// How long a PING may go unanswered before the connection is closed.
     pub keepalive_timeout: Duration,
+    /// HTTP/2 stream limit and flow-control windows.
+    pub http2: Http2Limits,
     /// Largest request message accepted.
     pub max_message_bytes: usize,
     /// Interval of the heartbeats on an agent's Attach stream.
@@ -147,6 +149,31 @@ pub struct ServerConfig {
     pub redis_ca_file: Option<std::path::PathBuf>,
     /// The Redis URL lists Redis Cluster nodes (comma-separated).
     pub redis_cluster: bool,
+}
+
+/// HTTP/2 limits of every connection (`--http2-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Streams (calls) open at once on one connection; each blocked Ask holds one.
+    pub max_concurrent_streams: u32,
+    /// Initial flow-control window of a stream, in bytes.
+    pub stream_window: u32,
+    /// Flow-control window of a connection, in bytes.
+    pub connection_window: u32,
+}
+
+impl Default for Http2Limits {
+    /// Room for the 100,000 blocked Asks a node is sized for on a single connection,
+    /// and windows large enough that a request of `--max-message-bytes` (4 MiB) or a
+    /// burst of many small ones is not held up waiting for WINDOW_UPDATEs. A window is
+    /// credit, not a buffer: memory is only used by data actually in flight.
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 100_000,
+            stream_window: 1024 * 1024,
+            connection_window: 16 * 1024 * 1024,
+        }
+    }
 }
 
 /// `--backend`: where askgate keeps its state.
@@ -251,6 +278,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(10),
+            http2: Http2Limits::default(),
             max_message_bytes: 4 * 1024 * 1024,
             agent_heartbeat: Duration::from_secs(10),
             auth: AuthConfig::None {
@@ -378,6 +406,9 @@ pub async fn run_with_metrics(
     let server = builder
         .http2_keepalive_interval(Some(config.keepalive_interval))
         .http2_keepalive_timeout(Some(config.keepalive_timeout))
+        .max_concurrent_streams(Some(config.http2.max_concurrent_streams))
+        .initial_stream_window_size(Some(config.http2.stream_window))
+        .initial_connection_window_size(Some(config.http2.connection_window))
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
         .layer(tower::util::MapResponseLayer::new(
             status::map_oversize_request,

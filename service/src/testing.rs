@@ -311,23 +311,28 @@ impl ServeProcess {
         Ok(kib * 1024)
     }
 
-    /// CPU time used so far (user and system), from /proc (in clock ticks of 10 ms,
-    /// Linux's USER_HZ).
+    /// CPU time used so far (user and system).
     pub fn cpu(&self) -> anyhow::Result<Duration> {
-        use anyhow::Context;
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // The fields after the command name (which may hold spaces), from `state` on.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .context("malformed /proc stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let ticks = |i: usize| -> anyhow::Result<u64> {
-            Ok(fields.get(i).context("short /proc stat")?.parse()?)
-        };
-        Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+        process_cpu(self.pid)
     }
+}
+
+/// CPU time process `pid` has used so far (user and system), from /proc (in clock
+/// ticks of 10 ms, Linux's USER_HZ).
+pub fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
+    use anyhow::Context;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (which may hold spaces), from `state` on.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("malformed /proc stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields.get(i).context("short /proc stat")?.parse()?)
+    };
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 impl Drop for ServeProcess {

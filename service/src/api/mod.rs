@@ -7,7 +7,7 @@ pub mod deadline;
 pub mod health;
 pub mod status;
 
-use std::{pin::Pin, sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use askgate_proto::v1::{
     AnswerRequest, AnswerResponse, AskRequest, AskResponse, CancelRequest, CancelResponse,
@@ -16,7 +16,7 @@ use askgate_proto::v1::{
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::{Span, instrument};
+use tracing::{Instrument, Span, field::Empty, info_span, instrument};
 
 pub use agents::AgentsApi;
 
@@ -88,17 +88,40 @@ type SubscribeStream = Pin<Box<dyn Stream<Item = Result<SubscribeResponse, Statu
 
 #[tonic::async_trait]
 impl UserQuestions for UserQuestionsApi {
-    #[instrument(name = "Ask", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id))]
-    async fn ask(&self, request: Request<AskRequest>) -> Result<Response<AskResponse>, Status> {
+    /// Written out rather than `async fn`: the caller is admitted and the request taken
+    /// apart before the future is made, so the future (one per blocked Ask, for as
+    /// long as it waits) holds neither the request nor its metadata.
+    fn ask<'life0, 'async_trait>(
+        &'life0 self,
+        request: Request<AskRequest>,
+    ) -> Pin<Box<dyn Future<Output = Result<Response<AskResponse>, Status>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let session_id = request.get_ref().session_id.clone();
-        let _timer = self.gate.timer("Ask");
-        let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
-        let deadline = deadline::of(&request, self.max_wait);
-        self.questions
-            .ask(&caller.tenant, request.into_inner(), deadline)
-            .await
-            .map(Response::new)
-            .map_err(|f| status::to_status(&f.error, &session_id, f.rpc_id.as_deref()))
+        let span = info_span!("Ask", tenant = Empty, session_id = %session_id, rpc_id = Empty);
+        let timer = self.gate.timer("Ask");
+        let checked = span.in_scope(|| {
+            let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
+            let deadline = deadline::of(&request, self.max_wait);
+            self.questions
+                .check_ask(&caller.tenant, request.into_inner(), deadline)
+                .map_err(|e| status::to_status(&e, &session_id, None))
+        });
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(status) => return Box::pin(std::future::ready(Err(status))),
+        };
+        let call = async move {
+            let _timer = timer;
+            self.questions
+                .ask(checked)
+                .await
+                .map(Response::new)
+                .map_err(|f| status::to_status(&f.error, &session_id, f.rpc_id.as_deref()))
+        };
+        Box::pin(call.instrument(span))
     }
 
     type SubscribeStream = SubscribeStream;

@@ -159,7 +159,10 @@ struct Session {
     by_rpc_id: HashMap<Arc<str>, u64>,
     /// The last `history_len` events, oldest first, with their sequence numbers.
     history: VecDeque<(u64, Message)>,
-    events_tx: broadcast::Sender<Message>,
+    /// The channel to the session's own subscribers, made by the first of them and
+    /// dropped with the last: a channel preallocates its whole buffer, and most
+    /// sessions are only ever followed through their tenant's channel.
+    events_tx: Option<broadcast::Sender<Message>>,
     tenant_tx: broadcast::Sender<Message>,
     exclusive_held: bool,
     /// When the last subscriber left (None: never subscribed, or subscribed now).
@@ -228,7 +231,9 @@ impl Session {
             self.history.push_back((self.head, msg.clone()));
         }
         // Sending fails only when nobody listens, which is fine.
-        let _ = self.events_tx.send(msg.clone());
+        if let Some(events_tx) = &self.events_tx {
+            let _ = events_tx.send(msg.clone());
+        }
         let _ = self.tenant_tx.send(msg.clone());
         msg
     }
@@ -277,7 +282,12 @@ impl Session {
 
     /// No pending ask, no subscriber, no exclusive hold.
     fn is_unused(&self) -> bool {
-        self.pending.is_empty() && self.events_tx.receiver_count() == 0 && !self.exclusive_held
+        self.pending.is_empty() && self.subscribers() == 0 && !self.exclusive_held
+    }
+
+    /// The session's own subscribers (not its tenant's).
+    fn subscribers(&self) -> usize {
+        self.events_tx.as_ref().map_or(0, |tx| tx.receiver_count())
     }
 }
 
@@ -353,7 +363,7 @@ impl Inner {
                 pending: BTreeMap::new(),
                 by_rpc_id: HashMap::new(),
                 history: VecDeque::new(),
-                events_tx: broadcast::channel(self.config.subscriber_buffer.max(1)).0,
+                events_tx: None,
                 tenant_tx: self.tenant_sender(&key.tenant),
                 exclusive_held: false,
                 left_at: None,
@@ -364,7 +374,7 @@ impl Inner {
     /// of its tenant, now or less than the reconnect grace ago (Semantics 8).
     fn attended(&self, session: &Session, tenant: &str) -> bool {
         let grace = self.config.reconnect_grace;
-        if session.events_tx.receiver_count() > 0 || within(session.left_at, grace) {
+        if session.subscribers() > 0 || within(session.left_at, grace) {
             return true;
         }
         self.tenants
@@ -627,8 +637,7 @@ impl Inner {
             return Err(AskError::ShuttingDown);
         }
         let session = self.session(&mut shard, key);
-        if !lagged && session.events_tx.receiver_count() >= self.config.max_subscribers_per_session
-        {
+        if !lagged && session.subscribers() >= self.config.max_subscribers_per_session {
             return Err(AskError::TooManySubscribers(format!(
                 "at most {} subscribers per session",
                 self.config.max_subscribers_per_session
@@ -640,7 +649,11 @@ impl Inner {
             }
             session.exclusive_held = true;
         }
-        let receiver = session.events_tx.subscribe();
+        let buffer = self.config.subscriber_buffer.max(1);
+        let receiver = session
+            .events_tx
+            .get_or_insert_with(|| broadcast::channel(buffer).0)
+            .subscribe();
         session.left_at = None;
         let mut replay = VecDeque::new();
         match after.and_then(|a| session.events_after(a)) {
@@ -700,7 +713,8 @@ impl Inner {
                     if exclusive {
                         session.exclusive_held = false;
                     }
-                    if session.events_tx.receiver_count() == 0 {
+                    if session.subscribers() == 0 {
+                        session.events_tx = None;
                         session.left_at = Some(Instant::now());
                     }
                 }
@@ -887,7 +901,7 @@ impl Backend for MemoryBackend {
             let shard = shard.lock();
             for session in shard.sessions.values() {
                 stats.pending += session.pending.len();
-                stats.subscribers += session.events_tx.receiver_count();
+                stats.subscribers += session.subscribers();
             }
         }
         stats.subscribers += self

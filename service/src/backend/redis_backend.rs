@@ -88,6 +88,86 @@ struct WaitEntry {
     request_id: String,
 }
 
+/// The calls waiting on this node, by session and then rpc_id: a session's pump asks
+/// whether anything here still waits on it at every event, which must not cost a scan
+/// of every ask the node holds.
+#[derive(Default)]
+struct Waiters {
+    by_session: HashMap<SessionKey, HashMap<String, WaitEntry>>,
+    len: usize,
+}
+
+impl Waiters {
+    /// The entry of (key, rpc_id), made by `new` when there is none.
+    fn entry(
+        &mut self,
+        key: &SessionKey,
+        rpc_id: &str,
+        new: impl FnOnce() -> WaitEntry,
+    ) -> &mut WaitEntry {
+        use std::collections::hash_map::Entry;
+        match self
+            .by_session
+            .entry(key.clone())
+            .or_default()
+            .entry(rpc_id.to_owned())
+        {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                self.len += 1;
+                entry.insert(new())
+            }
+        }
+    }
+
+    fn get_mut(&mut self, key: &SessionKey, rpc_id: &str) -> Option<&mut WaitEntry> {
+        self.by_session.get_mut(key)?.get_mut(rpc_id)
+    }
+
+    fn remove(&mut self, key: &SessionKey, rpc_id: &str) -> Option<WaitEntry> {
+        let asks = self.by_session.get_mut(key)?;
+        let removed = asks.remove(rpc_id)?;
+        if asks.is_empty() {
+            self.by_session.remove(key);
+        }
+        self.len -= 1;
+        Some(removed)
+    }
+
+    fn waiting_on(&self, key: &SessionKey) -> bool {
+        self.by_session.contains_key(key)
+    }
+
+    fn rpc_ids(&self, key: &SessionKey) -> Vec<String> {
+        self.by_session
+            .get(key)
+            .map(|asks| asks.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&SessionKey, &String, &WaitEntry)> {
+        self.by_session
+            .iter()
+            .flat_map(|(key, asks)| asks.iter().map(move |(rpc_id, e)| (key, rpc_id, e)))
+    }
+
+    /// Keeps the entries `keep` returns true for.
+    fn retain(&mut self, mut keep: impl FnMut(&mut WaitEntry) -> bool) {
+        let mut removed = 0;
+        self.by_session.retain(|_, asks| {
+            let before = asks.len();
+            asks.retain(|_, entry| keep(entry));
+            removed += before - asks.len();
+            !asks.is_empty()
+        });
+        self.len -= removed;
+    }
+}
+
 /// Every waiting ask of every node, scored by when it is abandoned unless a node
 /// renews it: the survivors of a dead node sweep its asks from here.
 const WAITS_KEY: &str = "ag:waits";
@@ -119,7 +199,7 @@ struct Node {
     conn: RedisConn,
     config: RedisBackendConfig,
     /// Calls waiting on this node, by (session, rpc_id).
-    waiters: Mutex<HashMap<WaiterKey, WaitEntry>>,
+    waiters: Mutex<Waiters>,
     /// Sessions whose pump delivers outcomes to this node's waiters.
     pumps: Mutex<HashSet<SessionKey>>,
     /// Presence keys this node keeps alive, with how many local holders each has.
@@ -265,11 +345,14 @@ impl Node {
         }
         let live: Vec<(WaiterKey, Duration)> = {
             let mut waiters = self.waiters.lock();
-            waiters.retain(|_, entry| {
+            waiters.retain(|entry| {
                 entry.senders.retain(|s| !s.is_closed());
                 !entry.senders.is_empty()
             });
-            waiters.iter().map(|(k, e)| (k.clone(), e.grace)).collect()
+            waiters
+                .iter()
+                .map(|(key, rpc_id, e)| ((key.clone(), rpc_id.clone()), e.grace))
+                .collect()
         };
         let expires = now_ms() + self.lease_ms();
         for ((key, rpc_id), grace) in &live {
@@ -395,8 +478,7 @@ impl Node {
         let (outcome_tx, outcome_rx) = oneshot::channel();
         self.waiters
             .lock()
-            .entry((key.clone(), rpc_id.to_owned()))
-            .or_insert_with(|| WaitEntry {
+            .entry(key, rpc_id, || WaitEntry {
                 senders: Vec::new(),
                 grace: ask.grace,
                 request_id: ask.request_id.clone(),
@@ -456,11 +538,7 @@ impl Node {
 
     /// Hands an outcome to the calls waiting for it here.
     fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
-        if let Some(entry) = self
-            .waiters
-            .lock()
-            .remove(&(key.clone(), resolved.rpc_id.clone()))
-        {
+        if let Some(entry) = self.waiters.lock().remove(key, &resolved.rpc_id) {
             let outcome = outcome_of(resolved);
             for waiter in entry.senders {
                 let _ = waiter.send(outcome.clone());
@@ -471,13 +549,7 @@ impl Node {
     /// Waiters whose ask resolved while this node was not listening (a lag, a
     /// reconnect): their outcome is in the history, or recorded.
     async fn recover_waiters(&self, key: &SessionKey) {
-        let rpc_ids: Vec<String> = self
-            .waiters
-            .lock()
-            .keys()
-            .filter(|(k, _)| k == key)
-            .map(|(_, r)| r.clone())
-            .collect();
+        let rpc_ids = self.waiters.lock().rpc_ids(key);
         if rpc_ids.is_empty() {
             return;
         }
@@ -523,7 +595,7 @@ async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Ar
             // Decide to stop under the pumps lock: a register that adds a waiter and
             // then finds this pump gone starts a new one, never relies on a dying one.
             let mut pumps = node.pumps.lock();
-            let waiting = node.waiters.lock().keys().any(|(k, _)| *k == key);
+            let waiting = node.waiters.lock().waiting_on(&key);
             if waiting {
                 idle_since = None;
             } else if idle_since.is_some_and(|t| t.elapsed() >= LINGER) {
@@ -1171,7 +1243,7 @@ impl RedisBackend {
         let (rpc_id, outcome) = match registered {
             Ok(Registration::New { .. }) => (rpc_id, outcome),
             Ok(Registration::Joined { rpc_id: joined }) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                node.waiters.lock().remove(&key, &rpc_id);
                 let outcome = node.add_waiter(&key, &joined, &spec);
                 // It may have resolved between the script and the wait: recover.
                 if node.store.pending_ask(&key, &joined).await.is_err() {
@@ -1183,13 +1255,13 @@ impl RedisBackend {
                 rpc_id: recorded,
                 resolved,
             }) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                node.waiters.lock().remove(&key, &rpc_id);
                 let (outcome_tx, outcome) = oneshot::channel();
                 let _ = outcome_tx.send(outcome_of(&resolved));
                 (recorded, outcome)
             }
             Err(e) => {
-                node.waiters.lock().remove(&(key.clone(), rpc_id));
+                node.waiters.lock().remove(&key, &rpc_id);
                 // Nothing waits on the channel this call followed: let it go.
                 drop(live);
                 node.fanout.release(&channel).await;
@@ -1294,13 +1366,12 @@ impl Backend for RedisBackend {
         let node = &self.node;
         let waiting_here = {
             let mut waiters = node.waiters.lock();
-            let entry = (key.clone(), rpc_id.to_owned());
-            match waiters.get_mut(&entry) {
+            match waiters.get_mut(key, rpc_id) {
                 Some(wait) => {
                     wait.senders.retain(|s| !s.is_closed());
                     let live = !wait.senders.is_empty();
                     if !live {
-                        waiters.remove(&entry);
+                        waiters.remove(key, rpc_id);
                     }
                     live
                 }
@@ -1500,14 +1571,14 @@ impl Backend for RedisBackend {
             .waiters
             .lock()
             .iter()
-            .map(|(k, e)| (k.clone(), !e.request_id.is_empty()))
+            .map(|(key, rpc_id, e)| ((key.clone(), rpc_id.clone()), !e.request_id.is_empty()))
             .collect();
         for ((key, rpc_id), reattachable) in waiting {
             if reattachable {
                 // Handed over: the call is told to retry with its request_id (through
                 // another node); the ask stays pending, and the survivors abort it if
                 // nobody comes back within its reattach grace.
-                if let Some(entry) = node.waiters.lock().remove(&(key.clone(), rpc_id.clone())) {
+                if let Some(entry) = node.waiters.lock().remove(&key, &rpc_id) {
                     for waiter in entry.senders {
                         let _ = waiter.send(Outcome::disposed());
                     }

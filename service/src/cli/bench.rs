@@ -98,6 +98,35 @@ pub async fn run(args: BenchArgs) -> ExitCode {
 struct Load {
     per_sec: f64,
     latency: Histogram<u64>,
+    /// CPU time per call: the servers' and this process's (the load generator's).
+    cpu: Cpu,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Cpu {
+    server: Duration,
+    client: Duration,
+}
+
+impl Cpu {
+    /// The CPU the nodes and this process have used so far.
+    fn now(nodes: &[ServeProcess]) -> anyhow::Result<Self> {
+        let mut server = Duration::ZERO;
+        for node in nodes {
+            server += node.cpu()?;
+        }
+        let client = crate::testing::process_cpu(std::process::id())?;
+        Ok(Self { server, client })
+    }
+
+    /// The CPU used since `earlier`, per one of `calls`.
+    fn per_call_since(&self, earlier: &Cpu, calls: usize) -> Cpu {
+        let calls = calls.max(1) as u32;
+        Cpu {
+            server: self.server.saturating_sub(earlier.server) / calls,
+            client: self.client.saturating_sub(earlier.client) / calls,
+        }
+    }
 }
 
 impl Load {
@@ -220,7 +249,9 @@ async fn measure(
     };
     let ask = Arc::new(ask);
     run_load(warmup(asks), concurrency, ask.clone()).await?;
-    let asks = run_load(asks, concurrency, ask).await?;
+    let before = Cpu::now(nodes)?;
+    let mut asks = run_load(asks, concurrency, ask).await?;
+    asks.cpu = Cpu::now(nodes)?.per_call_since(&before, asks.latency.len() as usize);
     bot.stop();
     let health = Arc::new(health);
     let check = move |worker: usize| {
@@ -236,7 +267,9 @@ async fn measure(
             anyhow::Ok(())
         }
     };
-    let checks = run_load(asks.latency.len() as usize, concurrency, Arc::new(check)).await?;
+    let before = Cpu::now(nodes)?;
+    let mut checks = run_load(asks.latency.len() as usize, concurrency, Arc::new(check)).await?;
+    checks.cpu = Cpu::now(nodes)?.per_call_since(&before, checks.latency.len() as usize);
     Ok(Figures {
         backend,
         nodes: nodes.len(),
@@ -277,6 +310,7 @@ where
     Ok(Load {
         per_sec: total as f64 / started.elapsed().as_secs_f64(),
         latency,
+        cpu: Cpu::default(),
     })
 }
 
@@ -363,6 +397,35 @@ fn print_table(results: &[Figures]) {
             f.asks.p(0.50).as_secs_f64() / f.checks.p(0.50).as_secs_f64(),
         );
     }
+    println!(
+        "CPU per call (µs), servers and this load generator (askers and bot):\n{:<8} {:>5} {:>4} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
+        "backend",
+        "nodes",
+        "conc",
+        "server/ask",
+        "server/chk",
+        "ratio",
+        "client/ask",
+        "client/chk",
+        "ratio"
+    );
+    for f in results {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let ratio = |a: Duration, b: Duration| us(a) / us(b).max(f64::MIN_POSITIVE);
+        let (ask, check) = (f.asks.cpu, f.checks.cpu);
+        println!(
+            "{:<8} {:>5} {:>4} {:>11.0} {:>11.0} {:>8.2}x {:>11.0} {:>11.0} {:>8.2}x",
+            format!("{:?}", f.backend).to_lowercase(),
+            f.nodes,
+            f.concurrency,
+            us(ask.server),
+            us(check.server),
+            ratio(ask.server, check.server),
+            us(ask.client),
+            us(check.client),
+            ratio(ask.client, check.client),
+        );
+    }
     let p50 = |f: &Figures| f.asks.p(0.50).as_secs_f64();
     for shared in results.iter().filter(|f| f.backend != BenchBackend::Memory) {
         let Some(memory) = results
@@ -388,6 +451,42 @@ async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
     let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
     args.extend(extra);
     ServeProcess::spawn(&askgate, &args).await
+}
+
+/// One node on `backend` with `extra` flags; for Redis (or a cluster) also the Redis it
+/// uses, started here and stopped when the second value drops.
+async fn start_one(
+    backend: BenchBackend,
+    extra: &[&str],
+) -> anyhow::Result<(ServeProcess, Box<dyn std::any::Any>)> {
+    let redis_args = |url: &str, cluster: bool| {
+        let mut args = vec!["--backend", "redis", "--redis-url"];
+        args.push(url);
+        if cluster {
+            args.push("--redis-cluster");
+        }
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let (mut args, redis): (Vec<String>, Box<dyn std::any::Any>) = match backend {
+        BenchBackend::Memory => (Vec::new(), Box::new(())),
+        BenchBackend::Redis => {
+            let redis = start_redis().await?;
+            (redis_args(&redis.url, false), Box::new(redis))
+        }
+        BenchBackend::Cluster => {
+            start_redis_check().await?;
+            let cluster = crate::testing::RedisCluster::start(3).await;
+            (redis_args(&cluster.url, true), Box::new(cluster))
+        }
+    };
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok((start_node(&args).await?, redis))
+}
+
+/// The backend's name as the tables print it.
+fn backend_name(backend: BenchBackend) -> String {
+    format!("{backend:?}").to_lowercase()
 }
 
 /// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).

@@ -11,7 +11,7 @@ use crate::{
     auth::jwt::KeySource,
     backend::memory::MemoryConfig,
     domain::Limits,
-    server::{AuthConfig, BackendChoice, ServerConfig, TlsConfig, run_with_metrics},
+    server::{AuthConfig, BackendChoice, Http2Limits, ServerConfig, TlsConfig, run_with_metrics},
 };
 
 /// `--backend`.
@@ -120,6 +120,17 @@ pub struct ServeArgs {
     /// How long a keepalive PING may go unanswered.
     #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub keepalive_timeout: Duration,
+    /// HTTP/2 streams (calls) one connection may have open at once: every blocked Ask
+    /// holds one, so a pool of agent workers on a few connections needs many.
+    #[arg(long, env = "ASKGATE_HTTP2_MAX_STREAMS", default_value_t = ServerConfig::default().http2.max_concurrent_streams)]
+    pub http2_max_streams: u32,
+    /// HTTP/2 flow-control window of one stream, in bytes: how much of a request the
+    /// client may send before the server reads it.
+    #[arg(long, env = "ASKGATE_HTTP2_STREAM_WINDOW", default_value_t = ServerConfig::default().http2.stream_window)]
+    pub http2_stream_window: u32,
+    /// HTTP/2 flow-control window of a whole connection, in bytes.
+    #[arg(long, env = "ASKGATE_HTTP2_CONNECTION_WINDOW", default_value_t = ServerConfig::default().http2.connection_window)]
+    pub http2_connection_window: u32,
     /// Largest request message, in bytes.
     #[arg(long, env = "ASKGATE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
@@ -216,6 +227,11 @@ impl ServeArgs {
             drain_timeout: self.drain_timeout,
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
+            http2: Http2Limits {
+                max_concurrent_streams: self.http2_max_streams,
+                stream_window: self.http2_stream_window,
+                connection_window: self.http2_connection_window,
+            },
             max_message_bytes: self.max_message_bytes,
             agent_heartbeat: self.agent_heartbeat,
             auth: self.auth_config()?,

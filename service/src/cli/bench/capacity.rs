@@ -14,7 +14,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use super::start_node;
+use super::{BenchBackend, backend_name, start_one};
 use crate::testing::ServeProcess;
 
 #[derive(Debug, Args)]
@@ -35,6 +35,9 @@ pub struct CapacityArgs {
     /// How long to watch the RSS fall after the asks are resolved.
     #[arg(long, default_value = "60s", value_parser = crate::cli::parse_duration)]
     pub settle: Duration,
+    /// Where the node keeps its state (redis and cluster start their own Redis).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub backend: BenchBackend,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -46,19 +49,25 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let metrics = free_port()?;
     let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
     let per_tenant = (args.pending + args.big + 1).to_string();
-    let node = start_node(&[
-        "--metrics",
-        &metrics,
-        "--max-pending-per-session",
-        &per_session,
-        "--max-pending-per-tenant",
-        &per_tenant,
-    ])
+    let (node, _redis) = start_one(
+        args.backend,
+        &[
+            "--metrics",
+            &metrics,
+            "--max-pending-per-session",
+            &per_session,
+            "--max-pending-per-tenant",
+            &per_tenant,
+        ],
+    )
     .await?;
     let serving = serving_after(&node).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = node.rss()?;
-    println!("askgate bench capacity (memory backend)");
+    println!(
+        "askgate bench capacity ({} backend; RSS is the node's)",
+        backend_name(args.backend)
+    );
     println!(
         "idle RSS {:.1} MiB; start to SERVING {:.0} ms",
         idle as f64 / MIB,

@@ -10,7 +10,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
 
-use super::{new_histogram, start_node};
+use super::{BenchBackend, backend_name, new_histogram, start_one};
 
 #[derive(Debug, Args)]
 pub struct FanoutArgs {
@@ -24,6 +24,9 @@ pub struct FanoutArgs {
     /// Connections the subscribers share.
     #[arg(long, default_value_t = 10)]
     pub connections: usize,
+    /// Where the node keeps its state (redis and cluster start their own Redis).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub backend: BenchBackend,
 }
 
 const SESSION: &str = "fanout";
@@ -34,7 +37,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     }
     // One more: the driver watches the session too.
     let subscribers = (args.subscribers + 1).to_string();
-    let node = start_node(&["--max-subscribers-per-session", &subscribers]).await?;
+    let (node, _redis) = start_one(
+        args.backend,
+        &["--max-subscribers-per-session", &subscribers],
+    )
+    .await?;
     let mut clients = Vec::new();
     for _ in 0..args.connections {
         clients.push(Client::connect(node.url.clone()).await?);
@@ -114,7 +121,10 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let cpu = node.cpu()?.saturating_sub(cpu_before);
     let delivered = (expected * args.subscribers) as f64;
     let ms = |q: f64| Duration::from_micros(latency.value_at_quantile(q)).as_secs_f64() * 1000.0;
-    println!("askgate bench fanout (memory backend)");
+    println!(
+        "askgate bench fanout ({} backend)",
+        backend_name(args.backend)
+    );
     println!(
         "{expected} events to {} subscribers of one session in {:.2} s: {delivered:.0} deliveries, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         args.subscribers,
