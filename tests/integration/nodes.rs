@@ -459,9 +459,10 @@ async fn redis_restarting_mid_run_loses_no_acknowledged_answer() {
 
 /// After a run, every key askgate left in Redis expires by itself (history, outcomes,
 /// leases, presence) and no session history is longer than its cap: nothing grows
-/// without bound. The one shared key, the dead-node sweep list `ag:waits`, may keep
-/// members an outage kept a node from removing, but each is due for the sweep within
-/// a lease and a reattach grace. Waits (within the bounded wait) for the nodes' last
+/// without bound. The two shared keys, the sweep list `ag:waits` and the node leases
+/// `ag:nodes`, may keep members (a grace running out, a node that drained with nobody
+/// left to take over its list), but each is due for a sweep within a lease and a
+/// reattach grace. Waits (within the bounded wait) for the nodes' last
 /// clean-ups.
 pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
     const HISTORY_LEN: usize = 1000; // the --history-len default
@@ -487,7 +488,7 @@ pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
                 .query_async(&mut conn)
                 .await
                 .expect("pttl");
-            if key == "ag:waits" {
+            if key == "ag:waits" || key == "ag:nodes" {
                 let horizon = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .expect("clock")
@@ -575,4 +576,91 @@ async fn nodes_reach_redis_over_tls_with_the_ca_they_are_given() {
     let (code, _, stderr) = crate::support::finish(untrusted).await;
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("failed to connect to redis"), "{stderr}");
+}
+
+/// The Redis commands whose calls `INFO commandstats` counts so far, by name.
+async fn command_calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("info commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// A node renews one lease for all the asks it holds: what it sends Redis per renewal
+/// does not grow with them (300 held asks, three renewals: no per-ask command).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nodes_renewals_do_not_grow_with_the_asks_it_holds() {
+    const HELD: usize = 300;
+    let redis = RedisServer::start().await;
+    let nodes = ServeProcess::redis_nodes(&redis.url, false, 1, &["--redis-lease", "300ms"]).await;
+    let node = nodes[0].client().await;
+    let mut calls = Vec::new();
+    for _ in 0..HELD {
+        let mut asker = node.clone();
+        let ask = Ask::new("held")
+            .question(question("q", "Wait?").choice("yes"))
+            .hold_unattended()
+            .no_retry();
+        calls.push(tokio::spawn(async move { asker.ask(ask).await }));
+    }
+    let lister = node.clone();
+    eventually("every ask pending", || {
+        let mut lister = lister.clone();
+        async move { (lister.list_pending("held").await.ok()?.len() == HELD).then_some(()) }
+    })
+    .await;
+
+    let client = redis::Client::open(redis.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to redis");
+    let lease = |conn: redis::aio::MultiplexedConnection| async move {
+        let mut conn = conn;
+        let leases: Vec<(String, u64)> = redis::cmd("ZRANGE")
+            .arg("ag:nodes")
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await
+            .expect("zrange ag:nodes");
+        assert_eq!(leases.len(), 1, "one node, one lease: {leases:?}");
+        leases[0].1
+    };
+    let before = command_calls(&mut conn).await;
+    let mut renewed = lease(conn.clone()).await;
+    for _ in 0..3 {
+        renewed = eventually("the node renewing its lease", || {
+            let conn = conn.clone();
+            async move { Some(lease(conn).await).filter(|now| *now > renewed) }
+        })
+        .await;
+    }
+    let after = command_calls(&mut conn).await;
+    let delta =
+        |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+    for per_ask in ["hset", "sadd", "zadd", "pexpire"] {
+        assert!(
+            delta(per_ask) < 50,
+            "{} {per_ask} calls over three renewals with {HELD} asks held: renewals grow with the asks",
+            delta(per_ask)
+        );
+    }
+    for call in calls {
+        call.abort();
+    }
 }

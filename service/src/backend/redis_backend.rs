@@ -82,8 +82,6 @@ type Message = Arc<SubscribeResponse>;
 /// The calls waiting on this node for one ask.
 struct WaitEntry {
     senders: Vec<oneshot::Sender<Outcome>>,
-    /// How long the ask stays answerable once no call waits for it anywhere.
-    grace: Duration,
     /// Empty when no retry can ever reattach to the ask.
     request_id: String,
 }
@@ -154,23 +152,27 @@ impl Waiters {
             .iter()
             .flat_map(|(key, asks)| asks.iter().map(move |(rpc_id, e)| (key, rpc_id, e)))
     }
-
-    /// Keeps the entries `keep` returns true for.
-    fn retain(&mut self, mut keep: impl FnMut(&mut WaitEntry) -> bool) {
-        let mut removed = 0;
-        self.by_session.retain(|_, asks| {
-            let before = asks.len();
-            asks.retain(|_, entry| keep(entry));
-            removed += before - asks.len();
-            !asks.is_empty()
-        });
-        self.len -= removed;
-    }
 }
 
-/// Every waiting ask of every node, scored by when it is abandoned unless a node
-/// renews it: the survivors of a dead node sweep its asks from here.
+/// Asks whose waiting calls are gone (their node died or drained, or a caller left with
+/// a reattach grace), scored by when their grace is over: then, unless a live node
+/// waits on the ask again, a sweep resolves it ABORTED.
 const WAITS_KEY: &str = "ag:waits";
+
+/// Every node's lease: node id scored by when it ends unless the node renews it. A node
+/// renews only this (and its own wait list's expiry), however many asks it holds;
+/// the survivors of a node whose lease ended take over its wait list.
+const NODES_KEY: &str = "ag:nodes";
+
+/// The asks a node's calls wait on, for the survivors should it die.
+fn node_waits_key(node_id: &str) -> String {
+    format!("ag:node:{node_id}:waits")
+}
+
+/// Which nodes wait on an ask, each with the ask's reattach grace in ms.
+fn wait_mark(key: &SessionKey, rpc_id: &str) -> String {
+    SessionKeys::new(key).key(&format!("w:{rpc_id}"))
+}
 
 fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
     format!("{}\u{1f}{}\u{1f}{rpc_id}", key.tenant, key.session_id)
@@ -267,9 +269,14 @@ impl RedisBackend {
         };
         let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
         let fanout = Fanout::connect(target.clone()).await?;
-        let conn = target.connect(None).await?;
+        let mut conn = target.connect(None).await?;
+        let id = Uuid::new_v4().simple().to_string();
+        // The node's lease, before any ask it takes can rely on it.
+        let _: () = conn
+            .zadd(NODES_KEY, &id, now_ms() + config.lease.as_millis() as u64)
+            .await?;
         let node = Arc::new(Node {
-            id: Uuid::new_v4().simple().to_string(),
+            id,
             store,
             fanout,
             conn,
@@ -343,32 +350,16 @@ impl Node {
                     .to_owned(),
             );
         }
-        let live: Vec<(WaiterKey, Duration)> = {
-            let mut waiters = self.waiters.lock();
-            waiters.retain(|entry| {
-                entry.senders.retain(|s| !s.is_closed());
-                !entry.senders.is_empty()
-            });
-            waiters
-                .iter()
-                .map(|(key, rpc_id, e)| ((key.clone(), rpc_id.clone()), e.grace))
-                .collect()
-        };
+        // The node's lease vouches for every ask it waits on: one command, not one per
+        // ask (a node holding 100,000 asks would otherwise keep Redis busy renewing).
+        // A drained node has ended its lease itself and must not renew it.
         let expires = now_ms() + self.lease_ms();
-        for ((key, rpc_id), grace) in &live {
-            let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
-            commands.push(redis::Cmd::hset(&mark, &self.id, expires));
-            commands.push(redis::Cmd::pexpire(&mark, self.lease_ms() as i64));
-            let abandoned_at = expires + grace.as_millis() as u64;
-            // XX: renew, never re-add an ask whose claim took it off meanwhile.
-            commands.push(
-                redis::cmd("ZADD")
-                    .arg(WAITS_KEY)
-                    .arg("XX")
-                    .arg(abandoned_at)
-                    .arg(wait_member(key, rpc_id))
-                    .to_owned(),
-            );
+        if !self.closed.load(Ordering::Acquire) {
+            commands.push(redis::Cmd::zadd(NODES_KEY, &self.id, expires));
+            commands.push(redis::Cmd::pexpire(
+                node_waits_key(&self.id),
+                self.lease_ms() as i64 * 6,
+            ));
         }
         for key in self.exclusive.lock().keys() {
             commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
@@ -480,7 +471,6 @@ impl Node {
             .lock()
             .entry(key, rpc_id, || WaitEntry {
                 senders: Vec::new(),
-                grace: ask.grace,
                 request_id: ask.request_id.clone(),
             })
             .senders
@@ -501,17 +491,20 @@ impl Node {
         self.store.claim(key, &resolved).await?;
         self.deliver(key, &resolved);
         let (mut conn, member) = (self.conn.clone(), wait_member(key, rpc_id));
+        let mark = wait_mark(key, rpc_id);
         tokio::spawn(async move {
             let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
+            let _: Result<(), _> = conn.del(mark).await;
         });
         Ok(())
     }
 
-    /// Asks whose callers all went away with their node: once no node renews them and
-    /// their reattach grace is over, they resolve ABORTED. Every node sweeps; the
-    /// claim script lets one win.
+    /// Asks whose callers all went away: once their reattach grace is over and no live
+    /// node waits on them, they resolve ABORTED. Every node sweeps; the claim script
+    /// lets one win.
     async fn sweep_abandoned(&self) -> Result<Vec<(SessionKey, String)>, AskError> {
         let mut conn = self.conn.clone();
+        self.take_over_dead_nodes(&mut conn).await?;
         let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
             .arg(WAITS_KEY)
             .arg("-inf")
@@ -525,20 +518,134 @@ impl Node {
         let mut abandoned = Vec::new();
         for member in due {
             let _: Result<(), _> = conn.zrem(WAITS_KEY, &member).await;
-            if let Some((key, rpc_id)) = parse_wait_member(&member) {
-                let mark = SessionKeys::new(&key).key(&format!("w:{rpc_id}"));
-                let marks: HashMap<String, u64> = conn.hgetall(&mark).await.map_err(redis_error)?;
-                if !marks.values().any(|expires| *expires > now_ms()) {
-                    abandoned.push((key, rpc_id));
-                }
+            let Some((key, rpc_id)) = parse_wait_member(&member) else {
+                continue;
+            };
+            let waiting = self.live_waiters(&mut conn, &key, &rpc_id).await?;
+            if waiting.is_empty() {
+                abandoned.push((key, rpc_id));
+            }
+            // A node whose lease ran out while Redis was out of its reach had its list
+            // taken over; it is back and still waits: the ask goes back on its list.
+            for node_id in waiting {
+                let _: () = conn
+                    .sadd(node_waits_key(&node_id), &member)
+                    .await
+                    .map_err(redis_error)?;
             }
         }
         Ok(abandoned)
     }
 
+    /// The asks of nodes whose lease ended (they died, or drained): each goes on the
+    /// sweep list, due when its reattach grace is over; a call that reattached on a
+    /// live node meanwhile keeps it. A batch per node per sweep; the node is forgotten
+    /// once its list is empty.
+    async fn take_over_dead_nodes(&self, conn: &mut RedisConn) -> Result<(), AskError> {
+        let dead: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(NODES_KEY)
+            .arg("-inf")
+            .arg(now_ms())
+            .arg("LIMIT")
+            .arg(0)
+            .arg(10)
+            .query_async(conn)
+            .await
+            .map_err(redis_error)?;
+        for node_id in dead.into_iter().filter(|id| *id != self.id) {
+            let waits = node_waits_key(&node_id);
+            let members: Vec<String> = redis::cmd("SPOP")
+                .arg(&waits)
+                .arg(100)
+                .query_async(conn)
+                .await
+                .map_err(redis_error)?;
+            if members.is_empty() {
+                let _: () = conn.zrem(NODES_KEY, &node_id).await.map_err(redis_error)?;
+                continue;
+            }
+            for member in members {
+                let Some((key, rpc_id)) = parse_wait_member(&member) else {
+                    continue;
+                };
+                let grace: Option<u64> = conn
+                    .hget(wait_mark(&key, &rpc_id), &node_id)
+                    .await
+                    .map_err(redis_error)?;
+                let due = now_ms() + grace.unwrap_or(0);
+                let _: () = conn
+                    .zadd(WAITS_KEY, &member, due)
+                    .await
+                    .map_err(redis_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The nodes whose lease is running that wait on the ask.
+    async fn live_waiters(
+        &self,
+        conn: &mut RedisConn,
+        key: &SessionKey,
+        rpc_id: &str,
+    ) -> Result<Vec<String>, AskError> {
+        let nodes: Vec<String> = conn
+            .hkeys(wait_mark(key, rpc_id))
+            .await
+            .map_err(redis_error)?;
+        if nodes.is_empty() {
+            return Ok(nodes);
+        }
+        let leases: Vec<Option<u64>> = redis::cmd("ZMSCORE")
+            .arg(NODES_KEY)
+            .arg(&nodes)
+            .query_async(conn)
+            .await
+            .map_err(redis_error)?;
+        let now = now_ms();
+        Ok(nodes
+            .into_iter()
+            .zip(leases)
+            .filter(|(_, lease)| lease.is_some_and(|until| until > now))
+            .map(|(node, _)| node)
+            .collect())
+    }
+
+    /// Lists an ask as waited on here: in this node's wait list (for the survivors,
+    /// should it die) and in the ask's mark, with its reattach grace.
+    fn wait_commands(&self, key: &SessionKey, rpc_id: &str, ask: &WaitSpec) -> Vec<redis::Cmd> {
+        let mark = wait_mark(key, rpc_id);
+        vec![
+            redis::Cmd::sadd(node_waits_key(&self.id), wait_member(key, rpc_id)),
+            redis::Cmd::hset(&mark, &self.id, ask.grace.as_millis() as u64),
+            redis::Cmd::pexpire(&mark, ask.mark_ttl.as_millis() as i64),
+        ]
+    }
+
+    /// Undoes [`Self::wait_commands`]: no call waits on the ask here any more.
+    fn wait_commands_undone(&self, key: &SessionKey, rpc_id: &str) -> Vec<redis::Cmd> {
+        vec![
+            redis::Cmd::srem(node_waits_key(&self.id), wait_member(key, rpc_id)),
+            redis::Cmd::hdel(wait_mark(key, rpc_id), &self.id),
+        ]
+    }
+
+    /// [`Self::wait_commands_undone`], off the caller's path.
+    fn unlist(&self, key: &SessionKey, rpc_id: &str) {
+        let (conn, commands) = (self.conn.clone(), self.wait_commands_undone(key, rpc_id));
+        tokio::spawn(async move {
+            let _ = conn.run_all(commands).await;
+        });
+    }
+
     /// Hands an outcome to the calls waiting for it here.
     fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
         if let Some(entry) = self.waiters.lock().remove(key, &resolved.rpc_id) {
+            let (mut conn, waits) = (self.conn.clone(), node_waits_key(&self.id));
+            let member = wait_member(key, &resolved.rpc_id);
+            tokio::spawn(async move {
+                let _: Result<(), _> = conn.srem(waits, member).await;
+            });
             let outcome = outcome_of(resolved);
             for waiter in entry.senders {
                 let _ = waiter.send(outcome.clone());
@@ -634,6 +741,8 @@ async fn pump(node: Arc<Node>, key: SessionKey, mut live: broadcast::Receiver<Ar
 struct WaitSpec {
     grace: Duration,
     request_id: String,
+    /// How long the ask's mark is kept: past the ask's deadline, its grace and a lease.
+    mark_ttl: Duration,
 }
 
 /// Where a subscriber's events go, and what it has sent so far.
@@ -1177,21 +1286,24 @@ impl RedisBackend {
             node.check_caller(&key.tenant, agent).await?;
         }
         let rpc_id = Uuid::now_v7().to_string();
+        let waits_at_most = ask
+            .expires_at
+            .and_then(|t| t.duration_since(SystemTime::now()).ok())
+            .unwrap_or(node.config.lease * 6);
         let spec = WaitSpec {
             grace: ask.reattach_grace,
             request_id: ask.request_id.clone(),
+            mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
         };
-        // On the sweep list before the ask exists: if this node dies at any point after
-        // the script, the survivors still find the ask. In the same round trip, the
-        // unattended check (Semantics 8).
-        let member = wait_member(&key, &rpc_id);
-        let abandoned_at = now_ms() + node.lease_ms() + spec.grace.as_millis() as u64;
+        // On this node's wait list before the ask exists: if this node dies at any point
+        // after the script, the survivors still find the ask. In the same round trip,
+        // the unattended check (Semantics 8).
         let conn = node.conn.clone();
         let must_be_attended = ask.if_unattended == Unattended::Fail;
-        // Two slots (the sweep list's, the session's and the tenant's presence): two
-        // commands at once rather than one pipeline, which a cluster would refuse.
-        let mut listing = conn.clone();
-        let listed = listing.zadd::<_, _, _, ()>(WAITS_KEY, &member, abandoned_at);
+        // Keys of several slots (this node's list, the ask's mark, the session's and the
+        // tenant's presence): commands at once rather than one pipeline, which a
+        // cluster would refuse.
+        let listed = conn.run_all(node.wait_commands(&key, &rpc_id, &spec));
         let attended = async {
             match must_be_attended {
                 true => {
@@ -1207,13 +1319,8 @@ impl RedisBackend {
         let (listed, attended) = tokio::join!(listed, attended);
         listed.map_err(redis_error)?;
         let attended = attended.map_err(redis_error)?;
-        let unlist = |mut conn: RedisConn, member: String| {
-            tokio::spawn(async move {
-                let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
-            });
-        };
         if attended == 0 {
-            unlist(conn, member);
+            node.unlist(&key, &rpc_id);
             return Err(AskError::NoProvider);
         }
         let requested = Requested {
@@ -1231,20 +1338,26 @@ impl RedisBackend {
         let live = match node.fanout.follow(&channel, SESSION_BUFFER).await {
             Ok(live) => live,
             Err(e) => {
-                unlist(conn, member);
+                node.unlist(&key, &rpc_id);
                 return Err(e);
             }
         };
         let outcome = node.add_waiter(&key, &rpc_id, &spec);
         let registered = node.store.register(&key, &requested, &ask.request_id).await;
         if !matches!(registered, Ok(Registration::New { .. })) {
-            unlist(conn.clone(), member);
+            node.unlist(&key, &rpc_id);
         }
         let (rpc_id, outcome) = match registered {
             Ok(Registration::New { .. }) => (rpc_id, outcome),
             Ok(Registration::Joined { rpc_id: joined }) => {
                 node.waiters.lock().remove(&key, &rpc_id);
                 let outcome = node.add_waiter(&key, &joined, &spec);
+                // Waited on here from now on, before a sweep can find the ask's grace
+                // (after its first node died) over.
+                if let Err(e) = conn.run_all(node.wait_commands(&key, &joined, &spec)).await {
+                    node.waiters.lock().remove(&key, &joined);
+                    return Err(redis_error(e));
+                }
                 // It may have resolved between the script and the wait: recover.
                 if node.store.pending_ask(&key, &joined).await.is_err() {
                     node.recover_waiters(&key).await;
@@ -1381,11 +1494,10 @@ impl Backend for RedisBackend {
         if waiting_here {
             return Ok(());
         }
-        let mark = SessionKeys::new(key).key(&format!("w:{rpc_id}"));
         let mut conn = node.conn.clone();
-        let _: Result<(), _> = conn.hdel(&mark, &node.id).await;
-        let marks: HashMap<String, u64> = conn.hgetall(&mark).await.map_err(redis_error)?;
-        if marks.values().any(|expires| *expires > now_ms()) {
+        let unlisted = node.wait_commands_undone(key, rpc_id);
+        conn.run_all(unlisted).await.map_err(redis_error)?;
+        if !node.live_waiters(&mut conn, key, rpc_id).await?.is_empty() {
             return Ok(());
         }
         self.claim(key, rpc_id, Outcome::aborted()).await
@@ -1588,6 +1700,10 @@ impl Backend for RedisBackend {
                 let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
             }
         }
+        // End this node's lease now: the survivors take over its wait list at once
+        // rather than a lease later (each handed-over ask gets its reattach grace).
+        let mut conn = node.conn.clone();
+        let _: Result<(), _> = conn.zadd(NODES_KEY, &node.id, 0).await;
         let _ = node.closing.send(true);
     }
 }
