@@ -10,7 +10,7 @@
 //! so what it held expires.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     sync::{
         Arc, Weak,
         atomic::{AtomicBool, Ordering},
@@ -745,10 +745,20 @@ struct WaitSpec {
     mark_ttl: Duration,
 }
 
+/// What a follower hands its subscriber's stream: a live event, or a whole replay at
+/// once (one hand-over between tasks for thousands of pending asks, rather than one
+/// per event once the buffer is full).
+enum Delivery {
+    One(Message),
+    Many(VecDeque<Message>),
+}
+
+type DeliveryTx = mpsc::Sender<Result<Delivery, AskError>>;
+
 /// Where a subscriber's events go, and what it has sent so far.
 struct Follower {
     node: Arc<Node>,
-    events_tx: mpsc::Sender<Result<Message, AskError>>,
+    events_tx: DeliveryTx,
     /// Changes when this node's pub/sub connection is lost: what was published
     /// meanwhile never arrived, so the subscription ends UNAVAILABLE and the
     /// subscriber resumes from its cursor (through a healthy node, or once Redis is back).
@@ -757,10 +767,7 @@ struct Follower {
 
 /// Ends a subscription whose follower failed with its error (the subscriber gets the
 /// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
-async fn fail_subscription(
-    events_tx: &mpsc::Sender<Result<Message, AskError>>,
-    ended: Result<(), AskError>,
-) {
+async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), AskError>) {
     if let Err(e) = ended {
         debug!("subscription failed: {e}");
         let _ = events_tx.send(Err(e)).await;
@@ -830,13 +837,26 @@ enum Forwarded {
 impl Follower {
     /// Sends, waiting for room (replays and snapshots).
     async fn send(&self, message: Message) -> bool {
-        self.events_tx.send(Ok(message)).await.is_ok()
+        self.events_tx
+            .send(Ok(Delivery::One(message)))
+            .await
+            .is_ok()
+    }
+
+    /// Sends a replay as one delivery, waiting for room.
+    async fn send_all(&self, messages: VecDeque<Message>) -> bool {
+        messages.is_empty()
+            || self
+                .events_tx
+                .send(Ok(Delivery::Many(messages)))
+                .await
+                .is_ok()
     }
 
     /// Forwards a live event without waiting: a subscriber that cannot keep up gets
     /// `reset` and a snapshot instead of an ever-growing queue.
     fn forward(&self, message: Message) -> Forwarded {
-        match self.events_tx.try_send(Ok(message)) {
+        match self.events_tx.try_send(Ok(Delivery::One(message))) {
             Ok(()) => Forwarded::Sent,
             Err(mpsc::error::TrySendError::Full(_)) => Forwarded::Behind,
             Err(mpsc::error::TrySendError::Closed(_)) => Forwarded::Closed,
@@ -848,20 +868,17 @@ impl Follower {
     /// when the subscriber is gone.
     async fn snapshot_session(&self, key: &SessionKey) -> Result<Option<(String, u64)>, AskError> {
         let snapshot = self.node.store.snapshot(key).await?;
-        for (seq, requested) in snapshot.pending {
-            if !self
-                .send(message(
-                    cursor(&snapshot.epoch, seq),
-                    Event::Requested(requested),
-                ))
-                .await
-            {
-                return Ok(None);
-            }
-        }
+        let mut replay: VecDeque<Message> = snapshot
+            .pending
+            .into_iter()
+            .map(|(seq, requested)| {
+                message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
+            })
+            .collect();
         let synced = Event::Synced(Synced { resumed: false });
+        replay.push_back(message(cursor(&snapshot.epoch, snapshot.head), synced));
         Ok(self
-            .send(message(cursor(&snapshot.epoch, snapshot.head), synced))
+            .send_all(replay)
             .await
             .then_some((snapshot.epoch, snapshot.head)))
     }
@@ -878,16 +895,12 @@ impl Follower {
         let Some(events) = self.node.store.events_after(key, epoch, last).await? else {
             return Ok(None);
         };
-        let mut last = last;
-        for (seq, event) in events {
-            if !self
-                .send(message(cursor(epoch, seq), stored_to_event(&event)))
-                .await
-            {
-                return Ok(Some(last));
-            }
-            last = seq;
-        }
+        let last = events.last().map_or(last, |(seq, _)| *seq);
+        let replay = events
+            .into_iter()
+            .map(|(seq, event)| message(cursor(epoch, seq), stored_to_event(&event)))
+            .collect();
+        self.send_all(replay).await;
         Ok(Some(last))
     }
 
@@ -911,18 +924,15 @@ impl Follower {
             None => None,
         };
         let (mut epoch, mut last) = match resumed {
-            Some((epoch, mut last, events)) => {
-                for (seq, event) in events {
-                    if !self
-                        .send(message(cursor(&epoch, seq), stored_to_event(&event)))
-                        .await
-                    {
-                        return Ok(());
-                    }
-                    last = seq;
-                }
+            Some((epoch, last, events)) => {
+                let last = events.last().map_or(last, |(seq, _)| *seq);
+                let mut replay: VecDeque<Message> = events
+                    .into_iter()
+                    .map(|(seq, event)| message(cursor(&epoch, seq), stored_to_event(&event)))
+                    .collect();
                 let synced = Event::Synced(Synced { resumed: true });
-                if !self.send(message(cursor(&epoch, last), synced)).await {
+                replay.push_back(message(cursor(&epoch, last), synced));
+                if !self.send_all(replay).await {
                     return Ok(());
                 }
                 (epoch, last)
@@ -1098,19 +1108,19 @@ impl Follower {
                 seen.insert(session_id, (snapshot.epoch, snapshot.head));
             }
             pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
-            for (epoch, seq, requested) in pending {
-                if !self
-                    .send(message(cursor(&epoch, seq), Event::Requested(requested)))
-                    .await
-                {
-                    return Ok(());
-                }
-            }
-            self.send(message(
+            let mut replay: VecDeque<Message> = pending
+                .into_iter()
+                .map(|(epoch, seq, requested)| {
+                    message(cursor(&epoch, seq), Event::Requested(requested))
+                })
+                .collect();
+            replay.push_back(message(
                 String::new(),
                 Event::Synced(Synced { resumed: false }),
-            ))
-            .await;
+            ));
+            if !self.send_all(replay).await {
+                return Ok(());
+            }
             loop {
                 let event = tokio::select! {
                     () = self.events_tx.closed() => return Ok(()),
@@ -1260,7 +1270,9 @@ impl Drop for Held {
 
 /// A subscription's stream: the follower task's output, holding its resources.
 struct HeldStream {
-    events: ReceiverStream<Result<Message, AskError>>,
+    events: ReceiverStream<Result<Delivery, AskError>>,
+    /// The rest of a replay delivered at once.
+    replay: VecDeque<Message>,
     _held: Held,
 }
 
@@ -1271,7 +1283,22 @@ impl tokio_stream::Stream for HeldStream {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        std::pin::Pin::new(&mut self.events).poll_next(cx)
+        use std::task::Poll;
+        loop {
+            if let Some(message) = self.replay.pop_front() {
+                return Poll::Ready(Some(Ok(message)));
+            }
+            return match std::pin::Pin::new(&mut self.events).poll_next(cx) {
+                Poll::Ready(Some(Ok(Delivery::One(message)))) => Poll::Ready(Some(Ok(message))),
+                Poll::Ready(Some(Ok(Delivery::Many(messages)))) => {
+                    self.replay = messages;
+                    continue;
+                }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
     }
 }
 
@@ -1576,6 +1603,7 @@ impl Backend for RedisBackend {
         };
         Ok(Box::pin(HeldStream {
             events: ReceiverStream::new(events_rx),
+            replay: VecDeque::new(),
             _held: Held {
                 node,
                 channel,
