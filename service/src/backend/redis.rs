@@ -314,6 +314,12 @@ impl SessionKeys {
     fn request(&self, request_id: &str) -> String {
         self.key(&format!("req:{request_id}"))
     }
+
+    /// Which nodes' calls wait on the ask, each with the ask's reattach grace (ms);
+    /// deleted by the claim that resolves it.
+    pub fn wait_mark(&self, rpc_id: &str) -> String {
+        self.key(&format!("w:{rpc_id}"))
+    }
 }
 
 fn escape_tenant(tenant: &str) -> String {
@@ -452,13 +458,15 @@ return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}
 const CLAIM: &str = r#"
 -- KEYS: asks order rids events head epoch settled [tenant_sessions tenant_pending]
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
---       tenant_channel session_id idle_ttl_s publish_command
+--       tenant_channel session_id idle_ttl_s publish_command wait_mark
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
+-- The wait mark shares the session's hash tag, so it lives in this slot.
 local tenant = KEYS[8] ~= nil
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', ARGV[12])
 redis.call('ZREM', KEYS[2], ARGV[1])
 -- The tenant's count goes when it reaches zero, like its set of sessions.
 if tenant and redis.call('DECR', KEYS[9]) <= 0 then
@@ -776,6 +784,7 @@ impl RedisStore {
             .arg(&*key.session_id)
             .arg(self.idle_ttl_secs())
             .arg(self.conn.publish_command())
+            .arg(keys.wait_mark(&resolved.rpc_id))
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;

@@ -169,9 +169,8 @@ fn node_waits_key(node_id: &str) -> String {
     format!("ag:node:{node_id}:waits")
 }
 
-/// Which nodes wait on an ask, each with the ask's reattach grace in ms.
 fn wait_mark(key: &SessionKey, rpc_id: &str) -> String {
-    SessionKeys::new(key).key(&format!("w:{rpc_id}"))
+    SessionKeys::new(key).wait_mark(rpc_id)
 }
 
 fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
@@ -202,6 +201,8 @@ struct Node {
     config: RedisBackendConfig,
     /// Calls waiting on this node, by (session, rpc_id).
     waiters: Mutex<Waiters>,
+    /// Asks resolved since the last renewal, to take off this node's wait list then.
+    resolved_here: Mutex<Vec<String>>,
     /// Sessions whose pump delivers outcomes to this node's waiters.
     pumps: Mutex<HashSet<SessionKey>>,
     /// Presence keys this node keeps alive, with how many local holders each has.
@@ -282,6 +283,7 @@ impl RedisBackend {
             conn,
             config,
             waiters: Mutex::default(),
+            resolved_here: Mutex::default(),
             pumps: Mutex::default(),
             attended: Mutex::default(),
             leases: Mutex::default(),
@@ -354,6 +356,10 @@ impl Node {
         // ask (a node holding 100,000 asks would otherwise keep Redis busy renewing).
         // A drained node has ended its lease itself and must not renew it.
         let expires = now_ms() + self.lease_ms();
+        let resolved = std::mem::take(&mut *self.resolved_here.lock());
+        if !resolved.is_empty() {
+            commands.push(redis::Cmd::srem(node_waits_key(&self.id), &resolved));
+        }
         if !self.closed.load(Ordering::Acquire) {
             commands.push(redis::Cmd::zadd(NODES_KEY, &self.id, expires));
             commands.push(redis::Cmd::pexpire(
@@ -388,7 +394,11 @@ impl Node {
             ));
         }
         // Keys of many slots: one pipeline on a single server, one by one on a cluster.
-        self.conn.run_all(commands).await.map_err(redis_error)?;
+        if let Err(e) = self.conn.run_all(commands).await {
+            // Taken off the list with the next renewal instead.
+            self.resolved_here.lock().extend(resolved);
+            return Err(redis_error(e));
+        }
         let mut conn = self.conn.clone();
         // A newer attach elsewhere replaced one of ours: that lease is over.
         for ((tenant, agent_id), incarnation) in leases {
@@ -488,14 +498,11 @@ impl Node {
         outcome: Outcome,
     ) -> Result<(), AskError> {
         let resolved = resolved_of(key, rpc_id, &outcome);
+        // The script also deletes the ask's wait mark. Should the ask be on the sweep
+        // list (its first node died), it stays there until due, when the sweep finds
+        // it resolved: nothing is added to every claim for that rare case.
         self.store.claim(key, &resolved).await?;
         self.deliver(key, &resolved);
-        let (mut conn, member) = (self.conn.clone(), wait_member(key, rpc_id));
-        let mark = wait_mark(key, rpc_id);
-        tokio::spawn(async move {
-            let _: Result<(), _> = conn.zrem(WAITS_KEY, member).await;
-            let _: Result<(), _> = conn.del(mark).await;
-        });
         Ok(())
     }
 
@@ -641,11 +648,10 @@ impl Node {
     /// Hands an outcome to the calls waiting for it here.
     fn deliver(&self, key: &SessionKey, resolved: &Resolved) {
         if let Some(entry) = self.waiters.lock().remove(key, &resolved.rpc_id) {
-            let (mut conn, waits) = (self.conn.clone(), node_waits_key(&self.id));
-            let member = wait_member(key, &resolved.rpc_id);
-            tokio::spawn(async move {
-                let _: Result<(), _> = conn.srem(waits, member).await;
-            });
+            // Off this node's wait list with the next renewal, in one command.
+            self.resolved_here
+                .lock()
+                .push(wait_member(key, &resolved.rpc_id));
             let outcome = outcome_of(resolved);
             for waiter in entry.senders {
                 let _ = waiter.send(outcome.clone());

@@ -45,7 +45,10 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// The asks the bench makes in `session`: `--big` in cap-big, `--pending` spread
 /// round-robin over cap-0.. cap-(sessions-1).
 fn expected_in(session: &str, args: &CapacityArgs) -> usize {
-    match session.strip_prefix("cap-").and_then(|i| i.parse::<usize>().ok()) {
+    match session
+        .strip_prefix("cap-")
+        .and_then(|i| i.parse::<usize>().ok())
+    {
         Some(i) => args.pending / args.sessions + usize::from(i < args.pending % args.sessions),
         None => args.big,
     }
