@@ -175,11 +175,7 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     while pending_asks(&metrics).await? > 0 && started.elapsed() < args.settle {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut rss = node.rss()?;
-    while rss > peak / 4 && started.elapsed() < args.settle {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        rss = node.rss()?;
-    }
+    let rss = falls_to_a_quarter(&node, peak, started, args.settle).await?;
     println!(
         "after the asks resolved: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s",
         rss as f64 / MIB,
@@ -188,13 +184,9 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     );
     // HTTP/2 keeps a connection's stream table at its largest: what the clients'
     // connections held is freed when they close.
-    drop(clients);
+    drop((clients, subscriber, lister));
     let started = Instant::now();
-    let mut rss = node.rss()?;
-    while rss > peak / 4 && started.elapsed() < args.settle {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        rss = node.rss()?;
-    }
+    let rss = falls_to_a_quarter(&node, peak, started, args.settle).await?;
     println!(
         "after the clients' connections closed too: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s more",
         rss as f64 / MIB,
@@ -202,6 +194,22 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The node's RSS once it is at most a quarter of `peak`, or when `settle` has passed
+/// since `started`.
+async fn falls_to_a_quarter(
+    node: &ServeProcess,
+    peak: u64,
+    started: Instant,
+    settle: Duration,
+) -> anyhow::Result<u64> {
+    let mut rss = node.rss()?;
+    while rss > peak / 4 && started.elapsed() < settle {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss = node.rss()?;
+    }
+    Ok(rss)
 }
 
 /// How long after its start the node answered a health Check with SERVING.
