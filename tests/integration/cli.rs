@@ -404,6 +404,33 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "350 pending asks over 10 sessions",
         "synced after 50 replayed",
         "after the asks resolved",
+        "after the clients' connections closed too",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    // The same on Redis (a redis-server of its own), and the fanout below too.
+    let on_redis = askgate(&[
+        "bench",
+        "capacity",
+        "--backend",
+        "redis",
+        "--pending",
+        "100",
+        "--sessions",
+        "5",
+        "--big",
+        "20",
+        "--connections",
+        "2",
+        "--settle",
+        "1s",
+    ]);
+    let (code, stdout, stderr) = finish(on_redis).await;
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "(redis backend",
+        "120 pending asks over 5 sessions",
+        "synced after 20 replayed",
     ] {
         assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
     }
@@ -422,4 +449,20 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
     assert!(stdout.contains("40 events to 20 subscribers"), "{stdout}");
     assert!(stdout.contains("800 deliveries"), "{stdout}");
     assert!(stdout.contains("per delivered event"), "{stdout}");
+    let on_redis = askgate(&[
+        "bench",
+        "fanout",
+        "--backend",
+        "redis",
+        "--subscribers",
+        "10",
+        "--events",
+        "20",
+        "--connections",
+        "2",
+    ]);
+    let (code, stdout, stderr) = finish(on_redis).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("(redis backend)"), "{stdout}");
+    assert!(stdout.contains("200 deliveries"), "{stdout}");
 }
