@@ -15,6 +15,7 @@ mod bench;
 mod bot;
 mod credentials;
 mod json;
+pub mod overlay;
 mod serve;
 mod watch;
 

@@ -1,0 +1,6 @@
+//! The interactive answering overlay of `askgate answer`. Its behaviour is pure and
+//! tested without a terminal: [`state`] is one batch (drafts, cursor, what each key
+//! does), [`queue`] the batches waiting for this terminal and the subscription's events.
+
+pub mod queue;
+pub mod state;
