@@ -1,6 +1,8 @@
 //! The interactive answering overlay of `askgate answer`. Its behaviour is pure and
 //! tested without a terminal: [`state`] is one batch (drafts, cursor, what each key
-//! does), [`queue`] the batches waiting for this terminal and the subscription's events.
+//! does), [`queue`] the batches waiting for this terminal and the subscription's
+//! events, [`view`] draws them (tested on ratatui's `TestBackend`).
 
 pub mod queue;
 pub mod state;
+pub mod view;

@@ -1,0 +1,521 @@
+//! Draws the queue's current batch: header, question, detail (the plan to review, for a
+//! plan-review intent), options with descriptions, the free-text answer, progress over
+//! the batch's questions, a notice line and the keys. Reads the state, changes nothing.
+
+use askgate_proto::v1::Question;
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Modifier, Style, Stylize},
+    text::{Line, Span, Text},
+    widgets::{Block, Borders, Clear, Paragraph, Wrap},
+};
+
+use super::{
+    queue::Queue,
+    state::{Mode, Overlay, RECOMMENDED, Status},
+};
+
+/// What the screen says besides the queue: where it is connected and how that goes.
+pub struct Context<'a> {
+    /// The session followed, or "all sessions".
+    pub scope: &'a str,
+    /// A connection problem and what is being done about it, or None while connected.
+    pub connection: Option<&'a str>,
+}
+
+pub fn draw(frame: &mut Frame, queue: &Queue, context: &Context) {
+    let [top, body, notice, keys] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    frame.render_widget(Paragraph::new(title(queue, context)), top);
+    let notice_line = match (context.connection, &queue.notice) {
+        (Some(problem), _) => Line::from(problem.to_owned()).yellow(),
+        (None, Some(notice)) => Line::from(notice.clone()).cyan(),
+        (None, None) => Line::default(),
+    };
+    frame.render_widget(Paragraph::new(notice_line), notice);
+    let Some(overlay) = queue.current() else {
+        let idle = Paragraph::new(format!("No questions waiting on {}.", context.scope))
+            .block(Block::default().borders(Borders::ALL));
+        frame.render_widget(idle, body);
+        frame.render_widget(Paragraph::new(Line::from("q quit").dim()), keys);
+        return;
+    };
+    draw_batch(frame, overlay, queue.sending(), body);
+    frame.render_widget(Paragraph::new(key_line(overlay).dim()), keys);
+    if let Mode::Help(_) = overlay.mode {
+        draw_help(frame, body);
+    }
+}
+
+fn title(queue: &Queue, context: &Context) -> Line<'static> {
+    let mut spans = vec![
+        Span::from(" askgate ").reversed(),
+        Span::from(format!(" {}", context.scope)),
+    ];
+    if let Some(overlay) = queue.current() {
+        spans.push(Span::from(format!(" · ask {}", overlay.batch.rpc_id)).dim());
+    }
+    let waiting = queue.waiting();
+    if waiting > 0 {
+        spans.push(Span::from(format!("  +{waiting} waiting")).bold().yellow());
+    }
+    Line::from(spans)
+}
+
+fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, area: Rect) {
+    let Some(question) = overlay.question() else {
+        return;
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(progress(overlay));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let detail_rows = match &question.detail {
+        Some(detail) if !detail.is_empty() => {
+            (detail.lines().count() as u16 + 2).min(inner.height / 2)
+        }
+        _ => 0,
+    };
+    let [head, detail, options, bottom] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(detail_rows),
+        Constraint::Min(1),
+        Constraint::Length(2),
+    ])
+    .areas(inner);
+
+    let mut heading = Vec::new();
+    if let Some(header) = &question.header {
+        heading.push(Span::from(format!(" {header} ")).reversed());
+        heading.push(Span::from(" "));
+    }
+    heading.push(Span::from(question.question.clone()).bold());
+    frame.render_widget(
+        Paragraph::new(Line::from(heading)).wrap(Wrap { trim: false }),
+        head,
+    );
+
+    if detail_rows > 0 {
+        let title = match Overlay::plan_approve(question) {
+            Some(_) => "The plan to review (PgUp/PgDn scroll)",
+            None => "Detail (PgUp/PgDn scroll)",
+        };
+        let text = question.detail.clone().unwrap_or_default();
+        let paragraph = Paragraph::new(text)
+            .block(Block::default().borders(Borders::TOP).title(title))
+            .wrap(Wrap { trim: false })
+            .scroll((overlay.detail_scroll, 0));
+        frame.render_widget(paragraph, detail);
+    }
+
+    frame.render_widget(Paragraph::new(option_lines(overlay, question)), options);
+
+    let draft = &overlay.drafts[overlay.item];
+    let mut lines = Vec::new();
+    match &overlay.mode {
+        Mode::Typing(text) => lines.push(Line::from(vec![
+            Span::from("Your answer: ").bold(),
+            Span::from(format!("{text}▏")),
+        ])),
+        Mode::CancelReason(reason) => lines.push(Line::from(vec![
+            Span::from("Cancel the whole batch. Reason (optional): ")
+                .bold()
+                .red(),
+            Span::from(format!("{reason}▏")),
+        ])),
+        _ => {
+            if let Some(custom) = &draft.custom {
+                lines.push(Line::from(vec![
+                    Span::from("Your answer: ").bold(),
+                    Span::from(custom.clone()),
+                ]));
+            }
+        }
+    }
+    if sending {
+        lines.push(Line::from("Sending…").italic());
+    } else if overlay.mode == Mode::Review {
+        lines.push(
+            Line::from("Every question is answered or skipped: Enter submits the batch.").green(),
+        );
+    } else if let Some(hint) = overlay.hint {
+        lines.push(Line::from(hint).yellow());
+    }
+    frame.render_widget(Paragraph::new(lines), bottom);
+}
+
+/// "Question 2 of 3" and where each question stands.
+fn progress(overlay: &Overlay) -> Line<'static> {
+    let mut spans = vec![Span::from(format!(
+        " Question {} of {} ",
+        overlay.item + 1,
+        overlay.drafts.len()
+    ))];
+    for (i, draft) in overlay.drafts.iter().enumerate() {
+        let mark = match draft.status {
+            Status::Answered => "✓",
+            Status::Skipped => "–",
+            Status::Open => "·",
+        };
+        let span = Span::from(format!("{mark} "));
+        spans.push(match i == overlay.item {
+            true => span.bold(),
+            false => span.dim(),
+        });
+    }
+    Line::from(spans)
+}
+
+fn option_lines<'a>(overlay: &Overlay, question: &'a Question) -> Text<'a> {
+    if question.options.is_empty() {
+        return Text::from(Line::from("(a free-text question)").dim());
+    }
+    let draft = &overlay.drafts[overlay.item];
+    let approve = Overlay::plan_approve(question);
+    let mut lines = Vec::new();
+    for (i, option) in question.options.iter().enumerate() {
+        let chosen = draft.selected.contains(&option.label);
+        let mark = match (question.multi_select, chosen) {
+            (true, true) => "[x]",
+            (true, false) => "[ ]",
+            (false, true) => "(•)",
+            (false, false) => "( )",
+        };
+        let here = i == overlay.cursor && matches!(overlay.mode, Mode::Choosing | Mode::Help(_));
+        let label = option
+            .label
+            .strip_suffix(RECOMMENDED)
+            .map_or(option.label.as_str(), str::trim_end);
+        let mut spans = vec![
+            Span::from(if here { "› " } else { "  " }),
+            Span::from(format!("{mark} ")),
+            match here {
+                true => Span::from(label).add_modifier(Modifier::BOLD | Modifier::REVERSED),
+                false => Span::from(label),
+            },
+        ];
+        if label.len() != option.label.len() {
+            spans.push(Span::from(" "));
+            spans.push(Span::styled(
+                " Recommended ",
+                Style::default().black().on_green(),
+            ));
+        }
+        if approve == Some(option.label.as_str()) {
+            spans.push(Span::from(" "));
+            spans.push(Span::styled(
+                " approves the plan ",
+                Style::default().black().on_cyan(),
+            ));
+        }
+        lines.push(Line::from(spans));
+        if let Some(description) = option.description.as_deref().filter(|d| !d.is_empty()) {
+            lines.push(Line::from(format!("        {description}")).dim());
+        }
+    }
+    Text::from(lines)
+}
+
+fn key_line(overlay: &Overlay) -> Line<'static> {
+    let multi = overlay.question().is_some_and(|q| q.multi_select);
+    let keys = match &overlay.mode {
+        Mode::Typing(_) => "type your answer · Enter save · Esc back",
+        Mode::CancelReason(_) => "type a reason (optional) · Enter cancel the batch · Esc back",
+        Mode::Review => "Enter submit · ← back to the questions · c cancel batch · q quit · ? help",
+        Mode::Help(_) => "any key closes the help",
+        Mode::Choosing if multi => {
+            "↑↓ move · Space toggle · Enter confirm · o other · s skip · ←→ question · c cancel batch · q quit · ? help"
+        }
+        Mode::Choosing => {
+            "↑↓ move · Enter choose · o other · s skip · ←→ question · c cancel batch · q quit · ? help"
+        }
+    };
+    Line::from(keys)
+}
+
+/// The key table (also in README.md).
+pub const KEYS: &[(&str, &str)] = &[
+    ("↑ ↓ / k j", "move between options"),
+    (
+        "Enter",
+        "single-select: choose and go on; multi-select: confirm the choices",
+    ),
+    ("Space", "multi-select: choose or unchoose the option"),
+    (
+        "o",
+        "your own answer (replaces a single choice, adds to multiple ones)",
+    ),
+    ("s", "skip the question"),
+    (
+        "← → / h l, Tab",
+        "previous / next question (drafts are kept)",
+    ),
+    ("Enter (all done)", "submit the batch"),
+    (
+        "c",
+        "cancel the whole batch, with an optional reason for the agent",
+    ),
+    ("PgUp PgDn", "scroll the detail (the plan to review)"),
+    ("?", "this help"),
+    ("q / Esc", "leave; the questions stay pending for other UIs"),
+];
+
+fn draw_help(frame: &mut Frame, area: Rect) {
+    let width = area.width.saturating_sub(4).min(90);
+    let height = (KEYS.len() as u16 + 2).min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    let lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(key, what)| {
+            Line::from(vec![
+                Span::from(format!("{key:>17}  ")).bold(),
+                Span::from(*what),
+            ])
+        })
+        .collect();
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Keys ")),
+        popup,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_client::Event;
+    use askgate_proto::v1::{
+        Intent, PlanReview, QuestionOption, Requested, Resolution, Resolved, intent,
+    };
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use super::*;
+    use crate::cli::overlay::state::Key;
+
+    fn option(label: &str, description: Option<&str>) -> QuestionOption {
+        QuestionOption {
+            label: label.into(),
+            description: description.map(Into::into),
+        }
+    }
+
+    fn ask(rpc_id: &str, questions: Vec<Question>) -> Event {
+        Event::Requested {
+            cursor: String::new(),
+            requested: Requested {
+                rpc_id: rpc_id.into(),
+                session_id: "demo".into(),
+                questions,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn db_question() -> Question {
+        Question {
+            id: "db".into(),
+            question: "Which database?".into(),
+            header: Some("Database".into()),
+            options: vec![
+                option(
+                    "Postgres (Recommended)",
+                    Some("Relational, already in the stack"),
+                ),
+                option("SQLite", None),
+            ],
+            ..Default::default()
+        }
+    }
+
+    /// The screen as text, one line per row.
+    fn screen(queue: &Queue, connection: Option<&str>) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(100, 24)).expect("terminal");
+        let context = Context {
+            scope: "session demo",
+            connection,
+        };
+        terminal
+            .draw(|frame| draw(frame, queue, &context))
+            .expect("draw");
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn assert_shows(screen: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(
+                screen.contains(part),
+                "no {part:?} on the screen:\n{screen}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_single_select_with_descriptions_and_a_recommendation_badge() {
+        let mut queue = Queue::new();
+        queue.on_event(ask("r1", vec![db_question()]));
+        let shown = screen(&queue, None);
+        assert_shows(
+            &shown,
+            &[
+                "askgate",
+                "session demo",
+                "Question 1 of 1",
+                "Database",
+                "Which database?",
+                "› ( ) Postgres  Recommended",
+                "Relational, already in the stack",
+                "( ) SQLite",
+                "Enter choose",
+            ],
+        );
+        assert!(!shown.contains("(•)"), "nothing preselected:\n{shown}");
+    }
+
+    #[test]
+    fn a_multi_select_shows_its_choices_and_keys() {
+        let mut queue = Queue::new();
+        let question = Question {
+            id: "langs".into(),
+            question: "Which languages?".into(),
+            options: vec![option("Rust", None), option("Go", None)],
+            multi_select: true,
+            ..Default::default()
+        };
+        queue.on_event(ask("r1", vec![question]));
+        queue.on_key(Key::Char(' '));
+        assert_shows(
+            &screen(&queue, None),
+            &["[x] Rust", "[ ] Go", "Space toggle"],
+        );
+    }
+
+    #[test]
+    fn typing_a_free_text_answer() {
+        let mut queue = Queue::new();
+        queue.on_event(ask("r1", vec![db_question()]));
+        for key in [
+            Key::Char('o'),
+            Key::Char('D'),
+            Key::Char('u'),
+            Key::Char('c'),
+            Key::Char('k'),
+        ] {
+            queue.on_key(key);
+        }
+        assert_shows(&screen(&queue, None), &["Your answer: Duck▏", "Enter save"]);
+    }
+
+    #[test]
+    fn a_plan_review_shows_the_plan_and_marks_the_approve_option() {
+        let mut queue = Queue::new();
+        let question = Question {
+            id: "plan".into(),
+            question: "Go ahead with this plan?".into(),
+            detail: Some("1. Add the column\n2. Backfill\n3. Switch reads".into()),
+            options: vec![option("Approve", None), option("Revise", None)],
+            intent: Some(Intent {
+                kind: Some(intent::Kind::PlanReview(PlanReview {
+                    approve: "Approve".into(),
+                })),
+            }),
+            ..Default::default()
+        };
+        queue.on_event(ask("r1", vec![question]));
+        assert_shows(
+            &screen(&queue, None),
+            &[
+                "The plan to review",
+                "1. Add the column",
+                "3. Switch reads",
+                "Approve  approves the plan",
+            ],
+        );
+    }
+
+    #[test]
+    fn the_queue_counter_and_progress_over_the_questions() {
+        let mut queue = Queue::new();
+        let second = Question {
+            id: "why".into(),
+            question: "Why?".into(),
+            ..Default::default()
+        };
+        queue.on_event(ask("r1", vec![db_question(), second]));
+        queue.on_event(ask("r2", vec![db_question()]));
+        queue.on_event(ask("r3", vec![db_question()]));
+        queue.on_key(Key::Enter);
+        assert_shows(
+            &screen(&queue, None),
+            &[
+                "+2 waiting",
+                "Question 2 of 2 ✓ ·",
+                "(a free-text question)",
+                "Your answer: ▏",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_batch_resolved_elsewhere_leaves_a_notice() {
+        let mut queue = Queue::new();
+        queue.on_event(ask("r1", vec![db_question()]));
+        queue.on_event(Event::Resolved {
+            cursor: String::new(),
+            resolved: Resolved {
+                rpc_id: "r1".into(),
+                reason: Resolution::Answered.into(),
+                resolved_by: "alice".into(),
+                ..Default::default()
+            },
+        });
+        assert_shows(
+            &screen(&queue, None),
+            &[
+                "No questions waiting on session demo",
+                "answered elsewhere by alice",
+            ],
+        );
+    }
+
+    #[test]
+    fn review_cancel_reason_help_and_a_lost_connection() {
+        let mut queue = Queue::new();
+        queue.on_event(ask("r1", vec![db_question()]));
+        queue.on_key(Key::Enter);
+        assert_shows(
+            &screen(&queue, None),
+            &["Enter submits the batch", "Enter submit"],
+        );
+        queue.on_key(Key::Char('c'));
+        queue.on_key(Key::Char('x'));
+        assert_shows(&screen(&queue, None), &["Reason (optional): x▏"]);
+        queue.on_key(Key::Esc);
+        queue.on_key(Key::Char('?'));
+        assert_shows(&screen(&queue, None), &["Keys", "cancel the whole batch"]);
+        assert_shows(
+            &screen(&queue, Some("connection lost; reconnecting…")),
+            &["connection lost; reconnecting…"],
+        );
+    }
+}
