@@ -6,7 +6,7 @@ use std::{
     task::{Context, Poll},
 };
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::{Client, Error, Event, proto::SubscribeRequest, retry};
@@ -20,6 +20,26 @@ const FOLLOW_BUFFER: usize = 256;
 #[derive(Debug)]
 pub struct Following {
     events_rx: mpsc::Receiver<Result<Event, Error>>,
+    connection: watch::Receiver<Connection>,
+}
+
+/// Where a [`Following`] subscription stands, for a status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// The first subscription is being made.
+    Connecting,
+    /// Subscribed: events flow.
+    Connected,
+    /// The subscription was lost and is being made again (with backoff); why it was
+    /// lost.
+    Reconnecting(String),
+}
+
+impl Following {
+    /// The subscription's state, as it changes.
+    pub fn connection(&self) -> watch::Receiver<Connection> {
+        self.connection.clone()
+    }
 }
 
 impl Stream for Following {
@@ -32,20 +52,26 @@ impl Stream for Following {
 
 pub(crate) fn start(client: Client, request: SubscribeRequest) -> Following {
     let (events_tx, events_rx) = mpsc::channel(FOLLOW_BUFFER);
-    tokio::spawn(follow(client, request, events_tx));
-    Following { events_rx }
+    let (connection_tx, connection) = watch::channel(Connection::Connecting);
+    tokio::spawn(follow(client, request, events_tx, connection_tx));
+    Following {
+        events_rx,
+        connection,
+    }
 }
 
 async fn follow(
     mut client: Client,
     mut request: SubscribeRequest,
     events_tx: mpsc::Sender<Result<Event, Error>>,
+    connection: watch::Sender<Connection>,
 ) {
     let mut delays = retry::backoff();
     let mut reconnecting = false;
     loop {
         let failure = match client.subscribe(request.clone()).await {
             Ok(mut events) => {
+                connection.send_replace(Connection::Connected);
                 // A tenant-wide subscription cannot resume: tell the consumer to drop
                 // what it holds before the fresh snapshot.
                 if reconnecting
@@ -79,12 +105,15 @@ async fn follow(
             }
             Err(error) => Some(error),
         };
-        if let Some(error) = failure
-            && !retry::is_retryable(&error)
-        {
-            let _ = events_tx.send(Err(error)).await;
-            return;
-        }
+        let why = match failure {
+            Some(error) if !retry::is_retryable(&error) => {
+                let _ = events_tx.send(Err(error)).await;
+                return;
+            }
+            Some(error) => error.to_string(),
+            None => "the server ended the subscription".to_owned(),
+        };
+        connection.send_replace(Connection::Reconnecting(why));
         reconnecting = true;
         let pause = delays.next().unwrap_or_default();
         tokio::select! {

@@ -66,7 +66,7 @@ use tonic::{
 pub use ask::{Ask, DEFAULT_REATTACH_GRACE, QuestionBuilder, question};
 pub use error::{Error, Reason};
 pub use events::{Event, Events};
-pub use follow::Following;
+pub use follow::{Connection, Following};
 pub use lease::AgentLease;
 
 /// A connection to askgate's `UserQuestions` service. Cheap to clone: clones share the

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use askgate_client::{Ask, Client, Event, Events, answer, question};
+use askgate_client::{Ask, Client, Connection, Event, Events, answer, question};
 use askgate_proto::v1::SubscribeRequest;
 use tokio_stream::StreamExt;
 
@@ -141,11 +141,46 @@ async fn rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor() {
     }
     within("the flow", flowing).await.expect("flow");
     assert!(resumes >= 2, "each cut made follow reconnect and resume");
+    assert_eq!(
+        *following.connection().borrow(),
+        Connection::Connected,
+        "connected again after the last resume"
+    );
     assert_no_gap_no_duplicate(&seen, &cursors(&mut reference, 2 * ASKS).await);
 }
 on_every_backend!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor
+);
+
+/// `Following::connection` says when the subscription is lost (for a UI's status line)
+/// and when it is back.
+async fn follow_reports_its_connection() {
+    let server = TestServer::start().await;
+    let follower = server.client().await;
+    let following = follower.follow(SubscribeRequest {
+        session_id: "s".into(),
+        ..Default::default()
+    });
+    let mut connection = following.connection();
+    let mut following = following;
+    match within("synced", following.next()).await {
+        Some(Ok(Event::Synced { .. })) => {}
+        other => panic!("expected synced, got {other:?}"),
+    }
+    assert_eq!(*connection.borrow(), Connection::Connected);
+    server.stop().await.expect("stop");
+    within(
+        "the subscription reported lost",
+        connection.wait_for(|c| matches!(c, Connection::Reconnecting(_))),
+    )
+    .await
+    .expect("the follow task runs");
+    drop(following);
+}
+on_every_backend!(
+    #[tokio::test]
+    follow_reports_its_connection
 );
 
 async fn rule_2_a_cursor_from_before_a_restart_gets_reset() {
