@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
-# (redis-server and redis-cli, for the Redis backend's tests), then runs every test of
-# the workspace.
+# (redis-server and redis-cli, tmux), then runs every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  echo "==> installing redis-server (Debian package) for the Redis backend's tests"
+# Debian packages the tests need: redis-server and redis-cli (the Redis backend's
+# tests), tmux (the answering overlay runs in a real terminal).
+missing=()
+command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing+=(redis-server)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "==> installing ${missing[*]} (Debian packages) for the tests"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   if command -v apt-get >/dev/null 2>&1; then
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "redis-server is missing and apt-get is not available: install Redis 7 and retry" >&2
+    echo "${missing[*]} missing and apt-get is not available: install them and retry" >&2
     exit 1
   fi
 fi

@@ -23,4 +23,5 @@ mod service;
 mod shutdown;
 mod tls;
 mod tool;
+mod tui;
 mod unattended;

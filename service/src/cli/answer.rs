@@ -1,23 +1,28 @@
-//! `askgate answer`: answer or cancel one pending ask from flags or JSON.
+//! `askgate answer`: without `--rpc-id`, the interactive overlay over every pending
+//! batch of a session (or of all sessions); with it, answer or cancel that one ask from
+//! flags or JSON.
 
-use std::process::ExitCode;
+use std::{io::IsTerminal, process::ExitCode};
 
 use askgate_client::answer;
 use askgate_proto::v1::{AnswerRequest, QuestionAnswer};
 use clap::Args;
 
-use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, json, parse_pair};
+use super::{ConnectArgs, EXIT_USAGE, ScopeArgs, fail, fail_local, json, overlay, parse_pair};
 
 #[derive(Debug, Clone, Args)]
 pub struct AnswerArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Session of the ask.
-    #[arg(long, env = "ASKGATE_SESSION")]
-    pub session: String,
-    /// The ask's rpc_id (from `watch` or `pending`).
-    #[arg(long)]
-    pub rpc_id: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// The ask to answer without the overlay (its rpc_id, from `watch` or `pending`).
+    #[arg(long, conflicts_with = "all_sessions")]
+    pub rpc_id: Option<String>,
+    /// Overlay: hold the session as its exclusive provider; batches still pending when
+    /// the overlay closes are cancelled.
+    #[arg(long, conflicts_with_all = ["rpc_id", "all_sessions"])]
+    pub exclusive: bool,
     /// Choose an option: `QUESTION_ID=LABEL`; repeat for several labels or questions.
     #[arg(long = "select", value_parser = parse_pair)]
     pub select: Vec<(String, String)>,
@@ -92,6 +97,10 @@ impl AnswerArgs {
 }
 
 pub async fn run(args: AnswerArgs) -> ExitCode {
+    let Some(rpc_id) = args.rpc_id.clone() else {
+        return interactive(args).await;
+    };
+    let session = args.scope.session.clone().unwrap_or_default();
     let answers = match args.cancel {
         true => Vec::new(),
         false => match args.answers() {
@@ -104,16 +113,51 @@ pub async fn run(args: AnswerArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     let result = match args.cancel {
-        true => {
-            client
-                .cancel(&args.session, &args.rpc_id, &args.reason)
-                .await
-        }
-        false => client.answer(&args.session, &args.rpc_id, answers).await,
+        true => client.cancel(&session, &rpc_id, &args.reason).await,
+        false => client.answer(&session, &rpc_id, answers).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// The overlay over every pending batch of the scope.
+async fn interactive(args: AnswerArgs) -> ExitCode {
+    let given = !args.select.is_empty()
+        || !args.text.is_empty()
+        || !args.skip.is_empty()
+        || args.json.is_some()
+        || args.cancel;
+    if given {
+        return fail_local(
+            "--select, --text, --skip, --json and --cancel answer one ask: give its --rpc-id",
+            EXIT_USAGE,
+        );
+    }
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return fail_local(
+            "the answering overlay needs a terminal; without one, give --rpc-id with --select, \
+             --text, --skip, --json or --cancel",
+            EXIT_USAGE,
+        );
+    }
+    let client = match args.connect.connect().await {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    let scope = match &args.scope.session {
+        Some(session) => format!("session {session}"),
+        None => "all sessions".to_owned(),
+    };
+    let request = args.scope.request(String::new(), args.exclusive);
+    match overlay::run::run(client, request, scope).await {
+        Ok(()) => ExitCode::SUCCESS,
+        // A refusal the service gave (DUPLICATE_PROVIDER...) exits as any other command.
+        Err(e) => match e.downcast_ref::<askgate_client::Error>() {
+            Some(refused) => fail(refused),
+            None => fail_local(format!("{e:#}"), 1),
+        },
     }
 }
 

@@ -50,7 +50,8 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Print the pending asks of a session as JSON.
     Pending(watch::PendingArgs),
-    /// Answer or cancel a pending ask (non-interactive).
+    /// Answer pending asks: a keyboard overlay over every pending batch, or (with
+    /// --rpc-id) one ask from flags or JSON.
     Answer(answer::AnswerArgs),
     /// Resolve every question of a session (or of all sessions) by a fixed policy.
     Bot(bot::BotArgs),

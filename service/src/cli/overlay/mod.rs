@@ -4,5 +4,6 @@
 //! events, [`view`] draws them (tested on ratatui's `TestBackend`).
 
 pub mod queue;
+pub mod run;
 pub mod state;
 pub mod view;

@@ -65,6 +65,19 @@ impl Queue {
         self.batches.len().saturating_sub(1)
     }
 
+    /// Every batch still queued, as (session_id, rpc_id).
+    pub fn pending(&self) -> Vec<(String, String)> {
+        self.batches
+            .iter()
+            .map(|q| {
+                (
+                    q.overlay.batch.session_id.clone(),
+                    q.overlay.batch.rpc_id.clone(),
+                )
+            })
+            .collect()
+    }
+
     /// Whether an Answer or Cancel for the current batch is on its way.
     pub fn sending(&self) -> bool {
         self.batches.front().is_some_and(|q| q.sending)

@@ -1,0 +1,299 @@
+//! `askgate answer`'s overlay in a real terminal: tmux runs it against a real server
+//! while `askgate ask` processes ask; keys go in with `send-keys`, the screen comes out
+//! with `capture-pane`, and the asking processes' output says what the agent got.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{ASKGATE, ServeProcess, askgate, finish, within};
+
+/// A tmux server of its own (its own socket), with the overlay in one window; killed
+/// when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `askgate answer` with `args` in a 100x30 terminal.
+    fn answer(url: &str, args: &[&str]) -> Self {
+        let socket = format!(
+            "askgate-test-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut command = vec![
+            ASKGATE.to_owned(),
+            "answer".into(),
+            "--addr".into(),
+            url.to_owned(),
+        ];
+        command.extend(args.iter().map(|a| (*a).to_owned()));
+        let tmux = Self { socket };
+        tmux.run(
+            &[
+                "new-session",
+                "-d",
+                "-x",
+                "100",
+                "-y",
+                "30",
+                "-s",
+                "overlay",
+            ],
+            Some(&command),
+        );
+        tmux
+    }
+
+    fn run(&self, args: &[&str], command: Option<&[String]>) -> String {
+        let mut tmux = std::process::Command::new("tmux");
+        tmux.args(["-L", &self.socket]).args(args);
+        if let Some(command) = command {
+            tmux.args(command);
+        }
+        let output = tmux.output().expect("tmux runs (is it installed?)");
+        assert!(
+            output.status.success() || args[0] == "capture-pane",
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Presses keys (tmux key names: Enter, Down, Space, Escape, BTab...; or text).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "overlay"];
+        args.extend(keys);
+        self.run(&args, None);
+    }
+
+    /// Types text literally.
+    fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "overlay", "-l", text], None);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-t", "overlay", "-p"], None)
+    }
+
+    /// Waits (at most [`crate::support::WAIT`]) until the screen shows `text`.
+    async fn shows(&self, text: &str) -> String {
+        let waited = tokio::time::timeout(crate::support::WAIT, async {
+            loop {
+                let screen = self.screen();
+                if screen.contains(text) {
+                    return screen;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        match waited {
+            Ok(screen) => screen,
+            Err(_) => panic!(
+                "the overlay never showed {text:?}; it shows:\n{}",
+                self.screen()
+            ),
+        }
+    }
+
+    /// Whether the overlay's process is still running in its window.
+    fn running(&self) -> bool {
+        std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "has-session", "-t", "overlay"])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    async fn exited(&self) {
+        let ended = tokio::time::timeout(crate::support::WAIT, async {
+            while self.running() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "the overlay did not exit; it shows:\n{}",
+            self.screen()
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// `askgate ask` in the background with these question flags; its JSON output and
+/// exit code come from `finish`.
+fn ask(url: &str, session: &str, flags: &[&str]) -> tokio::process::Child {
+    let mut args = vec!["ask", "--addr", url, "--session", session];
+    args.extend(flags);
+    askgate(&args)
+}
+
+async fn answered(child: tokio::process::Child) -> (i32, Value, String) {
+    let (code, stdout, stderr) = within("the asking process", finish(child)).await;
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (code, json, stderr)
+}
+
+#[tokio::test]
+async fn single_select_then_multi_select_with_other_text() {
+    let serve = ServeProcess::start().await;
+    let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
+    tmux.shows("No questions waiting on session demo").await;
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &[
+            "--question",
+            "Which database?",
+            "--option",
+            "Postgres (Recommended)=Relational, already in the stack",
+            "--option",
+            "SQLite",
+        ],
+    );
+    let screen = tmux.shows("Which database?").await;
+    assert!(screen.contains("Postgres  Recommended"), "{screen}");
+    assert!(
+        screen.contains("Relational, already in the stack"),
+        "{screen}"
+    );
+    tmux.keys(&["Down", "Enter"]);
+    tmux.shows("Enter submits the batch").await;
+    tmux.keys(&["Enter"]);
+    let (code, json, stderr) = answered(agent).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["answers"][0]["selected"][0], "SQLite", "{json}");
+
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &[
+            "--question",
+            "Which languages?",
+            "--multi",
+            "--option",
+            "Rust",
+            "--option",
+            "Go",
+        ],
+    );
+    tmux.shows("Which languages?").await;
+    tmux.keys(&["Space", "Down", "Space", "o"]);
+    tmux.shows("Your answer:").await;
+    tmux.type_text("Zig");
+    tmux.keys(&["Enter", "Enter"]);
+    tmux.shows("Enter submits the batch").await;
+    tmux.keys(&["Enter"]);
+    let (code, json, stderr) = answered(agent).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        json["answers"][0]["selected"],
+        serde_json::json!(["Rust", "Go"]),
+        "{json}"
+    );
+    assert_eq!(json["answers"][0]["custom"], "Zig", "{json}");
+    tmux.keys(&["q"]);
+    tmux.exited().await;
+}
+
+#[tokio::test]
+async fn skip_keeps_drafts_and_cancel_sends_the_reason() {
+    let serve = ServeProcess::start().await;
+    let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
+    tmux.shows("No questions waiting").await;
+    let two_questions = r#"{"questions":[
+        {"id":"deploy","question":"Deploy now?","options":[{"label":"yes"},{"label":"no"}]},
+        {"id":"notify","question":"Notify the team?","options":[{"label":"yes"},{"label":"no"}]}]}"#;
+    let request = std::env::temp_dir().join(format!("askgate-tui-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&request, two_questions).expect("write the request");
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &["--json", request.to_str().expect("utf-8 path")],
+    );
+    tmux.shows("Deploy now?").await;
+    tmux.keys(&["Down", "Enter"]);
+    tmux.shows("Notify the team?").await;
+    tmux.keys(&["s"]);
+    tmux.shows("Enter submits the batch").await;
+    tmux.keys(&["Enter"]);
+    let (code, json, stderr) = answered(agent).await;
+    let _ = std::fs::remove_file(&request);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["answers"][0]["selected"][0], "no", "{json}");
+    assert!(
+        json["answers"][1]
+            .get("selected")
+            .is_none_or(|s| s == &serde_json::json!([])),
+        "{json}"
+    );
+
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &["--question", "Drop the table?", "--option", "yes"],
+    );
+    tmux.shows("Drop the table?").await;
+    tmux.keys(&["c"]);
+    tmux.shows("Reason (optional)").await;
+    tmux.type_text("use the staging DB");
+    tmux.keys(&["Enter"]);
+    let (code, _, stderr) = answered(agent).await;
+    assert_eq!(code, 3, "ASK_CANCELLED exits 3: {stderr}");
+    assert!(
+        stderr.contains("use the staging DB"),
+        "the reason reaches the agent: {stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_bot_answering_first_closes_the_overlay_with_a_notice() {
+    let serve = ServeProcess::start().await;
+    let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
+    tmux.shows("No questions waiting").await;
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &["--question", "Proceed?", "--option", "go"],
+    );
+    tmux.shows("Proceed?").await;
+    let _bot = askgate(&[
+        "bot",
+        "--addr",
+        &serve.url,
+        "--session",
+        "demo",
+        "--policy",
+        "first",
+    ]);
+    tmux.shows("answered elsewhere by anonymous").await;
+    let (code, _, stderr) = answered(agent).await;
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[tokio::test]
+async fn an_exclusive_overlay_cancels_its_pending_batches_when_it_quits() {
+    let serve = ServeProcess::start().await;
+    let tmux = Tmux::answer(&serve.url, &["--session", "demo", "--exclusive"]);
+    tmux.shows("No questions waiting").await;
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &["--question", "Proceed?", "--option", "go"],
+    );
+    tmux.shows("Proceed?").await;
+    tmux.keys(&["q"]);
+    tmux.exited().await;
+    let (code, _, stderr) = answered(agent).await;
+    assert_eq!(code, 3, "cancelled on quit: {stderr}");
+    assert!(stderr.contains("the answering terminal closed"), "{stderr}");
+}
