@@ -98,6 +98,26 @@ impl Tmux {
         }
     }
 
+    /// Waits until the overlay is subscribed (its "connecting…" line gone): asks from
+    /// then on reach it.
+    async fn connected(&self) {
+        let ready = tokio::time::timeout(crate::support::WAIT, async {
+            loop {
+                let screen = self.screen();
+                if screen.contains("No questions waiting") && !screen.contains("connecting") {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(
+            ready.is_ok(),
+            "the overlay never connected; it shows:\n{}",
+            self.screen()
+        );
+    }
+
     /// Whether the overlay's process is still running in its window.
     fn running(&self) -> bool {
         std::process::Command::new("tmux")
@@ -147,7 +167,7 @@ async fn answered(child: tokio::process::Child) -> (i32, Value, String) {
 async fn single_select_then_multi_select_with_other_text() {
     let serve = ServeProcess::start().await;
     let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
-    tmux.shows("No questions waiting on session demo").await;
+    tmux.connected().await;
     let agent = ask(
         &serve.url,
         "demo",
@@ -209,7 +229,7 @@ async fn single_select_then_multi_select_with_other_text() {
 async fn skip_keeps_drafts_and_cancel_sends_the_reason() {
     let serve = ServeProcess::start().await;
     let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
-    tmux.shows("No questions waiting").await;
+    tmux.connected().await;
     let two_questions = r#"{"questions":[
         {"id":"deploy","question":"Deploy now?","options":[{"label":"yes"},{"label":"no"}]},
         {"id":"notify","question":"Notify the team?","options":[{"label":"yes"},{"label":"no"}]}]}"#;
@@ -259,7 +279,7 @@ async fn skip_keeps_drafts_and_cancel_sends_the_reason() {
 async fn a_bot_answering_first_closes_the_overlay_with_a_notice() {
     let serve = ServeProcess::start().await;
     let tmux = Tmux::answer(&serve.url, &["--session", "demo"]);
-    tmux.shows("No questions waiting").await;
+    tmux.connected().await;
     let agent = ask(
         &serve.url,
         "demo",
@@ -284,7 +304,7 @@ async fn a_bot_answering_first_closes_the_overlay_with_a_notice() {
 async fn an_exclusive_overlay_cancels_its_pending_batches_when_it_quits() {
     let serve = ServeProcess::start().await;
     let tmux = Tmux::answer(&serve.url, &["--session", "demo", "--exclusive"]);
-    tmux.shows("No questions waiting").await;
+    tmux.connected().await;
     let agent = ask(
         &serve.url,
         "demo",
@@ -296,4 +316,87 @@ async fn an_exclusive_overlay_cancels_its_pending_batches_when_it_quits() {
     let (code, _, stderr) = answered(agent).await;
     assert_eq!(code, 3, "cancelled on quit: {stderr}");
     assert!(stderr.contains("the answering terminal closed"), "{stderr}");
+}
+
+/// Reads `out` until a line holding `text` has been read.
+async fn until_line(out: &mut tokio::process::ChildStdout, seen: &mut String, text: &str) {
+    use tokio::io::AsyncReadExt;
+    within(text, async {
+        loop {
+            if let Some(at) = seen.find(text) {
+                let end = seen[at..].find('\n').map_or(seen.len(), |n| at + n + 1);
+                seen.drain(..end);
+                return;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = out.read(&mut chunk).await.expect("read the prompts");
+            assert!(n > 0, "the prompts ended; so far: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    })
+    .await
+}
+
+/// Reads `out` until what was read ends with the prompt for an answer; returns it.
+async fn until_prompt(out: &mut tokio::process::ChildStdout, seen: &mut String) -> String {
+    use tokio::io::AsyncReadExt;
+    within("a prompt", async {
+        loop {
+            if let Some(at) = seen.find("> ") {
+                let prompt = seen[..at + 2].to_owned();
+                seen.drain(..at + 2);
+                return prompt;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = out.read(&mut chunk).await.expect("read the prompts");
+            assert!(n > 0, "the prompts ended; so far: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    })
+    .await
+}
+
+/// Without a terminal, `askgate answer` asks with line prompts and takes lines.
+#[tokio::test]
+async fn without_a_terminal_answer_prompts_line_by_line() {
+    use tokio::io::AsyncWriteExt;
+    let serve = ServeProcess::start().await;
+    let mut prompts = tokio::process::Command::new(ASKGATE)
+        .args(["answer", "--addr", &serve.url, "--session", "demo"])
+        .env("ASKGATE_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn askgate answer");
+    let mut input = prompts.stdin.take().expect("stdin");
+    let mut output = prompts.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    until_line(&mut output, &mut seen, "following session demo").await;
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &[
+            "--question",
+            "Which database?",
+            "--option",
+            "Postgres",
+            "--option",
+            "SQLite",
+        ],
+    );
+    let prompt = until_prompt(&mut output, &mut seen).await;
+    assert!(prompt.contains("Which database?"), "{prompt}");
+    assert!(prompt.contains("2) SQLite"), "{prompt}");
+    input.write_all(b"7\n").await.expect("write");
+    let retry = until_prompt(&mut output, &mut seen).await;
+    assert!(retry.contains("not an answer here"), "{retry}");
+    input.write_all(b"2\n").await.expect("write");
+    let (code, json, stderr) = answered(agent).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["answers"][0]["selected"][0], "SQLite", "{json}");
+    drop(input);
+    let (code, _, stderr) = finish(prompts).await;
+    assert_eq!(code, 0, "stdin closed ends the prompts: {stderr}");
 }

@@ -135,13 +135,6 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
             EXIT_USAGE,
         );
     }
-    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        return fail_local(
-            "the answering overlay needs a terminal; without one, give --rpc-id with --select, \
-             --text, --skip, --json or --cancel",
-            EXIT_USAGE,
-        );
-    }
     let client = match args.connect.connect().await {
         Ok(client) => client,
         Err(e) => return fail(&e),
@@ -151,7 +144,13 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
         None => "all sessions".to_owned(),
     };
     let request = args.scope.request(String::new(), args.exclusive);
-    match overlay::run::run(client, request, scope).await {
+    let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    let ended = match terminal {
+        true => overlay::run::run(client, request, scope).await,
+        // Scripted: the same rules as line prompts.
+        false => overlay::lines::run(client, request, scope).await,
+    };
+    match ended {
         Ok(()) => ExitCode::SUCCESS,
         // A refusal the service gave (DUPLICATE_PROVIDER...) exits as any other command.
         Err(e) => match e.downcast_ref::<askgate_client::Error>() {

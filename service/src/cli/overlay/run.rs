@@ -148,7 +148,7 @@ fn key_of(code: KeyCode) -> Option<Key> {
 }
 
 /// Sends an answer or a cancel on a task of its own; its outcome comes back on `sent`.
-fn spawn_send(mut client: Client, send: Send, sent: mpsc::Sender<(String, Sent)>) {
+pub(super) fn spawn_send(mut client: Client, send: Send, sent: mpsc::Sender<(String, Sent)>) {
     tokio::spawn(async move {
         let (rpc_id, result) = match send {
             Send::Answer {
@@ -201,7 +201,7 @@ fn lost_race_notice(error: &Error) -> String {
 
 /// An exclusive provider leaving: its pending batches are cancelled (at most a few
 /// seconds are spent on it; what is left then stays pending).
-async fn reject_pending(client: &Client, queue: &Queue) {
+pub(super) async fn reject_pending(client: &Client, queue: &Queue) {
     let rejections = queue.pending().into_iter().map(|(session_id, rpc_id)| {
         let mut client = client.clone();
         async move {

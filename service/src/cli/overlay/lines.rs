@@ -1,0 +1,309 @@
+//! `askgate answer` without a terminal: the same queue and rules as the overlay, as
+//! plain line prompts on stdout, answered by lines on stdin, so that it can be
+//! scripted. A line is turned into the overlay's keys:
+//!
+//! - `2` chooses option 2 (single-select); `1,3` chooses options 1 and 3 (multi-select);
+//! - `o:TEXT` answers in your own words (for a question without options, any line is
+//!   the answer);
+//! - `s` skips the question; `c` or `c:REASON` cancels the whole batch; `q` quits.
+//!
+//! A batch is submitted once its last question is answered or skipped.
+
+use askgate_client::{Client, Connection};
+use askgate_proto::v1::SubscribeRequest;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+    sync::mpsc,
+};
+use tokio_stream::StreamExt;
+
+use super::{
+    queue::{Queue, Step},
+    run::{reject_pending, spawn_send},
+    state::{Key, Mode, Overlay},
+};
+
+/// The keys a line of input stands for on `overlay`'s current question, or None when
+/// the line means nothing there.
+pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
+    let line = line.trim();
+    let question = overlay.question()?;
+    let typed = |prefix: char, text: &str| {
+        let mut keys = vec![Key::Char(prefix)];
+        keys.extend(text.chars().map(Key::Char));
+        keys.push(Key::Enter);
+        keys
+    };
+    if let Mode::Typing(_) = overlay.mode {
+        // A question without options: the line is the answer (or `s`, after leaving
+        // the text input, skips it).
+        return Some(match line {
+            "s" => vec![Key::Esc, Key::Char('s')],
+            "q" => vec![Key::Esc, Key::Char('q')],
+            text => text.chars().map(Key::Char).chain([Key::Enter]).collect(),
+        });
+    }
+    match line {
+        "s" => return Some(vec![Key::Char('s')]),
+        "q" => return Some(vec![Key::Char('q')]),
+        "c" => return Some(vec![Key::Char('c'), Key::Enter]),
+        _ => {}
+    }
+    if let Some(reason) = line.strip_prefix("c:") {
+        let mut keys = vec![Key::Char('c')];
+        keys.extend(reason.trim().chars().map(Key::Char));
+        keys.push(Key::Enter);
+        return Some(keys);
+    }
+    if let Some(text) = line.strip_prefix("o:") {
+        let mut keys = typed('o', text.trim());
+        if question.multi_select {
+            // Own words add to the choices; Enter confirms the item.
+            keys.push(Key::Enter);
+        }
+        return Some(keys);
+    }
+    let picks: Vec<usize> = line
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=question.options.len()).contains(n))
+        })
+        .collect::<Option<_>>()?;
+    if picks.is_empty() || (!question.multi_select && picks.len() > 1) {
+        return None;
+    }
+    // From the top of the list, down to each pick.
+    let mut keys = vec![Key::Up; overlay.cursor];
+    let mut at = 0;
+    for pick in picks {
+        let target = pick - 1;
+        while at < target {
+            keys.push(Key::Down);
+            at += 1;
+        }
+        while at > target {
+            keys.push(Key::Up);
+            at -= 1;
+        }
+        if question.multi_select {
+            keys.push(Key::Char(' '));
+        }
+    }
+    keys.push(Key::Enter);
+    Some(keys)
+}
+
+/// The prompt for the current question: where it is, the question, its options.
+fn prompt(queue: &Queue) -> Option<String> {
+    let overlay = queue.current()?;
+    let question = overlay.question()?;
+    let mut text = format!(
+        "[{}] ask {}{}\nQuestion {} of {}",
+        overlay.batch.session_id,
+        overlay.batch.rpc_id,
+        match queue.waiting() {
+            0 => String::new(),
+            n => format!(" ({n} more waiting)"),
+        },
+        overlay.item + 1,
+        overlay.drafts.len(),
+    );
+    if let Some(header) = &question.header {
+        text.push_str(&format!(" [{header}]"));
+    }
+    text.push_str(&format!(": {}\n", question.question));
+    if let Some(detail) = question.detail.as_deref().filter(|d| !d.is_empty()) {
+        let title = match Overlay::plan_approve(question) {
+            Some(_) => "The plan to review",
+            None => "Detail",
+        };
+        text.push_str(&format!("{title}:\n{detail}\n"));
+    }
+    let approve = Overlay::plan_approve(question);
+    for (i, option) in question.options.iter().enumerate() {
+        text.push_str(&format!("  {}) {}", i + 1, option.label));
+        if approve == Some(option.label.as_str()) {
+            text.push_str(" [approves the plan]");
+        }
+        if let Some(description) = option.description.as_deref().filter(|d| !d.is_empty()) {
+            text.push_str(&format!(" - {description}"));
+        }
+        text.push('\n');
+    }
+    text.push_str(match (question.options.is_empty(), question.multi_select) {
+        (true, _) => "answer (your text; s skip; c:REASON cancel the batch; q quit)> ",
+        (false, true) => {
+            "answer (numbers like 1,3; o:TEXT your own; s skip; c:REASON cancel; q quit)> "
+        }
+        (false, false) => "answer (a number; o:TEXT your own; s skip; c:REASON cancel; q quit)> ",
+    });
+    Some(text)
+}
+
+/// Runs the line prompts until stdin ends or `q`.
+pub async fn run(client: Client, request: SubscribeRequest, scope: String) -> anyhow::Result<()> {
+    let exclusive = request.exclusive;
+    let mut queue = Queue::new();
+    let ended = prompt_loop(&client, request, &scope, &mut queue).await;
+    if exclusive {
+        reject_pending(&client, &queue).await;
+    }
+    ended
+}
+
+async fn prompt_loop(
+    client: &Client,
+    request: SubscribeRequest,
+    scope: &str,
+    queue: &mut Queue,
+) -> anyhow::Result<()> {
+    let mut following = client.follow(request);
+    let mut connection = following.connection();
+    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    let (sent_tx, mut sent) = mpsc::channel(16);
+    // What was last shown, so a prompt is printed once per change.
+    let mut shown: Option<(String, usize)> = None;
+    loop {
+        if let Some(notice) = queue.notice.take() {
+            out.write_all(format!("{notice}\n").as_bytes()).await?;
+        }
+        let now = queue.current().map(|o| (o.batch.rpc_id.clone(), o.item));
+        if now != shown && !queue.sending() {
+            if let Some(text) = prompt(queue) {
+                out.write_all(text.as_bytes()).await?;
+            }
+            shown = now;
+        }
+        out.flush().await?;
+        tokio::select! {
+            line = input.next_line() => {
+                let Some(line) = line? else { return Ok(()) };
+                let Some(overlay) = queue.current() else {
+                    if line.trim() == "q" {
+                        return Ok(());
+                    }
+                    continue;
+                };
+                let Some(keys) = keys_of_line(overlay, &line) else {
+                    out.write_all(b"not an answer here; try again> ").await?;
+                    continue;
+                };
+                for key in keys {
+                    match queue.on_key(key) {
+                        Step::None => {}
+                        Step::Quit => return Ok(()),
+                        Step::Send(send) => spawn_send(client.clone(), send, sent_tx.clone()),
+                    }
+                }
+                // The last question done: the batch goes at once.
+                if queue.current().is_some_and(|o| o.mode == Mode::Review)
+                    && let Step::Send(send) = queue.on_key(Key::Enter)
+                {
+                    spawn_send(client.clone(), send, sent_tx.clone());
+                }
+                if queue.current().is_some_and(|o| o.hint.is_some()) {
+                    shown = None;
+                }
+            }
+            event = following.next() => match event {
+                Some(Ok(event)) => queue.on_event(event),
+                Some(Err(e)) => return Err(e.into()),
+                None => anyhow::bail!("the subscription ended"),
+            },
+            changed = connection.changed() => {
+                if changed.is_err() {
+                    anyhow::bail!("the subscription ended");
+                }
+                queue.notice = match &*connection.borrow() {
+                    Connection::Reconnecting(why) => {
+                        Some(format!("connection lost ({why}); reconnecting…"))
+                    }
+                    // Subscribed: questions asked from now on reach this prompt.
+                    Connection::Connected => Some(format!("following {scope}")),
+                    Connection::Connecting => None,
+                };
+            }
+            Some((rpc_id, outcome)) = sent.recv() => {
+                queue.sent(&rpc_id, outcome);
+                shown = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Question, QuestionOption, Requested};
+
+    use super::*;
+
+    fn overlay(labels: &[&str], multi: bool) -> Overlay {
+        Overlay::new(Requested {
+            rpc_id: "r".into(),
+            session_id: "s".into(),
+            questions: vec![Question {
+                id: "q".into(),
+                question: "Q?".into(),
+                options: labels
+                    .iter()
+                    .map(|l| QuestionOption {
+                        label: (*l).into(),
+                        description: None,
+                    })
+                    .collect(),
+                multi_select: multi,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    }
+
+    fn answer_with(mut overlay: Overlay, line: &str) -> Overlay {
+        for key in keys_of_line(&overlay, line).expect("an answer") {
+            overlay.on_key(key);
+        }
+        overlay
+    }
+
+    #[test]
+    fn numbers_choose_options() {
+        let o = answer_with(overlay(&["a", "b", "c"], false), "2");
+        assert_eq!(o.answers()[0].selected, ["b"]);
+        let o = answer_with(overlay(&["a", "b", "c"], true), "3, 1");
+        assert_eq!(o.answers()[0].selected, ["c", "a"]);
+        assert_eq!(
+            keys_of_line(&overlay(&["a"], false), "2"),
+            None,
+            "no option 2"
+        );
+        assert_eq!(
+            keys_of_line(&overlay(&["a", "b"], false), "1,2"),
+            None,
+            "one only"
+        );
+    }
+
+    #[test]
+    fn own_words_skip_and_cancel() {
+        let o = answer_with(overlay(&["a"], false), "o: DuckDB");
+        assert_eq!(o.answers()[0].custom.as_deref(), Some("DuckDB"));
+        assert!(o.answers()[0].selected.is_empty());
+        let o = answer_with(overlay(&["a", "b"], true), "o:zig");
+        assert_eq!(o.mode, Mode::Review, "confirmed");
+        let o = answer_with(overlay(&[], false), "because");
+        assert_eq!(o.answers()[0].custom.as_deref(), Some("because"));
+        let o = answer_with(overlay(&["a"], false), "s");
+        assert_eq!(o.mode, Mode::Review);
+        let mut o = overlay(&["a"], false);
+        let keys = keys_of_line(&o, "c: not now").expect("cancel");
+        let last = keys.into_iter().map(|k| o.on_key(k)).last();
+        assert_eq!(
+            last,
+            Some(super::super::state::Action::Cancel("not now".into()))
+        );
+    }
+}
