@@ -226,15 +226,15 @@ fn option_lines<'a>(overlay: &Overlay, question: &'a Question) -> Text<'a> {
 fn key_line(overlay: &Overlay) -> Line<'static> {
     let multi = overlay.question().is_some_and(|q| q.multi_select);
     let keys = match &overlay.mode {
-        Mode::Typing(_) => "type your answer · Enter save · Esc back",
-        Mode::CancelReason(_) => "type a reason (optional) · Enter cancel the batch · Esc back",
-        Mode::Review => "Enter submit · ← back to the questions · c cancel batch · q quit · ? help",
+        Mode::Typing(_) => "type your answer  Enter save  Esc back",
+        Mode::CancelReason(_) => "type a reason (optional)  Enter cancel the batch  Esc back",
+        Mode::Review => "Enter submit  ← back to the questions  c cancel  ? help  q quit",
         Mode::Help(_) => "any key closes the help",
         Mode::Choosing if multi => {
-            "↑↓ move · Space toggle · Enter confirm · o other · s skip · ←→ question · c cancel batch · q quit · ? help"
+            "↑↓ move  Space toggle  Enter confirm  o own words  s skip  ←→  c cancel  ? help  q quit"
         }
         Mode::Choosing => {
-            "↑↓ move · Enter choose · o other · s skip · ←→ question · c cancel batch · q quit · ? help"
+            "↑↓ move  Enter choose  o own words  s skip  ←→  c cancel  ? help  q quit"
         }
     };
     Line::from(keys)
@@ -366,6 +366,17 @@ mod tests {
             assert!(
                 screen.contains(part),
                 "no {part:?} on the screen:\n{screen}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_key_table_lists_every_key() {
+        let readme = include_str!("../../../../README.md");
+        for (key, _) in KEYS {
+            assert!(
+                readme.contains(&format!("| {key} |")),
+                "README.md lacks the key {key:?}"
             );
         }
     }
