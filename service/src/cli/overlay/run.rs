@@ -53,6 +53,7 @@ async fn event_loop(
     queue: &mut Queue,
     terminal: &mut ratatui::DefaultTerminal,
 ) -> anyhow::Result<()> {
+    let all_sessions = request.all_sessions;
     let mut following = client.follow(request);
     let mut connection = following.connection();
     let (inputs_tx, mut inputs) = mpsc::channel(64);
@@ -64,6 +65,7 @@ async fn event_loop(
     loop {
         let context = Context {
             scope,
+            all_sessions,
             connection: status.as_deref(),
         };
         terminal

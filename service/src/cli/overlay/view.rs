@@ -20,6 +20,8 @@ use super::{
 pub struct Context<'a> {
     /// The session followed, or "all sessions".
     pub scope: &'a str,
+    /// Following every session: the title names the current batch's.
+    pub all_sessions: bool,
     /// A connection problem and what is being done about it, or None while connected.
     pub connection: Option<&'a str>,
 }
@@ -59,6 +61,9 @@ fn title(queue: &Queue, context: &Context) -> Line<'static> {
         Span::from(format!(" {}", context.scope)),
     ];
     if let Some(overlay) = queue.current() {
+        if context.all_sessions {
+            spans.push(Span::from(format!(" · session {}", overlay.batch.session_id)).bold());
+        }
         spans.push(Span::from(format!(" · ask {}", overlay.batch.rpc_id)).dim());
     }
     let waiting = queue.waiting();
@@ -340,13 +345,18 @@ mod tests {
 
     /// The screen as text, one line per row.
     fn screen(queue: &Queue, connection: Option<&str>) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(100, 24)).expect("terminal");
         let context = Context {
             scope: "session demo",
+            all_sessions: false,
             connection,
         };
+        screen_in(queue, &context)
+    }
+
+    fn screen_in(queue: &Queue, context: &Context) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(100, 24)).expect("terminal");
         terminal
-            .draw(|frame| draw(frame, queue, &context))
+            .draw(|frame| draw(frame, queue, context))
             .expect("draw");
         let buffer = terminal.backend().buffer();
         (0..buffer.area.height)
@@ -401,6 +411,21 @@ mod tests {
             ],
         );
         assert!(!shown.contains("(•)"), "nothing preselected:\n{shown}");
+    }
+
+    #[test]
+    fn following_every_session_names_the_batch_s_session() {
+        let mut queue = Queue::new();
+        queue.on_event(ask("r1", vec![db_question()]));
+        let context = Context {
+            scope: "all sessions",
+            all_sessions: true,
+            connection: None,
+        };
+        assert_shows(
+            &screen_in(&queue, &context),
+            &["all sessions · session demo · ask r1"],
+        );
     }
 
     #[test]
