@@ -77,67 +77,49 @@ impl Tmux {
         self.run(&["capture-pane", "-t", "overlay", "-p"], None)
     }
 
-    /// Waits (at most [`crate::support::WAIT`]) until the screen shows `text`.
-    async fn shows(&self, text: &str) -> String {
+    /// Waits (at most [`crate::support::WAIT`]) until `done` holds, failing with `what`
+    /// and the screen otherwise.
+    async fn until(&self, what: &str, mut done: impl FnMut(&str) -> bool) -> String {
         let waited = tokio::time::timeout(crate::support::WAIT, async {
             loop {
                 let screen = self.screen();
-                if screen.contains(text) {
+                if done(&screen) {
                     return screen;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
         .await;
-        match waited {
-            Ok(screen) => screen,
-            Err(_) => panic!(
-                "the overlay never showed {text:?}; it shows:\n{}",
-                self.screen()
-            ),
-        }
+        waited.unwrap_or_else(|_| panic!("{what}; the overlay shows:\n{}", self.screen()))
+    }
+
+    /// Waits until the screen shows `text`.
+    async fn shows(&self, text: &str) -> String {
+        self.until(&format!("never showed {text:?}"), |screen| {
+            screen.contains(text)
+        })
+        .await
     }
 
     /// Waits until the overlay is subscribed (its "connecting…" line gone): asks from
     /// then on reach it.
     async fn connected(&self) {
-        let ready = tokio::time::timeout(crate::support::WAIT, async {
-            loop {
-                let screen = self.screen();
-                if screen.contains("No questions waiting") && !screen.contains("connecting") {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+        self.until("never connected", |screen| {
+            screen.contains("No questions waiting") && !screen.contains("connecting")
         })
         .await;
-        assert!(
-            ready.is_ok(),
-            "the overlay never connected; it shows:\n{}",
-            self.screen()
-        );
     }
 
-    /// Whether the overlay's process is still running in its window.
-    fn running(&self) -> bool {
-        std::process::Command::new("tmux")
-            .args(["-L", &self.socket, "has-session", "-t", "overlay"])
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
+    /// Waits until the overlay's process has exited (its tmux session is gone).
     async fn exited(&self) {
-        let ended = tokio::time::timeout(crate::support::WAIT, async {
-            while self.running() {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        assert!(
-            ended.is_ok(),
-            "the overlay did not exit; it shows:\n{}",
-            self.screen()
-        );
+        let socket = self.socket.clone();
+        let running = move || {
+            std::process::Command::new("tmux")
+                .args(["-L", &socket, "has-session", "-t", "overlay"])
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        self.until("did not exit", |_| !running()).await;
     }
 }
 

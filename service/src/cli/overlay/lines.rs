@@ -237,7 +237,7 @@ async fn prompt_loop(
 
 #[cfg(test)]
 mod tests {
-    use askgate_proto::v1::{Question, QuestionOption, Requested};
+    use askgate_proto::v1::Requested;
 
     use super::*;
 
@@ -245,19 +245,7 @@ mod tests {
         Overlay::new(Requested {
             rpc_id: "r".into(),
             session_id: "s".into(),
-            questions: vec![Question {
-                id: "q".into(),
-                question: "Q?".into(),
-                options: labels
-                    .iter()
-                    .map(|l| QuestionOption {
-                        label: (*l).into(),
-                        description: None,
-                    })
-                    .collect(),
-                multi_select: multi,
-                ..Default::default()
-            }],
+            questions: vec![crate::cli::overlay::test_question("q", labels, multi)],
             ..Default::default()
         })
     }

@@ -9,3 +9,21 @@ pub mod queue;
 pub mod run;
 pub mod state;
 pub mod view;
+
+/// A question with these option labels, for the overlay's tests.
+#[cfg(test)]
+fn test_question(id: &str, labels: &[&str], multi_select: bool) -> askgate_proto::v1::Question {
+    askgate_proto::v1::Question {
+        id: id.into(),
+        question: format!("{id}?"),
+        options: labels
+            .iter()
+            .map(|label| askgate_proto::v1::QuestionOption {
+                label: (*label).into(),
+                description: None,
+            })
+            .collect(),
+        multi_select,
+        ..Default::default()
+    }
+}

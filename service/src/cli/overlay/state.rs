@@ -347,25 +347,11 @@ impl Overlay {
 
 #[cfg(test)]
 mod tests {
-    use askgate_proto::v1::{Intent, PlanReview, QuestionOption};
+    use askgate_proto::v1::{Intent, PlanReview};
 
     use super::*;
 
-    fn question(id: &str, labels: &[&str], multi: bool) -> Question {
-        Question {
-            id: id.into(),
-            question: format!("{id}?"),
-            options: labels
-                .iter()
-                .map(|l| QuestionOption {
-                    label: (*l).into(),
-                    description: None,
-                })
-                .collect(),
-            multi_select: multi,
-            ..Default::default()
-        }
-    }
+    use crate::cli::overlay::test_question as question;
 
     fn overlay(questions: Vec<Question>) -> Overlay {
         Overlay::new(Requested {
