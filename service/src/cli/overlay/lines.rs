@@ -205,7 +205,9 @@ async fn prompt_loop(
                 {
                     spawn_send(client.clone(), send, sent_tx.clone());
                 }
-                if queue.current().is_some_and(|o| o.hint.is_some()) {
+                // A key that could do nothing: say why, and ask again.
+                if let Some(hint) = queue.current().and_then(|o| o.hint) {
+                    out.write_all(format!("{hint}\n").as_bytes()).await?;
                     shown = None;
                 }
             }
