@@ -404,11 +404,15 @@ pub async fn run_with_metrics(
             .context("invalid TLS configuration")?;
     }
     let server = builder
+        // gRPC-Web (browsers) on the same listener: HTTP/1.1 is accepted beside HTTP/2,
+        // and the gRPC-Web layer translates its calls for the same services.
+        .accept_http1(true)
         .http2_keepalive_interval(Some(config.keepalive_interval))
         .http2_keepalive_timeout(Some(config.keepalive_timeout))
         .max_concurrent_streams(Some(config.http2.max_concurrent_streams))
         .initial_stream_window_size(Some(config.http2.stream_window))
         .initial_connection_window_size(Some(config.http2.connection_window))
+        .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
         .layer(tower::util::MapResponseLayer::new(
             status::map_oversize_request,

@@ -11,6 +11,7 @@ mod cli;
 mod errors;
 mod fanout;
 mod first_wins;
+mod grpc_web;
 mod intent;
 mod lagging;
 mod nodes;
