@@ -300,34 +300,18 @@ async fn an_exclusive_overlay_cancels_its_pending_batches_when_it_quits() {
     assert!(stderr.contains("the answering terminal closed"), "{stderr}");
 }
 
-/// Reads `out` until a line holding `text` has been read.
-async fn until_line(out: &mut tokio::process::ChildStdout, seen: &mut String, text: &str) {
+/// Reads `out` until `marker` has been read; returns (and takes from `seen`) all up to
+/// and including it.
+async fn read_through(
+    out: &mut tokio::process::ChildStdout,
+    seen: &mut String,
+    marker: &str,
+) -> String {
     use tokio::io::AsyncReadExt;
-    within(text, async {
+    within(marker, async {
         loop {
-            if let Some(at) = seen.find(text) {
-                let end = seen[at..].find('\n').map_or(seen.len(), |n| at + n + 1);
-                seen.drain(..end);
-                return;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = out.read(&mut chunk).await.expect("read the prompts");
-            assert!(n > 0, "the prompts ended; so far: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
-        }
-    })
-    .await
-}
-
-/// Reads `out` until what was read ends with the prompt for an answer; returns it.
-async fn until_prompt(out: &mut tokio::process::ChildStdout, seen: &mut String) -> String {
-    use tokio::io::AsyncReadExt;
-    within("a prompt", async {
-        loop {
-            if let Some(at) = seen.find("> ") {
-                let prompt = seen[..at + 2].to_owned();
-                seen.drain(..at + 2);
-                return prompt;
+            if let Some(at) = seen.find(marker) {
+                return seen.drain(..at + marker.len()).collect();
             }
             let mut chunk = [0u8; 4096];
             let n = out.read(&mut chunk).await.expect("read the prompts");
@@ -355,7 +339,7 @@ async fn without_a_terminal_answer_prompts_line_by_line() {
     let mut input = prompts.stdin.take().expect("stdin");
     let mut output = prompts.stdout.take().expect("stdout");
     let mut seen = String::new();
-    until_line(&mut output, &mut seen, "following session demo").await;
+    read_through(&mut output, &mut seen, "following session demo").await;
     let agent = ask(
         &serve.url,
         "demo",
@@ -368,11 +352,11 @@ async fn without_a_terminal_answer_prompts_line_by_line() {
             "SQLite",
         ],
     );
-    let prompt = until_prompt(&mut output, &mut seen).await;
+    let prompt = read_through(&mut output, &mut seen, "> ").await;
     assert!(prompt.contains("Which database?"), "{prompt}");
     assert!(prompt.contains("2) SQLite"), "{prompt}");
     input.write_all(b"7\n").await.expect("write");
-    let retry = until_prompt(&mut output, &mut seen).await;
+    let retry = read_through(&mut output, &mut seen, "> ").await;
     assert!(retry.contains("not an answer here"), "{retry}");
     input.write_all(b"2\n").await.expect("write");
     let (code, json, stderr) = answered(agent).await;

@@ -175,41 +175,36 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     while pending_asks(&metrics).await? > 0 && started.elapsed() < args.settle {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rss = falls_to_a_quarter(&node, peak, started, args.settle).await?;
-    println!(
-        "after the asks resolved: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s",
-        rss as f64 / MIB,
-        rss as f64 * 100.0 / peak as f64,
-        started.elapsed().as_secs_f64()
-    );
+    report_fall(&node, peak, started, args.settle, "after the asks resolved").await?;
     // HTTP/2 keeps a connection's stream table at its largest: what the clients'
     // connections held is freed when they close.
     drop((clients, subscriber, lister));
-    let started = Instant::now();
-    let rss = falls_to_a_quarter(&node, peak, started, args.settle).await?;
-    println!(
-        "after the clients' connections closed too: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s more",
-        rss as f64 / MIB,
-        rss as f64 * 100.0 / peak as f64,
-        started.elapsed().as_secs_f64()
-    );
+    let when = "after the clients' connections closed too";
+    report_fall(&node, peak, Instant::now(), args.settle, when).await?;
     Ok(())
 }
 
-/// The node's RSS once it is at most a quarter of `peak`, or when `settle` has passed
-/// since `started`.
-async fn falls_to_a_quarter(
+/// Waits until the node's RSS is at most a quarter of `peak`, or `settle` has passed
+/// since `started`, and prints it.
+async fn report_fall(
     node: &ServeProcess,
     peak: u64,
     started: Instant,
     settle: Duration,
-) -> anyhow::Result<u64> {
+    when: &str,
+) -> anyhow::Result<()> {
     let mut rss = node.rss()?;
     while rss > peak / 4 && started.elapsed() < settle {
         tokio::time::sleep(Duration::from_millis(500)).await;
         rss = node.rss()?;
     }
-    Ok(rss)
+    println!(
+        "{when}: RSS {:.1} MiB ({:.0}% of the peak) after {:.1} s",
+        rss as f64 / MIB,
+        rss as f64 * 100.0 / peak as f64,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// How long after its start the node answered a health Check with SERVING.

@@ -224,15 +224,11 @@ impl Overlay {
     }
 
     fn typing(&mut self, mut text: String, key: Key) -> Action {
+        if edit(&mut text, key) {
+            self.mode = Mode::Typing(text);
+            return Action::None;
+        }
         match key {
-            Key::Char(c) => {
-                text.push(c);
-                self.mode = Mode::Typing(text);
-            }
-            Key::Backspace => {
-                text.pop();
-                self.mode = Mode::Typing(text);
-            }
             Key::Esc => {}
             Key::Enter => {
                 let text = text.trim();
@@ -240,9 +236,10 @@ impl Overlay {
                 let optionless = self.options() == 0;
                 let draft = &mut self.drafts[self.item];
                 if text.is_empty() {
-                    // An emptied text takes the free-text answer back.
+                    // An emptied text takes the free-text answer back; a choice made
+                    // before stays.
                     draft.custom = None;
-                    if draft.selected.is_empty() || !multi {
+                    if draft.selected.is_empty() {
                         draft.status = Status::Open;
                     }
                     if draft.status == Status::Open && optionless {
@@ -268,15 +265,11 @@ impl Overlay {
     }
 
     fn cancel_reason(&mut self, mut reason: String, key: Key) -> Action {
+        if edit(&mut reason, key) {
+            self.mode = Mode::CancelReason(reason);
+            return Action::None;
+        }
         match key {
-            Key::Char(c) => {
-                reason.push(c);
-                self.mode = Mode::CancelReason(reason);
-            }
-            Key::Backspace => {
-                reason.pop();
-                self.mode = Mode::CancelReason(reason);
-            }
             Key::Enter => return Action::Cancel(reason.trim().to_owned()),
             Key::Esc => self.enter_item(self.item),
             _ => self.mode = Mode::CancelReason(reason),
@@ -343,6 +336,19 @@ impl Overlay {
             self.enter_item(open.unwrap_or(0));
         }
     }
+}
+
+/// A text input's editing keys: a character is typed, Backspace takes the last one
+/// back. Whether `key` was one of them.
+fn edit(text: &mut String, key: Key) -> bool {
+    match key {
+        Key::Char(c) => text.push(c),
+        Key::Backspace => {
+            text.pop();
+        }
+        _ => return false,
+    }
+    true
 }
 
 #[cfg(test)]
@@ -502,6 +508,21 @@ mod tests {
                 answer("a", &["x"], None),
                 answer("why", &[], Some("because"))
             ])
+        );
+    }
+
+    #[test]
+    fn an_emptied_other_text_keeps_the_choice_made_before() {
+        let mut o = overlay(vec![question("db", &["Postgres", "SQLite"], false)]);
+        keys(
+            &mut o,
+            &[Key::Down, Key::Enter, Key::Left, Key::Char('o'), Key::Enter],
+        );
+        assert_eq!(o.drafts[0].selected, ["SQLite"]);
+        assert_eq!(o.drafts[0].status, Status::Answered);
+        assert_eq!(
+            keys(&mut o, &[Key::Right, Key::Enter]),
+            Action::Submit(vec![answer("db", &["SQLite"], None)])
         );
     }
 
