@@ -21,5 +21,6 @@ pub mod metrics;
 pub mod questions;
 pub mod server;
 pub mod testing;
+pub mod web;
 
 pub use server::{ServerConfig, run};

@@ -25,6 +25,7 @@ use crate::{
     domain::Limits,
     metrics::Metrics,
     questions::{AskRate, Questions},
+    web::{ConsoleLayer, CorsOrigins},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.
@@ -149,6 +150,10 @@ pub struct ServerConfig {
     pub redis_ca_file: Option<std::path::PathBuf>,
     /// The Redis URL lists Redis Cluster nodes (comma-separated).
     pub redis_cluster: bool,
+    /// Which other origins' web pages may call the API over gRPC-Web.
+    pub cors: CorsOrigins,
+    /// Serve the browser console at `/console/`.
+    pub console: bool,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -292,6 +297,8 @@ impl Default for ServerConfig {
             redis_lease: Duration::from_secs(10),
             redis_ca_file: None,
             redis_cluster: false,
+            cors: CorsOrigins::SameOrigin,
+            console: true,
         }
     }
 }
@@ -412,6 +419,12 @@ pub async fn run_with_metrics(
         .max_concurrent_streams(Some(config.http2.max_concurrent_streams))
         .initial_stream_window_size(Some(config.http2.stream_window))
         .initial_connection_window_size(Some(config.http2.connection_window))
+        // Browsers: CORS answers preflights for other origins' pages (none by default),
+        // the console's files are served beside the API, and gRPC-Web is translated.
+        .layer(tower::util::option_layer(config.cors.layer()))
+        .layer(tower::util::option_layer(
+            config.console.then_some(ConsoleLayer),
+        ))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
         .layer(tower::util::MapResponseLayer::new(

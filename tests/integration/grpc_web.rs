@@ -10,7 +10,9 @@ use askgate_proto::v1::{
 use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
 use tonic_web::GrpcWebClientLayer;
 
-use crate::support::{TestServer, within};
+use askgate_service::{server::ServerConfig, web::CorsOrigins};
+
+use crate::support::{TestServer, test_config, within};
 
 async fn grpc_web_serves_unary_calls_and_the_subscribe_stream() {
     let server = TestServer::start().await;
@@ -80,3 +82,138 @@ on_every_backend!(
     #[tokio::test]
     grpc_web_serves_unary_calls_and_the_subscribe_stream
 );
+
+/// One plain HTTP/1.1 request to the server (a browser's preflight, a page load).
+async fn http1(request: http::request::Builder) -> http::Response<bytes::Bytes> {
+    use http_body_util::{BodyExt, Empty};
+    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+    let request = request.body(Empty::new()).expect("a valid request");
+    let response = within("an HTTP/1.1 response", client.request(request))
+        .await
+        .expect("the server answers");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.expect("the body").to_bytes();
+    http::Response::from_parts(parts, body)
+}
+
+/// What a browser sends before a cross-origin gRPC-Web call from `origin`.
+fn preflight(server: &TestServer, origin: &str) -> http::request::Builder {
+    http::Request::options(format!(
+        "{}/askgate.v1.UserQuestions/Subscribe",
+        server.url()
+    ))
+    .header("origin", origin)
+    .header("access-control-request-method", "POST")
+    .header(
+        "access-control-request-headers",
+        "authorization,content-type,x-grpc-web,x-user-agent",
+    )
+}
+
+#[tokio::test]
+async fn cors_admits_the_configured_origins_only() {
+    let config = ServerConfig {
+        cors: CorsOrigins::parse(&["https://app.example".into()]).expect("an origin"),
+        ..test_config()
+    };
+    let server = TestServer::start_with(config).await;
+
+    let allowed = http1(preflight(&server, "https://app.example")).await;
+    assert!(allowed.status().is_success(), "{:?}", allowed.status());
+    let header = |name: &str| {
+        allowed
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    };
+    assert_eq!(header("access-control-allow-origin"), "https://app.example");
+    assert!(header("access-control-allow-methods").contains("post"));
+    for name in [
+        "authorization",
+        "content-type",
+        "x-grpc-web",
+        "x-user-agent",
+    ] {
+        assert!(
+            header("access-control-allow-headers").contains(name),
+            "the preflight allows {name}: {:?}",
+            allowed.headers()
+        );
+    }
+
+    let refused = http1(preflight(&server, "https://evil.example")).await;
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none(),
+        "another origin is not admitted: {:?}",
+        refused.headers()
+    );
+
+    // The call itself: its response lets the page read the gRPC status.
+    let call = http::Request::post(format!(
+        "{}/askgate.v1.UserQuestions/ListPending",
+        server.url()
+    ))
+    .header("origin", "https://app.example")
+    .header("content-type", "application/grpc-web+proto")
+    .header("x-grpc-web", "1");
+    let response = http1(call).await;
+    let exposed = response
+        .headers()
+        .get("access-control-expose-headers")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+        assert!(exposed.contains(name), "{name} is exposed: {exposed:?}");
+    }
+}
+
+#[tokio::test]
+async fn without_cors_origins_only_the_same_origin_is_served() {
+    let server = TestServer::start().await;
+    let response = http1(preflight(&server, "https://app.example")).await;
+    assert!(
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none(),
+        "no origin is admitted by default: {:?}",
+        response.headers()
+    );
+}
+
+#[tokio::test]
+async fn the_console_is_served_on_the_api_listener_unless_turned_off() {
+    let server = TestServer::start().await;
+    let page = http1(http::Request::get(format!("{}/console/", server.url()))).await;
+    assert_eq!(page.status(), http::StatusCode::OK);
+    let html = String::from_utf8_lossy(page.body());
+    assert!(
+        html.contains("console.js"),
+        "the page loads the console: {html}"
+    );
+    let script = http1(http::Request::get(format!(
+        "{}/console/console.js",
+        server.url()
+    )))
+    .await;
+    assert_eq!(script.status(), http::StatusCode::OK);
+    assert!(!script.body().is_empty());
+
+    let off = TestServer::start_with(ServerConfig {
+        console: false,
+        ..test_config()
+    })
+    .await;
+    let page = http1(http::Request::get(format!("{}/console/", off.url()))).await;
+    assert_ne!(
+        page.status(),
+        http::StatusCode::OK,
+        "--console off serves no page"
+    );
+}

@@ -12,6 +12,7 @@ use crate::{
     backend::memory::MemoryConfig,
     domain::Limits,
     server::{AuthConfig, BackendChoice, Http2Limits, ServerConfig, TlsConfig, run_with_metrics},
+    web::CorsOrigins,
 };
 
 /// `--backend`.
@@ -171,6 +172,19 @@ pub struct ServeArgs {
     /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
     #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = MemoryConfig::default().subscriber_buffer)]
     pub subscriber_buffer: usize,
+    /// A web origin (`https://app.example.com`) whose pages may call the API over
+    /// gRPC-Web; repeat it, or give `*` for any origin. Without it, only pages served
+    /// by askgate itself (the console) may.
+    #[arg(
+        long = "cors-origin",
+        env = "ASKGATE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// Serve the browser console at /console/ (`on` or `off`).
+    #[arg(long, env = "ASKGATE_CONSOLE", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub console: bool,
 }
 
 impl ServeArgs {
@@ -249,6 +263,8 @@ impl ServeArgs {
             redis_lease: self.redis_lease,
             redis_ca_file: self.redis_ca_file.clone(),
             redis_cluster: self.redis_cluster,
+            cors: CorsOrigins::parse(&self.cors_origins)?,
+            console: self.console,
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },

@@ -1,0 +1,21 @@
+// `npm run build`: bundles the console into dist/ (index.html, console.js,
+// console.css), the files `askgate serve` embeds. The output depends only on the
+// sources and the locked packages, so CI can rebuild it and compare with what is
+// committed.
+import { copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { build } from "esbuild";
+
+rmSync("dist", { recursive: true, force: true });
+mkdirSync("dist");
+await build({
+  entryPoints: ["src/main.ts"],
+  outfile: "dist/console.js",
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  minify: true,
+  legalComments: "eof",
+  logLevel: "warning",
+});
+copyFileSync("index.html", "dist/index.html");
+copyFileSync("console.css", "dist/console.css");

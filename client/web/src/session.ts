@@ -1,0 +1,280 @@
+// The console's view of one session: the Subscribe stream (resumed from the last
+// cursor after a drop), the queue of pending batches with their composers, and the
+// Answer and Cancel calls. Drawing is view.ts's.
+
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-web";
+import {
+  type Requested,
+  type Resolved,
+  Resolution,
+  UserQuestions,
+} from "./gen/askgate/v1/askgate_pb.js";
+import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { Composer } from "./composer.js";
+
+export type Connection =
+  | { kind: "connecting" }
+  | { kind: "connected" }
+  | { kind: "reconnecting"; why: string; attempt: number }
+  /** The server refused the subscription for good (credentials, session id). */
+  | { kind: "refused"; why: string };
+
+/** A message for the human about a batch that left the queue. */
+export interface Notice {
+  text: string;
+  /** The batch's first header or question, so the human knows which one. */
+  about: string;
+  tone: "info" | "done" | "warn";
+}
+
+export interface Options {
+  /** Where askgate is: the page's own origin by default. */
+  baseUrl: string;
+  sessionId: string;
+  /** A bearer token (an API key or a JWT), when the server requires one. */
+  token?: string;
+  /** Called after every change the view should show. */
+  onChange: () => void;
+}
+
+/** How a batch was resolved, and by whom (the terminal overlay says the same). */
+export function resolutionNotice(resolved: Resolved): string {
+  const by = resolved.resolvedBy ? ` by ${resolved.resolvedBy}` : "";
+  switch (resolved.reason) {
+    case Resolution.ANSWERED:
+      return `Answered elsewhere${by}.`;
+    case Resolution.CANCELLED:
+      return resolved.cancelReason ? `Cancelled${by}: ${resolved.cancelReason}` : `Cancelled${by}.`;
+    case Resolution.ABORTED:
+      return "Aborted: the asking agent went away.";
+    case Resolution.EXPIRED:
+      return "Expired: the agent stopped waiting.";
+    case Resolution.DISPOSED:
+      return "Disposed: the server shut down.";
+    default:
+      return "Resolved.";
+  }
+}
+
+/** askgate's error reason (NOT_PENDING, ...) of a failed call, when it has one. */
+export function errorReason(error: unknown): string | undefined {
+  if (!(error instanceof ConnectError)) return undefined;
+  return error.findDetails(ErrorInfoSchema)[0]?.reason;
+}
+
+function describe(error: unknown): string {
+  if (error instanceof ConnectError) {
+    const reason = errorReason(error);
+    return reason ? `${reason}: ${error.rawMessage}` : error.rawMessage || Code[error.code];
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Errors a retry cannot mend: the subscription stops and says why. */
+const FINAL = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument]);
+
+/** The longest pause between two reconnection attempts. */
+const MAX_BACKOFF_MS = 5000;
+
+export class Session {
+  readonly options: Options;
+  connection: Connection = { kind: "connecting" };
+  /** Pending batches, oldest first; the first one is in the composer. */
+  queue: Composer[] = [];
+  /** The latest notice, until the next one. */
+  notice: Notice | undefined;
+  private readonly client: Client<typeof UserQuestions>;
+  /** Drafts of batches dropped by a reset, in case the snapshot brings them back. */
+  private kept = new Map<string, Composer>();
+  /** Batches seen in the current snapshot (before `synced`). */
+  private seen = new Set<string>();
+  private cursor = "";
+  private stopped = new AbortController();
+
+  constructor(options: Options) {
+    this.options = options;
+    const token = options.token;
+    const transport = createGrpcWebTransport({
+      baseUrl: options.baseUrl,
+      interceptors: token
+        ? [
+            (next) => (request) => {
+              request.header.set("authorization", `Bearer ${token}`);
+              return next(request);
+            },
+          ]
+        : [],
+    });
+    this.client = createClient(UserQuestions, transport);
+  }
+
+  /** The batch in the composer. */
+  get current(): Composer | undefined {
+    return this.queue[0];
+  }
+
+  /** Follows the session until `stop`, reconnecting after every drop. */
+  async run(): Promise<void> {
+    let attempt = 0;
+    while (!this.stopped.signal.aborted) {
+      try {
+        const events = this.client.subscribe(
+          { sessionId: this.options.sessionId, after: this.cursor },
+          { signal: this.stopped.signal },
+        );
+        this.seen.clear();
+        for await (const message of events) {
+          if (message.cursor) this.cursor = message.cursor;
+          const event = message.event;
+          switch (event.case) {
+            case "requested":
+              this.requested(event.value);
+              break;
+            case "resolved":
+              this.resolved(event.value);
+              break;
+            case "synced":
+              this.synced(event.value.resumed);
+              attempt = 0;
+              break;
+            case "reset":
+              this.reset();
+              break;
+          }
+          this.options.onChange();
+        }
+        if (this.stopped.signal.aborted) return;
+        this.connection = { kind: "reconnecting", why: "the server ended the stream", attempt };
+      } catch (error) {
+        if (this.stopped.signal.aborted) return;
+        if (error instanceof ConnectError && FINAL.has(error.code)) {
+          this.connection = { kind: "refused", why: describe(error) };
+          this.options.onChange();
+          return;
+        }
+        this.connection = { kind: "reconnecting", why: describe(error), attempt };
+      }
+      this.options.onChange();
+      attempt += 1;
+      await this.pause(Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(attempt, 5)));
+    }
+  }
+
+  stop(): void {
+    this.stopped.abort();
+  }
+
+  /** Sends the composer's batch with Answer; the composer waits for `resolved`. */
+  async submit(composer: Composer): Promise<void> {
+    if (!composer.complete() || composer.phase.kind === "sent") return;
+    composer.sent("answer");
+    this.options.onChange();
+    try {
+      await this.client.answer({
+        sessionId: composer.batch.sessionId,
+        rpcId: composer.batch.rpcId,
+        answers: composer.answers(),
+      });
+    } catch (error) {
+      this.failed(composer, error);
+    }
+  }
+
+  /** Closes the whole batch with Cancel and the human's reason (possibly empty). */
+  async cancel(composer: Composer, reason: string): Promise<void> {
+    if (composer.phase.kind === "sent") return;
+    composer.sent("cancel");
+    this.options.onChange();
+    try {
+      await this.client.cancel({
+        sessionId: composer.batch.sessionId,
+        rpcId: composer.batch.rpcId,
+        reason: reason.trim(),
+      });
+    } catch (error) {
+      this.failed(composer, error);
+    }
+  }
+
+  dismissNotice(): void {
+    this.notice = undefined;
+    this.options.onChange();
+  }
+
+  private failed(composer: Composer, error: unknown): void {
+    // Too late: another resolution won. Its `resolved` event closes the batch with a
+    // notice saying how and by whom, so the composer keeps waiting for it.
+    if (errorReason(error) === "NOT_PENDING") return;
+    composer.unsent(`Not sent: ${describe(error)}`);
+    this.options.onChange();
+  }
+
+  private requested(batch: Requested): void {
+    this.seen.add(batch.rpcId);
+    if (this.queue.some((c) => c.batch.rpcId === batch.rpcId)) return;
+    // A batch seen before a reset or a reconnect comes back with its drafts.
+    const composer = this.kept.get(batch.rpcId) ?? new Composer(batch);
+    this.kept.delete(batch.rpcId);
+    this.queue.push(composer);
+  }
+
+  private resolved(resolved: Resolved): void {
+    const at = this.queue.findIndex((c) => c.batch.rpcId === resolved.rpcId);
+    this.kept.delete(resolved.rpcId);
+    if (at < 0) return;
+    const [composer] = this.queue.splice(at, 1);
+    const about = title(composer);
+    const ours =
+      composer.phase.kind === "sent" &&
+      ((composer.phase.what === "answer" && resolved.reason === Resolution.ANSWERED) ||
+        (composer.phase.what === "cancel" && resolved.reason === Resolution.CANCELLED));
+    this.notice = ours
+      ? {
+          text: composer.phase.kind === "sent" && composer.phase.what === "cancel" ? "Cancelled." : "Answer sent.",
+          about,
+          tone: "done",
+        }
+      : { text: resolutionNotice(resolved), about, tone: "warn" };
+  }
+
+  private synced(resumed: boolean): void {
+    this.connection = { kind: "connected" };
+    if (resumed) return;
+    // A fresh snapshot lists every pending batch: the others were resolved while the
+    // stream was down.
+    const gone = this.queue.filter((c) => !this.seen.has(c.batch.rpcId));
+    this.queue = this.queue.filter((c) => this.seen.has(c.batch.rpcId));
+    if (gone.length > 0 && !this.notice) {
+      this.notice = {
+        text: "Resolved while the console was disconnected.",
+        about: gone.map(title).join(", "),
+        tone: "info",
+      };
+    }
+    this.kept.clear();
+  }
+
+  /** Drop what this scope holds (keeping the drafts): a fresh snapshot follows. */
+  private reset(): void {
+    for (const composer of this.queue) this.kept.set(composer.batch.rpcId, composer);
+    this.queue = [];
+    this.seen.clear();
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.stopped.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+/** A batch's name for notices and the queue: its first header, else its first question. */
+export function title(composer: Composer): string {
+  const first = composer.batch.questions[0];
+  return first?.header || first?.question || composer.batch.rpcId;
+}

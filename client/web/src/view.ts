@@ -1,0 +1,504 @@
+// Draws the session and the composer, and turns clicks and keys into composer and
+// session actions. Every change redraws the page from the state; focus, the caret and
+// an IME composition in progress survive a redraw.
+
+import { type Composer, planApprove, recommended } from "./composer.js";
+import { type Session, title } from "./session.js";
+
+type Child = Node | string | false | null | undefined;
+
+/** Builds an element: attributes (`on*` functions become listeners), then children. */
+function h(tag: string, attrs: Record<string, unknown> = {}, ...children: Child[]): HTMLElement {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === false || value === null) continue;
+    if (name.startsWith("on") && typeof value === "function") {
+      el.addEventListener(name.slice(2), value as EventListener);
+    } else if (name === "value") {
+      (el as HTMLInputElement).value = String(value);
+    } else if (name === "checked") {
+      (el as HTMLInputElement).checked = Boolean(value);
+    } else {
+      el.setAttribute(name, value === true ? "" : String(value));
+    }
+  }
+  for (const child of children) {
+    if (child === false || child === null || child === undefined) continue;
+    el.append(child);
+  }
+  return el;
+}
+
+/** Enter that only confirms an IME candidate (isComposing, or keyCode 229 where the
+ * browser reports the composition that way): it must never submit. */
+function composing(event: KeyboardEvent): boolean {
+  return event.isComposing || event.keyCode === 229;
+}
+
+export class View {
+  private readonly root: HTMLElement;
+  private readonly session: Session;
+  /** What was drawn last: a change of question or phase moves the focus. */
+  private shown = "";
+  /** An IME composition is in progress: redraws wait for its end. */
+  private imeActive = false;
+  private redrawPending = false;
+
+  constructor(root: HTMLElement, session: Session) {
+    this.root = root;
+    this.session = session;
+    root.addEventListener("compositionstart", () => {
+      this.imeActive = true;
+    });
+    root.addEventListener("compositionend", () => {
+      this.imeActive = false;
+      if (this.redrawPending) this.render();
+    });
+    document.addEventListener("keydown", (event) => this.onKey(event));
+  }
+
+  render(): void {
+    if (this.imeActive) {
+      this.redrawPending = true;
+      return;
+    }
+    this.redrawPending = false;
+    const focused = document.activeElement as HTMLElement | null;
+    const focusKey = focused?.dataset?.key;
+    const selection =
+      focused instanceof HTMLInputElement || focused instanceof HTMLTextAreaElement
+        ? [focused.selectionStart, focused.selectionEnd]
+        : undefined;
+
+    const composer = this.session.current;
+    const shown = composer
+      ? `${composer.batch.rpcId}/${composer.phase.kind}/${composer.item}`
+      : "empty";
+    this.root.replaceChildren(this.bar(), this.notice(), this.main(composer));
+
+    if (shown !== this.shown) {
+      this.shown = shown;
+      // A new question, phase or batch: focus where the human goes on from.
+      this.root.querySelector<HTMLElement>("[data-autofocus]")?.focus();
+      return;
+    }
+    if (focusKey) {
+      const again = this.root.querySelector<HTMLElement>(`[data-key="${focusKey}"]`);
+      again?.focus();
+      if (selection && (again instanceof HTMLInputElement || again instanceof HTMLTextAreaElement)) {
+        again.setSelectionRange(selection[0], selection[1]);
+      }
+    }
+  }
+
+  private bar(): HTMLElement {
+    const connection = this.session.connection;
+    const [text, tone] = {
+      connecting: ["Connecting…", "warn"],
+      connected: ["Connected", "ok"],
+      reconnecting: ["Reconnecting…", "warn"],
+      refused: ["Refused", "error"],
+    }[connection.kind];
+    const why =
+      connection.kind === "reconnecting" || connection.kind === "refused" ? connection.why : "";
+    return h(
+      "header",
+      { class: "bar" },
+      h("span", { class: "brand" }, "askgate"),
+      h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId)),
+      h(
+        "span",
+        { class: `connection ${tone}`, role: "status", "data-testid": "connection", title: why },
+        text,
+      ),
+    );
+  }
+
+  private notice(): HTMLElement {
+    const notice = this.session.notice;
+    return h(
+      "div",
+      { class: "notices", "aria-live": "polite" },
+      notice &&
+        h(
+          "div",
+          { class: `notice ${notice.tone}`, "data-testid": "notice" },
+          h("span", {}, h("strong", {}, notice.about), " — ", notice.text),
+          h(
+            "button",
+            {
+              class: "quiet",
+              type: "button",
+              "aria-label": "Dismiss the notice",
+              onclick: () => this.session.dismissNotice(),
+            },
+            "×",
+          ),
+        ),
+    );
+  }
+
+  private main(composer: Composer | undefined): HTMLElement {
+    const connection = this.session.connection;
+    if (!composer) {
+      const why =
+        connection.kind === "refused"
+          ? h("p", { class: "error", role: "alert" }, `The server refused this session: ${connection.why}`)
+          : connection.kind === "reconnecting"
+            ? h("p", { class: "muted" }, `Lost the connection (${connection.why}); retrying.`)
+            : h("p", { class: "muted" }, "No questions waiting. An agent's questions in this session appear here.");
+      return h("main", { "data-testid": "idle" }, h("section", { class: "card empty" }, why));
+    }
+    return h("main", {}, this.composer(composer), this.queue());
+  }
+
+  private queue(): HTMLElement | false {
+    const waiting = this.session.queue.slice(1);
+    if (waiting.length === 0) return false;
+    return h(
+      "aside",
+      { class: "queue", "aria-label": "Waiting batches", "data-testid": "queue" },
+      h("h2", {}, `${waiting.length} more waiting`),
+      h("ol", {}, ...waiting.map((c) => h("li", {}, title(c), h("span", { class: "muted" }, ` · ${c.batch.questions.length} question${c.batch.questions.length === 1 ? "" : "s"}`)))),
+    );
+  }
+
+  private composer(c: Composer): HTMLElement {
+    const sent = c.phase.kind === "sent";
+    const body =
+      c.phase.kind === "review"
+        ? this.review(c)
+        : c.phase.kind === "closing"
+          ? this.closing(c, c.phase.reason)
+          : this.question(c);
+    return h(
+      "section",
+      {
+        class: `card composer${sent ? " sent" : ""}`,
+        "aria-label": "Questions from the agent",
+        "aria-busy": sent ? "true" : undefined,
+        "data-testid": "composer",
+        "data-rpc": c.batch.rpcId,
+      },
+      this.steps(c),
+      sent
+        ? h(
+            "p",
+            { class: "waiting", role: "status", "data-testid": "waiting" },
+            c.phase.kind === "sent" && c.phase.what === "cancel"
+              ? "Cancelling… waiting for the server to confirm."
+              : "Sending… waiting for the server to confirm.",
+          )
+        : body,
+    );
+  }
+
+  /** Progress, a step per question, and the close control. */
+  private steps(c: Composer): HTMLElement {
+    const total = c.batch.questions.length;
+    const where =
+      c.phase.kind === "review" ? `Review · ${total} of ${total}` : `${c.item + 1} of ${total}`;
+    const disabled = c.phase.kind === "sent";
+    return h(
+      "div",
+      { class: "steps" },
+      h("span", { class: "progress", "data-testid": "progress" }, where),
+      total > 1 &&
+        h(
+          "nav",
+          { "aria-label": "Questions" },
+          ...c.batch.questions.map((q, i) => {
+            const status = c.drafts[i].status;
+            const mark = status === "answered" ? " ✓" : status === "skipped" ? " (skipped)" : "";
+            return h(
+              "button",
+              {
+                type: "button",
+                class: `step ${status}`,
+                "aria-current": c.phase.kind === "question" && i === c.item ? "step" : undefined,
+                disabled,
+                "data-key": `step-${i}`,
+                onclick: () => this.act(() => c.goTo(i)),
+              },
+              `${q.header || `Q${i + 1}`}${mark}`,
+            );
+          }),
+        ),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "close",
+          "aria-label": "Close: cancel this batch",
+          title: "Close: cancel this batch",
+          disabled,
+          "data-key": "close",
+          "data-testid": "close",
+          onclick: () => this.act(() => c.close()),
+        },
+        "×",
+      ),
+    );
+  }
+
+  private question(c: Composer): HTMLElement {
+    const q = c.question;
+    const draft = c.draft;
+    const approve = planApprove(q);
+    const optionless = q.options.length === 0;
+    const firstFocus = Math.max(
+      0,
+      q.options.findIndex((o) => draft.selected.includes(o.label)),
+    );
+    const options = q.options.map((option, i) => {
+      const { text, recommended: isRecommended } = recommended(option.label);
+      const chosen = draft.selected.includes(option.label);
+      const parts: Child[] = [
+        h("span", { class: "key", "aria-hidden": "true" }, i < 9 ? String(i + 1) : ""),
+        h(
+          "span",
+          { class: "body" },
+          h("span", { class: "label" }, text),
+          isRecommended && h("span", { class: "badge", "data-testid": "recommended" }, "Recommended"),
+          option.label === approve && h("span", { class: "badge approve" }, "Approves the plan"),
+          option.description && h("span", { class: "description" }, option.description),
+        ),
+      ];
+      const common = {
+        class: `option${chosen ? " chosen" : ""}`,
+        "data-key": `option-${i}`,
+        "data-option": "",
+        "data-autofocus": i === firstFocus ? "" : undefined,
+      };
+      if (q.multiSelect) {
+        return h(
+          "label",
+          { class: `option-row${chosen ? " chosen" : ""}` },
+          h("input", {
+            ...common,
+            class: "check",
+            type: "checkbox",
+            checked: chosen,
+            onchange: () => this.act(() => c.toggle(option.label)),
+          }),
+          ...parts,
+        );
+      }
+      return h(
+        "button",
+        {
+          ...common,
+          type: "button",
+          "aria-pressed": chosen ? "true" : "false",
+          onclick: () => this.act(() => c.choose(option.label)),
+        },
+        ...parts,
+      );
+    });
+    const detail =
+      q.detail &&
+      (approve !== undefined
+        ? h("div", { class: "plan" }, h("h3", {}, "The plan to review"), h("pre", {}, q.detail))
+        : h("p", { class: "detail" }, q.detail));
+    const textLabel = optionless
+      ? "Your answer"
+      : q.multiSelect
+        ? "Other (added to your choices)"
+        : "Other (instead of an option)";
+    const textBox = h(
+      optionless ? "textarea" : "input",
+      {
+        id: "answer-text",
+        class: "text",
+        "data-key": "text",
+        "data-testid": "text",
+        rows: optionless ? 3 : undefined,
+        type: optionless ? undefined : "text",
+        placeholder: optionless ? "Type your answer; Enter to confirm, Shift+Enter for a new line" : "Your own answer",
+        value: draft.custom,
+        "data-autofocus": optionless ? "" : undefined,
+        oninput: (event: Event) => {
+          c.type((event.target as HTMLInputElement).value);
+          this.render();
+        },
+        onkeydown: (event: KeyboardEvent) => {
+          if (event.key !== "Enter" || event.shiftKey || composing(event)) return;
+          event.preventDefault();
+          this.act(() => c.confirm());
+        },
+      },
+    );
+    return h(
+      "div",
+      { class: "question" },
+      q.header && h("p", { class: "chip" }, q.header),
+      h("h2", { id: "question-text" }, q.question),
+      detail,
+      !optionless &&
+        h(
+          "div",
+          {
+            class: "options",
+            role: "group",
+            "aria-labelledby": "question-text",
+            "data-testid": "options",
+          },
+          ...options,
+        ),
+      h("label", { class: "text-label", for: "answer-text" }, textLabel),
+      textBox,
+      c.hint && h("p", { class: "hint", role: "alert", "data-testid": "hint" }, c.hint),
+      h(
+        "div",
+        { class: "actions" },
+        h(
+          "button",
+          { type: "button", "data-key": "back", disabled: c.item === 0, onclick: () => this.act(() => c.goTo(c.item - 1)) },
+          "Back",
+        ),
+        h("button", { type: "button", "data-key": "skip", "data-testid": "skip", onclick: () => this.act(() => c.skip()) }, "Skip"),
+        h(
+          "button",
+          { type: "button", "data-key": "next", "data-testid": "next", onclick: () => this.act(() => c.confirm()) },
+          "Next",
+        ),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "primary",
+            "data-key": "submit",
+            "data-testid": "submit",
+            disabled: !c.complete(),
+            onclick: () => void this.session.submit(c),
+          },
+          "Submit",
+        ),
+      ),
+    );
+  }
+
+  private review(c: Composer): HTMLElement {
+    const answers = c.answers();
+    return h(
+      "div",
+      { class: "review", "data-testid": "review" },
+      h("h2", {}, "Review your answers"),
+      h(
+        "dl",
+        {},
+        ...c.batch.questions.flatMap((q, i) => {
+          const a = answers[i];
+          const parts = [...a.selected.map((s) => recommended(s).text), ...(a.custom ? [`“${a.custom}”`] : [])];
+          return [
+            h("dt", {}, q.header ? `${q.header}: ${q.question}` : q.question),
+            h(
+              "dd",
+              {},
+              parts.length > 0 ? parts.join(", ") : h("em", {}, "skipped"),
+              " ",
+              h("button", { type: "button", class: "quiet", "data-key": `edit-${i}`, onclick: () => this.act(() => c.goTo(i)) }, "Edit"),
+            ),
+          ];
+        }),
+      ),
+      c.hint && h("p", { class: "hint", role: "alert", "data-testid": "hint" }, c.hint),
+      h(
+        "div",
+        { class: "actions" },
+        h(
+          "button",
+          {
+            type: "button",
+            class: "primary",
+            "data-key": "submit",
+            "data-testid": "submit",
+            "data-autofocus": "",
+            onclick: () => void this.session.submit(c),
+          },
+          "Submit answers",
+        ),
+      ),
+      h("p", { class: "muted" }, "Enter submits."),
+    );
+  }
+
+  private closing(c: Composer, reason: string): HTMLElement {
+    const send = () => void this.session.cancel(c, c.phase.kind === "closing" ? c.phase.reason : "");
+    return h(
+      "div",
+      { class: "closing", role: "group", "aria-labelledby": "closing-title" },
+      h("h2", { id: "closing-title" }, "Cancel this batch?"),
+      h("p", { class: "muted" }, "The agent gets ASK_CANCELLED with your reason, and none of the answers."),
+      h("label", { for: "cancel-reason", class: "text-label" }, "Reason (optional)"),
+      h("input", {
+        id: "cancel-reason",
+        class: "text",
+        type: "text",
+        "data-key": "reason",
+        "data-testid": "reason",
+        "data-autofocus": "",
+        value: reason,
+        oninput: (event: Event) => {
+          if (c.phase.kind === "closing") c.phase.reason = (event.target as HTMLInputElement).value;
+        },
+        onkeydown: (event: KeyboardEvent) => {
+          if (event.key !== "Enter" || composing(event)) return;
+          event.preventDefault();
+          send();
+        },
+      }),
+      h(
+        "div",
+        { class: "actions" },
+        h("button", { type: "button", "data-key": "keep", onclick: () => this.act(() => c.keepOpen()) }, "Keep answering"),
+        h("button", { type: "button", class: "danger", "data-key": "cancel", "data-testid": "confirm-cancel", onclick: send }, "Cancel batch"),
+      ),
+    );
+  }
+
+  /** Runs a composer action, then redraws. */
+  private act(action: () => void): void {
+    action();
+    this.render();
+  }
+
+  /** Keys the controls do not handle themselves. */
+  private onKey(event: KeyboardEvent): void {
+    const c = this.session.current;
+    if (!c || composing(event) || event.defaultPrevented) return;
+    const target = event.target as HTMLElement;
+    const typing = target instanceof HTMLInputElement && target.type === "text";
+    const inText = typing || target instanceof HTMLTextAreaElement;
+    if (event.key === "Escape" && c.phase.kind === "closing") {
+      event.preventDefault();
+      this.act(() => c.keepOpen());
+      return;
+    }
+    if (c.phase.kind === "closing" || inText) return;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      const options = [...this.root.querySelectorAll<HTMLElement>("[data-option]")];
+      const at = options.indexOf(target);
+      if (at < 0) return;
+      event.preventDefault();
+      const next = event.key === "ArrowDown" ? Math.min(options.length - 1, at + 1) : Math.max(0, at - 1);
+      options[next].focus();
+      return;
+    }
+    if (/^[1-9]$/.test(event.key) && c.phase.kind === "question" && !event.ctrlKey && !event.metaKey && !event.altKey) {
+      const option = c.question.options[Number(event.key) - 1];
+      if (!option) return;
+      event.preventDefault();
+      this.act(() => (c.question.multiSelect ? c.toggle(option.label) : c.choose(option.label)));
+      return;
+    }
+    // Enter on a button is that button's click.
+    if (event.key !== "Enter" || target instanceof HTMLButtonElement) return;
+    event.preventDefault();
+    if (c.phase.kind === "review" || (c.phase.kind === "question" && c.complete() && target === document.body)) {
+      void this.session.submit(c);
+    } else if (c.phase.kind === "question") {
+      this.act(() => c.confirm());
+    }
+  }
+}
