@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
-# (redis-server and redis-cli, tmux), then runs every test of the workspace.
+# (redis-server and redis-cli, tmux, chromium), then runs every test of the workspace
+# and the browser console's tests (client/web: Playwright driving Debian's Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: redis-server and redis-cli (the Redis backend's
-# tests), tmux (the answering overlay runs in a real terminal).
+# tests), tmux (the answering overlay runs in a real terminal), chromium (the console's
+# tests; Playwright never downloads a browser of its own).
 missing=()
 command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing+=(redis-server)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
+command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 or newer with npm" >&2; exit 1; }
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "==> installing ${missing[*]} (Debian packages) for the tests"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
@@ -23,4 +27,10 @@ fi
 # The tests start their own redis-server processes on free ports; a system service the
 # package may have started is not used.
 
-exec cargo test --workspace --locked "$@"
+cargo test --workspace --locked "$@"
+
+# The console in a real browser, against the askgate binary `cargo test` just built.
+echo "==> console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"
+cd client/web
+npm ci --no-audit --no-fund --loglevel=error
+ASKGATE_BIN="$PWD/../../target/debug/askgate" npm test

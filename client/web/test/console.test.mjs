@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Harness, question, screenshot, tempFile } from "./harness.mjs";
+import { CuttableProxy, Harness, question, screenshot, tempFile } from "./harness.mjs";
 
 /** A started server, a page on its console for `session`, and cleanup. */
 async function setUp(t, { session, serveArgs = [], viewport, token } = {}) {
@@ -335,4 +335,55 @@ test("a per-session token in the URL authenticates, and leaves the address bar",
   await page.goto(`${url}/console/#/sessions/other`);
   await page.reload();
   await shows(page, "connection", "Refused");
+});
+
+test("after a dropped connection the console resumes and keeps the drafts", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const proxy = await CuttableProxy.start(url);
+  t.after(() => proxy.close());
+  const page = await h.page();
+  await page.goto(`${proxy.url}/console/#/sessions/drop`);
+  await shows(page, "connection", "Connected");
+  const first = h.ask(url, {
+    sessionId: "drop",
+    questions: [
+      question("region", "Which region?", ["eu-west", "us-east"], { header: "Region" }),
+      question("size", "Which size?", ["small", "large"], { header: "Size" }),
+    ],
+  });
+  await page.getByRole("button", { name: /us-east/ }).click();
+  await shows(page, "progress", "2 of 2");
+
+  proxy.cut();
+  await shows(page, "connection", "Reconnecting");
+  // Asked while the console is away: the resumed stream brings it.
+  const second = h.ask(url, {
+    sessionId: "drop",
+    questions: [question("later", "Asked during the outage?", ["yes", "no"])],
+  });
+  await screenshot(page, "10-reconnecting");
+  proxy.release();
+  await shows(page, "connection", "Connected");
+  await shows(page, "queue", "1 more waiting");
+  await shows(page, "progress", "2 of 2");
+  await page.getByRole("button", { name: /Region/ }).click();
+  assert.equal(
+    await page.getByRole("button", { name: /us-east/ }).getAttribute("aria-pressed"),
+    "true",
+    "the draft made before the drop is still there",
+  );
+  await page.getByRole("button", { name: /Size/ }).click();
+  await page.getByRole("button", { name: /large/ }).click();
+  await page.keyboard.press("Enter");
+  await page.getByTestId("composer").filter({ hasText: "Asked during the outage?" }).waitFor();
+  await page.getByRole("button", { name: /^no/ }).click();
+  await page.keyboard.press("Enter");
+
+  assert.deepEqual((await first.result()).json.answers, [
+    { id: "region", selected: ["us-east"] },
+    { id: "size", selected: ["large"] },
+  ]);
+  assert.deepEqual((await second.result()).json.answers, [{ id: "later", selected: ["no"] }]);
 });

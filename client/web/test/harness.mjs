@@ -4,6 +4,7 @@
 // and browser a test starts is ended when the test ends.
 
 import { spawn } from "node:child_process";
+import net from "node:net";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -133,6 +134,54 @@ export class Harness {
     child.stderr.setEncoding("utf8");
     this.children.push(child);
     return child;
+  }
+}
+
+/**
+ * A TCP proxy in front of `url` whose connections can be cut, so that the page loses
+ * its stream as it would on a network drop. While held, new connections are refused.
+ */
+export class CuttableProxy {
+  static async start(url) {
+    const target = new URL(url);
+    const proxy = new CuttableProxy();
+    proxy.server = net.createServer((client) => {
+      if (proxy.held) {
+        client.destroy();
+        return;
+      }
+      const upstream = net.connect(Number(target.port), target.hostname);
+      for (const [from, to] of [[client, upstream], [upstream, client]]) {
+        from.pipe(to);
+        from.on("error", () => to.destroy());
+        from.on("close", () => to.destroy());
+      }
+      proxy.sockets.add(client);
+      client.on("close", () => proxy.sockets.delete(client));
+    });
+    await new Promise((resolve) => proxy.server.listen(0, "127.0.0.1", resolve));
+    proxy.url = `http://127.0.0.1:${proxy.server.address().port}`;
+    return proxy;
+  }
+
+  constructor() {
+    this.sockets = new Set();
+    this.held = false;
+  }
+
+  /** Drops every open connection and refuses new ones until `release`. */
+  cut() {
+    this.held = true;
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  release() {
+    this.held = false;
+  }
+
+  close() {
+    this.cut();
+    this.server.close();
   }
 }
 

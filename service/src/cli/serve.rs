@@ -177,7 +177,7 @@ pub struct ServeArgs {
     /// by askgate itself (the console) may.
     #[arg(
         long = "cors-origin",
-        env = "ASKGATE_CORS_ORIGINS",
+        env = "ASKGATE_CORS_ORIGIN",
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
