@@ -265,10 +265,14 @@ export class Session {
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, ms);
-      this.stopped.signal.addEventListener("abort", () => {
-        clearTimeout(timer);
-        resolve();
-      });
+      this.stopped.signal.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
     });
   }
 }

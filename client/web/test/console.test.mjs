@@ -247,7 +247,7 @@ test("close cancels the whole batch with the reason: the agent gets ASK_CANCELLE
   await page.getByTestId("idle").waitFor();
 });
 
-test("a batch answered elsewhere first closes with a notice saying by whom", async (t) => {
+test("a bot answering first closes the batch with a notice saying by whom", async (t) => {
   const { h, url, page } = await setUp(t, { session: "race" });
   const agent = h.ask(url, {
     sessionId: "race",
@@ -256,16 +256,12 @@ test("a batch answered elsewhere first closes with a notice saying by whom", asy
       question("notify", "Tell the team?", ["yes", "no"], { header: "Notify" }),
     ],
   });
-  const composer = page.getByTestId("composer");
-  await composer.waitFor();
-  // The human is half-way through when a bot answers.
-  await page.getByRole("button", { name: /^yes/ }).click();
+  await page.getByTestId("composer").waitFor();
+  // The human is half-way through (and chose otherwise) when a bot answers.
+  await page.getByRole("button", { name: /^no/ }).click();
   await shows(page, "progress", "2 of 2");
-  const rpcId = await composer.getAttribute("data-rpc");
-  await h.run([
-    "answer", "--addr", url, "--session", "race", "--rpc-id", rpcId,
-    "--select", "deploy=no", "--select", "notify=no",
-  ]);
+  // `askgate bot` answers every pending batch of the session with its first options.
+  h.spawn(["bot", "--addr", url, "--session", "race", "--policy", "first"]);
   await shows(page, "notice", "Answered elsewhere by");
   await page.getByTestId("idle").waitFor();
   await screenshot(page, "08-answered-elsewhere");
@@ -273,8 +269,8 @@ test("a batch answered elsewhere first closes with a notice saying by whom", asy
   const { code, json, stderr } = await agent.result();
   assert.equal(code, 0, stderr);
   assert.deepEqual(json.answers, [
-    { id: "deploy", selected: ["no"] },
-    { id: "notify", selected: ["no"] },
+    { id: "deploy", selected: ["yes"] },
+    { id: "notify", selected: ["yes"] },
   ]);
 });
 
