@@ -167,34 +167,17 @@ export class Session {
 
   /** Sends the composer's batch with Answer; the composer waits for `resolved`. */
   async submit(composer: Composer): Promise<void> {
-    if (!composer.complete() || composer.phase.kind === "sent") return;
-    composer.sent("answer");
-    this.options.onChange();
-    try {
-      await this.client.answer({
-        sessionId: composer.batch.sessionId,
-        rpcId: composer.batch.rpcId,
-        answers: composer.answers(),
-      });
-    } catch (error) {
-      this.failed(composer, error);
-    }
+    if (!composer.complete()) return;
+    await this.send(composer, "answer", (batch) =>
+      this.client.answer({ ...batch, answers: composer.answers() }),
+    );
   }
 
   /** Closes the whole batch with Cancel and the human's reason (possibly empty). */
   async cancel(composer: Composer, reason: string): Promise<void> {
-    if (composer.phase.kind === "sent") return;
-    composer.sent("cancel");
-    this.options.onChange();
-    try {
-      await this.client.cancel({
-        sessionId: composer.batch.sessionId,
-        rpcId: composer.batch.rpcId,
-        reason: reason.trim(),
-      });
-    } catch (error) {
-      this.failed(composer, error);
-    }
+    await this.send(composer, "cancel", (batch) =>
+      this.client.cancel({ ...batch, reason: reason.trim() }),
+    );
   }
 
   dismissNotice(): void {
@@ -202,12 +185,24 @@ export class Session {
     this.options.onChange();
   }
 
-  private failed(composer: Composer, error: unknown): void {
-    // Too late: another resolution won. Its `resolved` event closes the batch with a
-    // notice saying how and by whom, so the composer keeps waiting for it.
-    if (errorReason(error) === "NOT_PENDING") return;
-    composer.unsent(`Not sent: ${describe(error)}`);
+  /** Sends the batch once; the composer then waits for the batch's `resolved` event. */
+  private async send(
+    composer: Composer,
+    what: "answer" | "cancel",
+    call: (batch: { sessionId: string; rpcId: string }) => Promise<unknown>,
+  ): Promise<void> {
+    if (composer.phase.kind === "sent") return;
+    composer.sent(what);
     this.options.onChange();
+    try {
+      await call({ sessionId: composer.batch.sessionId, rpcId: composer.batch.rpcId });
+    } catch (error) {
+      // Too late: another resolution won. Its `resolved` event closes the batch with a
+      // notice saying how and by whom, so the composer keeps waiting for it.
+      if (errorReason(error) === "NOT_PENDING") return;
+      composer.unsent(`Not sent: ${describe(error)}`);
+      this.options.onChange();
+    }
   }
 
   private requested(batch: Requested): void {
