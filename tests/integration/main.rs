@@ -19,6 +19,7 @@ mod quotas;
 mod reattach;
 mod replay;
 mod resume;
+mod rolling;
 mod security;
 mod service;
 mod shutdown;

@@ -431,6 +431,68 @@ impl Drop for CuttableProxy {
     }
 }
 
+/// A TCP load balancer on 127.0.0.1:0, as a Kubernetes Service is to its pods: each
+/// new connection goes to the next ready upstream, round robin. Taking an upstream out
+/// of the ready set (its pod went unready) leaves its open connections alone.
+pub struct Balancer {
+    pub addr: SocketAddr,
+    ready: std::sync::Arc<std::sync::Mutex<Vec<SocketAddr>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Balancer {
+    pub async fn start(upstreams: Vec<SocketAddr>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind balancer");
+        let addr = listener.local_addr().expect("balancer addr");
+        let ready = std::sync::Arc::new(std::sync::Mutex::new(upstreams));
+        let pool = ready.clone();
+        let accept = tokio::spawn(async move {
+            let mut turn = 0usize;
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let upstream = {
+                    let pool = pool.lock().expect("lock");
+                    turn = turn.wrapping_add(1);
+                    (!pool.is_empty()).then(|| pool[turn % pool.len()])
+                };
+                let Some(upstream) = upstream else { continue };
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = outbound.set_nodelay(true);
+                        let _ = inbound.set_nodelay(true);
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            ready,
+            accept,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// New connections no longer go to `upstream`.
+    pub fn remove(&self, upstream: SocketAddr) {
+        self.ready.lock().expect("lock").retain(|u| *u != upstream);
+    }
+
+    pub fn add(&self, upstream: SocketAddr) {
+        self.ready.lock().expect("lock").push(upstream);
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
 /// Retries `attempt` until it returns `Some`, within [`WAIT`]: for state that changes
 /// asynchronously (a lease ending after its stream closed).
 pub async fn eventually<T, F, Fut>(what: &str, mut attempt: F) -> T
