@@ -92,7 +92,9 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    fn endpoint(&self, endpoint: String) -> Result<Endpoint, Error> {
+    /// The endpoint for `endpoint` (a URL) with these TLS settings, for a channel of
+    /// one's own (e.g. to the node's health service); the token is not applied.
+    pub fn endpoint(&self, endpoint: String) -> Result<Endpoint, Error> {
         let tls = endpoint.starts_with("https://") || self.ca_pem.is_some();
         let mut endpoint = Endpoint::from_shared(endpoint).map_err(Error::transport)?;
         if tls {

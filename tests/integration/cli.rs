@@ -7,7 +7,7 @@ use tokio::{
     process::{Child, ChildStdout},
 };
 
-use crate::support::{ServeProcess, askgate, finish, within};
+use crate::support::{ServeProcess, TempDir, askgate, finish, within};
 
 fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
     BufReader::new(child.stdout.take().expect("stdout")).lines()
@@ -465,4 +465,60 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("(redis backend)"), "{stdout}");
     assert!(stdout.contains("200 deliveries"), "{stdout}");
+}
+
+#[tokio::test]
+async fn health_exits_0_on_a_serving_node_and_9_when_none_answers() {
+    let server = ServeProcess::start().await;
+    let (code, stdout, stderr) = finish(askgate(&["health", "--addr", &server.url])).await;
+    assert_eq!((code, stdout.trim()), (0, "SERVING"), "{stderr}");
+    let (code, stdout, stderr) = finish(askgate(&[
+        "health",
+        "--addr",
+        &server.url,
+        "--service",
+        "askgate.v1.UserQuestions",
+    ]))
+    .await;
+    assert_eq!((code, stdout.trim()), (0, "SERVING"), "{stderr}");
+
+    // A port nobody listens on: the probe fails fast, saying so.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let (code, _, stderr) = finish(askgate(&[
+        "health",
+        "--addr",
+        &format!("http://{addr}"),
+        "--timeout",
+        "2s",
+    ]))
+    .await;
+    assert_eq!(code, 9, "{stderr}");
+    assert!(stderr.contains("unreachable"), "{stderr}");
+}
+
+#[tokio::test]
+async fn serve_takes_its_settings_from_a_config_file() {
+    let dir = TempDir::new();
+    let config = dir.file(
+        "askgate.toml",
+        "listen = \"127.0.0.1:0\"\nconsole = false\nmax-questions = 1\n",
+    );
+    let server = ServeProcess::start_with(&["--config", config.to_str().expect("utf-8")]).await;
+    let mut client = server.client().await;
+    let refused = client
+        .ask(
+            askgate_client::Ask::new("s")
+                .question(askgate_client::question("a", "A?"))
+                .question(askgate_client::question("b", "B?"))
+                .hold_unattended(),
+        )
+        .await
+        .expect_err("two questions are over the file's max-questions");
+    assert_eq!(
+        refused.reason(),
+        askgate_client::Reason::BadRequest,
+        "{refused}"
+    );
 }

@@ -13,7 +13,9 @@ mod ask;
 mod attach;
 mod bench;
 mod bot;
+mod config;
 mod credentials;
+mod health;
 mod json;
 pub mod overlay;
 mod serve;
@@ -23,7 +25,7 @@ use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
 
 use askgate_client::{Client, ConnectOptions, Reason};
 use askgate_proto::v1::SubscribeRequest;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tonic::Code;
 use tracing_subscriber::EnvFilter;
 
@@ -64,6 +66,9 @@ pub enum Command {
     Keys(credentials::KeysCommand),
     /// Run a benchmark against `askgate serve` processes and print its figures.
     Bench(bench::BenchArgs),
+    /// Check a node's health (grpc.health.v1): exit 0 when it is SERVING. For container
+    /// HEALTHCHECKs and exec probes.
+    Health(health::HealthArgs),
 }
 
 /// Where and how the client subcommands connect.
@@ -153,9 +158,30 @@ impl ScopeArgs {
 /// Exit code for invalid command lines and configuration (EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
 
+/// Parses `args`; for `serve --config FILE`, the file's settings fill in what the
+/// command line and the environment leave unset.
+pub fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let command = Cli::command();
+    let matches = command.clone().try_get_matches_from(&args)?;
+    if let Some(("serve", serve)) = matches.subcommand()
+        && let Some(path) = serve.get_one::<PathBuf>("config")
+    {
+        let serve_command = command
+            .find_subcommand("serve")
+            .expect("askgate has a serve subcommand");
+        let extra = config::file_args(path, serve_command, serve)
+            .map_err(|e| Cli::command().error(clap::error::ErrorKind::InvalidValue, e))?;
+        let mut args = args;
+        args.extend(extra);
+        let matches = command.try_get_matches_from(&args)?;
+        return Cli::from_arg_matches(&matches);
+    }
+    Cli::from_arg_matches(&matches)
+}
+
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -200,6 +226,7 @@ pub fn main() -> ExitCode {
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
             Command::Bench(args) => bench::run(args).await,
+            Command::Health(args) => health::run(args).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

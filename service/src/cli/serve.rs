@@ -36,6 +36,10 @@ pub enum AuthMode {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// A TOML file of settings named like these flags without the dashes
+    /// (`listen = "0.0.0.0:50051"`); flags and ASKGATE_* variables override it.
+    #[arg(long, env = "ASKGATE_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "ASKGATE_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
