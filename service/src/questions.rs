@@ -8,6 +8,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    task::Poll,
     time::{Duration, SystemTime},
 };
 
@@ -173,25 +174,22 @@ impl Questions {
         ask: Box<NewAsk>,
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
-        let key = ask.key.clone();
-        let reattach_grace = ask.reattach_grace;
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let registered = self.backend.register(*ask).await?;
-        let rpc_id = registered.rpc_id;
-        Span::current().record("rpc_id", rpc_id.as_str());
-        debug!("ask registered");
-
-        let mut abort = AbortOnDrop {
+        let abort = AbortOnDrop {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
             tenant: tenant.to_owned(),
-            key,
-            rpc_id,
+            key: ask.key.clone(),
+            rpc_id: String::new(),
             expired_from: deadline
                 .checked_sub((remaining / 4).min(DEADLINE_SLACK))
                 .unwrap_or(deadline),
-            reattach_grace,
+            reattach_grace: ask.reattach_grace,
         };
+        let (registered, mut abort) = self.register(ask, abort).await?;
+        Span::current().record("rpc_id", abort.rpc_id.as_str());
+        debug!("ask registered");
+
         let mut outcome_rx = registered.outcome;
         let outcome = tokio::select! {
             outcome = &mut outcome_rx => outcome,
@@ -224,6 +222,49 @@ impl Questions {
             Resolution::Unspecified => Err(fail(AskError::Internal(
                 "ask resolved without a resolution".into(),
             ))),
+        }
+    }
+
+    /// Registers `ask`; `settle` (its rpc_id still empty) then settles it if the call is
+    /// dropped. A call can be dropped while its registration is in flight, after the
+    /// ask was stored and announced (a subscriber, even the caller, may see it before
+    /// this node sees the backend's reply): registration that does not finish at once
+    /// goes on on a task of its own, and a call dropped meanwhile hands `settle` to that
+    /// task, so the ask is settled as for any dropped call instead of staying pending
+    /// with nobody waiting.
+    async fn register(
+        &self,
+        ask: Box<NewAsk>,
+        mut settle: AbortOnDrop,
+    ) -> Result<(crate::backend::Registered, AbortOnDrop), AskFailure> {
+        let backend = self.backend.clone();
+        let mut registering = Box::pin(async move { backend.register(*ask).await });
+        // The memory backend finishes in one poll: no task for it.
+        let result =
+            match std::future::poll_fn(|cx| Poll::Ready(registering.as_mut().poll(cx))).await {
+                Poll::Ready(result) => result,
+                Poll::Pending => {
+                    let mut handover = Handover {
+                        task: Some(tokio::spawn(registering.in_current_span())),
+                        settle: Some(settle),
+                    };
+                    let joined = handover.task.as_mut().expect("just set").await;
+                    handover.task = None;
+                    settle = handover.settle.take().expect("just set");
+                    joined.unwrap_or_else(|e| {
+                        Err(AskError::Internal(format!("registration failed: {e}")))
+                    })
+                }
+            };
+        match result {
+            Ok(registered) => {
+                let rpc_id = registered.rpc_id.clone();
+                Ok((registered, settle.of(rpc_id)))
+            }
+            Err(error) => {
+                settle.disarm();
+                Err(error.into())
+            }
         }
     }
 
@@ -355,6 +396,37 @@ impl Questions {
     }
 }
 
+/// A registration in flight on its own task, with what settles the ask should the call
+/// be dropped before the registration finishes.
+struct Handover {
+    task: Option<tokio::task::JoinHandle<Result<crate::backend::Registered, AskError>>>,
+    settle: Option<AbortOnDrop>,
+}
+
+impl Drop for Handover {
+    fn drop(&mut self) {
+        let (Some(task), Some(mut settle)) = (self.task.take(), self.settle.take()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            settle.disarm();
+            return;
+        };
+        runtime.spawn(
+            async move {
+                match task.await {
+                    // Settled as any dropped call: its Drop does it.
+                    Ok(Ok(registered)) => drop(settle.of(registered.rpc_id)),
+                    _ => {
+                        settle.disarm();
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+}
+
 /// A caller's own deadline fires before the server's: its clock started before the
 /// request was sent, the server's when the request arrived. A call dropped this close
 /// to its deadline (at most a quarter of its whole wait) was dropped by the deadline,
@@ -376,6 +448,12 @@ struct AbortOnDrop {
 }
 
 impl AbortOnDrop {
+    /// Settles the ask `rpc_id` (once registered).
+    fn of(mut self, rpc_id: String) -> Self {
+        self.rpc_id = rpc_id;
+        self
+    }
+
     /// The call has its outcome: nothing to settle when it drops. Hands back the
     /// rpc_id.
     fn disarm(&mut self) -> String {
@@ -418,5 +496,159 @@ impl Drop for AbortOnDrop {
             }
             .in_current_span(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Question, QuestionOption, subscribe_response::Event};
+    use async_trait::async_trait;
+    use tokio::sync::Semaphore;
+    use tokio_stream::StreamExt;
+
+    use super::*;
+    use crate::backend::{
+        Registered, Stats,
+        memory::{MemoryBackend, MemoryConfig},
+    };
+
+    /// The memory backend, except that a registration, once the ask is stored and
+    /// announced, waits for a permit before it returns: the window in which a Redis
+    /// node has published `requested` but not yet read the script's reply.
+    struct SlowRegistration {
+        inner: MemoryBackend,
+        permits: Arc<Semaphore>,
+    }
+
+    #[async_trait]
+    impl Backend for SlowRegistration {
+        async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+            let registered = self.inner.register(ask).await;
+            let _permit = self.permits.acquire().await.expect("open");
+            registered
+        }
+        async fn questions(
+            &self,
+            key: &SessionKey,
+            rpc_id: &str,
+        ) -> Result<Vec<Question>, AskError> {
+            self.inner.questions(key, rpc_id).await
+        }
+        async fn claim(
+            &self,
+            key: &SessionKey,
+            rpc_id: &str,
+            outcome: Outcome,
+        ) -> Result<(), AskError> {
+            self.inner.claim(key, rpc_id, outcome).await
+        }
+        async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+            self.inner.abandon(key, rpc_id).await
+        }
+        async fn subscribe(
+            &self,
+            scope: Scope,
+            options: SubscribeOptions,
+        ) -> Result<EventStream, AskError> {
+            self.inner.subscribe(scope, options).await
+        }
+        async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+            self.inner.list_pending(key).await
+        }
+        async fn attach(
+            &self,
+            tenant: &str,
+            agent_id: &str,
+            parent: &str,
+        ) -> Result<Attached, AskError> {
+            self.inner.attach(tenant, agent_id, parent).await
+        }
+        async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+            self.inner.detach(tenant, agent_id, incarnation).await
+        }
+        async fn healthy(&self) -> bool {
+            self.inner.healthy().await
+        }
+        async fn stats(&self) -> Stats {
+            self.inner.stats().await
+        }
+        async fn dispose_all(&self) {
+            self.inner.dispose_all().await
+        }
+    }
+
+    async fn next(events: &mut EventStream) -> Event {
+        tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("an event within 10s")
+            .expect("the stream goes on")
+            .expect("no error")
+            .event
+            .clone()
+            .expect("an event")
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
+        let permits = Arc::new(Semaphore::new(0));
+        let backend = Arc::new(SlowRegistration {
+            inner: MemoryBackend::new(MemoryConfig::default()),
+            permits: permits.clone(),
+        });
+        let questions = Questions::new(
+            backend.clone(),
+            Limits::default(),
+            Metrics::new(false),
+            AskRate {
+                per_second: 100,
+                burst: 100,
+            },
+        );
+        let mut events = questions
+            .subscribe(
+                "t",
+                SubscribeRequest {
+                    session_id: "s".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("subscribe");
+        assert!(matches!(next(&mut events).await, Event::Synced(_)));
+
+        let request = AskRequest {
+            session_id: "s".into(),
+            questions: vec![Question {
+                id: "q".into(),
+                question: "Go?".into(),
+                options: vec![QuestionOption {
+                    label: "yes".into(),
+                    description: None,
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let checked = questions
+            .check_ask("t", request, Instant::now() + Duration::from_secs(60))
+            .expect("a valid ask");
+        let asking = questions.clone();
+        let call = tokio::spawn(async move { asking.ask(checked).await });
+        let Event::Requested(requested) = next(&mut events).await else {
+            panic!("expected requested");
+        };
+
+        // The caller goes away before its node has seen the registration finish.
+        call.abort();
+        let _ = call.await;
+        permits.add_permits(1);
+
+        let Event::Resolved(resolved) = next(&mut events).await else {
+            panic!("expected resolved");
+        };
+        assert_eq!(resolved.rpc_id, requested.rpc_id);
+        assert_eq!(resolved.reason(), Resolution::Aborted);
+        let key = SessionKey::new("t", "s".to_owned());
+        assert!(backend.list_pending(&key).await.expect("list").is_empty());
     }
 }

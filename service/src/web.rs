@@ -128,23 +128,30 @@ struct Asset {
 }
 
 impl Asset {
-    fn find(path: &str) -> Option<&'static Asset> {
+    /// The asset at `path` and its ETag.
+    fn find(path: &str) -> Option<(&'static Asset, HeaderValue)> {
         let name = match path.strip_prefix(CONSOLE_PATH)? {
             "" => "index.html",
             name => name,
         };
-        ASSETS.iter().find(|asset| asset.name == name)
-    }
-
-    /// A strong validator: the content's hash, so a browser revalidates cheaply and
-    /// never keeps an old build.
-    fn etag(&self) -> HeaderValue {
-        use sha2::Digest as _;
-        let digest = sha2::Sha256::digest(self.body);
-        HeaderValue::from_str(&format!("\"{}\"", hex::encode(&digest[..12])))
-            .expect("a hex ETag is a valid header value")
+        let at = ASSETS.iter().position(|asset| asset.name == name)?;
+        Some((&ASSETS[at], ETAGS[at].clone()))
     }
 }
+
+/// Each asset's strong validator, its content's hash (computed once): a browser
+/// revalidates cheaply and never keeps an old build.
+static ETAGS: std::sync::LazyLock<Vec<HeaderValue>> = std::sync::LazyLock::new(|| {
+    use sha2::Digest as _;
+    ASSETS
+        .iter()
+        .map(|asset| {
+            let digest = sha2::Sha256::digest(asset.body);
+            HeaderValue::from_str(&format!("\"{}\"", hex::encode(&digest[..12])))
+                .expect("a hex ETag is a valid header value")
+        })
+        .collect()
+});
 
 /// Serves the console's files on `GET /console/...` (and redirects `/` and `/console`
 /// there); every other request, gRPC and gRPC-Web, goes on to the services.
@@ -198,10 +205,9 @@ fn console_response<B>(request: &Request<B>) -> Option<Response<tonic::body::Bod
     if !path.starts_with(CONSOLE_PATH) {
         return None;
     }
-    let Some(asset) = Asset::find(path) else {
+    let Some((asset, etag)) = Asset::find(path) else {
         return Some(plain(StatusCode::NOT_FOUND, "no such console file\n"));
     };
-    let etag = asset.etag();
     let fresh = request
         .headers()
         .get(header::IF_NONE_MATCH)
