@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validates deploy/ without a Docker engine or a cluster (CI runs it; so can you):
-#   hadolint on the Dockerfile; yamllint on every YAML file; `helm lint` and
+#   hadolint on the Dockerfile; yamllint on every YAML file git tracks; `helm lint` and
 #   `helm template` over several value sets; every rendered manifest and every file
 #   of deploy/kubernetes against the Kubernetes schemas (kubernetes-validate, offline,
 #   strict); and deploy/check.py: the compose file's services and settings, and every
@@ -31,8 +31,10 @@ hadolint --version; yamllint --version; helm version --short
 step "hadolint deploy/Dockerfile"
 hadolint deploy/Dockerfile
 
-step "yamllint deploy/"
-yamllint --strict -c deploy/.yamllint.yaml deploy/
+step "yamllint: every YAML file of the repository"
+mapfile -t yaml_files < <(git ls-files '*.yaml' '*.yml')
+yamllint --strict -c deploy/.yamllint.yaml "${yaml_files[@]}"
+echo "${#yaml_files[@]} files"
 
 rendered=$(mktemp -d)
 trap 'rm -rf "$rendered"' EXIT
