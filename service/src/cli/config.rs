@@ -78,7 +78,8 @@ mod tests {
 
     use crate::cli::{Cli, Command, parse};
 
-    fn serve(file: &str, flags: &[&str]) -> Result<crate::cli::ServeArgs, String> {
+    /// `askgate serve --config FILE FLAGS…` with `file` as the file's contents.
+    fn parse_with(file: &str, flags: &[&str]) -> Result<Cli, String> {
         let dir = std::env::temp_dir().join(format!("askgate-config-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("askgate.toml");
@@ -92,7 +93,11 @@ mod tests {
         args.extend(flags);
         let parsed = parse(args.into_iter().map(Into::into).collect());
         let _ = std::fs::remove_dir_all(&dir);
-        match parsed.map_err(|e| e.to_string())? {
+        parsed.map_err(|e| e.to_string())
+    }
+
+    fn serve(file: &str, flags: &[&str]) -> Result<crate::cli::ServeArgs, String> {
+        match parse_with(file, flags)? {
             Cli {
                 command: Command::Serve(serve),
                 ..
@@ -129,6 +134,12 @@ mod tests {
             args.cors_origins,
             ["https://a.example", "https://b.example"]
         );
+    }
+
+    #[test]
+    fn the_file_may_set_the_global_log_filter() {
+        let cli = parse_with("log = \"askgate_service=debug\"\n", &[]).expect("parses");
+        assert_eq!(cli.log.as_deref(), Some("askgate_service=debug"));
     }
 
     #[test]

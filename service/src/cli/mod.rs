@@ -161,7 +161,9 @@ pub const EXIT_USAGE: u8 = 64;
 /// Parses `args`; for `serve --config FILE`, the file's settings fill in what the
 /// command line and the environment leave unset.
 pub fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
-    let command = Cli::command();
+    let mut command = Cli::command();
+    // Global flags (--log) become the subcommands' too, so a config file may set them.
+    command.build();
     let matches = command.clone().try_get_matches_from(&args)?;
     if let Some(("serve", serve)) = matches.subcommand()
         && let Some(path) = serve.get_one::<PathBuf>("config")
