@@ -9,7 +9,7 @@ use askgate_proto::v1::SubscribeRequest;
 use tokio_stream::StreamExt;
 
 use crate::support::{
-    CuttableProxy, TestServer, next_event, next_requested, subscribed, until_synced, within,
+    Balancer, TestServer, next_event, next_requested, subscribed, until_synced, within,
 };
 
 /// 250 asks answered: 500 events.
@@ -109,7 +109,7 @@ async fn rule_2_follow_reconnects_on_its_own_and_resumes_from_its_cursor() {
     let resolver = subscribed(&mut client, "s").await;
 
     // The follower reaches the server through a proxy whose connections we cut.
-    let proxy = CuttableProxy::start(server.addr).await;
+    let proxy = Balancer::start(vec![server.addr]).await;
     let follower = Client::connect_lazy(proxy.url()).expect("client");
     let mut following = follower.follow(SubscribeRequest {
         session_id: "s".into(),

@@ -1,6 +1,6 @@
 //! Shared test helpers: a server on an ephemeral port, bounded waits, event readers.
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Client, Event, Events};
 use askgate_service::{
@@ -380,63 +380,15 @@ impl ServeProcess {
     }
 }
 
-/// A TCP proxy on 127.0.0.1:0 in front of a server, whose open connections can be cut
-/// at will: a real connection failure for the client, with the server still up.
-pub struct CuttableProxy {
-    pub addr: SocketAddr,
-    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-    accept: JoinHandle<()>,
-}
-
-impl CuttableProxy {
-    pub async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let addr = listener.local_addr().expect("proxy addr");
-        let connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> =
-            Default::default();
-        let tracked = connections.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                tracked.lock().expect("lock").push(task.abort_handle());
-            }
-        });
-        Self {
-            addr,
-            connections,
-            accept,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Drops every open connection (new ones are still accepted).
-    pub fn cut(&self) {
-        for connection in self.connections.lock().expect("lock").drain(..) {
-            connection.abort();
-        }
-    }
-}
-
-impl Drop for CuttableProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.cut();
-    }
-}
-
-/// A TCP load balancer on 127.0.0.1:0, as a Kubernetes Service is to its pods: each
-/// new connection goes to the next ready upstream, round robin. Taking an upstream out
-/// of the ready set (its pod went unready) leaves its open connections alone.
+/// A TCP proxy on 127.0.0.1:0 in front of one or more servers, as a Kubernetes Service
+/// is to its pods: each new connection goes to the next ready upstream, round robin.
+/// Taking an upstream out of the ready set (its pod went unready) leaves its open
+/// connections alone; `cut` drops them all, a real connection failure for the
+/// clients with the servers still up.
 pub struct Balancer {
     pub addr: SocketAddr,
-    ready: std::sync::Arc<std::sync::Mutex<Vec<SocketAddr>>>,
+    ready: Arc<std::sync::Mutex<Vec<SocketAddr>>>,
+    connections: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
     accept: JoinHandle<()>,
 }
 
@@ -444,10 +396,11 @@ impl Balancer {
     pub async fn start(upstreams: Vec<SocketAddr>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
-            .expect("bind balancer");
-        let addr = listener.local_addr().expect("balancer addr");
-        let ready = std::sync::Arc::new(std::sync::Mutex::new(upstreams));
-        let pool = ready.clone();
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("the proxy's address");
+        let ready = Arc::new(std::sync::Mutex::new(upstreams));
+        let connections: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (pool, tracked) = (ready.clone(), connections.clone());
         let accept = tokio::spawn(async move {
             let mut turn = 0usize;
             while let Ok((mut inbound, _)) = listener.accept().await {
@@ -457,18 +410,20 @@ impl Balancer {
                     (!pool.is_empty()).then(|| pool[turn % pool.len()])
                 };
                 let Some(upstream) = upstream else { continue };
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
                         let _ = outbound.set_nodelay(true);
                         let _ = inbound.set_nodelay(true);
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                     }
                 });
+                tracked.lock().expect("lock").push(task.abort_handle());
             }
         });
         Self {
             addr,
             ready,
+            connections,
             accept,
         }
     }
@@ -485,11 +440,19 @@ impl Balancer {
     pub fn add(&self, upstream: SocketAddr) {
         self.ready.lock().expect("lock").push(upstream);
     }
+
+    /// Drops every open connection (new ones are still accepted).
+    pub fn cut(&self) {
+        for connection in self.connections.lock().expect("lock").drain(..) {
+            connection.abort();
+        }
+    }
 }
 
 impl Drop for Balancer {
     fn drop(&mut self) {
         self.accept.abort();
+        self.cut();
     }
 }
 

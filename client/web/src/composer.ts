@@ -31,7 +31,7 @@ export type Phase =
   /** Every question is answered or skipped: Enter submits. */
   | { kind: "review" }
   /** Asking for the optional reason before cancelling the whole batch. */
-  | { kind: "closing"; reason: string }
+  | { kind: "closing"; reason: string; back: "question" | "review" }
   /** Sent: waiting for the server's `resolved` event for this batch. */
   | { kind: "sent"; what: "answer" | "cancel" };
 
@@ -157,12 +157,13 @@ export class Composer {
 
   /** The close control: ask for the optional reason. */
   close(): void {
-    if (this.phase.kind !== "sent") this.phase = { kind: "closing", reason: "" };
+    const kind = this.phase.kind;
+    if (kind === "question" || kind === "review") this.phase = { kind: "closing", reason: "", back: kind };
   }
 
   /** Back from closing to where the human was. */
   keepOpen(): void {
-    if (this.phase.kind === "closing") this.phase = this.complete() ? { kind: "review" } : { kind: "question" };
+    if (this.phase.kind === "closing") this.phase = { kind: this.phase.back };
   }
 
   /** The batch went out: the composer waits for the server's `resolved` event. */

@@ -15,7 +15,8 @@ import { Composer } from "./composer.js";
 
 export type Connection =
   | { kind: "connecting" }
-  | { kind: "connected" }
+  /** `resumed`: the stream went on from the last cursor (no fresh snapshot). */
+  | { kind: "connected"; resumed: boolean }
   | { kind: "reconnecting"; why: string; attempt: number }
   /** The server refused the subscription for good (credentials, session id). */
   | { kind: "refused"; why: string };
@@ -234,7 +235,7 @@ export class Session {
   }
 
   private synced(resumed: boolean): void {
-    this.connection = { kind: "connected" };
+    this.connection = { kind: "connected", resumed };
     if (resumed) return;
     // A fresh snapshot lists every pending batch: the others were resolved while the
     // stream was down.

@@ -108,7 +108,13 @@ export class View {
       h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId)),
       h(
         "span",
-        { class: `connection ${tone}`, role: "status", "data-testid": "connection", title: why },
+        {
+          class: `connection ${tone}`,
+          role: "status",
+          "data-testid": "connection",
+          "data-resumed": connection.kind === "connected" ? String(connection.resumed) : undefined,
+          title: why,
+        },
         text,
       ),
     );

@@ -234,6 +234,12 @@ test("close cancels the whole batch with the reason: the agent gets ASK_CANCELLE
   await page.getByText("Approves the plan").waitFor();
   await screenshot(page, "06-plan-review");
   await page.getByRole("button", { name: /Approve/ }).first().click();
+  // Esc leaves the close dialog for the question the human was on.
+  await page.getByTestId("close").click();
+  await page.getByTestId("reason").waitFor();
+  await page.keyboard.press("Escape");
+  await shows(page, "progress", "2 of 2");
+  assert.ok(agent.running(), "nothing was sent");
   await page.getByTestId("close").click();
   await page.getByTestId("reason").fill("use the staging database first");
   await screenshot(page, "07-close-with-reason");
@@ -362,6 +368,11 @@ test("after a dropped connection the console resumes and keeps the drafts", asyn
   await screenshot(page, "10-reconnecting");
   proxy.release();
   await shows(page, "connection", "Connected");
+  assert.equal(
+    await page.getByTestId("connection").getAttribute("data-resumed"),
+    "true",
+    "the stream resumed from the console's last cursor",
+  );
   await shows(page, "queue", "1 more waiting");
   await shows(page, "progress", "2 of 2");
   await page.getByRole("button", { name: /Region/ }).click();

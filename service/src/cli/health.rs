@@ -35,7 +35,7 @@ pub async fn run(args: HealthArgs) -> ExitCode {
         .options()
         .and_then(|options| options.endpoint(url.clone()))
     {
-        Ok(endpoint) => endpoint.connect_timeout(args.timeout).timeout(args.timeout),
+        Ok(endpoint) => endpoint,
         Err(e) => return fail_local(format!("{url}: {e}"), EXIT_USAGE),
     };
     let check = async {
@@ -48,6 +48,7 @@ pub async fn run(args: HealthArgs) -> ExitCode {
             .map(|response| response.into_inner().status())
             .map_err(|status| format!("{}: {}", status.code(), status.message()))
     };
+    // One bound for connecting and checking together.
     let status = match tokio::time::timeout(args.timeout, check).await {
         Ok(Ok(status)) => status,
         Ok(Err(why)) => return fail_local(format!("{url} unreachable: {why}"), EXIT_UNREACHABLE),
