@@ -9,7 +9,7 @@ use askgate_client::{Ask, Client, Error, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
 use askgate_service::{
     ServerConfig,
-    auth::jwt::{Claims, KeySource},
+    auth::jwt::{Audience, Claims, KeySource},
     server::AuthConfig,
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
@@ -37,7 +37,7 @@ fn claims(tenant: &str, sub: &str, roles: &[&str], sessions: Option<&[&str]>) ->
         exp: now() + 600,
         nbf: Some(now() - 5),
         iss: Some(ISSUER.into()),
-        aud: Some(AUDIENCE.into()),
+        aud: Some(Audience::One(AUDIENCE.into())),
     }
 }
 

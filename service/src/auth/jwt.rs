@@ -1,10 +1,15 @@
 //! JWT bearer tokens (HS256, RS256, ES256) through the `jsonwebtoken` crate. The key
 //! comes from a secret file (HS256), a PEM public key (RS256 or ES256) or a JWKS file
-//! (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present,
-//! `iss` and `aud` when configured. Claims: `sub`, `tenant`, `roles`, optional
-//! `sessions` (patterns).
+//! (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present;
+//! `iss` and `aud`, when configured, are required and must match (`aud` may be one
+//! string or an array holding the configured audience, RFC 7519 §4.1.3). Claims: `sub`,
+//! `tenant` (a valid tenant name), `roles`, optional `sessions` (patterns).
 
-use std::{collections::HashMap, path::Path, time::Duration};
+use std::{
+    collections::HashMap,
+    path::Path,
+    time::{Duration, UNIX_EPOCH},
+};
 
 use anyhow::{Context as _, bail};
 use jsonwebtoken::{
@@ -13,7 +18,8 @@ use jsonwebtoken::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Failure, Principal, Role, parse_roles};
+use super::{Failure, Principal, Role, Validity, parse_roles};
+use crate::domain::validate;
 
 /// The claims askgate reads (and `askgate token` writes).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -29,7 +35,21 @@ pub struct Claims {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iss: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aud: Option<String>,
+    pub aud: Option<Audience>,
+}
+
+/// The `aud` claim: one audience or several (RFC 7519 §4.1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl From<&str> for Audience {
+    fn from(audience: &str) -> Self {
+        Self::One(audience.to_owned())
+    }
 }
 
 /// Where the verification key comes from.
@@ -137,14 +157,23 @@ impl JwtVerifier {
         let mut validation = Validation::new(alg);
         validation.validate_nbf = true;
         validation.leeway = 5;
+        // A configured issuer or audience is required, not only checked when present.
+        let mut required = vec!["exp"];
         match &self.issuer {
-            Some(issuer) => validation.set_issuer(&[issuer]),
+            Some(issuer) => {
+                validation.set_issuer(&[issuer]);
+                required.push("iss");
+            }
             None => validation.iss = None,
         }
         match &self.audience {
-            Some(audience) => validation.set_audience(&[audience]),
+            Some(audience) => {
+                validation.set_audience(&[audience]);
+                required.push("aud");
+            }
             None => validation.validate_aud = false,
         }
+        validation.set_required_spec_claims(&required);
         let claims = decode::<Claims>(token, key, &validation)
             .map_err(|e| match e.kind() {
                 ErrorKind::ExpiredSignature => Failure::Expired,
@@ -152,20 +181,24 @@ impl JwtVerifier {
                 ErrorKind::InvalidIssuer => Failure::WrongIssuer,
                 ErrorKind::InvalidAudience => Failure::WrongAudience,
                 ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Failure::BadSignature,
+                ErrorKind::MissingRequiredClaim(claim) if claim == "iss" => Failure::WrongIssuer,
+                ErrorKind::MissingRequiredClaim(claim) if claim == "aud" => Failure::WrongAudience,
                 ErrorKind::MissingRequiredClaim(_) | ErrorKind::Json(_) => Failure::BadClaims,
                 _ => Failure::Malformed,
             })?
             .claims;
         let roles =
             parse_roles(claims.roles.iter().map(String::as_str)).map_err(|_| Failure::BadClaims)?;
-        if claims.sub.is_empty() || claims.tenant.is_empty() || roles.is_empty() {
+        if claims.sub.is_empty() || roles.is_empty() {
             return Err(Failure::BadClaims);
         }
+        validate::tenant_name(&claims.tenant).map_err(|_| Failure::BadTenant)?;
         Ok(Principal {
             sub: claims.sub,
             tenant: claims.tenant.into(),
             roles,
             sessions: claims.sessions,
+            validity: Validity::Until(UNIX_EPOCH + Duration::from_secs(claims.exp)),
         })
     }
 }
@@ -184,8 +217,9 @@ pub struct TokenSpec {
 
 /// Mints an HS256 token (for tests and demos) with the secret in `secret_file`.
 pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String> {
+    validate::tenant_name(&spec.tenant).map_err(|e| anyhow::anyhow!("--tenant: {e}"))?;
     let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+        .duration_since(UNIX_EPOCH)
         .context("the clock is before 1970")?
         .as_secs();
     let claims = Claims {
@@ -196,7 +230,7 @@ pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String
         exp: now + spec.ttl.as_secs(),
         nbf: Some(now),
         iss: spec.issuer.clone(),
-        aud: spec.audience.clone(),
+        aud: spec.audience.clone().map(Audience::One),
     };
     let key = EncodingKey::from_secret(&read_secret(secret_file)?)?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).context("failed to sign")
@@ -211,7 +245,7 @@ mod tests {
 
     fn claims() -> Claims {
         let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+            .duration_since(UNIX_EPOCH)
             .expect("clock")
             .as_secs();
         Claims {
@@ -258,6 +292,100 @@ mod tests {
         let confused = EncodingKey::from_secret(key.public_key_pem().as_bytes()).expect("key");
         let token = encode(&Header::new(Algorithm::HS256), &claims(), &confused).expect("sign");
         assert_eq!(verifier.authenticate(&token), Err(Failure::BadSignature));
+    }
+
+    const SECRET: &[u8] = b"a-test-secret-that-is-long-enough-for-hs256";
+
+    fn hs256_verifier(issuer: Option<&str>, audience: Option<&str>) -> (Dir, JwtVerifier) {
+        let dir = dir();
+        let path = dir.0.join("secret");
+        std::fs::write(&path, SECRET).expect("write");
+        let verifier = JwtVerifier::new(
+            &KeySource::SecretFile(path),
+            issuer.map(str::to_owned),
+            audience.map(str::to_owned),
+        )
+        .expect("verifier");
+        (dir, verifier)
+    }
+
+    fn hs256(claims: &Claims) -> String {
+        let key = EncodingKey::from_secret(SECRET).expect("key");
+        encode(&Header::new(Algorithm::HS256), claims, &key).expect("sign")
+    }
+
+    #[test]
+    fn a_configured_issuer_and_audience_are_required() {
+        let (_dir, verifier) = hs256_verifier(Some("issuer"), Some("askgate"));
+        let complete = Claims {
+            iss: Some("issuer".into()),
+            aud: Some(Audience::One("askgate".into())),
+            ..claims()
+        };
+        assert!(verifier.authenticate(&hs256(&complete)).is_ok());
+        let no_iss = Claims {
+            iss: None,
+            ..complete.clone()
+        };
+        assert_eq!(
+            verifier.authenticate(&hs256(&no_iss)),
+            Err(Failure::WrongIssuer)
+        );
+        let no_aud = Claims {
+            aud: None,
+            ..complete.clone()
+        };
+        assert_eq!(
+            verifier.authenticate(&hs256(&no_aud)),
+            Err(Failure::WrongAudience)
+        );
+    }
+
+    #[test]
+    fn an_audience_array_is_accepted_when_it_holds_the_configured_one() {
+        let (_dir, verifier) = hs256_verifier(None, Some("askgate"));
+        let with = |aud: &[&str]| Claims {
+            aud: Some(Audience::Many(
+                aud.iter().map(|a| (*a).to_owned()).collect(),
+            )),
+            ..claims()
+        };
+        assert!(
+            verifier
+                .authenticate(&hs256(&with(&["askgate", "other"])))
+                .is_ok()
+        );
+        assert_eq!(
+            verifier.authenticate(&hs256(&with(&["other", "third"]))),
+            Err(Failure::WrongAudience)
+        );
+    }
+
+    #[test]
+    fn a_token_naming_an_invalid_tenant_is_refused() {
+        let (_dir, verifier) = hs256_verifier(None, None);
+        for tenant in ["acme/x", "", "a{b}", &"t".repeat(65)] {
+            let token = hs256(&Claims {
+                tenant: tenant.into(),
+                ..claims()
+            });
+            assert_eq!(
+                verifier.authenticate(&token),
+                Err(Failure::BadTenant),
+                "{tenant:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_is_valid_until_its_exp() {
+        let (_dir, verifier) = hs256_verifier(None, None);
+        let claims = claims();
+        let principal = verifier.authenticate(&hs256(&claims)).expect("valid");
+        assert_eq!(
+            principal.validity,
+            Validity::Until(UNIX_EPOCH + Duration::from_secs(claims.exp))
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{Failure, Principal, Role, parse_roles};
+use super::{Failure, Principal, Role, Validity, parse_roles};
+use crate::domain::validate;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,9 +72,11 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
             let mut hash = [0u8; 32];
             hex::decode_to_slice(&entry.sha256, &mut hash)
                 .with_context(|| format!("keys[{i}].sha256 is not 64 hex digits"))?;
-            if entry.tenant.is_empty() || entry.sub.is_empty() {
-                bail!("keys[{i}]: tenant and sub must not be empty");
+            if entry.sub.is_empty() {
+                bail!("keys[{i}]: sub must not be empty");
             }
+            validate::tenant_name(&entry.tenant)
+                .map_err(|e| anyhow::anyhow!("keys[{i}].tenant: {e}"))?;
             let roles = parse_roles(entry.roles.iter().map(String::as_str))
                 .map_err(|e| anyhow::anyhow!("keys[{i}].roles: {e}"))?;
             if roles.is_empty() {
@@ -86,6 +89,7 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
                     tenant: entry.tenant.into(),
                     roles,
                     sessions: entry.sessions,
+                    validity: Validity::WhileListed(hash),
                 },
             })
         })
@@ -201,5 +205,23 @@ mod tests {
         .expect("json");
         let err = parse(file).err().expect("refused").to_string();
         assert!(err.contains("keys[0].sha256"), "{err}");
+    }
+
+    #[test]
+    fn a_key_naming_an_invalid_tenant_is_refused_when_loaded() {
+        let sha = hash_hex("k");
+        for tenant in ["acme/x", "", "a b", &"t".repeat(65)] {
+            let file = KeyFile {
+                keys: vec![KeyEntry {
+                    sha256: sha.clone(),
+                    tenant: tenant.into(),
+                    sub: "s".into(),
+                    roles: vec!["ui".into()],
+                    sessions: None,
+                }],
+            };
+            let err = parse(file).err().expect("refused").to_string();
+            assert!(err.contains("keys[0].tenant"), "{tenant:?}: {err}");
+        }
     }
 }

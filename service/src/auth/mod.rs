@@ -8,7 +8,7 @@
 pub mod jwt;
 pub mod keys;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::SystemTime};
 
 use tonic::metadata::MetadataMap;
 
@@ -75,6 +75,20 @@ pub struct Principal {
     pub roles: Vec<Role>,
     /// Session patterns (`*` matches any run of characters); `None`: every session.
     pub sessions: Option<Vec<String>>,
+    /// How long the credential stays good: a stream opened with it ends then.
+    pub validity: Validity,
+}
+
+/// How long a credential stays good, for the long-lived streams opened with it
+/// (Subscribe, Attach), which must not outlive it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Validity {
+    /// No credential (authentication is off).
+    Always,
+    /// A token, until its `exp`.
+    Until(SystemTime),
+    /// An API key, while the keys file lists it (by its SHA-256) for this principal.
+    WhileListed([u8; 32]),
 }
 
 impl Principal {
@@ -85,6 +99,7 @@ impl Principal {
             tenant: DEFAULT_TENANT.into(),
             roles: vec![Role::Admin],
             sessions: None,
+            validity: Validity::Always,
         }
     }
 
@@ -147,6 +162,10 @@ pub enum Failure {
     WrongIssuer,
     WrongAudience,
     BadClaims,
+    /// The credential names a tenant that is not a valid tenant name.
+    BadTenant,
+    /// A stream's credential expired or was revoked while the stream was open.
+    Revoked,
 }
 
 impl Failure {
@@ -161,6 +180,8 @@ impl Failure {
             Self::WrongIssuer => "wrong_issuer",
             Self::WrongAudience => "wrong_audience",
             Self::BadClaims => "bad_claims",
+            Self::BadTenant => "bad_tenant",
+            Self::Revoked => "revoked",
         }
     }
 
@@ -175,6 +196,10 @@ impl Failure {
             Self::WrongIssuer => "the token's issuer is not accepted",
             Self::WrongAudience => "the token's audience is not accepted",
             Self::BadClaims => "the token's claims are incomplete",
+            Self::BadTenant => {
+                "the credential's tenant is not a valid tenant name (1-64 characters of [A-Za-z0-9._-])"
+            }
+            Self::Revoked => "the credential of this stream has expired or was revoked",
         }
     }
 
@@ -239,6 +264,7 @@ mod tests {
             tenant: "t".into(),
             roles: roles.to_vec(),
             sessions: sessions.map(|s| s.iter().map(|p| (*p).to_owned()).collect()),
+            validity: Validity::Always,
         }
     }
 

@@ -154,6 +154,70 @@ macro_rules! backend_conformance_suite {
                 assert!(matches!(wrong_session, Err(AskError::NotPending { .. })));
             }
 
+            /// DESIGN "Vocabulary": (tenant, session) pairs that would read alike if
+            /// joined naively (`acme` + `x/s` and `acme/x` + `s`, braces, escapes)
+            /// share nothing: no event, no listing, no claim crosses between them. The
+            /// storage layer is tested with names the credential checks would refuse,
+            /// so that it stays safe on its own.
+            #[tokio::test]
+            async fn adversarial_tenant_and_session_pairs_share_nothing() {
+                let (backend, _guard) = default_backend().await;
+                let pairs = [
+                    (("acme", "x/s"), ("acme/x", "s")),
+                    (("a{b", "c}d"), ("a", "b}c{d")),
+                    (("acme%2F", "s"), ("acme/", "s")),
+                    (("acme", "s"), ("acme%", "s")),
+                ];
+                for ((victim_tenant, victim_session), (other_tenant, other_session)) in pairs {
+                    let victim = SessionKey::new(victim_tenant, victim_session);
+                    let other = SessionKey::new(other_tenant, other_session);
+                    let mut watching = backend
+                        .subscribe(Scope::Session(other.clone()), SubscribeOptions::default())
+                        .await
+                        .expect("subscribe");
+                    assert!(replay(&mut watching).await.0.is_empty());
+                    let mut all = backend
+                        .subscribe(Scope::Tenant(other.tenant.clone()), SubscribeOptions::default())
+                        .await
+                        .expect("subscribe all");
+                    assert!(replay(&mut all).await.0.is_empty());
+
+                    let mut new = ask("unused");
+                    new.key = victim.clone();
+                    let registered = backend.register(new).await.expect("register");
+                    let pair = format!("{victim} vs {other}");
+                    assert!(backend.list_pending(&other).await.expect("list").is_empty(), "{pair}");
+                    assert_eq!(
+                        backend.questions(&other, &registered.rpc_id).await,
+                        Err(AskError::not_pending()),
+                        "{pair}"
+                    );
+                    let stolen = backend.claim(&other, &registered.rpc_id, answered()).await;
+                    assert!(matches!(stolen, Err(AskError::NotPending { .. })), "{pair}");
+
+                    backend
+                        .claim(&victim, &registered.rpc_id, Outcome::cancelled(None, "owner"))
+                        .await
+                        .expect("the victim's own claim");
+                    assert_eq!(registered.outcome.await.expect("outcome").resolved_by, "owner");
+                    // A marker ask of the other pair: the first event either stream
+                    // sees must be its own, never the victim's.
+                    let mut marker = ask("unused");
+                    marker.key = other.clone();
+                    let marker = backend.register(marker).await.expect("marker");
+                    for stream in [&mut watching, &mut all] {
+                        let Event::Requested(seen) = next(stream).await else {
+                            panic!("{pair}: expected the marker's requested");
+                        };
+                        assert_eq!(seen.rpc_id, marker.rpc_id, "{pair}");
+                    }
+                    backend
+                        .claim(&other, &marker.rpc_id, answered())
+                        .await
+                        .expect("marker claim");
+                }
+            }
+
             #[tokio::test]
             async fn concurrent_claims_have_exactly_one_winner() {
                 let (backend, _guard) = default_backend().await;

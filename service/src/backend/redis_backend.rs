@@ -680,14 +680,11 @@ impl Node {
 }
 
 fn agent_key(tenant: &str, agent_id: &str) -> String {
-    format!(
-        "{}:agent:{agent_id}",
-        TenantKeys::new(tenant).channel().trim_end_matches(":live")
-    )
+    TenantKeys::new(tenant).agent(agent_id)
 }
 
 fn agent_asks_key(tenant: &str, agent_id: &str, incarnation: &str) -> String {
-    format!("{}:asks:{incarnation}", agent_key(tenant, agent_id))
+    TenantKeys::new(tenant).agent_asks(agent_id, incarnation)
 }
 
 /// Delivers the outcomes of a session's asks to the calls waiting on this node, for

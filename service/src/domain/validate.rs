@@ -12,6 +12,29 @@ pub const MAX_SESSION_ID_CHARS: usize = 128;
 /// Longest rpc_id or request_id a caller may send, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
+/// Longest tenant name, in characters.
+pub const MAX_TENANT_CHARS: usize = 64;
+
+/// Checks a tenant name as a credential states it: 1-64 characters of
+/// `[A-Za-z0-9._-]`. The error says what is wrong, without echoing the name.
+pub fn tenant_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the tenant name must not be empty".into());
+    }
+    if name.len() > MAX_TENANT_CHARS {
+        return Err(format!(
+            "the tenant name must be at most {MAX_TENANT_CHARS} characters"
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err("the tenant name may only hold the characters [A-Za-z0-9._-]".into());
+    }
+    Ok(())
+}
+
 /// Longest reattach grace an ask may ask for, in milliseconds.
 pub const MAX_REATTACH_GRACE_MS: u32 = 3_600_000;
 
@@ -295,6 +318,16 @@ mod tests {
             let err = session_id("session_id", bad).expect_err(bad);
             assert_eq!(err.reason(), "BAD_REQUEST", "{bad}");
             assert_eq!(fields(err), ["session_id"]);
+        }
+    }
+
+    #[test]
+    fn tenant_names_allow_the_documented_alphabet_only() {
+        for ok in ["acme", "A.b_c-9", &"t".repeat(64)] {
+            assert_eq!(tenant_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "acme/x", "a{b}", "a b", "a:b", "ä", &"t".repeat(65)] {
+            assert!(tenant_name(bad).is_err(), "{bad:?} must be refused");
         }
     }
 
