@@ -6,7 +6,10 @@ use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use askgate_proto::v1::{agents_server::AgentsServer, user_questions_server::UserQuestionsServer};
 use tokio::net::TcpListener;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming};
+use tonic::{
+    service::interceptor::InterceptedService,
+    transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming},
+};
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
@@ -387,18 +390,31 @@ pub async fn run_with_metrics(
         .build_v1alpha()
         .context("failed to build the reflection service")?;
 
-    let agents = AgentsServer::new(AgentsApi::new(
-        questions.clone(),
-        gate.clone(),
-        config.agent_heartbeat,
-        draining_rx.clone(),
-    ));
-    let user_questions = UserQuestionsServer::new(UserQuestionsApi::new(
-        questions.clone(),
-        gate,
-        config.max_wait,
-    ))
-    .max_decoding_message_size(config.max_message_bytes);
+    // Both askgate services authenticate in an interceptor, from the headers, before
+    // a request's message is decoded.
+    let authenticate = {
+        let gate = gate.clone();
+        move |request| gate.authenticate(request)
+    };
+    let agents = InterceptedService::new(
+        AgentsServer::new(AgentsApi::new(
+            questions.clone(),
+            gate.clone(),
+            config.agent_heartbeat,
+            draining_rx.clone(),
+        ))
+        .max_decoding_message_size(config.max_message_bytes),
+        authenticate.clone(),
+    );
+    let user_questions = InterceptedService::new(
+        UserQuestionsServer::new(UserQuestionsApi::new(
+            questions.clone(),
+            gate,
+            config.max_wait,
+        ))
+        .max_decoding_message_size(config.max_message_bytes),
+        authenticate,
+    );
 
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))

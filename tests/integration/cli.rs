@@ -291,7 +291,7 @@ async fn a_10_mib_request_is_refused_without_the_server_growing() {
 }
 
 #[tokio::test]
-async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
+async fn sighup_reloads_keys_ending_the_revoked_keys_streams_and_keeping_others_open() {
     let dir = crate::support::TempDir::new();
     let keys_file = dir.0.join("keys.json");
     let keys_path = keys_file.to_str().expect("utf-8 path").to_owned();
@@ -322,6 +322,9 @@ async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
         .list_pending("s")
         .await
         .expect("the key works before the reload");
+    let mut revoked_stream = revoked.subscribe_session("s").await.expect("subscribe");
+    crate::support::until_synced(&mut revoked_stream).await;
+    let mut revoked_lease = revoked.attach("agent-1", "").await.expect("attach");
     let mut stream = kept.subscribe_session("s").await.expect("subscribe");
     crate::support::until_synced(&mut stream).await;
 
@@ -344,6 +347,17 @@ async fn sighup_reloads_keys_revoking_one_and_keeping_other_streams_open() {
         }
     })
     .await;
+    // The revoked key's open streams end with UNAUTHENTICATED (DESIGN "Security").
+    use tokio_stream::StreamExt as _;
+    match crate::support::within("the revoked stream to end", revoked_stream.next()).await {
+        Some(Err(e)) => assert_eq!(e.reason(), askgate_client::Reason::Unauthenticated),
+        other => panic!("expected UNAUTHENTICATED, got {other:?}"),
+    }
+    let ended = crate::support::within("the revoked lease to end", revoked_lease.ended()).await;
+    assert_eq!(
+        ended.map(|e| e.reason()),
+        Some(askgate_client::Reason::Unauthenticated)
+    );
 
     // The other key's stream is still open and live.
     let ask = askgate_client::Ask::new("s")

@@ -278,6 +278,79 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
     }
 }
 
+/// DESIGN "Security": credentials are checked from the headers, before the message is
+/// decoded. A request far over the size limit without a credential is refused as
+/// unauthenticated (once decoded it would be BAD_REQUEST for its size).
+#[tokio::test]
+async fn an_unauthenticated_call_is_refused_before_its_message_is_read() {
+    let JwtServer { server, _dir } = jwt_server().await;
+    let mut anonymous = client(&server, None).await;
+    let huge = Ask::new("s")
+        .question(question("q", &"x".repeat(6 * 1024 * 1024)))
+        .no_retry();
+    let err = within("the refusal", anonymous.ask(huge))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        (err.code(), err.reason()),
+        (Code::Unauthenticated, Reason::Unauthenticated)
+    );
+    let garbage = within(
+        "the refusal",
+        anonymous.answer(
+            "s",
+            "r",
+            vec![answer::custom("q", &"y".repeat(6 * 1024 * 1024))],
+        ),
+    )
+    .await
+    .expect_err("refused");
+    assert_eq!(garbage.reason(), Reason::Unauthenticated);
+}
+
+/// DESIGN "Security": a Subscribe or Attach stream ends with UNAUTHENTICATED when the
+/// token it was opened with expires, not later.
+#[tokio::test]
+async fn open_streams_end_when_their_token_expires() {
+    let JwtServer { server, _dir } = jwt_server().await;
+    let mut short = claims("acme", "ana", &["agent", "ui"], None);
+    short.exp = now() + 2;
+    let expires_at = UNIX_EPOCH + Duration::from_secs(short.exp);
+    let mut holder = client(&server, Some(&sign(&short, SECRET))).await;
+    let mut events = holder.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut events).await;
+    let mut all = holder.subscribe_all().await.expect("subscribe all");
+    until_synced(&mut all).await;
+    let mut lease = holder.attach("agent-1", "").await.expect("attach");
+
+    for stream in [&mut events, &mut all] {
+        use tokio_stream::StreamExt;
+        let ended = within("the stream to end at expiry", stream.next()).await;
+        let err = match ended {
+            Some(Err(err)) => err,
+            other => panic!("expected UNAUTHENTICATED, got {other:?}"),
+        };
+        assert_eq!(
+            (err.code(), err.reason()),
+            (Code::Unauthenticated, Reason::Unauthenticated)
+        );
+        assert!(
+            SystemTime::now() >= expires_at,
+            "ended before the token's exp"
+        );
+    }
+    let err = within("the lease to end at expiry", lease.ended())
+        .await
+        .expect("an error, not a plain end");
+    assert_eq!(err.reason(), Reason::Unauthenticated);
+
+    // A stream of a longer-lived token on the same server is still open.
+    let long = sign(&claims("acme", "bo", &["ui"], None), SECRET);
+    let mut other = client(&server, Some(&long)).await;
+    let mut kept = other.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut kept).await;
+}
+
 /// GETs `/metrics` over plain HTTP/1.1.
 async fn scrape(addr: std::net::SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -21,7 +21,7 @@ use tokio_stream::{Stream, wrappers::WatchStream};
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, instrument};
 
-use super::{Gate, status};
+use super::{Gate, UntilLapsed, status};
 use crate::{auth::Action, questions::Questions};
 
 /// The `askgate.v1.Agents` service.
@@ -72,7 +72,7 @@ impl Agents for AgentsApi {
         let mut heartbeat =
             tokio::time::interval_at(tokio::time::Instant::now() + self.heartbeat, self.heartbeat);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Ok(Response::new(Box::pin(LeaseStream {
+        let lease = LeaseStream {
             lease: Some(Lease {
                 incarnation: attached.incarnation.clone(),
             }),
@@ -86,7 +86,9 @@ impl Agents for AgentsApi {
                 incarnation: attached.incarnation,
                 span: Span::current(),
             }),
-        })))
+        };
+        let lapsed = self.gate.lapsed(&caller).in_current_span();
+        Ok(Response::new(Box::pin(UntilLapsed::new(lease, lapsed))))
     }
 }
 

@@ -7,7 +7,13 @@ pub mod deadline;
 pub mod health;
 pub mod status;
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use askgate_proto::v1::{
     AnswerRequest, AnswerResponse, AskRequest, AskResponse, CancelRequest, CancelResponse,
@@ -16,17 +22,22 @@ use askgate_proto::v1::{
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::{Instrument, Span, field::Empty, info_span, instrument};
+use tracing::{Instrument, Span, debug, field::Empty, info_span, instrument};
 
 pub use agents::AgentsApi;
 
 use crate::{
-    auth::{Action, Authenticator, Principal},
+    auth::{Action, Authenticator, Failure, Principal},
     metrics::{Metrics, RpcTimer},
     questions::Questions,
 };
 
 /// Authenticates and authorizes a call; the one place both happen for every RPC.
+///
+/// Authentication runs as a tonic interceptor ([`Gate::authenticate`]), from the
+/// headers alone, before the request's message is decoded: an unauthenticated caller
+/// costs the server no decoding. The handler then authorizes the principal the
+/// interceptor left in the request's extensions ([`Gate::admit`]).
 #[derive(Clone)]
 pub struct Gate {
     auth: Arc<Authenticator>,
@@ -43,6 +54,21 @@ impl Gate {
         self.metrics.rpc_timer(method)
     }
 
+    /// The interceptor: the caller from the `authorization` header, kept in the
+    /// request's extensions, or UNAUTHENTICATED before the message is read.
+    pub fn authenticate(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let principal = self.principal(request.metadata())?;
+        request.extensions_mut().insert(principal);
+        Ok(request)
+    }
+
+    fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
+        self.auth.authenticate(metadata).map_err(|failure| {
+            self.metrics.auth_failure(failure.as_str());
+            status::to_status(&failure.into_error(), "", None)
+        })
+    }
+
     /// The caller, if it may do `action` on `session_id` (empty for none).
     pub fn admit<T>(
         &self,
@@ -50,19 +76,65 @@ impl Gate {
         action: Action,
         session_id: &str,
     ) -> Result<Principal, Status> {
-        let principal = self
-            .auth
-            .authenticate(request.metadata())
-            .map_err(|failure| {
-                self.metrics.auth_failure(failure.as_str());
-                status::to_status(&failure.into_error(), "", None)
-            })?;
+        let principal = match request.extensions().get::<Principal>() {
+            Some(principal) => principal.clone(),
+            // Served without the interceptor (a handler called directly).
+            None => self.principal(request.metadata())?,
+        };
         principal.authorize(action, session_id).map_err(|e| {
             self.metrics.auth_failure("permission_denied");
             status::to_status(&e, session_id, None)
         })?;
         Span::current().record("tenant", &*principal.tenant);
         Ok(principal)
+    }
+
+    /// Completes with the UNAUTHENTICATED status that ends a long-lived stream once
+    /// its caller's credential lapses (expires, or is revoked by a keys reload).
+    pub fn lapsed(&self, principal: &Principal) -> impl Future<Output = Status> + Send + 'static {
+        let lapsed = self.auth.lapsed(principal);
+        let metrics = self.metrics.clone();
+        async move {
+            lapsed.await;
+            metrics.auth_failure(Failure::Revoked.as_str());
+            debug!("the stream's credential lapsed");
+            status::to_status(&Failure::Revoked.into_error(), "", None)
+        }
+    }
+}
+
+/// A stream that ends with the status of `lapsed` once it completes: what keeps a
+/// Subscribe or Attach stream from outliving its credential.
+pub struct UntilLapsed<S> {
+    events: S,
+    lapsed: Option<Pin<Box<dyn Future<Output = Status> + Send>>>,
+}
+
+impl<S> UntilLapsed<S> {
+    pub fn new(events: S, lapsed: impl Future<Output = Status> + Send + 'static) -> Self {
+        Self {
+            events,
+            lapsed: Some(Box::pin(lapsed)),
+        }
+    }
+}
+
+impl<T, S: Stream<Item = Result<T, Status>> + Unpin> Stream for UntilLapsed<S> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(lapsed) = self.lapsed.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(status) = lapsed.as_mut().poll(cx) {
+            self.lapsed = None;
+            return Poll::Ready(Some(Err(status)));
+        }
+        let next = Pin::new(&mut self.events).poll_next(cx);
+        if matches!(next, Poll::Ready(None)) {
+            self.lapsed = None;
+        }
+        next
     }
 }
 
@@ -147,7 +219,8 @@ impl UserQuestions for UserQuestionsApi {
             Ok(message) => Ok(SubscribeResponse::clone(&message)),
             Err(e) => Err(status::to_status(&e, &session_id, None)),
         });
-        Ok(Response::new(Box::pin(stream)))
+        let lapsed = self.gate.lapsed(&caller).in_current_span();
+        Ok(Response::new(Box::pin(UntilLapsed::new(stream, lapsed))))
     }
 
     #[instrument(name = "Answer", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]

@@ -17,10 +17,10 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
 use super::{Failure, Principal, Role, Validity, parse_roles};
 use crate::domain::validate;
@@ -52,7 +52,9 @@ struct Key {
 /// The keys file, loaded and reloadable.
 pub struct KeyStore {
     path: PathBuf,
-    keys: RwLock<Arc<Vec<Key>>>,
+    /// The keys in force; a reload replaces them, and the streams that must end when
+    /// their key is removed watch for that.
+    keys: watch::Sender<Arc<Vec<Key>>>,
 }
 
 fn hash(key: &str) -> [u8; 32] {
@@ -108,7 +110,7 @@ impl KeyStore {
         let keys = parse(read(path)?)?;
         Ok(Self {
             path: path.to_owned(),
-            keys: RwLock::new(Arc::new(keys)),
+            keys: watch::Sender::new(Arc::new(keys)),
         })
     }
 
@@ -116,14 +118,14 @@ impl KeyStore {
     pub fn reload(&self) -> anyhow::Result<()> {
         let keys = parse(read(&self.path)?)?;
         let count = keys.len();
-        *self.keys.write() = Arc::new(keys);
+        self.keys.send_replace(Arc::new(keys));
         tracing::info!(keys = count, path = %self.path.display(), "keys file reloaded");
         Ok(())
     }
 
     pub fn authenticate(&self, token: &str) -> Result<Principal, Failure> {
         let presented = hash(token);
-        let keys = self.keys.read().clone();
+        let keys = self.keys.borrow().clone();
         // Compare with every key, without stopping at a match, in constant time each.
         let mut found = None;
         for key in keys.iter() {
@@ -132,6 +134,26 @@ impl KeyStore {
             }
         }
         found.cloned().ok_or(Failure::UnknownKey)
+    }
+
+    /// Completes once the keys in force no longer list the key with this SHA-256 for
+    /// the same caller (tenant, subject, roles, sessions): removed, or changed.
+    pub fn unlisted(
+        &self,
+        hash: [u8; 32],
+        principal: Principal,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut keys = self.keys.subscribe();
+        async move {
+            let listed = |keys: &Vec<Key>| {
+                keys.iter()
+                    .any(|key| key.hash == hash && key.principal == principal)
+            };
+            if keys.wait_for(|keys| !listed(keys)).await.is_err() {
+                // The store went away with the server: nothing revokes the key now.
+                std::future::pending::<()>().await;
+            }
+        }
     }
 }
 

@@ -8,7 +8,12 @@
 pub mod jwt;
 pub mod keys;
 
-use std::{sync::Arc, time::SystemTime};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use tonic::metadata::MetadataMap;
 
@@ -242,6 +247,28 @@ impl Authenticator {
         match self {
             Self::Keys(store) => store.reload(),
             _ => Ok(()),
+        }
+    }
+
+    /// Completes when `principal`'s credential is no longer good: at a token's `exp`,
+    /// or when a reload of the keys file no longer lists the key for the same caller.
+    /// Never completes for a credential that cannot lapse. A long-lived stream ends
+    /// with UNAUTHENTICATED when it does.
+    pub fn lapsed(&self, principal: &Principal) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        match (&principal.validity, self) {
+            (Validity::Always, _) => Box::pin(std::future::pending()),
+            (Validity::Until(exp), _) => {
+                let left = exp
+                    .duration_since(SystemTime::now())
+                    .unwrap_or(Duration::ZERO);
+                Box::pin(tokio::time::sleep(left))
+            }
+            (Validity::WhileListed(hash), Self::Keys(store)) => {
+                Box::pin(store.unlisted(*hash, principal.clone()))
+            }
+            // A key's principal from a store that is not in use (cannot happen): it
+            // is not listed.
+            (Validity::WhileListed(_), _) => Box::pin(std::future::ready(())),
         }
     }
 }
