@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
 
 use crate::{
-    backend::{Attached, Backend, EventStream, Scope, SubscribeOptions},
+    backend::{Attached, Backend, EventStream, Holder, Scope, SubscribeOptions},
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
 };
@@ -366,6 +366,7 @@ impl Questions {
         tenant: &str,
         agent_id: &str,
         parent_agent_id: &str,
+        holder: &Holder,
     ) -> Result<Attached, AskError> {
         if self.draining.load(Ordering::Acquire) {
             return Err(AskError::ShuttingDown);
@@ -380,7 +381,9 @@ impl Questions {
                 ));
             }
         }
-        self.backend.attach(tenant, agent_id, parent_agent_id).await
+        self.backend
+            .attach(tenant, agent_id, parent_agent_id, holder)
+            .await
     }
 
     /// Ends an agent lease; its pending asks are ABORTED.
@@ -560,8 +563,9 @@ mod tests {
             tenant: &str,
             agent_id: &str,
             parent: &str,
+            holder: &Holder,
         ) -> Result<Attached, AskError> {
-            self.inner.attach(tenant, agent_id, parent).await
+            self.inner.attach(tenant, agent_id, parent, holder).await
         }
         async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
             self.inner.detach(tenant, agent_id, incarnation).await

@@ -351,6 +351,60 @@ async fn open_streams_end_when_their_token_expires() {
     until_synced(&mut kept).await;
 }
 
+/// DESIGN "Security": an agent's lease belongs to the subject that attached it. Another
+/// agent credential of the tenant, even one limited to other sessions, gets
+/// PERMISSION_DENIED and the holder's pending ask stays pending; an admin may take over.
+async fn an_agent_lease_belongs_to_the_subject_that_attached_it() {
+    let JwtServer { server, _dir } = jwt_server().await;
+    let owner = sign(&claims("acme", "worker-a", &["agent", "ui"], None), SECRET);
+    let intruder = sign(
+        &claims("acme", "worker-b", &["agent"], Some(&["elsewhere-*"])),
+        SECRET,
+    );
+    let admin = sign(&claims("acme", "root", &["admin"], None), SECRET);
+    let mut owner = client(&server, Some(&owner)).await;
+    let mut lease = owner.attach("agent-1", "").await.expect("attach");
+    let mut events = owner.subscribe_session("s").await.expect("subscribe");
+    until_synced(&mut events).await;
+    let mut asker = owner.clone();
+    let incarnation = lease.incarnation().to_owned();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(
+                Ask::new("s")
+                    .question(question("q", "Deploy?").choice("yes"))
+                    .agent("agent-1", &incarnation),
+            )
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+
+    let mut intruder = client(&server, Some(&intruder)).await;
+    let refused = intruder
+        .attach("agent-1", "")
+        .await
+        .expect_err("another subject");
+    assert_eq!(
+        (refused.code(), refused.reason()),
+        (Code::PermissionDenied, Reason::PermissionDenied)
+    );
+    let pending = owner.list_pending("s").await.expect("list");
+    assert_eq!(pending.len(), 1, "the owner's ask is still pending");
+    assert_eq!(pending[0].rpc_id, rpc_id);
+
+    // The admin role may take the lease over: the owner's lease ends and its ask is
+    // aborted, as on any re-attach.
+    let mut admin = client(&server, Some(&admin)).await;
+    let _taken = admin.attach("agent-1", "").await.expect("admin takes over");
+    let outcome = within("the owner's ask", call).await.expect("join");
+    assert_eq!(outcome.expect_err("aborted").reason(), Reason::AskAborted);
+    within("the owner's lease to end", lease.ended()).await;
+}
+on_every_backend!(
+    #[tokio::test]
+    an_agent_lease_belongs_to_the_subject_that_attached_it
+);
+
 /// GETs `/metrics` over plain HTTP/1.1.
 async fn scrape(addr: std::net::SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -22,7 +22,11 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, instrument};
 
 use super::{Gate, UntilLapsed, status};
-use crate::{auth::Action, questions::Questions};
+use crate::{
+    auth::{Action, Role},
+    backend::Holder,
+    questions::Questions,
+};
 
 /// The `askgate.v1.Agents` service.
 pub struct AgentsApi {
@@ -64,7 +68,15 @@ impl Agents for AgentsApi {
         let request = request.into_inner();
         let attached = self
             .questions
-            .attach(&caller.tenant, &request.agent_id, &request.parent_agent_id)
+            .attach(
+                &caller.tenant,
+                &request.agent_id,
+                &request.parent_agent_id,
+                &Holder {
+                    subject: caller.sub.clone(),
+                    may_take_over: caller.roles.contains(&Role::Admin),
+                },
+            )
             .await
             .map_err(|e| status::to_status(&e, "", None))?;
         Span::current().record("incarnation", attached.incarnation.as_str());

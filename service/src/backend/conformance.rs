@@ -427,13 +427,13 @@ macro_rules! backend_conformance_suite {
                 let never = ask_with("s", |a| a.agent = agent("ghost", "1"));
                 assert!(matches!(backend.register(never).await, Err(AskError::CallerNotLive)));
 
-                let first = backend.attach("tenant", "a", "").await.expect("attach");
+                let first = backend.attach("tenant", "a", "", &holder("w")).await.expect("attach");
                 let live = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
                 let pending = backend.register(live).await.expect("live agent asks");
 
                 // A second attach supersedes the first: its asks are aborted and its
                 // incarnation is stale.
-                let second = backend.attach("tenant", "a", "").await.expect("re-attach");
+                let second = backend.attach("tenant", "a", "", &holder("w")).await.expect("re-attach");
                 assert_ne!(second.incarnation, first.incarnation);
                 first.superseded.await.expect("the first lease is told");
                 assert_eq!(
@@ -455,11 +455,64 @@ macro_rules! backend_conformance_suite {
                 assert!(matches!(backend.register(detached).await, Err(AskError::CallerNotLive)));
             }
 
+            fn holder(subject: &str) -> crate::backend::Holder {
+                crate::backend::Holder {
+                    subject: subject.into(),
+                    may_take_over: false,
+                }
+            }
+
+            /// DESIGN "Security": a live lease belongs to the subject that attached it.
+            /// Another subject of the tenant is refused without touching it; an admin
+            /// may replace it (its asks are then ABORTED as on any re-attach); once the
+            /// lease ends, anyone may attach the id.
+            #[tokio::test]
+            async fn a_lease_belongs_to_its_subject() {
+                let (backend, _guard) = default_backend().await;
+                let owned = backend.attach("tenant", "a", "", &holder("owner")).await.expect("attach");
+                let asked = ask_with("s", |a| a.agent = agent("a", &owned.incarnation));
+                let pending = backend.register(asked).await.expect("asks");
+
+                let stolen = backend.attach("tenant", "a", "", &holder("intruder")).await;
+                assert!(
+                    matches!(stolen, Err(AskError::PermissionDenied(_))),
+                    "{stolen:?}"
+                );
+                // Untouched: the owner's incarnation still asks, its ask still pending.
+                let still = ask_with("s", |a| a.agent = agent("a", &owned.incarnation));
+                let still = backend.register(still).await.expect("the owner still asks");
+                assert_eq!(backend.list_pending(&key("s")).await.expect("list").len(), 2);
+                // Another tenant's agent of the same id is another agent.
+                backend
+                    .attach("other", "a", "", &holder("intruder"))
+                    .await
+                    .expect("another tenant's agent");
+
+                let admin = crate::backend::Holder {
+                    subject: "root".into(),
+                    may_take_over: true,
+                };
+                let replaced = backend.attach("tenant", "a", "", &admin).await.expect("admin");
+                for outcome in [pending.outcome, still.outcome] {
+                    assert_eq!(outcome.await.expect("outcome").resolution, Resolution::Aborted);
+                }
+                // The admin now holds it; once it detaches, anyone may attach.
+                assert!(matches!(
+                    backend.attach("tenant", "a", "", &holder("owner")).await,
+                    Err(AskError::PermissionDenied(_))
+                ));
+                backend.detach("tenant", "a", &replaced.incarnation).await;
+                backend
+                    .attach("tenant", "a", "", &holder("intruder"))
+                    .await
+                    .expect("a free id");
+            }
+
             #[tokio::test]
             async fn rule_7_a_child_of_a_live_parent_is_delegated() {
                 let (backend, _guard) = default_backend().await;
-                let parent = backend.attach("tenant", "parent", "").await.expect("parent");
-                let child = backend.attach("tenant", "child", "parent").await.expect("child");
+                let parent = backend.attach("tenant", "parent", "", &holder("w")).await.expect("parent");
+                let child = backend.attach("tenant", "child", "parent", &holder("w")).await.expect("child");
                 let child_ask = || ask_with("s", |a| a.agent = agent("child", &child.incarnation));
                 assert!(matches!(
                     backend.register(child_ask()).await,

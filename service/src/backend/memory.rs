@@ -41,7 +41,7 @@ use tokio_stream::{
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions};
+use super::{Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions};
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 type Message = Arc<SubscribeResponse>;
@@ -123,6 +123,8 @@ type AgentKey = (Arc<str>, String);
 struct AgentLease {
     incarnation: String,
     parent_agent_id: String,
+    /// The subject that attached it: only it (or an admin) may replace it.
+    holder: String,
     /// Pending asks made under this incarnation: ABORTED when it ends.
     asks: HashSet<(SessionKey, String)>,
     superseded: Option<oneshot::Sender<()>>,
@@ -839,6 +841,7 @@ impl Backend for MemoryBackend {
         tenant: &str,
         agent_id: &str,
         parent_agent_id: &str,
+        holder: &Holder,
     ) -> Result<Attached, AskError> {
         if self.inner.is_closed() {
             return Err(AskError::ShuttingDown);
@@ -848,14 +851,21 @@ impl Backend for MemoryBackend {
         let lease = AgentLease {
             incarnation: incarnation.clone(),
             parent_agent_id: parent_agent_id.to_owned(),
+            holder: holder.subject.clone(),
             asks: HashSet::new(),
             superseded: Some(superseded_tx),
         };
-        let previous = self
-            .inner
-            .agents
-            .lock()
-            .insert((tenant.into(), agent_id.to_owned()), lease);
+        let previous = {
+            let mut agents = self.inner.agents.lock();
+            let key = (Arc::<str>::from(tenant), agent_id.to_owned());
+            if let Some(current) = agents.get(&key)
+                && current.holder != holder.subject
+                && !holder.may_take_over
+            {
+                return Err(AskError::lease_held());
+            }
+            agents.insert(key, lease)
+        };
         if let Some(mut previous) = previous {
             debug!(agent_id, old = %previous.incarnation, "attach supersedes the previous lease");
             if let Some(superseded) = previous.superseded.take() {

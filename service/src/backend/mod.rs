@@ -45,6 +45,16 @@ pub struct Attached {
     pub superseded: oneshot::Receiver<()>,
 }
 
+/// Who attaches an agent. A lease belongs to the subject that attached it: while it
+/// is live, another subject of the tenant may not replace it unless it is an admin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The credential's subject.
+    pub subject: String,
+    /// May replace another subject's lease (the `admin` role).
+    pub may_take_over: bool,
+}
+
 /// Counts for the metrics gauges, read at scrape time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -103,12 +113,15 @@ pub trait Backend: Send + Sync + 'static {
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
 
     /// Makes `agent_id` live under a fresh incarnation; a previous attach of the same
-    /// agent is superseded and its pending asks are ABORTED.
+    /// agent is superseded and its pending asks are ABORTED. A live lease held by
+    /// another subject is PERMISSION_DENIED unless `holder` may take it over; the check
+    /// and the replacement are one atomic step.
     async fn attach(
         &self,
         tenant: &str,
         agent_id: &str,
         parent_agent_id: &str,
+        holder: &Holder,
     ) -> Result<Attached, AskError>;
 
     /// Ends the lease `incarnation` of `agent_id` (when it is still the live one) and

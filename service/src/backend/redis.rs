@@ -47,6 +47,7 @@ use askgate_proto::v1::{Requested, Resolved};
 use prost::Message as _;
 use redis::{AsyncCommands, Script, aio::ConnectionManager};
 
+use super::Holder;
 use crate::domain::{AskError, SessionKey, Settled};
 
 /// Where Redis is: its URL (`redis://`, or `rediss://` for TLS), or with `cluster` the
@@ -549,6 +550,21 @@ redis.call('SPUBLISH', ARGV[3], ARGV[4])
 "#;
 
 /// The tenant part of a claim on a Redis Cluster, after CLAIM.
+const ATTACH_AGENT: &str = r#"
+-- KEYS: agent
+-- ARGV: incarnation parent_agent_id holder may_take_over lease_ms
+-- A live lease belongs to the subject that attached it: another one may replace it
+-- only with may_take_over (the admin role). Check and replacement are one step.
+local holder = redis.call('HGET', KEYS[1], 'holder')
+if holder and holder ~= ARGV[3] and ARGV[4] ~= '1' then
+  return {'held'}
+end
+local previous = redis.call('HGET', KEYS[1], 'inc') or ''
+redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'parent', ARGV[2], 'holder', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {'attached', previous}
+"#;
+
 const TENANT_CLAIMED: &str = r#"
 -- KEYS: tenant_sessions tenant_pending
 -- ARGV: session_id time_us tenant_channel message session_now_empty
@@ -595,6 +611,7 @@ pub struct RedisStore {
     claim: Script,
     tenant_registered: Script,
     tenant_claimed: Script,
+    attach_agent: Script,
 }
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
@@ -644,7 +661,42 @@ impl RedisStore {
             claim: Script::new(CLAIM),
             tenant_registered: Script::new(TENANT_REGISTERED),
             tenant_claimed: Script::new(TENANT_CLAIMED),
+            attach_agent: Script::new(ATTACH_AGENT),
         })
+    }
+
+    /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),
+    /// unless another subject holds it and `holder` may not take it over. Returns the
+    /// incarnation it replaced, if any.
+    pub async fn attach_agent(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        incarnation: &str,
+        parent_agent_id: &str,
+        holder: &Holder,
+        lease: Duration,
+    ) -> Result<Option<String>, AskError> {
+        let reply: Vec<String> = self
+            .attach_agent
+            .key(TenantKeys::new(tenant).agent(agent_id))
+            .arg(incarnation)
+            .arg(parent_agent_id)
+            .arg(&holder.subject)
+            .arg(if holder.may_take_over { "1" } else { "0" })
+            .arg(lease.as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        match reply.as_slice() {
+            [state] if state == "held" => Err(AskError::lease_held()),
+            [state, previous] if state == "attached" => {
+                Ok(Some(previous.clone()).filter(|p| !p.is_empty()))
+            }
+            _ => Err(AskError::Internal(format!(
+                "unexpected reply of the attach script: {reply:?}"
+            ))),
+        }
     }
 
     /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED

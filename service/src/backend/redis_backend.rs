@@ -31,7 +31,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Attached, Backend, EventStream, Registered, Scope, Stats, SubscribeOptions,
+    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
     redis::{
         RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
         TenantKeys,
@@ -1627,25 +1627,24 @@ impl Backend for RedisBackend {
         tenant: &str,
         agent_id: &str,
         parent_agent_id: &str,
+        holder: &Holder,
     ) -> Result<Attached, AskError> {
         let node = &self.node;
         if node.closed.load(Ordering::Acquire) {
             return Err(AskError::ShuttingDown);
         }
         let incarnation = Uuid::now_v7().to_string();
-        let agent = agent_key(tenant, agent_id);
-        let mut conn = node.conn.clone();
-        let (previous, ()): (Option<String>, ()) = redis::pipe()
-            .hget(&agent, "inc")
-            .hset_multiple(
-                &agent,
-                &[("inc", incarnation.as_str()), ("parent", parent_agent_id)],
+        let previous = node
+            .store
+            .attach_agent(
+                tenant,
+                agent_id,
+                &incarnation,
+                parent_agent_id,
+                holder,
+                Duration::from_millis(node.lease_ms()),
             )
-            .ignore()
-            .pexpire(&agent, node.lease_ms() as i64)
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
+            .await?;
         let (superseded_tx, superseded) = oneshot::channel();
         let replaced = node.leases.lock().insert(
             (tenant.to_owned(), agent_id.to_owned()),

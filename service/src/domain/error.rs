@@ -57,6 +57,15 @@ impl AskError {
     pub fn not_pending() -> Self {
         Self::NotPending { settled: None }
     }
+
+    /// PERMISSION_DENIED for an Attach of an agent id whose live lease another subject
+    /// of the tenant holds (DESIGN "Security": a lease belongs to its subject).
+    pub fn lease_held() -> Self {
+        Self::PermissionDenied(
+            "another subject holds this agent's lease; only it, or the admin role, may replace it"
+                .into(),
+        )
+    }
 }
 
 /// Why an askgate operation failed. Messages are the model-facing wording of DESIGN.md.
