@@ -305,7 +305,7 @@ impl Questions {
     ) -> Result<(), AskError> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
-        validate::text("reason", &request.reason, self.limits.max_text_bytes)?;
+        validate::text("reason", &request.reason, validate::MAX_CANCEL_REASON_BYTES)?;
         let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = self

@@ -289,3 +289,167 @@ on_every_backend!(
     #[tokio::test]
     a_raw_request_with_only_an_agent_id_is_refused_field_by_field
 );
+
+/// DESIGN "Errors are bounded": whatever the input, an error's message plus its details
+/// (as they travel, base64 in `grpc-status-details-bin`) stay under 4 KiB, with at
+/// most 8 field violations and no echoed value over 64 bytes, so a default gRPC client
+/// (8-16 KiB header limits) receives it whole, with its ErrorInfo reason.
+async fn errors_stay_small_whatever_the_input() {
+    use askgate_proto::v1::{
+        AnswerRequest, CancelRequest, ListPendingRequest, QuestionAnswer,
+        user_questions_client::UserQuestionsClient,
+    };
+    use tonic_types::StatusExt as _;
+
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut raw = UserQuestionsClient::connect(server.url())
+        .await
+        .expect("connect")
+        .max_decoding_message_size(usize::MAX);
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let waiting = tokio::spawn(async move { asker.ask(yes_no("s").no_retry()).await });
+    let rpc_id = next_requested(&mut events).await;
+
+    let mega = "x".repeat(1024 * 1024);
+    let ask = |change: &dyn Fn(&mut AskRequest)| {
+        let mut request = yes_no("s").request_mut().clone();
+        change(&mut request);
+        request
+    };
+    let duplicates = ask(&|r| r.questions = vec![r.questions[0].clone(); 10_000]);
+    let cases: Vec<(&str, tonic::Status, Reason)> = vec![
+        (
+            "1 MB question id",
+            raw.ask(ask(&|r| r.questions[0].id = mega.clone()))
+                .await
+                .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "10,000 duplicate questions",
+            raw.ask(duplicates).await.expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB option label",
+            raw.ask(ask(&|r| r.questions[0].options[0].label = mega.clone()))
+                .await
+                .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB label key",
+            raw.ask(ask(&|r| {
+                r.labels.insert(mega.clone(), "v".into());
+            }))
+            .await
+            .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB session_id in Ask",
+            raw.ask(ask(&|r| r.session_id = mega.clone()))
+                .await
+                .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB session_id in Answer",
+            raw.answer(AnswerRequest {
+                session_id: mega.clone(),
+                rpc_id: rpc_id.clone(),
+                answers: vec![],
+            })
+            .await
+            .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB rpc_id in Answer",
+            raw.answer(AnswerRequest {
+                session_id: "s".into(),
+                rpc_id: mega.clone(),
+                answers: vec![],
+            })
+            .await
+            .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB session_id and rpc_id in Cancel",
+            raw.cancel(CancelRequest {
+                session_id: mega.clone(),
+                rpc_id: mega.clone(),
+                reason: String::new(),
+            })
+            .await
+            .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "1 MB session_id in ListPending",
+            raw.list_pending(ListPendingRequest {
+                session_id: mega.clone(),
+            })
+            .await
+            .expect_err("refused"),
+            Reason::BadRequest,
+        ),
+        (
+            "an answer with 10,000 unknown ids",
+            raw.answer(AnswerRequest {
+                session_id: "s".into(),
+                rpc_id: rpc_id.clone(),
+                answers: (0..10_000)
+                    .map(|i| QuestionAnswer {
+                        id: format!("{i}-{}", "u".repeat(200)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+            .await
+            .expect_err("refused"),
+            Reason::BadAnswer,
+        ),
+    ];
+    for (case, status, reason) in cases {
+        assert_eq!(status.code(), Code::InvalidArgument, "{case}");
+        let details = status.get_error_details();
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, reason.as_str(), "{case}");
+        let wire = status.message().len() + status.details().len().div_ceil(3) * 4;
+        assert!(wire < 4096, "{case}: {wire} bytes");
+        let violations = details
+            .bad_request()
+            .map_or(0, |b| b.field_violations.len());
+        assert!(
+            (1..=8).contains(&violations),
+            "{case}: {violations} violations"
+        );
+        for value in info.metadata.values() {
+            assert!(
+                value.len() <= 128,
+                "{case}: metadata value of {} bytes",
+                value.len()
+            );
+        }
+        assert!(
+            !status.message().contains(&"x".repeat(65))
+                && !status.message().contains(&"u".repeat(65)),
+            "{case}: an echoed value over 64 bytes: {}",
+            &status.message()[..200.min(status.message().len())]
+        );
+    }
+    // The ask is untouched by all of it.
+    client.cancel("s", &rpc_id, "").await.expect("cancel");
+    within("ask", waiting)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+}
+on_every_backend!(
+    #[tokio::test]
+    errors_stay_small_whatever_the_input
+);

@@ -25,6 +25,7 @@ use super::{Gate, UntilLapsed, status};
 use crate::{
     auth::{Action, Role},
     backend::Holder,
+    domain::bounded,
     questions::Questions,
 };
 
@@ -58,7 +59,7 @@ type AttachStream = Pin<Box<dyn Stream<Item = Result<AttachResponse, Status>> + 
 impl Agents for AgentsApi {
     type AttachStream = AttachStream;
 
-    #[instrument(name = "Attach", skip_all, fields(tenant, agent_id = %request.get_ref().agent_id, incarnation))]
+    #[instrument(name = "Attach", skip_all, fields(tenant, agent_id = %bounded(&request.get_ref().agent_id), incarnation))]
     async fn attach(
         &self,
         request: Request<AttachRequest>,
@@ -80,7 +81,7 @@ impl Agents for AgentsApi {
             .await
             .map_err(|e| status::to_status(&e, "", None))?;
         Span::current().record("incarnation", attached.incarnation.as_str());
-        debug!(parent = %request.parent_agent_id, "agent attached");
+        debug!(parent = %bounded(&request.parent_agent_id), "agent attached");
         let mut heartbeat =
             tokio::time::interval_at(tokio::time::Instant::now() + self.heartbeat, self.heartbeat);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);

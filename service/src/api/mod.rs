@@ -28,6 +28,7 @@ pub use agents::AgentsApi;
 
 use crate::{
     auth::{Action, Authenticator, Failure, Principal},
+    domain::bounded,
     metrics::{Metrics, RpcTimer},
     questions::Questions,
 };
@@ -172,7 +173,8 @@ impl UserQuestions for UserQuestionsApi {
         Self: 'async_trait,
     {
         let session_id = request.get_ref().session_id.clone();
-        let span = info_span!("Ask", tenant = Empty, session_id = %session_id, rpc_id = Empty);
+        let span =
+            info_span!("Ask", tenant = Empty, session_id = %bounded(&session_id), rpc_id = Empty);
         let timer = self.gate.timer("Ask");
         let checked = span.in_scope(|| {
             let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
@@ -198,7 +200,7 @@ impl UserQuestions for UserQuestionsApi {
 
     type SubscribeStream = SubscribeStream;
 
-    #[instrument(name = "Subscribe", skip_all, fields(tenant, session_id = %request.get_ref().session_id, all_sessions = request.get_ref().all_sessions))]
+    #[instrument(name = "Subscribe", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), all_sessions = request.get_ref().all_sessions))]
     async fn subscribe(
         &self,
         request: Request<SubscribeRequest>,
@@ -223,7 +225,7 @@ impl UserQuestions for UserQuestionsApi {
         Ok(Response::new(Box::pin(UntilLapsed::new(stream, lapsed))))
     }
 
-    #[instrument(name = "Answer", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
+    #[instrument(name = "Answer", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
     async fn answer(
         &self,
         request: Request<AnswerRequest>,
@@ -241,7 +243,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "Cancel", skip_all, fields(tenant, session_id = %request.get_ref().session_id, rpc_id = %request.get_ref().rpc_id))]
+    #[instrument(name = "Cancel", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
     async fn cancel(
         &self,
         request: Request<CancelRequest>,
@@ -259,7 +261,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "ListPending", skip_all, fields(tenant, session_id = %request.get_ref().session_id))]
+    #[instrument(name = "ListPending", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
     async fn list_pending(
         &self,
         request: Request<ListPendingRequest>,

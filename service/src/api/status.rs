@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 use tracing::error;
 
-use crate::domain::AskError;
+use crate::domain::{AskError, bounded, error::MAX_VIOLATIONS, validate};
 
 /// The `ErrorInfo.domain` of every askgate error.
 pub const ERROR_DOMAIN: &str = "askgate";
@@ -38,17 +38,44 @@ pub fn code(error: &AskError) -> Code {
     }
 }
 
-/// Builds the status for `error`, naming the session and rpc where known.
+/// Bounds of what one status carries (DESIGN "Errors are bounded": the message and
+/// the details together stay under 4 KiB whatever the input, far below the 8-16 KiB
+/// header limits of common gRPC clients). The domain already echoes at most
+/// [`MAX_ECHO_BYTES`](crate::domain::error::MAX_ECHO_BYTES) of any input; these are
+/// the backstops.
+const MAX_MESSAGE_BYTES: usize = 512;
+const MAX_FIELD_BYTES: usize = 64;
+const MAX_DESCRIPTION_BYTES: usize = 120;
+/// An identifier or subject in ErrorInfo metadata.
+const MAX_METADATA_ID_BYTES: usize = 128;
+/// The human's cancel reason, which the agent is meant to read (validated to at most
+/// this much already).
+const MAX_METADATA_REASON_BYTES: usize = crate::domain::validate::MAX_CANCEL_REASON_BYTES;
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Builds the status for `error`, naming the session and rpc where known. An invalid
+/// session_id or rpc_id is left out of the metadata rather than copied.
 pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> Status {
     let code = code(error);
     if code == Code::Internal {
-        error!(%error, session_id, rpc_id, "internal error");
+        error!(%error, session_id = %bounded(session_id), rpc_id = rpc_id.map(bounded).map(tracing::field::display), "internal error");
     }
     let mut metadata = HashMap::new();
-    if !session_id.is_empty() {
+    if !session_id.is_empty() && validate::session_id("session_id", session_id).is_ok() {
         metadata.insert("session_id".to_owned(), session_id.to_owned());
     }
-    if let Some(rpc_id) = rpc_id.filter(|id| !id.is_empty()) {
+    if let Some(rpc_id) = rpc_id.filter(|id| validate::rpc_id(id).is_ok()) {
         metadata.insert("rpc_id".to_owned(), rpc_id.to_owned());
     }
     match error {
@@ -57,12 +84,15 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
         } => {
             let resolution = settled.resolution.as_str_name().to_owned();
             metadata.insert("resolution".to_owned(), resolution);
-            metadata.insert("resolved_by".to_owned(), settled.resolved_by.clone());
+            metadata.insert(
+                "resolved_by".to_owned(),
+                cut(&settled.resolved_by, MAX_METADATA_ID_BYTES),
+            );
         }
         AskError::AskCancelled {
             reason: Some(reason),
         } => {
-            metadata.insert("reason".to_owned(), reason.clone());
+            metadata.insert("reason".to_owned(), cut(reason, MAX_METADATA_REASON_BYTES));
         }
         _ => {}
     }
@@ -70,12 +100,18 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
     let violations: Vec<FieldViolation> = error
         .violations()
         .iter()
-        .map(|v| FieldViolation::new(&v.field, &v.description))
+        .take(MAX_VIOLATIONS)
+        .map(|v| {
+            FieldViolation::new(
+                cut(&v.field, MAX_FIELD_BYTES),
+                cut(&v.description, MAX_DESCRIPTION_BYTES),
+            )
+        })
         .collect();
     if !violations.is_empty() {
         details.set_bad_request(violations);
     }
-    Status::with_error_details(code, error.to_string(), details)
+    Status::with_error_details(code, cut(&error.to_string(), MAX_MESSAGE_BYTES), details)
 }
 
 /// tonic refuses a request larger than the decoding limit with OUT_OF_RANGE and no
@@ -175,6 +211,41 @@ mod tests {
                 .metadata
                 .contains_key("rpc_id")
         );
+    }
+
+    /// The budget holds for the worst the backstops allow: every violation, field,
+    /// description and metadata value at its cap.
+    #[test]
+    fn the_largest_possible_status_stays_under_4_kib() {
+        let mega = "é".repeat(512 * 1024);
+        let violations = (0..100).map(|_| Violation::new(&mega, &mega)).collect();
+        let cases = [
+            AskError::BadAnswer(violations),
+            AskError::AskCancelled {
+                reason: Some(mega.clone()),
+            },
+            AskError::NotPending {
+                settled: Some(crate::domain::Settled {
+                    resolution: Resolution::Answered,
+                    resolved_by: mega.clone(),
+                }),
+            },
+        ];
+        let valid_id = "r".repeat(validate::MAX_ID_BYTES);
+        let valid_session = "s".repeat(validate::MAX_SESSION_ID_CHARS);
+        for error in cases {
+            for (session, rpc) in [(&mega, &mega), (&valid_session, &valid_id)] {
+                let status = to_status(&error, session, Some(rpc));
+                let wire = status.message().len() + status.details().len().div_ceil(3) * 4;
+                assert!(
+                    wire < 4096,
+                    "{}: {wire} bytes ({} message, {} details)",
+                    error.reason(),
+                    status.message().len(),
+                    status.details().len()
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use askgate_proto::v1::{Question, QuestionAnswer};
 
-use super::{AskError, Limits, Violation};
+use super::{AskError, Limits, Violation, echo};
 
 /// Checks a complete answer batch and returns it normalised, in question order:
 /// - every question answered exactly once, no unknown id;
@@ -33,14 +33,14 @@ pub fn normalize(
         let Some(&q) = index.get(answer.id.as_str()) else {
             violations.push(Violation::new(
                 format!("{path}.id"),
-                format!("{:?} is not a question of this ask", answer.id),
+                format!("{} is not a question of this ask", echo(&answer.id)),
             ));
             continue;
         };
         if normalized[q].is_some() {
             violations.push(Violation::new(
                 format!("{path}.id"),
-                format!("question {:?} is answered more than once", answer.id),
+                format!("question {} is answered more than once", echo(&answer.id)),
             ));
             continue;
         }
@@ -58,8 +58,8 @@ pub fn normalize(
             violations.push(Violation::new(
                 "answers",
                 format!(
-                    "question {:?} has no answer; skip it explicitly with an empty selection",
-                    question.id
+                    "question {} has no answer; skip it explicitly with an empty selection",
+                    echo(&question.id)
                 ),
             ));
         }
@@ -81,8 +81,8 @@ fn one(
         violations.push(Violation::new(
             format!("{path}.selected"),
             format!(
-                "question {:?} has no options; answer it with custom text",
-                question.id
+                "question {} has no options; answer it with custom text",
+                echo(&question.id)
             ),
         ));
     } else {
@@ -92,19 +92,23 @@ fn one(
             if !question.options.iter().any(|o| &o.label == label) {
                 violations.push(Violation::new(
                     field,
-                    format!("{label:?} is not an option of question {:?}", question.id),
+                    format!(
+                        "{} is not an option of question {}",
+                        echo(label),
+                        echo(&question.id)
+                    ),
                 ));
             } else if !seen.insert(label.as_str()) {
                 violations.push(Violation::new(
                     field,
-                    format!("{label:?} is selected more than once"),
+                    format!("{} is selected more than once", echo(label)),
                 ));
             }
         }
         if !question.multi_select && answer.selected.len() > 1 {
             violations.push(Violation::new(
                 format!("{path}.selected"),
-                format!("question {:?} takes at most one option", question.id),
+                format!("question {} takes at most one option", echo(&question.id)),
             ));
         }
     }

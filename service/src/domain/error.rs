@@ -29,16 +29,75 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Lists violations as `a: x; b: y` for the human-readable status message.
+/// Most field violations one error lists (DESIGN "Errors are bounded"); the rest are
+/// counted as "and N more".
+pub const MAX_VIOLATIONS: usize = 8;
+
+/// Longest piece of caller input an error message or a log line repeats, in bytes.
+pub const MAX_ECHO_BYTES: usize = 64;
+
+/// Caller input as an error or a log line repeats it: at most [`MAX_ECHO_BYTES`]
+/// (escaped as Rust's `{:?}` would), then `…`. Quoted for messages, bare for logs.
+#[derive(Clone, Copy)]
+pub struct Echo<'a> {
+    text: &'a str,
+    quoted: bool,
+}
+
+/// `text`, quoted and cut for an error message: `"abc…"`.
+pub fn echo(text: &str) -> Echo<'_> {
+    Echo { text, quoted: true }
+}
+
+/// `text`, cut for a log field or a span.
+pub fn bounded(text: &str) -> Echo<'_> {
+    Echo {
+        text,
+        quoted: false,
+    }
+}
+
+impl fmt::Display for Echo<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::with_capacity(self.text.len().min(MAX_ECHO_BYTES + 8));
+        let mut cut = false;
+        for c in self.text.chars() {
+            let before = out.len();
+            if self.quoted {
+                out.extend(c.escape_debug());
+            } else if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+            if out.len() > MAX_ECHO_BYTES {
+                out.truncate(before);
+                cut = true;
+                break;
+            }
+        }
+        let ellipsis = if cut { "…" } else { "" };
+        match self.quoted {
+            true => write!(f, "\"{out}\"{ellipsis}"),
+            false => write!(f, "{out}{ellipsis}"),
+        }
+    }
+}
+
+/// Lists violations as `a: x; b: y` for the human-readable status message, at most
+/// [`MAX_VIOLATIONS`] of them, then how many more there are.
 struct Listed<'a>(&'a [Violation]);
 
 impl fmt::Display for Listed<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, violation) in self.0.iter().enumerate() {
+        for (i, violation) in self.0.iter().take(MAX_VIOLATIONS).enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }
             write!(f, "{violation}")?;
+        }
+        if self.0.len() > MAX_VIOLATIONS {
+            write!(f, "; and {} more", self.0.len() - MAX_VIOLATIONS)?;
         }
         Ok(())
     }
@@ -190,5 +249,30 @@ mod tests {
             "invalid request: session_id: must not be empty; questions[0].id: must not be empty"
         );
         assert_eq!(err.violations().len(), 2);
+    }
+
+    #[test]
+    fn the_message_lists_the_first_violations_then_counts_the_rest() {
+        let many = (0..20)
+            .map(|i| Violation::new(format!("f{i}"), "bad"))
+            .collect();
+        let text = AskError::BadRequest(many).to_string();
+        assert!(text.ends_with("f7: bad; and 12 more"), "{text}");
+        assert!(!text.contains("f8"), "{text}");
+    }
+
+    #[test]
+    fn echoed_input_is_cut_and_escaped() {
+        assert_eq!(echo("id").to_string(), "\"id\"");
+        let long = "é".repeat(100);
+        let shown = echo(&long).to_string();
+        assert!(
+            shown.ends_with("\"…") && shown.len() <= MAX_ECHO_BYTES + 5,
+            "{shown}"
+        );
+        assert_eq!(echo("a\nb").to_string(), "\"a\\nb\"");
+        assert_eq!(bounded("s-1").to_string(), "s-1");
+        assert_eq!(bounded("a\u{1b}[2J").to_string(), "a\\u{1b}[2J");
+        assert!(bounded(&"x".repeat(1 << 20)).to_string().len() <= MAX_ECHO_BYTES + 3);
     }
 }

@@ -11,7 +11,7 @@ pub struct Limits {
     pub max_options: usize,
     /// Bytes of a question's id, an option's label, a header.
     pub max_label_bytes: usize,
-    /// Bytes of a question text, an option description, a cancel reason.
+    /// Bytes of a question text, an option description, a label value.
     pub max_text_bytes: usize,
     /// Bytes of a question's `detail` (a plan under review can be long).
     pub max_detail_bytes: usize,

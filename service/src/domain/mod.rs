@@ -7,6 +7,6 @@ pub mod limits;
 pub mod model;
 pub mod validate;
 
-pub use error::{AskError, Settled, Violation};
+pub use error::{AskError, Echo, Settled, Violation, bounded, echo};
 pub use limits::Limits;
 pub use model::{DEFAULT_TENANT, NewAsk, Outcome, SessionKey};

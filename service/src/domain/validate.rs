@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use askgate_proto::v1::{AskRequest, Question, intent};
 
-use super::{AskError, Limits, Violation};
+use super::{AskError, Limits, Violation, echo};
 
 /// Longest session id, in characters.
 pub const MAX_SESSION_ID_CHARS: usize = 128;
@@ -35,6 +35,10 @@ pub fn tenant_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Longest cancel reason, in bytes: it reaches the agent inside an error, which must
+/// stay small (DESIGN "Errors are bounded").
+pub const MAX_CANCEL_REASON_BYTES: usize = 400;
+
 /// Longest reattach grace an ask may ask for, in milliseconds.
 pub const MAX_REATTACH_GRACE_MS: u32 = 3_600_000;
 
@@ -56,7 +60,10 @@ fn session_id_violation(field: &str, id: &str) -> Option<Violation> {
     if let Some(bad) = id.chars().find(|c| !is_session_id_char(*c)) {
         return Some(Violation::new(
             field,
-            format!("character {bad:?} is not allowed; use [A-Za-z0-9._:@/-]"),
+            format!(
+                "character {} is not allowed; use [A-Za-z0-9._:@/-]",
+                echo(bad.encode_utf8(&mut [0; 4]))
+            ),
         ));
     }
     None
@@ -127,7 +134,7 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
         if !question.id.is_empty() && !ids.insert(question.id.as_str()) {
             violations.push(Violation::new(
                 format!("questions[{i}].id"),
-                format!("duplicate question id {:?}", question.id),
+                format!("duplicate question id {}", echo(&question.id)),
             ));
         }
     }
@@ -160,12 +167,12 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     }
     for (key, value) in &request.labels {
         violations.extend(too_long(
-            &format!("labels[{key:?}]"),
+            &format!("labels[{}]", echo(key)),
             key,
             limits.max_label_bytes,
         ));
         violations.extend(too_long(
-            &format!("labels[{key:?}]"),
+            &format!("labels[{}]", echo(key)),
             value,
             limits.max_text_bytes,
         ));
@@ -227,7 +234,7 @@ fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<
         } else if !labels.insert(option.label.as_str()) {
             out.push(Violation::new(
                 &field,
-                format!("duplicate option label {:?}", option.label),
+                format!("duplicate option label {}", echo(&option.label)),
             ));
         }
         out.extend(too_long(&field, &option.label, limits.max_label_bytes));
@@ -252,8 +259,8 @@ fn intent(path: &str, q: &Question) -> Result<(), AskError> {
         return Err(AskError::BadIntent(Violation::new(
             format!("{path}.intent.plan_review.approve"),
             format!(
-                "{:?} is not an option label of this question; approve must name one",
-                review.approve
+                "{} is not an option label of this question; approve must name one",
+                echo(&review.approve)
             ),
         )));
     }
