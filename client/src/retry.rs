@@ -28,7 +28,7 @@ pub(crate) fn backoff() -> impl Iterator<Item = Duration> {
 pub(crate) fn is_retryable(error: &Error) -> bool {
     match error.reason() {
         Reason::ShuttingDown | Reason::BackendUnavailable => true,
-        Reason::Unknown => matches!(error.code(), Code::Unavailable | Code::Unknown),
+        Reason::Unspecified => matches!(error.code(), Code::Unavailable | Code::Unknown),
         _ => false,
     }
 }

@@ -418,7 +418,7 @@ async fn errors_stay_small_whatever_the_input() {
         assert_eq!(status.code(), Code::InvalidArgument, "{case}");
         let details = status.get_error_details();
         let info = details.error_info().expect("ErrorInfo");
-        assert_eq!(info.reason, reason.as_str(), "{case}");
+        assert_eq!(info.reason, reason.as_str_name(), "{case}");
         let wire = status.message().len() + status.details().len().div_ceil(3) * 4;
         assert!(wire < 4096, "{case}: {wire} bytes");
         let violations = details

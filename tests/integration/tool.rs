@@ -104,7 +104,7 @@ async fn refusals_return_the_documented_messages() {
         AskUserQuestion::new(client.clone(), "nobody-here")
             .call(ONE_QUESTION)
             .await,
-        "Error: no user-questions provider is registered for this session"
+        "Error: no user-questions provider is registered"
     );
     assert_eq!(
         attended

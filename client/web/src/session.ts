@@ -7,6 +7,7 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import {
   type Requested,
   type Resolved,
+  ErrorReason,
   Resolution,
   UserQuestions,
 } from "./gen/askgate/v1/askgate_pb.js";
@@ -58,15 +59,21 @@ export function resolutionNotice(resolved: Resolved): string {
   }
 }
 
-/** askgate's error reason (NOT_PENDING, ...) of a failed call, when it has one. */
-export function errorReason(error: unknown): string | undefined {
+/**
+ * askgate's error reason of a failed call (the proto's ErrorReason, by its wire name
+ * in google.rpc.ErrorInfo), when it has one it knows; ERROR_REASON_UNSPECIFIED for a
+ * reason newer than this console.
+ */
+export function errorReason(error: unknown): ErrorReason | undefined {
   if (!(error instanceof ConnectError)) return undefined;
-  return error.findDetails(ErrorInfoSchema)[0]?.reason;
+  const name = error.findDetails(ErrorInfoSchema)[0]?.reason;
+  if (name === undefined) return undefined;
+  return ErrorReason[name as keyof typeof ErrorReason] ?? ErrorReason.ERROR_REASON_UNSPECIFIED;
 }
 
 function describe(error: unknown): string {
   if (error instanceof ConnectError) {
-    const reason = errorReason(error);
+    const reason = error.findDetails(ErrorInfoSchema)[0]?.reason;
     return reason ? `${reason}: ${error.rawMessage}` : error.rawMessage || Code[error.code];
   }
   return error instanceof Error ? error.message : String(error);
@@ -200,7 +207,7 @@ export class Session {
     } catch (error) {
       // Too late: another resolution won. Its `resolved` event closes the batch with a
       // notice saying how and by whom, so the composer keeps waiting for it.
-      if (errorReason(error) === "NOT_PENDING") return;
+      if (errorReason(error) === ErrorReason.NOT_PENDING) return;
       composer.unsent(`Not sent: ${describe(error)}`);
       this.options.onChange();
     }

@@ -444,6 +444,8 @@ export class View {
         "data-key": "reason",
         "data-testid": "reason",
         "data-autofocus": "",
+        // The server refuses a longer reason (it travels inside the agent's error).
+        maxlength: "400",
         value: reason,
         oninput: (event: Event) => {
           if (c.phase.kind === "closing") c.phase.reason = (event.target as HTMLInputElement).value;

@@ -30,6 +30,8 @@ pub fn code(error: &AskError) -> Code {
         AskError::NotPending { .. } => Code::NotFound,
         AskError::TooManyPending(_)
         | AskError::TooManySubscribers(_)
+        | AskError::TooManyAgents(_)
+        | AskError::TooManySessions(_)
         | AskError::RateLimited(_) => Code::ResourceExhausted,
         AskError::Unauthenticated(_) => Code::Unauthenticated,
         AskError::PermissionDenied(_) => Code::PermissionDenied,
@@ -180,12 +182,24 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (AskError::RateLimited("x".into()), Code::ResourceExhausted),
+            (AskError::TooManyAgents("x".into()), Code::ResourceExhausted),
+            (
+                AskError::TooManySessions("x".into()),
+                Code::ResourceExhausted,
+            ),
+            (AskError::Internal("x".into()), Code::Internal),
             (AskError::Unauthenticated("x".into()), Code::Unauthenticated),
             (
                 AskError::PermissionDenied("x".into()),
                 Code::PermissionDenied,
             ),
         ];
+        // Every reason of the proto's ErrorReason is produced by some error, and no
+        // error produces one that is not there.
+        let produced: std::collections::BTreeSet<_> =
+            table.iter().map(|(e, _)| e.error_reason()).collect();
+        let listed: std::collections::BTreeSet<_> = askgate_proto::v1::ErrorReason::all().collect();
+        assert_eq!(produced, listed);
         for (error, expected) in table {
             let status = to_status(&error, "s", Some("r"));
             assert_eq!(status.code(), expected, "{error:?}");

@@ -274,7 +274,7 @@ fn fail(error: &askgate_client::Error) -> ExitCode {
         .collect();
     let report = serde_json::json!({
         "error": {
-            "reason": error.reason().as_str(),
+            "reason": error.reason().as_str_name(),
             "code": format!("{:?}", error.code()),
             "message": error.message(),
             "metadata": metadata,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use askgate_proto::v1::Resolution;
+use askgate_proto::v1::{ErrorReason, Resolution};
 
 /// One thing wrong with one field of a request, e.g. `questions[1].options[0].label`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +138,7 @@ pub enum AskError {
     BadIntent(Violation),
     #[error("invalid answer batch: {}", Listed(.0))]
     BadAnswer(Vec<Violation>),
-    #[error("no user-questions provider is registered for this session")]
+    #[error("no user-questions provider is registered")]
     NoProvider,
     #[error("another exclusive subscriber holds this session")]
     DuplicateProvider,
@@ -161,6 +161,10 @@ pub enum AskError {
     TooManyPending(String),
     #[error("too many subscribers: {0}")]
     TooManySubscribers(String),
+    #[error("too many agents: {0}")]
+    TooManyAgents(String),
+    #[error("too many sessions: {0}")]
+    TooManySessions(String),
     #[error("too many asks: {0}")]
     RateLimited(String),
     /// No valid credential. The text names what is wrong with the credential itself,
@@ -180,30 +184,38 @@ pub enum AskError {
 }
 
 impl AskError {
-    /// The `google.rpc.ErrorInfo` reason: the machine-routable name of the failure.
-    pub fn reason(&self) -> &'static str {
+    /// The `google.rpc.ErrorInfo` reason: the machine-routable name of the failure,
+    /// one of the proto's `ErrorReason` values.
+    pub fn error_reason(&self) -> ErrorReason {
         match self {
-            Self::EmptyQuestions => "EMPTY_QUESTIONS",
-            Self::BadRequest(_) => "BAD_REQUEST",
-            Self::BadIntent(_) => "BAD_INTENT",
-            Self::BadAnswer(_) => "BAD_ANSWER",
-            Self::NoProvider => "NO_PROVIDER",
-            Self::DuplicateProvider => "DUPLICATE_PROVIDER",
-            Self::CallerNotLive => "CALLER_NOT_LIVE",
-            Self::DelegatedCaller => "DELEGATED_CALLER",
-            Self::AskCancelled { .. } => "ASK_CANCELLED",
-            Self::AskAborted => "ASK_ABORTED",
-            Self::AskExpired => "ASK_EXPIRED",
-            Self::NotPending { .. } => "NOT_PENDING",
-            Self::TooManyPending(_) => "TOO_MANY_PENDING",
-            Self::TooManySubscribers(_) => "TOO_MANY_SUBSCRIBERS",
-            Self::RateLimited(_) => "RATE_LIMITED",
-            Self::Unauthenticated(_) => "UNAUTHENTICATED",
-            Self::PermissionDenied(_) => "PERMISSION_DENIED",
-            Self::ShuttingDown => "SHUTTING_DOWN",
-            Self::BackendUnavailable(_) => "BACKEND_UNAVAILABLE",
-            Self::Internal(_) => "INTERNAL",
+            Self::EmptyQuestions => ErrorReason::EmptyQuestions,
+            Self::BadRequest(_) => ErrorReason::BadRequest,
+            Self::BadIntent(_) => ErrorReason::BadIntent,
+            Self::BadAnswer(_) => ErrorReason::BadAnswer,
+            Self::NoProvider => ErrorReason::NoProvider,
+            Self::DuplicateProvider => ErrorReason::DuplicateProvider,
+            Self::CallerNotLive => ErrorReason::CallerNotLive,
+            Self::DelegatedCaller => ErrorReason::DelegatedCaller,
+            Self::AskCancelled { .. } => ErrorReason::AskCancelled,
+            Self::AskAborted => ErrorReason::AskAborted,
+            Self::AskExpired => ErrorReason::AskExpired,
+            Self::NotPending { .. } => ErrorReason::NotPending,
+            Self::TooManyPending(_) => ErrorReason::TooManyPending,
+            Self::TooManySubscribers(_) => ErrorReason::TooManySubscribers,
+            Self::TooManyAgents(_) => ErrorReason::TooManyAgents,
+            Self::TooManySessions(_) => ErrorReason::TooManySessions,
+            Self::RateLimited(_) => ErrorReason::RateLimited,
+            Self::Unauthenticated(_) => ErrorReason::Unauthenticated,
+            Self::PermissionDenied(_) => ErrorReason::PermissionDenied,
+            Self::ShuttingDown => ErrorReason::ShuttingDown,
+            Self::BackendUnavailable(_) => ErrorReason::BackendUnavailable,
+            Self::Internal(_) => ErrorReason::Internal,
         }
+    }
+
+    /// The reason's wire name, e.g. `NOT_PENDING`.
+    pub fn reason(&self) -> &'static str {
+        self.error_reason().as_str_name()
     }
 
     /// A request error about a single field.

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file askgate/v1/askgate.proto.
  */
 export const file_askgate_v1_askgate: GenFile = /*@__PURE__*/
-  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSKvAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfCgtBc2tSZXNwb25zZRIOCgZycGNfaWQYASABKAkSKwoHYW5zd2VycxgCIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXISEwoLcmVzb2x2ZWRfYnkYAyABKAkiXgoQU3Vic2NyaWJlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGFsbF9zZXNzaW9ucxgCIAEoCBINCgVhZnRlchgDIAEoCRIRCglleGNsdXNpdmUYBCABKAgizAEKEVN1YnNjcmliZVJlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRIqCglyZXF1ZXN0ZWQYAiABKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZEgAEigKCHJlc29sdmVkGAMgASgLMhQuYXNrZ2F0ZS52MS5SZXNvbHZlZEgAEiQKBnN5bmNlZBgEIAEoCzISLmFza2dhdGUudjEuU3luY2VkSAASIgoFcmVzZXQYBSABKAsyES5hc2tnYXRlLnYxLlJlc2V0SABCBwoFZXZlbnQiwQIKCVJlcXVlc3RlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRInCglxdWVzdGlvbnMYAyADKAsyFC5hc2tnYXRlLnYxLlF1ZXN0aW9uEiMKBWFnZW50GAQgASgLMhQuYXNrZ2F0ZS52MS5BZ2VudFJlZhIxCgZsYWJlbHMYBSADKAsyIS5hc2tnYXRlLnYxLlJlcXVlc3RlZC5MYWJlbHNFbnRyeRIwCgxyZXF1ZXN0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi4AEKCFJlc29sdmVkEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiYKBnJlYXNvbhgDIAEoDjIWLmFza2dhdGUudjEuUmVzb2x1dGlvbhIrCgdhbnN3ZXJzGAQgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgFIAEoCRIvCgtyZXNvbHZlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY2FuY2VsX3JlYXNvbhgHIAEoCSIZCgZTeW5jZWQSDwoHcmVzdW1lZBgBIAEoCCIHCgVSZXNldCJgCg1BbnN3ZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnBjX2lkGAIgASgJEisKB2Fuc3dlcnMYAyADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyIhAKDkFuc3dlclJlc3BvbnNlIkMKDUNhbmNlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIhAKDkNhbmNlbFJlc3BvbnNlIigKEkxpc3RQZW5kaW5nUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj0KE0xpc3RQZW5kaW5nUmVzcG9uc2USJgoHcGVuZGluZxgBIAMoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkIjoKDUF0dGFjaFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSFwoPcGFyZW50X2FnZW50X2lkGAIgASgJImcKDkF0dGFjaFJlc3BvbnNlEiIKBWxlYXNlGAEgASgLMhEuYXNrZ2F0ZS52MS5MZWFzZUgAEioKCWhlYXJ0YmVhdBgCIAEoCzIVLmFza2dhdGUudjEuSGVhcnRiZWF0SABCBQoDbXNnIhwKBUxlYXNlEhMKC2luY2FybmF0aW9uGAEgASgJIgsKCUhlYXJ0YmVhdCogCgpVbmF0dGVuZGVkEggKBEZBSUwQABIICgRIT0xEEAEqbQoKUmVzb2x1dGlvbhIaChZSRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASDAoIQU5TV0VSRUQQARINCglDQU5DRUxMRUQQAhILCgdBQk9SVEVEEAMSCwoHRVhQSVJFRBAEEgwKCERJU1BPU0VEEAUy5QIKDVVzZXJRdWVzdGlvbnMSNgoDQXNrEhYuYXNrZ2F0ZS52MS5Bc2tSZXF1ZXN0GhcuYXNrZ2F0ZS52MS5Bc2tSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hc2tnYXRlLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hc2tnYXRlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESPwoGQW5zd2VyEhkuYXNrZ2F0ZS52MS5BbnN3ZXJSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BbnN3ZXJSZXNwb25zZRI/CgZDYW5jZWwSGS5hc2tnYXRlLnYxLkNhbmNlbFJlcXVlc3QaGi5hc2tnYXRlLnYxLkNhbmNlbFJlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy5hc2tnYXRlLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2UySwoGQWdlbnRzEkEKBkF0dGFjaBIZLmFza2dhdGUudjEuQXR0YWNoUmVxdWVzdBoaLmFza2dhdGUudjEuQXR0YWNoUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSKvAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfCgtBc2tSZXNwb25zZRIOCgZycGNfaWQYASABKAkSKwoHYW5zd2VycxgCIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXISEwoLcmVzb2x2ZWRfYnkYAyABKAkiXgoQU3Vic2NyaWJlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGFsbF9zZXNzaW9ucxgCIAEoCBINCgVhZnRlchgDIAEoCRIRCglleGNsdXNpdmUYBCABKAgizAEKEVN1YnNjcmliZVJlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRIqCglyZXF1ZXN0ZWQYAiABKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZEgAEigKCHJlc29sdmVkGAMgASgLMhQuYXNrZ2F0ZS52MS5SZXNvbHZlZEgAEiQKBnN5bmNlZBgEIAEoCzISLmFza2dhdGUudjEuU3luY2VkSAASIgoFcmVzZXQYBSABKAsyES5hc2tnYXRlLnYxLlJlc2V0SABCBwoFZXZlbnQiwQIKCVJlcXVlc3RlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRInCglxdWVzdGlvbnMYAyADKAsyFC5hc2tnYXRlLnYxLlF1ZXN0aW9uEiMKBWFnZW50GAQgASgLMhQuYXNrZ2F0ZS52MS5BZ2VudFJlZhIxCgZsYWJlbHMYBSADKAsyIS5hc2tnYXRlLnYxLlJlcXVlc3RlZC5MYWJlbHNFbnRyeRIwCgxyZXF1ZXN0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi4AEKCFJlc29sdmVkEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiYKBnJlYXNvbhgDIAEoDjIWLmFza2dhdGUudjEuUmVzb2x1dGlvbhIrCgdhbnN3ZXJzGAQgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgFIAEoCRIvCgtyZXNvbHZlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY2FuY2VsX3JlYXNvbhgHIAEoCSIZCgZTeW5jZWQSDwoHcmVzdW1lZBgBIAEoCCIHCgVSZXNldCJgCg1BbnN3ZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnBjX2lkGAIgASgJEisKB2Fuc3dlcnMYAyADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyIhAKDkFuc3dlclJlc3BvbnNlIkMKDUNhbmNlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIhAKDkNhbmNlbFJlc3BvbnNlIigKEkxpc3RQZW5kaW5nUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj0KE0xpc3RQZW5kaW5nUmVzcG9uc2USJgoHcGVuZGluZxgBIAMoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkIjoKDUF0dGFjaFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSFwoPcGFyZW50X2FnZW50X2lkGAIgASgJImcKDkF0dGFjaFJlc3BvbnNlEiIKBWxlYXNlGAEgASgLMhEuYXNrZ2F0ZS52MS5MZWFzZUgAEioKCWhlYXJ0YmVhdBgCIAEoCzIVLmFza2dhdGUudjEuSGVhcnRiZWF0SABCBQoDbXNnIhwKBUxlYXNlEhMKC2luY2FybmF0aW9uGAEgASgJIgsKCUhlYXJ0YmVhdCogCgpVbmF0dGVuZGVkEggKBEZBSUwQABIICgRIT0xEEAEqbQoKUmVzb2x1dGlvbhIaChZSRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASDAoIQU5TV0VSRUQQARINCglDQU5DRUxMRUQQAhILCgdBQk9SVEVEEAMSCwoHRVhQSVJFRBAEEgwKCERJU1BPU0VEEAUq3wMKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEhMKD0VNUFRZX1FVRVNUSU9OUxABEg8KC0JBRF9SRVFVRVNUEAISDgoKQkFEX0lOVEVOVBADEg4KCkJBRF9BTlNXRVIQBBIPCgtOT19QUk9WSURFUhAFEhYKEkRVUExJQ0FURV9QUk9WSURFUhAGEhMKD0NBTExFUl9OT1RfTElWRRAHEhQKEERFTEVHQVRFRF9DQUxMRVIQCBIRCg1BU0tfQ0FOQ0VMTEVEEAkSDwoLQVNLX0FCT1JURUQQChIPCgtBU0tfRVhQSVJFRBALEg8KC05PVF9QRU5ESU5HEAwSFAoQVE9PX01BTllfUEVORElORxANEhgKFFRPT19NQU5ZX1NVQlNDUklCRVJTEA4SEAoMUkFURV9MSU1JVEVEEA8SEQoNU0hVVFRJTkdfRE9XThAQEhcKE0JBQ0tFTkRfVU5BVkFJTEFCTEUQERITCg9VTkFVVEhFTlRJQ0FURUQQEhIVChFQRVJNSVNTSU9OX0RFTklFRBATEgwKCElOVEVSTkFMEBQSEwoPVE9PX01BTllfQUdFTlRTEBUSFQoRVE9PX01BTllfU0VTU0lPTlMQFjLlAgoNVXNlclF1ZXN0aW9ucxI2CgNBc2sSFi5hc2tnYXRlLnYxLkFza1JlcXVlc3QaFy5hc2tnYXRlLnYxLkFza1Jlc3BvbnNlEkoKCVN1YnNjcmliZRIcLmFza2dhdGUudjEuU3Vic2NyaWJlUmVxdWVzdBodLmFza2dhdGUudjEuU3Vic2NyaWJlUmVzcG9uc2UwARI/CgZBbnN3ZXISGS5hc2tnYXRlLnYxLkFuc3dlclJlcXVlc3QaGi5hc2tnYXRlLnYxLkFuc3dlclJlc3BvbnNlEj8KBkNhbmNlbBIZLmFza2dhdGUudjEuQ2FuY2VsUmVxdWVzdBoaLmFza2dhdGUudjEuQ2FuY2VsUmVzcG9uc2USTgoLTGlzdFBlbmRpbmcSHi5hc2tnYXRlLnYxLkxpc3RQZW5kaW5nUmVxdWVzdBofLmFza2dhdGUudjEuTGlzdFBlbmRpbmdSZXNwb25zZTJLCgZBZ2VudHMSQQoGQXR0YWNoEhkuYXNrZ2F0ZS52MS5BdHRhY2hSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BdHRhY2hSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message askgate.v1.Question
@@ -747,6 +747,186 @@ export enum Resolution {
  */
 export const ResolutionSchema: GenEnum<Resolution> = /*@__PURE__*/
   enumDesc(file_askgate_v1_askgate, 1);
+
+/**
+ * Why a call failed: the `reason` of the `google.rpc.ErrorInfo` (domain "askgate")
+ * attached to every askgate error, by its value name (e.g. "NOT_PENDING"). The server,
+ * the clients and the console all take their lists of reasons from this enum. Never
+ * sent as a field; new reasons may be added.
+ *
+ * @generated from enum askgate.v1.ErrorReason
+ */
+export enum ErrorReason {
+  /**
+   * No askgate reason: a transport failure, a proxy, or a reason the client does not
+   * know yet. The gRPC code still tells what kind of failure it was.
+   *
+   * @generated from enum value: ERROR_REASON_UNSPECIFIED = 0;
+   */
+  ERROR_REASON_UNSPECIFIED = 0,
+
+  /**
+   * The ask had no question.
+   *
+   * @generated from enum value: EMPTY_QUESTIONS = 1;
+   */
+  EMPTY_QUESTIONS = 1,
+
+  /**
+   * A request field is invalid; BadRequest names each field.
+   *
+   * @generated from enum value: BAD_REQUEST = 2;
+   */
+  BAD_REQUEST = 2,
+
+  /**
+   * A question's intent breaks a rule.
+   *
+   * @generated from enum value: BAD_INTENT = 3;
+   */
+  BAD_INTENT = 3,
+
+  /**
+   * The answer batch is invalid; the ask stays pending.
+   *
+   * @generated from enum value: BAD_ANSWER = 4;
+   */
+  BAD_ANSWER = 4,
+
+  /**
+   * Nobody follows the session (and the ask did not ask to be held).
+   *
+   * @generated from enum value: NO_PROVIDER = 5;
+   */
+  NO_PROVIDER = 5,
+
+  /**
+   * Another exclusive subscriber holds the session.
+   *
+   * @generated from enum value: DUPLICATE_PROVIDER = 6;
+   */
+  DUPLICATE_PROVIDER = 6,
+
+  /**
+   * The calling agent is not attached with that incarnation.
+   *
+   * @generated from enum value: CALLER_NOT_LIVE = 7;
+   */
+  CALLER_NOT_LIVE = 7,
+
+  /**
+   * The calling agent is owned by another live agent.
+   *
+   * @generated from enum value: DELEGATED_CALLER = 8;
+   */
+  DELEGATED_CALLER = 8,
+
+  /**
+   * A human cancelled the batch; the ErrorInfo metadata `reason` holds their reason.
+   *
+   * @generated from enum value: ASK_CANCELLED = 9;
+   */
+  ASK_CANCELLED = 9,
+
+  /**
+   * The ask was aborted before a human answered.
+   *
+   * @generated from enum value: ASK_ABORTED = 10;
+   */
+  ASK_ABORTED = 10,
+
+  /**
+   * No answer before the deadline.
+   *
+   * @generated from enum value: ASK_EXPIRED = 11;
+   */
+  ASK_EXPIRED = 11,
+
+  /**
+   * No pending ask with that rpc_id in that session (resolved already, or never
+   * there); the metadata `resolution` and `resolved_by` say how it ended when known.
+   *
+   * @generated from enum value: NOT_PENDING = 12;
+   */
+  NOT_PENDING = 12,
+
+  /**
+   * A limit on pending asks (per session or per tenant) was reached.
+   *
+   * @generated from enum value: TOO_MANY_PENDING = 13;
+   */
+  TOO_MANY_PENDING = 13,
+
+  /**
+   * A limit on subscribers (per session, or `all_sessions` streams per tenant) was
+   * reached.
+   *
+   * @generated from enum value: TOO_MANY_SUBSCRIBERS = 14;
+   */
+  TOO_MANY_SUBSCRIBERS = 14,
+
+  /**
+   * The tenant's ask rate limit was reached; retry later.
+   *
+   * @generated from enum value: RATE_LIMITED = 15;
+   */
+  RATE_LIMITED = 15,
+
+  /**
+   * The node is draining; retry with the same request_id.
+   *
+   * @generated from enum value: SHUTTING_DOWN = 16;
+   */
+  SHUTTING_DOWN = 16,
+
+  /**
+   * The node cannot reach its shared store (Redis); retry with the same request_id.
+   *
+   * @generated from enum value: BACKEND_UNAVAILABLE = 17;
+   */
+  BACKEND_UNAVAILABLE = 17,
+
+  /**
+   * No valid credential, or the credential of an open stream expired or was revoked.
+   *
+   * @generated from enum value: UNAUTHENTICATED = 18;
+   */
+  UNAUTHENTICATED = 18,
+
+  /**
+   * The credential may not do this.
+   *
+   * @generated from enum value: PERMISSION_DENIED = 19;
+   */
+  PERMISSION_DENIED = 19,
+
+  /**
+   * The server failed.
+   *
+   * @generated from enum value: INTERNAL = 20;
+   */
+  INTERNAL = 20,
+
+  /**
+   * The tenant has as many agents attached as it may.
+   *
+   * @generated from enum value: TOO_MANY_AGENTS = 21;
+   */
+  TOO_MANY_AGENTS = 21,
+
+  /**
+   * The tenant has as many sessions holding state as it may.
+   *
+   * @generated from enum value: TOO_MANY_SESSIONS = 22;
+   */
+  TOO_MANY_SESSIONS = 22,
+}
+
+/**
+ * Describes the enum askgate.v1.ErrorReason.
+ */
+export const ErrorReasonSchema: GenEnum<ErrorReason> = /*@__PURE__*/
+  enumDesc(file_askgate_v1_askgate, 2);
 
 /**
  * Agents ask, UIs subscribe and resolve. The first valid resolution wins.
