@@ -79,8 +79,9 @@ pub struct Client {
     authorization: Option<MetadataValue<Ascii>>,
 }
 
-/// How to reach a server that needs TLS or a credential.
-#[derive(Debug, Clone, Default)]
+/// How to reach a server that needs TLS or a credential. Its `Debug` output never
+/// shows the token or the private key.
+#[derive(Clone, Default)]
 pub struct ConnectOptions {
     /// Bearer token (API key or JWT) sent with every call.
     pub token: Option<String>,
@@ -89,6 +90,20 @@ pub struct ConnectOptions {
     pub ca_pem: Option<Vec<u8>>,
     /// Client certificate and key (PEM), for servers that require mTLS.
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |set: bool| if set { "<redacted>" } else { "None" };
+        f.debug_struct("ConnectOptions")
+            .field("token", &format_args!("{}", redacted(self.token.is_some())))
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .field(
+                "identity",
+                &format_args!("{}", redacted(self.identity.is_some())),
+            )
+            .finish()
+    }
 }
 
 impl ConnectOptions {
@@ -115,9 +130,13 @@ impl ConnectOptions {
         self.token
             .as_deref()
             .map(|token| {
-                format!("Bearer {token}").parse().map_err(|_| {
-                    Error::from(tonic::Status::invalid_argument("the token is not ASCII"))
-                })
+                let mut value: MetadataValue<Ascii> =
+                    format!("Bearer {token}").parse().map_err(|_| {
+                        Error::from(tonic::Status::invalid_argument("the token is not ASCII"))
+                    })?;
+                // Shown as "Sensitive" by Debug (a derived Debug of Client included).
+                value.set_sensitive(true);
+                Ok(value)
             })
             .transpose()
     }
@@ -342,5 +361,30 @@ impl Client {
         });
         let response = self.inner.list_pending(request).await?;
         Ok(response.into_inner().pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn debug_output_never_shows_the_token() {
+        const TOKEN: &str = "agk_0123456789abcdef";
+        let options = ConnectOptions {
+            token: Some(TOKEN.into()),
+            identity: Some((b"cert".to_vec(), b"PRIVATE KEY".to_vec())),
+            ..Default::default()
+        };
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains(TOKEN) && !shown.contains("PRIVATE"),
+            "{shown}"
+        );
+        let client = Client::connect_lazy_with("http://127.0.0.1:1", options).expect("client");
+        let shown = format!("{client:?}");
+        assert!(!shown.contains(TOKEN), "{shown}");
+        let shown = format!("{:?}", client.with_token(TOKEN).expect("token"));
+        assert!(!shown.contains(TOKEN), "{shown}");
     }
 }

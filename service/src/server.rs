@@ -23,6 +23,7 @@ use crate::{
     backend::{
         Backend,
         memory::{MemoryBackend, MemoryConfig},
+        redis::redacted_url,
         redis_backend::{RedisBackend, RedisBackendConfig},
     },
     domain::Limits,
@@ -184,13 +185,25 @@ impl Default for Http2Limits {
     }
 }
 
-/// `--backend`: where askgate keeps its state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `--backend`: where askgate keeps its state. `Debug` hides a Redis password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum BackendChoice {
     /// In this process (one node).
     Memory,
     /// In Redis at this URL (`redis://` or `rediss://`), shared by every node using it.
     Redis { url: String },
+}
+
+impl std::fmt::Debug for BackendChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Memory => f.write_str("Memory"),
+            Self::Redis { url } => f
+                .debug_struct("Redis")
+                .field("url", &redacted_url(url))
+                .finish(),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -214,11 +227,9 @@ impl ServerConfig {
                 config.subscriber_buffer = self.memory.subscriber_buffer;
                 config.tenant_buffer = self.memory.tenant_buffer;
                 config.lease = self.redis_lease;
-                Arc::new(
-                    RedisBackend::connect(config)
-                        .await
-                        .with_context(|| format!("failed to connect to redis at {url}"))?,
-                )
+                Arc::new(RedisBackend::connect(config).await.with_context(|| {
+                    format!("failed to connect to redis at {}", redacted_url(url))
+                })?)
             }
         })
     }

@@ -536,3 +536,81 @@ async fn serve_takes_its_settings_from_a_config_file() {
         "{refused}"
     );
 }
+
+/// DESIGN "Security": a Redis URL's password never reaches the log, not even when the
+/// connection fails at startup.
+#[tokio::test]
+async fn a_redis_password_never_reaches_the_log() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let url = format!("redis://:hunter2-secret@127.0.0.1:{port}/0");
+    let serve = askgate(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--backend",
+        "redis",
+        "--redis-url",
+        &url,
+    ]);
+    let (code, stdout, stderr) = finish(serve).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("redis://:***@127.0.0.1:{port}/0")),
+        "the failure names the redacted URL: {stderr}"
+    );
+    assert!(
+        !stderr.contains("hunter2") && !stdout.contains("hunter2"),
+        "{stderr}"
+    );
+}
+
+/// `--token-file` (and ASKGATE_TOKEN_FILE) keep the credential out of process
+/// listings; a file others may read gets a warning; a token given twice is a usage
+/// error.
+#[tokio::test]
+async fn client_commands_read_their_token_from_a_file() {
+    let dir = crate::support::TempDir::new();
+    let keys_path = dir.0.join("keys.json");
+    let keys_path = keys_path.to_str().expect("utf-8 path").to_owned();
+    let add = askgate(&[
+        "keys", "add", "--file", &keys_path, "--tenant", "acme", "--sub", "ana", "--roles", "ui",
+    ]);
+    let (code, key, stderr) = finish(add).await;
+    assert_eq!(code, 0, "{stderr}");
+    let serve = ServeProcess::start_with(&["--auth", "keys", "--keys-file", &keys_path]).await;
+    let token_file = dir.file("token", format!("{}\n", key.trim()));
+    let token_path = token_file.to_str().expect("utf-8 path");
+    #[cfg(unix)]
+    let chmod = |mode: u32| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(mode))
+            .expect("chmod");
+    };
+    #[cfg(unix)]
+    chmod(0o600);
+
+    let pending = |extra: &[&str]| {
+        let mut args = vec!["pending", "--session", "s", "--addr", &serve.url];
+        args.extend_from_slice(extra);
+        askgate(&args)
+    };
+    let (code, stdout, stderr) = finish(pending(&["--token-file", token_path])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.trim().starts_with(['{', '[']), "{stdout}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+
+    #[cfg(unix)]
+    {
+        chmod(0o644);
+        let (code, _, stderr) = finish(pending(&["--token-file", token_path])).await;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stderr.contains("chmod 600"), "{stderr}");
+    }
+
+    let (code, _, stderr) = finish(pending(&["--token-file", token_path, "--token", "x"])).await;
+    assert_eq!(code, 64, "{stderr}");
+    let (code, _, stderr) = finish(pending(&[])).await;
+    assert_ne!(code, 0, "without a credential: {stderr}");
+}

@@ -75,10 +75,9 @@ pub struct JwtVerifier {
 }
 
 fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut secret =
-        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
-    while secret.last().is_some_and(|b| b.is_ascii_whitespace()) {
-        secret.pop();
+    let (secret, warning) = super::secret::read_file(path)?;
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
     }
     if secret.len() < 32 {
         bail!(

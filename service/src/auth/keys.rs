@@ -185,11 +185,42 @@ pub fn add(
     });
     parse(file.clone())?;
     let text = serde_json::to_string_pretty(&file).context("failed to encode the keys file")?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text + "\n")
-        .with_context(|| format!("failed to write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("failed to replace {}", path.display()))?;
+    replace_atomically(path, (text + "\n").as_bytes())?;
     Ok(key)
+}
+
+/// Writes `contents` to a new file of its own beside `path` (unique name, mode 0600,
+/// never an existing file), flushes it, then renames it over `path`: a reader sees the
+/// old file or the new one, and two writers never share a temporary file.
+fn replace_atomically(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options
+        .open(&tmp)
+        .and_then(|mut file| {
+            file.write_all(contents)?;
+            file.sync_all()
+        })
+        .with_context(|| format!("failed to write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("failed to replace {}", path.display()))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp); // Best effort: the error below says what failed.
+    }
+    written
 }
 
 #[cfg(test)]
@@ -216,6 +247,18 @@ mod tests {
         assert_eq!(store.authenticate("agk_nope"), Err(Failure::UnknownKey));
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(!text.contains(&ui), "the key itself is never stored");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "written with mode 0600");
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .filter(|n| n != "keys.json")
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

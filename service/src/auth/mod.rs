@@ -7,6 +7,7 @@
 
 pub mod jwt;
 pub mod keys;
+pub mod secret;
 
 use std::{
     future::Future,

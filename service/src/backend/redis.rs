@@ -54,11 +54,45 @@ use crate::domain::{AskError, SessionKey, Settled};
 /// comma-separated URLs of some Redis Cluster nodes (the client discovers the rest and
 /// follows resharding and failover), and for TLS a CA certificate (PEM) to trust besides
 /// the system's roots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedisTarget {
     pub url: String,
     pub cluster: bool,
     pub ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTarget")
+            .field("url", &redacted_url(&self.url))
+            .field("cluster", &self.cluster)
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+/// A Redis URL (or a comma-separated list of them) as logs and errors may show it:
+/// any password replaced by `***` (`redis://user:***@host:6379/0`). A user info
+/// without a `:` is hidden whole, in case it is a password written without its colon.
+pub fn redacted_url(url: &str) -> String {
+    url.split(',')
+        .map(|one| {
+            let Some((scheme, rest)) = one.split_once("://") else {
+                return one.to_owned();
+            };
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let Some((userinfo, host)) = authority.rsplit_once('@') else {
+                return one.to_owned();
+            };
+            let userinfo = match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            format!("{scheme}://{userinfo}@{host}{path}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl From<&str> for RedisTarget {
@@ -1106,6 +1140,28 @@ mod tests {
         RedisStore::connect(&redis.url, config)
             .await
             .expect("connect")
+    }
+
+    #[test]
+    fn urls_are_shown_without_their_passwords() {
+        for (url, shown) in [
+            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+            ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+            (
+                "rediss://app:hunter2@cache:6380",
+                "rediss://app:***@cache:6380",
+            ),
+            ("redis://hunter2@cache", "redis://***@cache"),
+            (
+                "redis://:a@n1:7000,redis://:b@n2:7001",
+                "redis://:***@n1:7000,redis://:***@n2:7001",
+            ),
+            ("redis://:p@ss@host/1?x=y", "redis://:***@host/1?x=y"),
+        ] {
+            assert_eq!(redacted_url(url), shown, "{url}");
+        }
+        let target = RedisTarget::from("redis://:hunter2@cache:6379");
+        assert!(!format!("{target:?}").contains("hunter2"));
     }
 
     fn key() -> SessionKey {

@@ -40,8 +40,8 @@ use super::{
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
-/// Settings of the Redis backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Settings of the Redis backend. Its `Debug` shows the URL without its password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedisBackendConfig {
     pub url: String,
     /// `url` lists Redis Cluster nodes (comma-separated).
@@ -59,6 +59,16 @@ pub struct RedisBackendConfig {
     pub lease: Duration,
     /// Subscribers one session may have, over all nodes.
     pub max_subscribers_per_session: usize,
+}
+
+impl std::fmt::Debug for RedisBackendConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackendConfig")
+            .field("url", &super::redis::redacted_url(&self.url))
+            .field("cluster", &self.cluster)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisBackendConfig {

@@ -29,6 +29,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tonic::Code;
 use tracing_subscriber::EnvFilter;
 
+use crate::auth::secret::Secret;
+
 pub use serve::ServeArgs;
 
 /// askgate: AI agents ask humans structured questions over gRPC and wait for the answer.
@@ -77,9 +79,13 @@ pub struct ConnectArgs {
     /// askgate server address (`https://` for TLS).
     #[arg(long, env = "ASKGATE_ADDR", default_value = "http://127.0.0.1:50051")]
     pub addr: String,
-    /// Bearer token: an API key or a JWT.
+    /// Bearer token: an API key or a JWT. Prefer --token-file or ASKGATE_TOKEN: a
+    /// value on the command line shows in every process listing.
     #[arg(long, env = "ASKGATE_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
+    /// File holding the bearer token (trailing whitespace ignored; keep it mode 600).
+    #[arg(long, env = "ASKGATE_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// CA certificate (PEM) to trust for the server (implies TLS).
     #[arg(long, env = "ASKGATE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
@@ -109,8 +115,13 @@ impl ConnectArgs {
                 )))
             })
         };
+        let token = match (&self.token, &self.token_file) {
+            (Some(token), _) => Some(token.expose().to_owned()),
+            (None, Some(path)) => Some(read_token_file(path)?),
+            (None, None) => None,
+        };
         Ok(ConnectOptions {
-            token: self.token.clone(),
+            token,
             ca_pem: self.ca_file.as_ref().map(read).transpose()?,
             identity: match (&self.cert, &self.key) {
                 (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
@@ -126,6 +137,22 @@ impl ConnectArgs {
     fn connect_lazy(&self) -> Result<Client, askgate_client::Error> {
         Client::connect_lazy_with(self.url(), self.options()?)
     }
+}
+
+/// The token in `path`, warning on stderr when others may read the file.
+fn read_token_file(path: &std::path::Path) -> Result<String, askgate_client::Error> {
+    let refuse = |why: String| askgate_client::Error::from(tonic::Status::invalid_argument(why));
+    let (bytes, warning) =
+        crate::auth::secret::read_file(path).map_err(|e| refuse(format!("--token-file: {e:#}")))?;
+    if let Some(warning) = warning {
+        eprintln!("askgate: warning: {warning}");
+    }
+    let token = String::from_utf8(bytes)
+        .map_err(|_| refuse(format!("--token-file {}: not UTF-8", path.display())))?;
+    if token.is_empty() {
+        return Err(refuse(format!("--token-file {} is empty", path.display())));
+    }
+    Ok(token)
 }
 
 /// Which sessions a subscribing subcommand follows.
