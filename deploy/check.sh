@@ -44,7 +44,7 @@ secret=$(printf 'x%.0s' $(seq 40))
 # mTLS, one in-memory node, and everything optional turned off.
 declare -A scenarios=(
   [default]="--set auth.jwtSecret=$secret"
-  [keys-tls]="--set auth.mode=keys --set auth.keysJson={} --set tls.enabled=true --set tls.secretName=askgate-tls --set tls.clientCA=true --set corsOrigins={https://app.example.com} --set settings.max-pending-per-tenant=20000"
+  [keys-tls]="--set auth.mode=keys --set auth.keysJson={} --set metrics.auth=token --set metrics.tokenSecret=askgate-metrics --set tls.enabled=true --set tls.secretName=askgate-tls --set tls.clientCA=true --set corsOrigins={https://app.example.com} --set settings.max-pending-per-tenant=20000"
   [memory]="--set backend=memory --set replicaCount=1 --set autoscaling.enabled=false --set auth.mode=none --set auth.allowAnonymous=true"
   [minimal]="--set auth.existingSecret=mine --set redis.existingSecret=mine --set metrics.enabled=false --set networkPolicy.enabled=false --set podDisruptionBudget.enabled=false --set autoscaling.enabled=false --set service.headless=false"
 )
@@ -66,6 +66,9 @@ if helm template askgate "$chart" >/dev/null 2>&1; then
 fi
 if helm template askgate "$chart" --set auth.jwtSecret="$secret" --set backend=memory >/dev/null 2>&1; then
   echo "the chart rendered several in-memory replicas" >&2; exit 1
+fi
+if helm template askgate "$chart" --set auth.jwtSecret="$secret" --set metrics.auth=token >/dev/null 2>&1; then
+  echo "the chart rendered token-protected metrics without a token Secret" >&2; exit 1
 fi
 echo "refusals: ok"
 

@@ -24,7 +24,7 @@
 //!     .question(
 //!         question("db", "Which database should the service use?")
 //!             .header("Database")
-//!             .option("Postgres", "Relational, already in the stack (Recommended)")
+//!             .option("Postgres (Recommended)", "Relational, already in the stack")
 //!             .option("SQLite", "Embedded, no server to run"),
 //!     )
 //!     .timeout(Duration::from_secs(300));
@@ -352,6 +352,19 @@ impl Client {
         });
         let stream = self.agents.attach(request).await?.into_inner();
         AgentLease::start(stream).await
+    }
+
+    /// Gives up on an ask this side made with `request_id` (every [`Ask`] has one):
+    /// it resolves ABORTED at once, whatever its reattach grace. A call of this
+    /// client still waiting on it gets [`Reason::AskAborted`]; [`Reason::NotPending`]
+    /// when no such ask is pending.
+    pub async fn abort(&mut self, session_id: &str, request_id: &str) -> Result<(), Error> {
+        let request = self.request(proto::AbortRequest {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+        });
+        self.inner.abort(request).await?;
+        Ok(())
     }
 
     /// The pending asks of a session, oldest first.

@@ -10,18 +10,28 @@
 //! let executor = AskUserQuestion::new(client, "session-1");
 //! // ...when the model calls the tool with `arguments` (a JSON string):
 //! let arguments = r#"{"questions":[{"id":"db","question":"Which database?",
-//!     "options":[{"label":"Postgres"},{"label":"SQLite"}]}]}"#;
-//! let result: String = executor.call(arguments).await; // goes back to the model
+//!     "options":[{"label":"Postgres (Recommended)"},{"label":"SQLite"}]}]}"#;
+//! // The run ends early, ABORTED, if the agent's turn is interrupted meanwhile.
+//! let (stop, interrupted) = tokio::sync::oneshot::channel::<()>();
+//! let output = executor
+//!     .run(arguments, async { let _ = interrupted.await; })
+//!     .await;
+//! let result: &str = &output.text; // goes back to the model
+//! if let Some(error) = output.error {
+//!     eprintln!("the tool failed: {} ({:?})", error.name(), error.code);
+//! }
+//! # drop(stop);
 //! # }
 //! ```
 
-use std::time::Duration;
+use std::{future::Future, time::Duration};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use tonic::Code;
 
 use crate::{
-    Ask, Client,
+    Ask, Client, Error, Reason,
     proto::{Question, QuestionAnswer, QuestionOption},
 };
 
@@ -35,6 +45,8 @@ confirmation before something hard to undo, or a fact you cannot find yourself. 
 everything you need in one call. Keep each question short and specific. Prefer options \
 (2 to 4, each with a short description of what it means) over open questions; the user can \
 always answer in their own words instead. Set multi_select when several options may apply. \
+To recommend an option, put it first and end its label with \" (Recommended)\"; the user \
+interfaces show that as a badge (the description is not where they look for it). \
 The result lists, per question id, the selected option labels and any text the user wrote; \
 an empty answer means the user skipped that question.";
 
@@ -108,6 +120,8 @@ pub fn input_schema() -> Value {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Arguments {
+    /// Absent is no question at all: EMPTY_QUESTIONS, as for an empty list.
+    #[serde(default)]
     questions: Vec<ToolQuestion>,
 }
 
@@ -181,6 +195,60 @@ pub fn answers_text(answers: &[QuestionAnswer]) -> String {
     serde_json::to_string(&result).unwrap_or_else(|e| format!("Error: {e}"))
 }
 
+/// The model-facing text of EMPTY_QUESTIONS (DESIGN "Errors"; the seed's, byte for byte).
+const EMPTY_QUESTIONS_TEXT: &str = "ask_user_question requires at least one question";
+/// The model-facing text of ASK_ABORTED (the seed's, byte for byte).
+const ASK_ABORTED_TEXT: &str = "ask_user_question was aborted before the user answered";
+/// How long an abort waits for the server to resolve the ask ABORTED.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one tool call gave: the text the model reads and, for a failure, the failure
+/// as data, for the program around the model to route on without matching strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The tool result text: the answers as compact JSON, or `Error: <message>`.
+    pub text: String,
+    /// Why the call failed; `None` when the text holds the answers.
+    pub error: Option<ToolError>,
+}
+
+/// A failed `ask_user_question` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolError {
+    /// askgate's reason, e.g. [`Reason::AskAborted`] ([`Reason::Unspecified`] for a
+    /// transport failure).
+    pub reason: Reason,
+    /// The gRPC code.
+    pub code: Code,
+}
+
+impl ToolError {
+    /// The reason's wire name, e.g. `ASK_ABORTED`.
+    pub fn name(&self) -> &'static str {
+        self.reason.as_str_name()
+    }
+}
+
+impl ToolOutput {
+    fn answered(answers: &[QuestionAnswer]) -> Self {
+        Self {
+            text: answers_text(answers),
+            error: None,
+        }
+    }
+
+    fn failed(reason: Reason, code: Code, message: &str) -> Self {
+        Self {
+            text: format!("Error: {message}"),
+            error: Some(ToolError { reason, code }),
+        }
+    }
+
+    fn from_error(error: &Error) -> Self {
+        Self::failed(error.reason(), error.code(), error.message())
+    }
+}
+
 /// Executes `ask_user_question` calls for one session (and, optionally, one attached
 /// agent).
 #[derive(Debug, Clone)]
@@ -217,10 +285,50 @@ impl AskUserQuestion {
     /// Runs one tool call: `arguments` is the model's JSON. Returns the tool result
     /// text: the answers as compact JSON, or `Error: <message>`.
     pub async fn call(&self, arguments: &str) -> String {
-        let arguments: Arguments = match serde_json::from_str(arguments) {
-            Ok(arguments) => arguments,
-            Err(e) => return format!("Error: invalid arguments: {e}"),
+        self.run(arguments, std::future::pending()).await.text
+    }
+
+    /// Runs one tool call until it is resolved or `abort` completes (the agent's turn
+    /// was interrupted, its run cancelled). An abort resolves the ask ABORTED at once
+    /// (its reattach grace notwithstanding: subscribers see `resolved`, a human can no
+    /// longer answer) and gives `Error: ask_user_question was aborted before the user
+    /// answered`.
+    pub async fn run(&self, arguments: &str, abort: impl Future<Output = ()>) -> ToolOutput {
+        let ask = match self.ask(arguments) {
+            Ok(ask) => ask,
+            Err(output) => return output,
         };
+        let request_id = ask.request.request_id.clone();
+        let mut client = self.client.clone();
+        tokio::select! {
+            biased;
+            () = abort => {
+                self.abort(&request_id).await;
+                ToolOutput::failed(Reason::AskAborted, Code::Cancelled, ASK_ABORTED_TEXT)
+            }
+            result = client.ask(ask) => match result {
+                Ok(response) => ToolOutput::answered(&response.answers),
+                Err(error) => ToolOutput::from_error(&error),
+            },
+        }
+    }
+
+    /// The Ask for the model's arguments, or the tool output refusing them.
+    fn ask(&self, arguments: &str) -> Result<Ask, ToolOutput> {
+        let arguments: Arguments = serde_json::from_str(arguments).map_err(|e| {
+            ToolOutput::failed(
+                Reason::BadRequest,
+                Code::InvalidArgument,
+                &format!("invalid arguments: {e}"),
+            )
+        })?;
+        if arguments.questions.is_empty() {
+            return Err(ToolOutput::failed(
+                Reason::EmptyQuestions,
+                Code::InvalidArgument,
+                EMPTY_QUESTIONS_TEXT,
+            ));
+        }
         let mut ask = Ask::new(&self.session_id);
         for question in arguments.questions {
             ask = ask.question(Question::from(question));
@@ -231,9 +339,24 @@ impl AskUserQuestion {
         if let Some(timeout) = self.timeout {
             ask = ask.timeout(timeout);
         }
-        match self.client.clone().ask(ask).await {
-            Ok(response) => answers_text(&response.answers),
-            Err(error) => format!("Error: {}", error.message()),
+        Ok(ask)
+    }
+
+    /// Resolves the ask that `request_id` registered ABORTED. An abort that arrives
+    /// before the registration finds nothing pending: it is tried once more a moment
+    /// later, after which the dropped call's own reattach grace settles it.
+    async fn abort(&self, request_id: &str) {
+        let mut client = self.client.clone();
+        for attempt in 0..2 {
+            let aborted =
+                tokio::time::timeout(ABORT_TIMEOUT, client.abort(&self.session_id, request_id))
+                    .await;
+            match aborted {
+                Ok(Err(e)) if e.reason() == Reason::NotPending && attempt == 0 => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => return,
+            }
         }
     }
 }
@@ -299,6 +422,34 @@ mod tests {
         assert_eq!(option["additionalProperties"], false);
         assert_eq!(property_names(option), ["description", "label"]);
         assert_eq!(definition()["name"], NAME);
+    }
+
+    #[tokio::test]
+    async fn no_questions_is_empty_questions_not_a_parse_error() {
+        let executor = AskUserQuestion::new(
+            Client::new(
+                tonic::transport::Channel::from_static("http://127.0.0.1:1").connect_lazy(),
+            ),
+            "s",
+        );
+        for arguments in [r#"{}"#, r#"{"questions":[]}"#] {
+            let refused = executor.ask(arguments).expect_err(arguments);
+            assert_eq!(
+                refused.text,
+                "Error: ask_user_question requires at least one question"
+            );
+            assert_eq!(
+                refused.error.map(|e| (e.name(), e.code)),
+                Some(("EMPTY_QUESTIONS", Code::InvalidArgument))
+            );
+        }
+        let refused = executor.ask("not json").expect_err("not json");
+        assert_eq!(refused.error.map(|e| e.reason), Some(Reason::BadRequest));
+    }
+
+    #[test]
+    fn the_description_says_how_to_recommend_an_option() {
+        assert!(DESCRIPTION.contains("(Recommended)"));
     }
 
     #[test]

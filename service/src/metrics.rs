@@ -23,6 +23,8 @@ use prometheus_client::{
     },
     registry::Registry,
 };
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
@@ -181,7 +183,36 @@ impl Drop for RpcTimer {
 }
 
 /// Serves `GET /metrics` on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, metrics: Metrics, backend: Arc<dyn Backend>) {
+/// The bearer token scrapers must send, kept as its SHA-256 and compared in constant
+/// time.
+#[derive(Clone)]
+pub struct ScrapeToken([u8; 32]);
+
+impl ScrapeToken {
+    pub fn new(token: &[u8]) -> Self {
+        Self(Sha256::digest(token).into())
+    }
+
+    /// Whether the request carries `authorization: Bearer <token>`.
+    fn admits(&self, request: &Request<hyper::body::Incoming>) -> bool {
+        let presented = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        presented.is_some_and(|token| {
+            let hash: [u8; 32] = Sha256::digest(token).into();
+            bool::from(hash.ct_eq(&self.0))
+        })
+    }
+}
+
+/// Serves `/metrics` on `listener`; with `token`, only to requests that carry it.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Metrics,
+    backend: Arc<dyn Backend>,
+    token: Option<ScrapeToken>,
+) {
     loop {
         let (stream, peer): (_, SocketAddr) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -190,11 +221,21 @@ pub async fn serve(listener: TcpListener, metrics: Metrics, backend: Arc<dyn Bac
                 continue;
             }
         };
-        let (metrics, backend) = (metrics.clone(), backend.clone());
+        let (metrics, backend, token) = (metrics.clone(), backend.clone(), token.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<hyper::body::Incoming>| {
                 let (metrics, backend) = (metrics.clone(), backend.clone());
+                let admitted = token.as_ref().is_none_or(|t| t.admits(&request));
                 async move {
+                    if !admitted {
+                        metrics.auth_failure("metrics");
+                        return Response::builder()
+                            .status(StatusCode::UNAUTHORIZED)
+                            .header(hyper::header::WWW_AUTHENTICATE, "Bearer")
+                            .body(Full::new(Bytes::from_static(
+                                b"send the metrics token as `authorization: Bearer <token>`\n",
+                            )));
+                    }
                     match request.uri().path() {
                         "/metrics" => Response::builder()
                             .header(

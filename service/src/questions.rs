@@ -13,7 +13,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution, SubscribeRequest,
+    AbortRequest, AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution,
+    SubscribeRequest,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
@@ -315,6 +316,25 @@ impl Questions {
         self.count_conflict(tenant, claimed)
     }
 
+    /// The asking side gives up: the ask its `request_id` names resolves ABORTED at
+    /// once (DESIGN "Semantics" 6), whatever its reattach grace. NOT_PENDING when no
+    /// such ask is pending.
+    pub async fn abort(&self, tenant: &str, request: AbortRequest) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        if request.request_id.is_empty() {
+            return Err(AskError::bad_request("request_id", "must not be empty"));
+        }
+        validate::text("request_id", &request.request_id, validate::MAX_ID_BYTES)?;
+        let key = SessionKey::new(tenant, request.session_id);
+        let rpc_id = self
+            .backend
+            .pending_request(&key, &request.request_id)
+            .await?
+            .ok_or_else(AskError::not_pending)?;
+        let claimed = self.backend.claim(&key, &rpc_id, Outcome::aborted()).await;
+        self.count_conflict(tenant, claimed)
+    }
+
     pub async fn subscribe(
         &self,
         tenant: &str,
@@ -557,6 +577,13 @@ mod tests {
         }
         async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
             self.inner.list_pending(key).await
+        }
+        async fn pending_request(
+            &self,
+            key: &SessionKey,
+            request_id: &str,
+        ) -> Result<Option<String>, AskError> {
+            self.inner.pending_request(key, request_id).await
         }
         async fn attach(
             &self,

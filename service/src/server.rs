@@ -143,6 +143,8 @@ pub struct ServerConfig {
     pub ask_burst: u32,
     /// Label metrics by tenant (more series; off by default).
     pub metrics_tenant_labels: bool,
+    /// Who may scrape the metrics listener.
+    pub metrics_auth: MetricsAuth,
     /// Where state lives: this process (default) or Redis, shared by several nodes.
     pub backend: BackendChoice,
     /// With Redis: how long this node's leases (waiting asks, agents, presence) last
@@ -222,6 +224,9 @@ impl ServerConfig {
                 config.store.max_pending_per_session = self.memory.max_pending_per_session;
                 config.store.max_pending_per_tenant = self.memory.max_pending_per_tenant;
                 config.max_subscribers_per_session = self.memory.max_subscribers_per_session;
+                config.max_all_sessions_per_tenant = self.memory.max_all_sessions_per_tenant;
+                config.store.max_agents_per_tenant = self.memory.max_agents_per_tenant;
+                config.store.max_sessions_per_tenant = self.memory.max_sessions_per_tenant;
                 config.store.retention = self.memory.request_retention;
                 config.reconnect_grace = self.memory.reconnect_grace;
                 config.subscriber_buffer = self.memory.subscriber_buffer;
@@ -233,6 +238,15 @@ impl ServerConfig {
             }
         })
     }
+}
+
+/// Who may scrape the metrics (`--metrics-token-file`, `--metrics-allow-anonymous`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Anyone who reaches the listener: only on loopback unless `allow_remote`.
+    Anonymous { allow_remote: bool },
+    /// Scrapers send `authorization: Bearer <the token in this file>`.
+    Bearer(PathBuf),
 }
 
 /// How callers authenticate (`--auth`).
@@ -307,6 +321,9 @@ impl Default for ServerConfig {
             ask_rate: 1000,
             ask_burst: 2000,
             metrics_tenant_labels: false,
+            metrics_auth: MetricsAuth::Anonymous {
+                allow_remote: false,
+            },
             backend: BackendChoice::Memory,
             redis_lease: Duration::from_secs(10),
             redis_ca_file: None,
@@ -372,16 +389,40 @@ pub async fn run_with_metrics(
         },
     );
     let gate = Gate::new(auth.clone(), metrics.clone());
-    let _metrics_task = metrics_listener.map(|listener| {
-        if let Ok(addr) = listener.local_addr() {
-            info!(%addr, "metrics listening");
+    let _metrics_task = match metrics_listener {
+        Some(listener) => {
+            let addr = listener
+                .local_addr()
+                .context("failed to read the metrics address")?;
+            let token = match &config.metrics_auth {
+                MetricsAuth::Anonymous { .. } => None,
+                MetricsAuth::Bearer(path) => {
+                    let (token, warning) = crate::auth::secret::read_file(path)
+                        .context("failed to read --metrics-token-file")?;
+                    if let Some(warning) = warning {
+                        warn!("{warning}");
+                    }
+                    anyhow::ensure!(!token.is_empty(), "{} is empty", path.display());
+                    Some(crate::metrics::ScrapeToken::new(&token))
+                }
+            };
+            // The CLI refuses this first (exit 64); a library caller is refused here.
+            anyhow::ensure!(
+                token.is_some()
+                    || addr.ip().is_loopback()
+                    || config.metrics_auth == MetricsAuth::Anonymous { allow_remote: true },
+                "refusing to serve metrics on {addr} without --metrics-token-file"
+            );
+            info!(%addr, authenticated = token.is_some(), "metrics listening");
+            Some(AbortOnDrop(tokio::spawn(crate::metrics::serve(
+                listener,
+                metrics.clone(),
+                backend.clone(),
+                token,
+            ))))
         }
-        AbortOnDrop(tokio::spawn(crate::metrics::serve(
-            listener,
-            metrics.clone(),
-            backend.clone(),
-        )))
-    });
+        None => None,
+    };
     let _reload_task = reload_on_sighup(auth.clone());
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     let health = tonic_health::server::HealthReporter::new();

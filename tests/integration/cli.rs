@@ -209,6 +209,32 @@ async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it()
     }
 }
 
+/// DESIGN "Security": a metrics listener off loopback needs a token or an explicit
+/// `--metrics-allow-anonymous`.
+#[tokio::test]
+async fn metrics_off_loopback_need_a_token_or_an_explicit_anonymous() {
+    let (code, _, stderr) = finish(askgate(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "0.0.0.0:0",
+    ]))
+    .await;
+    assert_eq!(code, 64, "{stderr}");
+    for fix in ["--metrics-token-file", "--metrics-allow-anonymous"] {
+        assert!(stderr.contains(fix), "the message names {fix}: {stderr}");
+    }
+    let serve =
+        ServeProcess::start_with(&["--metrics", "0.0.0.0:0", "--metrics-allow-anonymous"]).await;
+    serve
+        .client()
+        .await
+        .list_pending("s")
+        .await
+        .expect("serving, with anonymous metrics");
+}
+
 #[tokio::test]
 async fn usage_errors_exit_64() {
     for args in [

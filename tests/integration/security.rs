@@ -10,7 +10,7 @@ use askgate_proto::v1::SubscribeRequest;
 use askgate_service::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
-    server::AuthConfig,
+    server::{AuthConfig, MetricsAuth},
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use tonic::Code;
@@ -407,19 +407,48 @@ on_every_backend!(
 
 /// GETs `/metrics` over plain HTTP/1.1.
 async fn scrape(addr: std::net::SocketAddr) -> String {
+    let (head, body) = scrape_with(addr, None).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body
+}
+
+/// GETs `/metrics`, with a bearer token if given; the response's head and body.
+async fn scrape_with(addr: std::net::SocketAddr, token: Option<&str>) -> (String, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: askgate\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("request");
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: askgate\r\n{authorization}Connection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("request");
     let mut response = String::new();
     within("the scrape", stream.read_to_string(&mut response))
         .await
         .expect("response");
     let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    (head.to_owned(), body.to_owned())
+}
+
+/// DESIGN "Security": with `--metrics-token-file`, only scrapes that send the token get
+/// the metrics.
+#[tokio::test]
+async fn the_metrics_listener_can_require_a_bearer_token() {
+    let dir = TempDir::new();
+    let token_file = dir.file("metrics-token", "scrape-me-please\n");
+    let config = ServerConfig {
+        metrics_auth: MetricsAuth::Bearer(token_file),
+        ..test_config()
+    };
+    let server = TestServer::start_with_metrics(config).await;
+    let metrics = server.metrics_addr.expect("metrics");
+    for token in [None, Some("wrong"), Some("scrape-me-please-not")] {
+        let (head, body) = scrape_with(metrics, token).await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{token:?}: {head}");
+        assert!(!body.contains("askgate_"), "{token:?}: {body}");
+    }
+    let (head, body) = scrape_with(metrics, Some("scrape-me-please")).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    body.to_owned()
+    assert!(parse_exposition(&body).contains_key("askgate_pending_asks"));
 }
 
 /// Checks the Prometheus / OpenMetrics text format line by line and returns the

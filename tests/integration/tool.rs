@@ -96,10 +96,13 @@ async fn refusals_return_the_documented_messages() {
     let _events = subscribed(&mut client, "attended").await;
     let attended = AskUserQuestion::new(client.clone(), "attended");
 
-    assert_eq!(
-        attended.call(r#"{"questions":[]}"#).await,
-        "Error: ask_user_question requires at least one question"
-    );
+    for nothing in [r#"{"questions":[]}"#, "{}"] {
+        assert_eq!(
+            attended.call(nothing).await,
+            "Error: ask_user_question requires at least one question",
+            "{nothing}"
+        );
+    }
     assert_eq!(
         AskUserQuestion::new(client.clone(), "nobody-here")
             .call(ONE_QUESTION)
@@ -143,4 +146,88 @@ async fn refusals_return_the_documented_messages() {
 on_every_backend!(
     #[tokio::test]
     refusals_return_the_documented_messages
+);
+
+/// An abort of the tool's run resolves its ask ABORTED at once (not after the reattach
+/// grace), returns the seed's text, and says so as data as well.
+async fn an_abort_resolves_the_ask_aborted_at_once() {
+    use askgate_client::{Event, Reason, proto::Resolution};
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let tool = AskUserQuestion::new(client.clone(), "s");
+    let (abort, aborted) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        tool.run(ONE_QUESTION, async {
+            let _ = aborted.await;
+        })
+        .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    abort.send(()).expect("the run is waiting");
+    let output = within("the aborted run", run).await.expect("join");
+    assert_eq!(
+        output.text,
+        "Error: ask_user_question was aborted before the user answered"
+    );
+    let error = output.error.expect("an error");
+    assert_eq!(
+        (error.reason, error.name(), error.code),
+        (Reason::AskAborted, "ASK_ABORTED", tonic::Code::Cancelled)
+    );
+    // Resolved when the run returned, although the tool's asks carry a reattach grace.
+    assert!(client.list_pending("s").await.expect("list").is_empty());
+    loop {
+        if let Event::Resolved { resolved, .. } = crate::support::next_event(&mut events).await {
+            assert_eq!(resolved.rpc_id, rpc_id);
+            assert_eq!(resolved.reason(), Resolution::Aborted);
+            break;
+        }
+    }
+    // A human's late answer finds nothing.
+    let late = client
+        .answer("s", &rpc_id, vec![answer::select("db", ["Postgres"])])
+        .await
+        .expect_err("late");
+    assert_eq!(late.reason(), Reason::NotPending);
+}
+on_every_backend!(
+    #[tokio::test]
+    an_abort_resolves_the_ask_aborted_at_once
+);
+
+/// `Abort` names the ask by the request_id it was asked with; an unknown one is
+/// NOT_PENDING, and only the agent side may abort.
+async fn abort_is_by_request_id_and_for_agents() {
+    use askgate_client::{Ask, Reason, question};
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move {
+        asker
+            .ask(
+                Ask::new("s")
+                    .question(question("q", "ok?"))
+                    .request_id("req-1"),
+            )
+            .await
+    });
+    next_requested(&mut events).await;
+    let unknown = client.abort("s", "req-2").await.expect_err("unknown");
+    assert_eq!(unknown.reason(), Reason::NotPending);
+    let wrong_session = client.abort("t", "req-1").await.expect_err("other session");
+    assert_eq!(wrong_session.reason(), Reason::NotPending);
+    client.abort("s", "req-1").await.expect("abort");
+    let outcome = within("the aborted call", call).await.expect("join");
+    assert_eq!(outcome.expect_err("aborted").reason(), Reason::AskAborted);
+    let again = client
+        .abort("s", "req-1")
+        .await
+        .expect_err("already resolved");
+    assert_eq!(again.reason(), Reason::NotPending);
+}
+on_every_backend!(
+    #[tokio::test]
+    abort_is_by_request_id_and_for_agents
 );

@@ -16,9 +16,9 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AnswerRequest, AnswerResponse, AskRequest, AskResponse, CancelRequest, CancelResponse,
-    ListPendingRequest, ListPendingResponse, SubscribeRequest, SubscribeResponse,
-    user_questions_server::UserQuestions,
+    AbortRequest, AbortResponse, AnswerRequest, AnswerResponse, AskRequest, AskResponse,
+    CancelRequest, CancelResponse, ListPendingRequest, ListPendingResponse, SubscribeRequest,
+    SubscribeResponse, user_questions_server::UserQuestions,
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
@@ -259,6 +259,21 @@ impl UserQuestions for UserQuestionsApi {
             .await
             .map(|()| Response::new(CancelResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
+    }
+
+    #[instrument(name = "Abort", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
+    async fn abort(
+        &self,
+        request: Request<AbortRequest>,
+    ) -> Result<Response<AbortResponse>, Status> {
+        let session_id = request.get_ref().session_id.clone();
+        let _timer = self.gate.timer("Abort");
+        let caller = self.gate.admit(&request, Action::Abort, &session_id)?;
+        self.questions
+            .abort(&caller.tenant, request.into_inner())
+            .await
+            .map(|()| Response::new(AbortResponse {}))
+            .map_err(|e| status::to_status(&e, &session_id, None))
     }
 
     #[instrument(name = "ListPending", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]

@@ -55,6 +55,8 @@ impl Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Ask,
+    /// Giving up on one's own ask.
+    Abort,
     Attach,
     Subscribe,
     SubscribeAll,
@@ -66,7 +68,7 @@ pub enum Action {
 impl Action {
     fn role(self) -> Role {
         match self {
-            Self::Ask | Self::Attach => Role::Agent,
+            Self::Ask | Self::Abort | Self::Attach => Role::Agent,
             _ => Role::Ui,
         }
     }
@@ -301,7 +303,7 @@ mod tests {
         let agent = principal(&[Role::Agent], None);
         let ui = principal(&[Role::Ui], None);
         let admin = principal(&[Role::Admin], None);
-        for action in [Action::Ask, Action::Attach] {
+        for action in [Action::Ask, Action::Abort, Action::Attach] {
             assert!(agent.authorize(action, "s").is_ok());
             assert!(ui.authorize(action, "s").is_err());
             assert!(admin.authorize(action, "s").is_ok());

@@ -218,6 +218,71 @@ macro_rules! backend_conformance_suite {
                 }
             }
 
+            /// DESIGN "Security": per-tenant caps on the sessions holding state, the
+            /// attached agents and the `all_sessions` streams, each refused with its
+            /// RESOURCE_EXHAUSTED reason; other tenants are not affected.
+            #[tokio::test]
+            async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams() {
+                let (backend, _guard) = backend($crate::backend::memory::MemoryConfig {
+                    max_sessions_per_tenant: 2,
+                    max_agents_per_tenant: 2,
+                    max_all_sessions_per_tenant: 1,
+                    ..Default::default()
+                })
+                .await;
+                // Sessions: two hold pending asks; a third is refused, to an ask and
+                // to a subscription, while the held ones stay usable.
+                let _first = backend.register(ask("s1")).await.expect("s1");
+                let _second = backend.register(ask("s2")).await.expect("s2");
+                for refused in [
+                    backend.register(ask("s3")).await.map(|_| ()),
+                    backend
+                        .subscribe(Scope::Session(key("s3")), SubscribeOptions::default())
+                        .await
+                        .map(|_| ()),
+                ] {
+                    assert!(
+                        matches!(refused, Err(AskError::TooManySessions(_))),
+                        "{refused:?}"
+                    );
+                }
+                let _more = backend.register(ask("s1")).await.expect("a held session");
+                let mut followed = subscribe(&backend, "s2").await;
+                replay(&mut followed).await;
+                let mut elsewhere = ask("s3");
+                elsewhere.key = SessionKey::new("other", "s3");
+                backend.register(elsewhere).await.expect("another tenant");
+
+                // Agents: two; a third is refused; re-attaching one is not a new one;
+                // a detached one makes room.
+                let a = backend.attach("tenant", "a", "", &holder("w")).await.expect("a");
+                let b = backend.attach("tenant", "b", "", &holder("w")).await.expect("b");
+                let refused = backend.attach("tenant", "c", "", &holder("w")).await;
+                assert!(matches!(refused, Err(AskError::TooManyAgents(_))), "{refused:?}");
+                let _a_again = backend.attach("tenant", "a", "", &holder("w")).await.expect("a again");
+                backend.attach("other", "c", "", &holder("w")).await.expect("another tenant");
+                backend.detach("tenant", "b", &b.incarnation).await;
+                backend.attach("tenant", "c", "", &holder("w")).await.expect("room after a detach");
+                drop(a);
+
+                // all_sessions streams: one; a second is refused until the first ends.
+                let all = || backend.subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default());
+                let first_all = all().await.expect("one all_sessions stream");
+                let refused = all().await.map(|_| ());
+                assert!(matches!(refused, Err(AskError::TooManySubscribers(_))), "{refused:?}");
+                drop(first_all);
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    match all().await {
+                        Ok(_) => break,
+                        Err(AskError::TooManySubscribers(_)) if tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Err(e) => panic!("the slot of an ended stream was not freed: {e:?}"),
+                    }
+                }
+            }
+
             #[tokio::test]
             async fn concurrent_claims_have_exactly_one_winner() {
                 let (backend, _guard) = default_backend().await;

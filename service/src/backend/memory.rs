@@ -63,6 +63,13 @@ pub struct MemoryConfig {
     pub max_pending_per_tenant: usize,
     /// Open subscriptions one session may have.
     pub max_subscribers_per_session: usize,
+    /// Open `all_sessions` subscriptions one tenant may have.
+    pub max_all_sessions_per_tenant: usize,
+    /// Agents one tenant may have attached at once.
+    pub max_agents_per_tenant: usize,
+    /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
+    /// history kept for resume).
+    pub max_sessions_per_tenant: usize,
     /// How long a session counts as attended after its last subscriber left, and how
     /// long an unused session (and its history, for resume) is kept.
     pub reconnect_grace: Duration,
@@ -80,10 +87,19 @@ impl Default for MemoryConfig {
             max_pending_per_session: 1024,
             max_pending_per_tenant: 10_000,
             max_subscribers_per_session: 64,
+            max_all_sessions_per_tenant: 64,
+            max_agents_per_tenant: 10_000,
+            max_sessions_per_tenant: 10_000,
             reconnect_grace: Duration::from_secs(5),
             request_retention: Duration::from_secs(600),
         }
     }
+}
+
+fn too_many_sessions(limit: usize) -> AskError {
+    AskError::TooManySessions(format!(
+        "at most {limit} sessions with pending asks, subscribers or a kept history per tenant"
+    ))
 }
 
 /// How often expired state (unused sessions, recorded outcomes) is swept.
@@ -116,6 +132,10 @@ struct TenantState {
     left_at: Option<Instant>,
     /// Pending asks over all the tenant's sessions.
     pending: usize,
+    /// Sessions of the tenant in the shards (those retiring included).
+    sessions: usize,
+    /// Agents of the tenant attached now.
+    agents: usize,
 }
 
 type AgentKey = (Arc<str>, String);
@@ -350,26 +370,46 @@ impl Inner {
                 events_tx: broadcast::channel(self.config.tenant_buffer.max(1)).0,
                 left_at: None,
                 pending: 0,
+                sessions: 0,
+                agents: 0,
             })
             .events_tx
             .clone()
     }
 
-    fn session<'a>(&self, shard: &'a mut Shard, key: &SessionKey) -> &'a mut Session {
-        shard
-            .sessions
-            .entry(key.clone())
-            .or_insert_with(|| Session {
-                epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed),
-                head: 0,
-                pending: BTreeMap::new(),
-                by_rpc_id: HashMap::new(),
-                history: VecDeque::new(),
-                events_tx: None,
-                tenant_tx: self.tenant_sender(&key.tenant),
-                exclusive_held: false,
-                left_at: None,
-            })
+    /// The session's state, made if it has none yet and its tenant may hold one more.
+    fn session<'a>(
+        &self,
+        shard: &'a mut Shard,
+        key: &SessionKey,
+    ) -> Result<&'a mut Session, AskError> {
+        use std::collections::hash_map::Entry;
+        let vacant = match shard.sessions.entry(key.clone()) {
+            Entry::Occupied(session) => return Ok(session.into_mut()),
+            Entry::Vacant(vacant) => vacant,
+        };
+        let tenant_tx = self.tenant_sender(&key.tenant);
+        {
+            let mut tenants = self.tenants.lock();
+            let tenant = tenants
+                .get_mut(&key.tenant)
+                .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
+            if tenant.sessions >= self.config.max_sessions_per_tenant {
+                return Err(too_many_sessions(self.config.max_sessions_per_tenant));
+            }
+            tenant.sessions += 1;
+        }
+        Ok(vacant.insert(Session {
+            epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed),
+            head: 0,
+            pending: BTreeMap::new(),
+            by_rpc_id: HashMap::new(),
+            history: VecDeque::new(),
+            events_tx: None,
+            tenant_tx,
+            exclusive_held: false,
+            left_at: None,
+        }))
     }
 
     /// Someone follows the session: a subscriber of it or an `all_sessions` subscriber
@@ -401,6 +441,9 @@ impl Inner {
             }
             _ => {
                 shard.sessions.remove(key);
+                if let Some(tenant) = self.tenants.lock().get_mut(&key.tenant) {
+                    tenant.sessions = tenant.sessions.saturating_sub(1);
+                }
             }
         }
     }
@@ -555,7 +598,7 @@ impl Inner {
     /// Stores a new ask after every check; the shard is locked by the caller.
     fn store(&self, shard: &mut Shard, ask: NewAsk) -> Result<Registered, AskError> {
         let key = ask.key.clone();
-        let session = self.session(shard, &key);
+        let session = self.session(shard, &key)?;
         // The caller first, then the provider, then capacity. The agents guard is held
         // until the ask is recorded under its lease, so a detach cannot slip between.
         let mut agents = match &ask.agent {
@@ -638,7 +681,23 @@ impl Inner {
         if self.is_closed() {
             return Err(AskError::ShuttingDown);
         }
-        let session = self.session(&mut shard, key);
+        let followed = self.follow_session_locked(&mut shard, key, after, lagged, take_exclusive);
+        if followed.is_err() {
+            // A session made only for this subscription does not stay.
+            self.retire_if_unused(&mut shard, key);
+        }
+        followed
+    }
+
+    fn follow_session_locked(
+        &self,
+        shard: &mut Shard,
+        key: &SessionKey,
+        after: Option<&str>,
+        lagged: bool,
+        take_exclusive: bool,
+    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
+        let session = self.session(shard, key)?;
         if !lagged && session.subscribers() >= self.config.max_subscribers_per_session {
             return Err(AskError::TooManySubscribers(format!(
                 "at most {} subscribers per session",
@@ -680,12 +739,20 @@ impl Inner {
         &self,
         tenant: &Arc<str>,
         reset_first: bool,
+        lagged: bool,
     ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
         let shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
         if self.is_closed() {
             return Err(AskError::ShuttingDown);
         }
-        let receiver = self.tenant_sender(tenant).subscribe();
+        let sender = self.tenant_sender(tenant);
+        let limit = self.config.max_all_sessions_per_tenant;
+        if !lagged && sender.receiver_count() >= limit {
+            return Err(AskError::TooManySubscribers(format!(
+                "at most {limit} all_sessions subscriptions per tenant"
+            )));
+        }
+        let receiver = sender.subscribe();
         if let Some(state) = self.tenants.lock().get_mut(tenant) {
             state.left_at = None;
         }
@@ -811,7 +878,10 @@ impl Backend for MemoryBackend {
                 false,
                 options.exclusive,
             )?,
-            Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, options.after.is_some())?,
+            Scope::Tenant(tenant) => {
+                self.inner
+                    .follow_tenant(tenant, options.after.is_some(), false)?
+            }
         };
         Ok(Box::pin(Subscription {
             inner: self.inner.clone(),
@@ -836,6 +906,20 @@ impl Backend for MemoryBackend {
             .unwrap_or_default())
     }
 
+    async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError> {
+        let shard = self.inner.shard(key);
+        Ok(
+            match shard.requests.get(&(key.clone(), request_id.to_owned())) {
+                Some(RequestState::Pending { rpc_id }) => Some(rpc_id.clone()),
+                _ => None,
+            },
+        )
+    }
+
     async fn attach(
         &self,
         tenant: &str,
@@ -858,11 +942,27 @@ impl Backend for MemoryBackend {
         let previous = {
             let mut agents = self.inner.agents.lock();
             let key = (Arc::<str>::from(tenant), agent_id.to_owned());
-            if let Some(current) = agents.get(&key)
-                && current.holder != holder.subject
-                && !holder.may_take_over
-            {
-                return Err(AskError::lease_held());
+            match agents.get(&key) {
+                Some(current) if current.holder != holder.subject && !holder.may_take_over => {
+                    return Err(AskError::lease_held());
+                }
+                Some(_) => {}
+                // A new agent of the tenant: counted against its cap (the agents lock
+                // is held, so the count and the map agree).
+                None => {
+                    self.inner.tenant_sender(&key.0);
+                    let mut tenants = self.inner.tenants.lock();
+                    let state = tenants.get_mut(&key.0).ok_or_else(|| {
+                        AskError::Internal("an agent's tenant has no state".into())
+                    })?;
+                    let limit = self.inner.config.max_agents_per_tenant;
+                    if state.agents >= limit {
+                        return Err(AskError::TooManyAgents(format!(
+                            "at most {limit} agents attached per tenant"
+                        )));
+                    }
+                    state.agents += 1;
+                }
             }
             agents.insert(key, lease)
         };
@@ -885,6 +985,9 @@ impl Backend for MemoryBackend {
             let key = (Arc::<str>::from(tenant), agent_id.to_owned());
             match agents.get(&key) {
                 Some(lease) if lease.incarnation == incarnation => {
+                    if let Some(state) = self.inner.tenants.lock().get_mut(tenant) {
+                        state.agents = state.agents.saturating_sub(1);
+                    }
                     agents.remove(&key).map(|lease| lease.asks)
                 }
                 _ => None,
@@ -963,7 +1066,7 @@ impl Subscription {
     fn resync(&mut self) -> bool {
         let follow = match &self.scope {
             Scope::Session(key) => self.inner.follow_session(key, None, true, false),
-            Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, true),
+            Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, true, true),
         };
         match follow {
             Ok((replay, receiver)) => {

@@ -112,6 +112,14 @@ pub trait Backend: Send + Sync + 'static {
     /// The pending asks of a session, oldest first.
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
 
+    /// The rpc_id of the pending ask registered with `request_id` in the session, if
+    /// one is pending.
+    async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError>;
+
     /// Makes `agent_id` live under a fresh incarnation; a previous attach of the same
     /// agent is superseded and its pending asks are ABORTED. A live lease held by
     /// another subject is PERMISSION_DENIED unless `holder` may take it over; the check

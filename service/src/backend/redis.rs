@@ -311,6 +311,10 @@ pub struct RedisConfig {
     pub max_pending_per_session: usize,
     /// Pending asks all sessions of one tenant may hold together.
     pub max_pending_per_tenant: usize,
+    /// Sessions one tenant may hold state in (a kept history, or a subscriber).
+    pub max_sessions_per_tenant: usize,
+    /// Agents one tenant may have attached at once, over every node.
+    pub max_agents_per_tenant: usize,
     /// How long a request_id's outcome, and NOT_PENDING's memory of a resolution, stay.
     pub retention: Duration,
 }
@@ -321,6 +325,8 @@ impl Default for RedisConfig {
             history_len: 1000,
             max_pending_per_session: 1024,
             max_pending_per_tenant: 10_000,
+            max_sessions_per_tenant: 10_000,
+            max_agents_per_tenant: 10_000,
             retention: Duration::from_secs(600),
         }
     }
@@ -428,6 +434,22 @@ impl TenantKeys {
         format!("{}:attended", self.tag)
     }
 
+    /// The tenant's sessions that hold state, scored by when that ends (their history
+    /// expires, or their subscribers' lease), for the per-tenant session cap.
+    pub fn held_sessions(&self) -> String {
+        format!("{}:held", self.tag)
+    }
+
+    /// The tenant's `all_sessions` subscriber slots, over every node.
+    pub fn all_sessions_subscribers(&self) -> String {
+        format!("{}:subs", self.tag)
+    }
+
+    /// The tenant's attached agents, scored by when their lease ends.
+    pub fn agents(&self) -> String {
+        format!("{}:agents", self.tag)
+    }
+
     /// An agent's lease (its incarnation, parent and holder).
     pub fn agent(&self, agent_id: &str) -> String {
         format!("{}:agent:{}", self.tag, escape(agent_id, AGENT_RESERVED))
@@ -469,11 +491,14 @@ pub enum StoredEvent {
 }
 
 const REGISTER: &str = r#"
--- KEYS: asks order rids events head epoch request [tenant_sessions tenant_pending]
+-- KEYS: asks order rids events head epoch request
+--       [tenant_sessions tenant_pending tenant_held]
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
 --       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
+--       now_ms max_tenant_sessions
 -- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
--- node does the tenant's part after the script (TENANT_REGISTERED).
+-- node checks the tenant's caps before (ADMIT_ASK) and does the tenant's part after
+-- the script (TENANT_REGISTERED).
 local tenant = KEYS[8] ~= nil
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
@@ -487,10 +512,18 @@ if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
   return {'full'}
 end
 if tenant then
+  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
+  if not redis.call('ZSCORE', KEYS[10], ARGV[9])
+      and redis.call('ZCARD', KEYS[10]) >= tonumber(ARGV[14]) then
+    return {'sessions_full'}
+  end
   if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
     return {'tenant_full'}
   end
   redis.call('INCR', KEYS[9])
+  -- The session holds state as long as its history: the idle TTL from now.
+  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
+  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
 end
 local epoch = redis.call('GET', KEYS[6])
 if not epoch then
@@ -525,9 +558,10 @@ return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}
 "#;
 
 const CLAIM: &str = r#"
--- KEYS: asks order rids events head epoch settled [tenant_sessions tenant_pending]
+-- KEYS: asks order rids events head epoch settled
+--       [tenant_sessions tenant_pending tenant_held]
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
---       tenant_channel session_id idle_ttl_s publish_command wait_mark
+--       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark shares the session's hash tag, so it lives in this slot.
 local tenant = KEYS[8] ~= nil
@@ -560,6 +594,10 @@ local remaining = redis.call('HLEN', KEYS[1])
 if tenant and remaining == 0 then
   redis.call('SREM', KEYS[8], ARGV[9])
 end
+if tenant then
+  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
+  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
+end
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
 end
@@ -577,31 +615,83 @@ return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2]
 /// a sorted set scored by the session shard's clock at the last registration, so that
 /// TENANT_CLAIMED never drops a session that a later registration filled again.
 const TENANT_REGISTERED: &str = r#"
--- KEYS: tenant_sessions tenant_pending   ARGV: session_id time_us tenant_channel message
+-- KEYS: tenant_sessions tenant_pending tenant_held
+-- ARGV: session_id time_us tenant_channel message session_now_empty held_until_ms
+--       held_ttl_ms
+redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
 redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
 redis.call('INCR', KEYS[2])
 redis.call('SPUBLISH', ARGV[3], ARGV[4])
 "#;
 
-/// The tenant part of a claim on a Redis Cluster, after CLAIM.
+/// Attaches an agent: one script, so that the holder check, the tenant's agent cap and
+/// the replacement are one step (the agent's keys share the tenant's hash tag).
 const ATTACH_AGENT: &str = r#"
--- KEYS: agent
--- ARGV: incarnation parent_agent_id holder may_take_over lease_ms
+-- KEYS: agent tenant_agents
+-- ARGV: incarnation parent_agent_id holder may_take_over lease_ms agent_id now_ms
+--       max_agents
 -- A live lease belongs to the subject that attached it: another one may replace it
--- only with may_take_over (the admin role). Check and replacement are one step.
+-- only with may_take_over (the admin role).
 local holder = redis.call('HGET', KEYS[1], 'holder')
 if holder and holder ~= ARGV[3] and ARGV[4] ~= '1' then
   return {'held'}
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[7])
+if not redis.call('ZSCORE', KEYS[2], ARGV[6])
+    and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[8]) then
+  return {'full'}
+end
 local previous = redis.call('HGET', KEYS[1], 'inc') or ''
 redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'parent', ARGV[2], 'holder', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[7]) + tonumber(ARGV[5]), ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {'attached', previous}
 "#;
 
+/// Admits a session to its tenant's sessions holding state (ARGV[2] is already among
+/// them, or there is room), marking it held until ARGV[3]. On a cluster the
+/// registration runs it first, with the pending count (ADMIT_ASK); a subscription
+/// runs it for its session.
+const ADMIT_SESSION: &str = r#"
+-- KEYS: tenant_held   ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1])
+    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], 'GT', ARGV[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+"#;
+
+/// On a cluster, before REGISTER: the tenant's pending count and session cap (its
+/// keys live in the tenant's slot). Concurrent registrations may overshoot the
+/// pending count by their number; the count itself is taken after (TENANT_REGISTERED).
+const ADMIT_ASK: &str = r#"
+-- KEYS: tenant_pending tenant_held
+-- ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms max_pending
+if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[6]) then
+  return 'tenant_full'
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+if not redis.call('ZSCORE', KEYS[2], ARGV[1])
+    and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return 'sessions_full'
+end
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return 'ok'
+"#;
+
+/// The tenant part of a claim on a Redis Cluster, after CLAIM.
 const TENANT_CLAIMED: &str = r#"
--- KEYS: tenant_sessions tenant_pending
--- ARGV: session_id time_us tenant_channel message session_now_empty
+-- KEYS: tenant_sessions tenant_pending tenant_held
+-- ARGV: session_id time_us tenant_channel message session_now_empty held_until_ms
+--       held_ttl_ms
+redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
 if redis.call('DECR', KEYS[2]) <= 0 then
   redis.call('DEL', KEYS[2])
 end
@@ -646,6 +736,15 @@ pub struct RedisStore {
     tenant_registered: Script,
     tenant_claimed: Script,
     attach_agent: Script,
+    admit_session: Script,
+    admit_ask: Script,
+}
+
+/// Milliseconds since the epoch on this node's clock: lease expiries are scored by it.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
@@ -696,6 +795,8 @@ impl RedisStore {
             tenant_registered: Script::new(TENANT_REGISTERED),
             tenant_claimed: Script::new(TENANT_CLAIMED),
             attach_agent: Script::new(ATTACH_AGENT),
+            admit_session: Script::new(ADMIT_SESSION),
+            admit_ask: Script::new(ADMIT_ASK),
         })
     }
 
@@ -711,19 +812,28 @@ impl RedisStore {
         holder: &Holder,
         lease: Duration,
     ) -> Result<Option<String>, AskError> {
+        let keys = TenantKeys::new(tenant);
+        let max = self.config.max_agents_per_tenant;
         let reply: Vec<String> = self
             .attach_agent
-            .key(TenantKeys::new(tenant).agent(agent_id))
+            .key(keys.agent(agent_id))
+            .key(keys.agents())
             .arg(incarnation)
             .arg(parent_agent_id)
             .arg(&holder.subject)
             .arg(if holder.may_take_over { "1" } else { "0" })
             .arg(lease.as_millis() as u64)
+            .arg(agent_id)
+            .arg(now_ms())
+            .arg(max)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
         match reply.as_slice() {
             [state] if state == "held" => Err(AskError::lease_held()),
+            [state] if state == "full" => Err(AskError::TooManyAgents(format!(
+                "at most {max} agents attached per tenant"
+            ))),
             [state, previous] if state == "attached" => {
                 Ok(Some(previous.clone()).filter(|p| !p.is_empty()))
             }
@@ -731,6 +841,33 @@ impl RedisStore {
                 "unexpected reply of the attach script: {reply:?}"
             ))),
         }
+    }
+
+    /// Counts `key`'s session among its tenant's sessions holding state until `until`
+    /// (or later, if it already is), unless the tenant holds as many as it may.
+    pub async fn admit_session(&self, key: &SessionKey, until_ms: u64) -> Result<(), AskError> {
+        let admitted: i64 = self
+            .admit_session
+            .key(TenantKeys::new(&key.tenant).held_sessions())
+            .arg(&*key.session_id)
+            .arg(now_ms())
+            .arg(until_ms)
+            .arg(self.config.max_sessions_per_tenant)
+            .arg(self.idle_ttl_secs() * 1000)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        match admitted {
+            1 => Ok(()),
+            _ => Err(self.sessions_full()),
+        }
+    }
+
+    fn sessions_full(&self) -> AskError {
+        AskError::TooManySessions(format!(
+            "at most {} sessions with pending asks, subscribers or a kept history per tenant",
+            self.config.max_sessions_per_tenant
+        ))
     }
 
     /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED
@@ -745,14 +882,18 @@ impl RedisStore {
         session_emptied: bool,
     ) {
         let tenant = TenantKeys::new(&key.tenant);
+        let idle_ms = self.idle_ttl_secs() * 1000;
         let done = script
             .key(tenant.sessions())
             .key(tenant.pending())
+            .key(tenant.held_sessions())
             .arg(&*key.session_id)
             .arg(time_us)
             .arg(tenant.channel())
             .arg(message)
             .arg(if session_emptied { "1" } else { "0" })
+            .arg(now_ms() + idle_ms)
+            .arg(idle_ms)
             .invoke_async::<()>(&mut self.conn.clone())
             .await;
         if let Err(e) = done {
@@ -778,6 +919,11 @@ impl RedisStore {
         self.config.retention.as_secs().max(3600)
     }
 
+    /// [`Self::idle_ttl_secs`] as a duration.
+    pub fn idle_ttl(&self) -> Duration {
+        Duration::from_secs(self.idle_ttl_secs())
+    }
+
     /// Stores a new ask (or finds the one its request_id names) and publishes its
     /// `requested` event, atomically.
     pub async fn register(
@@ -794,17 +940,33 @@ impl RedisStore {
         });
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
+        let now = now_ms();
         if cluster {
-            // The tenant's count lives in another slot: checked before, counted after
-            // (so concurrent registrations may overshoot it by their number).
-            let pending: Option<usize> = self
-                .conn
-                .clone()
-                .get(tenant.pending())
+            // The tenant's keys live in another slot: its caps are checked before,
+            // the ask counted after (ADMIT_ASK, TENANT_REGISTERED).
+            let idle_ms = self.idle_ttl_secs() * 1000;
+            let admitted: String = self
+                .admit_ask
+                .key(tenant.pending())
+                .key(tenant.held_sessions())
+                .arg(&*key.session_id)
+                .arg(now)
+                .arg(now + idle_ms)
+                .arg(self.config.max_sessions_per_tenant)
+                .arg(idle_ms)
+                .arg(self.config.max_pending_per_tenant)
+                .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(unavailable)?;
-            if pending.unwrap_or(0) >= self.config.max_pending_per_tenant {
-                return Err(self.tenant_full());
+            match admitted.as_str() {
+                "ok" => {}
+                "tenant_full" => return Err(self.tenant_full()),
+                "sessions_full" => return Err(self.sessions_full()),
+                other => {
+                    return Err(AskError::Internal(format!(
+                        "unexpected reply of the admission script: {other:?}"
+                    )));
+                }
             }
         }
         let bytes = requested.encode_to_vec();
@@ -818,7 +980,10 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(request_key);
         if !cluster {
-            invocation.key(tenant.sessions()).key(tenant.pending());
+            invocation
+                .key(tenant.sessions())
+                .key(tenant.pending())
+                .key(tenant.held_sessions());
         }
         let reply: Vec<redis::Value> = invocation
             .arg(&requested.rpc_id)
@@ -833,6 +998,8 @@ impl RedisStore {
             .arg(self.idle_ttl_secs())
             .arg(self.config.max_pending_per_tenant)
             .arg(self.conn.publish_command())
+            .arg(now)
+            .arg(self.config.max_sessions_per_tenant)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -861,6 +1028,7 @@ impl RedisStore {
                 self.config.max_pending_per_session
             ))),
             "tenant_full" => Err(self.tenant_full()),
+            "sessions_full" => Err(self.sessions_full()),
             other => Err(AskError::Internal(format!(
                 "unexpected script reply {other:?}"
             ))),
@@ -890,7 +1058,10 @@ impl RedisStore {
             .key(keys.key("epoch"))
             .key(keys.key("settled"));
         if !cluster {
-            invocation.key(tenant.sessions()).key(tenant.pending());
+            invocation
+                .key(tenant.sessions())
+                .key(tenant.pending())
+                .key(tenant.held_sessions());
         }
         let reply: Vec<redis::Value> = invocation
             .arg(&resolved.rpc_id)
@@ -905,6 +1076,7 @@ impl RedisStore {
             .arg(self.idle_ttl_secs())
             .arg(self.conn.publish_command())
             .arg(keys.wait_mark(&resolved.rpc_id))
+            .arg(now_ms())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -937,6 +1109,22 @@ impl RedisStore {
             .query_async::<String>(&mut conn)
             .await
             .is_ok()
+    }
+
+    /// The rpc_id of the ask a request_id registered, while it is pending.
+    pub async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError> {
+        let (state, rpc_id): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(SessionKeys::new(key).request(request_id))
+            .arg("state")
+            .arg("rpc")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(rpc_id.filter(|_| state.as_deref() == Some("P")))
     }
 
     /// The stored `Requested` of a pending ask.

@@ -15,7 +15,7 @@ use std::{
         Arc, Weak,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime},
 };
 
 use askgate_proto::v1::{
@@ -34,7 +34,7 @@ use super::{
     Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
     redis::{
         RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
-        TenantKeys,
+        TenantKeys, now_ms,
     },
     redis_fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
 };
@@ -59,6 +59,8 @@ pub struct RedisBackendConfig {
     pub lease: Duration,
     /// Subscribers one session may have, over all nodes.
     pub max_subscribers_per_session: usize,
+    /// `all_sessions` subscribers one tenant may have, over all nodes.
+    pub max_all_sessions_per_tenant: usize,
 }
 
 impl std::fmt::Debug for RedisBackendConfig {
@@ -83,6 +85,7 @@ impl RedisBackendConfig {
             tenant_buffer: 16 * 1024,
             lease: Duration::from_secs(10),
             max_subscribers_per_session: 64,
+            max_all_sessions_per_tenant: 64,
         }
     }
 }
@@ -222,17 +225,14 @@ struct Node {
     leases: Mutex<HashMap<(String, String), LocalLease>>,
     exclusive: Mutex<HashMap<String, String>>,
     /// This node's subscriber slots (see [`SubscriberSlot`]): member → the session's
-    /// `subs` key.
+    /// (or the tenant's) `subs` key.
     subscribers: Mutex<HashMap<String, String>>,
+    /// Sessions this node's subscribers follow, in their tenant's held sessions:
+    /// (that key, session_id) → how many local subscribers. Renewed with the leases.
+    held_sessions: Mutex<HashMap<(String, String), usize>>,
     closed: AtomicBool,
     /// Set at shutdown: subscriptions deliver what was written, then end.
     closing: tokio::sync::watch::Sender<bool>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn redis_error(error: redis::RedisError) -> AskError {
@@ -299,6 +299,7 @@ impl RedisBackend {
             leases: Mutex::default(),
             exclusive: Mutex::default(),
             subscribers: Mutex::default(),
+            held_sessions: Mutex::default(),
             closed: AtomicBool::new(false),
             closing: tokio::sync::watch::channel(false).0,
         });
@@ -391,6 +392,23 @@ impl Node {
             );
             commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
         }
+        // Followed sessions stay held by their tenant for a lease beyond now; GT: a
+        // kept history may hold one longer already.
+        for (key, session_id) in self.held_sessions.lock().keys() {
+            commands.push(
+                redis::cmd("ZADD")
+                    .arg(key)
+                    .arg("XX")
+                    .arg("GT")
+                    .arg(expires)
+                    .arg(session_id)
+                    .to_owned(),
+            );
+            commands.push(redis::Cmd::pexpire(
+                key,
+                self.store.idle_ttl().as_millis() as i64,
+            ));
+        }
         let leases: Vec<((String, String), String)> = self
             .leases
             .lock()
@@ -402,6 +420,17 @@ impl Node {
                 agent_key(tenant, agent_id),
                 self.lease_ms() as i64,
             ));
+            let agents = TenantKeys::new(tenant).agents();
+            commands.push(
+                redis::cmd("ZADD")
+                    .arg(&agents)
+                    .arg("XX")
+                    .arg("GT")
+                    .arg(expires)
+                    .arg(agent_id)
+                    .to_owned(),
+            );
+            commands.push(redis::Cmd::pexpire(agents, self.lease_ms() as i64));
         }
         // Keys of many slots: one pipeline on a single server, one by one on a cluster.
         if let Err(e) = self.conn.run_all(commands).await {
@@ -439,6 +468,31 @@ impl Node {
             .query_async::<()>(&mut conn)
             .await
             .map_err(redis_error)
+    }
+
+    /// Admits a followed session among its tenant's sessions holding state (refused
+    /// TOO_MANY_SESSIONS when the tenant holds as many as it may) and renews it while
+    /// this node follows it.
+    async fn hold_session(&self, key: &SessionKey) -> Result<(String, String), AskError> {
+        self.store
+            .admit_session(key, now_ms() + self.lease_ms())
+            .await?;
+        let held = (
+            TenantKeys::new(&key.tenant).held_sessions(),
+            key.session_id.to_string(),
+        );
+        *self.held_sessions.lock().entry(held.clone()).or_default() += 1;
+        Ok(held)
+    }
+
+    fn release_session(&self, held: (String, String)) {
+        let mut sessions = self.held_sessions.lock();
+        if let Some(count) = sessions.get_mut(&held) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                sessions.remove(&held);
+            }
+        }
     }
 
     fn release_attended(&self, key: &str) {
@@ -1201,8 +1255,9 @@ return 1
     )
 });
 
-/// One of the session's `max_subscribers_per_session` slots, counted over every node:
-/// a member of the session's `subs` sorted set, scored by when it expires. The node's
+/// One of the `max` subscriber slots of a session (`max_subscribers_per_session`) or of
+/// a tenant's `all_sessions` streams (`max_all_sessions_per_tenant`), counted over
+/// every node: a member of a `subs` sorted set, scored by when it expires. The node's
 /// refresh loop renews it; a dead node's slots expire with its lease.
 struct SubscriberSlot {
     node: Arc<Node>,
@@ -1210,23 +1265,26 @@ struct SubscriberSlot {
 }
 
 impl SubscriberSlot {
-    async fn take(node: &Arc<Node>, key: &SessionKey) -> Result<Self, AskError> {
-        let subs = SessionKeys::new(key).key("subs");
+    async fn take(
+        node: &Arc<Node>,
+        subs: String,
+        max: usize,
+        what: &str,
+    ) -> Result<Self, AskError> {
         let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
         let taken: i64 = TAKE_SLOT
             .key(&subs)
             .arg(&member)
             .arg(now_ms())
             .arg(now_ms() + node.lease_ms())
-            .arg(node.config.max_subscribers_per_session)
+            .arg(max)
             .arg(node.lease_ms())
             .invoke_async(&mut node.conn.clone())
             .await
             .map_err(redis_error)?;
         if taken == 0 {
             return Err(AskError::TooManySubscribers(format!(
-                "at most {} subscribers per session",
-                node.config.max_subscribers_per_session
+                "at most {max} {what}"
             )));
         }
         node.subscribers.lock().insert(member.clone(), subs);
@@ -1258,6 +1316,8 @@ struct Held {
     attended: String,
     exclusive: Option<String>,
     _slot: Option<SubscriberSlot>,
+    /// The session in its tenant's held sessions (see `Node::hold_session`).
+    held_session: Option<(String, String)>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -1265,6 +1325,10 @@ impl Drop for Held {
     fn drop(&mut self) {
         self.task.abort();
         self.node.release_attended(&self.attended);
+        if let Some(held) = self.held_session.take() {
+            // No command: the entry expires a lease after its last renewal.
+            self.node.release_session(held);
+        }
         let node = self.node.clone();
         let channel = std::mem::take(&mut self.channel);
         let exclusive = self.exclusive.take();
@@ -1563,10 +1627,17 @@ impl Backend for RedisBackend {
             lost: node.fanout.watch_disconnections(),
         };
         let closing = node.closing.subscribe();
-        let (channel, attended, exclusive, slot, task) = match scope {
+        let (channel, attended, exclusive, slot, held_session, task) = match scope {
             Scope::Session(key) => {
                 let keys = SessionKeys::new(&key);
-                let slot = SubscriberSlot::take(&node, &key).await?;
+                let slot = SubscriberSlot::take(
+                    &node,
+                    keys.key("subs"),
+                    node.config.max_subscribers_per_session,
+                    "subscribers per session",
+                )
+                .await?;
+                let held_session = node.hold_session(&key).await?;
                 let exclusive = match options.exclusive {
                     true => {
                         let hold = keys.key("exclusive");
@@ -1596,10 +1667,24 @@ impl Backend for RedisBackend {
                     let ended = follower.session(key, options.after, live, closing).await;
                     fail_subscription(&events_tx, ended).await;
                 });
-                (channel, attended, exclusive, Some(slot), task)
+                (
+                    channel,
+                    attended,
+                    exclusive,
+                    Some(slot),
+                    Some(held_session),
+                    task,
+                )
             }
             Scope::Tenant(tenant) => {
                 let keys = TenantKeys::new(&tenant);
+                let slot = SubscriberSlot::take(
+                    &node,
+                    keys.all_sessions_subscribers(),
+                    node.config.max_all_sessions_per_tenant,
+                    "all_sessions subscriptions per tenant",
+                )
+                .await?;
                 let channel = keys.channel();
                 let attended = keys.attended();
                 let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
@@ -1611,7 +1696,7 @@ impl Backend for RedisBackend {
                         .await;
                     fail_subscription(&events_tx, ended).await;
                 });
-                (channel, attended, None, None, task)
+                (channel, attended, None, Some(slot), None, task)
             }
         };
         Ok(Box::pin(HeldStream {
@@ -1623,6 +1708,7 @@ impl Backend for RedisBackend {
                 attended,
                 exclusive,
                 _slot: slot,
+                held_session,
                 task,
             },
         }))
@@ -1630,6 +1716,14 @@ impl Backend for RedisBackend {
 
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
         self.node.store.pending(key).await
+    }
+
+    async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError> {
+        self.node.store.pending_request(key, request_id).await
     }
 
     async fn attach(
@@ -1686,7 +1780,12 @@ impl Backend for RedisBackend {
         let mut conn = node.conn.clone();
         let current: Option<String> = conn.hget(&agent, "inc").await.unwrap_or(None);
         if current.as_deref() == Some(incarnation) {
-            let _: Result<(), _> = conn.del(&agent).await;
+            // On failure both expire with the lease, which nobody renews now.
+            let _: Result<(), _> = redis::pipe()
+                .del(&agent)
+                .zrem(TenantKeys::new(tenant).agents(), agent_id)
+                .query_async::<()>(&mut conn)
+                .await;
         }
         self.abort_agent_asks(tenant, agent_id, incarnation).await;
     }
@@ -1768,6 +1867,9 @@ mod tests {
         settings.store.max_pending_per_session = config.max_pending_per_session;
         settings.store.max_pending_per_tenant = config.max_pending_per_tenant;
         settings.max_subscribers_per_session = config.max_subscribers_per_session;
+        settings.max_all_sessions_per_tenant = config.max_all_sessions_per_tenant;
+        settings.store.max_agents_per_tenant = config.max_agents_per_tenant;
+        settings.store.max_sessions_per_tenant = config.max_sessions_per_tenant;
         settings.reconnect_grace = config.reconnect_grace;
         settings.subscriber_buffer = config.subscriber_buffer;
         settings.tenant_buffer = config.tenant_buffer;

@@ -101,7 +101,7 @@ mod tests {
             Cli {
                 command: Command::Serve(serve),
                 ..
-            } => Ok(serve),
+            } => Ok(*serve),
             other => panic!("parsed as {other:?}"),
         }
     }

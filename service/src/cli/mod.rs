@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service (in-memory backend).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Ask questions and wait for the answer; prints the answer as JSON.
     Ask(ask::AskArgs),
     /// Follow a session (or all sessions) and print events as JSON lines.
@@ -245,7 +245,7 @@ pub fn main() -> ExitCode {
     };
     let code = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Ask(args) => ask::run(args).await,
             Command::Watch(args) => watch::run_watch(args).await,
             Command::Pending(args) => watch::run_pending(args).await,

@@ -11,7 +11,10 @@ use crate::{
     auth::jwt::KeySource,
     backend::memory::MemoryConfig,
     domain::Limits,
-    server::{AuthConfig, BackendChoice, Http2Limits, ServerConfig, TlsConfig, run_with_metrics},
+    server::{
+        AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
+        run_with_metrics,
+    },
     web::CorsOrigins,
 };
 
@@ -101,6 +104,19 @@ pub struct ServeArgs {
     /// Label metrics by tenant (one series per tenant: mind the cardinality).
     #[arg(long, env = "ASKGATE_METRICS_TENANT_LABELS")]
     pub metrics_tenant_labels: bool,
+    /// File holding a bearer token that scrapers must send
+    /// (`authorization: Bearer <token>`). A metrics address off loopback needs it,
+    /// or --metrics-allow-anonymous.
+    #[arg(long, env = "ASKGATE_METRICS_TOKEN_FILE")]
+    pub metrics_token_file: Option<PathBuf>,
+    /// Serve metrics without a token on a non-loopback address (e.g. behind a
+    /// NetworkPolicy that admits only the scraper).
+    #[arg(
+        long,
+        env = "ASKGATE_METRICS_ALLOW_ANONYMOUS",
+        conflicts_with = "metrics_token_file"
+    )]
+    pub metrics_allow_anonymous: bool,
     /// Asks a tenant may start per second, sustained.
     #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = ServerConfig::default().ask_rate)]
     pub ask_rate: u32,
@@ -113,6 +129,16 @@ pub struct ServeArgs {
     /// Open subscriptions one session may have.
     #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = MemoryConfig::default().max_subscribers_per_session)]
     pub max_subscribers_per_session: usize,
+    /// Open `all_sessions` subscriptions one tenant may have.
+    #[arg(long, env = "ASKGATE_MAX_ALL_SESSIONS_PER_TENANT", default_value_t = MemoryConfig::default().max_all_sessions_per_tenant)]
+    pub max_all_sessions_per_tenant: usize,
+    /// Agents one tenant may have attached at once.
+    #[arg(long, env = "ASKGATE_MAX_AGENTS_PER_TENANT", default_value_t = MemoryConfig::default().max_agents_per_tenant)]
+    pub max_agents_per_tenant: usize,
+    /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
+    /// history kept for resume).
+    #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = MemoryConfig::default().max_sessions_per_tenant)]
+    pub max_sessions_per_tenant: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = "1h", value_parser = parse_duration)]
     pub max_wait: Duration,
@@ -209,6 +235,12 @@ impl ServeArgs {
                 "--max-subscribers-per-session",
                 self.max_subscribers_per_session,
             ),
+            (
+                "--max-all-sessions-per-tenant",
+                self.max_all_sessions_per_tenant,
+            ),
+            ("--max-agents-per-tenant", self.max_agents_per_tenant),
+            ("--max-sessions-per-tenant", self.max_sessions_per_tenant),
             ("--ask-rate", self.ask_rate as usize),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
@@ -236,6 +268,9 @@ impl ServeArgs {
                 max_pending_per_session: self.max_pending_per_session,
                 max_pending_per_tenant: self.max_pending_per_tenant,
                 max_subscribers_per_session: self.max_subscribers_per_session,
+                max_all_sessions_per_tenant: self.max_all_sessions_per_tenant,
+                max_agents_per_tenant: self.max_agents_per_tenant,
+                max_sessions_per_tenant: self.max_sessions_per_tenant,
                 reconnect_grace: self.reconnect_grace,
                 request_retention: self.request_retention,
                 ..MemoryConfig::default()
@@ -264,6 +299,7 @@ impl ServeArgs {
             ask_rate: self.ask_rate,
             ask_burst: self.ask_burst,
             metrics_tenant_labels: self.metrics_tenant_labels,
+            metrics_auth: self.metrics_auth()?,
             redis_lease: self.redis_lease,
             redis_ca_file: self.redis_ca_file.clone(),
             redis_cluster: self.redis_cluster,
@@ -277,6 +313,22 @@ impl ServeArgs {
                 }
             },
         })
+    }
+
+    fn metrics_auth(&self) -> Result<MetricsAuth, String> {
+        match (
+            &self.metrics_token_file,
+            self.metrics,
+            self.metrics_allow_anonymous,
+        ) {
+            (Some(path), _, _) => Ok(MetricsAuth::Bearer(path.clone())),
+            (None, Some(addr), false) if !addr.ip().is_loopback() => Err(format!(
+                "refusing to serve metrics on {addr} without authentication: add \
+                 --metrics-token-file FILE (scrapers send `authorization: Bearer <token>`), \
+                 or --metrics-allow-anonymous if the network admits only the scraper"
+            )),
+            (None, _, allow_remote) => Ok(MetricsAuth::Anonymous { allow_remote }),
+        }
     }
 
     fn auth_config(&self) -> Result<AuthConfig, String> {

@@ -56,6 +56,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if and (eq .Values.auth.mode "none") (not .Values.auth.allowAnonymous) -}}
 {{- fail "auth.mode none listens beyond loopback only with auth.allowAnonymous true (trials only)" -}}
 {{- end -}}
+{{- if not (has .Values.metrics.auth (list "anonymous" "token")) -}}
+{{- fail "metrics.auth must be anonymous or token" -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (eq .Values.metrics.auth "token") (not .Values.metrics.tokenSecret) -}}
+{{- fail "metrics.auth token needs metrics.tokenSecret (a Secret with key metrics-token)" -}}
+{{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.enabled needs tls.secretName" -}}
 {{- end -}}
