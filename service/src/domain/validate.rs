@@ -131,7 +131,7 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
             limits,
             &mut violations,
         );
-        if !question.id.is_empty() && !ids.insert(question.id.as_str()) {
+        if !question.id.trim().is_empty() && !ids.insert(question.id.as_str()) {
             violations.push(Violation::new(
                 format!("questions[{i}].id"),
                 format!("duplicate question id {}", echo(&question.id)),
@@ -186,10 +186,23 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     Ok(())
 }
 
-fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<Violation>) {
-    if q.id.is_empty() {
-        out.push(Violation::new(format!("{path}.id"), "must not be empty"));
+/// An id or a label: not empty, not whitespace only, and without leading or trailing
+/// whitespace (`"a"` and `"a "` would otherwise be two labels that read alike).
+fn name_violation(field: &str, name: &str) -> Option<Violation> {
+    if name.trim().is_empty() {
+        Some(Violation::new(field, "must not be empty"))
+    } else if name.trim() != name {
+        Some(Violation::new(
+            field,
+            "must not begin or end with whitespace",
+        ))
+    } else {
+        None
     }
+}
+
+fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<Violation>) {
+    out.extend(name_violation(&format!("{path}.id"), &q.id));
     out.extend(too_long(
         &format!("{path}.id"),
         &q.id,
@@ -229,8 +242,8 @@ fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<
     let mut labels = HashSet::new();
     for (j, option) in q.options.iter().enumerate() {
         let field = format!("{path}.options[{j}].label");
-        if option.label.trim().is_empty() {
-            out.push(Violation::new(&field, "must not be empty"));
+        if let Some(violation) = name_violation(&field, &option.label) {
+            out.push(violation);
         } else if !labels.insert(option.label.as_str()) {
             out.push(Violation::new(
                 &field,
@@ -367,6 +380,26 @@ mod tests {
                 "questions[2].id",
             ]
         );
+    }
+
+    #[test]
+    fn ids_and_labels_with_surrounding_whitespace_are_refused() {
+        for bad in [" ", "\t", " a", "a ", "a\n"] {
+            let req = request(vec![question(bad, &["ok"])]);
+            assert_eq!(
+                fields(check(&req).expect_err(bad)),
+                ["questions[0].id"],
+                "{bad:?}"
+            );
+            let req = request(vec![question("q", &["a", bad])]);
+            assert_eq!(
+                fields(check(&req).expect_err(bad)),
+                ["questions[0].options[1].label"],
+                "{bad:?}"
+            );
+        }
+        // Inner whitespace is part of the name.
+        assert_eq!(check(&request(vec![question("a b", &["x y"])])), Ok(()));
     }
 
     #[test]

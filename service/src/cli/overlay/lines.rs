@@ -2,7 +2,8 @@
 //! plain line prompts on stdout, answered by lines on stdin, so that it can be
 //! scripted. A line is turned into the overlay's keys:
 //!
-//! - `2` chooses option 2 (single-select); `1,3` chooses options 1 and 3 (multi-select);
+//! - `2` chooses option 2 (single-select); `1,3` chooses options 1 and 3 (multi-select:
+//!   the line is the whole selection, a number repeated counts once);
 //! - `o:TEXT` answers in your own words (for a question without options, any line is
 //!   the answer);
 //! - `s` skips the question; `c` or `c:REASON` cancels the whole batch; `q` quits.
@@ -20,7 +21,7 @@ use tokio_stream::StreamExt;
 use super::{
     queue::{Queue, Step},
     run::{reject_pending, spawn_send},
-    state::{Key, Mode, Overlay},
+    state::{Hint, Key, Mode, Overlay},
 };
 
 /// The keys a line of input stands for on `overlay`'s current question, or None when
@@ -37,11 +38,12 @@ pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
     if let Mode::Typing(_) = overlay.mode {
         // A question without options: the line is the answer (or `s`, after leaving
         // the text input, skips it).
-        return Some(match line {
-            "s" => vec![Key::Esc, Key::Char('s')],
-            "q" => vec![Key::Esc, Key::Char('q')],
-            text => text.chars().map(Key::Char).chain([Key::Enter]).collect(),
-        });
+        return match line {
+            "s" => Some(vec![Key::Esc, Key::Char('s')]),
+            "q" => Some(vec![Key::Esc, Key::Char('q')]),
+            "" => None,
+            text => Some(text.chars().map(Key::Char).chain([Key::Enter]).collect()),
+        };
     }
     match line {
         "s" => return Some(vec![Key::Char('s')]),
@@ -56,6 +58,9 @@ pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
         return Some(keys);
     }
     if let Some(text) = line.strip_prefix("o:") {
+        if text.trim().is_empty() {
+            return None;
+        }
         let mut keys = typed('o', text.trim());
         if question.multi_select {
             // Own words add to the choices; Enter confirms the item.
@@ -63,23 +68,43 @@ pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
         }
         return Some(keys);
     }
-    let picks: Vec<usize> = line
-        .split(',')
-        .map(|n| {
-            n.trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=question.options.len()).contains(n))
-        })
-        .collect::<Option<_>>()?;
+    let mut picks: Vec<usize> = Vec::new();
+    for number in line.split(',') {
+        let pick = number
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=question.options.len()).contains(n))?;
+        // A number given twice is chosen once: the line says what is chosen.
+        if !picks.contains(&pick) {
+            picks.push(pick);
+        }
+    }
     if picks.is_empty() || (!question.multi_select && picks.len() > 1) {
         return None;
     }
-    // From the top of the list, down to each pick.
+    // The line is the whole selection: options chosen before (a draft kept across a
+    // reconnect) that it does not name are unchosen, and those it names are chosen in
+    // its order.
+    let chosen = &overlay.drafts[overlay.item].selected;
+    let mut toggles: Vec<usize> = Vec::new();
+    if question.multi_select {
+        toggles.extend(
+            question
+                .options
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| chosen.contains(&o.label))
+                .map(|(i, _)| i),
+        );
+        toggles.extend(picks.iter().map(|p| p - 1));
+    } else {
+        toggles.push(picks[0] - 1);
+    }
+    // From the top of the list, down to each option to toggle.
     let mut keys = vec![Key::Up; overlay.cursor];
     let mut at = 0;
-    for pick in picks {
-        let target = pick - 1;
+    for target in toggles {
         while at < target {
             keys.push(Key::Down);
             at += 1;
@@ -94,6 +119,16 @@ pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
     }
     keys.push(Key::Enter);
     Some(keys)
+}
+
+/// A hint in this mode's words: what a line can say here.
+fn line_hint(hint: Hint) -> &'static str {
+    match hint {
+        Hint::NothingChosen => {
+            "give option numbers like 1,3, o:TEXT for your own answer, or s to skip"
+        }
+        Hint::EmptyAnswer => "write your answer, or s to skip",
+    }
 }
 
 /// The prompt for the current question: where it is, the question, its options.
@@ -189,7 +224,12 @@ async fn prompt_loop(
                     continue;
                 };
                 let Some(keys) = keys_of_line(overlay, &line) else {
-                    out.write_all(b"not an answer here; try again> ").await?;
+                    let expected = match overlay.question() {
+                        Some(q) if q.options.is_empty() => "your answer as text, or s to skip",
+                        Some(q) if q.multi_select => "option numbers like 1,3, o:TEXT, s, c:REASON or q",
+                        _ => "one option number, o:TEXT, s, c:REASON or q",
+                    };
+                    out.write_all(format!("not an answer here ({expected}); try again> ").as_bytes()).await?;
                     continue;
                 };
                 for key in keys {
@@ -206,7 +246,7 @@ async fn prompt_loop(
                     spawn_send(client.clone(), send, sent_tx.clone());
                 }
                 // A key that could do nothing: say why, and ask again.
-                if let Some(hint) = queue.current().and_then(|o| o.hint) {
+                if let Some(hint) = queue.current().and_then(|o| o.hint).map(line_hint) {
                     out.write_all(format!("{hint}\n").as_bytes()).await?;
                     shown = None;
                 }
@@ -275,6 +315,36 @@ mod tests {
             None,
             "one only"
         );
+    }
+
+    #[test]
+    fn a_repeated_number_never_unchooses() {
+        let o = answer_with(overlay(&["a", "b", "c"], true), "1,2,1");
+        assert_eq!(o.answers()[0].selected, ["a", "b"]);
+        let o = answer_with(overlay(&["a", "b", "c"], true), "1,1");
+        assert_eq!(o.answers()[0].selected, ["a"]);
+        let o = answer_with(overlay(&["a", "b"], false), "2,2");
+        assert_eq!(o.answers()[0].selected, ["b"], "one option, named twice");
+    }
+
+    #[test]
+    fn a_line_is_the_whole_selection_whatever_was_chosen_before() {
+        let mut o = overlay(&["a", "b", "c"], true);
+        // A draft kept from before: b chosen.
+        o.on_key(Key::Down);
+        o.on_key(Key::Char(' '));
+        let o = answer_with(o, "3,1");
+        assert_eq!(o.answers()[0].selected, ["c", "a"]);
+    }
+
+    #[test]
+    fn empty_own_words_are_not_an_answer_and_hints_name_line_keys() {
+        assert_eq!(keys_of_line(&overlay(&["a"], false), "o:  "), None);
+        assert_eq!(keys_of_line(&overlay(&[], false), "  "), None);
+        for hint in [Hint::NothingChosen, Hint::EmptyAnswer] {
+            let text = line_hint(hint);
+            assert!(!text.contains("Space") && !text.contains("Esc"), "{text}");
+        }
     }
 
     #[test]

@@ -85,8 +85,27 @@ pub struct Overlay {
     pub mode: Mode,
     /// How far the question's detail text is scrolled, in lines.
     pub detail_scroll: u16,
-    /// A one-line hint after a key that could not do anything.
-    pub hint: Option<&'static str>,
+    /// Why the last key could not do anything, for a one-line hint.
+    pub hint: Option<Hint>,
+}
+
+/// Why a key could not do anything; each front end words it with its own keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    /// Enter on a multi-select question with nothing chosen.
+    NothingChosen,
+    /// Enter on an empty own-words answer.
+    EmptyAnswer,
+}
+
+impl Hint {
+    /// The hint in the overlay's keys.
+    pub fn keys(self) -> &'static str {
+        match self {
+            Self::NothingChosen => "choose with Space, o for your own answer, s to skip",
+            Self::EmptyAnswer => "type an answer, or Esc then s to skip",
+        }
+    }
 }
 
 impl Overlay {
@@ -196,7 +215,7 @@ impl Overlay {
             Key::Enter if question.multi_select => {
                 let draft = &mut self.drafts[self.item];
                 if draft.selected.is_empty() && draft.custom.is_none() {
-                    self.hint = Some("choose with Space, o for your own answer, s to skip");
+                    self.hint = Some(Hint::NothingChosen);
                 } else {
                     draft.status = Status::Answered;
                     self.advance();
@@ -243,7 +262,7 @@ impl Overlay {
                         draft.status = Status::Open;
                     }
                     if draft.status == Status::Open && optionless {
-                        self.hint = Some("type an answer, or Esc then s to skip");
+                        self.hint = Some(Hint::EmptyAnswer);
                     }
                 } else {
                     draft.custom = Some(text.to_owned());

@@ -13,7 +13,7 @@ use ratatui::{
 
 use super::{
     queue::Queue,
-    state::{Mode, Overlay, RECOMMENDED, Status},
+    state::{Hint, Mode, Overlay, RECOMMENDED, Status},
 };
 
 /// What the screen says besides the queue: where it is connected and how that goes.
@@ -150,7 +150,7 @@ fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, area: Rect) {
         lines.push(
             Line::from("Every question is answered or skipped: Enter submits the batch.").green(),
         );
-    } else if let Some(hint) = overlay.hint {
+    } else if let Some(hint) = overlay.hint.map(Hint::keys) {
         lines.push(Line::from(hint).yellow());
     }
     frame.render_widget(Paragraph::new(lines), bottom);
