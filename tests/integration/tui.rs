@@ -300,6 +300,47 @@ async fn an_exclusive_overlay_cancels_its_pending_batches_when_it_quits() {
     assert!(stderr.contains("the answering terminal closed"), "{stderr}");
 }
 
+/// However the exclusive overlay ends (Ctrl-C, its terminal hung up, SIGTERM), its
+/// pending batches are cancelled, so that their agents learn nobody will answer.
+#[tokio::test]
+async fn an_exclusive_overlay_cancels_its_pending_batches_however_it_ends() {
+    let serve = ServeProcess::start().await;
+    for ending in ["C-c", "HUP", "TERM"] {
+        let tmux = Tmux::answer(&serve.url, &["--session", "demo", "--exclusive"]);
+        tmux.connected().await;
+        let agent = ask(
+            &serve.url,
+            "demo",
+            &["--question", "Proceed?", "--option", "go"],
+        );
+        tmux.shows("Proceed?").await;
+        match ending {
+            "C-c" => tmux.keys(&["C-c"]),
+            signal => {
+                let pid = tmux.run(
+                    &["display-message", "-p", "-t", "overlay", "#{pane_pid}"],
+                    None,
+                );
+                let status = std::process::Command::new("kill")
+                    .args([&format!("-{signal}"), pid.trim()])
+                    .status()
+                    .expect("kill");
+                assert!(status.success(), "kill -{signal} {pid}");
+            }
+        }
+        tmux.exited().await;
+        let (code, _, stderr) = answered(agent).await;
+        assert_eq!(
+            code, 3,
+            "{ending}: cancelled when the overlay ended: {stderr}"
+        );
+        assert!(
+            stderr.contains("the answering terminal closed"),
+            "{ending}: {stderr}"
+        );
+    }
+}
+
 /// Reads `out` until `marker` has been read; returns (and takes from `seen`) all up to
 /// and including it.
 async fn read_through(
@@ -320,6 +361,64 @@ async fn read_through(
         }
     })
     .await
+}
+
+/// The line prompts with `--exclusive` cancel their pending batches on `q`, Ctrl-C
+/// (SIGINT), SIGTERM and SIGHUP alike.
+#[tokio::test]
+async fn exclusive_line_prompts_cancel_their_pending_batches_however_they_end() {
+    use tokio::io::AsyncWriteExt;
+    let serve = ServeProcess::start().await;
+    for ending in ["q", "INT", "TERM", "HUP"] {
+        let mut prompts = tokio::process::Command::new(ASKGATE)
+            .args([
+                "answer",
+                "--addr",
+                &serve.url,
+                "--session",
+                "demo",
+                "--exclusive",
+            ])
+            .env("ASKGATE_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn askgate answer");
+        let mut input = prompts.stdin.take().expect("stdin");
+        let mut output = prompts.stdout.take().expect("stdout");
+        let mut seen = String::new();
+        read_through(&mut output, &mut seen, "following session demo").await;
+        let agent = ask(
+            &serve.url,
+            "demo",
+            &["--question", "Proceed?", "--option", "go"],
+        );
+        read_through(&mut output, &mut seen, "> ").await;
+        match ending {
+            "q" => input.write_all(b"q\n").await.expect("write"),
+            signal => {
+                let pid = prompts.id().expect("running").to_string();
+                let status = std::process::Command::new("kill")
+                    .args([&format!("-{signal}"), &pid])
+                    .status()
+                    .expect("kill");
+                assert!(status.success(), "kill -{signal} {pid}");
+            }
+        }
+        let (code, _, stderr) = finish(prompts).await;
+        assert_eq!(code, 0, "{ending}: {stderr}");
+        let (code, _, stderr) = answered(agent).await;
+        assert_eq!(
+            code, 3,
+            "{ending}: cancelled when the prompts ended: {stderr}"
+        );
+        assert!(
+            stderr.contains("the answering terminal closed"),
+            "{ending}: {stderr}"
+        );
+    }
 }
 
 /// Without a terminal, `askgate answer` asks with line prompts and takes lines.

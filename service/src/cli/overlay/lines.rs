@@ -20,7 +20,7 @@ use tokio_stream::StreamExt;
 
 use super::{
     queue::{Queue, Step},
-    run::{reject_pending, spawn_send},
+    run::{hung_up, reject_pending, spawn_send},
     state::{Hint, Key, Mode, Overlay},
 };
 
@@ -178,7 +178,8 @@ fn prompt(queue: &Queue) -> Option<String> {
     Some(text)
 }
 
-/// Runs the line prompts until stdin ends or `q`.
+/// Runs the line prompts until stdin ends, `q`, Ctrl-C, SIGTERM or SIGHUP; with
+/// `--exclusive` the batches still pending then are cancelled, as the overlay does.
 pub async fn run(client: Client, request: SubscribeRequest, scope: String) -> anyhow::Result<()> {
     let exclusive = request.exclusive;
     let mut queue = Queue::new();
@@ -202,6 +203,8 @@ async fn prompt_loop(
     let (sent_tx, mut sent) = mpsc::channel(16);
     // What was last shown, so a prompt is printed once per change.
     let mut shown: Option<(String, usize)> = None;
+    let mut shutdown = std::pin::pin!(crate::cli::shutdown_signal());
+    let mut hangup = std::pin::pin!(hung_up());
     loop {
         if let Some(notice) = queue.notice.take() {
             out.write_all(format!("{notice}\n").as_bytes()).await?;
@@ -273,6 +276,8 @@ async fn prompt_loop(
                 queue.sent(&rpc_id, outcome);
                 shown = None;
             }
+            () = &mut shutdown => return Ok(()),
+            () = &mut hangup => return Ok(()),
         }
     }
 }

@@ -219,7 +219,7 @@ pub(super) async fn reject_pending(client: &Client, queue: &Queue) {
 }
 
 /// Completes on SIGHUP: the terminal went away.
-async fn hung_up() {
+pub(super) async fn hung_up() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
