@@ -9,6 +9,11 @@ use crate::proto::{
 /// How long a dropped call leaves its question answerable for a retry, by default.
 pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(10);
 
+/// How long [`crate::Client::ask`] keeps retrying while every attempt fails (the node
+/// drains, the server is unreachable), unless [`Ask::retry_for`] says otherwise. The
+/// ask's timeout, when it has one, bounds the retries too.
+pub const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(60);
+
 /// Starts a question with its id (unique within the ask) and text.
 pub fn question(id: &str, text: &str) -> QuestionBuilder {
     QuestionBuilder(Question {
@@ -87,12 +92,15 @@ impl From<QuestionBuilder> for Question {
 /// By default an ask carries a fresh `request_id` and a reattach grace of
 /// [`DEFAULT_REATTACH_GRACE`], and [`crate::Client::ask`] retries a call that failed
 /// with UNAVAILABLE or a broken connection with the same request_id: the retry joins
-/// the same pending ask, or gets the human's answer if it came meanwhile.
+/// the same pending ask, or gets the human's answer if it came meanwhile. Retries stop
+/// once attempts have failed for [`DEFAULT_RETRY_BUDGET`] in a row (see
+/// [`Ask::retry_for`]), or at the ask's timeout.
 #[derive(Debug, Clone)]
 pub struct Ask {
     pub(crate) request: AskRequest,
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry: bool,
+    pub(crate) retry_budget: Duration,
 }
 
 impl Ask {
@@ -153,6 +161,15 @@ impl Ask {
         self
     }
 
+    /// How long to keep retrying while every attempt fails (default
+    /// [`DEFAULT_RETRY_BUDGET`]). The clock starts at the first failure and starts
+    /// again after an attempt that reached a server and waited there; the last
+    /// failure is returned when it runs out.
+    pub fn retry_for(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
     /// A label shown to the UIs along with the questions.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.request.labels.insert(key.to_owned(), value.to_owned());
@@ -179,6 +196,7 @@ impl From<AskRequest> for Ask {
             request,
             timeout: None,
             retry: true,
+            retry_budget: DEFAULT_RETRY_BUDGET,
         }
     }
 }

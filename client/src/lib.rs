@@ -63,7 +63,7 @@ use tonic::{
     transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
-pub use ask::{Ask, DEFAULT_REATTACH_GRACE, QuestionBuilder, question};
+pub use ask::{Ask, DEFAULT_REATTACH_GRACE, DEFAULT_RETRY_BUDGET, QuestionBuilder, question};
 pub use error::{Error, Reason};
 pub use events::{Event, Events};
 pub use follow::{Connection, Following};
@@ -215,8 +215,13 @@ impl Client {
     ///
     /// A call that fails with UNAVAILABLE (the node drains, the server is unreachable)
     /// or a broken connection is retried with backoff and the same request_id, within
-    /// the timeout: the retry joins the pending ask, or gets the human's answer if it
-    /// came meanwhile (see [`Ask`]).
+    /// the timeout and the retry budget ([`Ask::retry_for`]): the retry joins the
+    /// pending ask, or gets the human's answer if it came meanwhile (see [`Ask`]).
+    ///
+    /// A node of the in-memory backend keeps its asks in its process: when it
+    /// restarts they are gone. A retry that reaches the new process within the budget
+    /// asks again (a new rpc_id; the human sees the question again); otherwise the
+    /// call fails with the last error.
     ///
     /// The timeout travels as the gRPC deadline, which the server honours itself
     /// (subscribers see the ask resolved `EXPIRED`). This side's clock starts first, so
@@ -225,7 +230,9 @@ impl Client {
     pub async fn ask(&mut self, ask: Ask) -> Result<AskResponse, Error> {
         let deadline = ask.timeout.map(|t| Instant::now() + t);
         let mut delays = retry::backoff();
+        let mut failing = retry::Streak::new(ask.retry_budget);
         loop {
+            let attempt = Instant::now();
             let mut request = self.request(ask.request.clone());
             if let Some(deadline) = deadline {
                 let remaining = deadline.saturating_duration_since(Instant::now());
@@ -241,7 +248,7 @@ impl Client {
                 }
                 Err(status) => Error::from(status),
             };
-            if !ask.retry || !retry::is_retryable(&error) {
+            if !ask.retry || !retry::is_retryable(&error) || failing.exhausted(attempt, &error) {
                 return Err(error);
             }
             let mut pause = delays.next().unwrap_or_default();

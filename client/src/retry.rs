@@ -23,6 +23,40 @@ pub(crate) fn backoff() -> impl Iterator<Item = Duration> {
         .build()
 }
 
+/// An attempt that failed after waiting at least this long at a server had reached it
+/// (the ask was pending there): the failures before it are not part of the streak.
+const REACHED_A_SERVER: Duration = Duration::from_secs(1);
+
+/// Consecutive failed attempts, against a retry budget.
+pub(crate) struct Streak {
+    budget: Duration,
+    since: Option<tokio::time::Instant>,
+}
+
+impl Streak {
+    pub(crate) fn new(budget: Duration) -> Self {
+        Self {
+            budget,
+            since: None,
+        }
+    }
+
+    /// Records a retryable failure of the attempt that started at `attempt`; true
+    /// when the streak has lasted the whole budget and retrying should stop.
+    pub(crate) fn exhausted(&mut self, attempt: tokio::time::Instant, error: &Error) -> bool {
+        let now = tokio::time::Instant::now();
+        // A server answered after the ask had waited there: the calls before were
+        // not failing in a row with this one. Transport failures never count as
+        // reached (a connect can hang a long time).
+        let answered = error.reason() != Reason::Unspecified;
+        if answered && now.duration_since(attempt) >= REACHED_A_SERVER {
+            self.since = Some(now);
+        }
+        let since = *self.since.get_or_insert(attempt);
+        now.duration_since(since) >= self.budget
+    }
+}
+
 /// A failure worth retrying with the same request: the node is draining, the server
 /// is unreachable, or the connection broke (no askgate reason at all).
 pub(crate) fn is_retryable(error: &Error) -> bool {
@@ -47,6 +81,46 @@ mod tests {
         assert!(is_retryable(&Status::unknown("h2 protocol error").into()));
         assert!(!is_retryable(&Status::invalid_argument("bad").into()));
         assert!(!is_retryable(&Status::not_found("gone").into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_streak_of_failures_ends_at_the_budget_and_a_long_wait_starts_it_again() {
+        use tokio::time::{Instant, advance};
+        let unreachable: Error = Status::unavailable("connection refused").into();
+        let mut streak = Streak::new(Duration::from_secs(10));
+        let first = Instant::now();
+        assert!(!streak.exhausted(first, &unreachable));
+        advance(Duration::from_secs(6)).await;
+        assert!(!streak.exhausted(Instant::now(), &unreachable));
+        advance(Duration::from_secs(5)).await;
+        assert!(
+            streak.exhausted(Instant::now(), &unreachable),
+            "11 s failing in a row"
+        );
+
+        // A draining node answering after the ask waited there a minute: a new streak.
+        let mut streak = Streak::new(Duration::from_secs(10));
+        let first = Instant::now();
+        assert!(!streak.exhausted(first, &unreachable));
+        let waited = Instant::now();
+        advance(Duration::from_secs(60)).await;
+        let draining: Error = <Status as tonic_types::StatusExt>::with_error_details(
+            tonic::Code::Unavailable,
+            "draining",
+            tonic_types::ErrorDetails::with_error_info(
+                "SHUTTING_DOWN",
+                "askgate",
+                std::collections::HashMap::new(),
+            ),
+        )
+        .into();
+        assert!(!streak.exhausted(waited, &draining));
+        // ...but a transport failure that took as long does not reset it.
+        let mut streak = Streak::new(Duration::from_secs(10));
+        assert!(!streak.exhausted(Instant::now(), &unreachable));
+        let hung = Instant::now();
+        advance(Duration::from_secs(30)).await;
+        assert!(streak.exhausted(hung, &unreachable));
     }
 
     #[test]

@@ -640,3 +640,42 @@ async fn client_commands_read_their_token_from_a_file() {
     let (code, _, stderr) = finish(pending(&[])).await;
     assert_ne!(code, 0, "without a credential: {stderr}");
 }
+
+/// A memory node's restart loses its asks: a waiting `askgate ask` retries for its
+/// retry budget, then fails with the last error instead of retrying forever.
+#[tokio::test]
+async fn ask_stops_retrying_when_its_retry_budget_runs_out() {
+    let mut serve = ServeProcess::start().await;
+    let agent = askgate(&[
+        "ask",
+        "--addr",
+        &serve.url,
+        "--session",
+        "s",
+        "--question",
+        "Proceed?",
+        "--hold",
+        "--retry-for",
+        "1s",
+    ]);
+    let mut client = serve.client().await;
+    crate::support::eventually("the ask to be pending", || {
+        let mut client = client.clone();
+        async move { (!client.list_pending("s").await.ok()?.is_empty()).then_some(()) }
+    })
+    .await;
+    serve.signal("TERM");
+    assert_eq!(serve.exit_code().await, Some(0), "the node drained");
+    let (code, _, stderr) = finish(agent).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("SHUTTING_DOWN")
+            || stderr.contains("UNAVAILABLE")
+            || stderr.contains("navailable"),
+        "{stderr}"
+    );
+    let _ = client
+        .list_pending("s")
+        .await
+        .expect_err("the node is gone");
+}

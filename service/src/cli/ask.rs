@@ -60,6 +60,11 @@ pub struct AskArgs {
     /// the same --request-id to pick the answer up; 0s aborts it at once.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub reattach_grace: Duration,
+    /// How long to keep retrying while every attempt fails (the node drains, the
+    /// server is unreachable); the last error is reported then. The retries rejoin
+    /// the same ask through its request id.
+    #[arg(long, env = "ASKGATE_RETRY_FOR", default_value = "60s", value_parser = parse_duration)]
+    pub retry_for: Duration,
     /// A label shown to the UIs, `KEY=VALUE`; repeat for more.
     #[arg(long = "label", value_parser = parse_pair)]
     pub labels: Vec<(String, String)>,
@@ -122,7 +127,9 @@ pub async fn run(args: AskArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
-    let mut ask = Ask::from(request).reattach_grace(args.reattach_grace);
+    let mut ask = Ask::from(request)
+        .reattach_grace(args.reattach_grace)
+        .retry_for(args.retry_for);
     if let Some(timeout) = args.timeout {
         ask = ask.timeout(timeout);
     }
