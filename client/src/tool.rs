@@ -195,6 +195,30 @@ pub fn answers_text(answers: &[QuestionAnswer]) -> String {
     serde_json::to_string(&result).unwrap_or_else(|e| format!("Error: {e}"))
 }
 
+/// The questions of the model's arguments, or the tool output refusing them: not the
+/// schema's shape (a parse error), or no question at all (EMPTY_QUESTIONS).
+fn questions_of(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
+    let arguments: Arguments = serde_json::from_str(arguments).map_err(|e| {
+        ToolOutput::failed(
+            Reason::BadRequest,
+            Code::InvalidArgument,
+            &format!("invalid arguments: {e}"),
+        )
+    })?;
+    if arguments.questions.is_empty() {
+        return Err(ToolOutput::failed(
+            Reason::EmptyQuestions,
+            Code::InvalidArgument,
+            EMPTY_QUESTIONS_TEXT,
+        ));
+    }
+    Ok(arguments
+        .questions
+        .into_iter()
+        .map(Question::from)
+        .collect())
+}
+
 /// The model-facing text of EMPTY_QUESTIONS (DESIGN "Errors"; the seed's, byte for byte).
 const EMPTY_QUESTIONS_TEXT: &str = "ask_user_question requires at least one question";
 /// The model-facing text of ASK_ABORTED (the seed's, byte for byte).
@@ -315,23 +339,9 @@ impl AskUserQuestion {
 
     /// The Ask for the model's arguments, or the tool output refusing them.
     fn ask(&self, arguments: &str) -> Result<Ask, ToolOutput> {
-        let arguments: Arguments = serde_json::from_str(arguments).map_err(|e| {
-            ToolOutput::failed(
-                Reason::BadRequest,
-                Code::InvalidArgument,
-                &format!("invalid arguments: {e}"),
-            )
-        })?;
-        if arguments.questions.is_empty() {
-            return Err(ToolOutput::failed(
-                Reason::EmptyQuestions,
-                Code::InvalidArgument,
-                EMPTY_QUESTIONS_TEXT,
-            ));
-        }
         let mut ask = Ask::new(&self.session_id);
-        for question in arguments.questions {
-            ask = ask.question(Question::from(question));
+        for question in questions_of(arguments)? {
+            ask = ask.question(question);
         }
         if let Some((agent_id, incarnation)) = &self.agent {
             ask = ask.agent(agent_id, incarnation);
@@ -445,6 +455,69 @@ mod tests {
         }
         let refused = executor.ask("not json").expect_err("not json");
         assert_eq!(refused.error.map(|e| e.reason), Some(Reason::BadRequest));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::*;
+
+        /// JSON of any shape, biased towards the tool's own field names.
+        fn json() -> impl Strategy<Value = Value> {
+            let key = prop_oneof![
+                Just("questions".to_owned()),
+                Just("id".to_owned()),
+                Just("question".to_owned()),
+                Just("options".to_owned()),
+                Just("label".to_owned()),
+                Just("multi_select".to_owned()),
+                "\\PC{0,6}",
+            ];
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                "\\PC{0,12}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(key.clone(), inner, 0..6)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn check(arguments: &str) -> Result<(), TestCaseError> {
+            match questions_of(arguments) {
+                Ok(questions) => prop_assert!(!questions.is_empty()),
+                Err(refused) => {
+                    prop_assert!(refused.text.starts_with("Error: "));
+                    let reason = refused.error.map(|e| e.reason);
+                    prop_assert!(
+                        matches!(reason, Some(Reason::BadRequest | Reason::EmptyQuestions)),
+                        "{reason:?}"
+                    );
+                }
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// Whatever the model sends: no panic, and either questions to ask or a
+            /// refusal with a routable reason.
+            #[test]
+            fn any_arguments_give_questions_or_a_routable_refusal(
+                value in json(),
+                text in "\\PC{0,40}",
+            ) {
+                check(&value.to_string())?;
+                check(&text)?;
+            }
+        }
     }
 
     #[test]

@@ -275,4 +275,70 @@ mod tests {
         assert_eq!(metadata["resolution"], "CANCELLED");
         assert_eq!(metadata["resolved_by"], "ana");
     }
+
+    mod properties {
+        use askgate_proto::v1::{AskRequest, Question, QuestionOption};
+        use proptest::{collection::vec, option, prelude::*};
+
+        use super::*;
+        use crate::domain::Limits;
+
+        /// Any text, long ones and control characters included.
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "\\PC{0,12}",
+                "[ a\t]{0,3}",
+                (any::<char>(), 0usize..3000).prop_map(|(c, n)| c.to_string().repeat(n)),
+            ]
+        }
+
+        fn request() -> impl Strategy<Value = AskRequest> {
+            let option = (text(), option::of(text()))
+                .prop_map(|(label, description)| QuestionOption { label, description });
+            let question = (
+                text(),
+                text(),
+                option::of(text()),
+                vec(option, 0..40),
+                any::<bool>(),
+            )
+                .prop_map(|(id, question, header, options, multi_select)| Question {
+                    id,
+                    question,
+                    header,
+                    options,
+                    multi_select,
+                    ..Default::default()
+                });
+            (
+                text(),
+                vec(question, 0..40),
+                text(),
+                vec((text(), text()), 0..40),
+            )
+                .prop_map(|(session_id, questions, request_id, labels)| AskRequest {
+                    session_id,
+                    questions,
+                    request_id,
+                    labels: labels.into_iter().collect(),
+                    ..Default::default()
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Whatever the request: validation does not panic, and the error it
+            /// gives stays under 4 KiB on the wire (DESIGN "Errors are bounded").
+            #[test]
+            fn validation_errors_are_bounded(request in request(), rpc_id in text()) {
+                if let Err(error) = crate::domain::validate::ask(&request, &Limits::default()) {
+                    let status = to_status(&error, &request.session_id, Some(&rpc_id));
+                    let wire = status.message().len() + status.details().len().div_ceil(3) * 4;
+                    prop_assert!(wire < 4096, "{wire} bytes");
+                    prop_assert_eq!(status.code(), Code::InvalidArgument);
+                }
+            }
+        }
+    }
 }

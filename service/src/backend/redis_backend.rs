@@ -1882,6 +1882,23 @@ mod tests {
 
     backend_conformance_suite!(make);
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// A cursor from a client is any text: parsing never panics, and the cursors
+        /// this backend writes (epoch: 32 hex digits) read back as written.
+        #[test]
+        fn cursors_parse_without_panic_and_round_trip(
+            text in "\\PC{0,40}",
+            epoch in "[0-9a-f]{32}",
+            seq: u64,
+        ) {
+            let _ = parse_cursor(&text);
+            let written = cursor(&epoch, seq);
+            proptest::prop_assert_eq!(parse_cursor(&written), Some((epoch.as_str(), seq)));
+        }
+    }
+
     /// The same suite on a Redis Cluster of three shards: sessions spread over the
     /// shards, sharded pub/sub, the tenant's part after each script.
     mod cluster {

@@ -319,4 +319,74 @@ mod tests {
         let err = run(vec![]).expect_err("empty batch");
         assert_eq!(err.violations().len(), 3);
     }
+
+    mod properties {
+        use proptest::{collection::vec, option, prelude::*};
+
+        use super::*;
+
+        /// Names from a small alphabet (so answers often name real ids and labels),
+        /// with spaces and a non-ASCII letter.
+        fn name() -> impl Strategy<Value = String> {
+            "[ab é]{0,3}"
+        }
+
+        /// Valid questions: unique ids, unique labels (validation guarantees both).
+        fn questions() -> impl Strategy<Value = Vec<Question>> {
+            vec((vec(name(), 0..4), any::<bool>()), 1..4).prop_map(|specs| {
+                specs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (mut labels, multi_select))| {
+                        labels.sort();
+                        labels.dedup();
+                        Question {
+                            id: format!("q{i}"),
+                            question: "?".into(),
+                            options: labels
+                                .into_iter()
+                                .map(|label| QuestionOption {
+                                    label,
+                                    description: None,
+                                })
+                                .collect(),
+                            multi_select,
+                            ..Default::default()
+                        }
+                    })
+                    .collect()
+            })
+        }
+
+        fn answers() -> impl Strategy<Value = Vec<QuestionAnswer>> {
+            vec(
+                ("q[0-3]", vec(name(), 0..4), option::of("[ x]{0,4}")).prop_map(
+                    |(id, selected, custom)| QuestionAnswer {
+                        id,
+                        selected,
+                        custom,
+                    },
+                ),
+                0..6,
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Never a panic; a normalised batch normalises to itself; a refused one
+            /// names at least one field.
+            #[test]
+            fn normalisation_is_idempotent(questions in questions(), answers in answers()) {
+                let limits = Limits::default();
+                match normalize(&questions, answers, &limits) {
+                    Ok(normalized) => {
+                        let again = normalize(&questions, normalized.clone(), &limits);
+                        prop_assert_eq!(again, Ok(normalized));
+                    }
+                    Err(error) => prop_assert!(!error.violations().is_empty()),
+                }
+            }
+        }
+    }
 }
