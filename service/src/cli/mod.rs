@@ -276,6 +276,8 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::DelegatedCaller
         | Reason::TooManyPending
         | Reason::TooManySubscribers
+        | Reason::TooManyAgents
+        | Reason::TooManySessions
         | Reason::RateLimited
         | Reason::Unauthenticated
         | Reason::PermissionDenied => 7,
