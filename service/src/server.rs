@@ -293,6 +293,9 @@ impl TlsConfig {
         let read = |path: &PathBuf| {
             std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))
         };
+        if let Some(warning) = crate::auth::secret::loose_permissions(&self.key) {
+            warn!("{warning}");
+        }
         let mut tls = ServerTlsConfig::new()
             .identity(Identity::from_pem(read(&self.cert)?, read(&self.key)?));
         if let Some(ca) = &self.client_ca {

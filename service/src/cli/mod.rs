@@ -124,7 +124,12 @@ impl ConnectArgs {
             token,
             ca_pem: self.ca_file.as_ref().map(read).transpose()?,
             identity: match (&self.cert, &self.key) {
-                (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+                (Some(cert), Some(key)) => {
+                    if let Some(warning) = crate::auth::secret::loose_permissions(key) {
+                        eprintln!("askgate: warning: {warning}");
+                    }
+                    Some((read(cert)?, read(key)?))
+                }
                 _ => None,
             },
         })
