@@ -363,22 +363,21 @@ async fn read_through(
     .await
 }
 
-/// The line prompts with `--exclusive` cancel their pending batches on `q`, Ctrl-C
-/// (SIGINT), SIGTERM and SIGHUP alike.
-#[tokio::test]
-async fn exclusive_line_prompts_cancel_their_pending_batches_however_they_end() {
-    use tokio::io::AsyncWriteExt;
-    let serve = ServeProcess::start().await;
-    for ending in ["q", "INT", "TERM", "HUP"] {
-        let mut prompts = tokio::process::Command::new(ASKGATE)
-            .args([
-                "answer",
-                "--addr",
-                &serve.url,
-                "--session",
-                "demo",
-                "--exclusive",
-            ])
+/// `askgate answer --session demo` without a terminal (line prompts on piped stdin and
+/// stdout), once it follows the session.
+struct LinePrompts {
+    child: tokio::process::Child,
+    input: tokio::process::ChildStdin,
+    output: tokio::process::ChildStdout,
+    /// Output read but not consumed yet (see [`read_through`]).
+    seen: String,
+}
+
+impl LinePrompts {
+    async fn start(url: &str, extra: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(ASKGATE)
+            .args(["answer", "--addr", url, "--session", "demo"])
+            .args(extra)
             .env("ASKGATE_LOG", "warn")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -386,10 +385,32 @@ async fn exclusive_line_prompts_cancel_their_pending_batches_however_they_end() 
             .kill_on_drop(true)
             .spawn()
             .expect("spawn askgate answer");
-        let mut input = prompts.stdin.take().expect("stdin");
-        let mut output = prompts.stdout.take().expect("stdout");
+        let input = child.stdin.take().expect("stdin");
+        let mut output = child.stdout.take().expect("stdout");
         let mut seen = String::new();
         read_through(&mut output, &mut seen, "following session demo").await;
+        Self {
+            child,
+            input,
+            output,
+            seen,
+        }
+    }
+}
+
+/// The line prompts with `--exclusive` cancel their pending batches on `q`, Ctrl-C
+/// (SIGINT), SIGTERM and SIGHUP alike.
+#[tokio::test]
+async fn exclusive_line_prompts_cancel_their_pending_batches_however_they_end() {
+    use tokio::io::AsyncWriteExt;
+    let serve = ServeProcess::start().await;
+    for ending in ["q", "INT", "TERM", "HUP"] {
+        let LinePrompts {
+            child: prompts,
+            mut input,
+            mut output,
+            mut seen,
+        } = LinePrompts::start(&serve.url, &["--exclusive"]).await;
         let agent = ask(
             &serve.url,
             "demo",
@@ -426,19 +447,12 @@ async fn exclusive_line_prompts_cancel_their_pending_batches_however_they_end() 
 async fn without_a_terminal_answer_prompts_line_by_line() {
     use tokio::io::AsyncWriteExt;
     let serve = ServeProcess::start().await;
-    let mut prompts = tokio::process::Command::new(ASKGATE)
-        .args(["answer", "--addr", &serve.url, "--session", "demo"])
-        .env("ASKGATE_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn askgate answer");
-    let mut input = prompts.stdin.take().expect("stdin");
-    let mut output = prompts.stdout.take().expect("stdout");
-    let mut seen = String::new();
-    read_through(&mut output, &mut seen, "following session demo").await;
+    let LinePrompts {
+        child: prompts,
+        mut input,
+        mut output,
+        mut seen,
+    } = LinePrompts::start(&serve.url, &[]).await;
     let agent = ask(
         &serve.url,
         "demo",
