@@ -325,15 +325,16 @@ impl AskUserQuestion {
         let request_id = ask.request.request_id.clone();
         let mut client = self.client.clone();
         tokio::select! {
+            // An answer that is already there wins over an abort at the same moment.
             biased;
-            () = abort => {
-                self.abort(&request_id).await;
-                ToolOutput::failed(Reason::AskAborted, Code::Cancelled, ASK_ABORTED_TEXT)
-            }
             result = client.ask(ask) => match result {
                 Ok(response) => ToolOutput::answered(&response.answers),
                 Err(error) => ToolOutput::from_error(&error),
             },
+            () = abort => {
+                self.abort(&request_id).await;
+                ToolOutput::failed(Reason::AskAborted, Code::Cancelled, ASK_ABORTED_TEXT)
+            }
         }
     }
 

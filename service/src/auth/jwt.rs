@@ -197,7 +197,10 @@ impl JwtVerifier {
             tenant: claims.tenant.into(),
             roles,
             sessions: claims.sessions,
-            validity: Validity::Until(UNIX_EPOCH + Duration::from_secs(claims.exp)),
+            // An `exp` beyond what the clock can hold never lapses (rather than panic).
+            validity: UNIX_EPOCH
+                .checked_add(Duration::from_secs(claims.exp))
+                .map_or(Validity::Always, Validity::Until),
         })
     }
 }
@@ -385,6 +388,17 @@ mod tests {
             principal.validity,
             Validity::Until(UNIX_EPOCH + Duration::from_secs(claims.exp))
         );
+    }
+
+    #[test]
+    fn an_exp_beyond_the_clock_is_accepted_without_a_panic() {
+        let (_dir, verifier) = hs256_verifier(None, None);
+        let forever = Claims {
+            exp: u64::MAX,
+            ..claims()
+        };
+        let principal = verifier.authenticate(&hs256(&forever)).expect("valid");
+        assert_eq!(principal.validity, Validity::Always);
     }
 
     #[test]
