@@ -96,12 +96,6 @@ impl Default for MemoryConfig {
     }
 }
 
-fn too_many_sessions(limit: usize) -> AskError {
-    AskError::TooManySessions(format!(
-        "at most {limit} sessions with pending asks, subscribers or a kept history per tenant"
-    ))
-}
-
 /// How often expired state (unused sessions, recorded outcomes) is swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -395,7 +389,9 @@ impl Inner {
                 .get_mut(&key.tenant)
                 .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
             if tenant.sessions >= self.config.max_sessions_per_tenant {
-                return Err(too_many_sessions(self.config.max_sessions_per_tenant));
+                return Err(AskError::too_many_sessions(
+                    self.config.max_sessions_per_tenant,
+                ));
             }
             tenant.sessions += 1;
         }
@@ -699,10 +695,9 @@ impl Inner {
     ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
         let session = self.session(shard, key)?;
         if !lagged && session.subscribers() >= self.config.max_subscribers_per_session {
-            return Err(AskError::TooManySubscribers(format!(
-                "at most {} subscribers per session",
-                self.config.max_subscribers_per_session
-            )));
+            return Err(AskError::too_many_subscribers(
+                self.config.max_subscribers_per_session,
+            ));
         }
         if take_exclusive {
             if session.exclusive_held {
@@ -748,9 +743,7 @@ impl Inner {
         let sender = self.tenant_sender(tenant);
         let limit = self.config.max_all_sessions_per_tenant;
         if !lagged && sender.receiver_count() >= limit {
-            return Err(AskError::TooManySubscribers(format!(
-                "at most {limit} all_sessions subscriptions per tenant"
-            )));
+            return Err(AskError::too_many_all_sessions(limit));
         }
         let receiver = sender.subscribe();
         if let Some(state) = self.tenants.lock().get_mut(tenant) {
@@ -957,9 +950,7 @@ impl Backend for MemoryBackend {
                     })?;
                     let limit = self.inner.config.max_agents_per_tenant;
                     if state.agents >= limit {
-                        return Err(AskError::TooManyAgents(format!(
-                            "at most {limit} agents attached per tenant"
-                        )));
+                        return Err(AskError::too_many_agents(limit));
                     }
                     state.agents += 1;
                 }

@@ -831,9 +831,7 @@ impl RedisStore {
             .map_err(unavailable)?;
         match reply.as_slice() {
             [state] if state == "held" => Err(AskError::lease_held()),
-            [state] if state == "full" => Err(AskError::TooManyAgents(format!(
-                "at most {max} agents attached per tenant"
-            ))),
+            [state] if state == "full" => Err(AskError::too_many_agents(max)),
             [state, previous] if state == "attached" => {
                 Ok(Some(previous.clone()).filter(|p| !p.is_empty()))
             }
@@ -864,10 +862,7 @@ impl RedisStore {
     }
 
     fn sessions_full(&self) -> AskError {
-        AskError::TooManySessions(format!(
-            "at most {} sessions with pending asks, subscribers or a kept history per tenant",
-            self.config.max_sessions_per_tenant
-        ))
+        AskError::too_many_sessions(self.config.max_sessions_per_tenant)
     }
 
     /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED

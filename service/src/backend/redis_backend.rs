@@ -1269,7 +1269,7 @@ impl SubscriberSlot {
         node: &Arc<Node>,
         subs: String,
         max: usize,
-        what: &str,
+        full: fn(usize) -> AskError,
     ) -> Result<Self, AskError> {
         let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
         let taken: i64 = TAKE_SLOT
@@ -1283,9 +1283,7 @@ impl SubscriberSlot {
             .await
             .map_err(redis_error)?;
         if taken == 0 {
-            return Err(AskError::TooManySubscribers(format!(
-                "at most {max} {what}"
-            )));
+            return Err(full(max));
         }
         node.subscribers.lock().insert(member.clone(), subs);
         Ok(Self {
@@ -1634,7 +1632,7 @@ impl Backend for RedisBackend {
                     &node,
                     keys.key("subs"),
                     node.config.max_subscribers_per_session,
-                    "subscribers per session",
+                    AskError::too_many_subscribers,
                 )
                 .await?;
                 let held_session = node.hold_session(&key).await?;
@@ -1682,7 +1680,7 @@ impl Backend for RedisBackend {
                     &node,
                     keys.all_sessions_subscribers(),
                     node.config.max_all_sessions_per_tenant,
-                    "all_sessions subscriptions per tenant",
+                    AskError::too_many_all_sessions,
                 )
                 .await?;
                 let channel = keys.channel();

@@ -117,6 +117,30 @@ impl AskError {
         Self::NotPending { settled: None }
     }
 
+    /// TOO_MANY_SESSIONS: the tenant holds state in `limit` sessions already.
+    pub fn too_many_sessions(limit: usize) -> Self {
+        Self::TooManySessions(format!(
+            "at most {limit} sessions with pending asks, subscribers or a kept history per tenant"
+        ))
+    }
+
+    /// TOO_MANY_AGENTS: the tenant has `limit` agents attached already.
+    pub fn too_many_agents(limit: usize) -> Self {
+        Self::TooManyAgents(format!("at most {limit} agents attached per tenant"))
+    }
+
+    /// TOO_MANY_SUBSCRIBERS for one session's subscribers.
+    pub fn too_many_subscribers(limit: usize) -> Self {
+        Self::TooManySubscribers(format!("at most {limit} subscribers per session"))
+    }
+
+    /// TOO_MANY_SUBSCRIBERS for a tenant's `all_sessions` streams.
+    pub fn too_many_all_sessions(limit: usize) -> Self {
+        Self::TooManySubscribers(format!(
+            "at most {limit} all_sessions subscriptions per tenant"
+        ))
+    }
+
     /// PERMISSION_DENIED for an Attach of an agent id whose live lease another subject
     /// of the tenant holds (DESIGN "Security": a lease belongs to its subject).
     pub fn lease_held() -> Self {
