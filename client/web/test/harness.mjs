@@ -83,14 +83,15 @@ export class Harness {
     };
   }
 
-  /** Runs an askgate client command to its end; rejects if it fails. */
+  /** Runs an askgate client command to its end; resolves with its stdout, rejects if it fails. */
   async run(args) {
     const child = this.spawn(args);
     let output = "";
+    let errors = "";
     child.stdout.on("data", (chunk) => (output += chunk));
-    child.stderr.on("data", (chunk) => (output += chunk));
+    child.stderr.on("data", (chunk) => (errors += chunk));
     const code = await within(`askgate ${args[0]}`, new Promise((resolve) => child.on("exit", resolve)));
-    if (code !== 0) throw new Error(`askgate ${args.join(" ")} exited ${code}:\n${output}`);
+    if (code !== 0) throw new Error(`askgate ${args.join(" ")} exited ${code}:\n${output}${errors}`);
     return output;
   }
 
@@ -203,7 +204,8 @@ export async function screenshot(page, name) {
 export function tempFile(name, contents) {
   const dir = mkdtempSync(path.join(tmpdir(), "askgate-console-"));
   const file = path.join(dir, name);
-  writeFileSync(file, contents);
+  // Owner only, as askgate expects of a file holding a secret.
+  writeFileSync(file, contents, { mode: 0o600 });
   return file;
 }
 
