@@ -195,9 +195,11 @@ pub fn answers_text(answers: &[QuestionAnswer]) -> String {
     serde_json::to_string(&result).unwrap_or_else(|e| format!("Error: {e}"))
 }
 
-/// The questions of the model's arguments, or the tool output refusing them: not the
-/// schema's shape (a parse error), or no question at all (EMPTY_QUESTIONS).
-fn questions_of(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
+/// The questions of the model's arguments (JSON text), or the tool output refusing
+/// them: not the schema's shape (a parse error, unknown fields included), or no
+/// question at all (EMPTY_QUESTIONS). For executors of the tool other than
+/// [`AskUserQuestion`], such as an MCP server.
+pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
     let arguments: Arguments = serde_json::from_str(arguments).map_err(|e| {
         ToolOutput::failed(
             Reason::BadRequest,
@@ -222,7 +224,7 @@ fn questions_of(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
 /// The model-facing text of EMPTY_QUESTIONS (DESIGN "Errors"; the seed's, byte for byte).
 const EMPTY_QUESTIONS_TEXT: &str = "ask_user_question requires at least one question";
 /// The model-facing text of ASK_ABORTED (the seed's, byte for byte).
-const ASK_ABORTED_TEXT: &str = "ask_user_question was aborted before the user answered";
+pub const ASK_ABORTED_TEXT: &str = "ask_user_question was aborted before the user answered";
 /// How long an abort waits for the server to resolve the ask ABORTED.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -254,21 +256,24 @@ impl ToolError {
 }
 
 impl ToolOutput {
-    fn answered(answers: &[QuestionAnswer]) -> Self {
+    /// The answers, as the model reads them.
+    pub fn answered(answers: &[QuestionAnswer]) -> Self {
         Self {
             text: answers_text(answers),
             error: None,
         }
     }
 
-    fn failed(reason: Reason, code: Code, message: &str) -> Self {
+    /// A failure with this reason, code and model-facing message.
+    pub fn failed(reason: Reason, code: Code, message: &str) -> Self {
         Self {
             text: format!("Error: {message}"),
             error: Some(ToolError { reason, code }),
         }
     }
 
-    fn from_error(error: &Error) -> Self {
+    /// A failed call, with the server's message (the seed's exact strings).
+    pub fn from_error(error: &Error) -> Self {
         Self::failed(error.reason(), error.code(), error.message())
     }
 }
@@ -341,7 +346,7 @@ impl AskUserQuestion {
     /// The Ask for the model's arguments, or the tool output refusing them.
     fn ask(&self, arguments: &str) -> Result<Ask, ToolOutput> {
         let mut ask = Ask::new(&self.session_id);
-        for question in questions_of(arguments)? {
+        for question in parse_arguments(arguments)? {
             ask = ask.question(question);
         }
         if let Some((agent_id, incarnation)) = &self.agent {
@@ -491,7 +496,7 @@ mod tests {
         }
 
         fn check(arguments: &str) -> Result<(), TestCaseError> {
-            match questions_of(arguments) {
+            match parse_arguments(arguments) {
                 Ok(questions) => prop_assert!(!questions.is_empty()),
                 Err(refused) => {
                     prop_assert!(refused.text.starts_with("Error: "));

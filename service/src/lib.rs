@@ -9,6 +9,7 @@
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
 //! - [`backend`]: the `Backend` trait and its in-memory implementation;
+//! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
 //! - [`metrics`]: Prometheus metrics and their listener;
 //! - [`testing`]: a real redis-server for tests and benchmarks.
 
@@ -17,6 +18,7 @@ pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod domain;
+pub mod mcp;
 pub mod metrics;
 pub mod questions;
 pub mod server;

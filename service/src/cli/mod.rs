@@ -17,6 +17,7 @@ mod config;
 mod credentials;
 mod health;
 mod json;
+mod mcp;
 pub mod overlay;
 mod serve;
 mod watch;
@@ -61,6 +62,8 @@ pub enum Command {
     Bot(bot::BotArgs),
     /// Hold an agent's liveness lease; prints the incarnation to ask with.
     Attach(attach::AttachArgs),
+    /// An MCP server on stdio whose ask_user_question tool asks through askgate.
+    Mcp(mcp::McpArgs),
     /// Mint an HS256 JWT (for tests and demos).
     Token(credentials::TokenArgs),
     /// Manage an API keys file.
@@ -257,6 +260,7 @@ pub fn main() -> ExitCode {
             Command::Answer(args) => answer::run(args).await,
             Command::Bot(args) => bot::run(args).await,
             Command::Attach(args) => attach::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
             Command::Bench(args) => bench::run(args).await,
