@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
-# (redis-server and redis-cli, tmux, chromium), then runs every test of the workspace
-# and the browser console's tests (client/web: Playwright driving Debian's Chromium).
+# (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
+# runs every test of the workspace, the MCP tests (tests/mcp: the official MCP Python
+# SDK against `askgate mcp`) and the browser console's tests (client/web: Playwright
+# driving Debian's Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +30,18 @@ fi
 # package may have started is not used.
 
 cargo test --workspace --locked "$@"
+
+# MCP clients against the binary `cargo test` just built: the official Python SDK, in
+# a venv of its own under target/ (made once, refreshed when the requirements change).
+echo "==> MCP tests (tests/mcp, the MCP Python SDK)"
+venv=target/mcp-venv
+if [ ! -x "$venv/bin/python" ] || ! cmp -s tests/mcp/requirements.txt "$venv/requirements.txt"; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+  cp tests/mcp/requirements.txt "$venv/requirements.txt"
+fi
+ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 # The console in a real browser, against the askgate binary `cargo test` just built.
 echo "==> console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"
