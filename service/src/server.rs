@@ -27,6 +27,7 @@ use crate::{
         redis_backend::{RedisBackend, RedisBackendConfig},
     },
     domain::Limits,
+    mcp::{Asker, McpSettings, http::McpLayer},
     metrics::Metrics,
     questions::{AskRate, Questions},
     web::{ConsoleLayer, CorsOrigins},
@@ -160,6 +161,10 @@ pub struct ServerConfig {
     pub cors: CorsOrigins,
     /// Serve the browser console at `/console/`.
     pub console: bool,
+    /// Serve MCP over streamable HTTP at `/mcp`.
+    pub mcp: bool,
+    /// Longest one MCP tool call waits before it returns "still waiting".
+    pub mcp_max_wait: Option<Duration>,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -333,6 +338,8 @@ impl Default for ServerConfig {
             redis_cluster: false,
             cors: CorsOrigins::SameOrigin,
             console: true,
+            mcp: true,
+            mcp_max_wait: None,
         }
     }
 }
@@ -392,6 +399,21 @@ pub async fn run_with_metrics(
         },
     );
     let gate = Gate::new(auth.clone(), metrics.clone());
+    let mcp = config.mcp.then(|| {
+        McpLayer::new(
+            Asker::Local {
+                questions: questions.clone(),
+                max_wait: config.max_wait,
+            },
+            McpSettings {
+                max_wait: config.mcp_max_wait,
+                ..McpSettings::default()
+            },
+            gate.clone(),
+            config.max_message_bytes,
+            !matches!(config.auth, AuthConfig::None { .. }),
+        )
+    });
     let _metrics_task = match metrics_listener {
         Some(listener) => {
             let addr = listener
@@ -496,6 +518,8 @@ pub async fn run_with_metrics(
         .layer(tower::util::option_layer(
             config.console.then_some(ConsoleLayer),
         ))
+        // MCP over streamable HTTP at /mcp, beside the console.
+        .layer(tower::util::option_layer(mcp))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
         .layer(tower::util::MapResponseLayer::new(

@@ -105,11 +105,16 @@ class Askgate:
         watch.next("synced", lambda e: "synced" in e)
         return watch
 
-    def keys(self, tenant: str, sub: str, roles: str) -> tuple[Path, Path]:
-        """A key added to this test's keys file: (keys file, a file holding the key)."""
+    def keys(
+        self, tenant: str, sub: str, roles: str, sessions: str | None = None
+    ) -> tuple[Path, Path]:
+        """A key added to this test's keys file (limited to `sessions` patterns if
+        given): (keys file, a file holding the key)."""
         keys = self.dir / "keys.json"
+        limit = ["--sessions", sessions] if sessions else []
         code, stdout, stderr = self.run(
-            "keys", "add", "--file", str(keys), "--tenant", tenant, "--sub", sub, "--roles", roles
+            "keys", "add", "--file", str(keys), "--tenant", tenant, "--sub", sub,
+            "--roles", roles, *limit,
         )
         assert code == 0, stderr
         token = self.dir / f"{sub}.key"

@@ -63,6 +63,14 @@ impl Gate {
         Ok(request)
     }
 
+    /// The caller named by request metadata (headers), counting a failure.
+    pub fn principal_of(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> Result<Principal, Status> {
+        self.principal(metadata)
+    }
+
     fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
         self.auth.authenticate(metadata).map_err(|failure| {
             self.metrics.auth_failure(failure.as_str());

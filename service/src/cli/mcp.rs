@@ -1,7 +1,7 @@
 //! `askgate mcp`: an MCP server on stdio (for Claude Code, Codex, Cursor and any MCP
 //! client) whose `ask_user_question` tool asks through askgate. See [`crate::mcp`].
 
-use std::{process::ExitCode, time::Duration};
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use clap::Args;
 use rmcp::ServiceExt as _;
@@ -9,7 +9,7 @@ use rmcp::ServiceExt as _;
 use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
 use crate::{
     domain::validate,
-    mcp::{AskgateMcp, McpSettings},
+    mcp::{Asker, AskgateMcp, McpSettings, WaitingAsks},
 };
 
 #[derive(Debug, Clone, Args)]
@@ -54,9 +54,12 @@ pub async fn run(args: McpArgs) -> ExitCode {
         max_wait: args.mcp_max_wait,
         progress_interval: args.progress_interval,
         reattach_grace: args.reattach_grace,
-        ..McpSettings::new(args.session)
     };
-    let served = AskgateMcp::new(client, settings)
+    let asker = Asker::Remote {
+        client: Box::new(client),
+        session_id: args.session,
+    };
+    let served = AskgateMcp::new(asker, Arc::new(settings), WaitingAsks::default())
         .serve(rmcp::transport::stdio())
         .await;
     let service = match served {

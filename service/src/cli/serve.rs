@@ -215,6 +215,16 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_CONSOLE", default_value = "on", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub console: bool,
+    /// Serve MCP over streamable HTTP at /mcp on this port (`on` or `off`): agents'
+    /// MCP clients ask through it with an agent credential and the `askgate-session`
+    /// header.
+    #[arg(long, env = "ASKGATE_MCP", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub mcp: bool,
+    /// Longest one MCP tool call waits before it returns "still waiting" with an ask_id
+    /// for `await_user_answer` (the question stays open); default: until answered.
+    #[arg(long, env = "ASKGATE_MCP_MAX_WAIT", value_parser = parse_duration)]
+    pub mcp_max_wait: Option<Duration>,
 }
 
 impl ServeArgs {
@@ -305,6 +315,13 @@ impl ServeArgs {
             redis_cluster: self.redis_cluster,
             cors: CorsOrigins::parse(&self.cors_origins)?,
             console: self.console,
+            mcp: self.mcp,
+            mcp_max_wait: match self.mcp_max_wait {
+                Some(wait) if wait.is_zero() => {
+                    return Err("--mcp-max-wait must be longer than zero".into());
+                }
+                wait => wait,
+            },
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },

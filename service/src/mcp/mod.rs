@@ -1,7 +1,9 @@
 //! askgate as an MCP server: the `ask_user_question` tool for any MCP client (Claude
 //! Code, Codex, Cursor, agent frameworks), built on the official Rust SDK (`rmcp`).
-//! The server is a client of askgate: each tool call is an `Ask` in one askgate
-//! session, made with a fresh request_id and a reattach grace.
+//! Each tool call is an `Ask` made with a fresh request_id and a reattach grace, either
+//! through a remote askgate (`askgate mcp` on stdio: one session) or in this server's
+//! own process (`/mcp` on `askgate serve`, see [`http`]: the tenant and session of each
+//! request come from its credential and its `askgate-session` header).
 //!
 //! - `ask_user_question` takes exactly the seed's tool schema and returns the tool
 //!   result text of [`askgate_client::tool`] (the answers as compact JSON, or
@@ -17,10 +19,13 @@
 //!   (`UserQuestions.Abort`); when the server goes away, its asks' calls drop and
 //!   askgate aborts them after their reattach grace.
 
+pub mod http;
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use askgate_client::{
     Ask, Client, Reason,
+    proto::{AbortRequest, AskRequest, Question},
     tool::{self, ToolOutput},
 };
 use parking_lot::Mutex;
@@ -37,14 +42,14 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tonic::Code;
 
+use crate::{domain::AskError, questions::Questions};
+
 /// The tool that waits again for an ask that a call left pending.
 pub const AWAIT_TOOL: &str = "await_user_answer";
 
 /// How the MCP server asks.
 #[derive(Debug, Clone)]
 pub struct McpSettings {
-    /// The askgate session every call asks in.
-    pub session_id: String,
     /// Longest one tool call waits before it returns "still waiting"; `None`: until
     /// the ask is resolved.
     pub max_wait: Option<Duration>,
@@ -55,10 +60,9 @@ pub struct McpSettings {
     pub reattach_grace: Duration,
 }
 
-impl McpSettings {
-    pub fn new(session_id: impl Into<String>) -> Self {
+impl Default for McpSettings {
+    fn default() -> Self {
         Self {
-            session_id: session_id.into(),
             max_wait: None,
             progress_interval: Duration::from_secs(10),
             reattach_grace: askgate_client::DEFAULT_REATTACH_GRACE,
@@ -66,30 +70,84 @@ impl McpSettings {
     }
 }
 
+/// Where the tool's asks go.
+#[derive(Clone)]
+pub enum Asker {
+    /// A remote askgate, through its client (`askgate mcp`), in one session.
+    Remote {
+        client: Box<Client>,
+        session_id: String,
+    },
+    /// This server's own use cases (`/mcp` on `askgate serve`): each request's caller
+    /// and session are in its extensions (see [`http::McpCaller`]). `max_wait` is the
+    /// server's longest Ask.
+    Local {
+        questions: Questions,
+        max_wait: Duration,
+    },
+}
+
+/// The tenant and session a call asks in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Scope {
+    tenant: Arc<str>,
+    session_id: String,
+}
+
 /// The outcome of one ask, once known.
 type Outcome = Option<ToolOutput>;
 
-/// An ask whose askgate call runs on its own task, so that a tool call may return
-/// before it is resolved (`--mcp-max-wait`) and another pick it up.
-struct Waiting {
+/// An ask whose call runs on its own task, so that a tool call may return before it
+/// is resolved (`--mcp-max-wait`) and another pick it up.
+pub struct Waiting {
     outcome: watch::Receiver<Outcome>,
 }
 
-/// The MCP server: one per MCP connection (stdio) or session (HTTP).
+/// Asks still running, by scope and ask_id (their request_id). Shared by every
+/// handler of one server, so that `await_user_answer` finds an ask whichever MCP
+/// session (or stateless request) started it, within its tenant and session only.
+pub type WaitingAsks = Arc<Mutex<HashMap<(Scope, String), Waiting>>>;
+
+/// The MCP server's handler: one per MCP connection (stdio) or session (HTTP).
 #[derive(Clone)]
 pub struct AskgateMcp {
-    client: Client,
+    asker: Asker,
     settings: Arc<McpSettings>,
-    /// Asks still running, by ask_id (their request_id).
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    waiting: WaitingAsks,
 }
 
 impl AskgateMcp {
-    pub fn new(client: Client, settings: McpSettings) -> Self {
+    pub fn new(asker: Asker, settings: Arc<McpSettings>, waiting: WaitingAsks) -> Self {
         Self {
-            client,
-            settings: Arc::new(settings),
-            waiting: Arc::default(),
+            asker,
+            settings,
+            waiting,
+        }
+    }
+
+    /// The scope of a call: the remote session, or the caller and session that the
+    /// HTTP layer admitted for this request.
+    fn scope(&self, context: &RequestContext<RoleServer>) -> Result<Scope, ToolOutput> {
+        match &self.asker {
+            Asker::Remote { session_id, .. } => Ok(Scope {
+                tenant: "".into(),
+                session_id: session_id.clone(),
+            }),
+            Asker::Local { .. } => context
+                .extensions
+                .get::<::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<http::McpCaller>())
+                .map(|caller| Scope {
+                    tenant: caller.principal.tenant.clone(),
+                    session_id: caller.session_id.clone(),
+                })
+                .ok_or_else(|| {
+                    ToolOutput::failed(
+                        Reason::Internal,
+                        Code::Internal,
+                        "the request carries no admitted caller",
+                    )
+                }),
         }
     }
 
@@ -126,34 +184,81 @@ impl AskgateMcp {
         ]
     }
 
-    /// Starts the ask on its own task and returns its id.
-    fn start(&self, questions: Vec<askgate_client::proto::Question>) -> String {
+    /// Starts the ask on its own task and returns its id, or the refusal when the
+    /// request is refused at once.
+    fn start(&self, scope: &Scope, questions: Vec<Question>) -> Result<String, ToolOutput> {
         let ask_id = uuid::Uuid::now_v7().to_string();
-        let mut ask = Ask::new(&self.settings.session_id)
-            .request_id(&ask_id)
-            .reattach_grace(self.settings.reattach_grace);
-        for question in questions {
-            ask = ask.question(question);
-        }
         let (outcome_tx, outcome) = watch::channel(None);
+        let call = self.call(scope, &ask_id, questions)?;
         self.waiting
             .lock()
-            .insert(ask_id.clone(), Waiting { outcome });
-        let mut client = self.client.clone();
+            .insert((scope.clone(), ask_id.clone()), Waiting { outcome });
         tokio::spawn(async move {
-            let output = match client.ask(ask).await {
-                Ok(response) => ToolOutput::answered(&response.answers),
-                Err(error) => ToolOutput::from_error(&error),
-            };
-            let _ = outcome_tx.send(Some(output));
+            let _ = outcome_tx.send(Some(call.await));
         });
-        ask_id
+        Ok(ask_id)
+    }
+
+    /// The ask's call, to run on its own task.
+    fn call(
+        &self,
+        scope: &Scope,
+        ask_id: &str,
+        questions: Vec<Question>,
+    ) -> Result<impl Future<Output = ToolOutput> + Send + 'static, ToolOutput> {
+        let grace = self.settings.reattach_grace;
+        Ok(match &self.asker {
+            Asker::Remote { client, session_id } => {
+                let mut ask = Ask::new(session_id)
+                    .request_id(ask_id)
+                    .reattach_grace(grace);
+                for question in questions {
+                    ask = ask.question(question);
+                }
+                let mut client = (**client).clone();
+                futures_util::future::Either::Left(async move {
+                    match client.ask(ask).await {
+                        Ok(response) => ToolOutput::answered(&response.answers),
+                        Err(error) => ToolOutput::from_error(&error),
+                    }
+                })
+            }
+            Asker::Local {
+                questions: local,
+                max_wait,
+            } => {
+                let request = AskRequest {
+                    session_id: scope.session_id.clone(),
+                    questions,
+                    request_id: ask_id.to_owned(),
+                    reattach_grace_ms: grace.as_millis().try_into().unwrap_or(u32::MAX),
+                    ..Default::default()
+                };
+                let deadline = tokio::time::Instant::now() + *max_wait;
+                let checked = local
+                    .check_ask(&scope.tenant, request, deadline)
+                    .map_err(|e| refused(&e))?;
+                let local = local.clone();
+                futures_util::future::Either::Right(async move {
+                    match local.ask(checked).await {
+                        Ok(response) => ToolOutput::answered(&response.answers),
+                        Err(failure) => refused(&failure.error),
+                    }
+                })
+            }
+        })
     }
 
     /// Waits for the ask's outcome: until it is known, the call is cancelled (the ask
     /// is then aborted), or the maximum wait has passed (it stays pending).
-    async fn wait(&self, ask_id: &str, context: &RequestContext<RoleServer>) -> ToolOutput {
-        let Some(mut outcome) = self.waiting.lock().get(ask_id).map(|w| w.outcome.clone()) else {
+    async fn wait(
+        &self,
+        scope: &Scope,
+        ask_id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolOutput {
+        let key = (scope.clone(), ask_id.to_owned());
+        let Some(mut outcome) = self.waiting.lock().get(&key).map(|w| w.outcome.clone()) else {
             return ToolOutput::failed(
                 Reason::NotPending,
                 Code::NotFound,
@@ -177,19 +282,25 @@ impl AskgateMcp {
             let known = outcome.wait_for(Option::is_some).await;
             known.ok().and_then(|output| output.clone())
         };
+        // A call dropped while it waits (its HTTP stream closed) gave up on the ask
+        // as a cancelled one does.
+        let mut abandoned = AbortOnDrop(Some((self.clone(), scope.clone(), ask_id.to_owned())));
         let result = tokio::select! {
             known = known => known,
             () = context.ct.cancelled() => {
-                self.abort(ask_id).await;
+                abandoned.0 = None;
+                self.abort(scope, ask_id).await;
                 Some(ToolOutput::failed(Reason::AskAborted, Code::Cancelled, tool::ASK_ABORTED_TEXT))
             }
             () = max_wait => {
+                abandoned.0 = None;
                 drop(progress);
                 return still_waiting(ask_id);
             }
         };
+        abandoned.0 = None;
         drop(progress);
-        self.waiting.lock().remove(ask_id);
+        self.waiting.lock().remove(&key);
         result.unwrap_or_else(|| {
             ToolOutput::failed(
                 Reason::Internal,
@@ -200,17 +311,32 @@ impl AskgateMcp {
     }
 
     /// Resolves the ask ABORTED at once (the caller gave up on it).
-    async fn abort(&self, ask_id: &str) {
-        let mut client = self.client.clone();
-        let aborted = tokio::time::timeout(
-            Duration::from_secs(5),
-            client.abort(&self.settings.session_id, ask_id),
-        )
-        .await;
-        if let Ok(Err(e)) = aborted
-            && e.reason() != Reason::NotPending
-        {
-            tracing::warn!(ask_id, "could not abort the ask: {}", e.message());
+    async fn abort(&self, scope: &Scope, ask_id: &str) {
+        let failed = match &self.asker {
+            Asker::Remote { client, session_id } => {
+                let mut client = (**client).clone();
+                let aborted =
+                    tokio::time::timeout(Duration::from_secs(5), client.abort(session_id, ask_id))
+                        .await;
+                match aborted {
+                    Ok(Err(e)) if e.reason() != Reason::NotPending => Some(e.message().to_owned()),
+                    Ok(_) => None,
+                    Err(_) => Some("askgate did not answer in time".to_owned()),
+                }
+            }
+            Asker::Local { questions, .. } => {
+                let request = AbortRequest {
+                    session_id: scope.session_id.clone(),
+                    request_id: ask_id.to_owned(),
+                };
+                match questions.abort(&scope.tenant, request).await {
+                    Err(e) if e.error_reason() != Reason::NotPending => Some(e.to_string()),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(why) = failed {
+            tracing::warn!(ask_id, "could not abort the ask: {why}");
         }
     }
 
@@ -249,12 +375,14 @@ impl AskgateMcp {
         context: &RequestContext<RoleServer>,
     ) -> ToolOutput {
         let text = Value::Object(arguments.unwrap_or_default()).to_string();
-        let questions = match tool::parse_arguments(&text) {
-            Ok(questions) => questions,
-            Err(refused) => return refused,
-        };
-        let ask_id = self.start(questions);
-        self.wait(&ask_id, context).await
+        let started = self.scope(context).and_then(|scope| {
+            let questions = tool::parse_arguments(&text)?;
+            Ok((self.start(&scope, questions)?, scope))
+        });
+        match started {
+            Ok((ask_id, scope)) => self.wait(&scope, &ask_id, context).await,
+            Err(refused) => refused,
+        }
     }
 
     async fn await_user_answer(
@@ -267,13 +395,30 @@ impl AskgateMcp {
             .filter(|args| args.len() == 1)
             .and_then(|args| args.get("ask_id"))
             .and_then(Value::as_str);
+        let scope = match self.scope(context) {
+            Ok(scope) => scope,
+            Err(refused) => return refused,
+        };
         match ask_id {
-            Some(ask_id) => self.wait(ask_id, context).await,
+            Some(ask_id) => self.wait(&scope, ask_id, context).await,
             None => ToolOutput::failed(
                 Reason::BadRequest,
                 Code::InvalidArgument,
                 "invalid arguments: give exactly {\"ask_id\": \"...\"}",
             ),
+        }
+    }
+}
+
+/// Aborts the ask when the waiting call is dropped before it is done with it.
+struct AbortOnDrop(Option<(AskgateMcp, Scope, String)>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some((mcp, scope, ask_id)) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { mcp.abort(&scope, &ask_id).await });
         }
     }
 }
@@ -287,6 +432,15 @@ fn still_waiting(ask_id: &str) -> ToolOutput {
         ),
         error: None,
     }
+}
+
+/// A refusal of this server's own use cases, as the tool's output.
+fn refused(error: &AskError) -> ToolOutput {
+    ToolOutput::failed(
+        error.error_reason(),
+        crate::api::status::code(error),
+        &error.to_string(),
+    )
 }
 
 fn result(output: ToolOutput) -> CallToolResult {
