@@ -16,6 +16,7 @@ mod bot;
 mod config;
 mod credentials;
 mod health;
+mod hook;
 mod json;
 mod mcp;
 pub mod overlay;
@@ -64,6 +65,9 @@ pub enum Command {
     Attach(attach::AttachArgs),
     /// An MCP server on stdio whose ask_user_question tool asks through askgate.
     Mcp(mcp::McpArgs),
+    /// Agent hooks that ask through askgate (`askgate hook claude-code`).
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
     /// Mint an HS256 JWT (for tests and demos).
     Token(credentials::TokenArgs),
     /// Manage an API keys file.
@@ -261,6 +265,7 @@ pub fn main() -> ExitCode {
             Command::Bot(args) => bot::run(args).await,
             Command::Attach(args) => attach::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
+            Command::Hook(command) => hook::run(command).await,
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
             Command::Bench(args) => bench::run(args).await,
