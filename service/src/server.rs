@@ -411,7 +411,7 @@ pub async fn run_with_metrics(
             },
             gate.clone(),
             config.max_message_bytes,
-            !matches!(config.auth, AuthConfig::None { .. }),
+            matches!(config.auth, AuthConfig::None { .. }) && local_addr.ip().is_loopback(),
         )
     });
     let _metrics_task = match metrics_listener {

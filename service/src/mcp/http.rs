@@ -50,21 +50,22 @@ pub struct McpLayer {
 }
 
 impl McpLayer {
-    /// `authenticated`: whether callers present credentials (with authentication off,
-    /// rmcp's check that the Host is a loopback name stays on, against DNS
-    /// rebinding by web pages).
+    /// `loopback_only`: anonymous callers on a loopback listener; then rmcp's check
+    /// that the `Host` header names a loopback address stays on, so that a web page
+    /// cannot reach `/mcp` through DNS rebinding. With credentials (or a listener
+    /// that anonymous callers reach from the network on purpose) it is off.
     pub fn new(
         asker: Asker,
         settings: McpSettings,
         gate: Gate,
         max_body_bytes: usize,
-        authenticated: bool,
+        loopback_only: bool,
     ) -> Self {
         let settings = Arc::new(settings);
         let waiting = WaitingAsks::default();
         let mut config =
             StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
-        if authenticated {
+        if !loopback_only {
             config = config.disable_allowed_hosts();
         }
         let service = StreamableHttpService::new(
