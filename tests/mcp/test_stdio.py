@@ -261,3 +261,33 @@ async def test_credentials_without_the_agent_role_or_of_another_tenant_are_refus
     async with Client(mcp_server(url, "s", "--token-file", str(agent_key))) as client:
         result = await client.call_tool("ask_user_question", DATABASE)
     assert text(result) == '{"answers":[{"id":"db","selected":["Postgres"]}]}'
+
+
+def test_when_the_client_goes_away_its_ask_is_aborted_after_the_grace(askgate: Askgate) -> None:
+    """The client vanishes without cancelling anything (its end of stdin closes):
+    `askgate mcp` exits, and askgate aborts the open ask after its reattach grace."""
+    import json
+    import subprocess
+
+    url = askgate.serve()
+    watch = askgate.watch(url, "s")
+    server = askgate.spawn(
+        "mcp", "--addr", url, "--session", "s", "--reattach-grace", "500ms", stdin=subprocess.PIPE
+    )
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "ask_user_question", "arguments": DATABASE}},
+    ]
+    assert server.stdin is not None
+    for message in messages:
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+    requested = watch.requested()
+    server.stdin.close()
+    assert server.wait(timeout=WAIT) == 0
+    resolved = watch.resolved(requested["rpc_id"])
+    assert resolved["reason"] == "ABORTED"
