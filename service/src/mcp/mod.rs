@@ -44,6 +44,9 @@ use tonic::Code;
 
 use crate::{domain::AskError, questions::Questions};
 
+/// How long an ask's outcome stays for `await_user_answer` after it is known.
+const OUTCOME_RETENTION: Duration = Duration::from_secs(600);
+
 /// The tool that waits again for an ask that a call left pending.
 pub const AWAIT_TOOL: &str = "await_user_answer";
 
@@ -193,8 +196,12 @@ impl AskgateMcp {
         self.waiting
             .lock()
             .insert((scope.clone(), ask_id.clone()), Waiting { outcome });
+        let (waiting, key) = (self.waiting.clone(), (scope.clone(), ask_id.clone()));
         tokio::spawn(async move {
             let _ = outcome_tx.send(Some(call.await));
+            // Kept for an `await_user_answer` that comes later, then forgotten.
+            tokio::time::sleep(OUTCOME_RETENTION).await;
+            waiting.lock().remove(&key);
         });
         Ok(ask_id)
     }
