@@ -2,7 +2,8 @@
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
 # (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
 # runs every test of the workspace, the MCP tests (tests/mcp: the official MCP Python
-# SDK against `askgate mcp`) and the browser console's tests (client/web: Playwright
+# SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
+# installed into a venv) and the browser console's tests (client/web: Playwright
 # driving Debian's Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +43,30 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s tests/mcp/requirements.txt "$venv/req
   cp tests/mcp/requirements.txt "$venv/requirements.txt"
 fi
 ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
+
+# The Python SDK (client/python): its generated code must match the proto, its wheel
+# must build, and its tests run against the binary `cargo test` just built, with the
+# wheel installed into a venv of their own.
+echo "==> Python SDK tests (client/python)"
+pyvenv=target/python-venv
+if [ ! -x "$pyvenv/bin/python" ] || ! cmp -s client/python/requirements-dev.txt "$pyvenv/requirements.txt"; then
+  rm -rf "$pyvenv"
+  python3 -m venv "$pyvenv"
+  "$pyvenv/bin/pip" install --quiet --disable-pip-version-check -r client/python/requirements-dev.txt
+  cp client/python/requirements-dev.txt "$pyvenv/requirements.txt"
+fi
+generated=$(mktemp -d)
+OUT="$generated" PYTHON="$PWD/$pyvenv/bin/python" client/python/scripts/generate.sh
+if ! diff -r client/python/src/askgate/v1 "$generated/askgate/v1" >/dev/null; then
+  echo "client/python/src/askgate/v1 differs from the proto: run client/python/scripts/generate.sh" >&2
+  rm -rf "$generated"
+  exit 1
+fi
+rm -rf "$generated"
+rm -rf target/python-dist
+"$pyvenv/bin/python" -m build --no-isolation --outdir target/python-dist client/python >/dev/null
+"$pyvenv/bin/pip" install --quiet --force-reinstall --no-deps target/python-dist/askgate-*.whl
+(cd client/python && ASKGATE_BIN="$PWD/../../target/debug/askgate" "../../$pyvenv/bin/python" -m pytest -q -p no:cacheprovider tests)
 
 # The console in a real browser, against the askgate binary `cargo test` just built.
 echo "==> console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"

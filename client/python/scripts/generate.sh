@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Generates the gRPC code of askgate's proto into src/askgate/v1 (committed; the test
+# script regenerates it into a temporary folder, OUT=DIR, and checks that the two
+# match). Needs grpcio-tools (requirements-dev.txt); PYTHON names the interpreter.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+proto="$here/../../proto"
+out="${OUT:-$here/src}"
+python=${PYTHON:-python3}
+rm -rf "$out/askgate/v1"
+mkdir -p "$out/askgate/v1"
+"$python" -m grpc_tools.protoc -I "$proto" --python_out="$out" --pyi_out="$out" \
+  --grpc_python_out="$out" "$proto/askgate/v1/askgate.proto"
+: > "$out/askgate/v1/__init__.py"

@@ -1,0 +1,183 @@
+"""The asyncio client: the same methods as `Client`, awaitable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, List, Optional, Sequence, Tuple
+
+import grpc
+import grpc.aio
+
+from ._connection import Target, backoff
+from ._errors import AskgateError, Reason
+from ._model import Answer, Ask, AskResult, Event
+from .v1 import askgate_pb2 as pb
+from .v1 import askgate_pb2_grpc as rpc
+
+_REACHED_A_SERVER = 1.0
+
+
+class AsyncClient:
+    """`Client` for asyncio. Create it inside a running event loop; `await
+    client.close()` (or `async with`) when done."""
+
+    def __init__(
+        self,
+        addr: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        ca_pem: Optional[bytes] = None,
+        client_cert: Optional[Tuple[bytes, bytes]] = None,
+    ) -> None:
+        self._target = Target.resolve(addr, token, ca_pem, client_cert)
+        if self._target.tls:
+            self._channel = grpc.aio.secure_channel(self._target.host, self._target.credentials())
+        else:
+            self._channel = grpc.aio.insecure_channel(self._target.host)
+        self._questions = rpc.UserQuestionsStub(self._channel)
+        self._agents = rpc.AgentsStub(self._channel)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self._target!r})"
+
+    async def ask(self, ask: Ask) -> AskResult:
+        """As `Client.ask`. Cancelling the task drops the call: the ask stays answerable
+        for its reattach grace (use `abort` to resolve it at once)."""
+        deadline = None if ask.timeout is None else time.monotonic() + ask.timeout
+        request = ask.request()
+        delays = backoff()
+        failing_since: Optional[float] = None
+        while True:
+            attempt = time.monotonic()
+            timeout = None if deadline is None else deadline - attempt
+            if timeout is not None and timeout <= 0:
+                raise AskgateError.local_deadline()
+            try:
+                response = await self._questions.Ask(
+                    request, timeout=timeout, metadata=self._target.metadata()
+                )
+                return AskResult(
+                    rpc_id=response.rpc_id,
+                    answers=[Answer.of(a) for a in response.answers],
+                    resolved_by=response.resolved_by,
+                )
+            except grpc.aio.AioRpcError as failure:
+                error = AskgateError.from_rpc_error(failure)
+            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                raise AskgateError.local_deadline() from None
+            now = time.monotonic()
+            if error.reason is not Reason.UNSPECIFIED and now - attempt >= _REACHED_A_SERVER:
+                failing_since = now
+            failing_since = failing_since if failing_since is not None else attempt
+            if not ask.retry or not error.retryable or now - failing_since >= ask.retry_for:
+                raise error
+            pause = next(delays)
+            if deadline is not None:
+                pause = min(pause, max(deadline - now, 0))
+            await asyncio.sleep(pause)
+
+    async def abort(self, session_id: str, request_id: str) -> None:
+        await self._call(self._questions.Abort, pb.AbortRequest(session_id=session_id, request_id=request_id))
+
+    async def answer(self, session_id: str, rpc_id: str, answers: Sequence[pb.QuestionAnswer]) -> None:
+        request = pb.AnswerRequest(session_id=session_id, rpc_id=rpc_id, answers=list(answers))
+        await self._call(self._questions.Answer, request)
+
+    async def cancel(self, session_id: str, rpc_id: str, reason: str = "") -> None:
+        request = pb.CancelRequest(session_id=session_id, rpc_id=rpc_id, reason=reason)
+        await self._call(self._questions.Cancel, request)
+
+    async def list_pending(self, session_id: str) -> List[pb.Requested]:
+        response = await self._call(
+            self._questions.ListPending, pb.ListPendingRequest(session_id=session_id)
+        )
+        return list(response.pending)
+
+    async def follow(
+        self,
+        session_id: Optional[str] = None,
+        *,
+        all_sessions: bool = False,
+        after: Optional[str] = None,
+        exclusive: bool = False,
+    ) -> AsyncIterator[Event]:
+        """As `Client.follow`, an async iterator."""
+        cursor = after
+        delays = backoff()
+        while True:
+            request = pb.SubscribeRequest(
+                session_id=session_id or "",
+                all_sessions=all_sessions,
+                after=cursor or "",
+                exclusive=exclusive,
+            )
+            try:
+                async for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
+                    event = Event.of(message)
+                    if event.cursor:
+                        cursor = event.cursor
+                    delays = backoff()
+                    yield event
+                return
+            except grpc.aio.AioRpcError as failure:
+                error = AskgateError.from_rpc_error(failure)
+                if not error.retryable:
+                    raise error from None
+            await asyncio.sleep(next(delays))
+
+    @asynccontextmanager
+    async def attach(self, agent_id: str, parent_agent_id: str = "") -> AsyncIterator["AsyncAgentLease"]:
+        """As `Client.attach`, an async context manager."""
+        request = pb.AttachRequest(agent_id=agent_id, parent_agent_id=parent_agent_id)
+        stream = self._agents.Attach(request, metadata=self._target.metadata())
+        try:
+            first = await stream.read()
+        except grpc.aio.AioRpcError as failure:
+            raise AskgateError.from_rpc_error(failure) from None
+        if first is grpc.aio.EOF:
+            raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease")
+        lease = AsyncAgentLease(first.lease.incarnation, stream)
+        try:
+            yield lease
+        finally:
+            stream.cancel()
+            lease._reader.cancel()
+
+    async def _call(self, method, request):  # type: ignore[no-untyped-def]
+        try:
+            return await method(request, metadata=self._target.metadata())
+        except grpc.aio.AioRpcError as failure:
+            raise AskgateError.from_rpc_error(failure) from None
+
+
+class AsyncAgentLease:
+    """A held `Agents.Attach` stream; `ended` is set when the server ends the lease."""
+
+    def __init__(self, incarnation: str, stream) -> None:  # type: ignore[no-untyped-def]
+        self.incarnation = incarnation
+        self.ended = asyncio.Event()
+        self.error: Optional[AskgateError] = None
+        self._reader = asyncio.ensure_future(self._read(stream))
+
+    async def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
+        try:
+            async for _heartbeat in stream:
+                pass
+        except grpc.aio.AioRpcError as failure:
+            if failure.code() != grpc.StatusCode.CANCELLED:
+                self.error = AskgateError.from_rpc_error(failure)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.ended.set()

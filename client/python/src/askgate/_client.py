@@ -1,0 +1,199 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import grpc
+
+from ._connection import Target, backoff
+from ._errors import AskgateError, Reason
+from ._model import Answer, Ask, AskResult, Event
+from .v1 import askgate_pb2 as pb
+from .v1 import askgate_pb2_grpc as rpc
+
+#: A failed attempt that waited at least this long at a server had reached it.
+_REACHED_A_SERVER = 1.0
+
+
+class Client:
+    """A connection to askgate, for agents (`ask`, `attach`) and for UIs (`follow`,
+    `answer`, `cancel`, `list_pending`). Thread-safe; close it (or use `with`) when done.
+
+    `addr` defaults to `ASKGATE_ADDR` (else `http://127.0.0.1:50051`), `token` to
+    `ASKGATE_TOKEN` (or the file `ASKGATE_TOKEN_FILE` names)."""
+
+    def __init__(
+        self,
+        addr: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        ca_pem: Optional[bytes] = None,
+        client_cert: Optional[Tuple[bytes, bytes]] = None,
+    ) -> None:
+        self._target = Target.resolve(addr, token, ca_pem, client_cert)
+        if self._target.tls:
+            self._channel = grpc.secure_channel(self._target.host, self._target.credentials())
+        else:
+            self._channel = grpc.insecure_channel(self._target.host)
+        self._questions = rpc.UserQuestionsStub(self._channel)
+        self._agents = rpc.AgentsStub(self._channel)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self._target!r})"
+
+    def ask(self, ask: Ask) -> AskResult:
+        """Asks a batch and waits until a human resolves it. Raises `AskgateError`
+        (`ASK_CANCELLED` with the human's `metadata["reason"]`, `ASK_EXPIRED`, …).
+
+        A call that fails because the node drains or the server is unreachable is tried
+        again with backoff and the same request_id, within the ask's timeout and its
+        retry budget: the retry joins the pending ask, or gets the answer given
+        meanwhile."""
+        deadline = None if ask.timeout is None else time.monotonic() + ask.timeout
+        request = ask.request()
+        delays = backoff()
+        failing_since: Optional[float] = None
+        while True:
+            attempt = time.monotonic()
+            timeout = None if deadline is None else deadline - attempt
+            if timeout is not None and timeout <= 0:
+                raise AskgateError.local_deadline()
+            try:
+                response = self._questions.Ask(
+                    request, timeout=timeout, metadata=self._target.metadata()
+                )
+                return AskResult(
+                    rpc_id=response.rpc_id,
+                    answers=[Answer.of(a) for a in response.answers],
+                    resolved_by=response.resolved_by,
+                )
+            except grpc.RpcError as failure:
+                error = AskgateError.from_rpc_error(failure)
+            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                raise AskgateError.local_deadline() from None
+            now = time.monotonic()
+            if error.reason is not Reason.UNSPECIFIED and now - attempt >= _REACHED_A_SERVER:
+                failing_since = now
+            failing_since = failing_since if failing_since is not None else attempt
+            if not ask.retry or not error.retryable or now - failing_since >= ask.retry_for:
+                raise error
+            pause = next(delays)
+            if deadline is not None:
+                pause = min(pause, max(deadline - now, 0))
+            time.sleep(pause)
+
+    def abort(self, session_id: str, request_id: str) -> None:
+        """Gives up on an ask this side made with `request_id`: it resolves ABORTED at
+        once, whatever its reattach grace."""
+        self._call(self._questions.Abort, pb.AbortRequest(session_id=session_id, request_id=request_id))
+
+    def answer(self, session_id: str, rpc_id: str, answers: Sequence[pb.QuestionAnswer]) -> None:
+        """Answers a pending ask with a complete batch (see `select`, `custom`, `skip`).
+        A lost race raises `NOT_PENDING`."""
+        request = pb.AnswerRequest(session_id=session_id, rpc_id=rpc_id, answers=list(answers))
+        self._call(self._questions.Answer, request)
+
+    def cancel(self, session_id: str, rpc_id: str, reason: str = "") -> None:
+        """Closes a pending ask without an answer; `reason` reaches the agent."""
+        request = pb.CancelRequest(session_id=session_id, rpc_id=rpc_id, reason=reason)
+        self._call(self._questions.Cancel, request)
+
+    def list_pending(self, session_id: str) -> List[pb.Requested]:
+        """The pending asks of a session, oldest first."""
+        response = self._call(self._questions.ListPending, pb.ListPendingRequest(session_id=session_id))
+        return list(response.pending)
+
+    def follow(
+        self,
+        session_id: Optional[str] = None,
+        *,
+        all_sessions: bool = False,
+        after: Optional[str] = None,
+        exclusive: bool = False,
+    ) -> Iterator[Event]:
+        """Follows a session (or every session of the tenant): pending asks, `synced`,
+        then live events. Across connection failures it reconnects with backoff and
+        resumes from the last cursor, so nothing is missed or repeated while the server
+        holds the cursor; otherwise the stream carries a `reset` event and a fresh
+        snapshot. Refusals (bad credential, bad session) raise `AskgateError`."""
+        cursor = after
+        delays = backoff()
+        while True:
+            request = pb.SubscribeRequest(
+                session_id=session_id or "",
+                all_sessions=all_sessions,
+                after=cursor or "",
+                exclusive=exclusive,
+            )
+            try:
+                for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
+                    event = Event.of(message)
+                    if event.cursor:
+                        cursor = event.cursor
+                    delays = backoff()
+                    yield event
+                return
+            except grpc.RpcError as failure:
+                error = AskgateError.from_rpc_error(failure)
+                if not error.retryable:
+                    raise error from None
+            time.sleep(next(delays))
+
+    @contextmanager
+    def attach(self, agent_id: str, parent_agent_id: str = "") -> Iterator["AgentLease"]:
+        """Holds the agent's liveness lease while the block runs: asks made with
+        `Ask(agent=(agent_id, lease.incarnation))` are accepted; leaving the block
+        detaches the agent (its pending asks are ABORTED)."""
+        request = pb.AttachRequest(agent_id=agent_id, parent_agent_id=parent_agent_id)
+        stream = self._agents.Attach(request, metadata=self._target.metadata())
+        try:
+            first = next(stream)
+        except grpc.RpcError as failure:
+            raise AskgateError.from_rpc_error(failure) from None
+        lease = AgentLease(first.lease.incarnation, stream)
+        try:
+            yield lease
+        finally:
+            stream.cancel()
+            lease._reader.join(timeout=5)
+
+    def _call(self, method, request):  # type: ignore[no-untyped-def]
+        try:
+            return method(request, metadata=self._target.metadata())
+        except grpc.RpcError as failure:
+            raise AskgateError.from_rpc_error(failure) from None
+
+
+class AgentLease:
+    """A held `Agents.Attach` stream; `ended` is set when the server ends the lease
+    (a newer attach replaced it, the node drained, the credential lapsed)."""
+
+    def __init__(self, incarnation: str, stream) -> None:  # type: ignore[no-untyped-def]
+        self.incarnation = incarnation
+        self.ended = threading.Event()
+        self.error: Optional[AskgateError] = None
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
+        try:
+            for _heartbeat in stream:
+                pass
+        except grpc.RpcError as failure:
+            if failure.code() != grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
+                self.error = AskgateError.from_rpc_error(failure)
+        finally:
+            self.ended.set()

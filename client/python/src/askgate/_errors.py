@@ -1,0 +1,129 @@
+"""Errors of askgate calls, routable by `Reason` (the `google.rpc.ErrorInfo` reason the
+server attaches to every failure)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Dict, List, Optional, Tuple
+
+import grpc
+from google.rpc import error_details_pb2
+
+ERROR_DOMAIN = "askgate"
+
+
+class Reason(str, enum.Enum):
+    """The machine-routable reason of a failure: the proto's `askgate.v1.ErrorReason`
+    (a test keeps this list equal to the proto's). `UNSPECIFIED`: no askgate reason (a
+    transport failure, a proxy, or a reason this client does not know yet)."""
+
+    UNSPECIFIED = "ERROR_REASON_UNSPECIFIED"
+    EMPTY_QUESTIONS = "EMPTY_QUESTIONS"
+    BAD_REQUEST = "BAD_REQUEST"
+    BAD_INTENT = "BAD_INTENT"
+    BAD_ANSWER = "BAD_ANSWER"
+    NO_PROVIDER = "NO_PROVIDER"
+    DUPLICATE_PROVIDER = "DUPLICATE_PROVIDER"
+    CALLER_NOT_LIVE = "CALLER_NOT_LIVE"
+    DELEGATED_CALLER = "DELEGATED_CALLER"
+    ASK_CANCELLED = "ASK_CANCELLED"
+    ASK_ABORTED = "ASK_ABORTED"
+    ASK_EXPIRED = "ASK_EXPIRED"
+    NOT_PENDING = "NOT_PENDING"
+    TOO_MANY_PENDING = "TOO_MANY_PENDING"
+    TOO_MANY_SUBSCRIBERS = "TOO_MANY_SUBSCRIBERS"
+    RATE_LIMITED = "RATE_LIMITED"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+    BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    INTERNAL = "INTERNAL"
+    TOO_MANY_AGENTS = "TOO_MANY_AGENTS"
+    TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
+
+    @classmethod
+    def parse(cls, name: str) -> "Reason":
+        try:
+            return cls(name)
+        except ValueError:
+            return cls.UNSPECIFIED
+
+
+class AskgateError(Exception):
+    """A failed askgate call: its `reason`, gRPC `code`, message for humans and models,
+    ErrorInfo `metadata` (e.g. `reason` of a cancel, `resolution` and `resolved_by` of
+    NOT_PENDING) and BadRequest field `violations` as (field, description) pairs."""
+
+    def __init__(
+        self,
+        reason: Reason,
+        code: grpc.StatusCode,
+        message: str,
+        metadata: Optional[Dict[str, str]] = None,
+        violations: Optional[List[Tuple[str, str]]] = None,
+    ) -> None:
+        super().__init__(f"{reason.value}: {message}")
+        self.reason = reason
+        self.code = code
+        self.message = message
+        self.metadata: Dict[str, str] = dict(metadata or {})
+        self.violations: List[Tuple[str, str]] = list(violations or [])
+
+    @classmethod
+    def from_rpc_error(cls, error: grpc.RpcError) -> "AskgateError":
+        """The askgate error of a failed call (sync or asyncio)."""
+        code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
+        message: str = error.details() or ""  # type: ignore[attr-defined]
+        reason, metadata, violations = Reason.UNSPECIFIED, {}, []
+        status = _status_of(error)
+        if status is not None:
+            for detail in status.details:
+                if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                    info = error_details_pb2.ErrorInfo()
+                    detail.Unpack(info)
+                    if info.domain == ERROR_DOMAIN:
+                        reason = Reason.parse(info.reason)
+                        metadata = dict(info.metadata)
+                elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                    bad = error_details_pb2.BadRequest()
+                    detail.Unpack(bad)
+                    violations = [(v.field, v.description) for v in bad.field_violations]
+        if reason is Reason.UNSPECIFIED and code == grpc.StatusCode.UNAUTHENTICATED:
+            reason = Reason.UNAUTHENTICATED
+        if reason is Reason.UNSPECIFIED and code == grpc.StatusCode.PERMISSION_DENIED:
+            reason = Reason.PERMISSION_DENIED
+        return cls(reason, code, message, metadata, violations)
+
+    @classmethod
+    def local_deadline(cls) -> "AskgateError":
+        return cls(Reason.ASK_EXPIRED, grpc.StatusCode.DEADLINE_EXCEEDED, "no answer before the deadline")
+
+    @property
+    def retryable(self) -> bool:
+        """The node is draining or unreachable: the same request may go again."""
+        if self.reason in (Reason.SHUTTING_DOWN, Reason.BACKEND_UNAVAILABLE):
+            return True
+        return self.reason is Reason.UNSPECIFIED and self.code in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.UNKNOWN,
+        )
+
+
+def _status_of(error: grpc.RpcError):  # type: ignore[no-untyped-def]
+    trailers = getattr(error, "trailing_metadata", None)
+    if trailers is None:
+        return None
+    metadata = trailers()
+    if metadata is None or not hasattr(metadata, "__iter__"):
+        return None
+    for key, value in metadata:
+        if key == "grpc-status-details-bin":
+            from google.rpc import status_pb2
+
+            status = status_pb2.Status()
+            status.ParseFromString(value)
+            return status
+    return None
+
+
+__all__ = ["AskgateError", "Reason"]

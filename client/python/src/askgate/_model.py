@@ -1,0 +1,150 @@
+"""Building a batch of questions and reading what comes back."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, List, Mapping, Optional, Sequence
+
+from .v1 import askgate_pb2 as pb
+
+#: How long a question stays answerable after the asking call went away (a broken
+#: connection, a restarted worker), so that a retry with the same request_id picks
+#: the answer up. The Rust client's default too.
+DEFAULT_REATTACH_GRACE = 10.0
+#: How long `ask` keeps retrying while every attempt fails (the node drains, the server
+#: is unreachable); the ask's timeout bounds it too.
+DEFAULT_RETRY_BUDGET = 60.0
+
+
+def option(label: str, description: Optional[str] = None) -> pb.QuestionOption:
+    """An option; end the label with " (Recommended)" to mark the one you recommend."""
+    return pb.QuestionOption(label=label, description=description)
+
+
+def question(
+    id: str,
+    text: str,
+    *,
+    header: Optional[str] = None,
+    detail: Optional[str] = None,
+    options: Iterable[pb.QuestionOption | str] = (),
+    multi_select: bool = False,
+    plan_review: Optional[str] = None,
+) -> pb.Question:
+    """A question (id unique within the ask). Options may be labels or `option(...)`;
+    none makes a free-text question. `plan_review` names the approving option of a
+    plan under review (the plan goes in `detail`)."""
+    built = pb.Question(
+        id=id,
+        question=text,
+        header=header,
+        detail=detail,
+        options=[option(o) if isinstance(o, str) else o for o in options],
+        multi_select=multi_select,
+    )
+    if plan_review is not None:
+        built.intent.plan_review.approve = plan_review
+    return built
+
+
+def select(id: str, *labels: str) -> pb.QuestionAnswer:
+    """An answer choosing these option labels."""
+    return pb.QuestionAnswer(id=id, selected=list(labels))
+
+
+def custom(id: str, text: str) -> pb.QuestionAnswer:
+    """An answer in the human's own words."""
+    return pb.QuestionAnswer(id=id, custom=text)
+
+
+def skip(id: str) -> pb.QuestionAnswer:
+    """An explicit skip of one question."""
+    return pb.QuestionAnswer(id=id)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One question's answer, normalised by the server."""
+
+    id: str
+    selected: List[str]
+    custom: Optional[str] = None
+
+    @classmethod
+    def of(cls, answer: pb.QuestionAnswer) -> "Answer":
+        return cls(
+            id=answer.id,
+            selected=list(answer.selected),
+            custom=answer.custom if answer.HasField("custom") else None,
+        )
+
+
+@dataclass(frozen=True)
+class AskResult:
+    """An answered ask: its rpc_id, one answer per question in question order, and
+    who answered."""
+
+    rpc_id: str
+    answers: List[Answer]
+    resolved_by: str
+
+
+@dataclass
+class Ask:
+    """One Ask: a batch of questions for a session, and how to wait for it.
+
+    By default it carries a fresh `request_id` and a reattach grace, and the client
+    retries a call that failed because the node drained or the server was unreachable,
+    with the same request_id: the retry joins the same pending ask, or gets the human's
+    answer if it came meanwhile."""
+
+    session_id: str
+    questions: Sequence[pb.Question]
+    timeout: Optional[float] = None
+    hold: bool = False
+    agent: Optional[tuple[str, str]] = None
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    reattach_grace: float = DEFAULT_REATTACH_GRACE
+    labels: Mapping[str, str] = field(default_factory=dict)
+    retry: bool = True
+    retry_for: float = DEFAULT_RETRY_BUDGET
+
+    def request(self) -> pb.AskRequest:
+        request = pb.AskRequest(
+            session_id=self.session_id,
+            questions=list(self.questions),
+            request_id=self.request_id,
+            reattach_grace_ms=int(self.reattach_grace * 1000),
+            labels=dict(self.labels),
+            if_unattended=pb.HOLD if self.hold else pb.FAIL,
+        )
+        if self.agent is not None:
+            request.agent.agent_id, request.agent.incarnation = self.agent
+        return request
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a subscription, with its cursor. Exactly one of `requested`,
+    `resolved` is set, or `synced` (the replay is over; `resumed` says whether it
+    resumed from the cursor) or `reset` (drop what you hold: a fresh snapshot
+    follows)."""
+
+    cursor: str
+    requested: Optional[pb.Requested] = None
+    resolved: Optional[pb.Resolved] = None
+    synced: bool = False
+    resumed: bool = False
+    reset: bool = False
+
+    @classmethod
+    def of(cls, message: pb.SubscribeResponse) -> "Event":
+        kind = message.WhichOneof("event")
+        if kind == "requested":
+            return cls(message.cursor, requested=message.requested)
+        if kind == "resolved":
+            return cls(message.cursor, resolved=message.resolved)
+        if kind == "synced":
+            return cls(message.cursor, synced=True, resumed=message.synced.resumed)
+        return cls(message.cursor, reset=True)

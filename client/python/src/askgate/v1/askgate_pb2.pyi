@@ -1,0 +1,330 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Unattended(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAIL: _ClassVar[Unattended]
+    HOLD: _ClassVar[Unattended]
+
+class Resolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESOLUTION_UNSPECIFIED: _ClassVar[Resolution]
+    ANSWERED: _ClassVar[Resolution]
+    CANCELLED: _ClassVar[Resolution]
+    ABORTED: _ClassVar[Resolution]
+    EXPIRED: _ClassVar[Resolution]
+    DISPOSED: _ClassVar[Resolution]
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    EMPTY_QUESTIONS: _ClassVar[ErrorReason]
+    BAD_REQUEST: _ClassVar[ErrorReason]
+    BAD_INTENT: _ClassVar[ErrorReason]
+    BAD_ANSWER: _ClassVar[ErrorReason]
+    NO_PROVIDER: _ClassVar[ErrorReason]
+    DUPLICATE_PROVIDER: _ClassVar[ErrorReason]
+    CALLER_NOT_LIVE: _ClassVar[ErrorReason]
+    DELEGATED_CALLER: _ClassVar[ErrorReason]
+    ASK_CANCELLED: _ClassVar[ErrorReason]
+    ASK_ABORTED: _ClassVar[ErrorReason]
+    ASK_EXPIRED: _ClassVar[ErrorReason]
+    NOT_PENDING: _ClassVar[ErrorReason]
+    TOO_MANY_PENDING: _ClassVar[ErrorReason]
+    TOO_MANY_SUBSCRIBERS: _ClassVar[ErrorReason]
+    RATE_LIMITED: _ClassVar[ErrorReason]
+    SHUTTING_DOWN: _ClassVar[ErrorReason]
+    BACKEND_UNAVAILABLE: _ClassVar[ErrorReason]
+    UNAUTHENTICATED: _ClassVar[ErrorReason]
+    PERMISSION_DENIED: _ClassVar[ErrorReason]
+    INTERNAL: _ClassVar[ErrorReason]
+    TOO_MANY_AGENTS: _ClassVar[ErrorReason]
+    TOO_MANY_SESSIONS: _ClassVar[ErrorReason]
+FAIL: Unattended
+HOLD: Unattended
+RESOLUTION_UNSPECIFIED: Resolution
+ANSWERED: Resolution
+CANCELLED: Resolution
+ABORTED: Resolution
+EXPIRED: Resolution
+DISPOSED: Resolution
+ERROR_REASON_UNSPECIFIED: ErrorReason
+EMPTY_QUESTIONS: ErrorReason
+BAD_REQUEST: ErrorReason
+BAD_INTENT: ErrorReason
+BAD_ANSWER: ErrorReason
+NO_PROVIDER: ErrorReason
+DUPLICATE_PROVIDER: ErrorReason
+CALLER_NOT_LIVE: ErrorReason
+DELEGATED_CALLER: ErrorReason
+ASK_CANCELLED: ErrorReason
+ASK_ABORTED: ErrorReason
+ASK_EXPIRED: ErrorReason
+NOT_PENDING: ErrorReason
+TOO_MANY_PENDING: ErrorReason
+TOO_MANY_SUBSCRIBERS: ErrorReason
+RATE_LIMITED: ErrorReason
+SHUTTING_DOWN: ErrorReason
+BACKEND_UNAVAILABLE: ErrorReason
+UNAUTHENTICATED: ErrorReason
+PERMISSION_DENIED: ErrorReason
+INTERNAL: ErrorReason
+TOO_MANY_AGENTS: ErrorReason
+TOO_MANY_SESSIONS: ErrorReason
+
+class Question(_message.Message):
+    __slots__ = ("id", "question", "header", "detail", "options", "multi_select", "intent")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    MULTI_SELECT_FIELD_NUMBER: _ClassVar[int]
+    INTENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    question: str
+    header: str
+    detail: str
+    options: _containers.RepeatedCompositeFieldContainer[QuestionOption]
+    multi_select: bool
+    intent: Intent
+    def __init__(self, id: _Optional[str] = ..., question: _Optional[str] = ..., header: _Optional[str] = ..., detail: _Optional[str] = ..., options: _Optional[_Iterable[_Union[QuestionOption, _Mapping]]] = ..., multi_select: _Optional[bool] = ..., intent: _Optional[_Union[Intent, _Mapping]] = ...) -> None: ...
+
+class QuestionOption(_message.Message):
+    __slots__ = ("label", "description")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    description: str
+    def __init__(self, label: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class Intent(_message.Message):
+    __slots__ = ("plan_review",)
+    PLAN_REVIEW_FIELD_NUMBER: _ClassVar[int]
+    plan_review: PlanReview
+    def __init__(self, plan_review: _Optional[_Union[PlanReview, _Mapping]] = ...) -> None: ...
+
+class PlanReview(_message.Message):
+    __slots__ = ("approve",)
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    approve: str
+    def __init__(self, approve: _Optional[str] = ...) -> None: ...
+
+class AgentRef(_message.Message):
+    __slots__ = ("agent_id", "incarnation")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    incarnation: str
+    def __init__(self, agent_id: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...
+
+class QuestionAnswer(_message.Message):
+    __slots__ = ("id", "selected", "custom")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    selected: _containers.RepeatedScalarFieldContainer[str]
+    custom: str
+    def __init__(self, id: _Optional[str] = ..., selected: _Optional[_Iterable[str]] = ..., custom: _Optional[str] = ...) -> None: ...
+
+class AskRequest(_message.Message):
+    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    IF_UNATTENDED_FIELD_NUMBER: _ClassVar[int]
+    REATTACH_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    questions: _containers.RepeatedCompositeFieldContainer[Question]
+    agent: AgentRef
+    request_id: str
+    if_unattended: Unattended
+    reattach_grace_ms: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AskResponse(_message.Message):
+    __slots__ = ("rpc_id", "answers", "resolved_by")
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    resolved_by: str
+    def __init__(self, rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("session_id", "all_sessions", "after", "exclusive")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ALL_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    all_sessions: bool
+    after: str
+    exclusive: bool
+    def __init__(self, session_id: _Optional[str] = ..., all_sessions: _Optional[bool] = ..., after: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ("cursor", "requested", "resolved", "synced", "reset")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    SYNCED_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    requested: Requested
+    resolved: Resolved
+    synced: Synced
+    reset: Reset
+    def __init__(self, cursor: _Optional[str] = ..., requested: _Optional[_Union[Requested, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ..., reset: _Optional[_Union[Reset, _Mapping]] = ...) -> None: ...
+
+class Requested(_message.Message):
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    session_id: str
+    questions: _containers.RepeatedCompositeFieldContainer[Question]
+    agent: AgentRef
+    labels: _containers.ScalarMap[str, str]
+    requested_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Resolved(_message.Message):
+    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason")
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    session_id: str
+    reason: Resolution
+    answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    resolved_by: str
+    resolved_at: _timestamp_pb2.Timestamp
+    cancel_reason: str
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+
+class Synced(_message.Message):
+    __slots__ = ("resumed",)
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    resumed: bool
+    def __init__(self, resumed: _Optional[bool] = ...) -> None: ...
+
+class Reset(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AnswerRequest(_message.Message):
+    __slots__ = ("session_id", "rpc_id", "answers")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    rpc_id: str
+    answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ...) -> None: ...
+
+class AnswerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("session_id", "rpc_id", "reason")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    rpc_id: str
+    reason: str
+    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("session_id", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AbortResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPendingRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ListPendingResponse(_message.Message):
+    __slots__ = ("pending",)
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    pending: _containers.RepeatedCompositeFieldContainer[Requested]
+    def __init__(self, pending: _Optional[_Iterable[_Union[Requested, _Mapping]]] = ...) -> None: ...
+
+class AttachRequest(_message.Message):
+    __slots__ = ("agent_id", "parent_agent_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    parent_agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ..., parent_agent_id: _Optional[str] = ...) -> None: ...
+
+class AttachResponse(_message.Message):
+    __slots__ = ("lease", "heartbeat")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    lease: Lease
+    heartbeat: Heartbeat
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("incarnation",)
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    incarnation: str
+    def __init__(self, incarnation: _Optional[str] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,122 @@
+"""The asyncio client and the model-facing tool against a real askgate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+
+import grpc
+import pytest
+
+from askgate import Ask, AskgateError, AsyncClient, Client, Reason, question, select
+from askgate.tool import AskUserQuestion, AsyncAskUserQuestion, definition, input_schema
+from conftest import ASKGATE, Server, eventually
+
+DATABASE = {
+    "questions": [
+        {"id": "db", "question": "Which database?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}
+    ]
+}
+
+
+def test_the_async_client_asks_follows_and_answers(server: Server) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(server.addr) as client:
+            events = client.follow("s")
+            first = await events.__anext__()
+            assert first.synced
+            call = asyncio.ensure_future(
+                client.ask(Ask("s", [question("db", "Which?", options=["Postgres"])]))
+            )
+            requested = (await events.__anext__()).requested
+            assert requested is not None
+            await client.answer("s", requested.rpc_id, [select("db", "Postgres")])
+            result = await call
+            assert result.answers[0].selected == ["Postgres"]
+            with pytest.raises(AskgateError) as late:
+                await client.cancel("s", requested.rpc_id)
+            assert late.value.reason is Reason.NOT_PENDING
+            async with client.attach("planner") as lease:
+                assert lease.incarnation
+            await events.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_tool_definition_is_the_servers() -> None:
+    """The same name, description and schema as the Rust SDK and `askgate mcp`."""
+    server = subprocess.Popen(
+        [ASKGATE, "mcp", "--session", "s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdin and server.stdout
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ):
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+    server.stdout.readline()
+    tools = json.loads(server.stdout.readline())["result"]["tools"]
+    server.stdin.close()
+    server.wait(timeout=20)
+    rust = next(t for t in tools if t["name"] == "ask_user_question")
+    ours = definition()
+    assert (ours["name"], ours["description"], ours["input_schema"]) == (
+        rust["name"], rust["description"], rust["inputSchema"],
+    )
+    assert input_schema()["additionalProperties"] is False
+
+
+def test_the_tool_returns_the_seeds_texts(server: Server) -> None:
+    with Client(server.addr) as client:
+        ui = client.follow("s")
+        assert next(ui).synced
+        tool = AskUserQuestion(client, "s")
+
+        def human() -> None:
+            ask = eventually("a pending ask", lambda: (client.list_pending("s") or [None])[0])
+            client.answer("s", ask.rpc_id, [select("db", "Postgres")])
+
+        threading.Thread(target=human, daemon=True).start()
+        assert tool(json.dumps(DATABASE)) == '{"answers":[{"id":"db","selected":["Postgres"]}]}'
+        for nothing in ("{}", '{"questions": []}'):
+            output = tool.run(nothing)
+            assert output.text == "Error: ask_user_question requires at least one question"
+            assert output.error is not None and output.error.reason is Reason.EMPTY_QUESTIONS
+        unknown = tool.run({"questions": [{"id": "a", "question": "Q?", "options": [{"label": "x", "value": 1}]}]})
+        assert unknown.text.startswith("Error: invalid arguments: unknown field `value`"), unknown.text
+        assert AskUserQuestion(client, "nobody").run(DATABASE).text == (
+            "Error: no user-questions provider is registered"
+        )
+
+        abort = threading.Event()
+        aborter = threading.Thread(
+            target=lambda: (eventually("pending", lambda: client.list_pending("s")), abort.set()),
+            daemon=True,
+        )
+        aborter.start()
+        output = tool.run(DATABASE, abort=abort)
+        assert output.text == "Error: ask_user_question was aborted before the user answered"
+        assert output.error is not None and output.error.code == grpc.StatusCode.CANCELLED
+        assert client.list_pending("s") == [], "aborted at once, not after the grace"
+
+
+def test_the_async_tool_aborts_on_its_event(server: Server) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(server.addr) as client:
+            events = client.follow("s")
+            await events.__anext__()
+            abort = asyncio.Event()
+            run = asyncio.ensure_future(AsyncAskUserQuestion(client, "s").run(DATABASE, abort))
+            assert (await events.__anext__()).requested is not None
+            abort.set()
+            output = await run
+            assert output.error is not None and output.error.reason is Reason.ASK_ABORTED
+            assert await client.list_pending("s") == []
+            await events.aclose()
+
+    asyncio.run(scenario())
