@@ -10,13 +10,11 @@ from typing import AsyncIterator, List, Optional, Sequence, Tuple
 import grpc
 import grpc.aio
 
-from ._connection import Target, backoff
+from ._connection import Retries, Target, backoff
 from ._errors import AskgateError, Reason
 from ._model import Answer, Ask, AskResult, Event
 from .v1 import askgate_pb2 as pb
 from .v1 import askgate_pb2_grpc as rpc
-
-_REACHED_A_SERVER = 1.0
 
 
 class AsyncClient:
@@ -54,18 +52,13 @@ class AsyncClient:
     async def ask(self, ask: Ask) -> AskResult:
         """As `Client.ask`. Cancelling the task drops the call: the ask stays answerable
         for its reattach grace (use `abort` to resolve it at once)."""
-        deadline = None if ask.timeout is None else time.monotonic() + ask.timeout
+        retries = Retries(ask.timeout, ask.retry, ask.retry_for)
         request = ask.request()
-        delays = backoff()
-        failing_since: Optional[float] = None
         while True:
             attempt = time.monotonic()
-            timeout = None if deadline is None else deadline - attempt
-            if timeout is not None and timeout <= 0:
-                raise AskgateError.local_deadline()
             try:
                 response = await self._questions.Ask(
-                    request, timeout=timeout, metadata=self._target.metadata()
+                    request, timeout=retries.timeout(), metadata=self._target.metadata()
                 )
                 return AskResult(
                     rpc_id=response.rpc_id,
@@ -74,18 +67,7 @@ class AsyncClient:
                 )
             except grpc.aio.AioRpcError as failure:
                 error = AskgateError.from_rpc_error(failure)
-            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
-                raise AskgateError.local_deadline() from None
-            now = time.monotonic()
-            if error.reason is not Reason.UNSPECIFIED and now - attempt >= _REACHED_A_SERVER:
-                failing_since = now
-            failing_since = failing_since if failing_since is not None else attempt
-            if not ask.retry or not error.retryable or now - failing_since >= ask.retry_for:
-                raise error
-            pause = next(delays)
-            if deadline is not None:
-                pause = min(pause, max(deadline - now, 0))
-            await asyncio.sleep(pause)
+            await asyncio.sleep(retries.pause(attempt, error))
 
     async def abort(self, session_id: str, request_id: str) -> None:
         await self._call(self._questions.Abort, pb.AbortRequest(session_id=session_id, request_id=request_id))

@@ -9,14 +9,11 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import grpc
 
-from ._connection import Target, backoff
-from ._errors import AskgateError, Reason
+from ._connection import Retries, Target, backoff
+from ._errors import AskgateError
 from ._model import Answer, Ask, AskResult, Event
 from .v1 import askgate_pb2 as pb
 from .v1 import askgate_pb2_grpc as rpc
-
-#: A failed attempt that waited at least this long at a server had reached it.
-_REACHED_A_SERVER = 1.0
 
 
 class Client:
@@ -62,18 +59,13 @@ class Client:
         again with backoff and the same request_id, within the ask's timeout and its
         retry budget: the retry joins the pending ask, or gets the answer given
         meanwhile."""
-        deadline = None if ask.timeout is None else time.monotonic() + ask.timeout
+        retries = Retries(ask.timeout, ask.retry, ask.retry_for)
         request = ask.request()
-        delays = backoff()
-        failing_since: Optional[float] = None
         while True:
             attempt = time.monotonic()
-            timeout = None if deadline is None else deadline - attempt
-            if timeout is not None and timeout <= 0:
-                raise AskgateError.local_deadline()
             try:
                 response = self._questions.Ask(
-                    request, timeout=timeout, metadata=self._target.metadata()
+                    request, timeout=retries.timeout(), metadata=self._target.metadata()
                 )
                 return AskResult(
                     rpc_id=response.rpc_id,
@@ -82,18 +74,7 @@ class Client:
                 )
             except grpc.RpcError as failure:
                 error = AskgateError.from_rpc_error(failure)
-            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
-                raise AskgateError.local_deadline() from None
-            now = time.monotonic()
-            if error.reason is not Reason.UNSPECIFIED and now - attempt >= _REACHED_A_SERVER:
-                failing_since = now
-            failing_since = failing_since if failing_since is not None else attempt
-            if not ask.retry or not error.retryable or now - failing_since >= ask.retry_for:
-                raise error
-            pause = next(delays)
-            if deadline is not None:
-                pause = min(pause, max(deadline - now, 0))
-            time.sleep(pause)
+            time.sleep(retries.pause(attempt, error))
 
     def abort(self, session_id: str, request_id: str) -> None:
         """Gives up on an ask this side made with `request_id`: it resolves ABORTED at

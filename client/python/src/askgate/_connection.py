@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
 import grpc
+
+from ._errors import AskgateError, Reason
 
 DEFAULT_ADDR = "http://127.0.0.1:50051"
 
@@ -72,3 +75,46 @@ def backoff() -> Iterator[float]:
     while True:
         yield random.uniform(delay / 2, delay)
         delay = min(delay * 2, MAX_DELAY)
+
+
+#: A failed attempt that waited at least this long at a server had reached it (the ask
+#: was pending there): the failures before it are not part of the streak.
+REACHED_A_SERVER = 1.0
+
+
+class Retries:
+    """When one ask tries again: on a retryable failure, with backoff, within the ask's
+    deadline and while failures in a row last less than its retry budget."""
+
+    def __init__(self, timeout: Optional[float], retry: bool, retry_for: float) -> None:
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.retry, self.retry_for = retry, retry_for
+        self.delays = backoff()
+        self.failing_since: Optional[float] = None
+
+    def timeout(self) -> Optional[float]:
+        """What is left of the deadline for the next attempt (None: no deadline);
+        raises ASK_EXPIRED when nothing is left."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise AskgateError.local_deadline()
+        return left
+
+    def pause(self, attempt: float, error: AskgateError) -> float:
+        """The pause before trying again after `error` (of the attempt that started at
+        `attempt`); raises the error when there is no next attempt."""
+        if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.deadline is not None:
+            raise AskgateError.local_deadline() from None
+        now = time.monotonic()
+        if error.reason is not Reason.UNSPECIFIED and now - attempt >= REACHED_A_SERVER:
+            self.failing_since = now
+        if self.failing_since is None:
+            self.failing_since = attempt
+        if not self.retry or not error.retryable or now - self.failing_since >= self.retry_for:
+            raise error
+        pause = next(self.delays)
+        if self.deadline is not None:
+            pause = min(pause, max(self.deadline - now, 0.0))
+        return pause
