@@ -98,3 +98,60 @@ def test_langchain_structured_tool(answered: Server) -> None:
                 assert await tool.ainvoke(DATABASE) == ANSWER
 
     asyncio.run(scenario())
+
+
+def test_pydantic_ai_tool_through_an_agent_run(answered: Server) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from askgate.adapters.pydantic_ai import ask_user_question_tool
+
+    returned = []
+
+    def model(messages, info: AgentInfo) -> ModelResponse:  # type: ignore[no-untyped-def]
+        results = [
+            part for message in messages for part in getattr(message, "parts", [])
+            if isinstance(part, ToolReturnPart)
+        ]
+        if not results:
+            assert [t.name for t in info.function_tools] == ["ask_user_question"]
+            return ModelResponse(parts=[ToolCallPart(tool_name="ask_user_question", args=DATABASE)])
+        returned.extend(part.content for part in results)
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def scenario() -> None:
+        async with AsyncClient(answered.addr) as client:
+            agent = Agent(FunctionModel(model), tools=[ask_user_question_tool(client, "s")])
+            result = await agent.run("Pick a database.")
+            assert result.output == "done"
+
+    asyncio.run(scenario())
+    assert returned == [ANSWER]
+
+
+def test_claude_agent_sdk_can_use_tool(answered: Server) -> None:
+    from claude_agent_sdk import PermissionResultAllow, ToolPermissionContext
+
+    from askgate.adapters.claude_agent_sdk import can_use_tool
+
+    claude_input = {
+        "questions": [
+            {"question": "Which database?", "header": "DB", "multiSelect": False,
+             "options": [{"label": "Postgres", "description": "relational"}, {"label": "SQLite", "description": ""}]},
+        ]
+    }
+
+    async def scenario() -> None:
+        async with AsyncClient(answered.addr) as client:
+            decide = can_use_tool(client, "s", permissions=True)
+            result = await decide("AskUserQuestion", claude_input, ToolPermissionContext())
+            assert result == PermissionResultAllow(
+                updated_input={**claude_input, "answers": {"Which database?": "Postgres"}}
+            )
+            approval = await decide("Bash", {"command": "ls"}, ToolPermissionContext())
+            assert approval == PermissionResultAllow()  # the bot picks "Allow once"
+            untouched = await can_use_tool(client, "s")("Bash", {"command": "ls"}, ToolPermissionContext())
+            assert untouched == PermissionResultAllow()
+
+    asyncio.run(scenario())

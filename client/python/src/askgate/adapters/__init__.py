@@ -4,5 +4,8 @@ its framework only when used (install the matching extra, e.g.
 
 - `askgate.adapters.openai_agents`: an OpenAI Agents SDK `FunctionTool`;
 - `askgate.adapters.anthropic`: the Messages API tool definition and a `tool_use` handler;
-- `askgate.adapters.langchain`: a LangChain / LangGraph `StructuredTool`.
+- `askgate.adapters.langchain`: a LangChain / LangGraph `StructuredTool`;
+- `askgate.adapters.pydantic_ai`: a Pydantic AI `Tool`;
+- `askgate.adapters.claude_agent_sdk`: a Claude Agent SDK `can_use_tool` handler for
+  `AskUserQuestion` (and, optionally, tool approvals).
 """
