@@ -138,6 +138,9 @@ async def test_a_question_reaches_the_ui_and_the_answer_comes_back_exactly(
 
 async def test_a_cancel_returns_the_humans_reason(askgate: Askgate) -> None:
     url = askgate.serve()
+    # Someone follows the session before the call (the bot may subscribe a moment
+    # later: it then gets the pending ask in its replay).
+    askgate.watch(url, "s")
     askgate.spawn(
         "bot", "--addr", url, "--session", "s", "--policy", "cancel", "--reason", "use the staging DB"
     )
