@@ -221,7 +221,7 @@ pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
         .collect())
 }
 
-/// The model-facing text of EMPTY_QUESTIONS (DESIGN "Errors"; the seed's, byte for byte).
+/// The model-facing text of EMPTY_QUESTIONS (docs/protocol.md "Errors"; the seed's, byte for byte).
 const EMPTY_QUESTIONS_TEXT: &str = "ask_user_question requires at least one question";
 /// The model-facing text of ASK_ABORTED (the seed's, byte for byte).
 pub const ASK_ABORTED_TEXT: &str = "ask_user_question was aborted before the user answered";

@@ -317,7 +317,7 @@ impl Questions {
     }
 
     /// The asking side gives up: the ask its `request_id` names resolves ABORTED at
-    /// once (DESIGN "Semantics" 6), whatever its reattach grace. NOT_PENDING when no
+    /// once (docs/protocol.md "Semantics" 6), whatever its reattach grace. NOT_PENDING when no
     /// such ask is pending.
     pub async fn abort(&self, tenant: &str, request: AbortRequest) -> Result<(), AskError> {
         validate::session_id("session_id", &request.session_id)?;

@@ -1,4 +1,4 @@
-//! DESIGN.md Semantics 7, live agents: only the exact live incarnation may ask, a
+//! docs/protocol.md, Semantics 7, live agents: only the exact live incarnation may ask, a
 //! child of a live parent may not (the live link only), and a detach aborts the agent's
 //! pending asks.
 

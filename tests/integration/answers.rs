@@ -1,4 +1,4 @@
-//! Answer validation before the claim (DESIGN.md Semantics 4) through the real service:
+//! Answer validation before the claim (docs/protocol.md, Semantics 4) through the real service:
 //! a refused batch leaves the ask pending, and normalisation reaches the agent and the
 //! subscribers alike.
 

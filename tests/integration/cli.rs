@@ -209,7 +209,7 @@ async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it()
     }
 }
 
-/// DESIGN "Security": a metrics listener off loopback needs a token or an explicit
+/// docs/protocol.md "Security": a metrics listener off loopback needs a token or an explicit
 /// `--metrics-allow-anonymous`.
 #[tokio::test]
 async fn metrics_off_loopback_need_a_token_or_an_explicit_anonymous() {
@@ -373,7 +373,7 @@ async fn sighup_reloads_keys_ending_the_revoked_keys_streams_and_keeping_others_
         }
     })
     .await;
-    // The revoked key's open streams end with UNAUTHENTICATED (DESIGN "Security").
+    // The revoked key's open streams end with UNAUTHENTICATED (docs/protocol.md "Security").
     use tokio_stream::StreamExt as _;
     match crate::support::within("the revoked stream to end", revoked_stream.next()).await {
         Some(Err(e)) => assert_eq!(e.reason(), askgate_client::Reason::Unauthenticated),
@@ -563,7 +563,7 @@ async fn serve_takes_its_settings_from_a_config_file() {
     );
 }
 
-/// DESIGN "Security": a Redis URL's password never reaches the log, not even when the
+/// docs/protocol.md "Security": a Redis URL's password never reaches the log, not even when the
 /// connection fails at startup.
 #[tokio::test]
 async fn a_redis_password_never_reaches_the_log() {

@@ -290,7 +290,7 @@ on_every_backend!(
     a_raw_request_with_only_an_agent_id_is_refused_field_by_field
 );
 
-/// DESIGN "Errors are bounded": whatever the input, an error's message plus its details
+/// docs/protocol.md "Errors are bounded": whatever the input, an error's message plus its details
 /// (as they travel, base64 in `grpc-status-details-bin`) stay under 4 KiB, with at
 /// most 8 field violations and no echoed value over 64 bytes, so a default gRPC client
 /// (8-16 KiB header limits) receives it whole, with its ErrorInfo reason.

@@ -1,4 +1,4 @@
-//! DESIGN.md Semantics 9, the plan-review intent: `approve` must name an option label
+//! docs/protocol.md, Semantics 9, the plan-review intent: `approve` must name an option label
 //! and the plan must be in `detail`; the intent reaches subscribers unchanged, and the
 //! answer is an ordinary option label.
 

@@ -1,4 +1,4 @@
-//! DESIGN.md Semantics 10, idempotent reattach: an asker that dies and comes back with
+//! docs/protocol.md, Semantics 10, idempotent reattach: an asker that dies and comes back with
 //! the same request_id gets the human's answer (within the reattach grace), or the
 //! recorded ABORTED without one; a retried ask never produces a second `requested`.
 //! Also the feedback rules: a cancel reason reaches the agent, and a late answer learns

@@ -1,4 +1,4 @@
-//! Replay (DESIGN.md Semantics 2 and 3): pending asks are replayed with the same rpc_id
+//! Replay (docs/protocol.md, Semantics 2 and 3): pending asks are replayed with the same rpc_id
 //! on every (re)connect, `synced` follows the replay, cursors resume without gaps, and
 //! an unknown cursor gets `reset` and a snapshot.
 

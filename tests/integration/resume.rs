@@ -1,4 +1,4 @@
-//! DESIGN.md Semantics 2, cursor resume: a subscriber that drops mid-stream resumes
+//! docs/protocol.md, Semantics 2, cursor resume: a subscriber that drops mid-stream resumes
 //! with exactly the events it missed, by hand or through the client's `follow`, which
 //! reconnects on its own; a cursor from before a restart gets `reset`.
 

@@ -278,7 +278,7 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
     }
 }
 
-/// DESIGN "Security": credentials are checked from the headers, before the message is
+/// docs/protocol.md "Security": credentials are checked from the headers, before the message is
 /// decoded. A request far over the size limit without a credential is refused as
 /// unauthenticated (once decoded it would be BAD_REQUEST for its size).
 #[tokio::test]
@@ -308,7 +308,7 @@ async fn an_unauthenticated_call_is_refused_before_its_message_is_read() {
     assert_eq!(garbage.reason(), Reason::Unauthenticated);
 }
 
-/// DESIGN "Security": a Subscribe or Attach stream ends with UNAUTHENTICATED when the
+/// docs/protocol.md "Security": a Subscribe or Attach stream ends with UNAUTHENTICATED when the
 /// token it was opened with expires, not later.
 #[tokio::test]
 async fn open_streams_end_when_their_token_expires() {
@@ -351,7 +351,7 @@ async fn open_streams_end_when_their_token_expires() {
     until_synced(&mut kept).await;
 }
 
-/// DESIGN "Security": an agent's lease belongs to the subject that attached it. Another
+/// docs/protocol.md "Security": an agent's lease belongs to the subject that attached it. Another
 /// agent credential of the tenant, even one limited to other sessions, gets
 /// PERMISSION_DENIED and the holder's pending ask stays pending; an admin may take over.
 async fn an_agent_lease_belongs_to_the_subject_that_attached_it() {
@@ -429,7 +429,7 @@ async fn scrape_with(addr: std::net::SocketAddr, token: Option<&str>) -> (String
     (head.to_owned(), body.to_owned())
 }
 
-/// DESIGN "Security": with `--metrics-token-file`, only scrapes that send the token get
+/// docs/protocol.md "Security": with `--metrics-token-file`, only scrapes that send the token get
 /// the metrics.
 #[tokio::test]
 async fn the_metrics_listener_can_require_a_bearer_token() {

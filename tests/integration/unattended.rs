@@ -1,4 +1,4 @@
-//! DESIGN.md Semantics 8, unattended sessions: FAIL (the default) refuses an ask
+//! docs/protocol.md, Semantics 8, unattended sessions: FAIL (the default) refuses an ask
 //! nobody follows, except within the reconnect grace; HOLD waits for a subscriber; one
 //! exclusive subscriber per session.
 

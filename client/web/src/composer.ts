@@ -185,7 +185,7 @@ export class Composer {
       const custom = draft.custom.trim();
       return create(QuestionAnswerSchema, {
         id: question.id,
-        // A single-select's free text replaces the choice (DESIGN.md Semantics 4).
+        // A single-select's free text replaces the choice (docs/protocol.md, Semantics 4).
         selected: !question.multiSelect && custom !== "" ? [] : [...draft.selected],
         custom: custom === "" ? undefined : custom,
       });

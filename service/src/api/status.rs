@@ -1,4 +1,4 @@
-//! The one place where a domain error becomes a `tonic::Status`: the code of DESIGN.md
+//! The one place where a domain error becomes a `tonic::Status`: the code of docs/protocol.md
 //! "Errors", `google.rpc.ErrorInfo { reason, domain: "askgate" }` with the session and
 //! rpc ids, and `google.rpc.BadRequest` field violations for validation failures.
 
@@ -40,7 +40,7 @@ pub fn code(error: &AskError) -> Code {
     }
 }
 
-/// Bounds of what one status carries (DESIGN "Errors are bounded": the message and
+/// Bounds of what one status carries (docs/protocol.md "Errors are bounded": the message and
 /// the details together stay under 4 KiB whatever the input, far below the 8-16 KiB
 /// header limits of common gRPC clients). The domain already echoes at most
 /// [`MAX_ECHO_BYTES`](crate::domain::error::MAX_ECHO_BYTES) of any input; these are
@@ -329,7 +329,7 @@ mod tests {
             #![proptest_config(ProptestConfig::with_cases(128))]
 
             /// Whatever the request: validation does not panic, and the error it
-            /// gives stays under 4 KiB on the wire (DESIGN "Errors are bounded").
+            /// gives stays under 4 KiB on the wire (docs/protocol.md "Errors are bounded").
             #[test]
             fn validation_errors_are_bounded(request in request(), rpc_id in text()) {
                 if let Err(error) = crate::domain::validate::ask(&request, &Limits::default()) {

@@ -1,4 +1,4 @@
-//! The backend conformance suite: the semantics every [`Backend`] must meet (DESIGN.md
+//! The backend conformance suite: the semantics every [`Backend`] must meet (docs/protocol.md
 //! "Semantics" 1-6), written once against the trait and instantiated per backend with
 //! [`backend_conformance_suite!`]. The integration tests check the same rules end to end
 //! through gRPC; these pin them at the trait, where a new backend is built.
@@ -154,7 +154,7 @@ macro_rules! backend_conformance_suite {
                 assert!(matches!(wrong_session, Err(AskError::NotPending { .. })));
             }
 
-            /// DESIGN "Vocabulary": (tenant, session) pairs that would read alike if
+            /// docs/protocol.md "Vocabulary": (tenant, session) pairs that would read alike if
             /// joined naively (`acme` + `x/s` and `acme/x` + `s`, braces, escapes)
             /// share nothing: no event, no listing, no claim crosses between them. The
             /// storage layer is tested with names the credential checks would refuse,
@@ -218,7 +218,7 @@ macro_rules! backend_conformance_suite {
                 }
             }
 
-            /// DESIGN "Security": per-tenant caps on the sessions holding state, the
+            /// docs/protocol.md "Security": per-tenant caps on the sessions holding state, the
             /// attached agents and the `all_sessions` streams, each refused with its
             /// RESOURCE_EXHAUSTED reason; other tenants are not affected.
             #[tokio::test]
@@ -527,7 +527,7 @@ macro_rules! backend_conformance_suite {
                 }
             }
 
-            /// DESIGN "Security": a live lease belongs to the subject that attached it.
+            /// docs/protocol.md "Security": a live lease belongs to the subject that attached it.
             /// Another subject of the tenant is refused without touching it; an admin
             /// may replace it (its asks are then ABORTED as on any re-attach); once the
             /// lease ends, anyone may attach the id.

@@ -1383,7 +1383,7 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
 
-        /// DESIGN "Vocabulary": no two distinct (tenant, session) pairs share a key,
+        /// docs/protocol.md "Vocabulary": no two distinct (tenant, session) pairs share a key,
         /// and every key of a session keeps to one hash tag (one cluster slot).
         #[test]
         fn the_session_key_encoding_is_injective(

@@ -1,4 +1,4 @@
-//! Answer validation and normalisation (DESIGN.md "Semantics" 4). A batch is checked
+//! Answer validation and normalisation (docs/protocol.md, Semantics 4). A batch is checked
 //! whole against the pending ask's questions before anyone claims the ask, so a refused
 //! batch leaves the question pending.
 

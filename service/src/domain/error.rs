@@ -1,4 +1,4 @@
-//! The one error type of askgate's domain. Each variant is one row of DESIGN.md "Errors";
+//! The one error type of askgate's domain. Each variant is one row of docs/protocol.md "Errors";
 //! `api::status` is the single place that turns it into a `tonic::Status`.
 
 use std::fmt;
@@ -29,7 +29,7 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Most field violations one error lists (DESIGN "Errors are bounded"); the rest are
+/// Most field violations one error lists (docs/protocol.md "Errors are bounded"); the rest are
 /// counted as "and N more".
 pub const MAX_VIOLATIONS: usize = 8;
 
@@ -142,7 +142,7 @@ impl AskError {
     }
 
     /// PERMISSION_DENIED for an Attach of an agent id whose live lease another subject
-    /// of the tenant holds (DESIGN "Security": a lease belongs to its subject).
+    /// of the tenant holds (docs/protocol.md "Security": a lease belongs to its subject).
     pub fn lease_held() -> Self {
         Self::PermissionDenied(
             "another subject holds this agent's lease; only it, or the admin role, may replace it"
@@ -151,7 +151,7 @@ impl AskError {
     }
 }
 
-/// Why an askgate operation failed. Messages are the model-facing wording of DESIGN.md.
+/// Why an askgate operation failed. Messages are the model-facing wording of docs/protocol.md.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AskError {
     #[error("ask_user_question requires at least one question")]

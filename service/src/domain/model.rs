@@ -45,7 +45,7 @@ pub struct NewAsk {
     pub key: SessionKey,
     pub questions: Vec<Question>,
     /// The calling agent: must be attached now with this incarnation, with no live
-    /// parent (DESIGN.md Semantics 7).
+    /// parent (docs/protocol.md, Semantics 7).
     pub agent: Option<AgentRef>,
     pub labels: HashMap<String, String>,
     pub expires_at: Option<SystemTime>,

@@ -1,4 +1,4 @@
-//! Request validation (DESIGN.md "Semantics" 1 and 9): everything an `Ask` must satisfy
+//! Request validation (docs/protocol.md, Semantics 1 and 9): everything an `Ask` must satisfy
 //! before it is stored, and the shape of ids and free text on the other calls.
 
 use std::collections::HashSet;
@@ -36,7 +36,7 @@ pub fn tenant_name(name: &str) -> Result<(), String> {
 }
 
 /// Longest cancel reason, in bytes: it reaches the agent inside an error, which must
-/// stay small (DESIGN "Errors are bounded").
+/// stay small (docs/protocol.md "Errors are bounded").
 pub const MAX_CANCEL_REASON_BYTES: usize = 400;
 
 /// Longest reattach grace an ask may ask for, in milliseconds.
@@ -261,7 +261,7 @@ fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<
     }
 }
 
-/// DESIGN.md Semantics 9: a plan review names one of the question's option labels as
+/// docs/protocol.md, Semantics 9: a plan review names one of the question's option labels as
 /// the approval and carries the plan in `detail`.
 fn intent(path: &str, q: &Question) -> Result<(), AskError> {
     let Some(intent::Kind::PlanReview(review)) = q.intent.as_ref().and_then(|i| i.kind.as_ref())

@@ -151,7 +151,7 @@ impl Overlay {
             .map(|(question, draft)| match draft.status {
                 Status::Answered => QuestionAnswer {
                     id: question.id.clone(),
-                    // A single-select's free text replaces the choice (DESIGN.md 4).
+                    // A single-select's free text replaces the choice (docs/protocol.md, Semantics 4).
                     selected: match (question.multi_select, &draft.custom) {
                         (false, Some(_)) => Vec::new(),
                         _ => draft.selected.clone(),
