@@ -30,10 +30,7 @@ class AsyncClient:
         client_cert: Optional[Tuple[bytes, bytes]] = None,
     ) -> None:
         self._target = Target.resolve(addr, token, ca_pem, client_cert)
-        if self._target.tls:
-            self._channel = grpc.aio.secure_channel(self._target.host, self._target.credentials())
-        else:
-            self._channel = grpc.aio.insecure_channel(self._target.host)
+        self._channel = self._target.channel(grpc.aio)
         self._questions = rpc.UserQuestionsStub(self._channel)
         self._agents = rpc.AgentsStub(self._channel)
 

@@ -32,10 +32,7 @@ class Client:
         client_cert: Optional[Tuple[bytes, bytes]] = None,
     ) -> None:
         self._target = Target.resolve(addr, token, ca_pem, client_cert)
-        if self._target.tls:
-            self._channel = grpc.secure_channel(self._target.host, self._target.credentials())
-        else:
-            self._channel = grpc.insecure_channel(self._target.host)
+        self._channel = self._target.channel(grpc)
         self._questions = rpc.UserQuestionsStub(self._channel)
         self._agents = rpc.AgentsStub(self._channel)
 

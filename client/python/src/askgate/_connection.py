@@ -6,7 +6,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import grpc
 
@@ -59,6 +59,13 @@ class Target:
         return grpc.ssl_channel_credentials(
             root_certificates=self.ca_pem, private_key=key, certificate_chain=chain
         )
+
+    def channel(self, channels: Any) -> Any:
+        """A channel to the target from `channels`: the `grpc` module (sync) or
+        `grpc.aio`, which offer the same two constructors."""
+        if self.tls:
+            return channels.secure_channel(self.host, self.credentials())
+        return channels.insecure_channel(self.host)
 
     def metadata(self) -> List[Tuple[str, str]]:
         return [("authorization", f"Bearer {self.token}")] if self.token else []
