@@ -58,11 +58,17 @@ impl Streak {
 }
 
 /// A failure worth retrying with the same request: the node is draining, the server
-/// is unreachable, or the connection broke (no askgate reason at all).
+/// is unreachable, or the connection broke (no askgate reason at all). A connection
+/// that closes under a call queued on it surfaces as CANCELLED "operation was
+/// canceled" (hyper's), with no reason: askgate's own CANCELLED always carries one
+/// (ASK_ABORTED), and the ask's local deadline is told apart before this.
 pub(crate) fn is_retryable(error: &Error) -> bool {
     match error.reason() {
         Reason::ShuttingDown | Reason::BackendUnavailable => true,
-        Reason::Unspecified => matches!(error.code(), Code::Unavailable | Code::Unknown),
+        Reason::Unspecified => matches!(
+            error.code(),
+            Code::Unavailable | Code::Unknown | Code::Cancelled
+        ),
         _ => false,
     }
 }
@@ -79,6 +85,9 @@ mod tests {
             &Status::unavailable("connection refused").into()
         ));
         assert!(is_retryable(&Status::unknown("h2 protocol error").into()));
+        assert!(is_retryable(
+            &Status::cancelled("operation was canceled").into()
+        ));
         assert!(!is_retryable(&Status::invalid_argument("bad").into()));
         assert!(!is_retryable(&Status::not_found("gone").into()));
     }
