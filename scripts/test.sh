@@ -3,8 +3,9 @@
 # (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
 # runs every test of the workspace, the MCP tests (tests/mcp: the official MCP Python
 # SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
-# installed into a venv) and the browser console's tests (client/web: Playwright
-# driving Debian's Chromium).
+# installed into a venv), the Node SDK's (client/node: its tarball packed and installed
+# into a fresh project) and the browser console's tests (client/web: Playwright driving
+# Debian's Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,8 +69,26 @@ rm -rf target/python-dist
 "$pyvenv/bin/pip" install --quiet --force-reinstall --no-deps target/python-dist/askgate-*.whl
 (cd client/python && ASKGATE_BIN="$PWD/../../target/debug/askgate" "../../$pyvenv/bin/python" -m pytest -q -p no:cacheprovider tests)
 
-# The console in a real browser, against the askgate binary `cargo test` just built.
-echo "==> console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"
+# TypeScript (client/: one npm workspace for the Node SDK and the console, which build
+# from the same generated code). The SDK is built and type-checked (test/types.ts
+# against the OpenAI and Anthropic SDKs' types), packed, and its tarball installed into a
+# fresh project under target/ for the quickstart test; then the SDK's tests and the
+# console's run against the binary `cargo test` just built.
+echo "==> Node SDK tests (client/node) and console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"
+(
+  cd client
+  npm ci --no-audit --no-fund --loglevel=error
+  npm run build -w @askgate/client --silent
+  npm run check -w @askgate/client --silent
+)
+rm -rf target/node-dist target/node-install
+mkdir -p target/node-dist target/node-install
+(cd client && npm pack -w @askgate/client --pack-destination ../target/node-dist --silent >/dev/null)
+(
+  cd target/node-install
+  printf '{"name": "quickstart", "private": true, "type": "module"}\n' >package.json
+  npm install --no-audit --no-fund --loglevel=error ../node-dist/askgate-client-*.tgz
+)
+(cd client/node && ASKGATE_BIN="$PWD/../../target/debug/askgate" ASKGATE_NODE_INSTALL="$PWD/../../target/node-install" npm test)
 cd client/web
-npm ci --no-audit --no-fund --loglevel=error
 ASKGATE_BIN="$PWD/../../target/debug/askgate" npm test

@@ -21,6 +21,7 @@ mod reattach;
 mod replay;
 mod resume;
 mod rolling;
+mod scenarios;
 mod security;
 mod service;
 mod shutdown;

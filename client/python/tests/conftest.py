@@ -48,7 +48,8 @@ class Server:
 
 
 class Proxy:
-    """Forwards 127.0.0.1:<port> to the server; `cut()` drops every connection."""
+    """Forwards 127.0.0.1:<port> to the server. `cut()` drops every connection and
+    refuses new ones until `restore()`: a network failure with the server still up."""
 
     def __init__(self, upstream: str) -> None:
         host, port = upstream.split("://")[1].rsplit(":", 1)
@@ -59,6 +60,7 @@ class Proxy:
         self.addr = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.sockets: List[socket.socket] = []
         self.lock = threading.Lock()
+        self.cut_off = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -67,6 +69,9 @@ class Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.cut_off:
+                client.close()
+                continue
             server = socket.create_connection(self.upstream)
             with self.lock:
                 self.sockets += [client, server]
@@ -88,6 +93,7 @@ class Proxy:
                     pass
 
     def cut(self) -> None:
+        self.cut_off = True
         with self.lock:
             sockets, self.sockets = self.sockets, []
         for s in sockets:
@@ -96,6 +102,9 @@ class Proxy:
                 s.close()
             except OSError:
                 pass
+
+    def restore(self) -> None:
+        self.cut_off = False
 
     def close(self) -> None:
         self.listener.close()

@@ -11,7 +11,7 @@ import {
   type QuestionAnswer,
   QuestionAnswerSchema,
   type Requested,
-} from "./gen/askgate/v1/askgate_pb.js";
+} from "../../node/src/gen/askgate/v1/askgate_pb.js";
 
 export type Status = "open" | "answered" | "skipped";
 

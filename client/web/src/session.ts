@@ -10,8 +10,8 @@ import {
   ErrorReason,
   Resolution,
   UserQuestions,
-} from "./gen/askgate/v1/askgate_pb.js";
-import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+} from "../../node/src/gen/askgate/v1/askgate_pb.js";
+import { ErrorInfoSchema } from "../../node/src/gen/google/rpc/error_details_pb.js";
 import { Composer } from "./composer.js";
 
 export type Connection =

@@ -1,0 +1,33 @@
+// askgate for Node: AI agents ask humans structured questions and wait for the answer.
+//
+//   import { Client, question } from "@askgate/client";
+//
+//   const client = new Client();                    // ASKGATE_ADDR, ASKGATE_TOKEN
+//   const result = await client.ask({
+//     sessionId: "demo",
+//     questions: [question("db", "Which database?", { options: ["Postgres (Recommended)", "SQLite"] })],
+//     timeoutMs: 300_000,
+//   });
+//
+// Failures throw `AskgateError`, whose `reason` is a `Reason`. `@askgate/client/tool` is
+// the model-facing `ask_user_question` tool; `@askgate/client/ai` its Vercel AI SDK tool.
+
+export { AgentLease, Client, type ClientOptions, DEFAULT_ADDR, type FollowOptions } from "./client.js";
+export { AskgateError, REASONS, type Reason, type Violation } from "./errors.js";
+export type { QuestionAnswer, Question, QuestionOption, Requested, Resolved } from "./gen/askgate/v1/askgate_pb.js";
+export { Resolution } from "./gen/askgate/v1/askgate_pb.js";
+export {
+  type Answer,
+  type Ask,
+  type AskResult,
+  DEFAULT_REATTACH_GRACE_MS,
+  DEFAULT_RETRY_BUDGET_MS,
+  type Event,
+  type QuestionOptions,
+  custom,
+  option,
+  question,
+  select,
+  skip,
+} from "./model.js";
+export { Code } from "@connectrpc/connect";

@@ -1,0 +1,182 @@
+// Building a batch of questions and reading what comes back.
+
+import { randomUUID } from "node:crypto";
+
+import { create } from "@bufbuild/protobuf";
+
+import {
+  type AskRequest,
+  AskRequestSchema,
+  type Question,
+  type QuestionAnswer,
+  QuestionAnswerSchema,
+  type QuestionOption,
+  QuestionOptionSchema,
+  QuestionSchema,
+  type Requested,
+  type Resolved,
+  type SubscribeResponse,
+  Unattended,
+} from "./gen/askgate/v1/askgate_pb.js";
+
+/**
+ * How long a question stays answerable after the asking call went away (a broken
+ * connection, a restarted worker), so that a retry with the same requestId picks the
+ * answer up. The Rust and Python clients' default too.
+ */
+export const DEFAULT_REATTACH_GRACE_MS = 10_000;
+
+/**
+ * How long `ask` keeps retrying while every attempt fails (the node drains, the
+ * server is unreachable); the ask's timeout bounds it too.
+ */
+export const DEFAULT_RETRY_BUDGET_MS = 60_000;
+
+/** An option; end the label with " (Recommended)" to mark the one you recommend. */
+export function option(label: string, description?: string): QuestionOption {
+  return create(QuestionOptionSchema, { label, description });
+}
+
+/** How a question is shown besides its text. */
+export interface QuestionOptions {
+  /** A short tag (a chip in the console). */
+  header?: string;
+  /** Longer context (markdown); the plan of a plan review. */
+  detail?: string;
+  /** Labels or `option(...)`; none makes a free-text question. */
+  options?: readonly (QuestionOption | string)[];
+  multiSelect?: boolean;
+  /** The label of the option that approves the plan in `detail`. */
+  planReview?: string;
+}
+
+/** A question; its id is unique within the ask. */
+export function question(id: string, text: string, shown: QuestionOptions = {}): Question {
+  const { header, detail, options = [], multiSelect = false, planReview } = shown;
+  return create(QuestionSchema, {
+    id,
+    question: text,
+    header,
+    detail,
+    options: options.map((o) => (typeof o === "string" ? option(o) : o)),
+    multiSelect,
+    intent:
+      planReview === undefined
+        ? undefined
+        : { kind: { case: "planReview", value: { approve: planReview } } },
+  });
+}
+
+/** An answer choosing these option labels. */
+export function select(id: string, ...labels: string[]): QuestionAnswer {
+  return create(QuestionAnswerSchema, { id, selected: labels });
+}
+
+/** An answer in the human's own words. */
+export function custom(id: string, text: string): QuestionAnswer {
+  return create(QuestionAnswerSchema, { id, custom: text });
+}
+
+/** An explicit skip of one question. */
+export function skip(id: string): QuestionAnswer {
+  return create(QuestionAnswerSchema, { id });
+}
+
+/**
+ * One Ask: a batch of questions for a session, and how to wait for it.
+ *
+ * By default it carries a fresh `requestId` and a reattach grace, and the client
+ * retries a call that failed because the node drained or the server was unreachable,
+ * with the same requestId: the retry joins the same pending ask, or gets the human's
+ * answer if it came meanwhile.
+ */
+export interface Ask {
+  sessionId: string;
+  questions: readonly Question[];
+  /** How long to wait for the human (the gRPC deadline); none waits for as long as the server allows. */
+  timeoutMs?: number;
+  /** Stay pending in a session nobody follows yet (else NO_PROVIDER). */
+  hold?: boolean;
+  /** The attached agent asking, with the incarnation of its lease. */
+  agent?: { agentId: string; incarnation: string };
+  /** Default: a fresh UUID. */
+  requestId?: string;
+  /** Default: {@link DEFAULT_REATTACH_GRACE_MS}. */
+  reattachGraceMs?: number;
+  labels?: Readonly<Record<string, string>>;
+  /** Retry UNAVAILABLE / SHUTTING_DOWN / BACKEND_UNAVAILABLE (default true). */
+  retry?: boolean;
+  /** Default: {@link DEFAULT_RETRY_BUDGET_MS}. */
+  retryForMs?: number;
+  /**
+   * Aborting drops the call: the ask stays answerable for its reattach grace (use
+   * `Client.abort` to resolve it at once, as the tool executor does).
+   */
+  signal?: AbortSignal;
+}
+
+/** The wire request of an ask, with its request id settled. */
+export function askRequest(ask: Ask, requestId: string): AskRequest {
+  return create(AskRequestSchema, {
+    sessionId: ask.sessionId,
+    questions: [...ask.questions],
+    requestId,
+    reattachGraceMs: Math.round(ask.reattachGraceMs ?? DEFAULT_REATTACH_GRACE_MS),
+    labels: { ...ask.labels },
+    ifUnattended: ask.hold ? Unattended.HOLD : Unattended.FAIL,
+    agent: ask.agent,
+  });
+}
+
+export function freshRequestId(): string {
+  return randomUUID();
+}
+
+/** One question's answer, normalised by the server. */
+export interface Answer {
+  id: string;
+  selected: string[];
+  /** The human's own words, when given. */
+  custom?: string;
+}
+
+export function answerOf(answer: QuestionAnswer): Answer {
+  return answer.custom === undefined
+    ? { id: answer.id, selected: [...answer.selected] }
+    : { id: answer.id, selected: [...answer.selected], custom: answer.custom };
+}
+
+/** An answered ask: its rpcId, one answer per question in question order, and who answered. */
+export interface AskResult {
+  rpcId: string;
+  answers: Answer[];
+  resolvedBy: string;
+}
+
+/**
+ * One event of a subscription, with its cursor: a question `requested` or
+ * `resolved`; `synced` (the replay is over; `resumed` says whether it resumed from
+ * the cursor); `reset` (drop what you hold: a fresh snapshot follows).
+ */
+export type Event =
+  | { kind: "requested"; cursor: string; requested: Requested }
+  | { kind: "resolved"; cursor: string; resolved: Resolved }
+  | { kind: "synced"; cursor: string; resumed: boolean }
+  | { kind: "reset"; cursor: string };
+
+/** The event of a message; undefined for a kind this client does not know yet. */
+export function eventOf(message: SubscribeResponse): Event | undefined {
+  const { cursor, event } = message;
+  switch (event.case) {
+    case "requested":
+      return { kind: "requested", cursor, requested: event.value };
+    case "resolved":
+      return { kind: "resolved", cursor, resolved: event.value };
+    case "synced":
+      return { kind: "synced", cursor, resumed: event.value.resumed };
+    case "reset":
+      return { kind: "reset", cursor };
+    default:
+      return undefined;
+  }
+}
