@@ -10,6 +10,7 @@ import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-no
 import { AskgateError } from "./errors.js";
 import {
   Agents,
+  type AttachResponse,
   type QuestionAnswer,
   type Requested,
   SubscribeRequestSchema,
@@ -246,19 +247,18 @@ export class Client {
     const stop = new AbortController();
     const stream = this.#agents.attach({ agentId, parentAgentId }, this.#options({ signal: this.#until(stop.signal) }));
     const messages = stream[Symbol.asyncIterator]();
-    let first: IteratorResult<unknown>;
+    let first: IteratorResult<AttachResponse>;
     try {
       first = await messages.next();
     } catch (thrown) {
       stop.abort();
       throw AskgateError.from(thrown);
     }
-    const message = first.value as { msg: { case: string | undefined; value?: { incarnation?: string } } } | undefined;
-    if (first.done || message?.msg.case !== "lease") {
+    if (first.done || first.value.msg.case !== "lease") {
       stop.abort();
       throw new AskgateError("INTERNAL", Code.Internal, "Attach ended before its lease");
     }
-    return new AgentLease(message.msg.value?.incarnation ?? "", messages, stop);
+    return new AgentLease(first.value.msg.value.incarnation, messages, stop);
   }
 
   #options({ signal, timeoutMs }: { signal?: AbortSignal; timeoutMs?: number } = {}): CallOptions {
@@ -275,14 +275,15 @@ export class Client {
   }
 }
 
-/** A held `Agents.Attach` stream. */
+/** A held `Agents.Attach` stream, made by `Client.attach`. */
 export class AgentLease {
   /** Settles when the lease ends: `undefined` when closed here, the error when the server ended it. */
   readonly ended: Promise<AskgateError | undefined>;
 
+  /** @internal */
   constructor(
     readonly incarnation: string,
-    messages: AsyncIterator<unknown>,
+    messages: AsyncIterator<AttachResponse>,
     private readonly stop: AbortController,
   ) {
     this.ended = (async () => {

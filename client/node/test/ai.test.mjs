@@ -5,12 +5,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, question } from "@askgate/client";
+import { Client } from "@askgate/client";
 import { askUserQuestionTool } from "@askgate/client/ai";
 import { generateText, stepCountIs } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 
-import { Server, askgateProcess, eventually, within } from "./support.mjs";
+import { Server, startBot, within } from "./support.mjs";
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -46,11 +46,10 @@ function scriptedModel() {
 test("generateText runs ask_user_question through askgate and hands the answers to the model", async (t) => {
   const server = await Server.start();
   t.after(() => server.stop());
-  const bot = askgateProcess(["bot", "--addr", server.addr, "--session", "s", "--policy", "first"]);
+  const bot = await startBot(server, "s");
   t.after(() => bot.stop());
   const client = new Client({ addr: server.addr });
   t.after(() => client.close());
-  await eventually("the bot to follow the session", () => probe(client));
 
   const model = scriptedModel();
   const result = await within(
@@ -73,20 +72,3 @@ test("generateText runs ask_user_question through askgate and hands the answers 
   assert.equal(offered.name, "ask_user_question");
   assert.equal(offered.inputSchema.additionalProperties, false);
 });
-
-/** Whether an ask in `s` is answered (the bot follows): NO_PROVIDER until it does. */
-async function probe(client) {
-  try {
-    await client.ask({
-      sessionId: "s",
-      questions: [question("probe", "Ready?", { options: ["yes"] })],
-      timeoutMs: 5_000,
-    });
-    return true;
-  } catch (e) {
-    if (e.reason === "NO_PROVIDER") {
-      return false;
-    }
-    throw e;
-  }
-}

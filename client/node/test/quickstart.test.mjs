@@ -10,30 +10,9 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { Client, question } from "@askgate/client";
-
-import { Server, askgateProcess, eventually, within } from "./support.mjs";
+import { Server, startBot, within } from "./support.mjs";
 
 const PACKAGE = fileURLToPath(new URL("..", import.meta.url));
-
-async function botIsFollowing(addr) {
-  const client = new Client({ addr });
-  try {
-    await client.ask({
-      sessionId: "team-a/review",
-      questions: [question("probe", "Ready?", { options: ["yes"] })],
-      timeoutMs: 5_000,
-    });
-    return true;
-  } catch (error) {
-    if (error.reason === "NO_PROVIDER") {
-      return false;
-    }
-    throw error;
-  } finally {
-    client.close();
-  }
-}
 
 test("the README quickstart runs", async (t) => {
   const readme = readFileSync(join(PACKAGE, "README.md"), "utf8");
@@ -41,9 +20,8 @@ test("the README quickstart runs", async (t) => {
   assert.ok(code, "the README has a TypeScript quickstart");
   const server = await Server.start();
   t.after(() => server.stop());
-  const bot = askgateProcess(["bot", "--addr", server.addr, "--session", "team-a/review", "--policy", "first"]);
+  const bot = await startBot(server, "team-a/review");
   t.after(() => bot.stop());
-  await eventually("the bot to follow the session", () => botIsFollowing(server.addr));
 
   // Plain JavaScript as written (the quickstart has no type annotations).
   const dir = process.env.ASKGATE_NODE_INSTALL ?? PACKAGE;

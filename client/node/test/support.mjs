@@ -10,6 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { Client, question } from "@askgate/client";
+
 export const ASKGATE =
   process.env.ASKGATE_BIN ?? fileURLToPath(new URL("../../../target/debug/askgate", import.meta.url));
 
@@ -171,4 +173,33 @@ export class Proxy {
     this.cut();
     await new Promise((resolve) => this.server.close(resolve));
   }
+}
+
+/**
+ * `askgate bot` answering `sessionId` (first option) on `server`, once it follows the
+ * session: a probe ask fails NO_PROVIDER until then. `stop()` it.
+ */
+export async function startBot(server, sessionId) {
+  const bot = askgateProcess(["bot", "--addr", server.addr, "--session", sessionId, "--policy", "first"]);
+  const client = new Client({ addr: server.addr });
+  const probe = { sessionId, questions: [question("probe", "Ready?", { options: ["yes"] })], timeoutMs: 5_000 };
+  try {
+    await eventually("the bot to follow the session", () =>
+      client.ask(probe).then(
+        () => true,
+        (error) => {
+          if (error.reason === "NO_PROVIDER") {
+            return false;
+          }
+          throw error;
+        },
+      ),
+    );
+  } catch (error) {
+    await bot.stop();
+    throw error;
+  } finally {
+    client.close();
+  }
+  return bot;
 }
