@@ -3,8 +3,8 @@
 - deploy/compose.yaml has Redis with AOF, three askgate nodes on the redis backend
   built from deploy/Dockerfile, and the bot behind its own profile;
 - every ASKGATE_* variable named in deploy/ (compose, Dockerfile, manifests, rendered
-  chart) or in the README's "Deploying" section is one the askgate binary reads, and
-  the compose file's variables and ports are all in that section;
+  chart) or in deploy/README.md is one the askgate binary reads, and the compose file's
+  variables and ports are all in that guide;
 - every setting of every askgate.toml (the ConfigMap, the chart's rendered ones) is an
   `askgate serve` flag.
 
@@ -36,13 +36,12 @@ def help_text(askgate, subcommand):
     ).stdout
 
 
-def readme_section(title):
-    text = (ROOT / "README.md").read_text()
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    if not match:
-        fail(f'README.md has no "## {title}" section')
+def deploying_guide():
+    path = ROOT / "deploy/README.md"
+    if not path.exists():
+        fail("deploy/README.md is missing")
         return ""
-    return match.group(1)
+    return path.read_text()
 
 
 def documents(path):
@@ -55,7 +54,7 @@ def main():
     helps = {sub: help_text(askgate, sub) for sub in SUBCOMMANDS}
     known_env = set().union(*(ENV.findall(h) for h in helps.values())) | {"ASKGATE_CONFIG"}
     serve_flags = set(re.findall(r"--([a-z0-9-]+)", helps["serve"])) - {"help", "config"}
-    deploying = readme_section("Deploying")
+    deploying = deploying_guide()
 
     # The compose file.
     compose_path = ROOT / "deploy/compose.yaml"
@@ -77,15 +76,15 @@ def main():
         for port in node.get("ports", []):
             host = str(port).split(":")[0]
             if host not in deploying:
-                fail(f'compose.yaml: port {host} of {name} is not in README "Deploying"')
+                fail(f'compose.yaml: port {host} of {name} is not in deploy/README.md')
     if services.get("bot", {}).get("profiles") != ["bot"]:
         fail("compose.yaml: the bot is not behind the profile `bot`")
     compose_env = set(ENV.findall(compose_path.read_text()))
     for name in sorted(compose_env - set(ENV.findall(deploying))):
-        fail(f'compose.yaml sets {name}, which README "Deploying" does not mention')
+        fail(f'compose.yaml sets {name}, which deploy/README.md does not mention')
 
     # Variables anywhere.
-    sources = {"README.md (Deploying)": deploying}
+    sources = {"deploy/README.md": deploying}
     for path in [ROOT / "deploy/Dockerfile", compose_path, *sorted((ROOT / "deploy/kubernetes").glob("*.yaml"))]:
         sources[str(path.relative_to(ROOT))] = path.read_text()
     for path in sorted(rendered.glob("*.yaml")):

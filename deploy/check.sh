@@ -4,8 +4,8 @@
 #   `helm template` over several value sets; every rendered manifest and every file
 #   of deploy/kubernetes against the Kubernetes schemas (kubernetes-validate, offline,
 #   strict); and deploy/check.py: the compose file's services and settings, and every
-#   ASKGATE_* variable and askgate.toml setting named anywhere in deploy/ or in the
-#   README's "Deploying" section is one `askgate serve` knows.
+#   ASKGATE_* variable and askgate.toml setting named anywhere in deploy/ (its
+#   README.md guide included) is one `askgate serve` knows.
 # Tools are installed on first use into target/deploy-tools (PyPI, the Go proxy).
 # Usage: deploy/check.sh [path/to/askgate]   (default: target/debug/askgate)
 set -euo pipefail

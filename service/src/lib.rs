@@ -1,5 +1,6 @@
 //! askgate: a gRPC service through which AI agents ask humans structured questions and
-//! wait for the answer. See docs/protocol.md for the contract and README.md for the tour.
+//! wait for the answer. See docs/protocol.md for the contract, docs/architecture.md for
+//! how it is built, and README.md for the tour.
 //!
 //! Layout (imports point downward only):
 //! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;

@@ -2,7 +2,7 @@
 //! `answer` and `bot` are clients of its public gRPC API. Every flag is also an
 //! `ASKGATE_*` environment variable.
 //!
-//! Exit codes (documented in README.md "CLI"): 0 success; 1 any other failure;
+//! Exit codes (documented in docs/cli.md, "CLI"): 0 success; 1 any other failure;
 //! 3 ASK_CANCELLED; 4 ASK_EXPIRED; 5 ASK_ABORTED; 6 invalid input; 7 refused
 //! (NO_PROVIDER, DUPLICATE_PROVIDER, CALLER_NOT_LIVE, DELEGATED_CALLER, TOO_MANY_PENDING,
 //! UNAUTHENTICATED, PERMISSION_DENIED); 8 NOT_PENDING; 9 unavailable (server draining or

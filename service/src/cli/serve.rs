@@ -354,9 +354,9 @@ impl ServeArgs {
                 if !self.listen.ip().is_loopback() && !self.allow_anonymous {
                     return Err(format!(
                         "refusing to serve {} without authentication: use --auth keys \
-                         --keys-file FILE or --auth jwt --jwt-secret-file FILE (see README \
-                         \"Running it for many tenants\"), or add --allow-anonymous to accept \
-                         anonymous callers from the network",
+                         --keys-file FILE or --auth jwt --jwt-secret-file FILE (see \
+                         docs/security.md), or add --allow-anonymous to accept anonymous \
+                         callers from the network",
                         self.listen
                     ));
                 }

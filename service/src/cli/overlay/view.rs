@@ -245,7 +245,7 @@ fn key_line(overlay: &Overlay) -> Line<'static> {
     Line::from(keys)
 }
 
-/// The key table (also in README.md).
+/// The key table (also in docs/cli.md).
 pub const KEYS: &[(&str, &str)] = &[
     ("↑ ↓ / k j", "move between options"),
     (
@@ -381,12 +381,12 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_key_table_lists_every_key() {
-        let readme = include_str!("../../../../README.md");
+    fn the_guide_key_table_lists_every_key() {
+        let guide = include_str!("../../../../docs/cli.md");
         for (key, _) in KEYS {
             assert!(
-                readme.contains(&format!("| {key} |")),
-                "README.md lacks the key {key:?}"
+                guide.contains(&format!("| {key} |")),
+                "docs/cli.md lacks the key {key:?}"
             );
         }
     }
