@@ -23,8 +23,7 @@ use crate::{
     backend::{
         Backend,
         memory::{MemoryBackend, MemoryConfig},
-        redis::redacted_url,
-        redis_backend::{RedisBackend, RedisBackendConfig},
+        redis::{RedisBackend, RedisBackendConfig, redacted_url},
     },
     domain::Limits,
     mcp::{Asker, McpSettings, http::McpLayer},

@@ -9,8 +9,6 @@
 mod conformance;
 pub mod memory;
 pub mod redis;
-pub mod redis_backend;
-pub mod redis_fanout;
 
 use std::{pin::Pin, sync::Arc};
 

@@ -31,12 +31,14 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
-    redis::{
+    fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
+    store::{
         RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
         TenantKeys, now_ms,
     },
-    redis_fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
+};
+use crate::backend::{
+    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
@@ -66,7 +68,7 @@ pub struct RedisBackendConfig {
 impl std::fmt::Debug for RedisBackendConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisBackendConfig")
-            .field("url", &super::redis::redacted_url(&self.url))
+            .field("url", &super::store::redacted_url(&self.url))
             .field("cluster", &self.cluster)
             .field("lease", &self.lease)
             .finish_non_exhaustive()
@@ -236,7 +238,7 @@ struct Node {
 }
 
 fn redis_error(error: redis::RedisError) -> AskError {
-    super::redis::unavailable(error)
+    super::store::unavailable(error)
 }
 
 fn message(cursor: String, event: Event) -> Message {
@@ -1240,20 +1242,8 @@ impl Follower {
 }
 
 /// Takes one of a session's subscriber slots, or finds them all taken.
-static TAKE_SLOT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        r#"
--- KEYS: subs   ARGV: member now_ms expires_ms max lease_ms
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
-  return 0
-end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-"#,
-    )
-});
+static TAKE_SLOT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/take_slot.lua")));
 
 /// One of the `max` subscriber slots of a session (`max_subscribers_per_session`) or of
 /// a tenant's `all_sessions` streams (`max_all_sessions_per_tenant`), counted over

@@ -21,7 +21,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
-use super::redis::{RedisConn, RedisTarget, StoredEvent, parse_event};
+use super::store::{RedisConn, RedisTarget, StoredEvent, parse_event};
 use crate::domain::AskError;
 
 /// Live events of one session a local follower may fall behind before it must resync.
@@ -357,7 +357,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        backend::redis::{RedisConfig, RedisStore, SessionKeys},
+        backend::redis::store::{RedisConfig, RedisStore, SessionKeys},
         domain::SessionKey,
         testing::RedisServer,
     };

@@ -4,13 +4,10 @@
 //! scripts that make askgate's semantics hold across nodes: registration (store, append
 //! the event, publish it) and claim (check it is pending, remove it, record the outcome,
 //! append the event, publish it), each one atomic script, so the first claim wins
-//! whatever node it arrives on. [`super::redis_fanout`] carries the published events to
-//! the other nodes, and [`super::redis_backend`] builds the `Backend` on both.
+//! whatever node it arrives on. [`super::fanout`] carries the published events to
+//! the other nodes, and [`super::engine`] builds the `Backend` on both.
 //!
-//! Why redis-rs: it is the actively maintained Redis client for Rust (regular
-//! releases), async on tokio, with a `ConnectionManager` that reconnects by itself,
-//! Redis Cluster support, RESP3 push messages and sharded pub/sub (SSUBSCRIBE), which the
-//! fan-out needs. Scripts are sent by SHA with EVALSHA and reloaded on NOSCRIPT.
+//! Scripts are sent by SHA with EVALSHA and reloaded on NOSCRIPT.
 //!
 //! Key layout: every key of a session carries the hash tag `{<tenant>/<session>}`, so a
 //! session's keys live in one Redis Cluster slot and its scripts run on one shard. The
@@ -28,7 +25,7 @@
 //! | `ag:{t/s}:epoch` | string | the history's epoch: a new one if the keys were lost |
 //! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
 //! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
-//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive`, `ag:{t/s}:subs` | | leases of [`super::redis_backend`] |
+//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive`, `ag:{t/s}:subs` | | leases of [`super::engine`] |
 //! | `ag:tenant:{t}:live`, `:sessions`, `:pending`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks (a set; on a cluster a sorted set, see TENANT_REGISTERED), their count, presence, agents |
 //! | `ag:waits` | zset | every waiting ask of every node, for the dead-node sweep |
 //!
@@ -45,262 +42,14 @@ use std::time::Duration;
 
 use askgate_proto::v1::{Requested, Resolved};
 use prost::Message as _;
-use redis::{AsyncCommands, Script, aio::ConnectionManager};
+use redis::{AsyncCommands, Script};
 
-use super::Holder;
+pub use super::{
+    connection::{RedisConn, RedisTarget, redacted_url},
+    keys::{SessionKeys, TenantKeys},
+};
+use crate::backend::Holder;
 use crate::domain::{AskError, SessionKey, Settled};
-
-/// Where Redis is: its URL (`redis://`, or `rediss://` for TLS), or with `cluster` the
-/// comma-separated URLs of some Redis Cluster nodes (the client discovers the rest and
-/// follows resharding and failover), and for TLS a CA certificate (PEM) to trust besides
-/// the system's roots.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RedisTarget {
-    pub url: String,
-    pub cluster: bool,
-    pub ca_pem: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for RedisTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisTarget")
-            .field("url", &redacted_url(&self.url))
-            .field("cluster", &self.cluster)
-            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
-            .finish()
-    }
-}
-
-/// A Redis URL (or a comma-separated list of them) as logs and errors may show it:
-/// any password replaced by `***` (`redis://user:***@host:6379/0`). A user info
-/// without a `:` is hidden whole, in case it is a password written without its colon.
-pub fn redacted_url(url: &str) -> String {
-    url.split(',')
-        .map(|one| {
-            let Some((scheme, rest)) = one.split_once("://") else {
-                return one.to_owned();
-            };
-            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
-            let Some((userinfo, host)) = authority.rsplit_once('@') else {
-                return one.to_owned();
-            };
-            let userinfo = match userinfo.split_once(':') {
-                Some((user, _password)) => format!("{user}:***"),
-                None => "***".to_owned(),
-            };
-            format!("{scheme}://{userinfo}@{host}{path}")
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-impl From<&str> for RedisTarget {
-    fn from(url: &str) -> Self {
-        Self {
-            url: url.to_owned(),
-            cluster: false,
-            ca_pem: None,
-        }
-    }
-}
-
-impl From<&String> for RedisTarget {
-    fn from(url: &String) -> Self {
-        url.as_str().into()
-    }
-}
-
-/// Where a connection's pub/sub messages go (RESP3 push messages).
-pub type PushSender = tokio::sync::mpsc::UnboundedSender<redis::PushInfo>;
-
-impl RedisTarget {
-    fn tls(&self) -> bool {
-        self.url
-            .split(',')
-            .any(|u| u.trim().starts_with("rediss://"))
-    }
-
-    fn certificates(&self) -> redis::TlsCertificates {
-        // rustls needs a process-wide crypto provider: ring, as for the gRPC side. An
-        // error means one is installed already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: self.ca_pem.clone(),
-        }
-    }
-
-    /// A client for one server, speaking RESP3 when `resp3` (pub/sub push messages).
-    pub fn client(&self, resp3: bool) -> redis::RedisResult<redis::Client> {
-        use redis::IntoConnectionInfo;
-        let mut info = self.url.as_str().into_connection_info()?;
-        if resp3 {
-            let settings = info
-                .redis_settings()
-                .clone()
-                .set_protocol(redis::ProtocolVersion::RESP3);
-            info = info.set_redis_settings(settings);
-        }
-        match self.tls() {
-            true => redis::Client::build_with_tls(info, self.certificates()),
-            false => redis::Client::open(info),
-        }
-    }
-
-    /// A connection for commands and scripts; with `push`, a RESP3 connection whose
-    /// pub/sub messages go there and whose subscriptions survive reconnects.
-    pub async fn connect(&self, push: Option<PushSender>) -> redis::RedisResult<RedisConn> {
-        if !self.cluster {
-            let mut config = manager_config();
-            if let Some(push) = push.clone() {
-                config = config.set_push_sender(push).set_automatic_resubscription();
-            }
-            let client = self.client(push.is_some())?;
-            return Ok(RedisConn::Single(
-                client.get_connection_manager_with_config(config).await?,
-            ));
-        }
-        let seeds: Vec<&str> = self.url.split(',').map(str::trim).collect();
-        let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
-            .connection_timeout(Duration::from_secs(2))
-            .response_timeout(RESPONSE_TIMEOUT)
-            .retries(3)
-            .min_retry_wait(50)
-            .max_retry_wait(1000);
-        if self.tls() {
-            builder = builder.certs(self.certificates());
-        }
-        if let Some(push) = push {
-            builder = builder
-                .use_protocol(redis::ProtocolVersion::RESP3)
-                .push_sender(push);
-        }
-        Ok(RedisConn::Cluster(
-            builder.build()?.get_async_connection().await?,
-        ))
-    }
-}
-
-/// A connection to one Redis server (reconnecting by itself) or to a Redis Cluster
-/// (routing each command to the shard of its key's slot). Cheap to clone; clones share
-/// the connection.
-#[derive(Clone)]
-pub enum RedisConn {
-    Single(ConnectionManager),
-    Cluster(redis::cluster_async::ClusterConnection),
-}
-
-impl RedisConn {
-    pub fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster(_))
-    }
-
-    /// The publish command for a session's channel: sharded pub/sub on a cluster (the
-    /// message goes to the channel's shard only, not to every node of the cluster).
-    pub fn publish_command(&self) -> &'static str {
-        match self {
-            Self::Single(_) => "PUBLISH",
-            Self::Cluster(_) => "SPUBLISH",
-        }
-    }
-
-    pub async fn subscribe(&mut self, channels: impl redis::ToRedisArgs) -> redis::RedisResult<()> {
-        match self {
-            Self::Single(conn) => conn.subscribe(channels).await,
-            Self::Cluster(conn) => conn.ssubscribe(channels).await,
-        }
-    }
-
-    pub async fn unsubscribe(
-        &mut self,
-        channels: impl redis::ToRedisArgs,
-    ) -> redis::RedisResult<()> {
-        match self {
-            Self::Single(conn) => conn.unsubscribe(channels).await,
-            Self::Cluster(conn) => conn.sunsubscribe(channels).await,
-        }
-    }
-
-    /// Runs commands whose keys may live in different slots: one pipeline on a single
-    /// server; on a cluster, each command on its own (concurrently), since a pipeline
-    /// must stay within one slot there. Replies are ignored; the first error is returned.
-    pub async fn run_all(&self, commands: Vec<redis::Cmd>) -> redis::RedisResult<()> {
-        match self {
-            Self::Single(conn) => {
-                let mut pipe = redis::pipe();
-                for command in commands {
-                    pipe.add_command(command).ignore();
-                }
-                if pipe.is_empty() {
-                    return Ok(());
-                }
-                pipe.query_async::<()>(&mut conn.clone()).await
-            }
-            Self::Cluster(conn) => {
-                let mut running = tokio::task::JoinSet::new();
-                for command in commands {
-                    let mut conn = conn.clone();
-                    running.spawn(async move { command.exec_async(&mut conn).await });
-                }
-                let mut outcome = Ok(());
-                while let Some(done) = running.join_next().await {
-                    if let Ok(Err(e)) = done
-                        && outcome.is_ok()
-                    {
-                        outcome = Err(e);
-                    }
-                }
-                outcome
-            }
-        }
-    }
-}
-
-impl redis::aio::ConnectionLike for RedisConn {
-    fn req_packed_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
-            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(conn) => conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
-        }
-    }
-}
-
-/// How every askgate connection to Redis reconnects: quickly, and never backing off
-/// past a second, so a node recovers within moments of Redis coming back. A reply may
-/// take up to 5 s (redis-rs's default, 500 ms, turns a busy moment into failed calls).
-pub fn manager_config() -> redis::aio::ConnectionManagerConfig {
-    redis::aio::ConnectionManagerConfig::new()
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_secs(1))
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-}
-
-/// The longest wait for one reply from Redis.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Sizes and windows of the Redis state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,135 +78,6 @@ impl Default for RedisConfig {
             max_agents_per_tenant: 10_000,
             retention: Duration::from_secs(600),
         }
-    }
-}
-
-/// The keys of one session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionKeys {
-    tag: String,
-}
-
-impl SessionKeys {
-    pub fn new(key: &SessionKey) -> Self {
-        Self {
-            tag: format!(
-                "ag:{{{}/{}}}",
-                escape(&key.tenant, TENANT_RESERVED),
-                escape(&key.session_id, SESSION_RESERVED)
-            ),
-        }
-    }
-
-    pub fn key(&self, name: &str) -> String {
-        format!("{}:{name}", self.tag)
-    }
-
-    /// The pub/sub channel of the session's events (same hash slot as its keys).
-    pub fn channel(&self) -> String {
-        self.key("events:live")
-    }
-
-    fn request(&self, request_id: &str) -> String {
-        self.key(&format!("req:{request_id}"))
-    }
-
-    /// Which nodes' calls wait on the ask, each with the ask's reattach grace (ms);
-    /// deleted by the claim that resolves it.
-    pub fn wait_mark(&self, rpc_id: &str) -> String {
-        self.key(&format!("w:{rpc_id}"))
-    }
-}
-
-/// What a tenant name may not hold inside a key: the hash tag's braces, the `/` that
-/// ends it within a session's tag, and the escape character itself.
-const TENANT_RESERVED: &[char] = &['{', '}', '/', '%'];
-/// What a session id may not hold inside a key: the braces that end its hash tag, and
-/// the escape character itself.
-const SESSION_RESERVED: &[char] = &['{', '}', '%'];
-/// What an agent id may not hold inside its key: the `:` that separates the parts
-/// after it, and the escape character itself.
-const AGENT_RESERVED: &[char] = &[':', '%'];
-
-/// Percent-encodes every character of `reserved` (which must hold `%`). Injective:
-/// `%` itself is encoded, so distinct texts give distinct results, and none of them
-/// holds a reserved character, so a reserved character after it delimits it.
-///
-/// This is what makes the (tenant, session) → key mapping injective whatever either
-/// holds: the tenant ends at the first `/` of the tag, the session at the first `}`.
-/// Names the validation accepts (`[A-Za-z0-9._-]` tenants, `[A-Za-z0-9._:@/-]`
-/// sessions) pass through unchanged.
-fn escape(text: &str, reserved: &[char]) -> String {
-    debug_assert!(reserved.contains(&'%'));
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if reserved.contains(&c) {
-            escaped.push_str(&format!("%{:02X}", u32::from(c)));
-        } else {
-            escaped.push(c);
-        }
-    }
-    escaped
-}
-
-/// The keys of one tenant: its `all_sessions` channel and the index of its sessions
-/// with pending asks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantKeys {
-    tag: String,
-}
-
-impl TenantKeys {
-    pub fn new(tenant: &str) -> Self {
-        Self {
-            tag: format!("ag:tenant:{{{}}}", escape(tenant, TENANT_RESERVED)),
-        }
-    }
-
-    /// Every event of every session of the tenant.
-    pub fn channel(&self) -> String {
-        format!("{}:live", self.tag)
-    }
-
-    /// Sessions that (may) have pending asks, for an `all_sessions` snapshot.
-    pub fn sessions(&self) -> String {
-        format!("{}:sessions", self.tag)
-    }
-
-    /// How many asks of the tenant are pending, for its quota.
-    pub fn pending(&self) -> String {
-        format!("{}:pending", self.tag)
-    }
-
-    /// Set (with a short expiry) while some node has an `all_sessions` subscriber.
-    pub fn attended(&self) -> String {
-        format!("{}:attended", self.tag)
-    }
-
-    /// The tenant's sessions that hold state, scored by when that ends (their history
-    /// expires, or their subscribers' lease), for the per-tenant session cap.
-    pub fn held_sessions(&self) -> String {
-        format!("{}:held", self.tag)
-    }
-
-    /// The tenant's `all_sessions` subscriber slots, over every node.
-    pub fn all_sessions_subscribers(&self) -> String {
-        format!("{}:subs", self.tag)
-    }
-
-    /// The tenant's attached agents, scored by when their lease ends.
-    pub fn agents(&self) -> String {
-        format!("{}:agents", self.tag)
-    }
-
-    /// An agent's lease (its incarnation, parent and holder).
-    pub fn agent(&self, agent_id: &str) -> String {
-        format!("{}:agent:{}", self.tag, escape(agent_id, AGENT_RESERVED))
-    }
-
-    /// The pending asks of one incarnation of an agent.
-    pub fn agent_asks(&self, agent_id: &str, incarnation: &str) -> String {
-        format!("{}:asks:{incarnation}", self.agent(agent_id))
     }
 }
 
@@ -490,241 +110,42 @@ pub enum StoredEvent {
     Resolved(Resolved),
 }
 
-const REGISTER: &str = r#"
--- KEYS: asks order rids events head epoch request
---       [tenant_sessions tenant_pending tenant_held]
--- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
---       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
---       now_ms max_tenant_sessions
--- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
--- node checks the tenant's caps before (ADMIT_ASK) and does the tenant's part after
--- the script (TENANT_REGISTERED).
-local tenant = KEYS[8] ~= nil
-if ARGV[3] ~= '' then
-  local state = redis.call('HGET', KEYS[7], 'state')
-  if state == 'P' then
-    return {'joined', redis.call('HGET', KEYS[7], 'rpc')}
-  elseif state == 'D' then
-    return {'recorded', redis.call('HGET', KEYS[7], 'rpc'), redis.call('HGET', KEYS[7], 'resolved')}
-  end
-end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
-  return {'full'}
-end
-if tenant then
-  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
-  if not redis.call('ZSCORE', KEYS[10], ARGV[9])
-      and redis.call('ZCARD', KEYS[10]) >= tonumber(ARGV[14]) then
-    return {'sessions_full'}
-  end
-  if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
-    return {'tenant_full'}
-  end
-  redis.call('INCR', KEYS[9])
-  -- The session holds state as long as its history: the idle TTL from now.
-  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
-  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
-end
-local epoch = redis.call('GET', KEYS[6])
-if not epoch then
-  epoch = ARGV[6]
-  redis.call('SET', KEYS[6], epoch)
-end
-local seq = redis.call('INCR', KEYS[5])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-local event = 'Q' .. ARGV[2]
-redis.call('RPUSH', KEYS[4], event)
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
-  redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
-  redis.call('PERSIST', KEYS[7])
-end
-if tenant then
-  redis.call('SADD', KEYS[8], ARGV[9])
-end
--- A session's history lives as long as it is used, then expires.
-for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
-  redis.call('EXPIRE', key, ARGV[10])
-end
-local message = epoch .. ' ' .. seq .. ' ' .. event
-redis.call(ARGV[12], ARGV[7], message)
-if tenant then
-  redis.call('PUBLISH', ARGV[8], message)
-end
-local now = redis.call('TIME')
-return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}
-"#;
+const REGISTER: &str = include_str!("scripts/register.lua");
 
-const CLAIM: &str = r#"
--- KEYS: asks order rids events head epoch settled
---       [tenant_sessions tenant_pending tenant_held]
--- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
---       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
--- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
--- The wait mark shares the session's hash tag, so it lives in this slot.
-local tenant = KEYS[8] ~= nil
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
-  return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
-end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('DEL', ARGV[12])
-redis.call('ZREM', KEYS[2], ARGV[1])
--- The tenant's count goes when it reaches zero, like its set of sessions.
-if tenant and redis.call('DECR', KEYS[9]) <= 0 then
-  redis.call('DEL', KEYS[9])
-end
-local seq = redis.call('INCR', KEYS[5])
-local epoch = redis.call('GET', KEYS[6]) or ''
-local event = 'R' .. ARGV[2]
-redis.call('RPUSH', KEYS[4], event)
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
-redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
-redis.call('EXPIRE', KEYS[7], ARGV[5])
-local request_id = redis.call('HGET', KEYS[3], ARGV[1])
-if request_id then
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  -- The request key shares the session's hash tag, so it lives in this slot.
-  local request = ARGV[7] .. request_id
-  redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
-  redis.call('EXPIRE', request, ARGV[5])
-end
-local remaining = redis.call('HLEN', KEYS[1])
-if tenant and remaining == 0 then
-  redis.call('SREM', KEYS[8], ARGV[9])
-end
-if tenant then
-  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
-  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
-end
-for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
-  redis.call('EXPIRE', key, ARGV[10])
-end
-local message = epoch .. ' ' .. seq .. ' ' .. event
-redis.call(ARGV[11], ARGV[6], message)
-if tenant then
-  redis.call('PUBLISH', ARGV[8], message)
-end
-local now = redis.call('TIME')
-return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2])}
-"#;
+const CLAIM: &str = include_str!("scripts/claim.lua");
 
 /// A Redis Cluster's tenant part of a registration, after REGISTER (the tenant's keys
 /// and channel share the tenant's hash tag, so this is one slot). The sessions index is
 /// a sorted set scored by the session shard's clock at the last registration, so that
 /// TENANT_CLAIMED never drops a session that a later registration filled again.
-const TENANT_REGISTERED: &str = r#"
--- KEYS: tenant_sessions tenant_pending tenant_held
--- ARGV: session_id time_us tenant_channel message session_now_empty held_until_ms
---       held_ttl_ms
-redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[7])
-redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
-redis.call('INCR', KEYS[2])
-redis.call('SPUBLISH', ARGV[3], ARGV[4])
-"#;
+const TENANT_REGISTERED: &str = include_str!("scripts/tenant_registered.lua");
 
 /// Attaches an agent: one script, so that the holder check, the tenant's agent cap and
 /// the replacement are one step (the agent's keys share the tenant's hash tag).
-const ATTACH_AGENT: &str = r#"
--- KEYS: agent tenant_agents
--- ARGV: incarnation parent_agent_id holder may_take_over lease_ms agent_id now_ms
---       max_agents
--- A live lease belongs to the subject that attached it: another one may replace it
--- only with may_take_over (the admin role).
-local holder = redis.call('HGET', KEYS[1], 'holder')
-if holder and holder ~= ARGV[3] and ARGV[4] ~= '1' then
-  return {'held'}
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[7])
-if not redis.call('ZSCORE', KEYS[2], ARGV[6])
-    and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[8]) then
-  return {'full'}
-end
-local previous = redis.call('HGET', KEYS[1], 'inc') or ''
-redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'parent', ARGV[2], 'holder', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[7]) + tonumber(ARGV[5]), ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return {'attached', previous}
-"#;
+const ATTACH_AGENT: &str = include_str!("scripts/attach_agent.lua");
 
 /// Admits a session to its tenant's sessions holding state (ARGV[2] is already among
 /// them, or there is room), marking it held until ARGV[3]. On a cluster the
 /// registration runs it first, with the pending count (ADMIT_ASK); a subscription
 /// runs it for its session.
-const ADMIT_SESSION: &str = r#"
--- KEYS: tenant_held   ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-if not redis.call('ZSCORE', KEYS[1], ARGV[1])
-    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
-  return 0
-end
-redis.call('ZADD', KEYS[1], 'GT', ARGV[3], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-"#;
+const ADMIT_SESSION: &str = include_str!("scripts/admit_session.lua");
 
 /// On a cluster, before REGISTER: the tenant's pending count and session cap (its
 /// keys live in the tenant's slot). Concurrent registrations may overshoot the
 /// pending count by their number; the count itself is taken after (TENANT_REGISTERED).
-const ADMIT_ASK: &str = r#"
--- KEYS: tenant_pending tenant_held
--- ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms max_pending
-if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[6]) then
-  return 'tenant_full'
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
-if not redis.call('ZSCORE', KEYS[2], ARGV[1])
-    and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
-  return 'sessions_full'
-end
-redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return 'ok'
-"#;
+const ADMIT_ASK: &str = include_str!("scripts/admit_ask.lua");
 
 /// The tenant part of a claim on a Redis Cluster, after CLAIM.
-const TENANT_CLAIMED: &str = r#"
--- KEYS: tenant_sessions tenant_pending tenant_held
--- ARGV: session_id time_us tenant_channel message session_now_empty held_until_ms
---       held_ttl_ms
-redis.call('ZADD', KEYS[3], 'GT', ARGV[6], ARGV[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[7])
-if redis.call('DECR', KEYS[2]) <= 0 then
-  redis.call('DEL', KEYS[2])
-end
-if ARGV[5] == '1' then
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-  if score and tonumber(score) <= tonumber(ARGV[2]) then
-    redis.call('ZREM', KEYS[1], ARGV[1])
-  end
-end
-redis.call('SPUBLISH', ARGV[3], ARGV[4])
-"#;
+const TENANT_CLAIMED: &str = include_str!("scripts/tenant_claimed.lua");
 
 /// A session's pending asks with its epoch and head, read at one instant (a script:
 /// unlike MULTI, a script that meets a resharding is redirected like any command).
-static READ_SNAPSHOT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        r#"
--- KEYS: epoch head order asks
-return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]),
-        redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[4])}
-"#,
-    )
-});
+static READ_SNAPSHOT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/read_snapshot.lua")));
 
 /// A session's history with its epoch and head, read at one instant.
-static READ_HISTORY: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        r#"
--- KEYS: epoch head events
-return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('LRANGE', KEYS[3], 0, -1)}
-"#,
-    )
-});
+static READ_HISTORY: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/read_history.lua")));
 
 /// The session state of every node, in Redis.
 #[derive(Clone)]
@@ -1315,6 +736,10 @@ mod tests {
         }
     }
 
+    fn key() -> SessionKey {
+        SessionKey::new("acme{x}", "team/s-1")
+    }
+
     async fn store(redis: &RedisServer) -> RedisStore {
         store_with(redis, RedisConfig::default()).await
     }
@@ -1323,90 +748,6 @@ mod tests {
         RedisStore::connect(&redis.url, config)
             .await
             .expect("connect")
-    }
-
-    #[test]
-    fn urls_are_shown_without_their_passwords() {
-        for (url, shown) in [
-            ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
-            ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
-            (
-                "rediss://app:hunter2@cache:6380",
-                "rediss://app:***@cache:6380",
-            ),
-            ("redis://hunter2@cache", "redis://***@cache"),
-            (
-                "redis://:a@n1:7000,redis://:b@n2:7001",
-                "redis://:***@n1:7000,redis://:***@n2:7001",
-            ),
-            ("redis://:p@ss@host/1?x=y", "redis://:***@host/1?x=y"),
-        ] {
-            assert_eq!(redacted_url(url), shown, "{url}");
-        }
-        let target = RedisTarget::from("redis://:hunter2@cache:6379");
-        assert!(!format!("{target:?}").contains("hunter2"));
-    }
-
-    fn key() -> SessionKey {
-        SessionKey::new("acme{x}", "team/s-1")
-    }
-
-    #[test]
-    fn a_sessions_keys_share_one_hash_tag_and_braces_in_tenants_cannot_break_it() {
-        let keys = SessionKeys::new(&key());
-        assert_eq!(keys.key("asks"), "ag:{acme%7Bx%7D/team/s-1}:asks");
-        assert!(keys.channel().starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
-        assert!(keys.request("r").starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
-    }
-
-    #[test]
-    fn valid_names_keep_their_keys_and_a_slash_in_a_tenant_cannot_join_two_sessions() {
-        let keys = |t: &str, s: &str| SessionKeys::new(&SessionKey::new(t, s)).key("asks");
-        assert_eq!(keys("acme", "team/s-1"), "ag:{acme/team/s-1}:asks");
-        assert_ne!(keys("acme", "x/s"), keys("acme/x", "s"));
-        assert_eq!(
-            TenantKeys::new("acme").agent("a:asks:x"),
-            "ag:tenant:{acme}:agent:a%3Aasks%3Ax"
-        );
-        assert_ne!(
-            TenantKeys::new("acme").agent("a:asks:x"),
-            TenantKeys::new("acme").agent_asks("a", "x")
-        );
-    }
-
-    /// Text made mostly of the characters the encoding reserves, so collisions would
-    /// be found if they could happen.
-    fn adversarial() -> impl proptest::strategy::Strategy<Value = String> {
-        proptest::string::string_regex("[a/{}%:7BD2F]{0,8}").expect("regex")
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
-
-        /// docs/protocol.md "Vocabulary": no two distinct (tenant, session) pairs share a key,
-        /// and every key of a session keeps to one hash tag (one cluster slot).
-        #[test]
-        fn the_session_key_encoding_is_injective(
-            a in (adversarial(), adversarial()),
-            b in (adversarial(), adversarial()),
-        ) {
-            let tag = |(t, s): &(String, String)| SessionKeys::new(&SessionKey::new(t.as_str(), s.as_str())).tag;
-            proptest::prop_assert_eq!(tag(&a) == tag(&b), a == b);
-            let tag_a = tag(&a);
-            let open = tag_a.find('{').expect("open");
-            let close = tag_a[open..].find('}').expect("close") + open;
-            proptest::prop_assert_eq!(close, tag_a.len() - 1, "the hash tag is the whole session part");
-        }
-
-        #[test]
-        fn tenant_and_agent_keys_are_injective(
-            a in (adversarial(), adversarial()),
-            b in (adversarial(), adversarial()),
-        ) {
-            let agent = |(t, id): &(String, String)| TenantKeys::new(t).agent(id);
-            proptest::prop_assert_eq!(agent(&a) == agent(&b), a == b);
-            proptest::prop_assert_eq!(TenantKeys::new(&a.0).tag == TenantKeys::new(&b.0).tag, a.0 == b.0);
-        }
     }
 
     #[tokio::test]

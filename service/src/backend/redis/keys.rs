@@ -1,0 +1,205 @@
+//! Every Redis key name askgate uses, in one place.
+//!
+//! Every key of a session carries the hash tag `{<tenant>/<session>}`, so a session's
+//! keys live in one Redis Cluster slot and its scripts run on one shard. The tenant is
+//! written with `{`, `}`, `/` and `%` percent-encoded and the session with `{`, `}` and
+//! `%`, so no two (tenant, session) pairs ever share a tag, whatever characters they
+//! hold (see `escape`). docs/architecture.md lists the keys and what each holds.
+
+use crate::domain::SessionKey;
+
+/// The keys of one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKeys {
+    pub(super) tag: String,
+}
+
+impl SessionKeys {
+    pub fn new(key: &SessionKey) -> Self {
+        Self {
+            tag: format!(
+                "ag:{{{}/{}}}",
+                escape(&key.tenant, TENANT_RESERVED),
+                escape(&key.session_id, SESSION_RESERVED)
+            ),
+        }
+    }
+
+    pub fn key(&self, name: &str) -> String {
+        format!("{}:{name}", self.tag)
+    }
+
+    /// The pub/sub channel of the session's events (same hash slot as its keys).
+    pub fn channel(&self) -> String {
+        self.key("events:live")
+    }
+
+    pub fn request(&self, request_id: &str) -> String {
+        self.key(&format!("req:{request_id}"))
+    }
+
+    /// Which nodes' calls wait on the ask, each with the ask's reattach grace (ms);
+    /// deleted by the claim that resolves it.
+    pub fn wait_mark(&self, rpc_id: &str) -> String {
+        self.key(&format!("w:{rpc_id}"))
+    }
+}
+
+/// What a tenant name may not hold inside a key: the hash tag's braces, the `/` that
+/// ends it within a session's tag, and the escape character itself.
+const TENANT_RESERVED: &[char] = &['{', '}', '/', '%'];
+/// What a session id may not hold inside a key: the braces that end its hash tag, and
+/// the escape character itself.
+const SESSION_RESERVED: &[char] = &['{', '}', '%'];
+/// What an agent id may not hold inside its key: the `:` that separates the parts
+/// after it, and the escape character itself.
+const AGENT_RESERVED: &[char] = &[':', '%'];
+
+/// Percent-encodes every character of `reserved` (which must hold `%`). Injective:
+/// `%` itself is encoded, so distinct texts give distinct results, and none of them
+/// holds a reserved character, so a reserved character after it delimits it.
+///
+/// This is what makes the (tenant, session) → key mapping injective whatever either
+/// holds: the tenant ends at the first `/` of the tag, the session at the first `}`.
+/// Names the validation accepts (`[A-Za-z0-9._-]` tenants, `[A-Za-z0-9._:@/-]`
+/// sessions) pass through unchanged.
+fn escape(text: &str, reserved: &[char]) -> String {
+    debug_assert!(reserved.contains(&'%'));
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if reserved.contains(&c) {
+            escaped.push_str(&format!("%{:02X}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
+/// The keys of one tenant: its `all_sessions` channel and the index of its sessions
+/// with pending asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantKeys {
+    pub(super) tag: String,
+}
+
+impl TenantKeys {
+    pub fn new(tenant: &str) -> Self {
+        Self {
+            tag: format!("ag:tenant:{{{}}}", escape(tenant, TENANT_RESERVED)),
+        }
+    }
+
+    /// Every event of every session of the tenant.
+    pub fn channel(&self) -> String {
+        format!("{}:live", self.tag)
+    }
+
+    /// Sessions that (may) have pending asks, for an `all_sessions` snapshot.
+    pub fn sessions(&self) -> String {
+        format!("{}:sessions", self.tag)
+    }
+
+    /// How many asks of the tenant are pending, for its quota.
+    pub fn pending(&self) -> String {
+        format!("{}:pending", self.tag)
+    }
+
+    /// Set (with a short expiry) while some node has an `all_sessions` subscriber.
+    pub fn attended(&self) -> String {
+        format!("{}:attended", self.tag)
+    }
+
+    /// The tenant's sessions that hold state, scored by when that ends (their history
+    /// expires, or their subscribers' lease), for the per-tenant session cap.
+    pub fn held_sessions(&self) -> String {
+        format!("{}:held", self.tag)
+    }
+
+    /// The tenant's `all_sessions` subscriber slots, over every node.
+    pub fn all_sessions_subscribers(&self) -> String {
+        format!("{}:subs", self.tag)
+    }
+
+    /// The tenant's attached agents, scored by when their lease ends.
+    pub fn agents(&self) -> String {
+        format!("{}:agents", self.tag)
+    }
+
+    /// An agent's lease (its incarnation, parent and holder).
+    pub fn agent(&self, agent_id: &str) -> String {
+        format!("{}:agent:{}", self.tag, escape(agent_id, AGENT_RESERVED))
+    }
+
+    /// The pending asks of one incarnation of an agent.
+    pub fn agent_asks(&self, agent_id: &str, incarnation: &str) -> String {
+        format!("{}:asks:{incarnation}", self.agent(agent_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> SessionKey {
+        SessionKey::new("acme{x}", "team/s-1")
+    }
+
+    #[test]
+    fn a_sessions_keys_share_one_hash_tag_and_braces_in_tenants_cannot_break_it() {
+        let keys = SessionKeys::new(&key());
+        assert_eq!(keys.key("asks"), "ag:{acme%7Bx%7D/team/s-1}:asks");
+        assert!(keys.channel().starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
+        assert!(keys.request("r").starts_with("ag:{acme%7Bx%7D/team/s-1}:"));
+    }
+
+    #[test]
+    fn valid_names_keep_their_keys_and_a_slash_in_a_tenant_cannot_join_two_sessions() {
+        let keys = |t: &str, s: &str| SessionKeys::new(&SessionKey::new(t, s)).key("asks");
+        assert_eq!(keys("acme", "team/s-1"), "ag:{acme/team/s-1}:asks");
+        assert_ne!(keys("acme", "x/s"), keys("acme/x", "s"));
+        assert_eq!(
+            TenantKeys::new("acme").agent("a:asks:x"),
+            "ag:tenant:{acme}:agent:a%3Aasks%3Ax"
+        );
+        assert_ne!(
+            TenantKeys::new("acme").agent("a:asks:x"),
+            TenantKeys::new("acme").agent_asks("a", "x")
+        );
+    }
+
+    /// Text made mostly of the characters the encoding reserves, so collisions would
+    /// be found if they could happen.
+    fn adversarial() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex("[a/{}%:7BD2F]{0,8}").expect("regex")
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// docs/protocol.md "Vocabulary": no two distinct (tenant, session) pairs share a key,
+        /// and every key of a session keeps to one hash tag (one cluster slot).
+        #[test]
+        fn the_session_key_encoding_is_injective(
+            a in (adversarial(), adversarial()),
+            b in (adversarial(), adversarial()),
+        ) {
+            let tag = |(t, s): &(String, String)| SessionKeys::new(&SessionKey::new(t.as_str(), s.as_str())).tag;
+            proptest::prop_assert_eq!(tag(&a) == tag(&b), a == b);
+            let tag_a = tag(&a);
+            let open = tag_a.find('{').expect("open");
+            let close = tag_a[open..].find('}').expect("close") + open;
+            proptest::prop_assert_eq!(close, tag_a.len() - 1, "the hash tag is the whole session part");
+        }
+
+        #[test]
+        fn tenant_and_agent_keys_are_injective(
+            a in (adversarial(), adversarial()),
+            b in (adversarial(), adversarial()),
+        ) {
+            let agent = |(t, id): &(String, String)| TenantKeys::new(t).agent(id);
+            proptest::prop_assert_eq!(agent(&a) == agent(&b), a == b);
+            proptest::prop_assert_eq!(TenantKeys::new(&a.0).tag == TenantKeys::new(&b.0).tag, a.0 == b.0);
+        }
+    }
+}

@@ -1,0 +1,50 @@
+-- KEYS: asks order rids events head epoch settled
+--       [tenant_sessions tenant_pending tenant_held]
+-- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
+--       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
+-- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
+-- The wait mark shares the session's hash tag, so it lives in this slot.
+local tenant = KEYS[8] ~= nil
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', ARGV[12])
+redis.call('ZREM', KEYS[2], ARGV[1])
+-- The tenant's count goes when it reaches zero, like its set of sessions.
+if tenant and redis.call('DECR', KEYS[9]) <= 0 then
+  redis.call('DEL', KEYS[9])
+end
+local seq = redis.call('INCR', KEYS[5])
+local epoch = redis.call('GET', KEYS[6]) or ''
+local event = 'R' .. ARGV[2]
+redis.call('RPUSH', KEYS[4], event)
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[7], ARGV[5])
+local request_id = redis.call('HGET', KEYS[3], ARGV[1])
+if request_id then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  -- The request key shares the session's hash tag, so it lives in this slot.
+  local request = ARGV[7] .. request_id
+  redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
+  redis.call('EXPIRE', request, ARGV[5])
+end
+local remaining = redis.call('HLEN', KEYS[1])
+if tenant and remaining == 0 then
+  redis.call('SREM', KEYS[8], ARGV[9])
+end
+if tenant then
+  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
+  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
+end
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
+  redis.call('EXPIRE', key, ARGV[10])
+end
+local message = epoch .. ' ' .. seq .. ' ' .. event
+redis.call(ARGV[11], ARGV[6], message)
+if tenant then
+  redis.call('PUBLISH', ARGV[8], message)
+end
+local now = redis.call('TIME')
+return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2])}

@@ -1,0 +1,64 @@
+-- KEYS: asks order rids events head epoch request
+--       [tenant_sessions tenant_pending tenant_held]
+-- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
+--       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
+--       now_ms max_tenant_sessions
+-- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
+-- node checks the tenant's caps before (ADMIT_ASK) and does the tenant's part after
+-- the script (TENANT_REGISTERED).
+local tenant = KEYS[8] ~= nil
+if ARGV[3] ~= '' then
+  local state = redis.call('HGET', KEYS[7], 'state')
+  if state == 'P' then
+    return {'joined', redis.call('HGET', KEYS[7], 'rpc')}
+  elseif state == 'D' then
+    return {'recorded', redis.call('HGET', KEYS[7], 'rpc'), redis.call('HGET', KEYS[7], 'resolved')}
+  end
+end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
+  return {'full'}
+end
+if tenant then
+  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
+  if not redis.call('ZSCORE', KEYS[10], ARGV[9])
+      and redis.call('ZCARD', KEYS[10]) >= tonumber(ARGV[14]) then
+    return {'sessions_full'}
+  end
+  if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
+    return {'tenant_full'}
+  end
+  redis.call('INCR', KEYS[9])
+  -- The session holds state as long as its history: the idle TTL from now.
+  redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
+  redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
+end
+local epoch = redis.call('GET', KEYS[6])
+if not epoch then
+  epoch = ARGV[6]
+  redis.call('SET', KEYS[6], epoch)
+end
+local seq = redis.call('INCR', KEYS[5])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+local event = 'Q' .. ARGV[2]
+redis.call('RPUSH', KEYS[4], event)
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
+  redis.call('PERSIST', KEYS[7])
+end
+if tenant then
+  redis.call('SADD', KEYS[8], ARGV[9])
+end
+-- A session's history lives as long as it is used, then expires.
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
+  redis.call('EXPIRE', key, ARGV[10])
+end
+local message = epoch .. ' ' .. seq .. ' ' .. event
+redis.call(ARGV[12], ARGV[7], message)
+if tenant then
+  redis.call('PUBLISH', ARGV[8], message)
+end
+local now = redis.call('TIME')
+return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}
