@@ -1,0 +1,446 @@
+//! A subscriber's follow: the replay (a snapshot, or the history after a cursor), then
+//! live events merged with the session's history by sequence number, with `reset` when
+//! a gap cannot be filled; for one session or for a tenant's `all_sessions`.
+
+use super::*;
+
+/// What a new waiter needs to know of its ask.
+pub(super) struct WaitSpec {
+    pub(super) grace: Duration,
+    pub(super) request_id: String,
+    /// How long the ask's mark is kept: past the ask's deadline, its grace and a lease.
+    pub(super) mark_ttl: Duration,
+}
+
+/// What a follower hands its subscriber's stream: a live event, or a whole replay at
+/// once (one hand-over between tasks for thousands of pending asks, rather than one
+/// per event once the buffer is full).
+pub(super) enum Delivery {
+    One(Message),
+    Many(VecDeque<Message>),
+}
+
+pub(super) type DeliveryTx = mpsc::Sender<Result<Delivery, AskError>>;
+
+/// Where a subscriber's events go, and what it has sent so far.
+pub(super) struct Follower {
+    pub(super) node: Arc<Node>,
+    pub(super) events_tx: DeliveryTx,
+    /// Changes when this node's pub/sub connection is lost: what was published
+    /// meanwhile never arrived, so the subscription ends UNAVAILABLE and the
+    /// subscriber resumes from its cursor (through a healthy node, or once Redis is back).
+    pub(super) lost: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Ends a subscription whose follower failed with its error (the subscriber gets the
+/// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
+pub(super) async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), AskError>) {
+    if let Err(e) = ended {
+        debug!("subscription failed: {e}");
+        let _ = events_tx.send(Err(e)).await;
+    }
+}
+
+pub(super) fn lost_subscription() -> AskError {
+    AskError::BackendUnavailable(
+        "this node lost its redis subscription; resume from the last cursor".into(),
+    )
+}
+
+/// What an `all_sessions` follower does with one live event (see `tenant_step`).
+pub(super) enum TenantStep {
+    /// It has the event already.
+    Skip,
+    /// Forward this event.
+    This,
+    /// Forward these events of its session, from the history, instead.
+    History(Vec<(u64, StoredEvent)>),
+    /// The history cannot fill the gap: reset and take a new snapshot.
+    Reset,
+}
+
+pub(super) fn session_of(event: &StoredEvent) -> &str {
+    match event {
+        StoredEvent::Requested(r) => &r.session_id,
+        StoredEvent::Resolved(r) => &r.session_id,
+    }
+}
+
+/// How far before an `all_sessions` subscription's snapshot the events of a session it
+/// did not cover still count: the nodes' clock skew and the events in flight.
+pub(super) const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
+
+/// The events of a session first seen by an `all_sessions` subscriber: those since
+/// `since` (by the ask's own timestamps), never a `resolved` without its `requested`.
+/// The history holds the live event that revealed the session (the scripts write
+/// before they publish).
+pub(super) fn since_subscribed(
+    events: Vec<(u64, StoredEvent)>,
+    since: SystemTime,
+) -> Vec<(u64, StoredEvent)> {
+    let at = |t: &Option<prost_types::Timestamp>| {
+        t.and_then(|t| SystemTime::try_from(t).ok())
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    };
+    let mut earlier = HashSet::new();
+    let mut batch = Vec::new();
+    for (seq, event) in events {
+        match &event {
+            StoredEvent::Requested(r) if at(&r.requested_at) < since => {
+                earlier.insert(r.rpc_id.clone());
+            }
+            StoredEvent::Resolved(r) if earlier.contains(&r.rpc_id) => {}
+            _ => batch.push((seq, event)),
+        }
+    }
+    batch
+}
+
+/// What forwarding a live event did.
+pub(super) enum Forwarded {
+    Sent,
+    /// The subscriber's buffer is full: it fell behind and must be reset.
+    Behind,
+    Closed,
+}
+
+impl Follower {
+    /// Sends, waiting for room (replays and snapshots).
+    pub(super) async fn send(&self, message: Message) -> bool {
+        self.events_tx
+            .send(Ok(Delivery::One(message)))
+            .await
+            .is_ok()
+    }
+
+    /// Sends a replay as one delivery, waiting for room.
+    pub(super) async fn send_all(&self, messages: VecDeque<Message>) -> bool {
+        messages.is_empty()
+            || self
+                .events_tx
+                .send(Ok(Delivery::Many(messages)))
+                .await
+                .is_ok()
+    }
+
+    /// Forwards a live event without waiting: a subscriber that cannot keep up gets
+    /// `reset` and a snapshot instead of an ever-growing queue.
+    pub(super) fn forward(&self, message: Message) -> Forwarded {
+        match self.events_tx.try_send(Ok(Delivery::One(message))) {
+            Ok(()) => Forwarded::Sent,
+            Err(mpsc::error::TrySendError::Full(_)) => Forwarded::Behind,
+            Err(mpsc::error::TrySendError::Closed(_)) => Forwarded::Closed,
+        }
+    }
+
+    /// The pending asks of a session as `requested` events with their own cursors, then
+    /// `synced`; returns the epoch and sequence number the snapshot reflects, or None
+    /// when the subscriber is gone.
+    pub(super) async fn snapshot_session(
+        &self,
+        key: &SessionKey,
+    ) -> Result<Option<(String, u64)>, AskError> {
+        let snapshot = self.node.store.snapshot(key).await?;
+        let mut replay: VecDeque<Message> = snapshot
+            .pending
+            .into_iter()
+            .map(|(seq, requested)| {
+                message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
+            })
+            .collect();
+        let synced = Event::Synced(Synced { resumed: false });
+        replay.push_back(message(cursor(&snapshot.epoch, snapshot.head), synced));
+        Ok(self
+            .send_all(replay)
+            .await
+            .then_some((snapshot.epoch, snapshot.head)))
+    }
+
+    /// Sends the stored events after `last` (a gap in the live stream, or the final
+    /// catch-up at shutdown); returns the new last sequence number, or None when the
+    /// history no longer holds them (the caller resets).
+    pub(super) async fn catch_up(
+        &self,
+        key: &SessionKey,
+        epoch: &str,
+        last: u64,
+    ) -> Result<Option<u64>, AskError> {
+        let Some(events) = self.node.store.events_after(key, epoch, last).await? else {
+            return Ok(None);
+        };
+        let last = events.last().map_or(last, |(seq, _)| *seq);
+        let replay = events
+            .into_iter()
+            .map(|(seq, event)| message(cursor(epoch, seq), stored_to_event(&event)))
+            .collect();
+        self.send_all(replay).await;
+        Ok(Some(last))
+    }
+
+    /// Replay then follow one session, merging live events with the history by
+    /// sequence number: no gap, no duplicate; `reset` and a snapshot when the history
+    /// cannot fill a gap or the epoch changed.
+    pub(super) async fn session(
+        mut self,
+        key: SessionKey,
+        after: Option<String>,
+        mut live: broadcast::Receiver<Arc<LiveEvent>>,
+        mut closing: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), AskError> {
+        let resumed = match after.as_deref().and_then(parse_cursor) {
+            Some((e, seq)) => self
+                .node
+                .store
+                .events_after(&key, e, seq)
+                .await?
+                .map(|events| (e.to_owned(), seq, events)),
+            None => None,
+        };
+        let (mut epoch, mut last) = match resumed {
+            Some((epoch, last, events)) => {
+                let last = events.last().map_or(last, |(seq, _)| *seq);
+                let mut replay: VecDeque<Message> = events
+                    .into_iter()
+                    .map(|(seq, event)| message(cursor(&epoch, seq), stored_to_event(&event)))
+                    .collect();
+                let synced = Event::Synced(Synced { resumed: true });
+                replay.push_back(message(cursor(&epoch, last), synced));
+                if !self.send_all(replay).await {
+                    return Ok(());
+                }
+                (epoch, last)
+            }
+            None => {
+                if after.is_some()
+                    && !self
+                        .send(message(String::new(), Event::Reset(Reset {})))
+                        .await
+                {
+                    return Ok(());
+                }
+                match self.snapshot_session(&key).await? {
+                    Some(at) => at,
+                    None => return Ok(()),
+                }
+            }
+        };
+        loop {
+            let event = tokio::select! {
+                () = self.events_tx.closed() => return Ok(()),
+                _ = self.lost.changed() => return Err(lost_subscription()),
+                _ = closing.changed() => {
+                    // Shutdown: deliver what was written up to now, then end.
+                    if !epoch.is_empty() {
+                        self.catch_up(&key, &epoch, last).await?;
+                    }
+                    return Ok(());
+                }
+                event = live.recv() => event,
+            };
+            let resync = match event {
+                Ok(event) => {
+                    if epoch.is_empty() {
+                        epoch = event.epoch.clone();
+                    }
+                    if event.epoch != epoch {
+                        true
+                    } else if event.seq <= last {
+                        false
+                    } else if event.seq == last + 1 {
+                        match self.forward(message(
+                            cursor(&epoch, event.seq),
+                            stored_to_event(&event.event),
+                        )) {
+                            Forwarded::Sent => {
+                                last = event.seq;
+                                false
+                            }
+                            Forwarded::Behind => true,
+                            Forwarded::Closed => return Ok(()),
+                        }
+                    } else {
+                        match self.catch_up(&key, &epoch, last).await? {
+                            Some(new_last) => {
+                                last = new_last;
+                                false
+                            }
+                            None => true,
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => true,
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            if resync {
+                if !self
+                    .send(message(String::new(), Event::Reset(Reset {})))
+                    .await
+                {
+                    return Ok(());
+                }
+                (epoch, last) = match self.snapshot_session(&key).await? {
+                    Some(at) => at,
+                    None => return Ok(()),
+                };
+            }
+        }
+    }
+
+    /// What an `all_sessions` subscriber gets for one live event of the tenant's channel:
+    /// nothing if it has it already, the event itself when it follows the last one of
+    /// its session, or the session's history from there when events are missing (on a
+    /// Redis Cluster each node publishes to the tenant's channel after its script, so
+    /// events of one session can arrive out of order). For a session the snapshot did
+    /// not cover, the history's events since `since`, keeping each ask's `requested`
+    /// before its `resolved`. A reset when the history cannot fill a gap.
+    pub(super) async fn tenant_step(
+        &self,
+        tenant: &str,
+        seen: &HashMap<String, (String, u64)>,
+        event: &LiveEvent,
+        since: SystemTime,
+    ) -> Result<TenantStep, AskError> {
+        let session_id = session_of(&event.event);
+        let key = || SessionKey::new(tenant, session_id);
+        let store = &self.node.store;
+        Ok(match seen.get(session_id) {
+            Some((epoch, last)) if *epoch == event.epoch => {
+                if event.seq <= *last {
+                    TenantStep::Skip
+                } else if event.seq == last + 1 {
+                    TenantStep::This
+                } else {
+                    match store.events_after(&key(), epoch, *last).await? {
+                        Some(events) => TenantStep::History(events),
+                        None => TenantStep::Reset,
+                    }
+                }
+            }
+            // On one server the scripts publish in order and the sessions index is
+            // exact: a session the snapshot did not cover starts with this event.
+            None if !store.is_cluster() => TenantStep::This,
+            None => match store.recent_events(&key(), &event.epoch).await? {
+                Some(events) => TenantStep::History(since_subscribed(events, since)),
+                None => TenantStep::This,
+            },
+            Some(_) => TenantStep::This,
+        })
+    }
+
+    /// Forwards one event of a session to an `all_sessions` subscriber and notes it as
+    /// the last one of its session.
+    pub(super) fn forward_tenant(
+        &self,
+        seen: &mut HashMap<String, (String, u64)>,
+        epoch: &str,
+        seq: u64,
+        stored: &StoredEvent,
+    ) -> Forwarded {
+        let session_id = session_of(stored);
+        match seen.get_mut(session_id) {
+            Some(last) => *last = (epoch.to_owned(), seq),
+            None => {
+                seen.insert(session_id.to_owned(), (epoch.to_owned(), seq));
+            }
+        }
+        self.forward(message(cursor(epoch, seq), stored_to_event(stored)))
+    }
+
+    /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
+    /// first), then live events, skipping those the snapshot already covered.
+    pub(super) async fn tenant(
+        mut self,
+        tenant: String,
+        reset_first: bool,
+        mut live: broadcast::Receiver<Arc<LiveEvent>>,
+        mut closing: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), AskError> {
+        // session_id → (epoch, last sequence number sent or covered)
+        let mut seen: HashMap<String, (String, u64)> = HashMap::new();
+        let mut first = reset_first;
+        loop {
+            if first
+                && !self
+                    .send(message(String::new(), Event::Reset(Reset {})))
+                    .await
+            {
+                return Ok(());
+            }
+            first = true;
+            seen.clear();
+            // Events of sessions the snapshot does not cover count from here on (less a
+            // margin for the nodes' clocks and the events in flight).
+            let since = SystemTime::now() - UNSEEN_MARGIN;
+            let mut pending = Vec::new();
+            for session_id in self.node.store.tenant_sessions(&tenant).await? {
+                let key = SessionKey::new(tenant.as_str(), session_id.as_str());
+                let snapshot = self.node.store.snapshot(&key).await?;
+                for (seq, requested) in snapshot.pending {
+                    pending.push((snapshot.epoch.clone(), seq, requested));
+                }
+                seen.insert(session_id, (snapshot.epoch, snapshot.head));
+            }
+            pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
+            let mut replay: VecDeque<Message> = pending
+                .into_iter()
+                .map(|(epoch, seq, requested)| {
+                    message(cursor(&epoch, seq), Event::Requested(requested))
+                })
+                .collect();
+            replay.push_back(message(
+                String::new(),
+                Event::Synced(Synced { resumed: false }),
+            ));
+            if !self.send_all(replay).await {
+                return Ok(());
+            }
+            loop {
+                let event = tokio::select! {
+                    () = self.events_tx.closed() => return Ok(()),
+                    _ = self.lost.changed() => return Err(lost_subscription()),
+                    _ = closing.changed() => {
+                        for (session_id, (epoch, last)) in seen.clone() {
+                            let key = SessionKey::new(tenant.as_str(), session_id.as_str());
+                            if !epoch.is_empty() {
+                                self.catch_up(&key, &epoch, last).await?;
+                            }
+                        }
+                        return Ok(());
+                    }
+                    event = live.recv() => event,
+                };
+                match event {
+                    Ok(event) => {
+                        let epoch = &event.epoch;
+                        let forwarded =
+                            match self.tenant_step(&tenant, &seen, &event, since).await? {
+                                TenantStep::Skip => continue,
+                                TenantStep::Reset => break,
+                                TenantStep::This => {
+                                    self.forward_tenant(&mut seen, epoch, event.seq, &event.event)
+                                }
+                                TenantStep::History(events) => {
+                                    let mut forwarded = Forwarded::Sent;
+                                    for (seq, stored) in &events {
+                                        forwarded =
+                                            self.forward_tenant(&mut seen, epoch, *seq, stored);
+                                        if !matches!(forwarded, Forwarded::Sent) {
+                                            break;
+                                        }
+                                    }
+                                    forwarded
+                                }
+                            };
+                        match forwarded {
+                            Forwarded::Sent => {}
+                            Forwarded::Behind => break,
+                            Forwarded::Closed => return Ok(()),
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! The [`Backend`] over Redis: any number of askgate nodes share the state in
+//! [`RedisStore`] and see each other's events through [`Fanout`].
+//!
+//! Node-local parts: the calls waiting on this node (their outcome arrives as the
+//! `resolved` event of their session, through a per-session pump), this node's
+//! subscribers (live events merged with the session history by sequence number), and
+//! short-lived presence keys that this node refreshes while it holds them: "someone
+//! follows this session" (the unattended rule), "a call waits for this ask" (the
+//! reattach grace), agent leases and exclusive holds. A node that dies stops refreshing,
+//! so what it held expires.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
+
+use askgate_proto::v1::{
+    Question, Requested, Reset, Resolved, SubscribeResponse, Synced, Unattended,
+    subscribe_response::Event,
+};
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use redis::{AsyncCommands, Script};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::{
+    fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
+    store::{
+        RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
+        TenantKeys, now_ms,
+    },
+};
+use crate::backend::{
+    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+};
+use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+
+mod follow;
+mod node;
+mod slots;
+
+use follow::*;
+use node::*;
+use slots::*;
+
+/// Settings of the Redis backend. Its `Debug` shows the URL without its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisBackendConfig {
+    pub url: String,
+    /// `url` lists Redis Cluster nodes (comma-separated).
+    pub cluster: bool,
+    /// For `rediss://`: a CA certificate (PEM) to trust besides the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+    pub store: RedisConfig,
+    /// How long a session counts as attended after this node's last subscriber left.
+    pub reconnect_grace: Duration,
+    /// Events a subscriber may fall behind before it gets `reset`.
+    pub subscriber_buffer: usize,
+    /// The same for an `all_sessions` subscriber.
+    pub tenant_buffer: usize,
+    /// How long presence, waiter and agent leases last without a refresh.
+    pub lease: Duration,
+    /// Subscribers one session may have, over all nodes.
+    pub max_subscribers_per_session: usize,
+    /// `all_sessions` subscribers one tenant may have, over all nodes.
+    pub max_all_sessions_per_tenant: usize,
+}
+
+impl std::fmt::Debug for RedisBackendConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackendConfig")
+            .field("url", &super::store::redacted_url(&self.url))
+            .field("cluster", &self.cluster)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackendConfig {
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            cluster: false,
+            ca_pem: None,
+            store: RedisConfig::default(),
+            reconnect_grace: Duration::from_secs(5),
+            subscriber_buffer: 1024,
+            tenant_buffer: 16 * 1024,
+            lease: Duration::from_secs(10),
+            max_subscribers_per_session: 64,
+            max_all_sessions_per_tenant: 64,
+        }
+    }
+}
+
+type Message = Arc<SubscribeResponse>;
+
+/// The calls waiting on this node for one ask.
+struct WaitEntry {
+    senders: Vec<oneshot::Sender<Outcome>>,
+    /// Empty when no retry can ever reattach to the ask.
+    request_id: String,
+}
+
+/// The calls waiting on this node, by session and then rpc_id: a session's pump asks
+/// whether anything here still waits on it at every event, which must not cost a scan
+/// of every ask the node holds.
+#[derive(Default)]
+struct Waiters {
+    by_session: HashMap<SessionKey, HashMap<String, WaitEntry>>,
+    len: usize,
+}
+
+impl Waiters {
+    /// The entry of (key, rpc_id), made by `new` when there is none.
+    fn entry(
+        &mut self,
+        key: &SessionKey,
+        rpc_id: &str,
+        new: impl FnOnce() -> WaitEntry,
+    ) -> &mut WaitEntry {
+        use std::collections::hash_map::Entry;
+        match self
+            .by_session
+            .entry(key.clone())
+            .or_default()
+            .entry(rpc_id.to_owned())
+        {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                self.len += 1;
+                entry.insert(new())
+            }
+        }
+    }
+
+    fn get_mut(&mut self, key: &SessionKey, rpc_id: &str) -> Option<&mut WaitEntry> {
+        self.by_session.get_mut(key)?.get_mut(rpc_id)
+    }
+
+    fn remove(&mut self, key: &SessionKey, rpc_id: &str) -> Option<WaitEntry> {
+        let asks = self.by_session.get_mut(key)?;
+        let removed = asks.remove(rpc_id)?;
+        if asks.is_empty() {
+            self.by_session.remove(key);
+        }
+        self.len -= 1;
+        Some(removed)
+    }
+
+    fn waiting_on(&self, key: &SessionKey) -> bool {
+        self.by_session.contains_key(key)
+    }
+
+    fn rpc_ids(&self, key: &SessionKey) -> Vec<String> {
+        self.by_session
+            .get(key)
+            .map(|asks| asks.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&SessionKey, &String, &WaitEntry)> {
+        self.by_session
+            .iter()
+            .flat_map(|(key, asks)| asks.iter().map(move |(rpc_id, e)| (key, rpc_id, e)))
+    }
+}
+
+/// Asks whose waiting calls are gone (their node died or drained, or a caller left with
+/// a reattach grace), scored by when their grace is over: then, unless a live node
+/// waits on the ask again, a sweep resolves it ABORTED.
+const WAITS_KEY: &str = "ag:waits";
+
+/// Every node's lease: node id scored by when it ends unless the node renews it. A node
+/// renews only this (and its own wait list's expiry), however many asks it holds;
+/// the survivors of a node whose lease ended take over its wait list.
+const NODES_KEY: &str = "ag:nodes";
+
+/// The asks a node's calls wait on, for the survivors should it die.
+fn node_waits_key(node_id: &str) -> String {
+    format!("ag:node:{node_id}:waits")
+}
+
+fn wait_mark(key: &SessionKey, rpc_id: &str) -> String {
+    SessionKeys::new(key).wait_mark(rpc_id)
+}
+
+fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
+    format!("{}\u{1f}{}\u{1f}{rpc_id}", key.tenant, key.session_id)
+}
+
+fn parse_wait_member(member: &str) -> Option<(SessionKey, String)> {
+    let mut parts = member.split('\u{1f}');
+    let (tenant, session, rpc_id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((SessionKey::new(tenant, session), rpc_id.to_owned()))
+}
+/// An agent lease held on this node: its incarnation, and who to tell when a newer
+/// attach replaces it.
+type LocalLease = (String, Option<oneshot::Sender<()>>);
+type WaiterKey = (SessionKey, String);
+
+/// The Redis [`Backend`].
+#[derive(Clone)]
+pub struct RedisBackend {
+    node: Arc<Node>,
+}
+
+struct Node {
+    id: String,
+    store: RedisStore,
+    fanout: Fanout,
+    conn: RedisConn,
+    config: RedisBackendConfig,
+    /// Calls waiting on this node, by (session, rpc_id).
+    waiters: Mutex<Waiters>,
+    /// Asks resolved since the last renewal, to take off this node's wait list then.
+    resolved_here: Mutex<Vec<String>>,
+    /// Sessions whose pump delivers outcomes to this node's waiters.
+    pumps: Mutex<HashSet<SessionKey>>,
+    /// Presence keys this node keeps alive, with how many local holders each has.
+    attended: Mutex<HashMap<String, usize>>,
+    /// Agent leases held on this node: (tenant, agent_id) → incarnation, and who to tell
+    /// when a newer attach replaces it.
+    leases: Mutex<HashMap<(String, String), LocalLease>>,
+    exclusive: Mutex<HashMap<String, String>>,
+    /// This node's subscriber slots (see [`SubscriberSlot`]): member → the session's
+    /// (or the tenant's) `subs` key.
+    subscribers: Mutex<HashMap<String, String>>,
+    /// Sessions this node's subscribers follow, in their tenant's held sessions:
+    /// (that key, session_id) → how many local subscribers. Renewed with the leases.
+    held_sessions: Mutex<HashMap<(String, String), usize>>,
+    closed: AtomicBool,
+    /// Set at shutdown: subscriptions deliver what was written, then end.
+    closing: tokio::sync::watch::Sender<bool>,
+}
+
+fn redis_error(error: redis::RedisError) -> AskError {
+    super::store::unavailable(error)
+}
+
+fn message(cursor: String, event: Event) -> Message {
+    Arc::new(SubscribeResponse {
+        cursor,
+        event: Some(event),
+    })
+}
+
+fn cursor(epoch: &str, seq: u64) -> String {
+    format!("{epoch}-{seq}")
+}
+
+fn parse_cursor(cursor: &str) -> Option<(&str, u64)> {
+    let (epoch, seq) = cursor.rsplit_once('-')?;
+    Some((epoch, seq.parse().ok()?))
+}
+
+fn outcome_of(resolved: &Resolved) -> Outcome {
+    Outcome {
+        resolution: resolved.reason(),
+        answers: resolved.answers.clone(),
+        resolved_by: resolved.resolved_by.clone(),
+        cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
+    }
+}
+
+fn stored_to_event(event: &StoredEvent) -> Event {
+    match event {
+        StoredEvent::Requested(r) => Event::Requested(r.clone()),
+        StoredEvent::Resolved(r) => Event::Resolved(r.clone()),
+    }
+}
+
+impl RedisBackend {
+    pub async fn connect(config: RedisBackendConfig) -> anyhow::Result<Self> {
+        let target = RedisTarget {
+            url: config.url.clone(),
+            cluster: config.cluster,
+            ca_pem: config.ca_pem.clone(),
+        };
+        let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
+        let fanout = Fanout::connect(target.clone()).await?;
+        let mut conn = target.connect(None).await?;
+        let id = Uuid::new_v4().simple().to_string();
+        // The node's lease, before any ask it takes can rely on it.
+        let _: () = conn
+            .zadd(NODES_KEY, &id, now_ms() + config.lease.as_millis() as u64)
+            .await?;
+        let node = Arc::new(Node {
+            id,
+            store,
+            fanout,
+            conn,
+            config,
+            waiters: Mutex::default(),
+            resolved_here: Mutex::default(),
+            pumps: Mutex::default(),
+            attended: Mutex::default(),
+            leases: Mutex::default(),
+            exclusive: Mutex::default(),
+            subscribers: Mutex::default(),
+            held_sessions: Mutex::default(),
+            closed: AtomicBool::new(false),
+            closing: tokio::sync::watch::channel(false).0,
+        });
+        tokio::spawn(refresh_until_dropped(Arc::downgrade(&node)));
+        Ok(Self { node })
+    }
+}
+
+impl RedisBackend {
+    async fn register_now(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        let node = &self.node;
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let key = ask.key.clone();
+        if let Some(agent) = &ask.agent {
+            node.check_caller(&key.tenant, agent).await?;
+        }
+        let rpc_id = Uuid::now_v7().to_string();
+        let waits_at_most = ask
+            .expires_at
+            .and_then(|t| t.duration_since(SystemTime::now()).ok())
+            .unwrap_or(node.config.lease * 6);
+        let spec = WaitSpec {
+            grace: ask.reattach_grace,
+            request_id: ask.request_id.clone(),
+            mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
+        };
+        // On this node's wait list before the ask exists: if this node dies at any point
+        // after the script, the survivors still find the ask. In the same round trip,
+        // the unattended check (Semantics 8).
+        let conn = node.conn.clone();
+        let must_be_attended = ask.if_unattended == Unattended::Fail;
+        // Keys of several slots (this node's list, the ask's mark, the session's and the
+        // tenant's presence): commands at once rather than one pipeline, which a
+        // cluster would refuse.
+        let listed = conn.run_all(node.wait_commands(&key, &rpc_id, &spec));
+        let attended = async {
+            match must_be_attended {
+                true => {
+                    redis::cmd("EXISTS")
+                        .arg(SessionKeys::new(&key).key("attended"))
+                        .arg(TenantKeys::new(&key.tenant).attended())
+                        .query_async::<u64>(&mut conn.clone())
+                        .await
+                }
+                false => Ok(1),
+            }
+        };
+        let (listed, attended) = tokio::join!(listed, attended);
+        listed.map_err(redis_error)?;
+        let attended = attended.map_err(redis_error)?;
+        if attended == 0 {
+            node.unlist(&key, &rpc_id);
+            return Err(AskError::NoProvider);
+        }
+        let requested = Requested {
+            rpc_id: rpc_id.clone(),
+            session_id: key.session_id.to_string(),
+            questions: ask.questions,
+            agent: ask.agent.clone(),
+            labels: ask.labels,
+            requested_at: Some(SystemTime::now().into()),
+            expires_at: ask.expires_at.map(Into::into),
+        };
+        // Listen first and wait under the new id, so an answer given the instant the
+        // ask is stored (on any node) cannot be missed.
+        let channel = SessionKeys::new(&key).channel();
+        let live = match node.fanout.follow(&channel, SESSION_BUFFER).await {
+            Ok(live) => live,
+            Err(e) => {
+                node.unlist(&key, &rpc_id);
+                return Err(e);
+            }
+        };
+        let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        let registered = node.store.register(&key, &requested, &ask.request_id).await;
+        if !matches!(registered, Ok(Registration::New { .. })) {
+            node.unlist(&key, &rpc_id);
+        }
+        let (rpc_id, outcome) = match registered {
+            Ok(Registration::New { .. }) => (rpc_id, outcome),
+            Ok(Registration::Joined { rpc_id: joined }) => {
+                node.waiters.lock().remove(&key, &rpc_id);
+                let outcome = node.add_waiter(&key, &joined, &spec);
+                // Waited on here from now on, before a sweep can find the ask's grace
+                // (after its first node died) over.
+                if let Err(e) = conn.run_all(node.wait_commands(&key, &joined, &spec)).await {
+                    node.waiters.lock().remove(&key, &joined);
+                    return Err(redis_error(e));
+                }
+                // It may have resolved between the script and the wait: recover.
+                if node.store.pending_ask(&key, &joined).await.is_err() {
+                    node.recover_waiters(&key).await;
+                }
+                (joined, outcome)
+            }
+            Ok(Registration::Recorded {
+                rpc_id: recorded,
+                resolved,
+            }) => {
+                node.waiters.lock().remove(&key, &rpc_id);
+                let (outcome_tx, outcome) = oneshot::channel();
+                let _ = outcome_tx.send(outcome_of(&resolved));
+                (recorded, outcome)
+            }
+            Err(e) => {
+                node.waiters.lock().remove(&key, &rpc_id);
+                // Nothing waits on the channel this call followed: let it go.
+                drop(live);
+                node.fanout.release(&channel).await;
+                return Err(e);
+            }
+        };
+        self.ensure_pump(&key, live);
+        if let Some(agent) = &ask.agent {
+            let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
+            let mut conn = node.conn.clone();
+            let _: Result<(), _> = redis::pipe()
+                .sadd(&set, format!("{}\n{rpc_id}", key.session_id))
+                .ignore()
+                .pexpire(&set, node.lease_ms() as i64 * 6)
+                .ignore()
+                .query_async(&mut conn)
+                .await;
+            // A detach that ran meanwhile did not see this ask: abort it now.
+            if node.check_caller(&key.tenant, agent).await.is_err() {
+                let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
+            }
+        }
+        Ok(Registered { rpc_id, outcome })
+    }
+
+    /// Resolves the asks an agent made under `incarnation`: its lease ended.
+    async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let node = &self.node;
+        let set = agent_asks_key(tenant, agent_id, incarnation);
+        let mut conn = node.conn.clone();
+        let members: Vec<String> = conn.smembers(&set).await.unwrap_or_default();
+        let _: Result<(), _> = conn.del(&set).await;
+        for member in members {
+            let Some((session_id, rpc_id)) = member.split_once('\n') else {
+                continue;
+            };
+            let key = SessionKey::new(tenant, session_id);
+            let _ = self.claim(&key, rpc_id, Outcome::aborted()).await;
+        }
+    }
+
+    fn ensure_pump(&self, key: &SessionKey, live: broadcast::Receiver<Arc<LiveEvent>>) {
+        if self.node.pumps.lock().insert(key.clone()) {
+            tokio::spawn(pump(self.node.clone(), key.clone(), live));
+        }
+    }
+}
+
+fn resolved_of(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
+    Resolved {
+        rpc_id: rpc_id.to_owned(),
+        session_id: key.session_id.to_string(),
+        reason: outcome.resolution.into(),
+        answers: outcome.answers.clone(),
+        resolved_by: outcome.resolved_by.clone(),
+        resolved_at: Some(SystemTime::now().into()),
+        cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        // Once the script has stored the ask, the steps after it must finish even if
+        // the caller goes away meanwhile (its call cancelled): otherwise the ask would
+        // be stored with nobody to abort it. So registration runs on its own task.
+        let (result_tx, result_rx) = oneshot::channel();
+        let this = self.clone();
+        let key = ask.key.clone();
+        let grace = ask.reattach_grace;
+        tokio::spawn(async move {
+            let result = this.register_now(ask).await;
+            if let Err(Ok(registered)) = result_tx.send(result) {
+                // The caller is gone: abort at once, or leave it to the reattach grace
+                // (this node stops renewing it, so the sweep aborts it after that).
+                if grace.is_zero() {
+                    let _ = this
+                        .claim(&key, &registered.rpc_id, Outcome::aborted())
+                        .await;
+                }
+            }
+        });
+        result_rx
+            .await
+            .map_err(|_| AskError::Internal("registration task ended without a result".into()))?
+    }
+
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+        Ok(self.node.store.pending_ask(key, rpc_id).await?.questions)
+    }
+
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), AskError> {
+        self.node.claim(key, rpc_id, outcome).await
+    }
+
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+        let node = &self.node;
+        let waiting_here = {
+            let mut waiters = node.waiters.lock();
+            match waiters.get_mut(key, rpc_id) {
+                Some(wait) => {
+                    wait.senders.retain(|s| !s.is_closed());
+                    let live = !wait.senders.is_empty();
+                    if !live {
+                        waiters.remove(key, rpc_id);
+                    }
+                    live
+                }
+                None => false,
+            }
+        };
+        if waiting_here {
+            return Ok(());
+        }
+        let mut conn = node.conn.clone();
+        let unlisted = node.wait_commands_undone(key, rpc_id);
+        conn.run_all(unlisted).await.map_err(redis_error)?;
+        if !node.live_waiters(&mut conn, key, rpc_id).await?.is_empty() {
+            return Ok(());
+        }
+        self.claim(key, rpc_id, Outcome::aborted()).await
+    }
+
+    async fn subscribe(
+        &self,
+        scope: Scope,
+        options: SubscribeOptions,
+    ) -> Result<EventStream, AskError> {
+        let node = self.node.clone();
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let buffer = match &scope {
+            Scope::Session(_) => node.config.subscriber_buffer,
+            Scope::Tenant(_) => node.config.tenant_buffer,
+        };
+        let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
+        let follower = Follower {
+            node: node.clone(),
+            events_tx: events_tx.clone(),
+            lost: node.fanout.watch_disconnections(),
+        };
+        let closing = node.closing.subscribe();
+        let (channel, attended, exclusive, slot, held_session, task) = match scope {
+            Scope::Session(key) => {
+                let keys = SessionKeys::new(&key);
+                let slot = SubscriberSlot::take(
+                    &node,
+                    keys.key("subs"),
+                    node.config.max_subscribers_per_session,
+                    AskError::too_many_subscribers,
+                )
+                .await?;
+                let held_session = node.hold_session(&key).await?;
+                let exclusive = match options.exclusive {
+                    true => {
+                        let hold = keys.key("exclusive");
+                        let mut conn = node.conn.clone();
+                        let taken: Option<String> = redis::cmd("SET")
+                            .arg(&hold)
+                            .arg(&node.id)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(node.lease_ms())
+                            .query_async(&mut conn)
+                            .await
+                            .map_err(redis_error)?;
+                        if taken.is_none() {
+                            return Err(AskError::DuplicateProvider);
+                        }
+                        node.exclusive.lock().insert(hold.clone(), node.id.clone());
+                        Some(hold)
+                    }
+                    false => None,
+                };
+                let channel = keys.channel();
+                let attended = keys.key("attended");
+                let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
+                node.hold_attended(attended.clone()).await?;
+                let task = tokio::spawn(async move {
+                    let ended = follower.session(key, options.after, live, closing).await;
+                    fail_subscription(&events_tx, ended).await;
+                });
+                (
+                    channel,
+                    attended,
+                    exclusive,
+                    Some(slot),
+                    Some(held_session),
+                    task,
+                )
+            }
+            Scope::Tenant(tenant) => {
+                let keys = TenantKeys::new(&tenant);
+                let slot = SubscriberSlot::take(
+                    &node,
+                    keys.all_sessions_subscribers(),
+                    node.config.max_all_sessions_per_tenant,
+                    AskError::too_many_all_sessions,
+                )
+                .await?;
+                let channel = keys.channel();
+                let attended = keys.attended();
+                let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
+                node.hold_attended(attended.clone()).await?;
+                let reset_first = options.after.is_some();
+                let task = tokio::spawn(async move {
+                    let ended = follower
+                        .tenant(tenant.to_string(), reset_first, live, closing)
+                        .await;
+                    fail_subscription(&events_tx, ended).await;
+                });
+                (channel, attended, None, Some(slot), None, task)
+            }
+        };
+        Ok(Box::pin(HeldStream {
+            events: ReceiverStream::new(events_rx),
+            replay: VecDeque::new(),
+            _held: Held {
+                node,
+                channel,
+                attended,
+                exclusive,
+                _slot: slot,
+                held_session,
+                task,
+            },
+        }))
+    }
+
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        self.node.store.pending(key).await
+    }
+
+    async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError> {
+        self.node.store.pending_request(key, request_id).await
+    }
+
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+        holder: &Holder,
+    ) -> Result<Attached, AskError> {
+        let node = &self.node;
+        if node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let incarnation = Uuid::now_v7().to_string();
+        let previous = node
+            .store
+            .attach_agent(
+                tenant,
+                agent_id,
+                &incarnation,
+                parent_agent_id,
+                holder,
+                Duration::from_millis(node.lease_ms()),
+            )
+            .await?;
+        let (superseded_tx, superseded) = oneshot::channel();
+        let replaced = node.leases.lock().insert(
+            (tenant.to_owned(), agent_id.to_owned()),
+            (incarnation.clone(), Some(superseded_tx)),
+        );
+        if let Some((_, Some(old))) = replaced {
+            let _ = old.send(());
+        }
+        if let Some(previous) = previous {
+            debug!(agent_id, old = %previous, "attach supersedes the previous lease");
+            self.abort_agent_asks(tenant, agent_id, &previous).await;
+        }
+        Ok(Attached {
+            incarnation,
+            superseded,
+        })
+    }
+
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let node = &self.node;
+        {
+            let mut leases = node.leases.lock();
+            let key = (tenant.to_owned(), agent_id.to_owned());
+            if leases.get(&key).is_some_and(|(inc, _)| inc == incarnation) {
+                leases.remove(&key);
+            }
+        }
+        let agent = agent_key(tenant, agent_id);
+        let mut conn = node.conn.clone();
+        let current: Option<String> = conn.hget(&agent, "inc").await.unwrap_or(None);
+        if current.as_deref() == Some(incarnation) {
+            // On failure both expire with the lease, which nobody renews now.
+            let _: Result<(), _> = redis::pipe()
+                .del(&agent)
+                .zrem(TenantKeys::new(tenant).agents(), agent_id)
+                .query_async::<()>(&mut conn)
+                .await;
+        }
+        self.abort_agent_asks(tenant, agent_id, incarnation).await;
+    }
+
+    async fn healthy(&self) -> bool {
+        // Every connection works (after an outage each one fails once, then the
+        // connection manager replaces it), and the node's own subscription still
+        // delivers (the probe).
+        let node = &self.node;
+        let check = async {
+            let store = node.store.ping().await;
+            let mut conn = node.conn.clone();
+            let probe = node.fanout.probe(&mut conn).await;
+            store && probe
+        };
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), check).await,
+            Ok(true)
+        )
+    }
+
+    async fn stats(&self) -> Stats {
+        let node = &self.node;
+        Stats {
+            pending: node.waiters.lock().len(),
+            subscribers: node.attended.lock().values().sum(),
+        }
+    }
+
+    async fn dispose_all(&self) {
+        let node = &self.node;
+        node.closed.store(true, Ordering::Release);
+        let waiting: Vec<(WaiterKey, bool)> = node
+            .waiters
+            .lock()
+            .iter()
+            .map(|(key, rpc_id, e)| ((key.clone(), rpc_id.clone()), !e.request_id.is_empty()))
+            .collect();
+        for ((key, rpc_id), reattachable) in waiting {
+            if reattachable {
+                // Handed over: the call is told to retry with its request_id (through
+                // another node); the ask stays pending, and the survivors abort it if
+                // nobody comes back within its reattach grace.
+                if let Some(entry) = node.waiters.lock().remove(&key, &rpc_id) {
+                    for waiter in entry.senders {
+                        let _ = waiter.send(Outcome::disposed());
+                    }
+                }
+            } else {
+                // Nobody can reattach to an ask without a request_id: dispose of it.
+                let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
+            }
+        }
+        // End this node's lease now: the survivors take over its wait list at once
+        // rather than a lease later (each handed-over ask gets its reattach grace).
+        let mut conn = node.conn.clone();
+        let _: Result<(), _> = conn.zadd(NODES_KEY, &node.id, 0).await;
+        let _ = node.closing.send(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{backend::memory::MemoryConfig, testing::RedisServer};
+
+    /// The conformance suite's sizes, on a Redis backend with its own redis-server.
+    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+        let redis = RedisServer::start().await;
+        let backend = backend(RedisBackendConfig::new(&redis.url), config).await;
+        (backend, Box::new(redis))
+    }
+
+    /// A backend with the conformance suite's sizes.
+    async fn backend(mut settings: RedisBackendConfig, config: MemoryConfig) -> Arc<dyn Backend> {
+        settings.store.history_len = config.history_len;
+        settings.store.max_pending_per_session = config.max_pending_per_session;
+        settings.store.max_pending_per_tenant = config.max_pending_per_tenant;
+        settings.max_subscribers_per_session = config.max_subscribers_per_session;
+        settings.max_all_sessions_per_tenant = config.max_all_sessions_per_tenant;
+        settings.store.max_agents_per_tenant = config.max_agents_per_tenant;
+        settings.store.max_sessions_per_tenant = config.max_sessions_per_tenant;
+        settings.reconnect_grace = config.reconnect_grace;
+        settings.subscriber_buffer = config.subscriber_buffer;
+        settings.tenant_buffer = config.tenant_buffer;
+        Arc::new(
+            RedisBackend::connect(settings)
+                .await
+                .expect("redis backend"),
+        )
+    }
+
+    backend_conformance_suite!(make);
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// A cursor from a client is any text: parsing never panics, and the cursors
+        /// this backend writes (epoch: 32 hex digits) read back as written.
+        #[test]
+        fn cursors_parse_without_panic_and_round_trip(
+            text in "\\PC{0,40}",
+            epoch in "[0-9a-f]{32}",
+            seq: u64,
+        ) {
+            let _ = parse_cursor(&text);
+            let written = cursor(&epoch, seq);
+            proptest::prop_assert_eq!(parse_cursor(&written), Some((epoch.as_str(), seq)));
+        }
+    }
+
+    /// The same suite on a Redis Cluster of three shards: sessions spread over the
+    /// shards, sharded pub/sub, the tenant's part after each script.
+    mod cluster {
+        use super::*;
+        use crate::testing::RedisCluster;
+
+        async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+            let cluster = RedisCluster::start(3).await;
+            let mut settings = RedisBackendConfig::new(&cluster.url);
+            settings.cluster = true;
+            (backend(settings, config).await, Box::new(cluster))
+        }
+
+        backend_conformance_suite!(make);
+    }
+}
