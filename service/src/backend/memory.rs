@@ -24,10 +24,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use askgate_proto::v1::{
-    AgentRef, Question, Requested, Reset, Resolved, SubscribeResponse, Synced, Unattended,
-    subscribe_response::Event,
-};
+use askgate_proto::v1::{AgentRef, Question, Requested, Unattended, subscribe_response::Event};
 use async_trait::async_trait;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::{
@@ -41,10 +38,11 @@ use tokio_stream::{
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions};
+use super::{
+    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+    events::{self, Message, message, reset, synced},
+};
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
-
-type Message = Arc<SubscribeResponse>;
 
 /// Sizes and windows of the in-memory state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,32 +202,15 @@ impl PendingAsk {
     }
 }
 
+/// This engine's cursors: the session's epoch (a number, in hex) and the event's
+/// sequence number, in the shared format.
 fn cursor(epoch: u64, seq: u64) -> String {
-    format!("{epoch:x}-{seq}")
+    events::cursor(&format!("{epoch:x}"), seq)
 }
 
 fn parse_cursor(cursor: &str) -> Option<(u64, u64)> {
-    let (epoch, seq) = cursor.split_once('-')?;
-    Some((u64::from_str_radix(epoch, 16).ok()?, seq.parse().ok()?))
-}
-
-fn now() -> prost_types::Timestamp {
-    SystemTime::now().into()
-}
-
-fn message(cursor: String, event: Event) -> Message {
-    Arc::new(SubscribeResponse {
-        cursor,
-        event: Some(event),
-    })
-}
-
-fn synced(cursor: String, resumed: bool) -> Message {
-    message(cursor, Event::Synced(Synced { resumed }))
-}
-
-fn reset() -> Message {
-    message(String::new(), Event::Reset(Reset {}))
+    let (epoch, seq) = events::parse_cursor(cursor)?;
+    Some((u64::from_str_radix(epoch, 16).ok()?, seq))
 }
 
 fn within(since: Option<Instant>, grace: Duration) -> bool {
@@ -483,15 +464,7 @@ impl Inner {
             .map(|r| r.rpc_id.clone())
             .unwrap_or_default();
         session.by_rpc_id.remove(rpc_id.as_str());
-        let resolved = Resolved {
-            rpc_id: rpc_id.clone(),
-            session_id: key.session_id.to_string(),
-            reason: outcome.resolution.into(),
-            answers: outcome.answers.clone(),
-            resolved_by: outcome.resolved_by.clone(),
-            resolved_at: Some(now()),
-            cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
-        };
+        let resolved = events::resolved(key, &rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         if let Some(tenant) = self.tenants.lock().get_mut(&key.tenant) {
             tenant.pending = tenant.pending.saturating_sub(1);
@@ -592,7 +565,7 @@ impl Inner {
     }
 
     /// Stores a new ask after every check; the shard is locked by the caller.
-    fn store(&self, shard: &mut Shard, ask: NewAsk) -> Result<Registered, AskError> {
+    fn store(&self, shard: &mut Shard, mut ask: NewAsk) -> Result<Registered, AskError> {
         let key = ask.key.clone();
         let session = self.session(shard, &key)?;
         // The caller first, then the provider, then capacity. The agents guard is held
@@ -624,15 +597,7 @@ impl Inner {
             tenant.pending += 1;
         }
         let rpc_id = Uuid::now_v7().to_string();
-        let requested = Requested {
-            rpc_id: rpc_id.clone(),
-            session_id: key.session_id.to_string(),
-            questions: ask.questions,
-            agent: ask.agent.clone(),
-            labels: ask.labels,
-            requested_at: Some(now()),
-            expires_at: ask.expires_at.map(Into::into),
-        };
+        let requested = events::requested(&rpc_id, &mut ask);
         let message = session.push(self.config.history_len, Event::Requested(requested));
         let (outcome_tx, outcome) = oneshot::channel();
         session

@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod conformance;
+pub mod events;
 pub mod memory;
 pub mod redis;
 

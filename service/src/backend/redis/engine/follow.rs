@@ -211,11 +211,7 @@ impl Follower {
                 (epoch, last)
             }
             None => {
-                if after.is_some()
-                    && !self
-                        .send(message(String::new(), Event::Reset(Reset {})))
-                        .await
-                {
+                if after.is_some() && !self.send(events::reset()).await {
                     return Ok(());
                 }
                 match self.snapshot_session(&key).await? {
@@ -272,10 +268,7 @@ impl Follower {
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             };
             if resync {
-                if !self
-                    .send(message(String::new(), Event::Reset(Reset {})))
-                    .await
-                {
+                if !self.send(events::reset()).await {
                     return Ok(());
                 }
                 (epoch, last) = match self.snapshot_session(&key).await? {
@@ -359,11 +352,7 @@ impl Follower {
         let mut seen: HashMap<String, (String, u64)> = HashMap::new();
         let mut first = reset_first;
         loop {
-            if first
-                && !self
-                    .send(message(String::new(), Event::Reset(Reset {})))
-                    .await
-            {
+            if first && !self.send(events::reset()).await {
                 return Ok(());
             }
             first = true;

@@ -19,8 +19,7 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    Question, Requested, Reset, Resolved, SubscribeResponse, Synced, Unattended,
-    subscribe_response::Event,
+    Question, Requested, Resolved, Synced, Unattended, subscribe_response::Event,
 };
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -39,6 +38,7 @@ use super::{
 };
 use crate::backend::{
     Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+    events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
@@ -99,8 +99,6 @@ impl RedisBackendConfig {
         }
     }
 }
-
-type Message = Arc<SubscribeResponse>;
 
 /// The calls waiting on this node for one ask.
 struct WaitEntry {
@@ -249,31 +247,6 @@ fn redis_error(error: redis::RedisError) -> AskError {
     super::store::unavailable(error)
 }
 
-fn message(cursor: String, event: Event) -> Message {
-    Arc::new(SubscribeResponse {
-        cursor,
-        event: Some(event),
-    })
-}
-
-fn cursor(epoch: &str, seq: u64) -> String {
-    format!("{epoch}-{seq}")
-}
-
-fn parse_cursor(cursor: &str) -> Option<(&str, u64)> {
-    let (epoch, seq) = cursor.rsplit_once('-')?;
-    Some((epoch, seq.parse().ok()?))
-}
-
-fn outcome_of(resolved: &Resolved) -> Outcome {
-    Outcome {
-        resolution: resolved.reason(),
-        answers: resolved.answers.clone(),
-        resolved_by: resolved.resolved_by.clone(),
-        cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
-    }
-}
-
 fn stored_to_event(event: &StoredEvent) -> Event {
     match event {
         StoredEvent::Requested(r) => Event::Requested(r.clone()),
@@ -319,7 +292,7 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    async fn register_now(&self, ask: NewAsk) -> Result<Registered, AskError> {
+    async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, AskError> {
         let node = &self.node;
         if node.closed.load(Ordering::Acquire) {
             return Err(AskError::ShuttingDown);
@@ -366,15 +339,7 @@ impl RedisBackend {
             node.unlist(&key, &rpc_id);
             return Err(AskError::NoProvider);
         }
-        let requested = Requested {
-            rpc_id: rpc_id.clone(),
-            session_id: key.session_id.to_string(),
-            questions: ask.questions,
-            agent: ask.agent.clone(),
-            labels: ask.labels,
-            requested_at: Some(SystemTime::now().into()),
-            expires_at: ask.expires_at.map(Into::into),
-        };
+        let requested = events::requested(&rpc_id, &mut ask);
         // Listen first and wait under the new id, so an answer given the instant the
         // ask is stored (on any node) cannot be missed.
         let channel = SessionKeys::new(&key).channel();
@@ -463,18 +428,6 @@ impl RedisBackend {
         if self.node.pumps.lock().insert(key.clone()) {
             tokio::spawn(pump(self.node.clone(), key.clone(), live));
         }
-    }
-}
-
-fn resolved_of(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
-    Resolved {
-        rpc_id: rpc_id.to_owned(),
-        session_id: key.session_id.to_string(),
-        reason: outcome.resolution.into(),
-        answers: outcome.answers.clone(),
-        resolved_by: outcome.resolved_by.clone(),
-        resolved_at: Some(SystemTime::now().into()),
-        cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
     }
 }
 
@@ -820,23 +773,6 @@ mod tests {
     }
 
     backend_conformance_suite!(make);
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
-
-        /// A cursor from a client is any text: parsing never panics, and the cursors
-        /// this backend writes (epoch: 32 hex digits) read back as written.
-        #[test]
-        fn cursors_parse_without_panic_and_round_trip(
-            text in "\\PC{0,40}",
-            epoch in "[0-9a-f]{32}",
-            seq: u64,
-        ) {
-            let _ = parse_cursor(&text);
-            let written = cursor(&epoch, seq);
-            proptest::prop_assert_eq!(parse_cursor(&written), Some((epoch.as_str(), seq)));
-        }
-    }
 
     /// The same suite on a Redis Cluster of three shards: sessions spread over the
     /// shards, sharded pub/sub, the tenant's part after each script.

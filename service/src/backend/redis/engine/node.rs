@@ -261,7 +261,7 @@ impl Node {
         rpc_id: &str,
         outcome: Outcome,
     ) -> Result<(), AskError> {
-        let resolved = resolved_of(key, rpc_id, &outcome);
+        let resolved = events::resolved(key, rpc_id, &outcome);
         // The script also deletes the ask's wait mark. Should the ask be on the sweep
         // list (its first node died), it stays there until due, when the sweep finds
         // it resolved: nothing is added to every claim for that rare case.

@@ -1,0 +1,120 @@
+//! What both engines send subscribers, built one way: the messages of a subscription,
+//! the cursor format, and the `requested` / `resolved` events of an ask.
+
+use std::{sync::Arc, time::SystemTime};
+
+use askgate_proto::v1::{
+    Requested, Reset, Resolved, SubscribeResponse, Synced, subscribe_response::Event,
+};
+
+use crate::domain::{NewAsk, Outcome, SessionKey};
+
+/// One message of a subscription, shared by every subscriber it goes to.
+pub type Message = Arc<SubscribeResponse>;
+
+pub fn message(cursor: String, event: Event) -> Message {
+    Arc::new(SubscribeResponse {
+        cursor,
+        event: Some(event),
+    })
+}
+
+/// The replay is over; `resumed` when it was only the events after the client's cursor.
+pub fn synced(cursor: String, resumed: bool) -> Message {
+    message(cursor, Event::Synced(Synced { resumed }))
+}
+
+/// Drop what you hold: a fresh snapshot follows. It carries no cursor.
+pub fn reset() -> Message {
+    message(String::new(), Event::Reset(Reset {}))
+}
+
+/// A cursor: `<epoch>-<seq>`, the history's epoch (a new one when the history was lost,
+/// so that an old cursor gets `reset`) and the event's sequence number in it. The epoch
+/// holds no `-` of its own.
+pub fn cursor(epoch: &str, seq: u64) -> String {
+    format!("{epoch}-{seq}")
+}
+
+/// The epoch and sequence number of a cursor a client sent (any text).
+pub fn parse_cursor(cursor: &str) -> Option<(&str, u64)> {
+    let (epoch, seq) = cursor.rsplit_once('-')?;
+    Some((epoch, seq.parse().ok()?))
+}
+
+/// The `requested` event of a new ask; its questions and labels move into it.
+pub fn requested(rpc_id: &str, ask: &mut NewAsk) -> Requested {
+    Requested {
+        rpc_id: rpc_id.to_owned(),
+        session_id: ask.key.session_id.to_string(),
+        questions: std::mem::take(&mut ask.questions),
+        agent: ask.agent.clone(),
+        labels: std::mem::take(&mut ask.labels),
+        requested_at: Some(SystemTime::now().into()),
+        expires_at: ask.expires_at.map(Into::into),
+    }
+}
+
+/// The `resolved` event of an outcome, stamped now.
+pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
+    Resolved {
+        rpc_id: rpc_id.to_owned(),
+        session_id: key.session_id.to_string(),
+        reason: outcome.resolution.into(),
+        answers: outcome.answers.clone(),
+        resolved_by: outcome.resolved_by.clone(),
+        resolved_at: Some(SystemTime::now().into()),
+        cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
+    }
+}
+
+/// The outcome a `resolved` event carries (for the call waiting on it).
+pub fn outcome_of(resolved: &Resolved) -> Outcome {
+    Outcome {
+        resolution: resolved.reason(),
+        answers: resolved.answers.clone(),
+        resolved_by: resolved.resolved_by.clone(),
+        cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// A cursor from a client is any text: parsing never panics, and every cursor
+        /// written reads back as written.
+        #[test]
+        fn cursors_parse_without_panic_and_round_trip(
+            text in "\\PC{0,40}",
+            epoch in "[0-9a-z]{1,20}",
+            seq: u64,
+        ) {
+            let _ = parse_cursor(&text);
+            let written = cursor(&epoch, seq);
+            proptest::prop_assert_eq!(parse_cursor(&written), Some((epoch.as_str(), seq)));
+        }
+    }
+
+    #[test]
+    fn garbage_cursors_are_refused() {
+        for bad in ["", "-", "1", "1-x", "x-"] {
+            assert_eq!(parse_cursor(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_outcome_survives_its_resolved_event() {
+        let outcome = Outcome {
+            resolution: askgate_proto::v1::Resolution::Cancelled,
+            answers: Vec::new(),
+            resolved_by: "ana".into(),
+            cancel_reason: Some("not now".into()),
+        };
+        let key = SessionKey::new("acme", "s");
+        assert_eq!(outcome_of(&resolved(&key, "r1", &outcome)), outcome);
+    }
+}
