@@ -1,0 +1,470 @@
+//! The embedded backend: state in this process, sharded by session so that sessions do
+//! not contend on one lock.
+//!
+//! Each session keeps its pending asks, a bounded history of its events (for cursor
+//! resume) and a broadcast channel to its subscribers; each tenant has one more channel
+//! for `all_sessions` subscribers; the agent registry holds the live leases. Every
+//! mutation of a session happens under its shard's mutex, which never spans an
+//! `.await`: that is what makes a claim first-wins, keeps replay and live events free of
+//! gaps and duplicates, and makes the caller and provider checks of `register` atomic
+//! with the store.
+//!
+//! Lock order: one shard (or every shard, in index order), then `agents`, then
+//! `tenants`; each step optional, never the other way round.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    hash::{BuildHasher, RandomState},
+    pin::Pin,
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use askgate_proto::v1::{AgentRef, Question, Requested, Unattended, subscribe_response::Event};
+use async_trait::async_trait;
+use parking_lot::{Mutex, MutexGuard};
+use tokio::{
+    sync::{broadcast, oneshot},
+    time::Instant,
+};
+use tokio_stream::{
+    Stream,
+    wrappers::{BroadcastStream, errors::BroadcastStreamRecvError},
+};
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::{
+    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+    events::{self, Message, message, reset, synced},
+};
+use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
+
+mod session;
+mod state;
+mod subscription;
+
+use session::*;
+use subscription::*;
+
+/// Sizes and windows of the in-memory state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Independent locks; sessions hash onto them.
+    pub shards: usize,
+    /// Events each session keeps for cursor resume.
+    pub history_len: usize,
+    /// Events a session subscriber may fall behind before it gets `reset`.
+    pub subscriber_buffer: usize,
+    /// Events an `all_sessions` subscriber may fall behind before it gets `reset`.
+    pub tenant_buffer: usize,
+    /// Pending asks one session may hold.
+    pub max_pending_per_session: usize,
+    /// Pending asks one tenant may hold over all its sessions.
+    pub max_pending_per_tenant: usize,
+    /// Open subscriptions one session may have.
+    pub max_subscribers_per_session: usize,
+    /// Open `all_sessions` subscriptions one tenant may have.
+    pub max_all_sessions_per_tenant: usize,
+    /// Agents one tenant may have attached at once.
+    pub max_agents_per_tenant: usize,
+    /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
+    /// history kept for resume).
+    pub max_sessions_per_tenant: usize,
+    /// How long a session counts as attended after its last subscriber left, and how
+    /// long an unused session (and its history, for resume) is kept.
+    pub reconnect_grace: Duration,
+    /// How long the outcome of an ask with a request_id is kept for a retry.
+    pub request_retention: Duration,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            shards: 64,
+            history_len: 1000,
+            subscriber_buffer: 1024,
+            tenant_buffer: 16 * 1024,
+            max_pending_per_session: 1024,
+            max_pending_per_tenant: 10_000,
+            max_subscribers_per_session: 64,
+            max_all_sessions_per_tenant: 64,
+            max_agents_per_tenant: 10_000,
+            max_sessions_per_tenant: 10_000,
+            reconnect_grace: Duration::from_secs(5),
+            request_retention: Duration::from_secs(600),
+        }
+    }
+}
+
+/// How often expired state (unused sessions, recorded outcomes) is swept.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The in-memory [`Backend`].
+#[derive(Clone)]
+pub struct MemoryBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: MemoryConfig,
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    tenants: Mutex<HashMap<Arc<str>, TenantState>>,
+    agents: Mutex<HashMap<AgentKey, AgentLease>>,
+    /// Set once at shutdown; checked under a shard lock before anything is stored.
+    closed: AtomicBool,
+    /// Distinguishes incarnations of a session's state, so a cursor from a session
+    /// that was dropped and re-created (or from another process) is never trusted.
+    next_epoch: AtomicU64,
+    /// Orders pending asks across sessions for `all_sessions` replay.
+    next_order: AtomicU64,
+}
+
+struct TenantState {
+    events_tx: broadcast::Sender<Message>,
+    /// When the last `all_sessions` subscriber left.
+    left_at: Option<Instant>,
+    /// Pending asks over all the tenant's sessions.
+    pending: usize,
+    /// Sessions of the tenant in the shards (those retiring included).
+    sessions: usize,
+    /// Agents of the tenant attached now.
+    agents: usize,
+}
+
+type AgentKey = (Arc<str>, String);
+
+struct AgentLease {
+    incarnation: String,
+    parent_agent_id: String,
+    /// The subject that attached it: only it (or an admin) may replace it.
+    holder: String,
+    /// Pending asks made under this incarnation: ABORTED when it ends.
+    asks: HashSet<(SessionKey, String)>,
+    superseded: Option<oneshot::Sender<()>>,
+}
+
+impl MemoryBackend {
+    /// A new backend. Within a tokio runtime it also starts the sweeper that retires
+    /// unused sessions and expired outcomes; the sweeper ends with the backend.
+    pub fn new(config: MemoryConfig) -> Self {
+        let shards = (0..config.shards.max(1))
+            .map(|_| Mutex::new(Shard::default()))
+            .collect();
+        let epoch_base = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let inner = Arc::new(Inner {
+            config,
+            shards,
+            hasher: RandomState::new(),
+            tenants: Mutex::new(HashMap::new()),
+            agents: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            next_epoch: AtomicU64::new(epoch_base),
+            next_order: AtomicU64::new(0),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
+        }
+        Self { inner }
+    }
+}
+
+async fn sweep_until_dropped(inner: Weak<Inner>) {
+    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.sweep(Instant::now());
+    }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        let inner = &self.inner;
+        let key = ask.key.clone();
+        let mut shard = inner.shard(&key);
+        if inner.is_closed() {
+            return Err(AskError::ShuttingDown);
+        }
+        if !ask.request_id.is_empty()
+            && let Some(joined) = inner.rejoin(&mut shard, &key, &ask.request_id)
+        {
+            return Ok(joined);
+        }
+        let stored = inner.store(&mut shard, ask);
+        if stored.is_err() {
+            inner.retire_if_unused(&mut shard, &key);
+        }
+        stored
+    }
+
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+        let shard = self.inner.shard(key);
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        session
+            .by_rpc_id
+            .get(rpc_id)
+            .and_then(|seq| session.pending.get(seq))
+            .and_then(PendingAsk::requested)
+            .map(|r| r.questions.clone())
+            .ok_or_else(|| session.not_pending(rpc_id))
+    }
+
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), AskError> {
+        let mut shard = self.inner.shard(key);
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
+            return Err(session.not_pending(rpc_id));
+        };
+        self.inner.resolve(&mut shard, key, seq, outcome);
+        self.inner.retire_if_unused(&mut shard, key);
+        Ok(())
+    }
+
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+        let mut shard = self.inner.shard(key);
+        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
+            return Err(session.not_pending(rpc_id));
+        };
+        let waited_for = session
+            .pending
+            .get(&seq)
+            .is_some_and(|ask| ask.waiters.iter().any(|w| !w.is_closed()));
+        if !waited_for {
+            self.inner.resolve(&mut shard, key, seq, Outcome::aborted());
+            self.inner.retire_if_unused(&mut shard, key);
+        }
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        scope: Scope,
+        options: SubscribeOptions,
+    ) -> Result<EventStream, AskError> {
+        let (replay, receiver) = match &scope {
+            Scope::Session(key) => self.inner.follow_session(
+                key,
+                options.after.as_deref(),
+                false,
+                options.exclusive,
+            )?,
+            Scope::Tenant(tenant) => {
+                self.inner
+                    .follow_tenant(tenant, options.after.is_some(), false)?
+            }
+        };
+        Ok(Box::pin(Subscription {
+            inner: self.inner.clone(),
+            scope,
+            exclusive: options.exclusive,
+            replay,
+            live: Some(BroadcastStream::new(receiver)),
+        }))
+    }
+
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        let shard = self.inner.shard(key);
+        Ok(shard
+            .sessions
+            .get(key)
+            .map(|s| {
+                s.snapshot()
+                    .filter_map(PendingAsk::requested)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn pending_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+    ) -> Result<Option<String>, AskError> {
+        let shard = self.inner.shard(key);
+        Ok(
+            match shard.requests.get(&(key.clone(), request_id.to_owned())) {
+                Some(RequestState::Pending { rpc_id }) => Some(rpc_id.clone()),
+                _ => None,
+            },
+        )
+    }
+
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+        holder: &Holder,
+    ) -> Result<Attached, AskError> {
+        if self.inner.is_closed() {
+            return Err(AskError::ShuttingDown);
+        }
+        let incarnation = Uuid::now_v7().to_string();
+        let (superseded_tx, superseded) = oneshot::channel();
+        let lease = AgentLease {
+            incarnation: incarnation.clone(),
+            parent_agent_id: parent_agent_id.to_owned(),
+            holder: holder.subject.clone(),
+            asks: HashSet::new(),
+            superseded: Some(superseded_tx),
+        };
+        let previous = {
+            let mut agents = self.inner.agents.lock();
+            let key = (Arc::<str>::from(tenant), agent_id.to_owned());
+            match agents.get(&key) {
+                Some(current) if current.holder != holder.subject && !holder.may_take_over => {
+                    return Err(AskError::lease_held());
+                }
+                Some(_) => {}
+                // A new agent of the tenant: counted against its cap (the agents lock
+                // is held, so the count and the map agree).
+                None => {
+                    self.inner.tenant_sender(&key.0);
+                    let mut tenants = self.inner.tenants.lock();
+                    let state = tenants.get_mut(&key.0).ok_or_else(|| {
+                        AskError::Internal("an agent's tenant has no state".into())
+                    })?;
+                    let limit = self.inner.config.max_agents_per_tenant;
+                    if state.agents >= limit {
+                        return Err(AskError::too_many_agents(limit));
+                    }
+                    state.agents += 1;
+                }
+            }
+            agents.insert(key, lease)
+        };
+        if let Some(mut previous) = previous {
+            debug!(agent_id, old = %previous.incarnation, "attach supersedes the previous lease");
+            if let Some(superseded) = previous.superseded.take() {
+                let _ = superseded.send(());
+            }
+            self.inner.abort_all(previous.asks);
+        }
+        Ok(Attached {
+            incarnation,
+            superseded,
+        })
+    }
+
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        let asks = {
+            let mut agents = self.inner.agents.lock();
+            let key = (Arc::<str>::from(tenant), agent_id.to_owned());
+            match agents.get(&key) {
+                Some(lease) if lease.incarnation == incarnation => {
+                    if let Some(state) = self.inner.tenants.lock().get_mut(tenant) {
+                        state.agents = state.agents.saturating_sub(1);
+                    }
+                    agents.remove(&key).map(|lease| lease.asks)
+                }
+                _ => None,
+            }
+        };
+        if let Some(asks) = asks {
+            debug!(
+                agent_id,
+                incarnation,
+                pending = asks.len(),
+                "agent detached"
+            );
+            self.inner.abort_all(asks);
+        }
+    }
+
+    async fn healthy(&self) -> bool {
+        true
+    }
+
+    async fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        for shard in self.inner.shards.iter() {
+            let shard = shard.lock();
+            for session in shard.sessions.values() {
+                stats.pending += session.pending.len();
+                stats.subscribers += session.subscribers();
+            }
+        }
+        stats.subscribers += self
+            .inner
+            .tenants
+            .lock()
+            .values()
+            .map(|t| t.events_tx.receiver_count())
+            .sum::<usize>();
+        stats
+    }
+
+    async fn dispose_all(&self) {
+        let inner = &self.inner;
+        inner.closed.store(true, Ordering::Release);
+        let mut disposed = 0usize;
+        for shard in inner.shards.iter() {
+            let mut shard = shard.lock();
+            let pending: Vec<(SessionKey, u64)> = shard
+                .sessions
+                .iter()
+                .flat_map(|(key, s)| s.pending.keys().map(|seq| (key.clone(), *seq)))
+                .collect();
+            disposed += pending.len();
+            for (key, seq) in pending {
+                inner.resolve(&mut shard, &key, seq, Outcome::disposed());
+            }
+            // Dropping the sessions drops their senders: subscribers receive what is
+            // queued, then their stream ends.
+            shard.sessions.clear();
+        }
+        inner.tenants.lock().clear();
+        inner.agents.lock().clear();
+        debug!(disposed, "memory backend disposed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+        (Arc::new(MemoryBackend::new(config)), Box::new(()))
+    }
+
+    backend_conformance_suite!(make);
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// A cursor from a client is any text: parsing never panics, and the cursors
+        /// this backend writes read back as written.
+        #[test]
+        fn cursors_parse_without_panic_and_round_trip(text in "\\PC{0,40}", epoch: u64, seq: u64) {
+            let _ = parse_cursor(&text);
+            proptest::prop_assert_eq!(parse_cursor(&cursor(epoch, seq)), Some((epoch, seq)));
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        assert_eq!(parse_cursor(&cursor(0xabc, 42)), Some((0xabc, 42)));
+        for bad in ["", "-", "x-1", "1-x", "1", "1-1-1"] {
+            assert_eq!(parse_cursor(bad), None, "{bad}");
+        }
+    }
+}
