@@ -137,6 +137,31 @@ impl TenantKeys {
     }
 }
 
+/// Asks whose waiting calls are gone (their node died or drained, or a caller left with
+/// a reattach grace), scored by when their grace is over: then, unless a live node
+/// waits on the ask again, a sweep resolves it ABORTED.
+pub const WAITS_KEY: &str = "ag:waits";
+
+/// Every node's lease: node id scored by when it ends unless the node renews it. A node
+/// renews only this (and its own wait list's expiry), however many asks it holds;
+/// the survivors of a node whose lease ended take over its wait list.
+pub const NODES_KEY: &str = "ag:nodes";
+
+/// The asks a node's calls wait on, for the survivors should it die.
+pub fn node_waits_key(node_id: &str) -> String {
+    format!("ag:node:{node_id}:waits")
+}
+
+pub fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
+    format!("{}\u{1f}{}\u{1f}{rpc_id}", key.tenant, key.session_id)
+}
+
+pub fn parse_wait_member(member: &str) -> Option<(SessionKey, String)> {
+    let mut parts = member.split('\u{1f}');
+    let (tenant, session, rpc_id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((SessionKey::new(tenant, session), rpc_id.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

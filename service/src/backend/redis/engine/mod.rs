@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 use super::{
     fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
+    keys::{NODES_KEY, WAITS_KEY, node_waits_key, parse_wait_member, wait_member},
     store::{
         RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
         TenantKeys, now_ms,
@@ -42,167 +43,22 @@ use crate::backend::{
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
+mod config;
 mod follow;
 mod node;
 mod slots;
+mod waiters;
 
+pub use config::RedisBackendConfig;
 use follow::*;
 use node::*;
 use slots::*;
-
-/// Settings of the Redis backend. Its `Debug` shows the URL without its password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RedisBackendConfig {
-    pub url: String,
-    /// `url` lists Redis Cluster nodes (comma-separated).
-    pub cluster: bool,
-    /// For `rediss://`: a CA certificate (PEM) to trust besides the system's roots.
-    pub ca_pem: Option<Vec<u8>>,
-    pub store: RedisConfig,
-    /// How long a session counts as attended after this node's last subscriber left.
-    pub reconnect_grace: Duration,
-    /// Events a subscriber may fall behind before it gets `reset`.
-    pub subscriber_buffer: usize,
-    /// The same for an `all_sessions` subscriber.
-    pub tenant_buffer: usize,
-    /// How long presence, waiter and agent leases last without a refresh.
-    pub lease: Duration,
-    /// Subscribers one session may have, over all nodes.
-    pub max_subscribers_per_session: usize,
-    /// `all_sessions` subscribers one tenant may have, over all nodes.
-    pub max_all_sessions_per_tenant: usize,
-}
-
-impl std::fmt::Debug for RedisBackendConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBackendConfig")
-            .field("url", &super::store::redacted_url(&self.url))
-            .field("cluster", &self.cluster)
-            .field("lease", &self.lease)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RedisBackendConfig {
-    pub fn new(url: &str) -> Self {
-        Self {
-            url: url.to_owned(),
-            cluster: false,
-            ca_pem: None,
-            store: RedisConfig::default(),
-            reconnect_grace: Duration::from_secs(5),
-            subscriber_buffer: 1024,
-            tenant_buffer: 16 * 1024,
-            lease: Duration::from_secs(10),
-            max_subscribers_per_session: 64,
-            max_all_sessions_per_tenant: 64,
-        }
-    }
-}
-
-/// The calls waiting on this node for one ask.
-struct WaitEntry {
-    senders: Vec<oneshot::Sender<Outcome>>,
-    /// Empty when no retry can ever reattach to the ask.
-    request_id: String,
-}
-
-/// The calls waiting on this node, by session and then rpc_id: a session's pump asks
-/// whether anything here still waits on it at every event, which must not cost a scan
-/// of every ask the node holds.
-#[derive(Default)]
-struct Waiters {
-    by_session: HashMap<SessionKey, HashMap<String, WaitEntry>>,
-    len: usize,
-}
-
-impl Waiters {
-    /// The entry of (key, rpc_id), made by `new` when there is none.
-    fn entry(
-        &mut self,
-        key: &SessionKey,
-        rpc_id: &str,
-        new: impl FnOnce() -> WaitEntry,
-    ) -> &mut WaitEntry {
-        use std::collections::hash_map::Entry;
-        match self
-            .by_session
-            .entry(key.clone())
-            .or_default()
-            .entry(rpc_id.to_owned())
-        {
-            Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => {
-                self.len += 1;
-                entry.insert(new())
-            }
-        }
-    }
-
-    fn get_mut(&mut self, key: &SessionKey, rpc_id: &str) -> Option<&mut WaitEntry> {
-        self.by_session.get_mut(key)?.get_mut(rpc_id)
-    }
-
-    fn remove(&mut self, key: &SessionKey, rpc_id: &str) -> Option<WaitEntry> {
-        let asks = self.by_session.get_mut(key)?;
-        let removed = asks.remove(rpc_id)?;
-        if asks.is_empty() {
-            self.by_session.remove(key);
-        }
-        self.len -= 1;
-        Some(removed)
-    }
-
-    fn waiting_on(&self, key: &SessionKey) -> bool {
-        self.by_session.contains_key(key)
-    }
-
-    fn rpc_ids(&self, key: &SessionKey) -> Vec<String> {
-        self.by_session
-            .get(key)
-            .map(|asks| asks.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&SessionKey, &String, &WaitEntry)> {
-        self.by_session
-            .iter()
-            .flat_map(|(key, asks)| asks.iter().map(move |(rpc_id, e)| (key, rpc_id, e)))
-    }
-}
-
-/// Asks whose waiting calls are gone (their node died or drained, or a caller left with
-/// a reattach grace), scored by when their grace is over: then, unless a live node
-/// waits on the ask again, a sweep resolves it ABORTED.
-const WAITS_KEY: &str = "ag:waits";
-
-/// Every node's lease: node id scored by when it ends unless the node renews it. A node
-/// renews only this (and its own wait list's expiry), however many asks it holds;
-/// the survivors of a node whose lease ended take over its wait list.
-const NODES_KEY: &str = "ag:nodes";
-
-/// The asks a node's calls wait on, for the survivors should it die.
-fn node_waits_key(node_id: &str) -> String {
-    format!("ag:node:{node_id}:waits")
-}
+use waiters::*;
 
 fn wait_mark(key: &SessionKey, rpc_id: &str) -> String {
     SessionKeys::new(key).wait_mark(rpc_id)
 }
 
-fn wait_member(key: &SessionKey, rpc_id: &str) -> String {
-    format!("{}\u{1f}{}\u{1f}{rpc_id}", key.tenant, key.session_id)
-}
-
-fn parse_wait_member(member: &str) -> Option<(SessionKey, String)> {
-    let mut parts = member.split('\u{1f}');
-    let (tenant, session, rpc_id) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((SessionKey::new(tenant, session), rpc_id.to_owned()))
-}
 /// An agent lease held on this node: its incarnation, and who to tell when a newer
 /// attach replaces it.
 type LocalLease = (String, Option<oneshot::Sender<()>>);
@@ -740,53 +596,4 @@ impl Backend for RedisBackend {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::{backend::memory::MemoryConfig, testing::RedisServer};
-
-    /// The conformance suite's sizes, on a Redis backend with its own redis-server.
-    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
-        let redis = RedisServer::start().await;
-        let backend = backend(RedisBackendConfig::new(&redis.url), config).await;
-        (backend, Box::new(redis))
-    }
-
-    /// A backend with the conformance suite's sizes.
-    async fn backend(mut settings: RedisBackendConfig, config: MemoryConfig) -> Arc<dyn Backend> {
-        settings.store.history_len = config.history_len;
-        settings.store.max_pending_per_session = config.max_pending_per_session;
-        settings.store.max_pending_per_tenant = config.max_pending_per_tenant;
-        settings.max_subscribers_per_session = config.max_subscribers_per_session;
-        settings.max_all_sessions_per_tenant = config.max_all_sessions_per_tenant;
-        settings.store.max_agents_per_tenant = config.max_agents_per_tenant;
-        settings.store.max_sessions_per_tenant = config.max_sessions_per_tenant;
-        settings.reconnect_grace = config.reconnect_grace;
-        settings.subscriber_buffer = config.subscriber_buffer;
-        settings.tenant_buffer = config.tenant_buffer;
-        Arc::new(
-            RedisBackend::connect(settings)
-                .await
-                .expect("redis backend"),
-        )
-    }
-
-    backend_conformance_suite!(make);
-
-    /// The same suite on a Redis Cluster of three shards: sessions spread over the
-    /// shards, sharded pub/sub, the tenant's part after each script.
-    mod cluster {
-        use super::*;
-        use crate::testing::RedisCluster;
-
-        async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
-            let cluster = RedisCluster::start(3).await;
-            let mut settings = RedisBackendConfig::new(&cluster.url);
-            settings.cluster = true;
-            (backend(settings, config).await, Box::new(cluster))
-        }
-
-        backend_conformance_suite!(make);
-    }
-}
+mod tests;

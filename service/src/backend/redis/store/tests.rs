@@ -1,0 +1,268 @@
+use askgate_proto::v1::{Question, Resolution};
+
+use super::*;
+use crate::testing::RedisServer;
+
+fn requested(rpc_id: &str) -> Requested {
+    Requested {
+        rpc_id: rpc_id.into(),
+        session_id: "s".into(),
+        questions: vec![Question {
+            id: "q".into(),
+            question: "ok?".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn resolved(rpc_id: &str, reason: Resolution, by: &str) -> Resolved {
+    Resolved {
+        rpc_id: rpc_id.into(),
+        session_id: "s".into(),
+        reason: reason.into(),
+        resolved_by: by.into(),
+        ..Default::default()
+    }
+}
+
+fn key() -> SessionKey {
+    SessionKey::new("acme{x}", "team/s-1")
+}
+
+async fn store(redis: &RedisServer) -> RedisStore {
+    store_with(redis, RedisConfig::default()).await
+}
+
+async fn store_with(redis: &RedisServer, config: RedisConfig) -> RedisStore {
+    RedisStore::connect(&redis.url, config)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    let registered = store
+        .register(&key(), &requested("r1"), "")
+        .await
+        .expect("register");
+    let Registration::New { seq, epoch } = registered else {
+        panic!("expected a new ask, got {registered:?}");
+    };
+    assert_eq!(seq, 1);
+    assert_eq!(
+        store
+            .pending_ask(&key(), "r1")
+            .await
+            .expect("pending")
+            .rpc_id,
+        "r1"
+    );
+    assert_eq!(store.pending(&key()).await.expect("list").len(), 1);
+
+    let claimed = store
+        .claim(&key(), &resolved("r1", Resolution::Answered, "ana"))
+        .await
+        .expect("first claim wins");
+    assert_eq!(claimed, 2);
+    let late = store
+        .claim(&key(), &resolved("r1", Resolution::Cancelled, "bo"))
+        .await;
+    assert_eq!(
+        late,
+        Err(AskError::NotPending {
+            settled: Some(Settled {
+                resolution: Resolution::Answered,
+                resolved_by: "ana".into()
+            })
+        })
+    );
+    assert!(store.pending(&key()).await.expect("list").is_empty());
+    let events = store
+        .events_after(&key(), &epoch, 0)
+        .await
+        .expect("history");
+    let events = events.expect("held");
+    assert_eq!(events.len(), 2);
+    assert!(matches!(&events[0], (1, StoredEvent::Requested(r)) if r.rpc_id == "r1"));
+    assert!(matches!(&events[1], (2, StoredEvent::Resolved(r)) if r.resolved_by == "ana"));
+    assert_eq!(
+        store
+            .events_after(&key(), "another-epoch", 0)
+            .await
+            .expect("history"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn concurrent_claims_have_exactly_one_winner() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    for round in 0..20 {
+        let rpc_id = format!("r{round}");
+        store
+            .register(&key(), &requested(&rpc_id), "")
+            .await
+            .expect("register");
+        let claims: Vec<_> = (0..16)
+            .map(|i| {
+                let (store, rpc_id) = (store.clone(), rpc_id.clone());
+                tokio::spawn(async move {
+                    let by = format!("ui-{i}");
+                    store
+                        .claim(&key(), &resolved(&rpc_id, Resolution::Answered, &by))
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = 0;
+        for claim in claims {
+            match claim.await.expect("join") {
+                Ok(_) => winners += 1,
+                Err(e) => assert_eq!(e.reason(), "NOT_PENDING"),
+            }
+        }
+        assert_eq!(winners, 1, "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    assert!(matches!(
+        store
+            .register(&key(), &requested("r1"), "req")
+            .await
+            .expect("register"),
+        Registration::New { .. }
+    ));
+    assert_eq!(
+        store
+            .register(&key(), &requested("r2"), "req")
+            .await
+            .expect("retry"),
+        Registration::Joined {
+            rpc_id: "r1".into()
+        }
+    );
+    let outcome = resolved("r1", Resolution::Cancelled, "ana");
+    store.claim(&key(), &outcome).await.expect("claim");
+    assert_eq!(
+        store
+            .register(&key(), &requested("r3"), "req")
+            .await
+            .expect("late retry"),
+        Registration::Recorded {
+            rpc_id: "r1".into(),
+            resolved: outcome
+        }
+    );
+    assert_eq!(store.pending(&key()).await.expect("list").len(), 0);
+}
+
+#[tokio::test]
+async fn history_is_trimmed_and_an_old_cursor_must_reset() {
+    let redis = RedisServer::start().await;
+    let store = store_with(
+        &redis,
+        RedisConfig {
+            history_len: 4,
+            ..RedisConfig::default()
+        },
+    )
+    .await;
+    for i in 0..5 {
+        let rpc_id = format!("r{i}");
+        store
+            .register(&key(), &requested(&rpc_id), "")
+            .await
+            .expect("register");
+        store
+            .claim(&key(), &resolved(&rpc_id, Resolution::Answered, "a"))
+            .await
+            .expect("claim");
+    }
+    let Snapshot { epoch, head, .. } = store.snapshot(&key()).await.expect("head");
+    assert!(!epoch.is_empty(), "an epoch");
+    assert_eq!(head, 10);
+    let recent = store
+        .events_after(&key(), &epoch, 7)
+        .await
+        .expect("history");
+    assert_eq!(
+        recent
+            .expect("held")
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>(),
+        [8, 9, 10]
+    );
+    assert_eq!(
+        store
+            .events_after(&key(), &epoch, 2)
+            .await
+            .expect("history"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn after_a_run_nothing_is_kept_without_an_expiry() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    for i in 0..20 {
+        let key = SessionKey::new("acme", format!("s-{i}"));
+        let rpc_id = format!("r{i}");
+        let request_id = if i % 2 == 0 { "req" } else { "" };
+        store
+            .register(&key, &requested(&rpc_id), request_id)
+            .await
+            .expect("register");
+        store
+            .claim(&key, &resolved(&rpc_id, Resolution::Answered, "a"))
+            .await
+            .expect("claim");
+    }
+    let client = redis::Client::open(redis.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    assert!(!keys.is_empty());
+    for key in keys {
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("ttl");
+        assert!(ttl > 0, "{key} has no expiry (TTL {ttl})");
+    }
+}
+
+#[tokio::test]
+async fn the_pending_limit_is_enforced_in_the_script() {
+    let redis = RedisServer::start().await;
+    let store = store_with(
+        &redis,
+        RedisConfig {
+            max_pending_per_session: 1,
+            ..RedisConfig::default()
+        },
+    )
+    .await;
+    store
+        .register(&key(), &requested("r1"), "")
+        .await
+        .expect("first");
+    let full = store.register(&key(), &requested("r2"), "").await;
+    assert!(matches!(full, Err(AskError::TooManyPending(_))));
+}
