@@ -51,6 +51,13 @@ pub use super::{
 use crate::backend::Holder;
 use crate::domain::{AskError, SessionKey, Settled};
 
+mod model;
+mod scripts;
+
+pub use model::{Registration, Snapshot, StoredEvent, parse_event};
+use model::{live_message, parse_seq};
+use scripts::*;
+
 /// Sizes and windows of the Redis state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
@@ -80,72 +87,6 @@ impl Default for RedisConfig {
         }
     }
 }
-
-/// What registering an ask did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Registration {
-    /// A new pending ask, whose `requested` event has this sequence number.
-    New { seq: u64, epoch: String },
-    /// The request_id names an ask that is still pending: join it.
-    Joined { rpc_id: String },
-    /// The request_id names an ask that was resolved: here is how.
-    Recorded { rpc_id: String, resolved: Resolved },
-}
-
-/// A session's pending asks and the point of its history they reflect.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Snapshot {
-    /// The history's epoch (empty before the session's first event).
-    pub epoch: String,
-    /// The sequence number of the last event the snapshot includes.
-    pub head: u64,
-    /// The pending asks with the sequence numbers of their `requested`, oldest first.
-    pub pending: Vec<(u64, Requested)>,
-}
-
-/// One event of a session's history.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoredEvent {
-    Requested(Requested),
-    Resolved(Resolved),
-}
-
-const REGISTER: &str = include_str!("../scripts/register.lua");
-
-const CLAIM: &str = include_str!("../scripts/claim.lua");
-
-/// A Redis Cluster's tenant part of a registration, after REGISTER (the tenant's keys
-/// and channel share the tenant's hash tag, so this is one slot). The sessions index is
-/// a sorted set scored by the session shard's clock at the last registration, so that
-/// TENANT_CLAIMED never drops a session that a later registration filled again.
-const TENANT_REGISTERED: &str = include_str!("../scripts/tenant_registered.lua");
-
-/// Attaches an agent: one script, so that the holder check, the tenant's agent cap and
-/// the replacement are one step (the agent's keys share the tenant's hash tag).
-const ATTACH_AGENT: &str = include_str!("../scripts/attach_agent.lua");
-
-/// Admits a session to its tenant's sessions holding state (ARGV[2] is already among
-/// them, or there is room), marking it held until ARGV[3]. On a cluster the
-/// registration runs it first, with the pending count (ADMIT_ASK); a subscription
-/// runs it for its session.
-const ADMIT_SESSION: &str = include_str!("../scripts/admit_session.lua");
-
-/// On a cluster, before REGISTER: the tenant's pending count and session cap (its
-/// keys live in the tenant's slot). Concurrent registrations may overshoot the
-/// pending count by their number; the count itself is taken after (TENANT_REGISTERED).
-const ADMIT_ASK: &str = include_str!("../scripts/admit_ask.lua");
-
-/// The tenant part of a claim on a Redis Cluster, after CLAIM.
-const TENANT_CLAIMED: &str = include_str!("../scripts/tenant_claimed.lua");
-
-/// A session's pending asks with its epoch and head, read at one instant (a script:
-/// unlike MULTI, a script that meets a resharding is redirected like any command).
-static READ_SNAPSHOT: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/read_snapshot.lua")));
-
-/// A session's history with its epoch and head, read at one instant.
-static READ_HISTORY: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/read_history.lua")));
 
 /// The session state of every node, in Redis.
 #[derive(Clone)]
@@ -681,28 +622,6 @@ impl RedisStore {
             }
         }
         Ok(Some(events))
-    }
-}
-
-fn parse_seq(text: &str) -> Result<u64, AskError> {
-    text.parse()
-        .map_err(|_| AskError::Internal("bad seq".into()))
-}
-
-/// A published message, as the scripts build it: `<epoch> <seq> <Q|R><encoded event>`.
-fn live_message(epoch: &str, seq: u64, kind: u8, event: &[u8]) -> Vec<u8> {
-    let mut message = format!("{epoch} {seq} ").into_bytes();
-    message.push(kind);
-    message.extend_from_slice(event);
-    message
-}
-
-/// Decodes a history entry (or the payload of a pub/sub message after its prefix).
-pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, AskError> {
-    match entry.split_first() {
-        Some((b'Q', payload)) => Ok(StoredEvent::Requested(decode(payload)?)),
-        Some((b'R', payload)) => Ok(StoredEvent::Resolved(decode(payload)?)),
-        _ => Err(AskError::Internal("corrupt history entry in redis".into())),
     }
 }
 

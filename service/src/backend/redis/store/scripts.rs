@@ -1,0 +1,44 @@
+//! The store's Lua scripts (the `.lua` files of `redis/scripts/`). Each runs on one
+//! slot: a session's keys, or on a cluster the tenant's.
+
+use redis::Script;
+
+/// Registration: the pending limits, the request_id join, store the ask, append its
+/// `requested`, publish it.
+pub(super) const REGISTER: &str = include_str!("../scripts/register.lua");
+
+/// A claim: the first wins; record the outcome, append its `resolved`, publish it.
+pub(super) const CLAIM: &str = include_str!("../scripts/claim.lua");
+
+/// A Redis Cluster's tenant part of a registration, after REGISTER (the tenant's keys
+/// and channel share the tenant's hash tag, so this is one slot). The sessions index is
+/// a sorted set scored by the session shard's clock at the last registration, so that
+/// TENANT_CLAIMED never drops a session that a later registration filled again.
+pub(super) const TENANT_REGISTERED: &str = include_str!("../scripts/tenant_registered.lua");
+
+/// Attaches an agent: one script, so that the holder check, the tenant's agent cap and
+/// the replacement are one step (the agent's keys share the tenant's hash tag).
+pub(super) const ATTACH_AGENT: &str = include_str!("../scripts/attach_agent.lua");
+
+/// Admits a session to its tenant's sessions holding state (ARGV[2] is already among
+/// them, or there is room), marking it held until ARGV[3]. On a cluster the
+/// registration runs it first, with the pending count (ADMIT_ASK); a subscription
+/// runs it for its session.
+pub(super) const ADMIT_SESSION: &str = include_str!("../scripts/admit_session.lua");
+
+/// On a cluster, before REGISTER: the tenant's pending count and session cap (its
+/// keys live in the tenant's slot). Concurrent registrations may overshoot the
+/// pending count by their number; the count itself is taken after (TENANT_REGISTERED).
+pub(super) const ADMIT_ASK: &str = include_str!("../scripts/admit_ask.lua");
+
+/// The tenant part of a claim on a Redis Cluster, after CLAIM.
+pub(super) const TENANT_CLAIMED: &str = include_str!("../scripts/tenant_claimed.lua");
+
+/// A session's pending asks with its epoch and head, read at one instant (a script:
+/// unlike MULTI, a script that meets a resharding is redirected like any command).
+pub(super) static READ_SNAPSHOT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/read_snapshot.lua")));
+
+/// A session's history with its epoch and head, read at one instant.
+pub(super) static READ_HISTORY: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/read_history.lua")));
