@@ -5,7 +5,7 @@
 //! broadcasts `requested`; `claim` lets exactly one resolution win. Validation happens
 //! before either, in `domain`.
 
-#[macro_use]
+#[cfg(test)]
 mod conformance;
 pub mod events;
 pub mod memory;

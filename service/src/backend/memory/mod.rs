@@ -446,7 +446,7 @@ mod tests {
         (Arc::new(MemoryBackend::new(config)), Box::new(()))
     }
 
-    backend_conformance_suite!(make);
+    crate::backend::conformance::backend_conformance_suite!(make);
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]

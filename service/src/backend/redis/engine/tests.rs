@@ -29,7 +29,7 @@ async fn backend(mut settings: RedisBackendConfig, config: MemoryConfig) -> Arc<
     )
 }
 
-backend_conformance_suite!(make);
+crate::backend::conformance::backend_conformance_suite!(make);
 
 /// The same suite on a Redis Cluster of three shards: sessions spread over the
 /// shards, sharded pub/sub, the tenant's part after each script.
@@ -44,5 +44,5 @@ mod cluster {
         (backend(settings, config).await, Box::new(cluster))
     }
 
-    backend_conformance_suite!(make);
+    crate::backend::conformance::backend_conformance_suite!(make);
 }

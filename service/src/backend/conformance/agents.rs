@@ -1,0 +1,238 @@
+//! Agents and callers (Semantics 7, 8 and 10): live incarnations, lease ownership,
+//! delegation, unattended sessions, reattach by request_id, abandoned asks.
+
+use super::*;
+
+pub(crate) async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let never = ask_with("s", |a| a.agent = agent("ghost", "1"));
+    assert!(matches!(
+        backend.register(never).await,
+        Err(AskError::CallerNotLive)
+    ));
+
+    let first = backend
+        .attach("tenant", "a", "", &holder("w"))
+        .await
+        .expect("attach");
+    let live = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
+    let pending = backend.register(live).await.expect("live agent asks");
+
+    // A second attach supersedes the first: its asks are aborted and its
+    // incarnation is stale.
+    let second = backend
+        .attach("tenant", "a", "", &holder("w"))
+        .await
+        .expect("re-attach");
+    assert_ne!(second.incarnation, first.incarnation);
+    first.superseded.await.expect("the first lease is told");
+    assert_eq!(
+        pending.outcome.await.expect("outcome").resolution,
+        Resolution::Aborted
+    );
+    let stale = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
+    assert!(matches!(
+        backend.register(stale).await,
+        Err(AskError::CallerNotLive)
+    ));
+
+    // Detaching ends the lease and aborts what it asked.
+    let current = ask_with("s", |a| a.agent = agent("a", &second.incarnation));
+    let pending = backend.register(current).await.expect("asks");
+    backend.detach("tenant", "a", &second.incarnation).await;
+    assert_eq!(
+        pending.outcome.await.expect("outcome").resolution,
+        Resolution::Aborted
+    );
+    let detached = ask_with("s", |a| a.agent = agent("a", &second.incarnation));
+    assert!(matches!(
+        backend.register(detached).await,
+        Err(AskError::CallerNotLive)
+    ));
+}
+
+/// docs/protocol.md "Security": a live lease belongs to the subject that attached it.
+/// Another subject of the tenant is refused without touching it; an admin
+/// may replace it (its asks are then ABORTED as on any re-attach); once the
+/// lease ends, anyone may attach the id.
+pub(crate) async fn a_lease_belongs_to_its_subject(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let owned = backend
+        .attach("tenant", "a", "", &holder("owner"))
+        .await
+        .expect("attach");
+    let asked = ask_with("s", |a| a.agent = agent("a", &owned.incarnation));
+    let pending = backend.register(asked).await.expect("asks");
+
+    let stolen = backend.attach("tenant", "a", "", &holder("intruder")).await;
+    assert!(
+        matches!(stolen, Err(AskError::PermissionDenied(_))),
+        "{stolen:?}"
+    );
+    // Untouched: the owner's incarnation still asks, its ask still pending.
+    let still = ask_with("s", |a| a.agent = agent("a", &owned.incarnation));
+    let still = backend.register(still).await.expect("the owner still asks");
+    assert_eq!(
+        backend.list_pending(&key("s")).await.expect("list").len(),
+        2
+    );
+    // Another tenant's agent of the same id is another agent.
+    backend
+        .attach("other", "a", "", &holder("intruder"))
+        .await
+        .expect("another tenant's agent");
+
+    let admin = crate::backend::Holder {
+        subject: "root".into(),
+        may_take_over: true,
+    };
+    let replaced = backend
+        .attach("tenant", "a", "", &admin)
+        .await
+        .expect("admin");
+    for outcome in [pending.outcome, still.outcome] {
+        assert_eq!(
+            outcome.await.expect("outcome").resolution,
+            Resolution::Aborted
+        );
+    }
+    // The admin now holds it; once it detaches, anyone may attach.
+    assert!(matches!(
+        backend.attach("tenant", "a", "", &holder("owner")).await,
+        Err(AskError::PermissionDenied(_))
+    ));
+    backend.detach("tenant", "a", &replaced.incarnation).await;
+    backend
+        .attach("tenant", "a", "", &holder("intruder"))
+        .await
+        .expect("a free id");
+}
+
+pub(crate) async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let parent = backend
+        .attach("tenant", "parent", "", &holder("w"))
+        .await
+        .expect("parent");
+    let child = backend
+        .attach("tenant", "child", "parent", &holder("w"))
+        .await
+        .expect("child");
+    let child_ask = || ask_with("s", |a| a.agent = agent("child", &child.incarnation));
+    assert!(matches!(
+        backend.register(child_ask()).await,
+        Err(AskError::DelegatedCaller)
+    ));
+    // Only the live link counts: once the parent detaches, the child may ask.
+    backend
+        .detach("tenant", "parent", &parent.incarnation)
+        .await;
+    backend
+        .register(child_ask())
+        .await
+        .expect("the orphan asks");
+    // Another tenant's agent of the same name is a different agent.
+    let other = ask_with("s", |a| {
+        a.key = SessionKey::new("other", "s");
+        a.agent = agent("child", &child.incarnation);
+    });
+    assert!(matches!(
+        backend.register(other).await,
+        Err(AskError::CallerNotLive)
+    ));
+}
+
+pub(crate) async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
+    let (backend, _guard) = backend(
+        make,
+        MemoryConfig {
+            reconnect_grace: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await;
+    let fail = || ask_with("s", |a| a.if_unattended = Unattended::Fail);
+    assert!(matches!(
+        backend.register(fail()).await,
+        Err(AskError::NoProvider)
+    ));
+    backend
+        .register(ask("s"))
+        .await
+        .expect("HOLD is always accepted");
+
+    let events = subscribe(&backend, "s").await;
+    backend.register(fail()).await.expect("attended");
+    drop(events);
+    backend
+        .register(fail())
+        .await
+        .expect("within the reconnect grace");
+    // Once the grace has passed (on the store's clock), nobody attends.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match backend.register(fail()).await {
+            Err(AskError::NoProvider) => break,
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the grace never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let all = backend
+        .subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default())
+        .await
+        .expect("subscribe all");
+    backend
+        .register(fail())
+        .await
+        .expect("an all_sessions subscriber counts");
+    drop(all);
+}
+
+pub(crate) async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcome(
+    make: impl Make,
+) {
+    let (backend, _guard) = default_backend(make).await;
+    let mut events = subscribe(&backend, "s").await;
+    replay(&mut events).await;
+    let with_id = || ask_with("s", |a| a.request_id = "req-1".into());
+    let first = backend.register(with_id()).await.expect("register");
+    let retry = backend.register(with_id()).await.expect("join");
+    assert_eq!(retry.rpc_id, first.rpc_id);
+    assert!(matches!(next(&mut events).await, Event::Requested(_)));
+
+    drop(first.outcome); // the first call went away
+    backend
+        .abandon(&key("s"), &retry.rpc_id)
+        .await
+        .expect("still pending");
+    // The retry still waits, so abandoning did nothing.
+    backend
+        .claim(&key("s"), &retry.rpc_id, answered())
+        .await
+        .expect("claim");
+    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    assert!(matches!(next(&mut events).await, Event::Resolved(_)));
+
+    let late = backend.register(with_id()).await.expect("recorded");
+    assert_eq!(late.rpc_id, first.rpc_id);
+    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    // No second requested for any of the retries.
+    let quiet = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
+    assert!(quiet.is_err(), "no event after the resolution");
+}
+
+pub(crate) async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let registered = backend.register(ask("s")).await.expect("register");
+    let rpc_id = registered.rpc_id.clone();
+    drop(registered);
+    backend.abandon(&key("s"), &rpc_id).await.expect("abandon");
+    let err = backend.claim(&key("s"), &rpc_id, answered()).await;
+    assert!(matches!(err, Err(AskError::NotPending { .. })));
+}

@@ -1,0 +1,167 @@
+//! Tenancy: tenants share nothing, and each is held to its caps.
+
+use super::*;
+
+/// docs/protocol.md "Vocabulary": (tenant, session) pairs that would read alike if
+/// joined naively (`acme` + `x/s` and `acme/x` + `s`, braces, escapes)
+/// share nothing: no event, no listing, no claim crosses between them. The
+/// storage layer is tested with names the credential checks would refuse,
+/// so that it stays safe on its own.
+pub(crate) async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let pairs = [
+        (("acme", "x/s"), ("acme/x", "s")),
+        (("a{b", "c}d"), ("a", "b}c{d")),
+        (("acme%2F", "s"), ("acme/", "s")),
+        (("acme", "s"), ("acme%", "s")),
+    ];
+    for ((victim_tenant, victim_session), (other_tenant, other_session)) in pairs {
+        let victim = SessionKey::new(victim_tenant, victim_session);
+        let other = SessionKey::new(other_tenant, other_session);
+        let mut watching = backend
+            .subscribe(Scope::Session(other.clone()), SubscribeOptions::default())
+            .await
+            .expect("subscribe");
+        assert!(replay(&mut watching).await.0.is_empty());
+        let mut all = backend
+            .subscribe(
+                Scope::Tenant(other.tenant.clone()),
+                SubscribeOptions::default(),
+            )
+            .await
+            .expect("subscribe all");
+        assert!(replay(&mut all).await.0.is_empty());
+
+        let mut new = ask("unused");
+        new.key = victim.clone();
+        let registered = backend.register(new).await.expect("register");
+        let pair = format!("{victim} vs {other}");
+        assert!(
+            backend.list_pending(&other).await.expect("list").is_empty(),
+            "{pair}"
+        );
+        assert_eq!(
+            backend.questions(&other, &registered.rpc_id).await,
+            Err(AskError::not_pending()),
+            "{pair}"
+        );
+        let stolen = backend.claim(&other, &registered.rpc_id, answered()).await;
+        assert!(matches!(stolen, Err(AskError::NotPending { .. })), "{pair}");
+
+        backend
+            .claim(
+                &victim,
+                &registered.rpc_id,
+                Outcome::cancelled(None, "owner"),
+            )
+            .await
+            .expect("the victim's own claim");
+        assert_eq!(
+            registered.outcome.await.expect("outcome").resolved_by,
+            "owner"
+        );
+        // A marker ask of the other pair: the first event either stream
+        // sees must be its own, never the victim's.
+        let mut marker = ask("unused");
+        marker.key = other.clone();
+        let marker = backend.register(marker).await.expect("marker");
+        for stream in [&mut watching, &mut all] {
+            let Event::Requested(seen) = next(stream).await else {
+                panic!("{pair}: expected the marker's requested");
+            };
+            assert_eq!(seen.rpc_id, marker.rpc_id, "{pair}");
+        }
+        backend
+            .claim(&other, &marker.rpc_id, answered())
+            .await
+            .expect("marker claim");
+    }
+}
+
+/// docs/protocol.md "Security": per-tenant caps on the sessions holding state, the
+/// attached agents and the `all_sessions` streams, each refused with its
+/// RESOURCE_EXHAUSTED reason; other tenants are not affected.
+pub(crate) async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: impl Make) {
+    let (backend, _guard) = backend(
+        make,
+        MemoryConfig {
+            max_sessions_per_tenant: 2,
+            max_agents_per_tenant: 2,
+            max_all_sessions_per_tenant: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    // Sessions: two hold pending asks; a third is refused, to an ask and
+    // to a subscription, while the held ones stay usable.
+    let _first = backend.register(ask("s1")).await.expect("s1");
+    let _second = backend.register(ask("s2")).await.expect("s2");
+    for refused in [
+        backend.register(ask("s3")).await.map(|_| ()),
+        backend
+            .subscribe(Scope::Session(key("s3")), SubscribeOptions::default())
+            .await
+            .map(|_| ()),
+    ] {
+        assert!(
+            matches!(refused, Err(AskError::TooManySessions(_))),
+            "{refused:?}"
+        );
+    }
+    let _more = backend.register(ask("s1")).await.expect("a held session");
+    let mut followed = subscribe(&backend, "s2").await;
+    replay(&mut followed).await;
+    let mut elsewhere = ask("s3");
+    elsewhere.key = SessionKey::new("other", "s3");
+    backend.register(elsewhere).await.expect("another tenant");
+
+    // Agents: two; a third is refused; re-attaching one is not a new one;
+    // a detached one makes room.
+    let a = backend
+        .attach("tenant", "a", "", &holder("w"))
+        .await
+        .expect("a");
+    let b = backend
+        .attach("tenant", "b", "", &holder("w"))
+        .await
+        .expect("b");
+    let refused = backend.attach("tenant", "c", "", &holder("w")).await;
+    assert!(
+        matches!(refused, Err(AskError::TooManyAgents(_))),
+        "{refused:?}"
+    );
+    let _a_again = backend
+        .attach("tenant", "a", "", &holder("w"))
+        .await
+        .expect("a again");
+    backend
+        .attach("other", "c", "", &holder("w"))
+        .await
+        .expect("another tenant");
+    backend.detach("tenant", "b", &b.incarnation).await;
+    backend
+        .attach("tenant", "c", "", &holder("w"))
+        .await
+        .expect("room after a detach");
+    drop(a);
+
+    // all_sessions streams: one; a second is refused until the first ends.
+    let all = || backend.subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default());
+    let first_all = all().await.expect("one all_sessions stream");
+    let refused = all().await.map(|_| ());
+    assert!(
+        matches!(refused, Err(AskError::TooManySubscribers(_))),
+        "{refused:?}"
+    );
+    drop(first_all);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match all().await {
+            Ok(_) => break,
+            Err(AskError::TooManySubscribers(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("the slot of an ended stream was not freed: {e:?}"),
+        }
+    }
+}
