@@ -21,7 +21,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
-use super::store::{RedisConn, RedisTarget, StoredEvent, parse_event};
+use super::store::{RedisConn, RedisStore, RedisTarget, StoredEvent, parse_event};
 use crate::domain::AskError;
 
 /// Live events of one session a local follower may fall behind before it must resync.
@@ -151,11 +151,11 @@ impl Fanout {
         })
     }
 
-    /// Publishes the next probe through an ordinary connection (`publisher`). Returns
+    /// Publishes the next probe through the store (`publisher`). Returns
     /// false when earlier probes did not come back: the subscription is stalled. Then
     /// every channel is subscribed again and followers are told to re-read the history
     /// (as after a disconnection); the probe reports healthy again once probes flow.
-    pub async fn probe(&self, publisher: &mut RedisConn) -> bool {
+    pub async fn probe(&self, publisher: &RedisStore) -> bool {
         use std::sync::atomic::Ordering;
         let seen = self.probe.seen.load(Ordering::Acquire);
         let sent = self.probe.sent.load(Ordering::Acquire);
@@ -181,11 +181,7 @@ impl Fanout {
         // Only a probe Redis accepted counts as sent: while Redis is down none are, so
         // its return is not mistaken for a stall.
         let next = sent + 1;
-        let published: redis::RedisResult<u64> = redis::cmd(publisher.publish_command())
-            .arg(&self.probe.channel)
-            .arg(next)
-            .query_async(publisher)
-            .await;
+        let published = publisher.publish(&self.probe.channel, next).await;
         if published.is_ok() {
             self.probe.sent.fetch_max(next, Ordering::AcqRel);
         }
@@ -416,11 +412,10 @@ mod tests {
     async fn a_subscription_that_silently_stops_delivering_is_detected_and_repaired() {
         let redis = RedisServer::start().await;
         let fanout = Fanout::connect(&redis.url).await.expect("fanout");
-        let mut publisher = RedisTarget::from(&redis.url)
-            .connect(None)
+        let publisher = RedisStore::connect(RedisTarget::from(&redis.url), RedisConfig::default())
             .await
             .expect("publisher");
-        healthy_soon(&fanout, &mut publisher).await;
+        healthy_soon(&fanout, &publisher).await;
 
         // Stop delivery behind the node's back: its subscription is gone, nothing says so.
         fanout
@@ -432,18 +427,18 @@ mod tests {
         let before = fanout.disconnections();
         let mut stalled = false;
         for _ in 0..(PROBES_IN_FLIGHT + 2) {
-            stalled |= !fanout.probe(&mut publisher).await;
+            stalled |= !fanout.probe(&publisher).await;
         }
         assert!(stalled, "the stall was not detected");
         assert!(
             fanout.disconnections() > before,
             "followers are told to resync"
         );
-        healthy_soon(&fanout, &mut publisher).await;
+        healthy_soon(&fanout, &publisher).await;
     }
 
     /// Probes until one reports healthy, within 10 s.
-    async fn healthy_soon(fanout: &Fanout, publisher: &mut RedisConn) {
+    async fn healthy_soon(fanout: &Fanout, publisher: &RedisStore) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !fanout.probe(publisher).await {
             assert!(std::time::Instant::now() < deadline, "never healthy");

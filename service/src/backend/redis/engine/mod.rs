@@ -23,7 +23,6 @@ use askgate_proto::v1::{
 };
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::{AsyncCommands, Script};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
@@ -31,9 +30,9 @@ use uuid::Uuid;
 
 use super::{
     fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
-    keys::{NODES_KEY, WAITS_KEY, node_waits_key, parse_wait_member, wait_member},
+    keys::{parse_wait_member, wait_member},
     store::{
-        RedisConfig, RedisConn, RedisStore, RedisTarget, Registration, SessionKeys, StoredEvent,
+        RedisConfig, RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent,
         TenantKeys, now_ms,
     },
 };
@@ -55,10 +54,6 @@ use node::*;
 use slots::*;
 use waiters::*;
 
-fn wait_mark(key: &SessionKey, rpc_id: &str) -> String {
-    SessionKeys::new(key).wait_mark(rpc_id)
-}
-
 /// An agent lease held on this node: its incarnation, and who to tell when a newer
 /// attach replaces it.
 type LocalLease = (String, Option<oneshot::Sender<()>>);
@@ -74,7 +69,6 @@ struct Node {
     id: String,
     store: RedisStore,
     fanout: Fanout,
-    conn: RedisConn,
     config: RedisBackendConfig,
     /// Calls waiting on this node, by (session, rpc_id).
     waiters: Mutex<Waiters>,
@@ -99,10 +93,6 @@ struct Node {
     closing: tokio::sync::watch::Sender<bool>,
 }
 
-fn redis_error(error: redis::RedisError) -> AskError {
-    super::store::unavailable(error)
-}
-
 fn stored_to_event(event: &StoredEvent) -> Event {
     match event {
         StoredEvent::Requested(r) => Event::Requested(r.clone()),
@@ -119,17 +109,13 @@ impl RedisBackend {
         };
         let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
         let fanout = Fanout::connect(target.clone()).await?;
-        let mut conn = target.connect(None).await?;
         let id = Uuid::new_v4().simple().to_string();
         // The node's lease, before any ask it takes can rely on it.
-        let _: () = conn
-            .zadd(NODES_KEY, &id, now_ms() + config.lease.as_millis() as u64)
-            .await?;
+        store.start_node_lease(&id, config.lease).await?;
         let node = Arc::new(Node {
             id,
             store,
             fanout,
-            conn,
             config,
             waiters: Mutex::default(),
             resolved_here: Mutex::default(),
@@ -170,28 +156,21 @@ impl RedisBackend {
         // On this node's wait list before the ask exists: if this node dies at any point
         // after the script, the survivors still find the ask. In the same round trip,
         // the unattended check (Semantics 8).
-        let conn = node.conn.clone();
         let must_be_attended = ask.if_unattended == Unattended::Fail;
-        // Keys of several slots (this node's list, the ask's mark, the session's and the
-        // tenant's presence): commands at once rather than one pipeline, which a
-        // cluster would refuse.
-        let listed = conn.run_all(node.wait_commands(&key, &rpc_id, &spec));
+        let listed = node.list_waiter(&key, &rpc_id, &spec);
         let attended = async {
             match must_be_attended {
-                true => {
-                    redis::cmd("EXISTS")
-                        .arg(SessionKeys::new(&key).key("attended"))
-                        .arg(TenantKeys::new(&key.tenant).attended())
-                        .query_async::<u64>(&mut conn.clone())
-                        .await
-                }
-                false => Ok(1),
+                true => node.store.attended(&key).await,
+                false => Ok(true),
             }
         };
         let (listed, attended) = tokio::join!(listed, attended);
-        listed.map_err(redis_error)?;
-        let attended = attended.map_err(redis_error)?;
-        if attended == 0 {
+        if let Err(e) = listed {
+            // Whatever part of the listing was written is swept as due.
+            node.unlist(&key, &rpc_id);
+            return Err(e);
+        }
+        if !attended? {
             node.unlist(&key, &rpc_id);
             return Err(AskError::NoProvider);
         }
@@ -218,9 +197,9 @@ impl RedisBackend {
                 let outcome = node.add_waiter(&key, &joined, &spec);
                 // Waited on here from now on, before a sweep can find the ask's grace
                 // (after its first node died) over.
-                if let Err(e) = conn.run_all(node.wait_commands(&key, &joined, &spec)).await {
+                if let Err(e) = node.list_waiter(&key, &joined, &spec).await {
                     node.waiters.lock().remove(&key, &joined);
-                    return Err(redis_error(e));
+                    return Err(e);
                 }
                 // It may have resolved between the script and the wait: recover.
                 if node.store.pending_ask(&key, &joined).await.is_err() {
@@ -247,14 +226,15 @@ impl RedisBackend {
         };
         self.ensure_pump(&key, live);
         if let Some(agent) = &ask.agent {
-            let set = agent_asks_key(&key.tenant, &agent.agent_id, &agent.incarnation);
-            let mut conn = node.conn.clone();
-            let _: Result<(), _> = redis::pipe()
-                .sadd(&set, format!("{}\n{rpc_id}", key.session_id))
-                .ignore()
-                .pexpire(&set, node.lease_ms() as i64 * 6)
-                .ignore()
-                .query_async(&mut conn)
+            node.store
+                .add_agent_ask(
+                    &key.tenant,
+                    &agent.agent_id,
+                    &agent.incarnation,
+                    &key,
+                    &rpc_id,
+                    node.config.lease * 6,
+                )
                 .await;
             // A detach that ran meanwhile did not see this ask: abort it now.
             if node.check_caller(&key.tenant, agent).await.is_err() {
@@ -267,16 +247,14 @@ impl RedisBackend {
     /// Resolves the asks an agent made under `incarnation`: its lease ended.
     async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
         let node = &self.node;
-        let set = agent_asks_key(tenant, agent_id, incarnation);
-        let mut conn = node.conn.clone();
-        let members: Vec<String> = conn.smembers(&set).await.unwrap_or_default();
-        let _: Result<(), _> = conn.del(&set).await;
-        for member in members {
-            let Some((session_id, rpc_id)) = member.split_once('\n') else {
-                continue;
-            };
-            let key = SessionKey::new(tenant, session_id);
-            let _ = self.claim(&key, rpc_id, Outcome::aborted()).await;
+        for (session_id, rpc_id) in node
+            .store
+            .take_agent_asks(tenant, agent_id, incarnation)
+            .await
+        {
+            let key = SessionKey::new(tenant, session_id.as_str());
+            // NOT_PENDING when it was resolved meanwhile: nothing to do.
+            let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
         }
     }
 
@@ -346,10 +324,8 @@ impl Backend for RedisBackend {
         if waiting_here {
             return Ok(());
         }
-        let mut conn = node.conn.clone();
-        let unlisted = node.wait_commands_undone(key, rpc_id);
-        conn.run_all(unlisted).await.map_err(redis_error)?;
-        if !node.live_waiters(&mut conn, key, rpc_id).await?.is_empty() {
+        node.store.unlist_waiter(&node.id, key, rpc_id).await?;
+        if !node.store.live_waiters(key, rpc_id).await?.is_empty() {
             return Ok(());
         }
         self.claim(key, rpc_id, Outcome::aborted()).await
@@ -389,17 +365,11 @@ impl Backend for RedisBackend {
                 let exclusive = match options.exclusive {
                     true => {
                         let hold = keys.key("exclusive");
-                        let mut conn = node.conn.clone();
-                        let taken: Option<String> = redis::cmd("SET")
-                            .arg(&hold)
-                            .arg(&node.id)
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(node.lease_ms())
-                            .query_async(&mut conn)
-                            .await
-                            .map_err(redis_error)?;
-                        if taken.is_none() {
+                        if !node
+                            .store
+                            .take_exclusive(&hold, &node.id, node.config.lease)
+                            .await?
+                        {
                             return Err(AskError::DuplicateProvider);
                         }
                         node.exclusive.lock().insert(hold.clone(), node.id.clone());
@@ -524,17 +494,10 @@ impl Backend for RedisBackend {
                 leases.remove(&key);
             }
         }
-        let agent = agent_key(tenant, agent_id);
-        let mut conn = node.conn.clone();
-        let current: Option<String> = conn.hget(&agent, "inc").await.unwrap_or(None);
-        if current.as_deref() == Some(incarnation) {
-            // On failure both expire with the lease, which nobody renews now.
-            let _: Result<(), _> = redis::pipe()
-                .del(&agent)
-                .zrem(TenantKeys::new(tenant).agents(), agent_id)
-                .query_async::<()>(&mut conn)
-                .await;
-        }
+        // On failure the lease expires: nobody renews it now.
+        node.store
+            .end_agent_lease(tenant, agent_id, incarnation)
+            .await;
         self.abort_agent_asks(tenant, agent_id, incarnation).await;
     }
 
@@ -545,8 +508,7 @@ impl Backend for RedisBackend {
         let node = &self.node;
         let check = async {
             let store = node.store.ping().await;
-            let mut conn = node.conn.clone();
-            let probe = node.fanout.probe(&mut conn).await;
+            let probe = node.fanout.probe(&node.store).await;
             store && probe
         };
         matches!(
@@ -589,8 +551,7 @@ impl Backend for RedisBackend {
         }
         // End this node's lease now: the survivors take over its wait list at once
         // rather than a lease later (each handed-over ask gets its reattach grace).
-        let mut conn = node.conn.clone();
-        let _: Result<(), _> = conn.zadd(NODES_KEY, &node.id, 0).await;
+        node.store.end_node_lease(&node.id).await;
         let _ = node.closing.send(true);
     }
 }

@@ -34,118 +34,61 @@ pub(super) async fn refresh_until_dropped(node: Weak<Node>) {
 }
 
 impl Node {
-    pub(super) fn grace_ms(&self) -> u64 {
-        (self.config.reconnect_grace.as_millis() as u64).max(1)
-    }
-
     pub(super) fn lease_ms(&self) -> u64 {
         (self.config.lease.as_millis() as u64).max(1)
     }
 
     pub(super) async fn refresh(&self) -> Result<(), AskError> {
-        let mut commands = Vec::new();
-        for key in self
-            .attended
-            .lock()
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(k, _)| k)
-        {
-            commands.push(
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(&self.id)
-                    .arg("PX")
-                    .arg(self.grace_ms())
-                    .to_owned(),
-            );
-        }
-        // The node's lease vouches for every ask it waits on: one command, not one per
-        // ask (a node holding 100,000 asks would otherwise keep Redis busy renewing).
-        // A drained node has ended its lease itself and must not renew it.
-        let expires = now_ms() + self.lease_ms();
         let resolved = std::mem::take(&mut *self.resolved_here.lock());
-        if !resolved.is_empty() {
-            commands.push(redis::Cmd::srem(node_waits_key(&self.id), &resolved));
-        }
-        if !self.closed.load(Ordering::Acquire) {
-            commands.push(redis::Cmd::zadd(NODES_KEY, &self.id, expires));
-            commands.push(redis::Cmd::pexpire(
-                node_waits_key(&self.id),
-                self.lease_ms() as i64 * 6,
-            ));
-        }
-        for key in self.exclusive.lock().keys() {
-            commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
-        }
-        for (member, key) in self.subscribers.lock().iter() {
-            commands.push(
-                redis::cmd("ZADD")
-                    .arg(key)
-                    .arg("XX")
-                    .arg(expires)
-                    .arg(member)
-                    .to_owned(),
-            );
-            commands.push(redis::Cmd::pexpire(key, self.lease_ms() as i64));
-        }
-        // Followed sessions stay held by their tenant for a lease beyond now; GT: a
-        // kept history may hold one longer already.
-        for (key, session_id) in self.held_sessions.lock().keys() {
-            commands.push(
-                redis::cmd("ZADD")
-                    .arg(key)
-                    .arg("XX")
-                    .arg("GT")
-                    .arg(expires)
-                    .arg(session_id)
-                    .to_owned(),
-            );
-            commands.push(redis::Cmd::pexpire(
-                key,
-                self.store.idle_ttl().as_millis() as i64,
-            ));
-        }
         let leases: Vec<((String, String), String)> = self
             .leases
             .lock()
             .iter()
             .map(|(k, (inc, _))| (k.clone(), inc.clone()))
             .collect();
-        for ((tenant, agent_id), _) in &leases {
-            commands.push(redis::Cmd::pexpire(
-                agent_key(tenant, agent_id),
-                self.lease_ms() as i64,
-            ));
-            let agents = TenantKeys::new(tenant).agents();
-            commands.push(
-                redis::cmd("ZADD")
-                    .arg(&agents)
-                    .arg("XX")
-                    .arg("GT")
-                    .arg(expires)
-                    .arg(agent_id)
-                    .to_owned(),
-            );
-            commands.push(redis::Cmd::pexpire(agents, self.lease_ms() as i64));
-        }
-        // Keys of many slots: one pipeline on a single server, one by one on a cluster.
-        if let Err(e) = self.conn.run_all(commands).await {
+        let renewal = Renewal {
+            presence: self
+                .attended
+                .lock()
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, _)| k.clone())
+                .collect(),
+            resolved,
+            // A drained node has ended its lease itself and must not renew it.
+            alive: !self.closed.load(Ordering::Acquire),
+            exclusive: self.exclusive.lock().keys().cloned().collect(),
+            slots: self
+                .subscribers
+                .lock()
+                .iter()
+                .map(|(member, key)| (member.clone(), key.clone()))
+                .collect(),
+            held_sessions: self.held_sessions.lock().keys().cloned().collect(),
+            agents: leases.iter().map(|(agent, _)| agent.clone()).collect(),
+        };
+        let renewed = self
+            .store
+            .renew(
+                &self.id,
+                &renewal,
+                self.config.lease,
+                self.config.reconnect_grace,
+            )
+            .await;
+        if let Err(e) = renewed {
             // Taken off the list with the next renewal instead.
-            self.resolved_here.lock().extend(resolved);
-            return Err(redis_error(e));
+            self.resolved_here.lock().extend(renewal.resolved);
+            return Err(e);
         }
-        let mut conn = self.conn.clone();
         // A newer attach elsewhere replaced one of ours: that lease is over.
         for ((tenant, agent_id), incarnation) in leases {
-            let current: Option<String> = conn
-                .hget(agent_key(&tenant, &agent_id), "inc")
-                .await
-                .map_err(redis_error)?;
+            let (current, _) = self.store.agent(&tenant, &agent_id).await?;
             if current.as_deref() != Some(incarnation.as_str())
                 && let Some((_, superseded)) = self.leases.lock().remove(&(tenant, agent_id))
                 && let Some(superseded) = superseded
             {
+                // The attach stream may have ended already: nobody to tell.
                 let _ = superseded.send(());
             }
         }
@@ -156,15 +99,9 @@ impl Node {
     /// so the session counts as attended from this subscription on.
     pub(super) async fn hold_attended(&self, key: String) -> Result<(), AskError> {
         *self.attended.lock().entry(key.clone()).or_default() += 1;
-        let mut conn = self.conn.clone();
-        redis::cmd("SET")
-            .arg(&key)
-            .arg(&self.id)
-            .arg("PX")
-            .arg(self.grace_ms())
-            .query_async::<()>(&mut conn)
+        self.store
+            .set_presence(&key, &self.id, self.config.reconnect_grace)
             .await
-            .map_err(redis_error)
     }
 
     /// Admits a followed session among its tenant's sessions holding state (refused
@@ -212,24 +149,14 @@ impl Node {
         tenant: &str,
         agent: &askgate_proto::v1::AgentRef,
     ) -> Result<(), AskError> {
-        let mut conn = self.conn.clone();
-        let (incarnation, parent): (Option<String>, Option<String>) = redis::pipe()
-            .hget(agent_key(tenant, &agent.agent_id), "inc")
-            .hget(agent_key(tenant, &agent.agent_id), "parent")
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
+        let (incarnation, parent) = self.store.agent(tenant, &agent.agent_id).await?;
         if incarnation.as_deref() != Some(agent.incarnation.as_str()) {
             return Err(AskError::CallerNotLive);
         }
-        if let Some(parent) = parent.filter(|p| !p.is_empty()) {
-            let live: bool = conn
-                .exists(agent_key(tenant, &parent))
-                .await
-                .map_err(redis_error)?;
-            if live {
-                return Err(AskError::DelegatedCaller);
-            }
+        if let Some(parent) = parent.filter(|p| !p.is_empty())
+            && self.store.agent_attached(tenant, &parent).await?
+        {
+            return Err(AskError::DelegatedCaller);
         }
         Ok(())
     }
@@ -274,35 +201,20 @@ impl Node {
     /// node waits on them, they resolve ABORTED. Every node sweeps; the claim script
     /// lets one win.
     pub(super) async fn sweep_abandoned(&self) -> Result<Vec<(SessionKey, String)>, AskError> {
-        let mut conn = self.conn.clone();
-        self.take_over_dead_nodes(&mut conn).await?;
-        let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(WAITS_KEY)
-            .arg("-inf")
-            .arg(now_ms())
-            .arg("LIMIT")
-            .arg(0)
-            .arg(100)
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error)?;
+        self.take_over_dead_nodes().await?;
         let mut abandoned = Vec::new();
-        for member in due {
-            let _: Result<(), _> = conn.zrem(WAITS_KEY, &member).await;
+        for member in self.store.take_due(100).await? {
             let Some((key, rpc_id)) = parse_wait_member(&member) else {
                 continue;
             };
-            let waiting = self.live_waiters(&mut conn, &key, &rpc_id).await?;
+            let waiting = self.store.live_waiters(&key, &rpc_id).await?;
             if waiting.is_empty() {
                 abandoned.push((key, rpc_id));
             }
             // A node whose lease ran out while Redis was out of its reach had its list
             // taken over; it is back and still waits: the ask goes back on its list.
             for node_id in waiting {
-                let _: () = conn
-                    .sadd(node_waits_key(&node_id), &member)
-                    .await
-                    .map_err(redis_error)?;
+                self.store.relist(&node_id, &member).await?;
             }
         }
         Ok(abandoned)
@@ -312,105 +224,36 @@ impl Node {
     /// sweep list, due when its reattach grace is over; a call that reattached on a
     /// live node meanwhile keeps it. A batch per node per sweep; the node is forgotten
     /// once its list is empty.
-    pub(super) async fn take_over_dead_nodes(&self, conn: &mut RedisConn) -> Result<(), AskError> {
-        let dead: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(NODES_KEY)
-            .arg("-inf")
-            .arg(now_ms())
-            .arg("LIMIT")
-            .arg(0)
-            .arg(10)
-            .query_async(conn)
-            .await
-            .map_err(redis_error)?;
-        for node_id in dead.into_iter().filter(|id| *id != self.id) {
-            let waits = node_waits_key(&node_id);
-            let members: Vec<String> = redis::cmd("SPOP")
-                .arg(&waits)
-                .arg(100)
-                .query_async(conn)
-                .await
-                .map_err(redis_error)?;
-            if members.is_empty() {
-                let _: () = conn.zrem(NODES_KEY, &node_id).await.map_err(redis_error)?;
-                continue;
-            }
-            for member in members {
-                let Some((key, rpc_id)) = parse_wait_member(&member) else {
-                    continue;
-                };
-                let grace: Option<u64> = conn
-                    .hget(wait_mark(&key, &rpc_id), &node_id)
-                    .await
-                    .map_err(redis_error)?;
-                let due = now_ms() + grace.unwrap_or(0);
-                let _: () = conn
-                    .zadd(WAITS_KEY, &member, due)
-                    .await
-                    .map_err(redis_error)?;
+    pub(super) async fn take_over_dead_nodes(&self) -> Result<(), AskError> {
+        for node_id in self.store.dead_nodes(10).await? {
+            if node_id != self.id {
+                self.store.take_over(&node_id, 100).await?;
             }
         }
         Ok(())
     }
 
-    /// The nodes whose lease is running that wait on the ask.
-    pub(super) async fn live_waiters(
-        &self,
-        conn: &mut RedisConn,
-        key: &SessionKey,
-        rpc_id: &str,
-    ) -> Result<Vec<String>, AskError> {
-        let nodes: Vec<String> = conn
-            .hkeys(wait_mark(key, rpc_id))
-            .await
-            .map_err(redis_error)?;
-        if nodes.is_empty() {
-            return Ok(nodes);
-        }
-        let leases: Vec<Option<u64>> = redis::cmd("ZMSCORE")
-            .arg(NODES_KEY)
-            .arg(&nodes)
-            .query_async(conn)
-            .await
-            .map_err(redis_error)?;
-        let now = now_ms();
-        Ok(nodes
-            .into_iter()
-            .zip(leases)
-            .filter(|(_, lease)| lease.is_some_and(|until| until > now))
-            .map(|(node, _)| node)
-            .collect())
-    }
-
     /// Lists an ask as waited on here: in this node's wait list (for the survivors,
     /// should it die) and in the ask's mark, with its reattach grace.
-    pub(super) fn wait_commands(
+    pub(super) async fn list_waiter(
         &self,
         key: &SessionKey,
         rpc_id: &str,
         ask: &WaitSpec,
-    ) -> Vec<redis::Cmd> {
-        let mark = wait_mark(key, rpc_id);
-        vec![
-            redis::Cmd::sadd(node_waits_key(&self.id), wait_member(key, rpc_id)),
-            redis::Cmd::hset(&mark, &self.id, ask.grace.as_millis() as u64),
-            redis::Cmd::pexpire(&mark, ask.mark_ttl.as_millis() as i64),
-        ]
+    ) -> Result<(), AskError> {
+        self.store
+            .list_waiter(&self.id, key, rpc_id, ask.grace, ask.mark_ttl)
+            .await
     }
 
-    /// Undoes [`Self::wait_commands`]: no call waits on the ask here any more.
-    pub(super) fn wait_commands_undone(&self, key: &SessionKey, rpc_id: &str) -> Vec<redis::Cmd> {
-        vec![
-            redis::Cmd::srem(node_waits_key(&self.id), wait_member(key, rpc_id)),
-            redis::Cmd::hdel(wait_mark(key, rpc_id), &self.id),
-        ]
-    }
-
-    /// [`Self::wait_commands_undone`], off the caller's path.
-    pub(super) fn unlist(&self, key: &SessionKey, rpc_id: &str) {
-        let (conn, commands) = (self.conn.clone(), self.wait_commands_undone(key, rpc_id));
+    /// Takes the ask off this node's wait list and mark, off the caller's path: an
+    /// entry left behind is swept as due (the ask resolved or waited on elsewhere).
+    pub(super) fn unlist(self: &Arc<Self>, key: &SessionKey, rpc_id: &str) {
+        let (node, key, rpc_id) = (self.clone(), key.clone(), rpc_id.to_owned());
         tokio::spawn(async move {
-            let _ = conn.run_all(commands).await;
+            if let Err(e) = node.store.unlist_waiter(&node.id, &key, &rpc_id).await {
+                debug!(%rpc_id, "unlisting a waiter failed (swept later): {e}");
+            }
         });
     }
 
@@ -446,14 +289,6 @@ impl Node {
             }
         }
     }
-}
-
-pub(super) fn agent_key(tenant: &str, agent_id: &str) -> String {
-    TenantKeys::new(tenant).agent(agent_id)
-}
-
-pub(super) fn agent_asks_key(tenant: &str, agent_id: &str, incarnation: &str) -> String {
-    TenantKeys::new(tenant).agent_asks(agent_id, incarnation)
 }
 
 /// Delivers the outcomes of a session's asks to the calls waiting on this node, for

@@ -4,10 +4,6 @@
 
 use super::*;
 
-/// Takes one of a session's subscriber slots, or finds them all taken.
-pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/take_slot.lua")));
-
 /// One of the `max` subscriber slots of a session (`max_subscribers_per_session`) or of
 /// a tenant's `all_sessions` streams (`max_all_sessions_per_tenant`), counted over
 /// every node: a member of a `subs` sorted set, scored by when it expires. The node's
@@ -25,17 +21,11 @@ impl SubscriberSlot {
         full: fn(usize) -> AskError,
     ) -> Result<Self, AskError> {
         let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
-        let taken: i64 = TAKE_SLOT
-            .key(&subs)
-            .arg(&member)
-            .arg(now_ms())
-            .arg(now_ms() + node.lease_ms())
-            .arg(max)
-            .arg(node.lease_ms())
-            .invoke_async(&mut node.conn.clone())
-            .await
-            .map_err(redis_error)?;
-        if taken == 0 {
+        if !node
+            .store
+            .take_slot(&subs, &member, max, node.config.lease)
+            .await?
+        {
             return Err(full(max));
         }
         node.subscribers.lock().insert(member.clone(), subs);
@@ -54,7 +44,7 @@ impl Drop for SubscriberSlot {
         let (node, member) = (self.node.clone(), std::mem::take(&mut self.member));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _: Result<(), _> = node.conn.clone().zrem(&subs, &member).await;
+                node.store.release_slot(&subs, &member).await;
             });
         }
     }
@@ -87,8 +77,7 @@ impl Drop for Held {
             runtime.spawn(async move {
                 if let Some(key) = exclusive {
                     node.exclusive.lock().remove(&key);
-                    let mut conn = node.conn.clone();
-                    let _: Result<(), _> = conn.del(&key).await;
+                    node.store.release_exclusive(&key).await;
                 }
                 node.fanout.release(&channel).await;
             });

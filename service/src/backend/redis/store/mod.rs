@@ -52,10 +52,12 @@ use crate::backend::Holder;
 use crate::domain::{AskError, SessionKey, Settled};
 
 mod model;
+mod nodes;
 mod scripts;
 
 pub use model::{Registration, Snapshot, StoredEvent, parse_event};
 use model::{live_message, parse_seq};
+pub use nodes::Renewal;
 use scripts::*;
 
 /// Sizes and windows of the Redis state.

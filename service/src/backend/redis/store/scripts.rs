@@ -42,3 +42,8 @@ pub(super) static READ_SNAPSHOT: std::sync::LazyLock<Script> =
 /// A session's history with its epoch and head, read at one instant.
 pub(super) static READ_HISTORY: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/read_history.lua")));
+
+/// Takes one of a session's subscriber slots (or of a tenant's `all_sessions` streams),
+/// or finds them all taken.
+pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/take_slot.lua")));
