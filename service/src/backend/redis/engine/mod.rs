@@ -236,9 +236,13 @@ impl RedisBackend {
                     node.config.lease * 6,
                 )
                 .await;
-            // A detach that ran meanwhile did not see this ask: abort it now.
-            if node.check_caller(&key.tenant, agent).await.is_err() {
-                let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
+            // A detach that ran meanwhile did not see this ask: abort it now. A failed
+            // claim leaves it to the call: its waiter still holds it, and the sweep
+            // aborts it once its caller is gone past the reattach grace.
+            if node.check_caller(&key.tenant, agent).await.is_err()
+                && let Err(e) = self.claim(&key, &rpc_id, Outcome::aborted()).await
+            {
+                debug!(%rpc_id, "aborting an ask of a detached agent failed: {e}");
             }
         }
         Ok(Registered { rpc_id, outcome })
@@ -280,10 +284,13 @@ impl Backend for RedisBackend {
             if let Err(Ok(registered)) = result_tx.send(result) {
                 // The caller is gone: abort at once, or leave it to the reattach grace
                 // (this node stops renewing it, so the sweep aborts it after that).
-                if grace.is_zero() {
-                    let _ = this
+                if grace.is_zero()
+                    && let Err(e) = this
                         .claim(&key, &registered.rpc_id, Outcome::aborted())
-                        .await;
+                        .await
+                {
+                    // Not on this node's renewed list any more: the sweep aborts it.
+                    debug!(rpc_id = %registered.rpc_id, "aborting a dropped ask failed: {e}");
                 }
             }
         });
@@ -545,8 +552,11 @@ impl Backend for RedisBackend {
                     }
                 }
             } else {
-                // Nobody can reattach to an ask without a request_id: dispose of it.
-                let _ = self.claim(&key, &rpc_id, Outcome::disposed()).await;
+                // Nobody can reattach to an ask without a request_id: dispose of it. Should
+                // that fail, the survivors abort it once this node's lease has ended.
+                if let Err(e) = self.claim(&key, &rpc_id, Outcome::disposed()).await {
+                    debug!(%rpc_id, "disposing of an ask failed: {e}");
+                }
             }
         }
         // End this node's lease now: the survivors take over its wait list at once
