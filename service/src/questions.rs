@@ -530,10 +530,7 @@ mod tests {
     use tokio_stream::StreamExt;
 
     use super::*;
-    use crate::backend::{
-        Registered, Stats,
-        memory::{MemoryBackend, MemoryConfig},
-    };
+    use crate::backend::{Registered, Settings, Stats, memory::MemoryBackend};
 
     /// The memory backend, except that a registration, once the ask is stored and
     /// announced, waits for a permit before it returns: the window in which a Redis
@@ -623,7 +620,7 @@ mod tests {
     async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
         let permits = Arc::new(Semaphore::new(0));
         let backend = Arc::new(SlowRegistration {
-            inner: MemoryBackend::new(MemoryConfig::default()),
+            inner: MemoryBackend::new(Settings::default()),
             permits: permits.clone(),
         });
         let questions = Questions::new(

@@ -21,8 +21,8 @@ use crate::{
         keys::KeyStore,
     },
     backend::{
-        Backend,
-        memory::{MemoryBackend, MemoryConfig},
+        Backend, Settings,
+        memory::MemoryBackend,
         redis::{RedisBackend, RedisBackendConfig, redacted_url},
     },
     domain::Limits,
@@ -119,7 +119,8 @@ fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<AbortOnDrop> {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub limits: Limits,
-    pub memory: MemoryConfig,
+    /// The sizes, limits and windows of the state, on either engine.
+    pub settings: Settings,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     pub max_wait: Duration,
     /// How long shutdown waits for calls and connections to finish.
@@ -215,7 +216,7 @@ impl std::fmt::Debug for BackendChoice {
 impl ServerConfig {
     async fn backend(&self) -> anyhow::Result<Arc<dyn Backend>> {
         Ok(match &self.backend {
-            BackendChoice::Memory => Arc::new(MemoryBackend::new(self.memory.clone())),
+            BackendChoice::Memory => Arc::new(MemoryBackend::new(self.settings.clone())),
             BackendChoice::Redis { url } => {
                 let mut config = RedisBackendConfig::new(url);
                 config.cluster = self.redis_cluster;
@@ -224,17 +225,7 @@ impl ServerConfig {
                         format!("failed to read --redis-ca-file {}", path.display())
                     })?);
                 }
-                config.store.history_len = self.memory.history_len;
-                config.store.max_pending_per_session = self.memory.max_pending_per_session;
-                config.store.max_pending_per_tenant = self.memory.max_pending_per_tenant;
-                config.max_subscribers_per_session = self.memory.max_subscribers_per_session;
-                config.max_all_sessions_per_tenant = self.memory.max_all_sessions_per_tenant;
-                config.store.max_agents_per_tenant = self.memory.max_agents_per_tenant;
-                config.store.max_sessions_per_tenant = self.memory.max_sessions_per_tenant;
-                config.store.retention = self.memory.request_retention;
-                config.reconnect_grace = self.memory.reconnect_grace;
-                config.subscriber_buffer = self.memory.subscriber_buffer;
-                config.tenant_buffer = self.memory.tenant_buffer;
+                config.settings = self.settings.clone();
                 config.lease = self.redis_lease;
                 Arc::new(RedisBackend::connect(config).await.with_context(|| {
                     format!("failed to connect to redis at {}", redacted_url(url))
@@ -313,7 +304,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            memory: MemoryConfig::default(),
+            settings: Settings::default(),
             max_wait: Duration::from_secs(3600),
             drain_timeout: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(20),

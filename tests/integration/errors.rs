@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{AgentRef, AskRequest};
-use askgate_service::{ServerConfig, backend::memory::MemoryConfig, domain::Limits};
+use askgate_service::{ServerConfig, backend::Settings, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, next_requested, subscribed, within};
@@ -240,9 +240,9 @@ on_every_backend!(
 
 async fn too_many_pending_per_session() {
     let server = TestServer::start_with(ServerConfig {
-        memory: MemoryConfig {
+        settings: Settings {
             max_pending_per_session: 1,
-            ..MemoryConfig::default()
+            ..Settings::default()
         },
         ..crate::support::test_config()
     })

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use askgate_client::{Ask, Client, Reason, question};
-use askgate_service::{ServerConfig, backend::memory::MemoryConfig, domain::Limits};
+use askgate_service::{ServerConfig, backend::Settings, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, test_config, until_synced};
@@ -73,9 +73,9 @@ on_every_backend!(
 
 async fn pending_asks_per_tenant() {
     let server = TestServer::start_with(ServerConfig {
-        memory: MemoryConfig {
+        settings: Settings {
             max_pending_per_tenant: 2,
-            ..MemoryConfig::default()
+            ..Settings::default()
         },
         ..test_config()
     })
@@ -103,9 +103,9 @@ on_every_backend!(
 
 async fn subscribers_per_session() {
     let server = TestServer::start_with(ServerConfig {
-        memory: MemoryConfig {
+        settings: Settings {
             max_subscribers_per_session: 2,
-            ..MemoryConfig::default()
+            ..Settings::default()
         },
         ..test_config()
     })

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
-use askgate_service::{ServerConfig, backend::memory::MemoryConfig};
+use askgate_service::{ServerConfig, backend::Settings};
 use tonic::Code;
 
 use crate::support::{TestServer, eventually, next_requested, subscribed, until_synced, within};
@@ -17,9 +17,9 @@ fn yes(session: &str) -> Ask {
 
 fn with_grace(grace: Duration) -> ServerConfig {
     ServerConfig {
-        memory: MemoryConfig {
+        settings: Settings {
             reconnect_grace: grace,
-            ..MemoryConfig::default()
+            ..Settings::default()
         },
         ..crate::support::test_config()
     }

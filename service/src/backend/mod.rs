@@ -10,6 +10,7 @@ mod conformance;
 pub mod events;
 pub mod memory;
 pub mod redis;
+mod settings;
 
 use std::{pin::Pin, sync::Arc};
 
@@ -19,6 +20,8 @@ use tokio::sync::oneshot;
 use tokio_stream::Stream;
 
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+
+pub use settings::Settings;
 
 /// Events of a subscription: the replay, `synced`, then live events, each with its
 /// cursor. The backend ends the stream itself at shutdown, and with an error when it

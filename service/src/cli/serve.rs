@@ -9,7 +9,7 @@ use super::{EXIT_USAGE, parse_duration, shutdown_signal};
 use crate::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
-    backend::memory::MemoryConfig,
+    backend::Settings,
     domain::Limits,
     server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
@@ -124,20 +124,20 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = ServerConfig::default().ask_burst)]
     pub ask_burst: u32,
     /// Pending asks one tenant may hold over all its sessions.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = MemoryConfig::default().max_pending_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = Settings::default().max_pending_per_tenant)]
     pub max_pending_per_tenant: usize,
     /// Open subscriptions one session may have.
-    #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = MemoryConfig::default().max_subscribers_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = Settings::default().max_subscribers_per_session)]
     pub max_subscribers_per_session: usize,
     /// Open `all_sessions` subscriptions one tenant may have.
-    #[arg(long, env = "ASKGATE_MAX_ALL_SESSIONS_PER_TENANT", default_value_t = MemoryConfig::default().max_all_sessions_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_ALL_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_all_sessions_per_tenant)]
     pub max_all_sessions_per_tenant: usize,
     /// Agents one tenant may have attached at once.
-    #[arg(long, env = "ASKGATE_MAX_AGENTS_PER_TENANT", default_value_t = MemoryConfig::default().max_agents_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_AGENTS_PER_TENANT", default_value_t = Settings::default().max_agents_per_tenant)]
     pub max_agents_per_tenant: usize,
     /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
     /// history kept for resume).
-    #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = MemoryConfig::default().max_sessions_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_sessions_per_tenant)]
     pub max_sessions_per_tenant: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = "1h", value_parser = parse_duration)]
@@ -184,10 +184,10 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_MAX_CUSTOM_BYTES", default_value_t = Limits::default().max_custom_bytes)]
     pub max_custom_bytes: usize,
     /// Pending asks one session may hold.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = MemoryConfig::default().max_pending_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = Settings::default().max_pending_per_session)]
     pub max_pending_per_session: usize,
     /// Events each session keeps for cursor resume.
-    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = MemoryConfig::default().history_len)]
+    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = Settings::default().history_len)]
     pub history_len: usize,
     /// How long a session counts as attended after its last subscriber left (so a UI
     /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
@@ -200,7 +200,7 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = "10s", value_parser = parse_duration)]
     pub agent_heartbeat: Duration,
     /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
-    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = MemoryConfig::default().subscriber_buffer)]
+    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = Settings::default().subscriber_buffer)]
     pub subscriber_buffer: usize,
     /// A web origin (`https://app.example.com`) whose pages may call the API over
     /// gRPC-Web; repeat it, or give `*` for any origin. Without it, only pages served
@@ -272,7 +272,7 @@ impl ServeArgs {
             max_labels: Limits::default().max_labels,
         };
         Ok(ServerConfig {
-            memory: MemoryConfig {
+            settings: Settings {
                 history_len: self.history_len,
                 subscriber_buffer: self.subscriber_buffer,
                 max_pending_per_session: self.max_pending_per_session,
@@ -283,7 +283,7 @@ impl ServeArgs {
                 max_sessions_per_tenant: self.max_sessions_per_tenant,
                 reconnect_grace: self.reconnect_grace,
                 request_retention: self.request_retention,
-                ..MemoryConfig::default()
+                ..Settings::default()
             },
             limits,
             max_wait: self.max_wait,

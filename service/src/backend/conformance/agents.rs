@@ -145,7 +145,7 @@ pub(crate) async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make
 pub(crate) async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        MemoryConfig {
+        Settings {
             reconnect_grace: Duration::from_millis(200),
             ..Default::default()
         },

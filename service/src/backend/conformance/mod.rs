@@ -11,24 +11,24 @@ use askgate_proto::v1::{
 };
 use tokio_stream::StreamExt;
 
-use crate::backend::{Backend, EventStream, Scope, SubscribeOptions, memory::MemoryConfig};
+use crate::backend::{Backend, EventStream, Scope, Settings, SubscribeOptions};
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 /// A backend under test and a guard that keeps what it needs (a Redis server) alive.
 pub(crate) type Made = (Arc<dyn Backend>, Box<dyn std::any::Any + Send>);
 
-/// Makes an engine's backend with the suite's sizes (`MemoryConfig`, mapped by the
+/// Makes an engine's backend with the suite's sizes (`Settings`, mapped by the
 /// engine to its own settings): an async fn of the engine's tests.
 pub(crate) trait Make: Copy {
-    fn make(self, config: MemoryConfig) -> impl Future<Output = Made>;
+    fn make(self, config: Settings) -> impl Future<Output = Made>;
 }
 
 impl<F, Fut> Make for F
 where
-    F: Fn(MemoryConfig) -> Fut + Copy,
+    F: Fn(Settings) -> Fut + Copy,
     Fut: Future<Output = Made>,
 {
-    fn make(self, config: MemoryConfig) -> impl Future<Output = Made> {
+    fn make(self, config: Settings) -> impl Future<Output = Made> {
         self(config)
     }
 }
@@ -82,12 +82,12 @@ pub(crate) use agents::*;
 pub(crate) use semantics::*;
 pub(crate) use tenancy::*;
 
-async fn backend(make: impl Make, config: MemoryConfig) -> Made {
+async fn backend(make: impl Make, config: Settings) -> Made {
     make.make(config).await
 }
 
 async fn default_backend(make: impl Make) -> Made {
-    backend(make, MemoryConfig::default()).await
+    backend(make, Settings::default()).await
 }
 
 fn key(session: &str) -> SessionKey {

@@ -138,7 +138,7 @@ pub(crate) async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl M
 pub(crate) async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        MemoryConfig {
+        Settings {
             subscriber_buffer: 4,
             ..Default::default()
         },
@@ -209,7 +209,7 @@ pub(crate) async fn one_exclusive_subscriber_per_session(make: impl Make) {
 pub(crate) async fn the_pending_limit_is_per_session(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        MemoryConfig {
+        Settings {
             max_pending_per_session: 2,
             ..Default::default()
         },

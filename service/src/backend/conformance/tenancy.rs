@@ -84,7 +84,7 @@ pub(crate) async fn adversarial_tenant_and_session_pairs_share_nothing(make: imp
 pub(crate) async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        MemoryConfig {
+        Settings {
             max_sessions_per_tenant: 2,
             max_agents_per_tenant: 2,
             max_all_sessions_per_tenant: 1,

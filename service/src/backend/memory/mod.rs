@@ -39,7 +39,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+    Attached, Backend, EventStream, Holder, Registered, Scope, Settings, Stats, SubscribeOptions,
     events::{self, Message, message, reset, synced},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
@@ -51,56 +51,6 @@ mod subscription;
 use session::*;
 use subscription::*;
 
-/// Sizes and windows of the in-memory state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryConfig {
-    /// Independent locks; sessions hash onto them.
-    pub shards: usize,
-    /// Events each session keeps for cursor resume.
-    pub history_len: usize,
-    /// Events a session subscriber may fall behind before it gets `reset`.
-    pub subscriber_buffer: usize,
-    /// Events an `all_sessions` subscriber may fall behind before it gets `reset`.
-    pub tenant_buffer: usize,
-    /// Pending asks one session may hold.
-    pub max_pending_per_session: usize,
-    /// Pending asks one tenant may hold over all its sessions.
-    pub max_pending_per_tenant: usize,
-    /// Open subscriptions one session may have.
-    pub max_subscribers_per_session: usize,
-    /// Open `all_sessions` subscriptions one tenant may have.
-    pub max_all_sessions_per_tenant: usize,
-    /// Agents one tenant may have attached at once.
-    pub max_agents_per_tenant: usize,
-    /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
-    /// history kept for resume).
-    pub max_sessions_per_tenant: usize,
-    /// How long a session counts as attended after its last subscriber left, and how
-    /// long an unused session (and its history, for resume) is kept.
-    pub reconnect_grace: Duration,
-    /// How long the outcome of an ask with a request_id is kept for a retry.
-    pub request_retention: Duration,
-}
-
-impl Default for MemoryConfig {
-    fn default() -> Self {
-        Self {
-            shards: 64,
-            history_len: 1000,
-            subscriber_buffer: 1024,
-            tenant_buffer: 16 * 1024,
-            max_pending_per_session: 1024,
-            max_pending_per_tenant: 10_000,
-            max_subscribers_per_session: 64,
-            max_all_sessions_per_tenant: 64,
-            max_agents_per_tenant: 10_000,
-            max_sessions_per_tenant: 10_000,
-            reconnect_grace: Duration::from_secs(5),
-            request_retention: Duration::from_secs(600),
-        }
-    }
-}
-
 /// How often expired state (unused sessions, recorded outcomes) is swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -111,7 +61,7 @@ pub struct MemoryBackend {
 }
 
 struct Inner {
-    config: MemoryConfig,
+    config: Settings,
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     tenants: Mutex<HashMap<Arc<str>, TenantState>>,
@@ -152,7 +102,7 @@ struct AgentLease {
 impl MemoryBackend {
     /// A new backend. Within a tokio runtime it also starts the sweeper that retires
     /// unused sessions and expired outcomes; the sweeper ends with the backend.
-    pub fn new(config: MemoryConfig) -> Self {
+    pub fn new(config: Settings) -> Self {
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
             .collect();
@@ -442,7 +392,7 @@ impl Backend for MemoryBackend {
 mod tests {
     use super::*;
 
-    async fn make(config: MemoryConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+    async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
         (Arc::new(MemoryBackend::new(config)), Box::new(()))
     }
 

@@ -353,7 +353,10 @@ mod tests {
 
     use super::*;
     use crate::{
-        backend::redis::store::{RedisConfig, RedisStore, SessionKeys},
+        backend::{
+            Settings,
+            redis::store::{RedisStore, SessionKeys},
+        },
         domain::SessionKey,
         testing::RedisServer,
     };
@@ -361,7 +364,7 @@ mod tests {
     #[tokio::test]
     async fn events_written_by_one_node_reach_another_nodes_followers_in_order() {
         let redis = RedisServer::start().await;
-        let writer = RedisStore::connect(&redis.url, RedisConfig::default())
+        let writer = RedisStore::connect(&redis.url, Settings::default())
             .await
             .expect("writer node");
         let reader = Fanout::connect(&redis.url).await.expect("reader node");
@@ -412,7 +415,7 @@ mod tests {
     async fn a_subscription_that_silently_stops_delivering_is_detected_and_repaired() {
         let redis = RedisServer::start().await;
         let fanout = Fanout::connect(&redis.url).await.expect("fanout");
-        let publisher = RedisStore::connect(RedisTarget::from(&redis.url), RedisConfig::default())
+        let publisher = RedisStore::connect(RedisTarget::from(&redis.url), Settings::default())
             .await
             .expect("publisher");
         healthy_soon(&fanout, &publisher).await;

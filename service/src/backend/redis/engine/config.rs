@@ -10,19 +10,11 @@ pub struct RedisBackendConfig {
     pub cluster: bool,
     /// For `rediss://`: a CA certificate (PEM) to trust besides the system's roots.
     pub ca_pem: Option<Vec<u8>>,
-    pub store: RedisConfig,
-    /// How long a session counts as attended after this node's last subscriber left.
-    pub reconnect_grace: Duration,
-    /// Events a subscriber may fall behind before it gets `reset`.
-    pub subscriber_buffer: usize,
-    /// The same for an `all_sessions` subscriber.
-    pub tenant_buffer: usize,
+    /// The sizes, limits and windows both engines take; on Redis every limit counts
+    /// over all nodes.
+    pub settings: Settings,
     /// How long presence, waiter and agent leases last without a refresh.
     pub lease: Duration,
-    /// Subscribers one session may have, over all nodes.
-    pub max_subscribers_per_session: usize,
-    /// `all_sessions` subscribers one tenant may have, over all nodes.
-    pub max_all_sessions_per_tenant: usize,
 }
 
 impl std::fmt::Debug for RedisBackendConfig {
@@ -41,13 +33,8 @@ impl RedisBackendConfig {
             url: url.to_owned(),
             cluster: false,
             ca_pem: None,
-            store: RedisConfig::default(),
-            reconnect_grace: Duration::from_secs(5),
-            subscriber_buffer: 1024,
-            tenant_buffer: 16 * 1024,
+            settings: Settings::default(),
             lease: Duration::from_secs(10),
-            max_subscribers_per_session: 64,
-            max_all_sessions_per_tenant: 64,
         }
     }
 }

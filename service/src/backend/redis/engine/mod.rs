@@ -32,12 +32,12 @@ use super::{
     fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
     keys::{parse_wait_member, wait_member},
     store::{
-        RedisConfig, RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent,
-        TenantKeys, now_ms,
+        RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent, TenantKeys,
+        now_ms,
     },
 };
 use crate::backend::{
-    Attached, Backend, EventStream, Holder, Registered, Scope, Stats, SubscribeOptions,
+    Attached, Backend, EventStream, Holder, Registered, Scope, Settings, Stats, SubscribeOptions,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
@@ -107,7 +107,7 @@ impl RedisBackend {
             cluster: config.cluster,
             ca_pem: config.ca_pem.clone(),
         };
-        let store = RedisStore::connect(target.clone(), config.store.clone()).await?;
+        let store = RedisStore::connect(target.clone(), config.settings.clone()).await?;
         let fanout = Fanout::connect(target.clone()).await?;
         let id = Uuid::new_v4().simple().to_string();
         // The node's lease, before any ask it takes can rely on it.
@@ -348,8 +348,8 @@ impl Backend for RedisBackend {
             return Err(AskError::ShuttingDown);
         }
         let buffer = match &scope {
-            Scope::Session(_) => node.config.subscriber_buffer,
-            Scope::Tenant(_) => node.config.tenant_buffer,
+            Scope::Session(_) => node.config.settings.subscriber_buffer,
+            Scope::Tenant(_) => node.config.settings.tenant_buffer,
         };
         let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
         let follower = Follower {
@@ -364,7 +364,7 @@ impl Backend for RedisBackend {
                 let slot = SubscriberSlot::take(
                     &node,
                     keys.key("subs"),
-                    node.config.max_subscribers_per_session,
+                    node.config.settings.max_subscribers_per_session,
                     AskError::too_many_subscribers,
                 )
                 .await?;
@@ -406,7 +406,7 @@ impl Backend for RedisBackend {
                 let slot = SubscriberSlot::take(
                     &node,
                     keys.all_sessions_subscribers(),
-                    node.config.max_all_sessions_per_tenant,
+                    node.config.settings.max_all_sessions_per_tenant,
                     AskError::too_many_all_sessions,
                 )
                 .await?;

@@ -48,7 +48,7 @@ pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
 };
-use crate::backend::Holder;
+use crate::backend::{Holder, Settings};
 use crate::domain::{AskError, SessionKey, Settled};
 
 mod model;
@@ -60,41 +60,11 @@ use model::{live_message, parse_seq};
 pub use nodes::Renewal;
 use scripts::*;
 
-/// Sizes and windows of the Redis state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisConfig {
-    /// Events each session keeps for cursor resume.
-    pub history_len: usize,
-    /// Pending asks one session may hold.
-    pub max_pending_per_session: usize,
-    /// Pending asks all sessions of one tenant may hold together.
-    pub max_pending_per_tenant: usize,
-    /// Sessions one tenant may hold state in (a kept history, or a subscriber).
-    pub max_sessions_per_tenant: usize,
-    /// Agents one tenant may have attached at once, over every node.
-    pub max_agents_per_tenant: usize,
-    /// How long a request_id's outcome, and NOT_PENDING's memory of a resolution, stay.
-    pub retention: Duration,
-}
-
-impl Default for RedisConfig {
-    fn default() -> Self {
-        Self {
-            history_len: 1000,
-            max_pending_per_session: 1024,
-            max_pending_per_tenant: 10_000,
-            max_sessions_per_tenant: 10_000,
-            max_agents_per_tenant: 10_000,
-            retention: Duration::from_secs(600),
-        }
-    }
-}
-
 /// The session state of every node, in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: RedisConn,
-    config: RedisConfig,
+    config: Settings,
     register: Script,
     claim: Script,
     tenant_registered: Script,
@@ -146,10 +116,7 @@ fn parse_settled(text: &str) -> Option<Settled> {
 
 impl RedisStore {
     /// Connects to the target; reconnects by itself later.
-    pub async fn connect(
-        target: impl Into<RedisTarget>,
-        config: RedisConfig,
-    ) -> anyhow::Result<Self> {
+    pub async fn connect(target: impl Into<RedisTarget>, config: Settings) -> anyhow::Result<Self> {
         let conn = target.into().connect(None).await?;
         Ok(Self {
             conn,
@@ -275,7 +242,7 @@ impl RedisStore {
     /// How long an idle session's history (events, head, epoch) stays: the retention,
     /// and at least an hour, so a UI reconnecting after a long pause can still resume.
     fn idle_ttl_secs(&self) -> u64 {
-        self.config.retention.as_secs().max(3600)
+        self.config.request_retention.as_secs().max(3600)
     }
 
     /// [`Self::idle_ttl_secs`] as a duration.
@@ -427,7 +394,7 @@ impl RedisStore {
             .arg(&bytes)
             .arg(settled)
             .arg(self.config.history_len.max(1))
-            .arg(self.config.retention.as_secs().max(1))
+            .arg(self.config.request_retention.as_secs().max(1))
             .arg(keys.channel())
             .arg(keys.request(""))
             .arg(tenant.channel())

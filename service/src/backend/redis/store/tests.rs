@@ -31,10 +31,10 @@ fn key() -> SessionKey {
 }
 
 async fn store(redis: &RedisServer) -> RedisStore {
-    store_with(redis, RedisConfig::default()).await
+    store_with(redis, Settings::default()).await
 }
 
-async fn store_with(redis: &RedisServer, config: RedisConfig) -> RedisStore {
+async fn store_with(redis: &RedisServer, config: Settings) -> RedisStore {
     RedisStore::connect(&redis.url, config)
         .await
         .expect("connect")
@@ -169,9 +169,9 @@ async fn history_is_trimmed_and_an_old_cursor_must_reset() {
     let redis = RedisServer::start().await;
     let store = store_with(
         &redis,
-        RedisConfig {
+        Settings {
             history_len: 4,
-            ..RedisConfig::default()
+            ..Settings::default()
         },
     )
     .await;
@@ -253,9 +253,9 @@ async fn the_pending_limit_is_enforced_in_the_script() {
     let redis = RedisServer::start().await;
     let store = store_with(
         &redis,
-        RedisConfig {
+        Settings {
             max_pending_per_session: 1,
-            ..RedisConfig::default()
+            ..Settings::default()
         },
     )
     .await;
