@@ -9,10 +9,12 @@
 //! - [`auth`]: credentials to a tenant-scoped principal, and what each role may do;
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
-//! - [`backend`]: the `Backend` trait and its in-memory implementation;
+//! - [`backend`]: the `Backend` trait and its two engines, memory and Redis;
 //! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
 //! - [`metrics`]: Prometheus metrics and their listener;
-//! - [`testing`]: a real redis-server for tests and benchmarks.
+//! - `testing`: real redis-server and `askgate serve` processes, for `askgate bench`
+//!   and the tests; public only with the `testing` feature (the integration tests
+//!   turn it on), so it is not part of the library's default surface.
 
 pub mod api;
 pub mod auth;
@@ -23,7 +25,11 @@ pub mod mcp;
 pub mod metrics;
 pub mod questions;
 pub mod server;
+#[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(not(feature = "testing"))]
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod testing;
 pub mod web;
 
 pub use server::{ServerConfig, run};

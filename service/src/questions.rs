@@ -176,7 +176,7 @@ impl Questions {
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let abort = AbortOnDrop {
+        let abort = SettleOnDrop {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
             tenant: tenant.to_owned(),
@@ -236,8 +236,8 @@ impl Questions {
     async fn register(
         &self,
         ask: Box<NewAsk>,
-        mut settle: AbortOnDrop,
-    ) -> Result<(crate::backend::Registered, AbortOnDrop), AskFailure> {
+        mut settle: SettleOnDrop,
+    ) -> Result<(crate::backend::Registered, SettleOnDrop), AskFailure> {
         let backend = self.backend.clone();
         let mut registering = Box::pin(async move { backend.register(*ask).await });
         // The memory backend finishes in one poll: no task for it.
@@ -423,7 +423,7 @@ impl Questions {
 /// be dropped before the registration finishes.
 struct Handover {
     task: Option<tokio::task::JoinHandle<Result<crate::backend::Registered, AskError>>>,
-    settle: Option<AbortOnDrop>,
+    settle: Option<SettleOnDrop>,
 }
 
 impl Drop for Handover {
@@ -460,7 +460,7 @@ const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 /// (tonic drops it when the caller cancels or its connection goes away): `EXPIRED` when
 /// the drop came with the caller's deadline; otherwise `ABORTED`, at once or, with a
 /// reattach grace, once the grace has passed with no call reattached (Semantics 10).
-struct AbortOnDrop {
+struct SettleOnDrop {
     backend: Option<Arc<dyn Backend>>,
     metrics: Metrics,
     tenant: String,
@@ -470,7 +470,7 @@ struct AbortOnDrop {
     reattach_grace: Duration,
 }
 
-impl AbortOnDrop {
+impl SettleOnDrop {
     /// Settles the ask `rpc_id` (once registered).
     fn of(mut self, rpc_id: String) -> Self {
         self.rpc_id = rpc_id;
@@ -485,7 +485,7 @@ impl AbortOnDrop {
     }
 }
 
-impl Drop for AbortOnDrop {
+impl Drop for SettleOnDrop {
     fn drop(&mut self) {
         let Some(backend) = self.backend.take() else {
             return;

@@ -33,9 +33,9 @@ use crate::{
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+struct TaskGuard(tokio::task::JoinHandle<()>);
 
-impl Drop for AbortOnDrop {
+impl Drop for TaskGuard {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -89,7 +89,7 @@ async fn follow_backend_health(
 }
 
 /// Re-reads credentials on SIGHUP; open connections and streams are untouched.
-fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<AbortOnDrop> {
+fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<TaskGuard> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -100,7 +100,7 @@ fn reload_on_sighup(auth: Arc<Authenticator>) -> Option<AbortOnDrop> {
                 return None;
             }
         };
-        Some(AbortOnDrop(tokio::spawn(async move {
+        Some(TaskGuard(tokio::spawn(async move {
             while hangups.recv().await.is_some() {
                 if let Err(e) = auth.reload() {
                     tracing::error!("reload failed, keeping the previous credentials: {e:#}");
@@ -429,7 +429,7 @@ pub async fn run_with_metrics(
                 "refusing to serve metrics on {addr} without --metrics-token-file"
             );
             info!(%addr, authenticated = token.is_some(), "metrics listening");
-            Some(AbortOnDrop(tokio::spawn(crate::metrics::serve(
+            Some(TaskGuard(tokio::spawn(crate::metrics::serve(
                 listener,
                 metrics.clone(),
                 backend.clone(),
@@ -441,7 +441,7 @@ pub async fn run_with_metrics(
     let _reload_task = reload_on_sighup(auth.clone());
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     let health = tonic_health::server::HealthReporter::new();
-    let health_task = AbortOnDrop(tokio::spawn(follow_backend_health(
+    let health_task = TaskGuard(tokio::spawn(follow_backend_health(
         backend.clone(),
         health.clone(),
         draining_rx.clone(),

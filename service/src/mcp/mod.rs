@@ -291,7 +291,7 @@ impl AskgateMcp {
         };
         // A call dropped while it waits (its HTTP stream closed) gave up on the ask
         // as a cancelled one does.
-        let mut abandoned = AbortOnDrop(Some((self.clone(), scope.clone(), ask_id.to_owned())));
+        let mut abandoned = AskGuard(Some((self.clone(), scope.clone(), ask_id.to_owned())));
         let result = tokio::select! {
             known = known => known,
             () = context.ct.cancelled() => {
@@ -418,9 +418,9 @@ impl AskgateMcp {
 }
 
 /// Aborts the ask when the waiting call is dropped before it is done with it.
-struct AbortOnDrop(Option<(AskgateMcp, Scope, String)>);
+struct AskGuard(Option<(AskgateMcp, Scope, String)>);
 
-impl Drop for AbortOnDrop {
+impl Drop for AskGuard {
     fn drop(&mut self) {
         if let Some((mcp, scope, ask_id)) = self.0.take()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
