@@ -8,7 +8,8 @@ use askgate_client::answer;
 use askgate_proto::v1::{AnswerRequest, QuestionAnswer};
 use clap::Args;
 
-use super::{ConnectArgs, EXIT_USAGE, ScopeArgs, fail, fail_local, json, overlay, parse_pair};
+use super::common::{ConnectArgs, EXIT_USAGE, ScopeArgs, fail, fail_local, parse_pair};
+use super::{json, overlay};
 
 #[derive(Debug, Clone, Args)]
 pub struct AnswerArgs {

@@ -7,7 +7,8 @@ use askgate_client::{Ask, question};
 use askgate_proto::v1::{AskRequest, Unattended};
 use clap::Args;
 
-use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, json, parse_duration, parse_pair};
+use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration, parse_pair};
+use super::json;
 
 #[derive(Debug, Clone, Args)]
 pub struct AskArgs {

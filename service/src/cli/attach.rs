@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{ConnectArgs, fail, shutdown_signal};
+use super::common::{ConnectArgs, fail, shutdown_signal};
 
 #[derive(Debug, Clone, Args)]
 pub struct AttachArgs {

@@ -90,7 +90,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => super::fail_local(format!("bench failed: {e:#}"), 1),
+        Err(e) => super::common::fail_local(format!("bench failed: {e:#}"), 1),
     }
 }
 

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use tokio_stream::StreamExt;
 use tracing::{debug, warn};
 
-use super::{
+use super::common::{
     ConnectArgs, EXIT_USAGE, ScopeArgs, fail, fail_local, parse_duration, shutdown_signal,
 };
 

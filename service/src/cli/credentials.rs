@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Args, Subcommand};
 
-use super::{EXIT_USAGE, fail_local, parse_duration};
+use super::common::{EXIT_USAGE, fail_local, parse_duration};
 use crate::auth::{
     jwt::{TokenSpec, mint_hs256},
     keys, parse_roles,

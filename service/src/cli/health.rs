@@ -10,7 +10,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use super::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
+use super::common::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
 
 #[derive(Debug, Clone, Args)]
 pub struct HealthArgs {

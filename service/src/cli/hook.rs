@@ -23,7 +23,7 @@ use clap::{Args, Subcommand};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
+use super::common::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
 use crate::domain::validate;
 
 #[derive(Debug, Clone, Subcommand)]

@@ -6,7 +6,7 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 use clap::Args;
 use rmcp::ServiceExt as _;
 
-use super::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
+use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
 use crate::{
     domain::validate,
     mcp::{Asker, AskgateMcp, McpSettings, WaitingAsks},

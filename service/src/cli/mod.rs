@@ -13,6 +13,7 @@ mod ask;
 mod attach;
 mod bench;
 mod bot;
+mod common;
 mod config;
 mod credentials;
 mod health;
@@ -25,14 +26,11 @@ mod watch;
 
 use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
 
-use askgate_client::{Client, ConnectOptions, Reason};
-use askgate_proto::v1::SubscribeRequest;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use tonic::Code;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::auth::secret::Secret;
-
+pub(crate) use common::parse_duration;
+pub use common::{ConnectArgs, EXIT_USAGE, ScopeArgs, exit_code, shutdown_signal};
 pub use serve::ServeArgs;
 
 /// askgate: AI agents ask humans structured questions over gRPC and wait for the answer.
@@ -79,123 +77,6 @@ pub enum Command {
     /// HEALTHCHECKs and exec probes.
     Health(health::HealthArgs),
 }
-
-/// Where and how the client subcommands connect.
-#[derive(Debug, Clone, Args)]
-pub struct ConnectArgs {
-    /// askgate server address (`https://` for TLS).
-    #[arg(long, env = "ASKGATE_ADDR", default_value = "http://127.0.0.1:50051")]
-    pub addr: String,
-    /// Bearer token: an API key or a JWT. Prefer --token-file or ASKGATE_TOKEN: a
-    /// value on the command line shows in every process listing.
-    #[arg(long, env = "ASKGATE_TOKEN", hide_env_values = true)]
-    pub token: Option<Secret>,
-    /// File holding the bearer token (trailing whitespace ignored; keep it mode 600).
-    #[arg(long, env = "ASKGATE_TOKEN_FILE", conflicts_with = "token")]
-    pub token_file: Option<PathBuf>,
-    /// CA certificate (PEM) to trust for the server (implies TLS).
-    #[arg(long, env = "ASKGATE_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate (PEM), for servers that require mTLS.
-    #[arg(long, env = "ASKGATE_CERT", requires = "key")]
-    pub cert: Option<PathBuf>,
-    /// Client private key (PEM).
-    #[arg(long, env = "ASKGATE_KEY", requires = "cert")]
-    pub key: Option<PathBuf>,
-}
-
-impl ConnectArgs {
-    fn url(&self) -> String {
-        match (self.addr.contains("://"), self.ca_file.is_some()) {
-            (true, _) => self.addr.clone(),
-            (false, true) => format!("https://{}", self.addr),
-            (false, false) => format!("http://{}", self.addr),
-        }
-    }
-
-    fn options(&self) -> Result<ConnectOptions, askgate_client::Error> {
-        let read = |path: &PathBuf| {
-            std::fs::read(path).map_err(|e| {
-                askgate_client::Error::from(tonic::Status::invalid_argument(format!(
-                    "failed to read {}: {e}",
-                    path.display()
-                )))
-            })
-        };
-        let token = match (&self.token, &self.token_file) {
-            (Some(token), _) => Some(token.expose().to_owned()),
-            (None, Some(path)) => Some(read_token_file(path)?),
-            (None, None) => None,
-        };
-        Ok(ConnectOptions {
-            token,
-            ca_pem: self.ca_file.as_ref().map(read).transpose()?,
-            identity: match (&self.cert, &self.key) {
-                (Some(cert), Some(key)) => {
-                    if let Some(warning) = crate::auth::secret::loose_permissions(key) {
-                        eprintln!("askgate: warning: {warning}");
-                    }
-                    Some((read(cert)?, read(key)?))
-                }
-                _ => None,
-            },
-        })
-    }
-
-    async fn connect(&self) -> Result<Client, askgate_client::Error> {
-        Client::connect_with(self.url(), self.options()?).await
-    }
-
-    fn connect_lazy(&self) -> Result<Client, askgate_client::Error> {
-        Client::connect_lazy_with(self.url(), self.options()?)
-    }
-}
-
-/// The token in `path`, warning on stderr when others may read the file.
-fn read_token_file(path: &std::path::Path) -> Result<String, askgate_client::Error> {
-    let refuse = |why: String| askgate_client::Error::from(tonic::Status::invalid_argument(why));
-    let (bytes, warning) =
-        crate::auth::secret::read_file(path).map_err(|e| refuse(format!("--token-file: {e:#}")))?;
-    if let Some(warning) = warning {
-        eprintln!("askgate: warning: {warning}");
-    }
-    let token = String::from_utf8(bytes)
-        .map_err(|_| refuse(format!("--token-file {}: not UTF-8", path.display())))?;
-    if token.is_empty() {
-        return Err(refuse(format!("--token-file {} is empty", path.display())));
-    }
-    Ok(token)
-}
-
-/// Which sessions a subscribing subcommand follows.
-#[derive(Debug, Clone, Args)]
-pub struct ScopeArgs {
-    /// One session.
-    #[arg(
-        long,
-        env = "ASKGATE_SESSION",
-        required_unless_present = "all_sessions"
-    )]
-    pub session: Option<String>,
-    /// Every session.
-    #[arg(long, conflicts_with = "session")]
-    pub all_sessions: bool,
-}
-
-impl ScopeArgs {
-    /// A subscription to this scope, resuming after `after` when it is not empty.
-    fn request(&self, after: String, exclusive: bool) -> SubscribeRequest {
-        SubscribeRequest {
-            session_id: self.session.clone().unwrap_or_default(),
-            all_sessions: self.all_sessions,
-            after,
-            exclusive,
-        }
-    }
-}
-
-/// Exit code for invalid command lines and configuration (EX_USAGE).
-pub const EXIT_USAGE: u8 = 64;
 
 /// Parses `args`; for `serve --config FILE`, the file's settings fill in what the
 /// command line and the environment leave unset.
@@ -277,99 +158,6 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// The exit code of a failed client call.
-pub fn exit_code(error: &askgate_client::Error) -> u8 {
-    match error.reason() {
-        Reason::AskCancelled => 3,
-        Reason::AskExpired => 4,
-        Reason::AskAborted => 5,
-        Reason::EmptyQuestions | Reason::BadRequest | Reason::BadIntent | Reason::BadAnswer => 6,
-        Reason::NoProvider
-        | Reason::DuplicateProvider
-        | Reason::CallerNotLive
-        | Reason::DelegatedCaller
-        | Reason::TooManyPending
-        | Reason::TooManySubscribers
-        | Reason::TooManyAgents
-        | Reason::TooManySessions
-        | Reason::RateLimited
-        | Reason::Unauthenticated
-        | Reason::PermissionDenied => 7,
-        Reason::NotPending => 8,
-        Reason::ShuttingDown | Reason::BackendUnavailable => 9,
-        _ if error.code() == Code::Unavailable => 9,
-        _ => 1,
-    }
-}
-
-/// Prints a failed call as one JSON object on stderr and returns its exit code.
-fn fail(error: &askgate_client::Error) -> ExitCode {
-    let mut metadata = serde_json::Map::new();
-    for key in ["session_id", "rpc_id", "reason", "resolution"] {
-        if let Some(value) = error.metadata(key) {
-            metadata.insert(key.to_owned(), value.into());
-        }
-    }
-    let violations: Vec<_> = error
-        .violations()
-        .iter()
-        .map(|(field, description)| serde_json::json!({"field": field, "description": description}))
-        .collect();
-    let report = serde_json::json!({
-        "error": {
-            "reason": error.reason().as_str_name(),
-            "code": format!("{:?}", error.code()),
-            "message": error.message(),
-            "metadata": metadata,
-            "violations": violations,
-        }
-    });
-    eprintln!("{report}");
-    ExitCode::from(exit_code(error))
-}
-
-/// Reports a local failure (bad input file, I/O) and returns exit code 1, or 64 for
-/// usage errors.
-fn fail_local(message: impl std::fmt::Display, code: u8) -> ExitCode {
-    eprintln!("askgate: {message}");
-    ExitCode::from(code)
-}
-
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-}
-
-/// Parses durations such as `250ms`, `30s`, `5m`, `1h`.
-pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
-    humantime::parse_duration(value).map_err(|e| e.to_string())
-}
-
-/// Splits `KEY=VALUE`.
-fn parse_pair(value: &str) -> Result<(String, String), String> {
-    value
-        .split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("expected KEY=VALUE, got {value:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -379,13 +167,5 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations_and_pairs_parse() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("soon").is_err());
-        assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
-        assert!(parse_pair("nope").is_err());
     }
 }

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 use clap::{Args, ValueEnum};
 use tracing::error;
 
-use super::{EXIT_USAGE, parse_duration, shutdown_signal};
+use super::common::{EXIT_USAGE, parse_duration, shutdown_signal};
 use crate::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,

@@ -6,7 +6,8 @@ use askgate_proto::v1::ListPendingResponse;
 use clap::Args;
 use tokio_stream::StreamExt;
 
-use super::{ConnectArgs, ScopeArgs, fail, fail_local, json, shutdown_signal};
+use super::common::{ConnectArgs, ScopeArgs, fail, fail_local, shutdown_signal};
+use super::json;
 
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
