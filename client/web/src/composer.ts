@@ -3,7 +3,8 @@
 // overlay (service/src/cli/overlay/state.rs): a single choice advances, a multiple
 // one toggles, "Other" text replaces a single choice and adds to a multiple one,
 // Skip skips only the current question, and the batch is sent only when every
-// question is answered or skipped.
+// question is answered or skipped. tests/composer/vectors.json holds these rules as
+// test vectors that both this composer and the overlay run.
 
 import { create } from "@bufbuild/protobuf";
 import {

@@ -669,4 +669,177 @@ mod tests {
         keys(&mut o, &[Key::PageDown, Key::PageDown, Key::PageUp]);
         assert_eq!(o.detail_scroll, 5);
     }
+
+    /// The answering rules shared with the web console's composer
+    /// (tests/composer/vectors.json, which node --test runs there too), each human
+    /// intent performed with this overlay's keys.
+    mod shared_vectors {
+        use serde_json::{Value, json};
+
+        use super::*;
+
+        const VECTORS: &str = include_str!("../../../../tests/composer/vectors.json");
+
+        fn question_of(q: &Value) -> Question {
+            let labels: Vec<&str> = q["options"]
+                .as_array()
+                .map(|o| o.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut built = question(
+                q["id"].as_str().expect("an id"),
+                &labels,
+                q["multi_select"].as_bool().unwrap_or(false),
+            );
+            built.question = q["question"].as_str().unwrap_or_default().to_owned();
+            built
+        }
+
+        /// Out of text input (an optionless question opens in it).
+        fn choosing(o: &mut Overlay) {
+            if matches!(o.mode, Mode::Typing(_)) {
+                o.on_key(Key::Esc);
+            }
+        }
+
+        fn cursor_to(o: &mut Overlay, label: &str) {
+            let options = &o.question().expect("a question").options;
+            let at = options
+                .iter()
+                .position(|opt| opt.label == label)
+                .unwrap_or_else(|| panic!("no option {label:?}"));
+            for _ in 0..options.len() {
+                o.on_key(Key::Up);
+            }
+            for _ in 0..at {
+                o.on_key(Key::Down);
+            }
+        }
+
+        /// Types `text` as the question's own words and presses Enter.
+        fn own_words(o: &mut Overlay, text: &str) {
+            if !matches!(o.mode, Mode::Typing(_)) {
+                o.on_key(Key::Char('o'));
+            }
+            let Mode::Typing(before) = &o.mode else {
+                panic!("not typing: {:?}", o.mode);
+            };
+            for _ in 0..before.chars().count() {
+                o.on_key(Key::Backspace);
+            }
+            for c in text.chars() {
+                o.on_key(Key::Char(c));
+            }
+            o.on_key(Key::Enter);
+        }
+
+        fn go(o: &mut Overlay, item: usize) {
+            choosing(o);
+            if o.mode == Mode::Review {
+                o.on_key(Key::Left);
+            }
+            while o.item > item {
+                choosing(o);
+                o.on_key(Key::Left);
+            }
+            while o.item < item {
+                choosing(o);
+                o.on_key(Key::Right);
+            }
+        }
+
+        fn step(o: &mut Overlay, step: &Value) {
+            let multi = o.question().is_some_and(|q| q.multi_select);
+            if let Some(labels) = step["answer"].as_array() {
+                choosing(o);
+                if multi {
+                    for label in labels {
+                        cursor_to(o, label.as_str().expect("a label"));
+                        o.on_key(Key::Char(' '));
+                    }
+                    if let Some(text) = step["other"].as_str() {
+                        own_words(o, text);
+                    }
+                    o.on_key(Key::Enter);
+                } else {
+                    cursor_to(o, labels[0].as_str().expect("a label"));
+                    o.on_key(Key::Enter);
+                }
+            } else if let Some(text) = step["other"].as_str() {
+                own_words(o, text);
+            } else if let Some(label) = step["toggle"].as_str() {
+                choosing(o);
+                cursor_to(o, label);
+                o.on_key(Key::Char(' '));
+            } else if step["confirm"] == json!(true) {
+                choosing(o);
+                o.on_key(Key::Enter);
+            } else if step["skip"] == json!(true) {
+                choosing(o);
+                o.on_key(Key::Char('s'));
+            } else if let Some(item) = step["go"].as_u64() {
+                go(o, item as usize);
+            } else {
+                panic!("a step this overlay does not know: {step}");
+            }
+        }
+
+        fn answers_json(o: &Overlay) -> Value {
+            Value::Array(
+                o.answers()
+                    .iter()
+                    .map(|a| match &a.custom {
+                        Some(custom) => {
+                            json!({"id": a.id, "selected": a.selected, "custom": custom})
+                        }
+                        None => json!({"id": a.id, "selected": a.selected}),
+                    })
+                    .collect(),
+            )
+        }
+
+        #[test]
+        fn the_shared_answering_rules_hold() {
+            let file: Value = serde_json::from_str(VECTORS).expect("vectors.json");
+            for vector in file["vectors"].as_array().expect("vectors") {
+                let name = vector["name"].as_str().expect("a name");
+                let questions = vector["questions"].as_array().expect("questions");
+                let mut o = overlay(questions.iter().map(question_of).collect());
+                for s in vector["steps"].as_array().expect("steps") {
+                    step(&mut o, s);
+                }
+                let expect = &vector["expect"];
+                for key in expect.as_object().expect("expect").keys() {
+                    match key.as_str() {
+                        "phase" => {
+                            let phase = if o.mode == Mode::Review {
+                                "review"
+                            } else {
+                                "question"
+                            };
+                            assert_eq!(phase, expect["phase"], "{name}: phase");
+                        }
+                        "item" => assert_eq!(json!(o.item), expect["item"], "{name}: item"),
+                        "statuses" => {
+                            let statuses: Vec<&str> = o
+                                .drafts
+                                .iter()
+                                .map(|d| match d.status {
+                                    Status::Open => "open",
+                                    Status::Answered => "answered",
+                                    Status::Skipped => "skipped",
+                                })
+                                .collect();
+                            assert_eq!(json!(statuses), expect["statuses"], "{name}: statuses");
+                        }
+                        "answers" => {
+                            assert_eq!(answers_json(&o), expect["answers"], "{name}: answers")
+                        }
+                        other => {
+                            panic!("{name}: an expectation this overlay does not know: {other}")
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
