@@ -25,8 +25,58 @@ impl SessionKeys {
         }
     }
 
-    pub fn key(&self, name: &str) -> String {
+    fn key(&self, name: &str) -> String {
         format!("{}:{name}", self.tag)
+    }
+
+    /// rpc_id → encoded `Requested` of each pending ask.
+    pub fn asks(&self) -> String {
+        self.key("asks")
+    }
+
+    /// rpc_id → sequence number of its `requested`: the pending asks, oldest first.
+    pub fn order(&self) -> String {
+        self.key("order")
+    }
+
+    /// rpc_id → request_id, for asks that have one.
+    pub fn rids(&self) -> String {
+        self.key("rids")
+    }
+
+    /// The last events, `Q`/`R` + the encoded `Requested`/`Resolved`.
+    pub fn events(&self) -> String {
+        self.key("events")
+    }
+
+    /// The sequence number of the last event.
+    pub fn head(&self) -> String {
+        self.key("head")
+    }
+
+    /// The history's epoch: a new one when the keys were lost.
+    pub fn epoch(&self) -> String {
+        self.key("epoch")
+    }
+
+    /// rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING.
+    pub fn settled(&self) -> String {
+        self.key("settled")
+    }
+
+    /// Presence: someone follows the session (a node holds it while it does).
+    pub fn attended(&self) -> String {
+        self.key("attended")
+    }
+
+    /// The session's subscriber slots, over every node.
+    pub fn subscribers(&self) -> String {
+        self.key("subs")
+    }
+
+    /// The exclusive subscriber's hold.
+    pub fn exclusive(&self) -> String {
+        self.key("exclusive")
     }
 
     /// The pub/sub channel of the session's events (same hash slot as its keys).

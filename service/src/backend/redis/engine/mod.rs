@@ -363,7 +363,7 @@ impl Backend for RedisBackend {
                 let keys = SessionKeys::new(&key);
                 let slot = SubscriberSlot::take(
                     &node,
-                    keys.key("subs"),
+                    keys.subscribers(),
                     node.config.settings.max_subscribers_per_session,
                     AskError::too_many_subscribers,
                 )
@@ -371,7 +371,7 @@ impl Backend for RedisBackend {
                 let held_session = node.hold_session(&key).await?;
                 let exclusive = match options.exclusive {
                     true => {
-                        let hold = keys.key("exclusive");
+                        let hold = keys.exclusive();
                         if !node
                             .store
                             .take_exclusive(&hold, &node.id, node.config.lease)
@@ -385,7 +385,7 @@ impl Backend for RedisBackend {
                     false => None,
                 };
                 let channel = keys.channel();
-                let attended = keys.key("attended");
+                let attended = keys.attended();
                 let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
                 node.hold_attended(attended.clone()).await?;
                 let task = tokio::spawn(async move {

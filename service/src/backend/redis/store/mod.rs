@@ -298,12 +298,12 @@ impl RedisStore {
         let bytes = requested.encode_to_vec();
         let mut invocation = self.register.prepare_invoke();
         invocation
-            .key(keys.key("asks"))
-            .key(keys.key("order"))
-            .key(keys.key("rids"))
-            .key(keys.key("events"))
-            .key(keys.key("head"))
-            .key(keys.key("epoch"))
+            .key(keys.asks())
+            .key(keys.order())
+            .key(keys.rids())
+            .key(keys.events())
+            .key(keys.head())
+            .key(keys.epoch())
             .key(request_key);
         if !cluster {
             invocation
@@ -376,13 +376,13 @@ impl RedisStore {
         let bytes = resolved.encode_to_vec();
         let mut invocation = self.claim.prepare_invoke();
         invocation
-            .key(keys.key("asks"))
-            .key(keys.key("order"))
-            .key(keys.key("rids"))
-            .key(keys.key("events"))
-            .key(keys.key("head"))
-            .key(keys.key("epoch"))
-            .key(keys.key("settled"));
+            .key(keys.asks())
+            .key(keys.order())
+            .key(keys.rids())
+            .key(keys.events())
+            .key(keys.head())
+            .key(keys.epoch())
+            .key(keys.settled());
         if !cluster {
             invocation
                 .key(tenant.sessions())
@@ -458,8 +458,8 @@ impl RedisStore {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         let (bytes, settled): (Option<Vec<u8>>, Option<String>) = redis::pipe()
-            .hget(keys.key("asks"), rpc_id)
-            .hget(keys.key("settled"), rpc_id)
+            .hget(keys.asks(), rpc_id)
+            .hget(keys.settled(), rpc_id)
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
@@ -494,10 +494,10 @@ impl RedisStore {
             std::collections::HashMap<String, Vec<u8>>,
         );
         let (epoch, head, order, mut asks): Read = READ_SNAPSHOT
-            .key(keys.key("epoch"))
-            .key(keys.key("head"))
-            .key(keys.key("order"))
-            .key(keys.key("asks"))
+            .key(keys.epoch())
+            .key(keys.head())
+            .key(keys.order())
+            .key(keys.asks())
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;
@@ -529,7 +529,7 @@ impl RedisStore {
     pub async fn history(&self, key: &SessionKey) -> Result<Vec<StoredEvent>, AskError> {
         let mut conn = self.conn.clone();
         let entries: Vec<Vec<u8>> = conn
-            .lrange(SessionKeys::new(key).key("events"), 0, -1)
+            .lrange(SessionKeys::new(key).events(), 0, -1)
             .await
             .map_err(unavailable)?;
         entries.iter().map(|e| parse_event(e)).collect()
@@ -567,9 +567,9 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =
             READ_HISTORY
-                .key(keys.key("epoch"))
-                .key(keys.key("head"))
-                .key(keys.key("events"))
+                .key(keys.epoch())
+                .key(keys.head())
+                .key(keys.events())
                 .invoke_async(&mut conn)
                 .await
                 .map_err(unavailable)?;

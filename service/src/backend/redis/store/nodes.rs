@@ -159,7 +159,7 @@ impl RedisStore {
     pub async fn attended(&self, key: &SessionKey) -> Result<bool, AskError> {
         let mut conn = self.conn.clone();
         let present: u64 = redis::cmd("EXISTS")
-            .arg(SessionKeys::new(key).key("attended"))
+            .arg(SessionKeys::new(key).attended())
             .arg(TenantKeys::new(&key.tenant).attended())
             .query_async(&mut conn)
             .await
