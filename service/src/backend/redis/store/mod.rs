@@ -1,7 +1,8 @@
 //! Shared state in Redis, for several askgate nodes behind one load balancer.
 //!
-//! This module is the storage layer: the Redis key layout and the two server-side
-//! scripts that make askgate's semantics hold across nodes: registration (store, append
+//! This module is the storage layer, the one that sends Redis commands (`nodes.rs` for
+//! what the nodes keep), with the two server-side scripts that make askgate's semantics
+//! hold across nodes: registration (store, append
 //! the event, publish it) and claim (check it is pending, remove it, record the outcome,
 //! append the event, publish it), each one atomic script, so the first claim wins
 //! whatever node it arrives on. [`super::fanout`] carries the published events to
@@ -9,25 +10,10 @@
 //!
 //! Scripts are sent by SHA with EVALSHA and reloaded on NOSCRIPT.
 //!
-//! Key layout: every key of a session carries the hash tag `{<tenant>/<session>}`, so a
-//! session's keys live in one Redis Cluster slot and its scripts run on one shard. The
-//! tenant is written with `{`, `}`, `/` and `%` percent-encoded and the session with
-//! `{`, `}` and `%`, so no two (tenant, session) pairs ever share a tag, whatever
-//! characters they hold (see `escape`):
-//!
-//! | key | type | holds |
-//! |---|---|---|
-//! | `ag:{t/s}:asks` | hash | rpc_id → encoded `Requested` of each pending ask |
-//! | `ag:{t/s}:order` | zset | rpc_id → sequence number of its `requested` (oldest first) |
-//! | `ag:{t/s}:rids` | hash | rpc_id → request_id, for asks that have one |
-//! | `ag:{t/s}:events` | list | the last N events, `Q`/`R` + encoded `Requested`/`Resolved` |
-//! | `ag:{t/s}:head` | string | sequence number of the last event |
-//! | `ag:{t/s}:epoch` | string | the history's epoch: a new one if the keys were lost |
-//! | `ag:{t/s}:settled` | hash | rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING |
-//! | `ag:{t/s}:req:<request_id>` | hash | `rpc`, `state` (`P` pending, `D` done), `resolved` |
-//! | `ag:{t/s}:attended`, `ag:{t/s}:w:<rpc>`, `ag:{t/s}:exclusive`, `ag:{t/s}:subs` | | leases of [`super::engine`] |
-//! | `ag:tenant:{t}:live`, `:sessions`, `:pending`, `:attended`, `:agent:<id>` | | the tenant's channel, its sessions with pending asks (a set; on a cluster a sorted set, see TENANT_REGISTERED), their count, presence, agents |
-//! | `ag:waits` | zset | every waiting ask of every node, for the dead-node sweep |
+//! The keys are named in [`super::keys`]; docs/architecture.md lists them with what
+//! each holds and who renews it. A session's keys share the hash tag
+//! `{<tenant>/<session>}`, so they live in one Redis Cluster slot and its scripts run
+//! on one shard.
 //!
 //! The event of sequence number `n` is the list element `n - (head - len + 1)`: the
 //! scripts append and trim in the same step as they bump `head`, so the mapping holds.
