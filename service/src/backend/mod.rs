@@ -148,3 +148,43 @@ pub trait Backend: Send + Sync + 'static {
     /// `DISPOSED` and ends every subscription once its last events are delivered.
     async fn dispose_all(&self);
 }
+
+/// Semantics 7, the part both engines share: given the lease the engine found for the
+/// claimed agent (its incarnation and parent, if the agent is attached), whether the
+/// caller is the live agent: `CALLER_NOT_LIVE` if not, else the parent whose being
+/// attached makes the ask `DELEGATED_CALLER` (none for a root agent). The engine
+/// looks the parent up under its own locking or storage.
+pub(crate) fn live_caller<'a>(
+    claimed: &askgate_proto::v1::AgentRef,
+    lease: Option<(&str, &'a str)>,
+) -> Result<Option<&'a str>, AskError> {
+    match lease {
+        Some((incarnation, parent)) if incarnation == claimed.incarnation => {
+            Ok(Some(parent).filter(|p| !p.is_empty()))
+        }
+        _ => Err(AskError::CallerNotLive),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::AgentRef;
+
+    use super::*;
+
+    #[test]
+    fn only_the_live_incarnation_is_the_caller_and_its_parent_is_named() {
+        let claimed = AgentRef {
+            agent_id: "worker".into(),
+            incarnation: "2".into(),
+        };
+        assert_eq!(live_caller(&claimed, Some(("2", ""))), Ok(None));
+        assert_eq!(
+            live_caller(&claimed, Some(("2", "planner"))),
+            Ok(Some("planner"))
+        );
+        for stale in [None, Some(("1", "")), Some(("", "planner"))] {
+            assert_eq!(live_caller(&claimed, stale), Err(AskError::CallerNotLive));
+        }
+    }
+}

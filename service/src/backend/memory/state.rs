@@ -237,10 +237,10 @@ impl Inner {
         let agents = self.agents.lock();
         let lease = agents
             .get(&(tenant.clone(), agent.agent_id.clone()))
-            .filter(|lease| lease.incarnation == agent.incarnation)
-            .ok_or(AskError::CallerNotLive)?;
-        let parent = &lease.parent_agent_id;
-        if !parent.is_empty() && agents.contains_key(&(tenant.clone(), parent.clone())) {
+            .map(|lease| (lease.incarnation.as_str(), lease.parent_agent_id.as_str()));
+        if let Some(parent) = crate::backend::live_caller(agent, lease)?
+            && agents.contains_key(&(tenant.clone(), parent.to_owned()))
+        {
             return Err(AskError::DelegatedCaller);
         }
         Ok(agents)

@@ -150,11 +150,11 @@ impl Node {
         agent: &askgate_proto::v1::AgentRef,
     ) -> Result<(), AskError> {
         let (incarnation, parent) = self.store.agent(tenant, &agent.agent_id).await?;
-        if incarnation.as_deref() != Some(agent.incarnation.as_str()) {
-            return Err(AskError::CallerNotLive);
-        }
-        if let Some(parent) = parent.filter(|p| !p.is_empty())
-            && self.store.agent_attached(tenant, &parent).await?
+        let lease = incarnation
+            .as_deref()
+            .map(|incarnation| (incarnation, parent.as_deref().unwrap_or_default()));
+        if let Some(parent) = crate::backend::live_caller(agent, lease)?
+            && self.store.agent_attached(tenant, parent).await?
         {
             return Err(AskError::DelegatedCaller);
         }
