@@ -1,7 +1,7 @@
 //! What both engines send subscribers, built one way: the messages of a subscription,
 //! the cursor format, and the `requested` / `resolved` events of an ask.
 
-use std::{sync::Arc, time::SystemTime};
+use std::{collections::VecDeque, sync::Arc, time::SystemTime};
 
 use askgate_proto::v1::{
     Requested, Reset, Resolved, SubscribeResponse, Synced, subscribe_response::Event,
@@ -27,6 +27,33 @@ pub fn synced(cursor: String, resumed: bool) -> Message {
 /// Drop what you hold: a fresh snapshot follows. It carries no cursor.
 pub fn reset() -> Message {
     message(String::new(), Event::Reset(Reset {}))
+}
+
+/// What a subscriber gets first, when it cannot resume (a first subscription, an
+/// unknown cursor, or after falling behind): `reset` when it held something before,
+/// the pending asks' `requested` events oldest first, then `synced` at `head` (the
+/// point of the history the snapshot reflects; empty for a tenant's streams). Live
+/// events follow.
+pub fn snapshot_replay(
+    reset_first: bool,
+    pending: impl IntoIterator<Item = Message>,
+    head: String,
+) -> VecDeque<Message> {
+    let mut replay: VecDeque<Message> = reset_first.then(reset).into_iter().collect();
+    replay.extend(pending);
+    replay.push_back(synced(head, false));
+    replay
+}
+
+/// What a subscriber that resumes from a cursor gets first: the events it missed, then
+/// `synced{resumed}` at `head`. Live events follow.
+pub fn resumed_replay(
+    missed: impl IntoIterator<Item = Message>,
+    head: String,
+) -> VecDeque<Message> {
+    let mut replay: VecDeque<Message> = missed.into_iter().collect();
+    replay.push_back(synced(head, true));
+    replay
 }
 
 /// A cursor: `<epoch>-<seq>`, the history's epoch (a new one when the history was lost,
@@ -104,6 +131,36 @@ mod tests {
         for bad in ["", "-", "1", "1-x", "x-"] {
             assert_eq!(parse_cursor(bad), None, "{bad}");
         }
+    }
+
+    fn kinds(replay: &VecDeque<Message>) -> Vec<&'static str> {
+        replay
+            .iter()
+            .map(|m| match &m.event {
+                Some(Event::Requested(_)) => "requested",
+                Some(Event::Resolved(_)) => "resolved",
+                Some(Event::Synced(s)) if s.resumed => "synced(resumed)",
+                Some(Event::Synced(_)) => "synced",
+                Some(Event::Reset(_)) => "reset",
+                None => "none",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn replays_end_with_synced_and_a_reset_comes_first() {
+        let ask = || message("e-1".into(), Event::Requested(Requested::default()));
+        let replay = snapshot_replay(true, [ask(), ask()], "e-2".into());
+        assert_eq!(
+            kinds(&replay),
+            ["reset", "requested", "requested", "synced"]
+        );
+        assert_eq!(replay.back().map(|m| m.cursor.as_str()), Some("e-2"));
+        let first = snapshot_replay(false, [], String::new());
+        assert_eq!(kinds(&first), ["synced"]);
+        let resumed = resumed_replay([ask()], "e-9".into());
+        assert_eq!(kinds(&resumed), ["requested", "synced(resumed)"]);
+        assert_eq!(resumed.back().map(|m| m.cursor.as_str()), Some("e-9"));
     }
 
     #[test]

@@ -40,7 +40,7 @@ use uuid::Uuid;
 
 use super::{
     Attached, Backend, EventStream, Holder, Registered, Scope, Settings, Stats, SubscribeOptions,
-    events::{self, Message, message, reset, synced},
+    events::{self, Message, message},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 

@@ -358,20 +358,14 @@ impl Inner {
             .get_or_insert_with(|| broadcast::channel(buffer).0)
             .subscribe();
         session.left_at = None;
-        let mut replay = VecDeque::new();
-        match after.and_then(|a| session.events_after(a)) {
-            Some(events) => {
-                replay.extend(events);
-                replay.push_back(synced(session.head_cursor(), true));
-            }
-            None => {
-                if lagged || after.is_some() {
-                    replay.push_back(reset());
-                }
-                replay.extend(session.snapshot().map(|p| p.requested.clone()));
-                replay.push_back(synced(session.head_cursor(), false));
-            }
-        }
+        let replay = match after.and_then(|a| session.events_after(a)) {
+            Some(missed) => events::resumed_replay(missed, session.head_cursor()),
+            None => events::snapshot_replay(
+                lagged || after.is_some(),
+                session.snapshot().map(|p| p.requested.clone()),
+                session.head_cursor(),
+            ),
+        };
         Ok((replay, receiver))
     }
 
@@ -403,12 +397,11 @@ impl Inner {
             .flat_map(|(_, session)| session.snapshot())
             .collect();
         pending.sort_by_key(|p| p.order);
-        let mut replay = VecDeque::with_capacity(pending.len() + 2);
-        if reset_first {
-            replay.push_back(reset());
-        }
-        replay.extend(pending.into_iter().map(|p| p.requested.clone()));
-        replay.push_back(synced(String::new(), false));
+        let replay = events::snapshot_replay(
+            reset_first,
+            pending.into_iter().map(|p| p.requested.clone()),
+            String::new(),
+        );
         Ok((replay, receiver))
     }
 

@@ -141,15 +141,11 @@ impl Follower {
         key: &SessionKey,
     ) -> Result<Option<(String, u64)>, AskError> {
         let snapshot = self.node.store.snapshot(key).await?;
-        let mut replay: VecDeque<Message> = snapshot
-            .pending
-            .into_iter()
-            .map(|(seq, requested)| {
-                message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
-            })
-            .collect();
-        let synced = Event::Synced(Synced { resumed: false });
-        replay.push_back(message(cursor(&snapshot.epoch, snapshot.head), synced));
+        let pending = snapshot.pending.into_iter().map(|(seq, requested)| {
+            message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
+        });
+        let replay =
+            events::snapshot_replay(false, pending, cursor(&snapshot.epoch, snapshot.head));
         Ok(self
             .send_all(replay)
             .await
@@ -199,12 +195,10 @@ impl Follower {
         let (mut epoch, mut last) = match resumed {
             Some((epoch, last, events)) => {
                 let last = events.last().map_or(last, |(seq, _)| *seq);
-                let mut replay: VecDeque<Message> = events
+                let missed = events
                     .into_iter()
-                    .map(|(seq, event)| message(cursor(&epoch, seq), stored_to_event(&event)))
-                    .collect();
-                let synced = Event::Synced(Synced { resumed: true });
-                replay.push_back(message(cursor(&epoch, last), synced));
+                    .map(|(seq, event)| message(cursor(&epoch, seq), stored_to_event(&event)));
+                let replay = events::resumed_replay(missed, cursor(&epoch, last));
                 if !self.send_all(replay).await {
                     return Ok(());
                 }
@@ -370,16 +364,10 @@ impl Follower {
                 seen.insert(session_id, (snapshot.epoch, snapshot.head));
             }
             pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
-            let mut replay: VecDeque<Message> = pending
-                .into_iter()
-                .map(|(epoch, seq, requested)| {
-                    message(cursor(&epoch, seq), Event::Requested(requested))
-                })
-                .collect();
-            replay.push_back(message(
-                String::new(),
-                Event::Synced(Synced { resumed: false }),
-            ));
+            let pending = pending.into_iter().map(|(epoch, seq, requested)| {
+                message(cursor(&epoch, seq), Event::Requested(requested))
+            });
+            let replay = events::snapshot_replay(false, pending, String::new());
             if !self.send_all(replay).await {
                 return Ok(());
             }

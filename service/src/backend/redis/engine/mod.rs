@@ -18,9 +18,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{
-    Question, Requested, Resolved, Synced, Unattended, subscribe_response::Event,
-};
+use askgate_proto::v1::{Question, Requested, Resolved, Unattended, subscribe_response::Event};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, mpsc, oneshot};
