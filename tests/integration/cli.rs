@@ -309,9 +309,12 @@ async fn a_10_mib_request_is_refused_without_the_server_growing() {
     let err = client.ask(huge).await.expect_err("too large");
     assert_eq!(err.reason(), askgate_client::Reason::BadRequest);
     assert_eq!(err.violations()[0].0, "request");
+    // The server reads up to its 4 MiB message limit and refuses the rest: it may grow
+    // by about that much (the buffer and the allocator's slack, which vary from run to
+    // run), never by the 10 MiB a server that took the whole request would.
     let grown = serve.rss_kib().saturating_sub(before);
     assert!(
-        grown < 4 * 1024,
+        grown < 8 * 1024,
         "the server grew by {grown} KiB for a refused 10 MiB request"
     );
 }
