@@ -10,11 +10,13 @@ use tonic::Streaming;
 
 use crate::{
     Error,
-    proto::{Requested, Resolved, SubscribeResponse, subscribe_response},
+    proto::{Escalated, Reminder, Requested, Resolved, SubscribeResponse, subscribe_response},
 };
 
-/// One event of a subscription. `cursor` is what to pass as `after` to resume.
+/// One event of a subscription. `cursor` is what to pass as `after` to resume. New
+/// kinds may be added: match with a wildcard arm.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Event {
     /// A question batch waits for an answer (live, or replayed on (re)connect).
     Requested {
@@ -40,6 +42,20 @@ pub enum Event {
     },
     /// Drop what you hold for this scope: a fresh snapshot follows.
     Reset,
+    /// A pending batch is due a reminder (its ask's `notify` schedule).
+    Reminder {
+        /// Resume point.
+        cursor: String,
+        /// Which ask, and which reminder.
+        reminder: Reminder,
+    },
+    /// A pending batch went unanswered past its escalation time.
+    Escalated {
+        /// Resume point.
+        cursor: String,
+        /// Which ask.
+        escalated: Escalated,
+    },
 }
 
 impl Event {
@@ -48,7 +64,9 @@ impl Event {
         match self {
             Self::Requested { cursor, .. }
             | Self::Resolved { cursor, .. }
-            | Self::Synced { cursor, .. } => Some(cursor),
+            | Self::Synced { cursor, .. }
+            | Self::Reminder { cursor, .. }
+            | Self::Escalated { cursor, .. } => Some(cursor),
             Self::Reset => None,
         }
     }
@@ -65,6 +83,10 @@ impl Event {
                 resumed: s.resumed,
             },
             subscribe_response::Event::Reset(_) => Self::Reset,
+            subscribe_response::Event::Reminder(reminder) => Self::Reminder { cursor, reminder },
+            subscribe_response::Event::Escalated(escalated) => {
+                Self::Escalated { cursor, escalated }
+            }
         })
     }
 }

@@ -54,8 +54,11 @@ pub mod tool;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
-    AnswerRequest, AskResponse, CancelRequest, ListPendingRequest, QuestionAnswer, Requested,
-    SubscribeRequest, agents_client::AgentsClient, user_questions_client::UserQuestionsClient,
+    AnswerRequest, AskResponse, CancelRequest, CreateEndpointRequest, DeleteEndpointRequest,
+    Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest,
+    ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested, SubscribeRequest,
+    agents_client::AgentsClient, user_questions_client::UserQuestionsClient,
+    webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -75,6 +78,7 @@ pub use lease::AgentLease;
 pub struct Client {
     inner: UserQuestionsClient<Channel>,
     agents: AgentsClient<Channel>,
+    webhooks: WebhooksClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
 }
@@ -180,7 +184,8 @@ impl Client {
     pub fn new(channel: Channel) -> Self {
         Self {
             inner: UserQuestionsClient::new(channel.clone()),
-            agents: AgentsClient::new(channel),
+            agents: AgentsClient::new(channel.clone()),
+            webhooks: WebhooksClient::new(channel),
             authorization: None,
         }
     }
@@ -381,6 +386,55 @@ impl Client {
         });
         let response = self.inner.list_pending(request).await?;
         Ok(response.into_inner().pending)
+    }
+
+    /// Registers a webhook endpoint of the caller's tenant (admin role). The returned
+    /// endpoint holds its signing secret (`whsec_…`), shown this once.
+    pub async fn create_endpoint(
+        &mut self,
+        endpoint: CreateEndpointRequest,
+    ) -> Result<WebhookEndpoint, Error> {
+        let request = self.request(endpoint);
+        Ok(self.webhooks.create_endpoint(request).await?.into_inner())
+    }
+
+    /// The tenant's webhook endpoints, oldest first, without their secrets.
+    pub async fn list_endpoints(&mut self) -> Result<Vec<WebhookEndpoint>, Error> {
+        let request = self.request(ListEndpointsRequest {});
+        Ok(self
+            .webhooks
+            .list_endpoints(request)
+            .await?
+            .into_inner()
+            .endpoints)
+    }
+
+    /// Removes a webhook endpoint; [`Reason::NotFound`] when the tenant has none by
+    /// that id.
+    pub async fn delete_endpoint(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DeleteEndpointRequest { id: id.to_owned() });
+        self.webhooks.delete_endpoint(request).await?;
+        Ok(())
+    }
+
+    /// Webhook deliveries, newest first (filters and limit in `filter`).
+    pub async fn list_deliveries(
+        &mut self,
+        filter: ListDeliveriesRequest,
+    ) -> Result<Vec<Delivery>, Error> {
+        let request = self.request(filter);
+        Ok(self
+            .webhooks
+            .list_deliveries(request)
+            .await?
+            .into_inner()
+            .deliveries)
+    }
+
+    /// Sends a webhook delivery again, with the same `webhook-id`.
+    pub async fn redeliver(&mut self, id: &str) -> Result<Delivery, Error> {
+        let request = self.request(RedeliverRequest { id: id.to_owned() });
+        Ok(self.webhooks.redeliver(request).await?.into_inner())
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
 //! - [`backend`]: the `Backend` trait and its two engines, memory and Redis;
 //! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
+//! - [`webhooks`]: signed webhooks with durable delivery, and reminders;
+//! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
 //! - [`metrics`]: Prometheus metrics and their listener;
 //! - `testing`: real redis-server and `askgate serve` processes, for `askgate bench`
 //!   and the tests; public only with the `testing` feature (the integration tests
@@ -23,6 +25,7 @@ pub mod cli;
 pub mod domain;
 pub mod mcp;
 pub mod metrics;
+pub mod protojson;
 pub mod questions;
 pub mod server;
 #[cfg(feature = "testing")]
@@ -31,5 +34,6 @@ pub mod testing;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod testing;
 pub mod web;
+pub mod webhooks;
 
 pub use server::{ServerConfig, run};

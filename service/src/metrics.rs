@@ -48,6 +48,8 @@ struct Inner {
     rpc_duration: Family<Labels, Histogram>,
     pending: Gauge,
     subscribers: Gauge,
+    webhook_deliveries: Family<Labels, Counter>,
+    notices: Family<Labels, Counter>,
 }
 
 impl Metrics {
@@ -89,8 +91,24 @@ impl Metrics {
         registry.register("pending_asks", "Asks waiting for a human", pending.clone());
         let subscribers = Gauge::default();
         registry.register("subscribers", "Open subscriptions", subscribers.clone());
+        let webhook_deliveries = Family::<Labels, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts and events by outcome: delivered, retried, failed \
+             (retries used up, or the endpoint was deleted), dropped (a tenant's queue was \
+             full, or the node's intake)",
+            webhook_deliveries.clone(),
+        );
+        let notices = Family::<Labels, Counter>::default();
+        registry.register(
+            "notices",
+            "Reminders and escalations sent, by kind",
+            notices.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
+                webhook_deliveries,
+                notices,
                 registry,
                 tenant_labels,
                 asks,
@@ -140,6 +158,22 @@ impl Metrics {
         self.inner
             .auth_failures
             .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc();
+    }
+
+    /// Webhook deliveries that ended an attempt (or were dropped) with `outcome`.
+    pub fn webhook_deliveries(&self, tenant: &str, outcome: &str, count: u64) {
+        self.inner
+            .webhook_deliveries
+            .get_or_create(&self.labels(tenant, Some(("outcome", outcome))))
+            .inc_by(count);
+    }
+
+    /// A reminder or an escalation (`kind`) was sent.
+    pub fn notice(&self, tenant: &str, kind: &str) {
+        self.inner
+            .notices
+            .get_or_create(&self.labels(tenant, Some(("kind", kind))))
             .inc();
     }
 

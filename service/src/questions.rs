@@ -13,8 +13,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AbortRequest, AnswerRequest, AskRequest, AskResponse, CancelRequest, Requested, Resolution,
-    SubscribeRequest,
+    AbortRequest, AnswerRequest, AskRequest, AskResponse, CancelRequest, NotifyPolicy, Requested,
+    Resolution, SubscribeRequest, Unattended,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
@@ -24,6 +24,7 @@ use crate::{
     backend::{Attached, Backend, EventStream, Holder, Scope, SubscribeOptions},
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
+    webhooks::Hooks,
 };
 
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
@@ -70,6 +71,10 @@ pub struct Questions {
     ask_rate: Arc<TenantLimiter>,
     rate_text: Arc<str>,
     draining: Arc<AtomicBool>,
+    /// Webhook endpoints that count as providers (Semantics 8), when webhooks are on.
+    hooks: Option<Hooks>,
+    /// The reminder schedule of asks that set none.
+    default_notify: Option<NotifyPolicy>,
 }
 
 impl Questions {
@@ -88,7 +93,22 @@ impl Questions {
             )
             .into(),
             draining: Arc::new(AtomicBool::new(false)),
+            hooks: None,
+            default_notify: None,
         }
+    }
+
+    /// With webhooks: an ask that would fail NO_PROVIDER is held instead when one of
+    /// the tenant's endpoints provides (receives `ask.requested` for it).
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// The reminder schedule of asks that set none (all zero: none).
+    pub fn with_default_notify(mut self, notify: NotifyPolicy) -> Self {
+        self.default_notify = Some(notify).filter(schedules_something);
+        self
     }
 
     /// Checks an ask before anything is stored: a node draining, an invalid batch,
@@ -136,6 +156,10 @@ impl Questions {
             request_id: request.request_id,
             if_unattended,
             reattach_grace: Duration::from_millis(request.reattach_grace_ms.into()),
+            notify: request
+                .notify
+                .or(self.default_notify)
+                .filter(schedules_something),
         })
     }
 
@@ -239,7 +263,27 @@ impl Questions {
         mut settle: SettleOnDrop,
     ) -> Result<(crate::backend::Registered, SettleOnDrop), AskFailure> {
         let backend = self.backend.clone();
-        let mut registering = Box::pin(async move { backend.register(*ask).await });
+        let providers = self
+            .hooks
+            .clone()
+            .filter(|_| ask.if_unattended == Unattended::Fail);
+        let mut registering = Box::pin(async move {
+            let Some(hooks) = providers else {
+                return backend.register(*ask).await;
+            };
+            // Semantics 8 with webhooks: nobody follows the session, but a webhook
+            // will carry the ask to someone.
+            let held = NewAsk {
+                if_unattended: Unattended::Hold,
+                ..NewAsk::clone(&ask)
+            };
+            match backend.register(*ask).await {
+                Err(AskError::NoProvider) if hooks.provides(&held.key.tenant).await => {
+                    backend.register(held).await
+                }
+                other => other,
+            }
+        });
         // The memory backend finishes in one poll: no task for it.
         let result =
             match std::future::poll_fn(|cx| Poll::Ready(registering.as_mut().poll(cx))).await {
@@ -419,6 +463,11 @@ impl Questions {
     }
 }
 
+/// Whether a reminder schedule sends anything.
+fn schedules_something(notify: &NotifyPolicy) -> bool {
+    notify.remind_after_ms > 0 || notify.escalate_after_ms > 0
+}
+
 /// A registration in flight on its own task, with what settles the ask should the call
 /// be dropped before the registration finishes.
 struct Handover {
@@ -581,6 +630,17 @@ mod tests {
             request_id: &str,
         ) -> Result<Option<String>, AskError> {
             self.inner.pending_request(key, request_id).await
+        }
+        async fn notify(
+            &self,
+            key: &SessionKey,
+            rpc_id: &str,
+            notice: askgate_proto::v1::subscribe_response::Event,
+        ) -> Result<Option<crate::backend::Noticed>, AskError> {
+            self.inner.notify(key, rpc_id, notice).await
+        }
+        fn set_tap(&self, tap: crate::backend::Tap) {
+            self.inner.set_tap(tap);
         }
         async fn attach(
             &self,

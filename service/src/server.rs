@@ -4,7 +4,10 @@
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use askgate_proto::v1::{agents_server::AgentsServer, user_questions_server::UserQuestionsServer};
+use askgate_proto::v1::{
+    NotifyPolicy, agents_server::AgentsServer, user_questions_server::UserQuestionsServer,
+    webhooks_server::WebhooksServer,
+};
 use tokio::net::TcpListener;
 use tonic::{
     service::interceptor::InterceptedService,
@@ -14,7 +17,7 @@ use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{AgentsApi, Gate, UserQuestionsApi, deadline, health, status},
+    api::{AgentsApi, Gate, UserQuestionsApi, WebhooksApi, deadline, health, status},
     auth::{
         Authenticator,
         jwt::{JwtVerifier, KeySource},
@@ -30,6 +33,7 @@ use crate::{
     metrics::Metrics,
     questions::{AskRate, Questions},
     web::{ConsoleLayer, CorsOrigins},
+    webhooks::{Hooks, WebhookConfig, memory::MemoryHookStore, store::HookStore},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.
@@ -165,6 +169,10 @@ pub struct ServerConfig {
     pub mcp: bool,
     /// Longest one MCP tool call waits before it returns "still waiting".
     pub mcp_max_wait: Option<Duration>,
+    /// Webhook delivery: retries, timeouts, per-tenant caps, private addresses.
+    pub webhooks: WebhookConfig,
+    /// The reminder schedule of asks that set none (all zero: none).
+    pub default_notify: NotifyPolicy,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -214,9 +222,15 @@ impl std::fmt::Debug for BackendChoice {
 }
 
 impl ServerConfig {
-    async fn backend(&self) -> anyhow::Result<Arc<dyn Backend>> {
+    /// The engine, and the webhook store beside it (in the same Redis, shared by every
+    /// node, or in this process).
+    async fn backend(&self) -> anyhow::Result<(Arc<dyn Backend>, Arc<dyn HookStore>)> {
+        let limits = self.webhooks.limits;
         Ok(match &self.backend {
-            BackendChoice::Memory => Arc::new(MemoryBackend::new(self.settings.clone())),
+            BackendChoice::Memory => (
+                Arc::new(MemoryBackend::new(self.settings.clone())),
+                Arc::new(MemoryHookStore::new(limits)),
+            ),
             BackendChoice::Redis { url } => {
                 let mut config = RedisBackendConfig::new(url);
                 config.cluster = self.redis_cluster;
@@ -227,9 +241,11 @@ impl ServerConfig {
                 }
                 config.settings = self.settings.clone();
                 config.lease = self.redis_lease;
-                Arc::new(RedisBackend::connect(config).await.with_context(|| {
+                let backend = RedisBackend::connect(config).await.with_context(|| {
                     format!("failed to connect to redis at {}", redacted_url(url))
-                })?)
+                })?;
+                let hooks = backend.hook_store(limits);
+                (Arc::new(backend), Arc::new(hooks))
             }
         })
     }
@@ -330,6 +346,8 @@ impl Default for ServerConfig {
             console: true,
             mcp: true,
             mcp_max_wait: None,
+            webhooks: WebhookConfig::default(),
+            default_notify: NotifyPolicy::default(),
         }
     }
 }
@@ -378,7 +396,18 @@ pub async fn run_with_metrics(
         }
     }
     let metrics = Metrics::new(config.metrics_tenant_labels);
-    let backend = config.backend().await?;
+    let (backend, hook_store) = config.backend().await?;
+    if config.webhooks.allow_private {
+        warn!(
+            "webhook endpoints may be on loopback and private addresses (--webhook-allow-private)"
+        );
+    }
+    let (hooks, hook_tasks) = Hooks::start(
+        hook_store,
+        backend.clone(),
+        config.webhooks.clone(),
+        metrics.clone(),
+    );
     let questions = Questions::new(
         backend.clone(),
         config.limits.clone(),
@@ -387,7 +416,9 @@ pub async fn run_with_metrics(
             per_second: config.ask_rate,
             burst: config.ask_burst,
         },
-    );
+    )
+    .with_hooks(hooks.clone())
+    .with_default_notify(config.default_notify);
     let gate = Gate::new(auth.clone(), metrics.clone());
     let mcp = config.mcp.then(|| {
         McpLayer::new(
@@ -473,6 +504,11 @@ pub async fn run_with_metrics(
         .max_decoding_message_size(config.max_message_bytes),
         authenticate.clone(),
     );
+    let webhooks = InterceptedService::new(
+        WebhooksServer::new(WebhooksApi::new(hooks.clone(), gate.clone()))
+            .max_decoding_message_size(config.max_message_bytes),
+        authenticate.clone(),
+    );
     let user_questions = InterceptedService::new(
         UserQuestionsServer::new(UserQuestionsApi::new(
             questions.clone(),
@@ -520,6 +556,7 @@ pub async fn run_with_metrics(
         .add_service(reflection_v1alpha)
         .add_service(user_questions)
         .add_service(agents)
+        .add_service(webhooks)
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });
@@ -537,6 +574,10 @@ pub async fn run_with_metrics(
     set_health(&health, ServingStatus::NotServing).await;
     let _ = draining_tx.send(true);
     questions.shut_down().await;
+    // The events of the drain (asks resolved DISPOSED) reach the webhook store before
+    // the node goes; on Redis another node delivers them.
+    hooks.flush(config.drain_timeout).await;
+    drop(hook_tasks);
     let _ = stop_tx.send(());
     match tokio::time::timeout(config.drain_timeout, server).await {
         Ok(result) => result.context("the gRPC server failed while draining")?,

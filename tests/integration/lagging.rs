@@ -111,6 +111,7 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
             Event::Reset => break,
             Event::Requested { .. } | Event::Resolved { .. } => before_reset += 1,
             Event::Synced { .. } => panic!("synced before reset"),
+            other => panic!("unexpected {other:?}"),
         }
         assert!(
             before_reset < EVENTS,
@@ -144,11 +145,8 @@ async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
                     break;
                 }
             }
-            Event::Synced { .. } => {
-                if !view.contains(&marker) {
-                    break;
-                }
-            }
+            Event::Synced { .. } if !view.contains(&marker) => break,
+            _ => {}
         }
     }
     let mut expected = pending.clone();

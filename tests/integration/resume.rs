@@ -90,6 +90,7 @@ async fn rule_2_a_subscriber_dropped_mid_stream_resumes_without_gap_or_duplicate
                 break;
             }
             Event::Reset => panic!("reset instead of resume"),
+            other => panic!("unexpected {other:?}"),
         }
     }
     let rest = 2 * ASKS - seen.len();

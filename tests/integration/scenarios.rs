@@ -316,6 +316,9 @@ impl Run<'_> {
                     Event::Resolved { resolved, .. } => ("resolved", Some(&resolved.rpc_id)),
                     Event::Synced { .. } => ("synced", None),
                     Event::Reset => ("reset", None),
+                    Event::Reminder { reminder, .. } => ("reminder", Some(&reminder.rpc_id)),
+                    Event::Escalated { escalated, .. } => ("escalated", Some(&escalated.rpc_id)),
+                    other => panic!("{what}: an event kind the scenarios do not know: {other:?}"),
                 };
                 assert_eq!(kind, str_of(step, "kind"), "{what}: {event:?}");
                 if let Event::Synced { resumed, .. } = &event {

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod deadline;
 pub mod health;
 pub mod status;
+pub mod webhooks;
 
 use std::{
     future::Future,
@@ -25,6 +26,7 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, field::Empty, info_span, instrument};
 
 pub use agents::AgentsApi;
+pub use webhooks::WebhooksApi;
 
 use crate::{
     auth::{Action, Authenticator, Failure, Principal},

@@ -27,8 +27,9 @@ pub fn code(error: &AskError) -> Code {
         AskError::AskCancelled { .. } => Code::Aborted,
         AskError::AskAborted => Code::Cancelled,
         AskError::AskExpired => Code::DeadlineExceeded,
-        AskError::NotPending { .. } => Code::NotFound,
+        AskError::NotPending { .. } | AskError::NotFound(_) => Code::NotFound,
         AskError::TooManyPending(_)
+        | AskError::TooManyWebhooks(_)
         | AskError::TooManySubscribers(_)
         | AskError::TooManyAgents(_)
         | AskError::TooManySessions(_)
@@ -185,6 +186,11 @@ mod tests {
             (AskError::TooManyAgents("x".into()), Code::ResourceExhausted),
             (
                 AskError::TooManySessions("x".into()),
+                Code::ResourceExhausted,
+            ),
+            (AskError::NotFound("x".into()), Code::NotFound),
+            (
+                AskError::TooManyWebhooks("x".into()),
                 Code::ResourceExhausted,
             ),
             (AskError::Internal("x".into()), Code::Internal),

@@ -63,12 +63,15 @@ pub enum Action {
     Answer,
     Cancel,
     ListPending,
+    /// The `Webhooks` service: endpoints and deliveries of the whole tenant.
+    ManageWebhooks,
 }
 
 impl Action {
     fn role(self) -> Role {
         match self {
             Self::Ask | Self::Abort | Self::Attach => Role::Agent,
+            Self::ManageWebhooks => Role::Admin,
             _ => Role::Ui,
         }
     }
@@ -115,18 +118,20 @@ impl Principal {
     pub fn authorize(&self, action: Action, session: &str) -> Result<(), AskError> {
         let role = action.role();
         if !self.roles.iter().any(|r| *r == role || *r == Role::Admin) {
-            let needed = match role {
-                Role::Agent => "agent",
-                _ => "ui",
-            };
             return Err(AskError::PermissionDenied(format!(
-                "this call needs the {needed} role"
+                "this call needs the {} role",
+                role.as_str()
             )));
         }
         match (&self.sessions, action) {
             (None, _) | (Some(_), Action::Attach) => Ok(()),
             (Some(_), Action::SubscribeAll) => Err(AskError::PermissionDenied(
                 "all_sessions needs a credential that is not limited to some sessions".into(),
+            )),
+            (Some(_), Action::ManageWebhooks) => Err(AskError::PermissionDenied(
+                "webhooks see every session: they need a credential that is not limited to \
+                 some sessions"
+                    .into(),
             )),
             (Some(patterns), _) if patterns.iter().any(|p| matches(p, session)) => Ok(()),
             (Some(_), _) => Err(AskError::PermissionDenied(
@@ -319,6 +324,15 @@ mod tests {
             assert!(ui.authorize(action, "s").is_ok());
             assert!(admin.authorize(action, "s").is_ok());
         }
+        let denied = ui.authorize(Action::ManageWebhooks, "").expect_err("ui");
+        assert_eq!(
+            denied.to_string(),
+            "permission denied: this call needs the admin role"
+        );
+        assert!(agent.authorize(Action::ManageWebhooks, "").is_err());
+        assert!(admin.authorize(Action::ManageWebhooks, "").is_ok());
+        let limited_admin = principal(&[Role::Admin], Some(&["team-a/*"]));
+        assert!(limited_admin.authorize(Action::ManageWebhooks, "").is_err());
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub fn requested(rpc_id: &str, ask: &mut NewAsk) -> Requested {
         labels: std::mem::take(&mut ask.labels),
         requested_at: Some(SystemTime::now().into()),
         expires_at: ask.expires_at.map(Into::into),
+        notify: ask.notify,
     }
 }
 
@@ -142,6 +143,8 @@ mod tests {
                 Some(Event::Synced(s)) if s.resumed => "synced(resumed)",
                 Some(Event::Synced(_)) => "synced",
                 Some(Event::Reset(_)) => "reset",
+                Some(Event::Reminder(_)) => "reminder",
+                Some(Event::Escalated(_)) => "escalated",
                 None => "none",
             })
             .collect()

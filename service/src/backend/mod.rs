@@ -14,7 +14,7 @@ mod settings;
 
 use std::{pin::Pin, sync::Arc};
 
-use askgate_proto::v1::{Question, Requested, SubscribeResponse};
+use askgate_proto::v1::{Question, Requested, SubscribeResponse, subscribe_response::Event};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
@@ -22,6 +22,60 @@ use tokio_stream::Stream;
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
 
 pub use settings::Settings;
+
+/// A notice sent about a pending ask.
+#[derive(Debug, Clone)]
+pub struct Noticed {
+    /// The notice with its cursor, as subscribers got it.
+    pub message: events::Message,
+    pub requested: Requested,
+}
+
+/// An event an engine committed, reported to the [`Tap`] for webhooks and reminders
+/// (docs/webhooks.md): by the node that committed it, once.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub tenant: Arc<str>,
+    /// The event with its cursor, as subscribers get it.
+    pub message: events::Message,
+    /// For a `resolved` event: its ask's `requested` event (the ask's labels and
+    /// notify policy, which `resolved` does not repeat).
+    pub asked: Option<events::Message>,
+}
+
+/// Where an engine reports the events it commits. Reporting never waits: an event
+/// that finds the queue full is dropped, counted and logged (the queue is drained by
+/// one task per node, far faster than asks arrive).
+#[derive(Clone)]
+pub struct Tap {
+    events: tokio::sync::mpsc::Sender<Committed>,
+    queued: Arc<dyn Fn() + Send + Sync>,
+    dropped: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Tap {
+    /// `queued` runs for each event that goes into the queue, `dropped` for each that
+    /// finds it full.
+    pub fn new(
+        events: tokio::sync::mpsc::Sender<Committed>,
+        queued: impl Fn() + Send + Sync + 'static,
+        dropped: impl Fn() + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            events,
+            queued: Arc::new(queued),
+            dropped: Arc::new(dropped),
+        }
+    }
+
+    pub fn report(&self, committed: Committed) {
+        // Counted before it is sent, so a flush never sees it sent but not counted.
+        (self.queued)();
+        if self.events.try_send(committed).is_err() {
+            (self.dropped)();
+        }
+    }
+}
 
 /// Events of a subscription: the replay, `synced`, then live events, each with its
 /// cursor. The backend ends the stream itself at shutdown, and with an error when it
@@ -143,6 +197,20 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Pending asks and open subscriptions on this node, for the metrics.
     async fn stats(&self) -> Stats;
+
+    /// Appends `notice` (a `reminder` or `escalated` event) to the session of a pending
+    /// ask and sends it to the session's subscribers; with the ask's `requested`.
+    /// `None` when the ask is not pending: nothing is sent.
+    async fn notify(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        notice: Event,
+    ) -> Result<Option<Noticed>, AskError>;
+
+    /// Reports every event committed from now on to `tap` (set once; later calls are
+    /// ignored).
+    fn set_tap(&self, tap: Tap);
 
     /// Shutdown: refuses new asks and subscriptions, resolves every pending ask
     /// `DISPOSED` and ends every subscription once its last events are delivered.

@@ -142,10 +142,11 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::TooManySubscribers
         | Reason::TooManyAgents
         | Reason::TooManySessions
+        | Reason::TooManyWebhooks
         | Reason::RateLimited
         | Reason::Unauthenticated
         | Reason::PermissionDenied => 7,
-        Reason::NotPending => 8,
+        Reason::NotPending | Reason::NotFound => 8,
         Reason::ShuttingDown | Reason::BackendUnavailable => 9,
         _ if error.code() == Code::Unavailable => 9,
         _ => 1,

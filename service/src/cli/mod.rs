@@ -5,7 +5,8 @@
 //! Exit codes (documented in docs/cli.md, "CLI"): 0 success; 1 any other failure;
 //! 3 ASK_CANCELLED; 4 ASK_EXPIRED; 5 ASK_ABORTED; 6 invalid input; 7 refused
 //! (NO_PROVIDER, DUPLICATE_PROVIDER, CALLER_NOT_LIVE, DELEGATED_CALLER, TOO_MANY_PENDING,
-//! UNAUTHENTICATED, PERMISSION_DENIED); 8 NOT_PENDING; 9 unavailable (server draining or
+//! TOO_MANY_WEBHOOKS, UNAUTHENTICATED, PERMISSION_DENIED); 8 NOT_PENDING, NOT_FOUND; 9
+//! unavailable (server draining or
 //! unreachable); 64 invalid command line or configuration.
 
 mod answer;
@@ -23,6 +24,7 @@ mod mcp;
 pub mod overlay;
 mod serve;
 mod watch;
+mod webhooks;
 
 use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -73,6 +75,9 @@ pub enum Command {
     Keys(credentials::KeysCommand),
     /// Run a benchmark against `askgate serve` processes and print its figures.
     Bench(bench::BenchArgs),
+    /// Manage the tenant's webhook endpoints and their deliveries (admin role).
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
     /// Check a node's health (grpc.health.v1): exit 0 when it is SERVING. For container
     /// HEALTHCHECKs and exec probes.
     Health(health::HealthArgs),
@@ -151,6 +156,7 @@ pub fn main() -> ExitCode {
             Command::Keys(command) => credentials::keys(command),
             Command::Bench(args) => bench::run(args).await,
             Command::Health(args) => health::run(args).await,
+            Command::Webhooks(command) => webhooks::run(command).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

@@ -10,13 +10,15 @@ use crate::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
     backend::Settings,
-    domain::Limits,
+    domain::{Limits, validate},
     server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
         run_with_metrics,
     },
     web::CorsOrigins,
+    webhooks::{WebhookConfig, store::StoreLimits},
 };
+use askgate_proto::v1::NotifyPolicy;
 
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -225,6 +227,50 @@ pub struct ServeArgs {
     /// for `await_user_answer` (the question stays open); default: until answered.
     #[arg(long, env = "ASKGATE_MCP_MAX_WAIT", value_parser = parse_duration)]
     pub mcp_max_wait: Option<Duration>,
+    /// Accept webhook endpoints on loopback, private and link-local addresses (for
+    /// tests and private networks: on a shared server it lets tenants reach your
+    /// internal services).
+    #[arg(long, env = "ASKGATE_WEBHOOK_ALLOW_PRIVATE")]
+    pub webhook_allow_private: bool,
+    /// Delay before a failed webhook delivery's first retry; each next one doubles
+    /// (with jitter) up to --webhook-retry-max.
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_INITIAL", default_value = "5s", value_parser = parse_duration)]
+    pub webhook_retry_initial: Duration,
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_MAX", default_value = "1h", value_parser = parse_duration)]
+    pub webhook_retry_max: Duration,
+    /// How long a webhook delivery is retried before it is marked FAILED (then
+    /// `askgate webhooks redeliver` sends it again).
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_FOR", default_value = "24h", value_parser = parse_duration)]
+    pub webhook_retry_for: Duration,
+    /// Longest one webhook attempt may take: connect, TLS, request and response.
+    #[arg(long, env = "ASKGATE_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub webhook_timeout: Duration,
+    /// Webhook endpoints one tenant may have.
+    #[arg(long, env = "ASKGATE_WEBHOOK_MAX_ENDPOINTS", default_value_t = WebhookConfig::default().limits.max_endpoints)]
+    pub webhook_max_endpoints: usize,
+    /// Undelivered webhook deliveries one tenant may have queued; events past it are
+    /// dropped (and counted in askgate_webhook_deliveries_total{outcome="dropped"}).
+    #[arg(long, env = "ASKGATE_WEBHOOK_MAX_QUEUED", default_value_t = WebhookConfig::default().limits.max_queued)]
+    pub webhook_max_queued: usize,
+    /// Delivered and failed deliveries kept per tenant for `ListDeliveries`.
+    #[arg(long, env = "ASKGATE_WEBHOOK_KEEP", default_value_t = WebhookConfig::default().limits.keep_finished)]
+    pub webhook_keep: usize,
+    /// Webhook attempts this node makes at once.
+    #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY", default_value_t = WebhookConfig::default().concurrency)]
+    pub webhook_concurrency: usize,
+    /// Reminders for asks that set no `notify`: the first this long after the ask (0:
+    /// none).
+    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_AFTER", default_value = "0s", value_parser = parse_duration)]
+    pub notify_remind_after: Duration,
+    /// Then one every this long (0: only the first).
+    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_EVERY", default_value = "0s", value_parser = parse_duration)]
+    pub notify_remind_every: Duration,
+    /// At most this many reminders (0: no limit).
+    #[arg(long, env = "ASKGATE_NOTIFY_MAX_REMINDERS", default_value_t = 0)]
+    pub notify_max_reminders: u32,
+    /// Escalate asks that set no `notify` once, this long after the ask (0: never).
+    #[arg(long, env = "ASKGATE_NOTIFY_ESCALATE_AFTER", default_value = "0s", value_parser = parse_duration)]
+    pub notify_escalate_after: Duration,
 }
 
 impl ServeArgs {
@@ -252,6 +298,9 @@ impl ServeArgs {
             ("--max-agents-per-tenant", self.max_agents_per_tenant),
             ("--max-sessions-per-tenant", self.max_sessions_per_tenant),
             ("--ask-rate", self.ask_rate as usize),
+            ("--webhook-max-endpoints", self.webhook_max_endpoints),
+            ("--webhook-max-queued", self.webhook_max_queued),
+            ("--webhook-concurrency", self.webhook_concurrency),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -262,6 +311,20 @@ impl ServeArgs {
         if self.max_wait.is_zero() || self.max_wait.as_secs() > MAX_WAIT_SECS {
             return Err("--max-wait must be longer than zero and at most 30 days".into());
         }
+        for (flag, value) in [
+            ("--webhook-retry-initial", self.webhook_retry_initial),
+            ("--webhook-retry-max", self.webhook_retry_max),
+            ("--webhook-retry-for", self.webhook_retry_for),
+            ("--webhook-timeout", self.webhook_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("{flag} must be longer than zero"));
+            }
+        }
+        if self.webhook_retry_max < self.webhook_retry_initial {
+            return Err("--webhook-retry-max must be at least --webhook-retry-initial".into());
+        }
+        let notify = self.default_notify()?;
         let limits = Limits {
             max_questions: self.max_questions,
             max_options: self.max_options,
@@ -322,6 +385,21 @@ impl ServeArgs {
                 }
                 wait => wait,
             },
+            webhooks: WebhookConfig {
+                allow_private: self.webhook_allow_private,
+                retry_initial: self.webhook_retry_initial,
+                retry_max: self.webhook_retry_max,
+                retry_for: self.webhook_retry_for,
+                timeout: self.webhook_timeout,
+                limits: StoreLimits {
+                    max_endpoints: self.webhook_max_endpoints,
+                    max_queued: self.webhook_max_queued,
+                    keep_finished: self.webhook_keep,
+                },
+                concurrency: self.webhook_concurrency,
+                ..WebhookConfig::default()
+            },
+            default_notify: notify,
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },
@@ -330,6 +408,32 @@ impl ServeArgs {
                 }
             },
         })
+    }
+
+    /// `--notify-*`: the reminder schedule of asks that set none, held to the rules
+    /// of an ask's own.
+    fn default_notify(&self) -> Result<NotifyPolicy, String> {
+        let ms = |flag: &str, d: Duration| {
+            u32::try_from(d.as_millis()).map_err(|_| format!("{flag} must be under 49 days"))
+        };
+        let notify = NotifyPolicy {
+            remind_after_ms: ms("--notify-remind-after", self.notify_remind_after)?,
+            remind_every_ms: ms("--notify-remind-every", self.notify_remind_every)?,
+            max_reminders: self.notify_max_reminders,
+            escalate_after_ms: ms("--notify-escalate-after", self.notify_escalate_after)?,
+        };
+        match validate::notify_violations(&notify).first() {
+            Some(v) => Err(format!(
+                "--notify-{}: {}",
+                v.field
+                    .trim_start_matches("notify.")
+                    .trim_end_matches("_ms")
+                    .replace('_', "-"),
+                v.description
+                    .replace("0 (none) or at least 1000", "0 or at least 1s")
+            )),
+            None => Ok(notify),
+        }
     }
 
     fn metrics_auth(&self) -> Result<MetricsAuth, String> {

@@ -191,6 +191,12 @@ pub enum AskError {
     TooManySessions(String),
     #[error("too many asks: {0}")]
     RateLimited(String),
+    /// No webhook endpoint or delivery with that id in the caller's tenant.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A per-tenant webhook limit (endpoints, queued deliveries).
+    #[error("too many webhooks: {0}")]
+    TooManyWebhooks(String),
     /// No valid credential. The text names what is wrong with the credential itself,
     /// never anything about other tenants.
     #[error("unauthenticated: {0}")]
@@ -229,6 +235,8 @@ impl AskError {
             Self::TooManyAgents(_) => ErrorReason::TooManyAgents,
             Self::TooManySessions(_) => ErrorReason::TooManySessions,
             Self::RateLimited(_) => ErrorReason::RateLimited,
+            Self::NotFound(_) => ErrorReason::NotFound,
+            Self::TooManyWebhooks(_) => ErrorReason::TooManyWebhooks,
             Self::Unauthenticated(_) => ErrorReason::Unauthenticated,
             Self::PermissionDenied(_) => ErrorReason::PermissionDenied,
             Self::ShuttingDown => ErrorReason::ShuttingDown,

@@ -7,7 +7,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{AgentRef, Question, QuestionAnswer, Resolution, Unattended};
+use askgate_proto::v1::{AgentRef, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended};
 
 /// Tenant of every request until authentication names one.
 pub const DEFAULT_TENANT: &str = "default";
@@ -56,6 +56,8 @@ pub struct NewAsk {
     /// How long the ask stays answerable after its call went away (Semantics 10): a
     /// shared backend uses it when the node holding the call dies.
     pub reattach_grace: Duration,
+    /// Reminders and escalation while pending (the ask's, or the server's default).
+    pub notify: Option<NotifyPolicy>,
 }
 
 /// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use askgate_proto::v1::{AskRequest, Question, intent};
+use askgate_proto::v1::{AskRequest, NotifyPolicy, Question, intent};
 
 use super::{AskError, Limits, Violation, echo};
 
@@ -108,6 +108,28 @@ fn too_long(field: &str, value: &str, max_bytes: usize) -> Option<Violation> {
 
 /// Validates a whole `Ask` request. Every violation is reported at once, so a caller (or
 /// a model) can fix them in one go; the intent is checked once the rest is valid.
+/// Shortest interval of a reminder schedule (a non-zero `NotifyPolicy` field), so that
+/// one tenant's pending asks cannot flood the sessions' events and its webhooks.
+pub const MIN_NOTIFY_MS: u32 = 1000;
+
+/// An ask's reminder schedule: every non-zero interval at least [`MIN_NOTIFY_MS`].
+pub fn notify_violations(notify: &NotifyPolicy) -> Vec<Violation> {
+    [
+        ("notify.remind_after_ms", notify.remind_after_ms),
+        ("notify.remind_every_ms", notify.remind_every_ms),
+        ("notify.escalate_after_ms", notify.escalate_after_ms),
+    ]
+    .into_iter()
+    .filter(|(_, ms)| (1..MIN_NOTIFY_MS).contains(ms))
+    .map(|(field, _)| {
+        Violation::new(
+            field,
+            format!("must be 0 (none) or at least {MIN_NOTIFY_MS}"),
+        )
+    })
+    .collect()
+}
+
 pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     let mut violations = Vec::new();
     violations.extend(session_id_violation("session_id", &request.session_id));
@@ -158,6 +180,9 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
             "reattach_grace_ms",
             format!("must be at most {MAX_REATTACH_GRACE_MS} (one hour)"),
         ));
+    }
+    if let Some(notify) = &request.notify {
+        violations.extend(notify_violations(notify));
     }
     if request.labels.len() > limits.max_labels {
         violations.push(Violation::new(

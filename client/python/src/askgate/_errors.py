@@ -40,6 +40,8 @@ class Reason(str, enum.Enum):
     INTERNAL = "INTERNAL"
     TOO_MANY_AGENTS = "TOO_MANY_AGENTS"
     TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
+    NOT_FOUND = "NOT_FOUND"
+    TOO_MANY_WEBHOOKS = "TOO_MANY_WEBHOOKS"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

@@ -108,6 +108,7 @@ fn ask(session: &str) -> NewAsk {
         request_id: String::new(),
         if_unattended: Unattended::Hold,
         reattach_grace: Duration::ZERO,
+        notify: None,
     }
 }
 

@@ -17,7 +17,7 @@ use std::{
     hash::{BuildHasher, RandomState},
     pin::Pin,
     sync::{
-        Arc, Weak,
+        Arc, OnceLock, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll},
@@ -39,7 +39,8 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Attached, Backend, EventStream, Holder, Registered, Scope, Settings, Stats, SubscribeOptions,
+    Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings, Stats,
+    SubscribeOptions, Tap,
     events::{self, Message, message},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
@@ -73,6 +74,8 @@ struct Inner {
     next_epoch: AtomicU64,
     /// Orders pending asks across sessions for `all_sessions` replay.
     next_order: AtomicU64,
+    /// Where committed events are reported, once set.
+    tap: OnceLock<Tap>,
 }
 
 struct TenantState {
@@ -118,6 +121,7 @@ impl MemoryBackend {
             closed: AtomicBool::new(false),
             next_epoch: AtomicU64::new(epoch_base),
             next_order: AtomicU64::new(0),
+            tap: OnceLock::new(),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
@@ -361,6 +365,32 @@ impl Backend for MemoryBackend {
             .map(|t| t.events_tx.receiver_count())
             .sum::<usize>();
         stats
+    }
+
+    async fn notify(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        notice: Event,
+    ) -> Result<Option<Noticed>, AskError> {
+        let mut shard = self.inner.shard(key);
+        let Some(session) = shard.sessions.get_mut(key) else {
+            return Ok(None);
+        };
+        let requested = session
+            .by_rpc_id
+            .get(rpc_id)
+            .and_then(|seq| session.pending.get(seq))
+            .and_then(|ask| ask.requested())
+            .cloned();
+        Ok(requested.map(|requested| Noticed {
+            message: session.push(self.inner.config.history_len, notice),
+            requested,
+        }))
+    }
+
+    fn set_tap(&self, tap: Tap) {
+        let _ = self.inner.tap.set(tap);
     }
 
     async fn dispose_all(&self) {

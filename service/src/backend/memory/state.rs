@@ -146,7 +146,14 @@ impl Inner {
         if let Some(tenant) = self.tenants.lock().get_mut(&key.tenant) {
             tenant.pending = tenant.pending.saturating_sub(1);
         }
-        session.push(self.config.history_len, Event::Resolved(resolved));
+        let message = session.push(self.config.history_len, Event::Resolved(resolved));
+        if let Some(tap) = self.tap.get() {
+            tap.report(Committed {
+                tenant: key.tenant.clone(),
+                message,
+                asked: Some(ask.requested.clone()),
+            });
+        }
         if let Some(agent) = &ask.agent
             && let Some(lease) = self
                 .agents
@@ -281,6 +288,13 @@ impl Inner {
         let rpc_id = Uuid::now_v7().to_string();
         let requested = events::requested(&rpc_id, &mut ask);
         let message = session.push(self.config.history_len, Event::Requested(requested));
+        if let Some(tap) = self.tap.get() {
+            tap.report(Committed {
+                tenant: key.tenant.clone(),
+                message: message.clone(),
+                asked: None,
+            });
+        }
         let (outcome_tx, outcome) = oneshot::channel();
         session
             .by_rpc_id

@@ -187,6 +187,64 @@ impl TenantKeys {
     }
 }
 
+/// The keys of webhooks and reminders. They share one hash tag, `{hooks}`, so that the
+/// scripts that hand out due deliveries and timers run on one slot; the tenant parts
+/// are escaped like a tenant's own keys.
+pub struct HookKeys;
+
+impl HookKeys {
+    const TAG: &'static str = "ag:{hooks}";
+
+    /// A tenant's endpoints: id → endpoint JSON.
+    pub fn endpoints(tenant: &str) -> String {
+        format!(
+            "{}:endpoints:{}",
+            Self::TAG,
+            escape(tenant, TENANT_RESERVED)
+        )
+    }
+
+    /// Every delivery: id → delivery JSON.
+    pub fn deliveries() -> String {
+        format!("{}:deliveries", Self::TAG)
+    }
+
+    /// Attempts handed out per delivery: id → count (the lease check of an outcome).
+    pub fn attempts() -> String {
+        format!("{}:attempts", Self::TAG)
+    }
+
+    /// Pending deliveries, scored by when they are due (or their lease ends).
+    pub fn due() -> String {
+        format!("{}:due", Self::TAG)
+    }
+
+    /// Pending deliveries per tenant: tenant → count, for the queue cap.
+    pub fn queued() -> String {
+        format!("{}:queued", Self::TAG)
+    }
+
+    /// A tenant's deliveries scored by creation, for listing.
+    pub fn log(tenant: &str) -> String {
+        format!("{}:log:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
+    }
+
+    /// A tenant's finished deliveries scored by when they finished, for trimming.
+    pub fn finished(tenant: &str) -> String {
+        format!("{}:finished:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
+    }
+
+    /// Reminder timers: id → timer JSON.
+    pub fn timers() -> String {
+        format!("{}:timers", Self::TAG)
+    }
+
+    /// Timers scored by when they are due (or their lease ends).
+    pub fn timers_due() -> String {
+        format!("{}:timers-due", Self::TAG)
+    }
+}
+
 /// Asks whose waiting calls are gone (their node died or drained, or a caller left with
 /// a reattach grace), scored by when their grace is over: then, unless a live node
 /// waits on the ask again, a sweep resolves it ABORTED.

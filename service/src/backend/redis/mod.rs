@@ -17,3 +17,4 @@ mod store;
 
 pub use connection::{RedisTarget, redacted_url};
 pub use engine::{RedisBackend, RedisBackendConfig};
+pub use store::RedisHookStore;

@@ -76,7 +76,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
                     Event::Requested { requested, .. } => requested.requested_at,
                     Event::Resolved { resolved, .. } => resolved.resolved_at,
                     Event::Reset => bail!("a subscriber fell behind and was reset"),
-                    Event::Synced { .. } => continue,
+                    _ => continue,
                 };
                 let sent = stamped
                     .and_then(|t| SystemTime::try_from(t).ok())

@@ -108,17 +108,31 @@ impl Queue {
                     queued.confirmed = false;
                 }
             }
-            Event::Synced { .. } => {
-                if std::mem::take(&mut self.resyncing) {
-                    let before = self.batches.len();
-                    self.batches.retain(|q| q.confirmed);
-                    if self.batches.len() < before {
-                        self.notice =
-                            Some("resolved elsewhere while the connection was down".to_owned());
-                    }
+            Event::Reminder { reminder, .. } if self.holds(&reminder.rpc_id) => {
+                self.notice = Some(format!(
+                    "reminder {}: a batch is still waiting",
+                    reminder.count
+                ));
+            }
+            Event::Escalated { escalated, .. } if self.holds(&escalated.rpc_id) => {
+                self.notice = Some("escalated: a batch waited past its escalation time".into());
+            }
+            Event::Synced { .. } if std::mem::take(&mut self.resyncing) => {
+                let before = self.batches.len();
+                self.batches.retain(|q| q.confirmed);
+                if self.batches.len() < before {
+                    self.notice =
+                        Some("resolved elsewhere while the connection was down".to_owned());
                 }
             }
+            _ => {}
         }
+    }
+
+    fn holds(&self, rpc_id: &str) -> bool {
+        self.batches
+            .iter()
+            .any(|q| q.overlay.batch.rpc_id == rpc_id)
     }
 
     /// A batch resolved (here or elsewhere) leaves the queue; a notice says how.

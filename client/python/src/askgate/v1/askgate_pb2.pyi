@@ -49,6 +49,15 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INTERNAL: _ClassVar[ErrorReason]
     TOO_MANY_AGENTS: _ClassVar[ErrorReason]
     TOO_MANY_SESSIONS: _ClassVar[ErrorReason]
+    NOT_FOUND: _ClassVar[ErrorReason]
+    TOO_MANY_WEBHOOKS: _ClassVar[ErrorReason]
+
+class DeliveryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELIVERY_STATUS_UNSPECIFIED: _ClassVar[DeliveryStatus]
+    PENDING: _ClassVar[DeliveryStatus]
+    DELIVERED: _ClassVar[DeliveryStatus]
+    FAILED: _ClassVar[DeliveryStatus]
 FAIL: Unattended
 HOLD: Unattended
 RESOLUTION_UNSPECIFIED: Resolution
@@ -80,6 +89,12 @@ PERMISSION_DENIED: ErrorReason
 INTERNAL: ErrorReason
 TOO_MANY_AGENTS: ErrorReason
 TOO_MANY_SESSIONS: ErrorReason
+NOT_FOUND: ErrorReason
+TOO_MANY_WEBHOOKS: ErrorReason
+DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
+PENDING: DeliveryStatus
+DELIVERED: DeliveryStatus
+FAILED: DeliveryStatus
 
 class Question(_message.Message):
     __slots__ = ("id", "question", "header", "detail", "options", "multi_select", "intent")
@@ -138,7 +153,7 @@ class QuestionAnswer(_message.Message):
     def __init__(self, id: _Optional[str] = ..., selected: _Optional[_Iterable[str]] = ..., custom: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels")
+    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +168,7 @@ class AskRequest(_message.Message):
     IF_UNATTENDED_FIELD_NUMBER: _ClassVar[int]
     REATTACH_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
     agent: AgentRef
@@ -160,7 +176,20 @@ class AskRequest(_message.Message):
     if_unattended: Unattended
     reattach_grace_ms: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    notify: NotifyPolicy
+    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ...) -> None: ...
+
+class NotifyPolicy(_message.Message):
+    __slots__ = ("remind_after_ms", "remind_every_ms", "max_reminders", "escalate_after_ms")
+    REMIND_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    REMIND_EVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REMINDERS_FIELD_NUMBER: _ClassVar[int]
+    ESCALATE_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    remind_after_ms: int
+    remind_every_ms: int
+    max_reminders: int
+    escalate_after_ms: int
+    def __init__(self, remind_after_ms: _Optional[int] = ..., remind_every_ms: _Optional[int] = ..., max_reminders: _Optional[int] = ..., escalate_after_ms: _Optional[int] = ...) -> None: ...
 
 class AskResponse(_message.Message):
     __slots__ = ("rpc_id", "answers", "resolved_by")
@@ -185,21 +214,25 @@ class SubscribeRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., all_sessions: _Optional[bool] = ..., after: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("cursor", "requested", "resolved", "synced", "reset")
+    __slots__ = ("cursor", "requested", "resolved", "synced", "reset", "reminder", "escalated")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_FIELD_NUMBER: _ClassVar[int]
     SYNCED_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
+    REMINDER_FIELD_NUMBER: _ClassVar[int]
+    ESCALATED_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     requested: Requested
     resolved: Resolved
     synced: Synced
     reset: Reset
-    def __init__(self, cursor: _Optional[str] = ..., requested: _Optional[_Union[Requested, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ..., reset: _Optional[_Union[Reset, _Mapping]] = ...) -> None: ...
+    reminder: Reminder
+    escalated: Escalated
+    def __init__(self, cursor: _Optional[str] = ..., requested: _Optional[_Union[Requested, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ..., reset: _Optional[_Union[Reset, _Mapping]] = ..., reminder: _Optional[_Union[Reminder, _Mapping]] = ..., escalated: _Optional[_Union[Escalated, _Mapping]] = ...) -> None: ...
 
 class Requested(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at")
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +247,7 @@ class Requested(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
@@ -221,7 +255,30 @@ class Requested(_message.Message):
     labels: _containers.ScalarMap[str, str]
     requested_at: _timestamp_pb2.Timestamp
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    notify: NotifyPolicy
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ...) -> None: ...
+
+class Reminder(_message.Message):
+    __slots__ = ("rpc_id", "session_id", "count", "sent_at")
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    session_id: str
+    count: int
+    sent_at: _timestamp_pb2.Timestamp
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., count: _Optional[int] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Escalated(_message.Message):
+    __slots__ = ("rpc_id", "session_id", "sent_at")
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    session_id: str
+    sent_at: _timestamp_pb2.Timestamp
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason")
@@ -328,3 +385,119 @@ class Lease(_message.Message):
 class Heartbeat(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CreateEndpointRequest(_message.Message):
+    __slots__ = ("url", "events", "description", "labels", "provides")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    URL_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    events: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    labels: _containers.ScalarMap[str, str]
+    provides: bool
+    def __init__(self, url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., provides: _Optional[bool] = ...) -> None: ...
+
+class Endpoint(_message.Message):
+    __slots__ = ("id", "url", "events", "description", "labels", "secret", "provides", "created_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    url: str
+    events: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    labels: _containers.ScalarMap[str, str]
+    secret: str
+    provides: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., url: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., secret: _Optional[str] = ..., provides: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListEndpointsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListEndpointsResponse(_message.Message):
+    __slots__ = ("endpoints",)
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
+
+class DeleteEndpointRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteEndpointResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Delivery(_message.Message):
+    __slots__ = ("id", "endpoint_id", "event_type", "rpc_id", "status", "attempts", "last_error", "next_attempt_at", "session_id", "created_at", "last_attempt_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ATTEMPT_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    endpoint_id: str
+    event_type: str
+    rpc_id: str
+    status: DeliveryStatus
+    attempts: int
+    last_error: str
+    next_attempt_at: _timestamp_pb2.Timestamp
+    session_id: str
+    created_at: _timestamp_pb2.Timestamp
+    last_attempt_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., endpoint_id: _Optional[str] = ..., event_type: _Optional[str] = ..., rpc_id: _Optional[str] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., next_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_attempt_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListDeliveriesRequest(_message.Message):
+    __slots__ = ("endpoint_id", "status", "limit")
+    ENDPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    endpoint_id: str
+    status: DeliveryStatus
+    limit: int
+    def __init__(self, endpoint_id: _Optional[str] = ..., status: _Optional[_Union[DeliveryStatus, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListDeliveriesResponse(_message.Message):
+    __slots__ = ("deliveries",)
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
+    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ...) -> None: ...
+
+class RedeliverRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...

@@ -396,3 +396,258 @@ class Agents:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class WebhooksStub:
+    """Signed HTTP callbacks for humans (and bridges) that hold no Subscribe stream. Needs
+    the admin role; every call sees only the caller's tenant.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateEndpoint = channel.unary_unary(
+                '/askgate.v1.Webhooks/CreateEndpoint',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.CreateEndpointRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.Endpoint.FromString,
+                _registered_method=True)
+        self.ListEndpoints = channel.unary_unary(
+                '/askgate.v1.Webhooks/ListEndpoints',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListEndpointsRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListEndpointsResponse.FromString,
+                _registered_method=True)
+        self.DeleteEndpoint = channel.unary_unary(
+                '/askgate.v1.Webhooks/DeleteEndpoint',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DeleteEndpointRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DeleteEndpointResponse.FromString,
+                _registered_method=True)
+        self.ListDeliveries = channel.unary_unary(
+                '/askgate.v1.Webhooks/ListDeliveries',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListDeliveriesRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListDeliveriesResponse.FromString,
+                _registered_method=True)
+        self.Redeliver = channel.unary_unary(
+                '/askgate.v1.Webhooks/Redeliver',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.RedeliverRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.Delivery.FromString,
+                _registered_method=True)
+
+
+class WebhooksServicer:
+    """Signed HTTP callbacks for humans (and bridges) that hold no Subscribe stream. Needs
+    the admin role; every call sees only the caller's tenant.
+    """
+
+    def CreateEndpoint(self, request, context):
+        """Registers an endpoint; the response carries its signing secret, the only time
+        the secret is shown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEndpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteEndpoint(self, request, context):
+        """Removes an endpoint and forgets its deliveries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDeliveries(self, request, context):
+        """Deliveries, newest first, optionally of one endpoint and one status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Redeliver(self, request, context):
+        """Sends a delivery again (same webhook-id), with a fresh retry period.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_WebhooksServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateEndpoint,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.CreateEndpointRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.Endpoint.SerializeToString,
+            ),
+            'ListEndpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEndpoints,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListEndpointsRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListEndpointsResponse.SerializeToString,
+            ),
+            'DeleteEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteEndpoint,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DeleteEndpointRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DeleteEndpointResponse.SerializeToString,
+            ),
+            'ListDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeliveries,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListDeliveriesRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListDeliveriesResponse.SerializeToString,
+            ),
+            'Redeliver': grpc.unary_unary_rpc_method_handler(
+                    servicer.Redeliver,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.RedeliverRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.Delivery.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Webhooks', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Webhooks', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Webhooks:
+    """Signed HTTP callbacks for humans (and bridges) that hold no Subscribe stream. Needs
+    the admin role; every call sees only the caller's tenant.
+    """
+
+    @staticmethod
+    def CreateEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Webhooks/CreateEndpoint',
+            askgate_dot_v1_dot_askgate__pb2.CreateEndpointRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.Endpoint.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEndpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Webhooks/ListEndpoints',
+            askgate_dot_v1_dot_askgate__pb2.ListEndpointsRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListEndpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Webhooks/DeleteEndpoint',
+            askgate_dot_v1_dot_askgate__pb2.DeleteEndpointRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DeleteEndpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Webhooks/ListDeliveries',
+            askgate_dot_v1_dot_askgate__pb2.ListDeliveriesRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListDeliveriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Redeliver(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Webhooks/Redeliver',
+            askgate_dot_v1_dot_askgate__pb2.RedeliverRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.Delivery.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -60,10 +60,7 @@ pub(super) enum TenantStep {
 }
 
 pub(super) fn session_of(event: &StoredEvent) -> &str {
-    match event {
-        StoredEvent::Requested(r) => &r.session_id,
-        StoredEvent::Resolved(r) => &r.session_id,
-    }
+    event.session_id()
 }
 
 /// How far before an `all_sessions` subscription's snapshot the events of a session it
@@ -89,7 +86,8 @@ pub(super) fn since_subscribed(
             StoredEvent::Requested(r) if at(&r.requested_at) < since => {
                 earlier.insert(r.rpc_id.clone());
             }
-            StoredEvent::Resolved(r) if earlier.contains(&r.rpc_id) => {}
+            StoredEvent::Resolved(_) | StoredEvent::Notice(_)
+                if earlier.contains(event.rpc_id()) => {}
             _ => batch.push((seq, event)),
         }
     }
@@ -167,7 +165,7 @@ impl Follower {
         let last = events.last().map_or(last, |(seq, _)| *seq);
         let replay = events
             .into_iter()
-            .map(|(seq, event)| message(cursor(epoch, seq), stored_to_event(&event)))
+            .map(|(seq, event)| message(cursor(epoch, seq), event.to_event()))
             .collect();
         self.send_all(replay).await;
         Ok(Some(last))
@@ -197,7 +195,7 @@ impl Follower {
                 let last = events.last().map_or(last, |(seq, _)| *seq);
                 let missed = events
                     .into_iter()
-                    .map(|(seq, event)| message(cursor(&epoch, seq), stored_to_event(&event)));
+                    .map(|(seq, event)| message(cursor(&epoch, seq), event.to_event()));
                 let replay = events::resumed_replay(missed, cursor(&epoch, last));
                 if !self.send_all(replay).await {
                     return Ok(());
@@ -237,10 +235,9 @@ impl Follower {
                     } else if event.seq <= last {
                         false
                     } else if event.seq == last + 1 {
-                        match self.forward(message(
-                            cursor(&epoch, event.seq),
-                            stored_to_event(&event.event),
-                        )) {
+                        match self
+                            .forward(message(cursor(&epoch, event.seq), event.event.to_event()))
+                        {
                             Forwarded::Sent => {
                                 last = event.seq;
                                 false
@@ -330,7 +327,7 @@ impl Follower {
                 seen.insert(session_id.to_owned(), (epoch.to_owned(), seq));
             }
         }
-        self.forward(message(cursor(epoch, seq), stored_to_event(stored)))
+        self.forward(message(cursor(epoch, seq), stored.to_event()))
     }
 
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest

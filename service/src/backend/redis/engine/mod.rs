@@ -21,6 +21,7 @@ use std::{
 use askgate_proto::v1::{Question, Requested, Resolved, Unattended, subscribe_response::Event};
 use async_trait::async_trait;
 use parking_lot::Mutex;
+use prost::Message as _;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
@@ -30,12 +31,13 @@ use super::{
     fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
     keys::{parse_wait_member, wait_member},
     store::{
-        RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent, TenantKeys,
-        now_ms,
+        RedisHookStore, RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent,
+        TenantKeys, now_ms,
     },
 };
 use crate::backend::{
-    Attached, Backend, EventStream, Holder, Registered, Scope, Settings, Stats, SubscribeOptions,
+    Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings, Stats,
+    SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
@@ -89,13 +91,8 @@ struct Node {
     closed: AtomicBool,
     /// Set at shutdown: subscriptions deliver what was written, then end.
     closing: tokio::sync::watch::Sender<bool>,
-}
-
-fn stored_to_event(event: &StoredEvent) -> Event {
-    match event {
-        StoredEvent::Requested(r) => Event::Requested(r.clone()),
-        StoredEvent::Resolved(r) => Event::Resolved(r.clone()),
-    }
+    /// Where the events this node commits are reported, once set.
+    tap: std::sync::OnceLock<Tap>,
 }
 
 impl RedisBackend {
@@ -125,9 +122,15 @@ impl RedisBackend {
             held_sessions: Mutex::default(),
             closed: AtomicBool::new(false),
             closing: tokio::sync::watch::channel(false).0,
+            tap: std::sync::OnceLock::new(),
         });
         tokio::spawn(refresh_until_dropped(Arc::downgrade(&node)));
         Ok(Self { node })
+    }
+
+    /// The webhook store on this backend's Redis, seen by every node.
+    pub fn hook_store(&self, limits: crate::webhooks::store::StoreLimits) -> RedisHookStore {
+        self.node.store.hooks(limits)
     }
 }
 
@@ -189,7 +192,16 @@ impl RedisBackend {
             node.unlist(&key, &rpc_id);
         }
         let (rpc_id, outcome) = match registered {
-            Ok(Registration::New { .. }) => (rpc_id, outcome),
+            Ok(Registration::New { seq, epoch }) => {
+                if let Some(tap) = node.tap.get() {
+                    tap.report(Committed {
+                        tenant: key.tenant.clone(),
+                        message: message(cursor(&epoch, seq), Event::Requested(requested)),
+                        asked: None,
+                    });
+                }
+                (rpc_id, outcome)
+            }
             Ok(Registration::Joined { rpc_id: joined }) => {
                 node.waiters.lock().remove(&key, &rpc_id);
                 let outcome = node.add_waiter(&key, &joined, &spec);
@@ -528,6 +540,27 @@ impl Backend for RedisBackend {
             pending: node.waiters.lock().len(),
             subscribers: node.attended.lock().values().sum(),
         }
+    }
+
+    async fn notify(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        notice: Event,
+    ) -> Result<Option<Noticed>, AskError> {
+        let Some(sent) = self.node.store.notice(key, rpc_id, &notice).await? else {
+            return Ok(None);
+        };
+        let requested = Requested::decode(sent.asked.as_slice())
+            .map_err(|e| AskError::Internal(format!("corrupt ask in redis: {e}")))?;
+        Ok(Some(Noticed {
+            message: message(cursor(&sent.epoch, sent.seq), notice),
+            requested,
+        }))
+    }
+
+    fn set_tap(&self, tap: Tap) {
+        let _ = self.node.tap.set(tap);
     }
 
     async fn dispose_all(&self) {

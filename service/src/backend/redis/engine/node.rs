@@ -192,8 +192,20 @@ impl Node {
         // The script also deletes the ask's wait mark. Should the ask be on the sweep
         // list (its first node died), it stays there until due, when the sweep finds
         // it resolved: nothing is added to every claim for that rare case.
-        self.store.claim(key, &resolved).await?;
+        let claimed = self.store.claim(key, &resolved).await?;
         self.deliver(key, &resolved);
+        if let Some(tap) = self.tap.get() {
+            let asked = askgate_proto::v1::Requested::decode(claimed.asked.as_slice())
+                .map(|r| message(cursor(&claimed.epoch, claimed.seq), Event::Requested(r)));
+            tap.report(Committed {
+                tenant: key.tenant.clone(),
+                message: message(
+                    cursor(&claimed.epoch, claimed.seq),
+                    Event::Resolved(resolved),
+                ),
+                asked: asked.ok(),
+            });
+        }
         Ok(())
     }
 

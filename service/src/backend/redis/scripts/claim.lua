@@ -5,7 +5,8 @@
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark shares the session's hash tag, so it lives in this slot.
 local tenant = KEYS[8] ~= nil
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local asked = redis.call('HGET', KEYS[1], ARGV[1])
+if not asked then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
@@ -47,4 +48,4 @@ if tenant then
   redis.call('PUBLISH', ARGV[8], message)
 end
 local now = redis.call('TIME')
-return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2])}
+return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2]), asked}

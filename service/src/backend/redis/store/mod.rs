@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use askgate_proto::v1::{Requested, Resolved};
+use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use prost::Message as _;
 use redis::{AsyncCommands, Script};
 
@@ -37,11 +37,13 @@ pub use super::{
 use crate::backend::{Holder, Settings};
 use crate::domain::{AskError, SessionKey, Settled};
 
+mod hooks;
 mod model;
 mod nodes;
 mod scripts;
 
-pub use model::{Registration, Snapshot, StoredEvent, parse_event};
+pub use hooks::RedisHookStore;
+pub use model::{Claimed, Registration, Snapshot, StoredEvent, encode_notice, parse_event};
 use model::{live_message, parse_seq};
 pub use nodes::Renewal;
 use scripts::*;
@@ -115,6 +117,11 @@ impl RedisStore {
             admit_session: Script::new(ADMIT_SESSION),
             admit_ask: Script::new(ADMIT_ASK),
         })
+    }
+
+    /// The webhook store on this store's connection.
+    pub fn hooks(&self, limits: crate::webhooks::store::StoreLimits) -> RedisHookStore {
+        RedisHookStore::new(self.conn.clone(), limits)
     }
 
     /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),
@@ -347,10 +354,65 @@ impl RedisStore {
         }
     }
 
+    /// Appends a notice about a pending ask to its session's history and publishes
+    /// it: where it went and the ask's encoded `Requested`, or `None` when the ask is
+    /// no longer pending.
+    pub async fn notice(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        notice: &Event,
+    ) -> Result<Option<Claimed>, AskError> {
+        let keys = SessionKeys::new(key);
+        let tenant = TenantKeys::new(&key.tenant);
+        let cluster = self.conn.is_cluster();
+        let bytes = encode_notice(notice);
+        let reply: Vec<redis::Value> = NOTICE
+            .key(keys.asks())
+            .key(keys.events())
+            .key(keys.head())
+            .key(keys.epoch())
+            .arg(rpc_id)
+            .arg(&bytes)
+            .arg(self.config.history_len.max(1))
+            .arg(keys.channel())
+            .arg(self.conn.publish_command())
+            .arg(if cluster {
+                String::new()
+            } else {
+                tenant.channel()
+            })
+            .arg(self.idle_ttl_secs())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if reply_field::<String>(&reply, 0)? != "sent" {
+            return Ok(None);
+        }
+        let seq = parse_seq(&reply_field::<String>(&reply, 1)?)?;
+        let epoch: String = reply_field(&reply, 2)?;
+        if cluster {
+            let message = live_message(&epoch, seq, b'N', &bytes);
+            let published = redis::cmd("SPUBLISH")
+                .arg(tenant.channel())
+                .arg(message)
+                .query_async::<()>(&mut self.conn.clone())
+                .await;
+            if let Err(e) = published {
+                tracing::warn!(tenant = %key.tenant, "publishing a notice to the tenant failed: {e}");
+            }
+        }
+        Ok(Some(Claimed {
+            seq,
+            epoch,
+            asked: reply_field(&reply, 3)?,
+        }))
+    }
+
     /// First wins: removes the pending ask, records how it ended and publishes its
     /// `resolved` event, atomically. A later claim gets NOT_PENDING with the first's
     /// resolution while it is remembered.
-    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<u64, AskError> {
+    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<Claimed, AskError> {
         let keys = SessionKeys::new(key);
         let settled = format!(
             "{} {}",
@@ -396,13 +458,18 @@ impl RedisStore {
         match text(0)?.as_str() {
             "claimed" => {
                 let seq = parse_seq(&text(1)?)?;
+                let epoch = text(2)?;
                 if cluster {
-                    let message = live_message(&text(2)?, seq, b'R', &bytes);
+                    let message = live_message(&epoch, seq, b'R', &bytes);
                     let emptied = text(3)? == "0";
                     self.tenant_part(&self.tenant_claimed, key, text(4)?, message, emptied)
                         .await;
                 }
-                Ok(seq)
+                Ok(Claimed {
+                    seq,
+                    epoch,
+                    asked: reply_field(&reply, 5)?,
+                })
             }
             "gone" => Err(AskError::NotPending {
                 settled: parse_settled(&text(1)?),

@@ -1,6 +1,7 @@
 //! What the store hands back, and the encodings of the events it keeps and publishes.
 
-use askgate_proto::v1::{Requested, Resolved};
+use askgate_proto::v1::{Requested, Resolved, SubscribeResponse, subscribe_response::Event};
+use prost::Message as _;
 
 use super::decode;
 use crate::domain::AskError;
@@ -32,6 +33,50 @@ pub struct Snapshot {
 pub enum StoredEvent {
     Requested(Requested),
     Resolved(Resolved),
+    /// A reminder or an escalation (stored as an encoded `SubscribeResponse`).
+    Notice(Event),
+}
+
+impl StoredEvent {
+    /// The session the event belongs to.
+    pub fn session_id(&self) -> &str {
+        match self {
+            Self::Requested(r) => &r.session_id,
+            Self::Resolved(r) => &r.session_id,
+            Self::Notice(Event::Reminder(r)) => &r.session_id,
+            Self::Notice(Event::Escalated(e)) => &e.session_id,
+            Self::Notice(_) => "",
+        }
+    }
+
+    /// The ask the event is about.
+    pub fn rpc_id(&self) -> &str {
+        match self {
+            Self::Requested(r) => &r.rpc_id,
+            Self::Resolved(r) => &r.rpc_id,
+            Self::Notice(Event::Reminder(r)) => &r.rpc_id,
+            Self::Notice(Event::Escalated(e)) => &e.rpc_id,
+            Self::Notice(_) => "",
+        }
+    }
+
+    /// The event as subscribers get it.
+    pub fn to_event(&self) -> Event {
+        match self {
+            Self::Requested(r) => Event::Requested(r.clone()),
+            Self::Resolved(r) => Event::Resolved(r.clone()),
+            Self::Notice(event) => event.clone(),
+        }
+    }
+}
+
+/// How a notice is written to the history: `N` + an encoded `SubscribeResponse`.
+pub fn encode_notice(event: &Event) -> Vec<u8> {
+    SubscribeResponse {
+        cursor: String::new(),
+        event: Some(event.clone()),
+    }
+    .encode_to_vec()
 }
 
 pub(super) fn parse_seq(text: &str) -> Result<u64, AskError> {
@@ -47,11 +92,24 @@ pub(super) fn live_message(epoch: &str, seq: u64, kind: u8, event: &[u8]) -> Vec
     message
 }
 
+/// A won claim: where its `resolved` event went in the session's history, and the
+/// ask it removed (its encoded `Requested`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub seq: u64,
+    pub epoch: String,
+    pub asked: Vec<u8>,
+}
+
 /// Decodes a history entry (or the payload of a pub/sub message after its prefix).
 pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, AskError> {
     match entry.split_first() {
         Some((b'Q', payload)) => Ok(StoredEvent::Requested(decode(payload)?)),
         Some((b'R', payload)) => Ok(StoredEvent::Resolved(decode(payload)?)),
+        Some((b'N', payload)) => decode::<SubscribeResponse>(payload)?
+            .event
+            .map(StoredEvent::Notice)
+            .ok_or_else(|| AskError::Internal("empty notice in redis".into())),
         _ => Err(AskError::Internal("corrupt history entry in redis".into())),
     }
 }

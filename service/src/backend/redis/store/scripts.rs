@@ -47,3 +47,7 @@ pub(super) static READ_HISTORY: std::sync::LazyLock<Script> =
 /// or finds them all taken.
 pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/take_slot.lua")));
+
+/// A notice (reminder, escalation) about a pending ask: append it, publish it.
+pub(super) static NOTICE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));

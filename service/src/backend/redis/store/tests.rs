@@ -66,7 +66,13 @@ async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() 
         .claim(&key(), &resolved("r1", Resolution::Answered, "ana"))
         .await
         .expect("first claim wins");
-    assert_eq!(claimed, 2);
+    assert_eq!(claimed.seq, 2);
+    assert_eq!(
+        Requested::decode(claimed.asked.as_slice())
+            .expect("the ask")
+            .rpc_id,
+        "r1"
+    );
     let late = store
         .claim(&key(), &resolved("r1", Resolution::Cancelled, "bo"))
         .await;

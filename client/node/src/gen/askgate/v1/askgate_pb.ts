@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file askgate/v1/askgate.proto.
  */
 export const file_askgate_v1_askgate: GenFile = /*@__PURE__*/
-  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSKvAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfCgtBc2tSZXNwb25zZRIOCgZycGNfaWQYASABKAkSKwoHYW5zd2VycxgCIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXISEwoLcmVzb2x2ZWRfYnkYAyABKAkiXgoQU3Vic2NyaWJlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGFsbF9zZXNzaW9ucxgCIAEoCBINCgVhZnRlchgDIAEoCRIRCglleGNsdXNpdmUYBCABKAgizAEKEVN1YnNjcmliZVJlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRIqCglyZXF1ZXN0ZWQYAiABKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZEgAEigKCHJlc29sdmVkGAMgASgLMhQuYXNrZ2F0ZS52MS5SZXNvbHZlZEgAEiQKBnN5bmNlZBgEIAEoCzISLmFza2dhdGUudjEuU3luY2VkSAASIgoFcmVzZXQYBSABKAsyES5hc2tnYXRlLnYxLlJlc2V0SABCBwoFZXZlbnQiwQIKCVJlcXVlc3RlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRInCglxdWVzdGlvbnMYAyADKAsyFC5hc2tnYXRlLnYxLlF1ZXN0aW9uEiMKBWFnZW50GAQgASgLMhQuYXNrZ2F0ZS52MS5BZ2VudFJlZhIxCgZsYWJlbHMYBSADKAsyIS5hc2tnYXRlLnYxLlJlcXVlc3RlZC5MYWJlbHNFbnRyeRIwCgxyZXF1ZXN0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi4AEKCFJlc29sdmVkEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiYKBnJlYXNvbhgDIAEoDjIWLmFza2dhdGUudjEuUmVzb2x1dGlvbhIrCgdhbnN3ZXJzGAQgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgFIAEoCRIvCgtyZXNvbHZlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY2FuY2VsX3JlYXNvbhgHIAEoCSIZCgZTeW5jZWQSDwoHcmVzdW1lZBgBIAEoCCIHCgVSZXNldCJgCg1BbnN3ZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnBjX2lkGAIgASgJEisKB2Fuc3dlcnMYAyADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyIhAKDkFuc3dlclJlc3BvbnNlIkMKDUNhbmNlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIhAKDkNhbmNlbFJlc3BvbnNlIjYKDEFib3J0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiDwoNQWJvcnRSZXNwb25zZSIoChJMaXN0UGVuZGluZ1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI9ChNMaXN0UGVuZGluZ1Jlc3BvbnNlEiYKB3BlbmRpbmcYASADKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZCI6Cg1BdHRhY2hSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhcKD3BhcmVudF9hZ2VudF9pZBgCIAEoCSJnCg5BdHRhY2hSZXNwb25zZRIiCgVsZWFzZRgBIAEoCzIRLmFza2dhdGUudjEuTGVhc2VIABIqCgloZWFydGJlYXQYAiABKAsyFS5hc2tnYXRlLnYxLkhlYXJ0YmVhdEgAQgUKA21zZyIcCgVMZWFzZRITCgtpbmNhcm5hdGlvbhgBIAEoCSILCglIZWFydGJlYXQqIAoKVW5hdHRlbmRlZBIICgRGQUlMEAASCAoESE9MRBABKm0KClJlc29sdXRpb24SGgoWUkVTT0xVVElPTl9VTlNQRUNJRklFRBAAEgwKCEFOU1dFUkVEEAESDQoJQ0FOQ0VMTEVEEAISCwoHQUJPUlRFRBADEgsKB0VYUElSRUQQBBIMCghESVNQT1NFRBAFKt8DCgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABITCg9FTVBUWV9RVUVTVElPTlMQARIPCgtCQURfUkVRVUVTVBACEg4KCkJBRF9JTlRFTlQQAxIOCgpCQURfQU5TV0VSEAQSDwoLTk9fUFJPVklERVIQBRIWChJEVVBMSUNBVEVfUFJPVklERVIQBhITCg9DQUxMRVJfTk9UX0xJVkUQBxIUChBERUxFR0FURURfQ0FMTEVSEAgSEQoNQVNLX0NBTkNFTExFRBAJEg8KC0FTS19BQk9SVEVEEAoSDwoLQVNLX0VYUElSRUQQCxIPCgtOT1RfUEVORElORxAMEhQKEFRPT19NQU5ZX1BFTkRJTkcQDRIYChRUT09fTUFOWV9TVUJTQ1JJQkVSUxAOEhAKDFJBVEVfTElNSVRFRBAPEhEKDVNIVVRUSU5HX0RPV04QEBIXChNCQUNLRU5EX1VOQVZBSUxBQkxFEBESEwoPVU5BVVRIRU5USUNBVEVEEBISFQoRUEVSTUlTU0lPTl9ERU5JRUQQExIMCghJTlRFUk5BTBAUEhMKD1RPT19NQU5ZX0FHRU5UUxAVEhUKEVRPT19NQU5ZX1NFU1NJT05TEBYyowMKDVVzZXJRdWVzdGlvbnMSNgoDQXNrEhYuYXNrZ2F0ZS52MS5Bc2tSZXF1ZXN0GhcuYXNrZ2F0ZS52MS5Bc2tSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hc2tnYXRlLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hc2tnYXRlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESPwoGQW5zd2VyEhkuYXNrZ2F0ZS52MS5BbnN3ZXJSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BbnN3ZXJSZXNwb25zZRI/CgZDYW5jZWwSGS5hc2tnYXRlLnYxLkNhbmNlbFJlcXVlc3QaGi5hc2tnYXRlLnYxLkNhbmNlbFJlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy5hc2tnYXRlLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USPAoFQWJvcnQSGC5hc2tnYXRlLnYxLkFib3J0UmVxdWVzdBoZLmFza2dhdGUudjEuQWJvcnRSZXNwb25zZTJLCgZBZ2VudHMSQQoGQXR0YWNoEhkuYXNrZ2F0ZS52MS5BdHRhY2hSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BdHRhY2hSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSLZAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkSKAoGbm90aWZ5GAggASgLMhguYXNrZ2F0ZS52MS5Ob3RpZnlQb2xpY3kaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCgxOb3RpZnlQb2xpY3kSFwoPcmVtaW5kX2FmdGVyX21zGAEgASgNEhcKD3JlbWluZF9ldmVyeV9tcxgCIAEoDRIVCg1tYXhfcmVtaW5kZXJzGAMgASgNEhkKEWVzY2FsYXRlX2FmdGVyX21zGAQgASgNIl8KC0Fza1Jlc3BvbnNlEg4KBnJwY19pZBgBIAEoCRIrCgdhbnN3ZXJzGAIgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgDIAEoCSJeChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMYWxsX3Nlc3Npb25zGAIgASgIEg0KBWFmdGVyGAMgASgJEhEKCWV4Y2x1c2l2ZRgEIAEoCCKiAgoRU3Vic2NyaWJlUmVzcG9uc2USDgoGY3Vyc29yGAEgASgJEioKCXJlcXVlc3RlZBgCIAEoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkSAASKAoIcmVzb2x2ZWQYAyABKAsyFC5hc2tnYXRlLnYxLlJlc29sdmVkSAASJAoGc3luY2VkGAQgASgLMhIuYXNrZ2F0ZS52MS5TeW5jZWRIABIiCgVyZXNldBgFIAEoCzIRLmFza2dhdGUudjEuUmVzZXRIABIoCghyZW1pbmRlchgGIAEoCzIULmFza2dhdGUudjEuUmVtaW5kZXJIABIqCgllc2NhbGF0ZWQYByABKAsyFS5hc2tnYXRlLnYxLkVzY2FsYXRlZEgAQgcKBWV2ZW50IusCCglSZXF1ZXN0ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJwoJcXVlc3Rpb25zGAMgAygLMhQuYXNrZ2F0ZS52MS5RdWVzdGlvbhIjCgVhZ2VudBgEIAEoCzIULmFza2dhdGUudjEuQWdlbnRSZWYSMQoGbGFiZWxzGAUgAygLMiEuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWQuTGFiZWxzRW50cnkSMAoMcmVxdWVzdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZub3RpZnkYCCABKAsyGC5hc2tnYXRlLnYxLk5vdGlmeVBvbGljeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImoKCFJlbWluZGVyEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWNvdW50GAMgASgNEisKB3NlbnRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlwKCUVzY2FsYXRlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIrCgdzZW50X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLgAQoIUmVzb2x2ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJgoGcmVhc29uGAMgASgOMhYuYXNrZ2F0ZS52MS5SZXNvbHV0aW9uEisKB2Fuc3dlcnMYBCADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyEhMKC3Jlc29sdmVkX2J5GAUgASgJEi8KC3Jlc29sdmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jYW5jZWxfcmVhc29uGAcgASgJIhkKBlN5bmNlZBIPCgdyZXN1bWVkGAEgASgIIgcKBVJlc2V0ImAKDUFuc3dlclJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSKwoHYW5zd2VycxgDIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXIiEAoOQW5zd2VyUmVzcG9uc2UiQwoNQ2FuY2VsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJwY19pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiEAoOQ2FuY2VsUmVzcG9uc2UiNgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSIPCg1BYm9ydFJlc3BvbnNlIigKEkxpc3RQZW5kaW5nUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj0KE0xpc3RQZW5kaW5nUmVzcG9uc2USJgoHcGVuZGluZxgBIAMoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkIjoKDUF0dGFjaFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSFwoPcGFyZW50X2FnZW50X2lkGAIgASgJImcKDkF0dGFjaFJlc3BvbnNlEiIKBWxlYXNlGAEgASgLMhEuYXNrZ2F0ZS52MS5MZWFzZUgAEioKCWhlYXJ0YmVhdBgCIAEoCzIVLmFza2dhdGUudjEuSGVhcnRiZWF0SABCBQoDbXNnIhwKBUxlYXNlEhMKC2luY2FybmF0aW9uGAEgASgJIgsKCUhlYXJ0YmVhdCLbAQoVQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0EgsKA3VybBgBIAEoCRIOCgZldmVudHMYAiADKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSPQoGbGFiZWxzGAQgAygLMi0uYXNrZ2F0ZS52MS5DcmVhdGVFbmRwb2ludFJlcXVlc3QuTGFiZWxzRW50cnkSFQoIcHJvdmlkZXMYBSABKAhIAIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCV9wcm92aWRlcyL7AQoIRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIwCgZsYWJlbHMYBSADKAsyIC5hc2tnYXRlLnYxLkVuZHBvaW50LkxhYmVsc0VudHJ5Eg4KBnNlY3JldBgGIAEoCRIQCghwcm92aWRlcxgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKFExpc3RFbmRwb2ludHNSZXF1ZXN0IkAKFUxpc3RFbmRwb2ludHNSZXNwb25zZRInCgllbmRwb2ludHMYASADKAsyFC5hc2tnYXRlLnYxLkVuZHBvaW50IiMKFURlbGV0ZUVuZHBvaW50UmVxdWVzdBIKCgJpZBgBIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIs8CCghEZWxpdmVyeRIKCgJpZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg4KBnJwY19pZBgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5hc2tnYXRlLnYxLkRlbGl2ZXJ5U3RhdHVzEhAKCGF0dGVtcHRzGAYgASgNEhIKCmxhc3RfZXJyb3IYByABKAkSMwoPbmV4dF9hdHRlbXB0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzZXNzaW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmFza2dhdGUudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKA0iQgoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIoCgpkZWxpdmVyaWVzGAEgAygLMhQuYXNrZ2F0ZS52MS5EZWxpdmVyeSIeChBSZWRlbGl2ZXJSZXF1ZXN0EgoKAmlkGAEgASgJKiAKClVuYXR0ZW5kZWQSCAoERkFJTBAAEggKBEhPTEQQASptCgpSZXNvbHV0aW9uEhoKFlJFU09MVVRJT05fVU5TUEVDSUZJRUQQABIMCghBTlNXRVJFRBABEg0KCUNBTkNFTExFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQSDAoIRElTUE9TRUQQBSqFBAoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASEwoPRU1QVFlfUVVFU1RJT05TEAESDwoLQkFEX1JFUVVFU1QQAhIOCgpCQURfSU5URU5UEAMSDgoKQkFEX0FOU1dFUhAEEg8KC05PX1BST1ZJREVSEAUSFgoSRFVQTElDQVRFX1BST1ZJREVSEAYSEwoPQ0FMTEVSX05PVF9MSVZFEAcSFAoQREVMRUdBVEVEX0NBTExFUhAIEhEKDUFTS19DQU5DRUxMRUQQCRIPCgtBU0tfQUJPUlRFRBAKEg8KC0FTS19FWFBJUkVEEAsSDwoLTk9UX1BFTkRJTkcQDBIUChBUT09fTUFOWV9QRU5ESU5HEA0SGAoUVE9PX01BTllfU1VCU0NSSUJFUlMQDhIQCgxSQVRFX0xJTUlURUQQDxIRCg1TSFVUVElOR19ET1dOEBASFwoTQkFDS0VORF9VTkFWQUlMQUJMRRAREhMKD1VOQVVUSEVOVElDQVRFRBASEhUKEVBFUk1JU1NJT05fREVOSUVEEBMSDAoISU5URVJOQUwQFBITCg9UT09fTUFOWV9BR0VOVFMQFRIVChFUT09fTUFOWV9TRVNTSU9OUxAWEg0KCU5PVF9GT1VORBAXEhUKEVRPT19NQU5ZX1dFQkhPT0tTEBgqWQoORGVsaXZlcnlTdGF0dXMSHwobREVMSVZFUllfU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg0KCURFTElWRVJFRBACEgoKBkZBSUxFRBADMqMDCg1Vc2VyUXVlc3Rpb25zEjYKA0FzaxIWLmFza2dhdGUudjEuQXNrUmVxdWVzdBoXLmFza2dhdGUudjEuQXNrUmVzcG9uc2USSgoJU3Vic2NyaWJlEhwuYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0uYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXNwb25zZTABEj8KBkFuc3dlchIZLmFza2dhdGUudjEuQW5zd2VyUmVxdWVzdBoaLmFza2dhdGUudjEuQW5zd2VyUmVzcG9uc2USPwoGQ2FuY2VsEhkuYXNrZ2F0ZS52MS5DYW5jZWxSZXF1ZXN0GhouYXNrZ2F0ZS52MS5DYW5jZWxSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLmFza2dhdGUudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlEjwKBUFib3J0EhguYXNrZ2F0ZS52MS5BYm9ydFJlcXVlc3QaGS5hc2tnYXRlLnYxLkFib3J0UmVzcG9uc2UySwoGQWdlbnRzEkEKBkF0dGFjaBIZLmFza2dhdGUudjEuQXR0YWNoUmVxdWVzdBoaLmFza2dhdGUudjEuQXR0YWNoUmVzcG9uc2UwATKeAwoIV2ViaG9va3MSSQoOQ3JlYXRlRW5kcG9pbnQSIS5hc2tnYXRlLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBoULmFza2dhdGUudjEuRW5kcG9pbnQSVAoNTGlzdEVuZHBvaW50cxIgLmFza2dhdGUudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaIS5hc2tnYXRlLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZRJXCg5EZWxldGVFbmRwb2ludBIhLmFza2dhdGUudjEuRGVsZXRlRW5kcG9pbnRSZXF1ZXN0GiIuYXNrZ2F0ZS52MS5EZWxldGVFbmRwb2ludFJlc3BvbnNlElcKDkxpc3REZWxpdmVyaWVzEiEuYXNrZ2F0ZS52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaIi5hc2tnYXRlLnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USPwoJUmVkZWxpdmVyEhwuYXNrZ2F0ZS52MS5SZWRlbGl2ZXJSZXF1ZXN0GhQuYXNrZ2F0ZS52MS5EZWxpdmVyeWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message askgate.v1.Question
@@ -235,6 +235,13 @@ export type AskRequest = Message<"askgate.v1.AskRequest"> & {
    * @generated from field: map<string, string> labels = 7;
    */
   labels: { [key: string]: string };
+
+  /**
+   * Reminders and escalation while the ask is pending; unset: the server's default.
+   *
+   * @generated from field: askgate.v1.NotifyPolicy notify = 8;
+   */
+  notify?: NotifyPolicy | undefined;
 };
 
 /**
@@ -243,6 +250,49 @@ export type AskRequest = Message<"askgate.v1.AskRequest"> & {
  */
 export const AskRequestSchema: GenMessage<AskRequest> = /*@__PURE__*/
   messageDesc(file_askgate_v1_askgate, 6);
+
+/**
+ * When to remind about a pending ask and when to escalate it, in milliseconds from
+ * the ask. Nothing is sent once the ask is resolved.
+ *
+ * @generated from message askgate.v1.NotifyPolicy
+ */
+export type NotifyPolicy = Message<"askgate.v1.NotifyPolicy"> & {
+  /**
+   * The first reminder (0: no reminders).
+   *
+   * @generated from field: uint32 remind_after_ms = 1;
+   */
+  remindAfterMs: number;
+
+  /**
+   * Later reminders (0: only the first).
+   *
+   * @generated from field: uint32 remind_every_ms = 2;
+   */
+  remindEveryMs: number;
+
+  /**
+   * At most this many reminders (0: no limit but the ask's deadline).
+   *
+   * @generated from field: uint32 max_reminders = 3;
+   */
+  maxReminders: number;
+
+  /**
+   * One escalation (0: never).
+   *
+   * @generated from field: uint32 escalate_after_ms = 4;
+   */
+  escalateAfterMs: number;
+};
+
+/**
+ * Describes the message askgate.v1.NotifyPolicy.
+ * Use `create(NotifyPolicySchema)` to create a new message.
+ */
+export const NotifyPolicySchema: GenMessage<NotifyPolicy> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 7);
 
 /**
  * @generated from message askgate.v1.AskResponse
@@ -271,7 +321,7 @@ export type AskResponse = Message<"askgate.v1.AskResponse"> & {
  * Use `create(AskResponseSchema)` to create a new message.
  */
 export const AskResponseSchema: GenMessage<AskResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 7);
+  messageDesc(file_askgate_v1_askgate, 8);
 
 /**
  * @generated from message askgate.v1.SubscribeRequest
@@ -307,7 +357,7 @@ export type SubscribeRequest = Message<"askgate.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 8);
+  messageDesc(file_askgate_v1_askgate, 9);
 
 /**
  * @generated from message askgate.v1.SubscribeResponse
@@ -347,6 +397,21 @@ export type SubscribeResponse = Message<"askgate.v1.SubscribeResponse"> & {
      */
     value: Reset;
     case: "reset";
+  } | {
+    /**
+     * Still pending after its reminder time: clients that do not know these kinds
+     * skip them.
+     *
+     * @generated from field: askgate.v1.Reminder reminder = 6;
+     */
+    value: Reminder;
+    case: "reminder";
+  } | {
+    /**
+     * @generated from field: askgate.v1.Escalated escalated = 7;
+     */
+    value: Escalated;
+    case: "escalated";
   } | { case: undefined; value?: undefined };
 };
 
@@ -355,7 +420,7 @@ export type SubscribeResponse = Message<"askgate.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 9);
+  messageDesc(file_askgate_v1_askgate, 10);
 
 /**
  * @generated from message askgate.v1.Requested
@@ -395,6 +460,14 @@ export type Requested = Message<"askgate.v1.Requested"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 7;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The ask's reminder and escalation schedule (the server's default when the ask
+   * set none); unset when there is none.
+   *
+   * @generated from field: askgate.v1.NotifyPolicy notify = 8;
+   */
+  notify?: NotifyPolicy | undefined;
 };
 
 /**
@@ -402,7 +475,72 @@ export type Requested = Message<"askgate.v1.Requested"> & {
  * Use `create(RequestedSchema)` to create a new message.
  */
 export const RequestedSchema: GenMessage<Requested> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 10);
+  messageDesc(file_askgate_v1_askgate, 11);
+
+/**
+ * A pending ask is due a reminder.
+ *
+ * @generated from message askgate.v1.Reminder
+ */
+export type Reminder = Message<"askgate.v1.Reminder"> & {
+  /**
+   * @generated from field: string rpc_id = 1;
+   */
+  rpcId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * 1 for the first reminder.
+   *
+   * @generated from field: uint32 count = 3;
+   */
+  count: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp sent_at = 4;
+   */
+  sentAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.Reminder.
+ * Use `create(ReminderSchema)` to create a new message.
+ */
+export const ReminderSchema: GenMessage<Reminder> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 12);
+
+/**
+ * A pending ask went unanswered past its escalation time.
+ *
+ * @generated from message askgate.v1.Escalated
+ */
+export type Escalated = Message<"askgate.v1.Escalated"> & {
+  /**
+   * @generated from field: string rpc_id = 1;
+   */
+  rpcId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp sent_at = 3;
+   */
+  sentAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.Escalated.
+ * Use `create(EscalatedSchema)` to create a new message.
+ */
+export const EscalatedSchema: GenMessage<Escalated> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 13);
 
 /**
  * @generated from message askgate.v1.Resolved
@@ -451,7 +589,7 @@ export type Resolved = Message<"askgate.v1.Resolved"> & {
  * Use `create(ResolvedSchema)` to create a new message.
  */
 export const ResolvedSchema: GenMessage<Resolved> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 11);
+  messageDesc(file_askgate_v1_askgate, 14);
 
 /**
  * The replay is complete; live events follow.
@@ -470,7 +608,7 @@ export type Synced = Message<"askgate.v1.Synced"> & {
  * Use `create(SyncedSchema)` to create a new message.
  */
 export const SyncedSchema: GenMessage<Synced> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 12);
+  messageDesc(file_askgate_v1_askgate, 15);
 
 /**
  * Drop what you hold for this scope: a fresh snapshot follows.
@@ -485,7 +623,7 @@ export type Reset = Message<"askgate.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 13);
+  messageDesc(file_askgate_v1_askgate, 16);
 
 /**
  * @generated from message askgate.v1.AnswerRequest
@@ -512,7 +650,7 @@ export type AnswerRequest = Message<"askgate.v1.AnswerRequest"> & {
  * Use `create(AnswerRequestSchema)` to create a new message.
  */
 export const AnswerRequestSchema: GenMessage<AnswerRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 14);
+  messageDesc(file_askgate_v1_askgate, 17);
 
 /**
  * @generated from message askgate.v1.AnswerResponse
@@ -525,7 +663,7 @@ export type AnswerResponse = Message<"askgate.v1.AnswerResponse"> & {
  * Use `create(AnswerResponseSchema)` to create a new message.
  */
 export const AnswerResponseSchema: GenMessage<AnswerResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 15);
+  messageDesc(file_askgate_v1_askgate, 18);
 
 /**
  * @generated from message askgate.v1.CancelRequest
@@ -552,7 +690,7 @@ export type CancelRequest = Message<"askgate.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 16);
+  messageDesc(file_askgate_v1_askgate, 19);
 
 /**
  * @generated from message askgate.v1.CancelResponse
@@ -565,7 +703,7 @@ export type CancelResponse = Message<"askgate.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 17);
+  messageDesc(file_askgate_v1_askgate, 20);
 
 /**
  * @generated from message askgate.v1.AbortRequest
@@ -589,7 +727,7 @@ export type AbortRequest = Message<"askgate.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 18);
+  messageDesc(file_askgate_v1_askgate, 21);
 
 /**
  * @generated from message askgate.v1.AbortResponse
@@ -602,7 +740,7 @@ export type AbortResponse = Message<"askgate.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 19);
+  messageDesc(file_askgate_v1_askgate, 22);
 
 /**
  * @generated from message askgate.v1.ListPendingRequest
@@ -619,7 +757,7 @@ export type ListPendingRequest = Message<"askgate.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 20);
+  messageDesc(file_askgate_v1_askgate, 23);
 
 /**
  * @generated from message askgate.v1.ListPendingResponse
@@ -636,7 +774,7 @@ export type ListPendingResponse = Message<"askgate.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 21);
+  messageDesc(file_askgate_v1_askgate, 24);
 
 /**
  * @generated from message askgate.v1.AttachRequest
@@ -658,7 +796,7 @@ export type AttachRequest = Message<"askgate.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 22);
+  messageDesc(file_askgate_v1_askgate, 25);
 
 /**
  * @generated from message askgate.v1.AttachResponse
@@ -687,7 +825,7 @@ export type AttachResponse = Message<"askgate.v1.AttachResponse"> & {
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 23);
+  messageDesc(file_askgate_v1_askgate, 26);
 
 /**
  * @generated from message askgate.v1.Lease
@@ -704,7 +842,7 @@ export type Lease = Message<"askgate.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 24);
+  messageDesc(file_askgate_v1_askgate, 27);
 
 /**
  * @generated from message askgate.v1.Heartbeat
@@ -717,7 +855,307 @@ export type Heartbeat = Message<"askgate.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 25);
+  messageDesc(file_askgate_v1_askgate, 28);
+
+/**
+ * @generated from message askgate.v1.CreateEndpointRequest
+ */
+export type CreateEndpointRequest = Message<"askgate.v1.CreateEndpointRequest"> & {
+  /**
+   * https:// (or http://) URL; hosts on loopback or private addresses are refused
+   * unless the server allows them.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * Event types: ask.requested, ask.resolved, ask.reminder, ask.escalated. Empty: all.
+   *
+   * @generated from field: repeated string events = 2;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: string description = 3;
+   */
+  description: string;
+
+  /**
+   * Only asks whose labels include every one of these.
+   *
+   * @generated from field: map<string, string> labels = 4;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * Whether the endpoint counts as someone following the tenant's sessions, so that
+   * an ask with if_unattended = FAIL is held for it. Unset: true when it receives
+   * ask.requested.
+   *
+   * @generated from field: optional bool provides = 5;
+   */
+  provides?: boolean | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.CreateEndpointRequest.
+ * Use `create(CreateEndpointRequestSchema)` to create a new message.
+ */
+export const CreateEndpointRequestSchema: GenMessage<CreateEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 29);
+
+/**
+ * @generated from message askgate.v1.Endpoint
+ */
+export type Endpoint = Message<"askgate.v1.Endpoint"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * @generated from field: repeated string events = 3;
+   */
+  events: string[];
+
+  /**
+   * @generated from field: string description = 4;
+   */
+  description: string;
+
+  /**
+   * @generated from field: map<string, string> labels = 5;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * `whsec_` + base64 of the signing key: only in the CreateEndpoint response.
+   *
+   * @generated from field: string secret = 6;
+   */
+  secret: string;
+
+  /**
+   * @generated from field: bool provides = 7;
+   */
+  provides: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.Endpoint.
+ * Use `create(EndpointSchema)` to create a new message.
+ */
+export const EndpointSchema: GenMessage<Endpoint> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 30);
+
+/**
+ * @generated from message askgate.v1.ListEndpointsRequest
+ */
+export type ListEndpointsRequest = Message<"askgate.v1.ListEndpointsRequest"> & {
+};
+
+/**
+ * Describes the message askgate.v1.ListEndpointsRequest.
+ * Use `create(ListEndpointsRequestSchema)` to create a new message.
+ */
+export const ListEndpointsRequestSchema: GenMessage<ListEndpointsRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 31);
+
+/**
+ * @generated from message askgate.v1.ListEndpointsResponse
+ */
+export type ListEndpointsResponse = Message<"askgate.v1.ListEndpointsResponse"> & {
+  /**
+   * @generated from field: repeated askgate.v1.Endpoint endpoints = 1;
+   */
+  endpoints: Endpoint[];
+};
+
+/**
+ * Describes the message askgate.v1.ListEndpointsResponse.
+ * Use `create(ListEndpointsResponseSchema)` to create a new message.
+ */
+export const ListEndpointsResponseSchema: GenMessage<ListEndpointsResponse> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 32);
+
+/**
+ * @generated from message askgate.v1.DeleteEndpointRequest
+ */
+export type DeleteEndpointRequest = Message<"askgate.v1.DeleteEndpointRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message askgate.v1.DeleteEndpointRequest.
+ * Use `create(DeleteEndpointRequestSchema)` to create a new message.
+ */
+export const DeleteEndpointRequestSchema: GenMessage<DeleteEndpointRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 33);
+
+/**
+ * @generated from message askgate.v1.DeleteEndpointResponse
+ */
+export type DeleteEndpointResponse = Message<"askgate.v1.DeleteEndpointResponse"> & {
+};
+
+/**
+ * Describes the message askgate.v1.DeleteEndpointResponse.
+ * Use `create(DeleteEndpointResponseSchema)` to create a new message.
+ */
+export const DeleteEndpointResponseSchema: GenMessage<DeleteEndpointResponse> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 34);
+
+/**
+ * @generated from message askgate.v1.Delivery
+ */
+export type Delivery = Message<"askgate.v1.Delivery"> & {
+  /**
+   * The event's webhook-id: the same on every attempt.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string endpoint_id = 2;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: string event_type = 3;
+   */
+  eventType: string;
+
+  /**
+   * @generated from field: string rpc_id = 4;
+   */
+  rpcId: string;
+
+  /**
+   * @generated from field: askgate.v1.DeliveryStatus status = 5;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * @generated from field: uint32 attempts = 6;
+   */
+  attempts: number;
+
+  /**
+   * The last failed attempt: an HTTP status or a connection error.
+   *
+   * @generated from field: string last_error = 7;
+   */
+  lastError: string;
+
+  /**
+   * While PENDING.
+   *
+   * @generated from field: google.protobuf.Timestamp next_attempt_at = 8;
+   */
+  nextAttemptAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string session_id = 9;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp last_attempt_at = 11;
+   */
+  lastAttemptAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.Delivery.
+ * Use `create(DeliverySchema)` to create a new message.
+ */
+export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 35);
+
+/**
+ * @generated from message askgate.v1.ListDeliveriesRequest
+ */
+export type ListDeliveriesRequest = Message<"askgate.v1.ListDeliveriesRequest"> & {
+  /**
+   * Empty: every endpoint of the tenant.
+   *
+   * @generated from field: string endpoint_id = 1;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: askgate.v1.DeliveryStatus status = 2;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * At most this many (0: 100; at most 1000).
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message askgate.v1.ListDeliveriesRequest.
+ * Use `create(ListDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 36);
+
+/**
+ * @generated from message askgate.v1.ListDeliveriesResponse
+ */
+export type ListDeliveriesResponse = Message<"askgate.v1.ListDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated askgate.v1.Delivery deliveries = 1;
+   */
+  deliveries: Delivery[];
+};
+
+/**
+ * Describes the message askgate.v1.ListDeliveriesResponse.
+ * Use `create(ListDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 37);
+
+/**
+ * @generated from message askgate.v1.RedeliverRequest
+ */
+export type RedeliverRequest = Message<"askgate.v1.RedeliverRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message askgate.v1.RedeliverRequest.
+ * Use `create(RedeliverRequestSchema)` to create a new message.
+ */
+export const RedeliverRequestSchema: GenMessage<RedeliverRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 38);
 
 /**
  * @generated from enum askgate.v1.Unattended
@@ -957,6 +1395,20 @@ export enum ErrorReason {
    * @generated from enum value: TOO_MANY_SESSIONS = 22;
    */
   TOO_MANY_SESSIONS = 22,
+
+  /**
+   * No webhook endpoint or delivery with that id in the caller's tenant.
+   *
+   * @generated from enum value: NOT_FOUND = 23;
+   */
+  NOT_FOUND = 23,
+
+  /**
+   * The tenant has as many webhook endpoints, or queued deliveries, as it may.
+   *
+   * @generated from enum value: TOO_MANY_WEBHOOKS = 24;
+   */
+  TOO_MANY_WEBHOOKS = 24,
 }
 
 /**
@@ -964,6 +1416,45 @@ export enum ErrorReason {
  */
 export const ErrorReasonSchema: GenEnum<ErrorReason> = /*@__PURE__*/
   enumDesc(file_askgate_v1_askgate, 2);
+
+/**
+ * @generated from enum askgate.v1.DeliveryStatus
+ */
+export enum DeliveryStatus {
+  /**
+   * In a filter: any status.
+   *
+   * @generated from enum value: DELIVERY_STATUS_UNSPECIFIED = 0;
+   */
+  DELIVERY_STATUS_UNSPECIFIED = 0,
+
+  /**
+   * Not delivered yet: the next attempt is at next_attempt_at.
+   *
+   * @generated from enum value: PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * The endpoint answered 2xx.
+   *
+   * @generated from enum value: DELIVERED = 2;
+   */
+  DELIVERED = 2,
+
+  /**
+   * Every attempt of the retry period failed; Redeliver sends it again.
+   *
+   * @generated from enum value: FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum askgate.v1.DeliveryStatus.
+ */
+export const DeliveryStatusSchema: GenEnum<DeliveryStatus> = /*@__PURE__*/
+  enumDesc(file_askgate_v1_askgate, 3);
 
 /**
  * Agents ask, UIs subscribe and resolve. The first valid resolution wins.
@@ -1052,4 +1543,63 @@ export const Agents: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_askgate_v1_askgate, 1);
+
+/**
+ * Signed HTTP callbacks for humans (and bridges) that hold no Subscribe stream. Needs
+ * the admin role; every call sees only the caller's tenant.
+ *
+ * @generated from service askgate.v1.Webhooks
+ */
+export const Webhooks: GenService<{
+  /**
+   * Registers an endpoint; the response carries its signing secret, the only time
+   * the secret is shown.
+   *
+   * @generated from rpc askgate.v1.Webhooks.CreateEndpoint
+   */
+  createEndpoint: {
+    methodKind: "unary";
+    input: typeof CreateEndpointRequestSchema;
+    output: typeof EndpointSchema;
+  },
+  /**
+   * @generated from rpc askgate.v1.Webhooks.ListEndpoints
+   */
+  listEndpoints: {
+    methodKind: "unary";
+    input: typeof ListEndpointsRequestSchema;
+    output: typeof ListEndpointsResponseSchema;
+  },
+  /**
+   * Removes an endpoint and forgets its deliveries.
+   *
+   * @generated from rpc askgate.v1.Webhooks.DeleteEndpoint
+   */
+  deleteEndpoint: {
+    methodKind: "unary";
+    input: typeof DeleteEndpointRequestSchema;
+    output: typeof DeleteEndpointResponseSchema;
+  },
+  /**
+   * Deliveries, newest first, optionally of one endpoint and one status.
+   *
+   * @generated from rpc askgate.v1.Webhooks.ListDeliveries
+   */
+  listDeliveries: {
+    methodKind: "unary";
+    input: typeof ListDeliveriesRequestSchema;
+    output: typeof ListDeliveriesResponseSchema;
+  },
+  /**
+   * Sends a delivery again (same webhook-id), with a fresh retry period.
+   *
+   * @generated from rpc askgate.v1.Webhooks.Redeliver
+   */
+  redeliver: {
+    methodKind: "unary";
+    input: typeof RedeliverRequestSchema;
+    output: typeof DeliverySchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_askgate_v1_askgate, 2);
 

@@ -1,0 +1,24 @@
+-- KEYS: asks events head epoch
+-- ARGV: rpc_id notice history_len channel publish_command tenant_channel idle_ttl_s
+-- Appends a notice (reminder, escalation) about a pending ask to its session's history
+-- and publishes it; nothing when the ask is no longer pending. Without the tenant's
+-- channel (on a Redis Cluster, where it lives in another slot) the node publishes
+-- there after.
+local asked = redis.call('HGET', KEYS[1], ARGV[1])
+if not asked then
+  return {'gone'}
+end
+local seq = redis.call('INCR', KEYS[3])
+local epoch = redis.call('GET', KEYS[4]) or ''
+local event = 'N' .. ARGV[2]
+redis.call('RPUSH', KEYS[2], event)
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
+for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+  redis.call('EXPIRE', key, ARGV[7])
+end
+local message = epoch .. ' ' .. seq .. ' ' .. event
+redis.call(ARGV[5], ARGV[4], message)
+if ARGV[6] ~= '' then
+  redis.call('PUBLISH', ARGV[6], message)
+end
+return {'sent', seq, epoch, asked}

@@ -1,0 +1,421 @@
+//! The webhook store on Redis: endpoints, deliveries and reminder timers every node
+//! sees, handed out by lease so that any node delivers and a node's death loses
+//! nothing (docs/webhooks.md). The keys are [`HookKeys`]; each change is one script on
+//! the `{hooks}` slot.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use redis::{AsyncCommands, Script};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{RedisConn, unavailable};
+use crate::{
+    backend::redis::keys::HookKeys,
+    domain::AskError,
+    webhooks::{
+        model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+        store::{HookStore, StoreLimits},
+    },
+};
+
+static CREATE_ENDPOINT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_create_endpoint.lua")));
+static ENQUEUE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_enqueue.lua")));
+static CLAIM: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim.lua")));
+static FINISH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_finish.lua")));
+static REDELIVER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_redeliver.lua")));
+static CLAIM_TIMERS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim_timers.lua")));
+static TIMER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/hook_timer.lua")));
+
+/// Deliveries read per round trip while listing.
+const LIST_PAGE: isize = 200;
+
+/// The Redis [`HookStore`].
+pub struct RedisHookStore {
+    conn: RedisConn,
+    limits: StoreLimits,
+}
+
+impl RedisHookStore {
+    pub fn new(conn: RedisConn, limits: StoreLimits) -> Self {
+        Self { conn, limits }
+    }
+
+    fn conn(&self) -> RedisConn {
+        self.conn.clone()
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String, AskError> {
+    serde_json::to_string(value).map_err(|e| AskError::Internal(format!("encoding a record: {e}")))
+}
+
+fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, AskError> {
+    serde_json::from_str(json)
+        .map_err(|e| AskError::Internal(format!("corrupt webhook record in redis: {e}")))
+}
+
+fn too_many_queued(max: usize) -> AskError {
+    AskError::TooManyWebhooks(format!(
+        "at most {max} queued webhook deliveries per tenant"
+    ))
+}
+
+fn status_code(status: Status) -> &'static str {
+    match status {
+        Status::Pending => "P",
+        Status::Delivered => "D",
+        Status::Failed => "F",
+    }
+}
+
+/// Decodes `json, attempts` pairs of a claim.
+fn claimed(reply: Vec<redis::Value>) -> Result<Vec<DeliveryRecord>, AskError> {
+    reply
+        .chunks(2)
+        .map(|pair| {
+            let json: String = super::reply_field(pair, 0)?;
+            let attempts: u32 = super::reply_field(pair, 1)?;
+            let mut record: DeliveryRecord = from_json(&json)?;
+            record.attempts = attempts;
+            Ok(record)
+        })
+        .collect()
+}
+
+#[async_trait]
+impl HookStore for RedisHookStore {
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError> {
+        let reply: String = CREATE_ENDPOINT
+            .key(HookKeys::endpoints(&endpoint.tenant))
+            .arg(&endpoint.id)
+            .arg(to_json(endpoint)?)
+            .arg(self.limits.max_endpoints)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        match reply.as_str() {
+            "ok" => Ok(()),
+            _ => Err(AskError::TooManyWebhooks(format!(
+                "at most {} webhook endpoints per tenant",
+                self.limits.max_endpoints
+            ))),
+        }
+    }
+
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError> {
+        let values: Vec<String> = self
+            .conn()
+            .hvals(HookKeys::endpoints(tenant))
+            .await
+            .map_err(unavailable)?;
+        let mut endpoints = values
+            .iter()
+            .map(|json| from_json::<EndpointRecord>(json))
+            .collect::<Result<Vec<_>, _>>()?;
+        endpoints.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        Ok(endpoints)
+    }
+
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError> {
+        let json: Option<String> = self
+            .conn()
+            .hget(HookKeys::endpoints(tenant), id)
+            .await
+            .map_err(unavailable)?;
+        json.as_deref().map(from_json).transpose()
+    }
+
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError> {
+        let removed: usize = self
+            .conn()
+            .hdel(HookKeys::endpoints(tenant), id)
+            .await
+            .map_err(unavailable)?;
+        Ok(removed > 0)
+    }
+
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        deliveries: &[DeliveryRecord],
+    ) -> Result<usize, AskError> {
+        if deliveries.is_empty() {
+            return Ok(0);
+        }
+        let mut invocation = ENQUEUE.prepare_invoke();
+        invocation
+            .key(HookKeys::deliveries())
+            .key(HookKeys::attempts())
+            .key(HookKeys::due())
+            .key(HookKeys::queued())
+            .key(HookKeys::log(tenant))
+            .arg(tenant)
+            .arg(self.limits.max_queued);
+        for delivery in deliveries {
+            invocation
+                .arg(&delivery.id)
+                .arg(to_json(delivery)?)
+                .arg(delivery.next_attempt_ms)
+                .arg(delivery.created_ms);
+        }
+        invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError> {
+        let reply: Vec<redis::Value> = CLAIM
+            .key(HookKeys::due())
+            .key(HookKeys::deliveries())
+            .key(HookKeys::attempts())
+            .arg(now_ms)
+            .arg(lease_until_ms)
+            .arg(limit)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        claimed(reply)
+    }
+
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError> {
+        let recorded: i64 = FINISH
+            .key(HookKeys::due())
+            .key(HookKeys::deliveries())
+            .key(HookKeys::attempts())
+            .key(HookKeys::queued())
+            .key(HookKeys::log(&record.tenant))
+            .key(HookKeys::finished(&record.tenant))
+            .arg(&record.id)
+            .arg(record.attempts)
+            .arg(to_json(record)?)
+            .arg(status_code(record.status))
+            .arg(record.next_attempt_ms)
+            .arg(record.last_attempt_ms)
+            .arg(&record.tenant)
+            .arg(self.limits.keep_finished)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        Ok(recorded == 1)
+    }
+
+    async fn deliveries(
+        &self,
+        tenant: &str,
+        endpoint_id: Option<&str>,
+        status: Option<Status>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError> {
+        let mut found = Vec::new();
+        let mut start = 0;
+        while found.len() < limit {
+            let ids: Vec<String> = self
+                .conn()
+                .zrevrange(HookKeys::log(tenant), start, start + LIST_PAGE - 1)
+                .await
+                .map_err(unavailable)?;
+            if ids.is_empty() {
+                break;
+            }
+            start += LIST_PAGE;
+            let (records, attempts): (Vec<Option<String>>, Vec<Option<u32>>) = redis::pipe()
+                .cmd("HMGET")
+                .arg(HookKeys::deliveries())
+                .arg(&ids)
+                .cmd("HMGET")
+                .arg(HookKeys::attempts())
+                .arg(&ids)
+                .query_async(&mut self.conn())
+                .await
+                .map_err(unavailable)?;
+            for (json, attempts) in records.into_iter().zip(attempts) {
+                let Some(json) = json else { continue };
+                let mut record: DeliveryRecord = from_json(&json)?;
+                record.attempts = attempts.unwrap_or(record.attempts);
+                if endpoint_id.is_none_or(|e| record.endpoint_id == e)
+                    && status.is_none_or(|s| record.status == s)
+                    && found.len() < limit
+                {
+                    found.push(record);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn redeliver(
+        &self,
+        tenant: &str,
+        id: &str,
+        now_ms: u64,
+        retry_until_ms: u64,
+    ) -> Result<DeliveryRecord, AskError> {
+        let not_found = || AskError::NotFound("no delivery with that id".into());
+        let (json, attempts): (Option<String>, Option<u32>) = redis::pipe()
+            .hget(HookKeys::deliveries(), id)
+            .hget(HookKeys::attempts(), id)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        let mut record: DeliveryRecord = from_json(&json.ok_or_else(not_found)?)?;
+        if record.tenant != tenant {
+            return Err(not_found());
+        }
+        record.attempts = attempts.unwrap_or(record.attempts);
+        record.status = Status::Pending;
+        record.next_attempt_ms = now_ms;
+        record.retry_until_ms = retry_until_ms;
+        let reply: String = REDELIVER
+            .key(HookKeys::due())
+            .key(HookKeys::deliveries())
+            .key(HookKeys::queued())
+            .key(HookKeys::finished(tenant))
+            .arg(id)
+            .arg(to_json(&record)?)
+            .arg(now_ms)
+            .arg(tenant)
+            .arg(self.limits.max_queued)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        match reply.as_str() {
+            "ok" => Ok(record),
+            "full" => Err(too_many_queued(self.limits.max_queued)),
+            _ => Err(not_found()),
+        }
+    }
+
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError> {
+        self.timer_op("schedule", &timer.id(), &to_json(timer)?, Some(due_ms))
+            .await
+    }
+
+    async fn claim_timers(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<TimerRecord>, AskError> {
+        let reply: Vec<String> = CLAIM_TIMERS
+            .key(HookKeys::timers_due())
+            .key(HookKeys::timers())
+            .arg(now_ms)
+            .arg(lease_until_ms)
+            .arg(limit)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        reply.iter().map(|json| from_json(json)).collect()
+    }
+
+    async fn finish_timer(
+        &self,
+        timer: &TimerRecord,
+        next_ms: Option<u64>,
+    ) -> Result<(), AskError> {
+        self.timer_op("finish", &timer.id(), &to_json(timer)?, next_ms)
+            .await
+    }
+
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError> {
+        self.timer_op("cancel", timer_id, "", None).await
+    }
+}
+
+impl RedisHookStore {
+    async fn timer_op(
+        &self,
+        op: &str,
+        id: &str,
+        json: &str,
+        due_ms: Option<u64>,
+    ) -> Result<(), AskError> {
+        let _: String = TIMER
+            .key(HookKeys::timers_due())
+            .key(HookKeys::timers())
+            .arg(op)
+            .arg(id)
+            .arg(json)
+            .arg(due_ms.map(|d| d.to_string()).unwrap_or_default())
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        backend::redis::connection::RedisTarget,
+        testing::{RedisCluster, RedisServer},
+        webhooks::store::conformance::{self, LIMITS},
+    };
+
+    async fn on_each_redis<F, Fut>(test: F)
+    where
+        F: Fn(RedisHookStore) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let server = RedisServer::start().await;
+        let conn = RedisTarget::from(&server.url)
+            .connect(None)
+            .await
+            .expect("connect to redis");
+        test(RedisHookStore::new(conn, LIMITS)).await;
+        let cluster = RedisCluster::start(3).await;
+        let conn = cluster
+            .target()
+            .connect(None)
+            .await
+            .expect("connect to the cluster");
+        test(RedisHookStore::new(conn, LIMITS)).await;
+    }
+
+    #[tokio::test]
+    async fn endpoints_are_per_tenant_and_capped() {
+        on_each_redis(|store| async move {
+            conformance::endpoints_are_per_tenant_and_capped(&store).await
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn deliveries_are_leased_finished_and_listed() {
+        on_each_redis(|store| async move {
+            conformance::deliveries_are_leased_finished_and_listed(&store).await
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn failed_deliveries_are_redelivered_and_old_ones_trimmed() {
+        on_each_redis(|store| async move {
+            conformance::failed_deliveries_are_redelivered_and_old_ones_trimmed(&store).await
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn timers_are_leased_advanced_and_cancelled() {
+        on_each_redis(|store| async move {
+            conformance::timers_are_leased_advanced_and_cancelled(&store).await
+        })
+        .await;
+    }
+}

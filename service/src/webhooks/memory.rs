@@ -1,0 +1,337 @@
+//! The webhook store of a single node: records in this process, behind one mutex that
+//! is never held across an `.await`.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use super::{
+    model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+    store::{HookStore, StoreLimits},
+};
+use crate::domain::AskError;
+
+/// The in-memory [`HookStore`].
+pub struct MemoryHookStore {
+    limits: StoreLimits,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Per tenant, oldest first.
+    endpoints: HashMap<String, Vec<EndpointRecord>>,
+    deliveries: HashMap<String, DeliveryRecord>,
+    /// Pending deliveries by (due, id).
+    due: BTreeSet<(u64, String)>,
+    /// Per tenant: its deliveries, oldest first; and how many are pending.
+    tenants: HashMap<String, TenantLog>,
+    timers: HashMap<String, (u64, TimerRecord)>,
+    timers_due: BTreeSet<(u64, String)>,
+}
+
+#[derive(Default)]
+struct TenantLog {
+    ids: VecDeque<String>,
+    queued: usize,
+    /// Finished deliveries, by (finished at, id), for trimming.
+    finished: BTreeSet<(u64, String)>,
+}
+
+impl MemoryHookStore {
+    pub fn new(limits: StoreLimits) -> Self {
+        Self {
+            limits,
+            state: Mutex::default(),
+        }
+    }
+}
+
+fn not_found(what: &str) -> AskError {
+    AskError::NotFound(format!("no {what} with that id"))
+}
+
+impl State {
+    /// Forgets the oldest finished deliveries of `tenant` beyond `keep`.
+    fn trim(&mut self, tenant: &str, keep: usize) {
+        let Some(log) = self.tenants.get_mut(tenant) else {
+            return;
+        };
+        while log.finished.len() > keep {
+            let Some((_, id)) = log.finished.pop_first() else {
+                break;
+            };
+            self.deliveries.remove(&id);
+            log.ids.retain(|i| *i != id);
+        }
+    }
+}
+
+#[async_trait]
+impl HookStore for MemoryHookStore {
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError> {
+        let mut state = self.state.lock();
+        let list = state.endpoints.entry(endpoint.tenant.clone()).or_default();
+        if list.len() >= self.limits.max_endpoints {
+            return Err(AskError::TooManyWebhooks(format!(
+                "at most {} webhook endpoints per tenant",
+                self.limits.max_endpoints
+            )));
+        }
+        list.push(endpoint.clone());
+        Ok(())
+    }
+
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError> {
+        Ok(self
+            .state
+            .lock()
+            .endpoints
+            .get(tenant)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError> {
+        Ok(self
+            .state
+            .lock()
+            .endpoints
+            .get(tenant)
+            .and_then(|list| list.iter().find(|e| e.id == id).cloned()))
+    }
+
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError> {
+        let mut state = self.state.lock();
+        let Some(list) = state.endpoints.get_mut(tenant) else {
+            return Ok(false);
+        };
+        let before = list.len();
+        list.retain(|e| e.id != id);
+        let removed = list.len() < before;
+        if list.is_empty() {
+            state.endpoints.remove(tenant);
+        }
+        Ok(removed)
+    }
+
+    async fn enqueue(
+        &self,
+        tenant: &str,
+        deliveries: &[DeliveryRecord],
+    ) -> Result<usize, AskError> {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let log = state.tenants.entry(tenant.to_owned()).or_default();
+        let room = self.limits.max_queued.saturating_sub(log.queued);
+        let taken = deliveries.len().min(room);
+        for delivery in &deliveries[..taken] {
+            log.queued += 1;
+            log.ids.push_back(delivery.id.clone());
+            state
+                .due
+                .insert((delivery.next_attempt_ms, delivery.id.clone()));
+            state
+                .deliveries
+                .insert(delivery.id.clone(), delivery.clone());
+        }
+        Ok(taken)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError> {
+        let mut state = self.state.lock();
+        let due: Vec<_> = state
+            .due
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .take(limit)
+            .cloned()
+            .collect();
+        let mut claimed = Vec::with_capacity(due.len());
+        for entry in due {
+            state.due.remove(&entry);
+            let Some(delivery) = state.deliveries.get_mut(&entry.1) else {
+                continue;
+            };
+            delivery.attempts += 1;
+            claimed.push(delivery.clone());
+            state.due.insert((lease_until_ms, entry.1));
+        }
+        Ok(claimed)
+    }
+
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError> {
+        let mut state = self.state.lock();
+        let Some(stored) = state.deliveries.get(&record.id) else {
+            return Ok(false);
+        };
+        if stored.attempts != record.attempts || stored.status != Status::Pending {
+            return Ok(false);
+        }
+        state.due.retain(|(_, id)| *id != record.id);
+        state.deliveries.insert(record.id.clone(), record.clone());
+        if record.status == Status::Pending {
+            state
+                .due
+                .insert((record.next_attempt_ms, record.id.clone()));
+            return Ok(true);
+        }
+        let log = state.tenants.entry(record.tenant.clone()).or_default();
+        log.queued = log.queued.saturating_sub(1);
+        log.finished
+            .insert((record.last_attempt_ms, record.id.clone()));
+        state.trim(&record.tenant, self.limits.keep_finished);
+        Ok(true)
+    }
+
+    async fn deliveries(
+        &self,
+        tenant: &str,
+        endpoint_id: Option<&str>,
+        status: Option<Status>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError> {
+        let state = self.state.lock();
+        let Some(log) = state.tenants.get(tenant) else {
+            return Ok(Vec::new());
+        };
+        Ok(log
+            .ids
+            .iter()
+            .rev()
+            .filter_map(|id| state.deliveries.get(id))
+            .filter(|d| endpoint_id.is_none_or(|e| d.endpoint_id == e))
+            .filter(|d| status.is_none_or(|s| d.status == s))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn redeliver(
+        &self,
+        tenant: &str,
+        id: &str,
+        now_ms: u64,
+        retry_until_ms: u64,
+    ) -> Result<DeliveryRecord, AskError> {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let Some(delivery) = state.deliveries.get_mut(id).filter(|d| d.tenant == tenant) else {
+            return Err(not_found("delivery"));
+        };
+        let log = state.tenants.entry(tenant.to_owned()).or_default();
+        if delivery.status != Status::Pending {
+            if log.queued >= self.limits.max_queued {
+                return Err(AskError::TooManyWebhooks(format!(
+                    "at most {} queued webhook deliveries per tenant",
+                    self.limits.max_queued
+                )));
+            }
+            log.queued += 1;
+            log.finished.retain(|(_, finished)| finished.as_str() != id);
+        }
+        state.due.retain(|(_, due)| due.as_str() != id);
+        delivery.status = Status::Pending;
+        delivery.next_attempt_ms = now_ms;
+        delivery.retry_until_ms = retry_until_ms;
+        state.due.insert((now_ms, id.to_owned()));
+        Ok(delivery.clone())
+    }
+
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError> {
+        let mut state = self.state.lock();
+        let id = timer.id();
+        if !state.timers.contains_key(&id) {
+            state.timers_due.insert((due_ms, id.clone()));
+            state.timers.insert(id, (due_ms, timer.clone()));
+        }
+        Ok(())
+    }
+
+    async fn claim_timers(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<TimerRecord>, AskError> {
+        let mut state = self.state.lock();
+        let due: Vec<_> = state
+            .timers_due
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .take(limit)
+            .cloned()
+            .collect();
+        let mut claimed = Vec::with_capacity(due.len());
+        for entry in due {
+            state.timers_due.remove(&entry);
+            if let Some((at, timer)) = state.timers.get_mut(&entry.1) {
+                *at = lease_until_ms;
+                claimed.push(timer.clone());
+                state.timers_due.insert((lease_until_ms, entry.1));
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn finish_timer(
+        &self,
+        timer: &TimerRecord,
+        next_ms: Option<u64>,
+    ) -> Result<(), AskError> {
+        let mut state = self.state.lock();
+        let id = timer.id();
+        let Some((at, _)) = state.timers.remove(&id) else {
+            return Ok(());
+        };
+        state.timers_due.remove(&(at, id.clone()));
+        if let Some(next) = next_ms {
+            state.timers_due.insert((next, id.clone()));
+            state.timers.insert(id, (next, timer.clone()));
+        }
+        Ok(())
+    }
+
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError> {
+        let mut state = self.state.lock();
+        if let Some((at, _)) = state.timers.remove(timer_id) {
+            state.timers_due.remove(&(at, timer_id.to_owned()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhooks::store::conformance::{self, LIMITS};
+
+    #[tokio::test]
+    async fn endpoints_are_per_tenant_and_capped() {
+        conformance::endpoints_are_per_tenant_and_capped(&MemoryHookStore::new(LIMITS)).await;
+    }
+
+    #[tokio::test]
+    async fn deliveries_are_leased_finished_and_listed() {
+        conformance::deliveries_are_leased_finished_and_listed(&MemoryHookStore::new(LIMITS)).await;
+    }
+
+    #[tokio::test]
+    async fn failed_deliveries_are_redelivered_and_old_ones_trimmed() {
+        conformance::failed_deliveries_are_redelivered_and_old_ones_trimmed(&MemoryHookStore::new(
+            LIMITS,
+        ))
+        .await;
+    }
+
+    #[tokio::test]
+    async fn timers_are_leased_advanced_and_cancelled() {
+        conformance::timers_are_leased_advanced_and_cancelled(&MemoryHookStore::new(LIMITS)).await;
+    }
+}

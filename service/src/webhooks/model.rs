@@ -1,0 +1,247 @@
+//! What the webhook stores keep: endpoints, deliveries and reminder timers, as records
+//! both engines store the same way (JSON in Redis, values in memory).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The event types an endpoint may receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    #[serde(rename = "ask.requested")]
+    Requested,
+    #[serde(rename = "ask.resolved")]
+    Resolved,
+    #[serde(rename = "ask.reminder")]
+    Reminder,
+    #[serde(rename = "ask.escalated")]
+    Escalated,
+}
+
+impl EventType {
+    pub const ALL: [Self; 4] = [
+        Self::Requested,
+        Self::Resolved,
+        Self::Reminder,
+        Self::Escalated,
+    ];
+
+    /// The wire name, e.g. `ask.requested`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "ask.requested",
+            Self::Resolved => "ask.resolved",
+            Self::Reminder => "ask.reminder",
+            Self::Escalated => "ask.escalated",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// A registered endpoint of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRecord {
+    pub id: String,
+    pub tenant: String,
+    pub url: String,
+    pub events: Vec<EventType>,
+    pub description: String,
+    /// Only asks whose labels include every one of these.
+    pub labels: HashMap<String, String>,
+    /// `whsec_…`: the signing secret.
+    pub secret: String,
+    /// Counts as someone following the tenant's sessions (Semantics 8).
+    pub provides: bool,
+    pub created_ms: u64,
+}
+
+impl EndpointRecord {
+    /// Whether this endpoint receives `event` of an ask with `labels`.
+    pub fn wants(&self, event: EventType, labels: &HashMap<String, String>) -> bool {
+        self.events.contains(&event)
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+    }
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// One event for one endpoint, with the state of its attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    /// The `webhook-id`, the same on every attempt.
+    pub id: String,
+    pub tenant: String,
+    pub endpoint_id: String,
+    pub event_type: EventType,
+    pub session_id: String,
+    pub rpc_id: String,
+    /// The JSON payload, signed anew at each attempt.
+    pub body: String,
+    pub status: Status,
+    /// Attempts made (or started) so far. A store bumps it as it hands the delivery
+    /// out; an outcome recorded with another count is a stale one and is dropped.
+    pub attempts: u32,
+    pub last_error: String,
+    pub created_ms: u64,
+    /// No retry is scheduled past this; the delivery then ends FAILED.
+    pub retry_until_ms: u64,
+    /// While pending: when the next attempt is due.
+    pub next_attempt_ms: u64,
+    pub last_attempt_ms: u64,
+}
+
+/// The reminder schedule of one pending ask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerRecord {
+    pub tenant: String,
+    pub session_id: String,
+    pub rpc_id: String,
+    /// When the ask was registered (ms since the epoch): the schedule counts from it.
+    pub asked_ms: u64,
+    pub remind_after_ms: u64,
+    pub remind_every_ms: u64,
+    pub max_reminders: u32,
+    pub escalate_after_ms: u64,
+    /// Reminders sent so far.
+    pub reminders: u32,
+    pub escalated: bool,
+}
+
+/// What a timer has due next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    Reminder,
+    Escalation,
+}
+
+impl TimerRecord {
+    /// The timer's identity in a store: one per ask.
+    pub fn id(&self) -> String {
+        timer_id(&self.tenant, &self.session_id, &self.rpc_id)
+    }
+
+    /// The next notice and when it is due, if any is left. A reminder and an
+    /// escalation due at the same time go reminder first.
+    pub fn next(&self) -> Option<(u64, Due)> {
+        let reminder = (self.remind_after_ms > 0
+            && (self.max_reminders == 0 || self.reminders < self.max_reminders)
+            && (self.reminders == 0 || self.remind_every_ms > 0))
+            .then(|| {
+                let at = self.asked_ms
+                    + self.remind_after_ms
+                    + u64::from(self.reminders) * self.remind_every_ms;
+                (at, Due::Reminder)
+            });
+        let escalation = (self.escalate_after_ms > 0 && !self.escalated)
+            .then_some((self.asked_ms + self.escalate_after_ms, Due::Escalation));
+        match (reminder, escalation) {
+            (Some(r), Some(e)) => Some(if e.0 < r.0 { e } else { r }),
+            (r, e) => r.or(e),
+        }
+    }
+}
+
+/// The store key of an ask's timer: unambiguous whatever the parts hold.
+pub fn timer_id(tenant: &str, session_id: &str, rpc_id: &str) -> String {
+    serde_json::json!([tenant, session_id, rpc_id]).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timer() -> TimerRecord {
+        TimerRecord {
+            tenant: "t".into(),
+            session_id: "s".into(),
+            rpc_id: "r".into(),
+            asked_ms: 1000,
+            remind_after_ms: 100,
+            remind_every_ms: 50,
+            max_reminders: 3,
+            escalate_after_ms: 175,
+            reminders: 0,
+            escalated: false,
+        }
+    }
+
+    #[test]
+    fn a_schedule_runs_reminders_and_one_escalation_in_time_order() {
+        let mut timer = timer();
+        let mut seen = Vec::new();
+        while let Some((at, due)) = timer.next() {
+            seen.push((at, due));
+            match due {
+                Due::Reminder => timer.reminders += 1,
+                Due::Escalation => timer.escalated = true,
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                (1100, Due::Reminder),
+                (1150, Due::Reminder),
+                (1175, Due::Escalation),
+                (1200, Due::Reminder),
+            ]
+        );
+    }
+
+    #[test]
+    fn zero_means_none_or_no_limit() {
+        let none = TimerRecord {
+            remind_after_ms: 0,
+            escalate_after_ms: 0,
+            ..timer()
+        };
+        assert_eq!(none.next(), None);
+        let once = TimerRecord {
+            remind_every_ms: 0,
+            escalate_after_ms: 0,
+            reminders: 1,
+            ..timer()
+        };
+        assert_eq!(once.next(), None);
+        let unlimited = TimerRecord {
+            max_reminders: 0,
+            reminders: 1000,
+            escalate_after_ms: 0,
+            ..timer()
+        };
+        assert_eq!(unlimited.next(), Some((1000 + 100 + 50_000, Due::Reminder)));
+    }
+
+    #[test]
+    fn label_filters_need_every_label() {
+        let endpoint = EndpointRecord {
+            id: "e".into(),
+            tenant: "t".into(),
+            url: "https://example.com".into(),
+            events: vec![EventType::Requested],
+            description: String::new(),
+            labels: HashMap::from([("team".into(), "infra".into())]),
+            secret: String::new(),
+            provides: true,
+            created_ms: 0,
+        };
+        let infra = HashMap::from([("team".into(), "infra".into()), ("x".into(), "y".into())]);
+        assert!(endpoint.wants(EventType::Requested, &infra));
+        assert!(!endpoint.wants(EventType::Resolved, &infra));
+        assert!(!endpoint.wants(EventType::Requested, &HashMap::new()));
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+    }
+}

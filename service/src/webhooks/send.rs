@@ -1,0 +1,328 @@
+//! One HTTP POST to an endpoint, as a tenant's untrusted URL deserves: the host is
+//! resolved here and every address checked before connecting (no loopback, private,
+//! link-local or otherwise internal address unless the operator allows them, and the
+//! checked address is the one connected to, so a DNS answer cannot change between the
+//! check and the connection); no redirect is followed; the whole attempt has a
+//! deadline; at most [`MAX_RESPONSE_BYTES`] of the response are read.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
+
+use bytes::Bytes;
+use http::{Request, Uri, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpStream,
+};
+use tokio_rustls::TlsConnector;
+
+/// Bytes of a response body read (and dropped): enough to keep the connection
+/// well-behaved, never more.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024;
+
+/// Longest endpoint URL accepted.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// An endpoint URL taken apart: `http` or `https`, a host, a port, a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    pub uri: Uri,
+}
+
+impl Target {
+    /// Parses an endpoint URL; the error says what is wrong with it.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        if url.len() > MAX_URL_BYTES {
+            return Err(format!("must be at most {MAX_URL_BYTES} bytes"));
+        }
+        let uri: Uri = url.parse().map_err(|_| "is not a valid URL".to_owned())?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err("must be an http:// or https:// URL".into()),
+        };
+        let authority = uri.authority().ok_or("must name a host")?;
+        if authority.as_str().contains('@') {
+            return Err("must not carry credentials".into());
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        if host.is_empty() {
+            return Err("must name a host".into());
+        }
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        Ok(Self {
+            https,
+            host,
+            port,
+            uri,
+        })
+    }
+}
+
+/// Whether an address is one a tenant's webhook may not reach by default: this
+/// machine, private and shared networks, link-local (cloud metadata services), and
+/// the other special-purpose ranges.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_internal_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal_v4(v4);
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || v6.is_unique_local()
+                || v6.is_unicast_link_local()
+                // 64:ff9b::/96 (NAT64) and 2002::/16 (6to4) can embed internal IPv4.
+                || (first == 0x64 && v6.segments()[1] == 0xff9b)
+                || first == 0x2002
+                // ::/96, IPv4-compatible (deprecated).
+                || v6.segments()[..6].iter().all(|s| *s == 0)
+        }
+    }
+}
+
+fn is_internal_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0
+        // 100.64.0.0/10, carrier-grade NAT.
+        || (a == 100 && (64..128).contains(&b))
+        // 198.18.0.0/15, benchmarking.
+        || (a == 198 && (b == 18 || b == 19))
+        // 240.0.0.0/4, reserved.
+        || a >= 240
+}
+
+/// Sends webhook requests.
+#[derive(Clone)]
+pub struct Sender {
+    tls: TlsConnector,
+    allow_internal: bool,
+    timeout: Duration,
+}
+
+impl Sender {
+    pub fn new(allow_internal: bool, timeout: Duration) -> Self {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Self {
+            tls: TlsConnector::from(Arc::new(config)),
+            allow_internal,
+            timeout,
+        }
+    }
+
+    /// The addresses of `target` that may be connected to: an error when it resolves
+    /// to none, or to an internal one (unless allowed).
+    pub async fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, String> {
+        let addrs: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, target.port)],
+            Err(_) => tokio::net::lookup_host((target.host.as_str(), target.port))
+                .await
+                .map_err(|e| format!("cannot resolve {}: {e}", target.host))?
+                .collect(),
+        };
+        if addrs.is_empty() {
+            return Err(format!("{} resolves to no address", target.host));
+        }
+        if !self.allow_internal && addrs.iter().any(|a| is_internal(a.ip())) {
+            return Err(format!(
+                "{} resolves to a loopback, private or otherwise internal address",
+                target.host
+            ));
+        }
+        Ok(addrs)
+    }
+
+    /// POSTs `body` with `headers`; the response's status, or what went wrong.
+    pub async fn post(
+        &self,
+        target: &Target,
+        headers: &[(&'static str, String)],
+        body: Bytes,
+    ) -> Result<http::StatusCode, String> {
+        match tokio::time::timeout(self.timeout, self.post_now(target, headers, body)).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("timed out after {:?}", self.timeout)),
+        }
+    }
+
+    async fn post_now(
+        &self,
+        target: &Target,
+        headers: &[(&'static str, String)],
+        body: Bytes,
+    ) -> Result<http::StatusCode, String> {
+        let addrs = self.resolve(target).await?;
+        let mut last_error = String::new();
+        let mut tcp = None;
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    tcp = Some(stream);
+                    break;
+                }
+                Err(e) => last_error = format!("connect {addr}: {e}"),
+            }
+        }
+        let tcp = tcp.ok_or(last_error)?;
+        let _ = tcp.set_nodelay(true);
+        let path = target
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let host = match target.uri.port() {
+            Some(port) => format!("{}:{port}", target.uri.host().unwrap_or_default()),
+            None => target.uri.host().unwrap_or_default().to_owned(),
+        };
+        let mut request = Request::post(path)
+            .header(header::HOST, host)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(
+                header::USER_AGENT,
+                concat!("askgate-webhooks/", env!("CARGO_PKG_VERSION")),
+            );
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|e| format!("invalid request: {e}"))?;
+        if target.https {
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| format!("invalid TLS name {}: {e}", target.host))?;
+            let tls = self
+                .tls
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?;
+            exchange(tls, request).await
+        } else {
+            exchange(tcp, request).await
+        }
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+async fn exchange<IO>(io: IO, request: Request<Full<Bytes>>) -> Result<http::StatusCode, String>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let connection = tokio::spawn(connection);
+    let result = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("HTTP: {e}"))?;
+        let status = response.status();
+        // Read a little of the body so the exchange completes; what it says is not used.
+        let _ = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await;
+        Ok(status)
+    }
+    .await;
+    connection.abort();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_recognised() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "2002:7f00:1::",
+        ] {
+            assert!(is_internal(ip.parse().expect(ip)), "{ip}");
+        }
+        for ip in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_internal(ip.parse().expect(ip)), "{ip}");
+        }
+    }
+
+    #[test]
+    fn urls_are_parsed_and_bad_ones_refused() {
+        let t = Target::parse("https://hooks.example.com/in?x=1").expect("valid");
+        assert_eq!(
+            (t.https, t.host.as_str(), t.port),
+            (true, "hooks.example.com", 443)
+        );
+        let t = Target::parse("http://[::1]:8080/x").expect("valid");
+        assert_eq!((t.https, t.host.as_str(), t.port), (false, "::1", 8080));
+        for bad in [
+            "ftp://example.com/",
+            "example.com/x",
+            "https://user:pw@example.com/",
+            "not a url",
+            "",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Target::parse(&format!("https://e.com/{}", "a".repeat(MAX_URL_BYTES))).is_err());
+    }
+
+    #[tokio::test]
+    async fn internal_hosts_are_refused_unless_allowed() {
+        let target = Target::parse("http://127.0.0.1:9/").expect("valid");
+        let strict = Sender::new(false, Duration::from_secs(5));
+        assert!(strict.resolve(&target).await.is_err());
+        let localhost = Target::parse("http://localhost:9/").expect("valid");
+        assert!(strict.resolve(&localhost).await.is_err());
+        let open = Sender::new(true, Duration::from_secs(5));
+        assert!(open.resolve(&target).await.is_ok());
+    }
+}

@@ -1,0 +1,489 @@
+//! Where endpoints, deliveries and reminder timers live: this process
+//! ([`MemoryHookStore`](super::memory::MemoryHookStore)) or Redis, shared by every
+//! node ([`RedisHookStore`](crate::backend::redis::RedisHookStore)). Both keep the same
+//! records and honour the same contract, which `conformance` below checks on each.
+//!
+//! Deliveries and timers are handed out with a lease: a claimed one is due again at
+//! `lease_until`, so a node that dies holding it loses nothing (a survivor claims it
+//! then), and no other node takes it while the lease runs.
+
+use async_trait::async_trait;
+
+use super::model::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
+use crate::domain::AskError;
+
+/// The per-tenant bounds a store enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Endpoints one tenant may have.
+    pub max_endpoints: usize,
+    /// Pending deliveries one tenant may have queued.
+    pub max_queued: usize,
+    /// Finished (delivered or failed) deliveries kept per tenant, newest first.
+    pub keep_finished: usize,
+}
+
+#[async_trait]
+pub trait HookStore: Send + Sync + 'static {
+    /// Adds an endpoint; TOO_MANY_WEBHOOKS past `max_endpoints`.
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError>;
+
+    /// The tenant's endpoints, oldest first.
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError>;
+
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError>;
+
+    /// Removes an endpoint; whether it was there. Its pending deliveries end FAILED
+    /// at their next attempt.
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError>;
+
+    /// Queues new pending deliveries of one tenant, as many as its queue has room
+    /// for; returns how many were queued.
+    async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord])
+    -> Result<usize, AskError>;
+
+    /// Hands out up to `limit` deliveries due at `now_ms`, each with its attempts
+    /// bumped and leased until `lease_until_ms`.
+    async fn claim_deliveries(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError>;
+
+    /// Records the outcome of an attempt: `record` as updated by the node that made
+    /// it (status, error, next attempt). Dropped when the delivery was handed out
+    /// again meanwhile (its attempts moved on), or is gone; `Ok(false)` then.
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError>;
+
+    /// The tenant's deliveries, newest first.
+    async fn deliveries(
+        &self,
+        tenant: &str,
+        endpoint_id: Option<&str>,
+        status: Option<Status>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, AskError>;
+
+    /// Makes a delivery of the tenant pending again, due at once, retried until
+    /// `retry_until_ms`. NOT_FOUND when the tenant has no such delivery;
+    /// TOO_MANY_WEBHOOKS when its queue is full. A pending one only becomes due now.
+    async fn redeliver(
+        &self,
+        tenant: &str,
+        id: &str,
+        now_ms: u64,
+        retry_until_ms: u64,
+    ) -> Result<DeliveryRecord, AskError>;
+
+    /// Adds an ask's reminder timer, due at `due_ms`; an ask's timer is added once.
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError>;
+
+    /// Hands out up to `limit` timers due at `now_ms`, leased until `lease_until_ms`.
+    async fn claim_timers(
+        &self,
+        now_ms: u64,
+        lease_until_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<TimerRecord>, AskError>;
+
+    /// Stores a timer's progress and its next due time, or removes it (`None`).
+    async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>)
+    -> Result<(), AskError>;
+
+    /// Removes an ask's timer (its ask was resolved).
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError>;
+}
+
+/// The contract every store must keep, run against each (memory here; Redis and
+/// Redis Cluster in the Redis store's tests).
+#[cfg(test)]
+pub(crate) mod conformance {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::webhooks::model::EventType;
+
+    pub const LIMITS: StoreLimits = StoreLimits {
+        max_endpoints: 2,
+        max_queued: 3,
+        keep_finished: 2,
+    };
+
+    pub fn endpoint(tenant: &str, id: &str) -> EndpointRecord {
+        EndpointRecord {
+            id: id.into(),
+            tenant: tenant.into(),
+            url: "https://hooks.example.com/in".into(),
+            events: EventType::ALL.to_vec(),
+            description: "d".into(),
+            labels: HashMap::new(),
+            secret: "whsec_c2VjcmV0".into(),
+            provides: true,
+            created_ms: 1,
+        }
+    }
+
+    pub fn delivery(tenant: &str, id: &str, created_ms: u64) -> DeliveryRecord {
+        DeliveryRecord {
+            id: id.into(),
+            tenant: tenant.into(),
+            endpoint_id: "e1".into(),
+            event_type: EventType::Requested,
+            session_id: "s".into(),
+            rpc_id: "r".into(),
+            body: "{}".into(),
+            status: Status::Pending,
+            attempts: 0,
+            last_error: String::new(),
+            created_ms,
+            retry_until_ms: created_ms + 1_000_000,
+            next_attempt_ms: created_ms,
+            last_attempt_ms: 0,
+        }
+    }
+
+    pub async fn endpoints_are_per_tenant_and_capped(store: &dyn HookStore) {
+        store
+            .create_endpoint(&endpoint("a", "e1"))
+            .await
+            .expect("the store answers");
+        store
+            .create_endpoint(&endpoint("a", "e2"))
+            .await
+            .expect("the store answers");
+        let third = store.create_endpoint(&endpoint("a", "e3")).await;
+        assert!(
+            matches!(third, Err(AskError::TooManyWebhooks(_))),
+            "{third:?}"
+        );
+        store
+            .create_endpoint(&endpoint("b", "e1"))
+            .await
+            .expect("the store answers");
+        let ids = |list: Vec<EndpointRecord>| list.into_iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(store.endpoints("a").await.expect("the store answers")),
+            ["e1", "e2"]
+        );
+        assert_eq!(
+            ids(store.endpoints("b").await.expect("the store answers")),
+            ["e1"]
+        );
+        assert!(
+            store
+                .endpoint("c", "e1")
+                .await
+                .expect("the store answers")
+                .is_none()
+        );
+        assert!(
+            !store
+                .delete_endpoint("c", "e1")
+                .await
+                .expect("the store answers")
+        );
+        assert!(
+            store
+                .delete_endpoint("a", "e1")
+                .await
+                .expect("the store answers")
+        );
+        assert!(
+            store
+                .endpoint("a", "e1")
+                .await
+                .expect("the store answers")
+                .is_none()
+        );
+        assert_eq!(
+            store.endpoint("b", "e1").await.expect("the store answers"),
+            Some(endpoint("b", "e1"))
+        );
+        store
+            .create_endpoint(&endpoint("a", "e3"))
+            .await
+            .expect("the store answers");
+    }
+
+    pub async fn deliveries_are_leased_finished_and_listed(store: &dyn HookStore) {
+        let queued = store
+            .enqueue(
+                "a",
+                &[
+                    delivery("a", "d1", 10),
+                    delivery("a", "d2", 20),
+                    delivery("a", "d3", 30),
+                ],
+            )
+            .await
+            .expect("the store answers");
+        assert_eq!(queued, 3);
+        // The queue is full: nothing more goes in, and other tenants are not affected.
+        assert_eq!(
+            store
+                .enqueue("a", &[delivery("a", "d4", 40)])
+                .await
+                .expect("the store answers"),
+            0
+        );
+        assert_eq!(
+            store
+                .enqueue("b", &[delivery("b", "x1", 40)])
+                .await
+                .expect("the store answers"),
+            1
+        );
+
+        // Due at 25: d1 and d2 (and not x1, due at 40). Leased until 100.
+        let mut claimed = store
+            .claim_deliveries(25, 100, 10)
+            .await
+            .expect("the store answers");
+        claimed.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(
+            claimed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+            ["d1", "d2"]
+        );
+        assert!(claimed.iter().all(|d| d.attempts == 1));
+        // Leased: not handed out again before the lease ends.
+        let again = store
+            .claim_deliveries(50, 150, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(
+            again.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+            ["d3", "x1"]
+        );
+
+        // d1 delivered; d2 retried at 120.
+        let mut d1 = claimed[0].clone();
+        d1.status = Status::Delivered;
+        d1.last_attempt_ms = 60;
+        assert!(store.finish_attempt(&d1).await.expect("the store answers"));
+        let mut d2 = claimed[1].clone();
+        d2.last_error = "HTTP 500".into();
+        d2.next_attempt_ms = 120;
+        assert!(store.finish_attempt(&d2).await.expect("the store answers"));
+        // A queue slot is free again once d1 is delivered.
+        assert_eq!(
+            store
+                .enqueue("a", &[delivery("a", "d4", 70)])
+                .await
+                .expect("the store answers"),
+            1
+        );
+        let fresh = store
+            .claim_deliveries(110, 200, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(
+            fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+            ["d4"]
+        );
+        let retried = store
+            .claim_deliveries(120, 200, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(retried.len(), 1);
+        assert_eq!((retried[0].id.as_str(), retried[0].attempts), ("d2", 2));
+        // The outcome of the first attempt, arriving late, is dropped.
+        assert!(!store.finish_attempt(&d2).await.expect("the store answers"));
+
+        let listed = store
+            .deliveries("a", None, None, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(
+            listed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+            ["d4", "d3", "d2", "d1"]
+        );
+        let delivered = store
+            .deliveries("a", Some("e1"), Some(Status::Delivered), 10)
+            .await;
+        assert_eq!(delivered.expect("the store answers"), [d1.clone()]);
+        assert!(
+            store
+                .deliveries("a", Some("other"), None, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .deliveries("a", None, None, 2)
+                .await
+                .expect("the store answers")
+                .len(),
+            2
+        );
+        assert_eq!(
+            store
+                .deliveries("b", None, None, 10)
+                .await
+                .expect("the store answers")
+                .len(),
+            1
+        );
+    }
+
+    pub async fn failed_deliveries_are_redelivered_and_old_ones_trimmed(store: &dyn HookStore) {
+        store
+            .enqueue("a", &[delivery("a", "d1", 10)])
+            .await
+            .expect("the store answers");
+        let mut d1 = store
+            .claim_deliveries(10, 100, 10)
+            .await
+            .expect("the store answers")
+            .remove(0);
+        d1.status = Status::Failed;
+        d1.last_error = "HTTP 500".into();
+        assert!(store.finish_attempt(&d1).await.expect("the store answers"));
+        assert!(
+            store
+                .claim_deliveries(1000, 2000, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+
+        // Another tenant cannot see or redeliver it.
+        let foreign = store.redeliver("b", "d1", 50, 500).await;
+        assert!(matches!(foreign, Err(AskError::NotFound(_))), "{foreign:?}");
+        let again = store
+            .redeliver("a", "d1", 50, 500)
+            .await
+            .expect("the store answers");
+        assert_eq!(
+            (again.status, again.next_attempt_ms, again.retry_until_ms),
+            (Status::Pending, 50, 500)
+        );
+        let claimed = store
+            .claim_deliveries(50, 1000, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!((claimed[0].id.as_str(), claimed[0].attempts), ("d1", 2));
+
+        // Finished deliveries beyond `keep_finished` are forgotten, oldest first.
+        let mut finished = vec![claimed[0].clone()];
+        for (i, id) in ["d2", "d3"].into_iter().enumerate() {
+            store
+                .enqueue("a", &[delivery("a", id, 20 + i as u64)])
+                .await
+                .expect("the store answers");
+        }
+        finished.extend(
+            store
+                .claim_deliveries(100, 200, 10)
+                .await
+                .expect("the store answers"),
+        );
+        for (i, mut d) in finished.into_iter().enumerate() {
+            d.status = Status::Delivered;
+            d.last_attempt_ms = 100 + i as u64;
+            assert!(store.finish_attempt(&d).await.expect("the store answers"));
+        }
+        let kept = store
+            .deliveries("a", None, None, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        let missing = store.redeliver("a", "d1", 300, 400).await;
+        assert!(matches!(missing, Err(AskError::NotFound(_))), "{missing:?}");
+    }
+
+    pub async fn timers_are_leased_advanced_and_cancelled(store: &dyn HookStore) {
+        let timer = TimerRecord {
+            tenant: "a".into(),
+            session_id: "s".into(),
+            rpc_id: "r".into(),
+            asked_ms: 0,
+            remind_after_ms: 100,
+            remind_every_ms: 100,
+            max_reminders: 0,
+            escalate_after_ms: 0,
+            reminders: 0,
+            escalated: false,
+        };
+        store
+            .schedule(&timer, 100)
+            .await
+            .expect("the store answers");
+        // Scheduling the same ask again (a retried call) changes nothing.
+        store.schedule(&timer, 5).await.expect("the store answers");
+        assert!(
+            store
+                .claim_timers(99, 1000, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+        let claimed = store
+            .claim_timers(100, 1000, 10)
+            .await
+            .expect("the store answers");
+        assert_eq!(claimed, std::slice::from_ref(&timer));
+        assert!(
+            store
+                .claim_timers(500, 1000, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+        // A lease that runs out hands it out again (its node died).
+        assert_eq!(
+            store
+                .claim_timers(1000, 2000, 10)
+                .await
+                .expect("the store answers")
+                .len(),
+            1
+        );
+        let advanced = TimerRecord {
+            reminders: 1,
+            ..timer.clone()
+        };
+        store
+            .finish_timer(&advanced, Some(200))
+            .await
+            .expect("the store answers");
+        assert_eq!(
+            store
+                .claim_timers(200, 300, 10)
+                .await
+                .expect("the store answers"),
+            std::slice::from_ref(&advanced)
+        );
+        store
+            .finish_timer(&advanced, Some(300))
+            .await
+            .expect("the store answers");
+        store
+            .cancel_timer(&timer.id())
+            .await
+            .expect("the store answers");
+        assert!(
+            store
+                .claim_timers(10_000, 20_000, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+        store
+            .schedule(&timer, 100)
+            .await
+            .expect("the store answers");
+        store
+            .finish_timer(&timer, None)
+            .await
+            .expect("the store answers");
+        assert!(
+            store
+                .claim_timers(10_000, 20_000, 10)
+                .await
+                .expect("the store answers")
+                .is_empty()
+        );
+    }
+}
