@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
 # (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
-# runs every test of the workspace, the MCP tests (tests/mcp: the official MCP Python
+# runs every test of the workspace (the webhook tests with a Python receiver that
+# verifies signatures with the Standard Webhooks reference library), the MCP tests (tests/mcp: the official MCP Python
 # SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
 # installed into a venv), the Node SDK's (client/node: its tarball packed and installed
 # into a fresh project) and the browser console's tests (client/web: Playwright driving
@@ -30,6 +31,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # The tests start their own redis-server processes on free ports; a system service the
 # package may have started is not used.
+
+# The webhook tests' receiver verifies signatures with the Standard Webhooks reference
+# library from PyPI (tests/webhooks), in a venv of its own (made once, refreshed when
+# its requirements change).
+hookvenv=target/webhook-venv
+if [ ! -x "$hookvenv/bin/python" ] || ! cmp -s tests/webhooks/requirements.txt "$hookvenv/requirements.txt"; then
+  rm -rf "$hookvenv"
+  python3 -m venv "$hookvenv"
+  "$hookvenv/bin/pip" install --quiet --disable-pip-version-check -r tests/webhooks/requirements.txt
+  cp tests/webhooks/requirements.txt "$hookvenv/requirements.txt"
+fi
+export ASKGATE_WEBHOOK_PYTHON="$PWD/$hookvenv/bin/python"
 
 cargo test --workspace --locked "$@"
 

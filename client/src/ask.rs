@@ -176,6 +176,27 @@ impl Ask {
         self
     }
 
+    /// Reminders and escalation while the batch is pending: the first reminder after
+    /// `remind_after`, then one every `remind_every` (zero: only the first), at most
+    /// `max_reminders` (0: no limit); one escalation after `escalate_after` (zero:
+    /// never). Each interval is zero or at least a second.
+    pub fn notify(
+        mut self,
+        remind_after: Duration,
+        remind_every: Duration,
+        max_reminders: u32,
+        escalate_after: Duration,
+    ) -> Self {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        self.request.notify = Some(crate::proto::NotifyPolicy {
+            remind_after_ms: ms(remind_after),
+            remind_every_ms: ms(remind_every),
+            max_reminders,
+            escalate_after_ms: ms(escalate_after),
+        });
+        self
+    }
+
     /// The wire request, for callers that need fields the builder does not cover.
     pub fn request_mut(&mut self) -> &mut AskRequest {
         &mut self.request

@@ -29,3 +29,4 @@ mod tls;
 mod tool;
 mod tui;
 mod unattended;
+mod webhooks;
