@@ -2,8 +2,8 @@
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
 # (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
 # runs every test of the workspace (the webhook tests with a Python receiver that
-# verifies signatures with the Standard Webhooks reference library), the MCP tests (tests/mcp: the official MCP Python
-# SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
+# verifies signatures with the Standard Webhooks reference library), the MCP tests
+# (tests/mcp: the official MCP Python SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
 # installed into a venv), the Node SDK's (client/node: its tarball packed and installed
 # into a fresh project) and the browser console's tests (client/web: Playwright driving
 # Debian's Chromium).

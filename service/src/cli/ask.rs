@@ -69,6 +69,19 @@ pub struct AskArgs {
     /// A label shown to the UIs, `KEY=VALUE`; repeat for more.
     #[arg(long = "label", value_parser = parse_pair)]
     pub labels: Vec<(String, String)>,
+    /// Remind (subscribers and webhooks) this long after the ask if it is still
+    /// pending (at least 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub remind_after: Option<Duration>,
+    /// Then remind again every this long (at least 1s).
+    #[arg(long, value_parser = parse_duration, requires = "remind_after")]
+    pub remind_every: Option<Duration>,
+    /// At most this many reminders (default: no limit).
+    #[arg(long, requires = "remind_after")]
+    pub max_reminders: Option<u32>,
+    /// Escalate once this long after the ask if it is still pending (at least 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub escalate_after: Option<Duration>,
 }
 
 impl AskArgs {
@@ -115,6 +128,19 @@ impl AskArgs {
             request.if_unattended = Unattended::Hold.into();
         }
         request.labels.extend(self.labels.iter().cloned());
+        if self.remind_after.is_some() || self.escalate_after.is_some() {
+            let ms = |d: Option<Duration>| {
+                d.map_or(Ok(0), |d| {
+                    u32::try_from(d.as_millis()).map_err(|_| "a notify interval must be under 49 days")
+                })
+            };
+            request.notify = Some(askgate_proto::v1::NotifyPolicy {
+                remind_after_ms: ms(self.remind_after)?,
+                remind_every_ms: ms(self.remind_every)?,
+                max_reminders: self.max_reminders.unwrap_or(0),
+                escalate_after_ms: ms(self.escalate_after)?,
+            });
+        }
         Ok(request)
     }
 }
