@@ -14,7 +14,15 @@
 
 export { AgentLease, Client, type ClientOptions, DEFAULT_ADDR, type FollowOptions } from "./client.js";
 export { AskgateError, REASONS, type Reason, type Violation } from "./errors.js";
-export type { QuestionAnswer, Question, QuestionOption, Requested, Resolved } from "./gen/askgate/v1/askgate_pb.js";
+export type {
+  Escalated,
+  QuestionAnswer,
+  Question,
+  QuestionOption,
+  Reminder,
+  Requested,
+  Resolved,
+} from "./gen/askgate/v1/askgate_pb.js";
 export { Resolution } from "./gen/askgate/v1/askgate_pb.js";
 export {
   type Answer,

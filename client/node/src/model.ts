@@ -7,12 +7,14 @@ import { create } from "@bufbuild/protobuf";
 import {
   type AskRequest,
   AskRequestSchema,
+  type Escalated,
   type Question,
   type QuestionAnswer,
   QuestionAnswerSchema,
   type QuestionOption,
   QuestionOptionSchema,
   QuestionSchema,
+  type Reminder,
   type Requested,
   type Resolved,
   type SubscribeResponse,
@@ -109,6 +111,16 @@ export interface Ask {
   /** Default: {@link DEFAULT_RETRY_BUDGET_MS}. */
   retryForMs?: number;
   /**
+   * Reminders and escalation while pending, in milliseconds from the ask (0: none; each
+   * non-zero interval at least 1000); unset: the server's default.
+   */
+  notify?: {
+    remindAfterMs?: number;
+    remindEveryMs?: number;
+    maxReminders?: number;
+    escalateAfterMs?: number;
+  };
+  /**
    * Aborting drops the call: the ask stays answerable for its reattach grace (use
    * `Client.abort` to resolve it at once, as the tool executor does).
    */
@@ -125,6 +137,7 @@ export function askRequest(ask: Ask, requestId: string): AskRequest {
     labels: { ...ask.labels },
     ifUnattended: ask.hold ? Unattended.HOLD : Unattended.FAIL,
     agent: ask.agent,
+    notify: ask.notify,
   });
 }
 
@@ -155,12 +168,15 @@ export interface AskResult {
 
 /**
  * One event of a subscription, with its cursor: a question `requested` or
- * `resolved`; `synced` (the replay is over; `resumed` says whether it resumed from
- * the cursor); `reset` (drop what you hold: a fresh snapshot follows).
+ * `resolved`; a pending ask's `reminder` or `escalated`; `synced` (the replay is
+ * over; `resumed` says whether it resumed from the cursor); `reset` (drop what you
+ * hold: a fresh snapshot follows).
  */
 export type Event =
   | { kind: "requested"; cursor: string; requested: Requested }
   | { kind: "resolved"; cursor: string; resolved: Resolved }
+  | { kind: "reminder"; cursor: string; reminder: Reminder }
+  | { kind: "escalated"; cursor: string; escalated: Escalated }
   | { kind: "synced"; cursor: string; resumed: boolean }
   | { kind: "reset"; cursor: string };
 
@@ -176,6 +192,10 @@ export function eventOf(message: SubscribeResponse): Event | undefined {
       return { kind: "synced", cursor, resumed: event.value.resumed };
     case "reset":
       return { kind: "reset", cursor };
+    case "reminder":
+      return { kind: "reminder", cursor, reminder: event.value };
+    case "escalated":
+      return { kind: "escalated", cursor, escalated: event.value };
     default:
       return undefined;
   }

@@ -103,11 +103,12 @@ class AsyncClient:
             )
             try:
                 async for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
-                    event = Event.of(message)
-                    if event.cursor:
-                        cursor = event.cursor
+                    if message.cursor:
+                        cursor = message.cursor
                     delays = backoff()
-                    yield event
+                    event = Event.of(message)
+                    if event is not None:
+                        yield event
                 return
             except grpc.aio.AioRpcError as failure:
                 error = AskgateError.from_rpc_error(failure)

@@ -118,11 +118,12 @@ class Client:
             )
             try:
                 for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
-                    event = Event.of(message)
-                    if event.cursor:
-                        cursor = event.cursor
+                    if message.cursor:
+                        cursor = message.cursor
                     delays = backoff()
-                    yield event
+                    event = Event.of(message)
+                    if event is not None:
+                        yield event
                 return
             except grpc.RpcError as failure:
                 error = AskgateError.from_rpc_error(failure)

@@ -109,6 +109,9 @@ class Ask:
     labels: Mapping[str, str] = field(default_factory=dict)
     retry: bool = True
     retry_for: float = DEFAULT_RETRY_BUDGET
+    #: Reminders and escalation while pending (`pb.NotifyPolicy`, milliseconds); None:
+    #: the server's default.
+    notify: Optional[pb.NotifyPolicy] = None
 
     def request(self) -> pb.AskRequest:
         request = pb.AskRequest(
@@ -121,15 +124,18 @@ class Ask:
         )
         if self.agent is not None:
             request.agent.agent_id, request.agent.incarnation = self.agent
+        if self.notify is not None:
+            request.notify.CopyFrom(self.notify)
         return request
 
 
 @dataclass(frozen=True)
 class Event:
     """One event of a subscription, with its cursor. Exactly one of `requested`,
-    `resolved` is set, or `synced` (the replay is over; `resumed` says whether it
-    resumed from the cursor) or `reset` (drop what you hold: a fresh snapshot
-    follows)."""
+    `resolved`, `reminder` (a pending ask is due a reminder), `escalated` (it went
+    unanswered past its escalation time) is set, or `synced` (the replay is over;
+    `resumed` says whether it resumed from the cursor) or `reset` (drop what you hold:
+    a fresh snapshot follows)."""
 
     cursor: str
     requested: Optional[pb.Requested] = None
@@ -137,9 +143,12 @@ class Event:
     synced: bool = False
     resumed: bool = False
     reset: bool = False
+    reminder: Optional[pb.Reminder] = None
+    escalated: Optional[pb.Escalated] = None
 
     @classmethod
-    def of(cls, message: pb.SubscribeResponse) -> "Event":
+    def of(cls, message: pb.SubscribeResponse) -> Optional["Event"]:
+        """The event of a message; None for a kind this client does not know yet."""
         kind = message.WhichOneof("event")
         if kind == "requested":
             return cls(message.cursor, requested=message.requested)
@@ -147,4 +156,10 @@ class Event:
             return cls(message.cursor, resolved=message.resolved)
         if kind == "synced":
             return cls(message.cursor, synced=True, resumed=message.synced.resumed)
-        return cls(message.cursor, reset=True)
+        if kind == "reset":
+            return cls(message.cursor, reset=True)
+        if kind == "reminder":
+            return cls(message.cursor, reminder=message.reminder)
+        if kind == "escalated":
+            return cls(message.cursor, escalated=message.escalated)
+        return None
