@@ -197,6 +197,15 @@ impl Run<'_> {
                 if let Some(ms) = step["timeout_ms"].as_u64() {
                     ask = ask.timeout(std::time::Duration::from_millis(ms));
                 }
+                if step["notify"].is_object() {
+                    let ms = |field: &str| step["notify"][field].as_u64().unwrap_or(0) as u32;
+                    ask.request_mut().notify = Some(askgate_proto::v1::NotifyPolicy {
+                        remind_after_ms: ms("remind_after_ms"),
+                        remind_every_ms: ms("remind_every_ms"),
+                        max_reminders: ms("max_reminders"),
+                        escalate_after_ms: ms("escalate_after_ms"),
+                    });
+                }
                 if let Some(lease) = step["lease"].as_str() {
                     let (agent_id, lease) = &self.leases[lease];
                     ask = ask.agent(agent_id, lease.incarnation());

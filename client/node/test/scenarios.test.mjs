@@ -111,6 +111,12 @@ class Run {
           timeoutMs: step.timeout_ms,
           requestId: ask.requestId,
           agent: agent && { agentId: agent.agentId ?? agent.agent_id, incarnation: agent.incarnation },
+          notify: step.notify && {
+            remindAfterMs: step.notify.remind_after_ms,
+            remindEveryMs: step.notify.remind_every_ms,
+            maxReminders: step.notify.max_reminders,
+            escalateAfterMs: step.notify.escalate_after_ms,
+          },
         })
         .then(
           (value) => ({ value }),
@@ -176,9 +182,9 @@ class Run {
       assert.equal(event?.kind, step.kind, `follow ${step.follow}`);
       if (step.kind === "synced") {
         assert.equal(event.resumed, step.resumed, "synced.resumed");
-      } else if (step.kind === "requested" || step.kind === "resolved") {
+      } else if (["requested", "resolved", "reminder", "escalated"].includes(step.kind)) {
         const ask = this.asks.get(step.ask);
-        const rpcId = event.kind === "requested" ? event.requested.rpcId : event.resolved.rpcId;
+        const rpcId = event[event.kind].rpcId;
         ask.rpcId ??= rpcId;
         assert.equal(rpcId, ask.rpcId, `the ${step.kind} event of ${step.ask}`);
         if (step.resolution) {

@@ -129,6 +129,7 @@ class Run:
                 timeout=step["timeout_ms"] / 1000 if "timeout_ms" in step else None,
                 request_id=step.get("request_id", str(uuid.uuid4())),
                 agent=(agent["agent_id"], agent["incarnation"]) if agent else None,
+                notify=pb.NotifyPolicy(**step["notify"]) if "notify" in step else None,
             )
             client = self.client(step.get("key"), step.get("via"))
             self.asks[step["name"]] = {
@@ -186,13 +187,21 @@ class Run:
                 return
             if isinstance(got, BaseException):
                 raise got
-            kind = "requested" if got.requested else "resolved" if got.resolved else "synced" if got.synced else "reset"
+            kinds = {
+                "requested": got.requested,
+                "resolved": got.resolved,
+                "reminder": got.reminder,
+                "escalated": got.escalated,
+                "synced": got.synced,
+                "reset": got.reset,
+            }
+            kind = next(k for k, v in kinds.items() if v)
             assert kind == step["kind"], f"follow {step['follow']}: {got}"
             if kind == "synced":
                 assert got.resumed == step["resumed"], "synced.resumed"
-            elif kind in ("requested", "resolved"):
+            elif kind in ("requested", "resolved", "reminder", "escalated"):
                 ask = self.asks[step["ask"]]
-                rpc_id = (got.requested or got.resolved).rpc_id
+                rpc_id = kinds[kind].rpc_id
                 ask["rpc_id"] = ask["rpc_id"] or rpc_id
                 assert rpc_id == ask["rpc_id"], f"the {kind} event of {step['ask']}"
                 if "resolution" in step:

@@ -131,7 +131,8 @@ impl AskArgs {
         if self.remind_after.is_some() || self.escalate_after.is_some() {
             let ms = |d: Option<Duration>| {
                 d.map_or(Ok(0), |d| {
-                    u32::try_from(d.as_millis()).map_err(|_| "a notify interval must be under 49 days")
+                    u32::try_from(d.as_millis())
+                        .map_err(|_| "a notify interval must be under 49 days")
                 })
             };
             request.notify = Some(askgate_proto::v1::NotifyPolicy {
