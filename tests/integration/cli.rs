@@ -682,3 +682,93 @@ async fn ask_stops_retrying_when_its_retry_budget_runs_out() {
         .await
         .expect_err("the node is gone");
 }
+
+/// `askgate webhooks`: add (the secret shown once), list, deliveries, rm; unknown ids
+/// exit 8 (NOT_FOUND), invalid input 6, and `ask --remind-after` sets the schedule.
+#[tokio::test]
+async fn webhooks_are_managed_from_the_command_line() {
+    let server = ServeProcess::start_with(&["--webhook-allow-private"]).await;
+    let url = server.url.clone();
+    let run = |args: &[&str]| {
+        let mut all = vec!["webhooks"];
+        all.extend_from_slice(args);
+        all.extend(["--addr", &url]);
+        finish(askgate(&all))
+    };
+    let (code, stdout, stderr) = run(&[
+        "add",
+        "--url",
+        "http://127.0.0.1:9/hook",
+        "--event",
+        "ask.resolved",
+        "--label",
+        "team=infra",
+        "--description",
+        "audit",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let created: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert!(
+        created["secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("whsec_")),
+        "{created}"
+    );
+    assert_eq!(created["events"], serde_json::json!(["ask.resolved"]));
+    assert_eq!(created["labels"]["team"], "infra");
+    assert_eq!(
+        created["provides"],
+        Value::Null,
+        "not a provider: false is left out"
+    );
+    let id = created["id"].as_str().expect("id").to_owned();
+
+    let (code, stdout, _) = run(&["list"]).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(listed["endpoints"][0]["id"], id.as_str());
+    assert_eq!(
+        listed["endpoints"][0]["secret"],
+        Value::Null,
+        "the secret is shown once"
+    );
+    let (code, stdout, _) = run(&["deliveries", "--status", "failed"]).await;
+    assert_eq!((code, stdout.trim()), (0, "{}"));
+
+    let (code, _, stderr) = run(&[
+        "add",
+        "--url",
+        "http://127.0.0.1:9/x",
+        "--event",
+        "ask.nope",
+    ])
+    .await;
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("BAD_REQUEST"), "{stderr}");
+    let (code, _, _) = run(&["rm", &id]).await;
+    assert_eq!(code, 0);
+    let (code, _, stderr) = run(&["rm", &id]).await;
+    assert_eq!(code, 8, "{stderr}");
+    assert!(stderr.contains("NOT_FOUND"), "{stderr}");
+    let (code, _, stderr) = run(&["redeliver", "msg_missing"]).await;
+    assert_eq!(code, 8, "{stderr}");
+
+    let (code, _, stderr) = finish(askgate(&[
+        "ask",
+        "--addr",
+        &url,
+        "--session",
+        "s",
+        "--question",
+        "ok?",
+        "--hold",
+        "--remind-after",
+        "500ms",
+        "--timeout",
+        "1s",
+    ]))
+    .await;
+    assert_eq!(code, 6, "a reminder sooner than 1s is refused: {stderr}");
+    assert!(stderr.contains("notify.remind_after_ms"), "{stderr}");
+}
