@@ -51,7 +51,7 @@ pub enum Command {
     /// Run the service (in-memory backend).
     Serve(Box<ServeArgs>),
     /// Ask questions and wait for the answer; prints the answer as JSON.
-    Ask(ask::AskArgs),
+    Ask(Box<ask::AskArgs>),
     /// Follow a session (or all sessions) and print events as JSON lines.
     Watch(watch::WatchArgs),
     /// Print the pending asks of a session as JSON.
@@ -144,7 +144,7 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve::run(*args).await,
-            Command::Ask(args) => ask::run(args).await,
+            Command::Ask(args) => ask::run(*args).await,
             Command::Watch(args) => watch::run_watch(args).await,
             Command::Pending(args) => watch::run_pending(args).await,
             Command::Answer(args) => answer::run(args).await,
