@@ -23,8 +23,9 @@ struct State {
     /// Per tenant, oldest first.
     endpoints: HashMap<String, Vec<EndpointRecord>>,
     deliveries: HashMap<String, DeliveryRecord>,
-    /// Pending deliveries by (due, id).
+    /// Pending deliveries by (due, id), and each one's due time.
     due: BTreeSet<(u64, String)>,
+    due_at: HashMap<String, u64>,
     /// Per tenant: its deliveries, oldest first; and how many are pending.
     tenants: HashMap<String, TenantLog>,
     timers: HashMap<String, (u64, TimerRecord)>,
@@ -53,6 +54,17 @@ fn not_found(what: &str) -> AskError {
 }
 
 impl State {
+    /// Makes delivery `id` due at `at` (or no longer due).
+    fn set_due(&mut self, id: &str, at: Option<u64>) {
+        if let Some(was) = self.due_at.remove(id) {
+            self.due.remove(&(was, id.to_owned()));
+        }
+        if let Some(at) = at {
+            self.due.insert((at, id.to_owned()));
+            self.due_at.insert(id.to_owned(), at);
+        }
+    }
+
     /// Forgets the oldest finished deliveries of `tenant` beyond `keep`.
     fn trim(&mut self, tenant: &str, keep: usize) {
         let Some(log) = self.tenants.get_mut(tenant) else {
@@ -126,12 +138,11 @@ impl HookStore for MemoryHookStore {
         let log = state.tenants.entry(tenant.to_owned()).or_default();
         let room = self.limits.max_queued.saturating_sub(log.queued);
         let taken = deliveries.len().min(room);
+        log.queued += taken;
+        log.ids
+            .extend(deliveries[..taken].iter().map(|d| d.id.clone()));
         for delivery in &deliveries[..taken] {
-            log.queued += 1;
-            log.ids.push_back(delivery.id.clone());
-            state
-                .due
-                .insert((delivery.next_attempt_ms, delivery.id.clone()));
+            state.set_due(&delivery.id, Some(delivery.next_attempt_ms));
             state
                 .deliveries
                 .insert(delivery.id.clone(), delivery.clone());
@@ -154,14 +165,14 @@ impl HookStore for MemoryHookStore {
             .cloned()
             .collect();
         let mut claimed = Vec::with_capacity(due.len());
-        for entry in due {
-            state.due.remove(&entry);
-            let Some(delivery) = state.deliveries.get_mut(&entry.1) else {
+        for (_, id) in due {
+            let Some(delivery) = state.deliveries.get_mut(&id) else {
+                state.set_due(&id, None);
                 continue;
             };
             delivery.attempts += 1;
             claimed.push(delivery.clone());
-            state.due.insert((lease_until_ms, entry.1));
+            state.set_due(&id, Some(lease_until_ms));
         }
         Ok(claimed)
     }
@@ -174,14 +185,12 @@ impl HookStore for MemoryHookStore {
         if stored.attempts != record.attempts || stored.status != Status::Pending {
             return Ok(false);
         }
-        state.due.retain(|(_, id)| *id != record.id);
         state.deliveries.insert(record.id.clone(), record.clone());
         if record.status == Status::Pending {
-            state
-                .due
-                .insert((record.next_attempt_ms, record.id.clone()));
+            state.set_due(&record.id, Some(record.next_attempt_ms));
             return Ok(true);
         }
+        state.set_due(&record.id, None);
         let log = state.tenants.entry(record.tenant.clone()).or_default();
         log.queued = log.queued.saturating_sub(1);
         log.finished
@@ -236,12 +245,12 @@ impl HookStore for MemoryHookStore {
             log.queued += 1;
             log.finished.retain(|(_, finished)| finished.as_str() != id);
         }
-        state.due.retain(|(_, due)| due.as_str() != id);
         delivery.status = Status::Pending;
         delivery.next_attempt_ms = now_ms;
         delivery.retry_until_ms = retry_until_ms;
-        state.due.insert((now_ms, id.to_owned()));
-        Ok(delivery.clone())
+        let redelivered = delivery.clone();
+        state.set_due(id, Some(now_ms));
+        Ok(redelivered)
     }
 
     async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError> {

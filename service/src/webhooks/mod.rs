@@ -93,6 +93,10 @@ impl Default for WebhookConfig {
 
 /// Events the intake may hold before an engine's reports are dropped.
 const INTAKE_QUEUE: usize = 64 * 1024;
+/// Events the intake takes at once.
+const INTAKE_BATCH: usize = 256;
+/// Event types an endpoint may name (there are four; repeats are allowed, up to this).
+const MAX_EVENT_TYPES: usize = 16;
 /// Beyond an attempt's timeout, how long its lease lasts.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// How long a node holds a claimed timer (sending a notice is quick).
@@ -232,6 +236,12 @@ impl Hooks {
             violations.push(Violation::new("url", e.clone()));
         }
         let mut events = Vec::new();
+        if request.events.len() > MAX_EVENT_TYPES {
+            return Err(AskError::bad_request(
+                "events",
+                format!("at most {MAX_EVENT_TYPES} event types"),
+            ));
+        }
         for (i, name) in request.events.iter().enumerate() {
             match EventType::parse(name) {
                 Some(event) if !events.contains(&event) => events.push(event),
@@ -268,11 +278,13 @@ impl Hooks {
             return Err(AskError::BadRequest(violations));
         }
         let target = target.map_err(|e| AskError::bad_request("url", e))?;
-        self.inner
-            .sender
-            .resolve(&target)
-            .await
-            .map_err(|e| AskError::bad_request("url", e))?;
+        let resolved = tokio::time::timeout(
+            self.inner.config.timeout,
+            self.inner.sender.resolve(&target),
+        )
+        .await
+        .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
+        resolved.map_err(|e| AskError::bad_request("url", e))?;
         // Two random UUIDs: 244 bits from the OS's generator.
         let mut key = [0u8; 32];
         key[..16].copy_from_slice(Uuid::new_v4().as_bytes());
@@ -431,12 +443,12 @@ impl Inner {
     async fn fan_out(
         &self,
         tenant: &str,
+        endpoints: &[EndpointRecord],
         event_type: EventType,
         labels: &HashMap<String, String>,
         requested: &Requested,
         body: impl FnOnce() -> Result<String, AskError>,
     ) -> Result<(), AskError> {
-        let endpoints = self.store.endpoints(tenant).await?;
         let wanting: Vec<_> = endpoints
             .iter()
             .filter(|e| e.wants(event_type, labels))
@@ -482,8 +494,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Turns one committed event into deliveries, and starts or stops its ask's timer.
-    async fn take(&self, committed: Committed) -> Result<(), AskError> {
+    /// Turns one committed event into deliveries to the tenant's `endpoints`, and
+    /// starts or stops its ask's timer.
+    async fn take(
+        &self,
+        committed: Committed,
+        endpoints: &[EndpointRecord],
+    ) -> Result<(), AskError> {
         let tenant = &*committed.tenant;
         match &committed.message.event {
             Some(Event::Requested(requested)) => {
@@ -501,6 +518,7 @@ impl Inner {
                 };
                 self.fan_out(
                     tenant,
+                    endpoints,
                     EventType::Requested,
                     &requested.labels,
                     requested,
@@ -526,8 +544,15 @@ impl Inner {
                         None,
                     )
                 };
-                self.fan_out(tenant, EventType::Resolved, &asked.labels, asked, body)
-                    .await
+                self.fan_out(
+                    tenant,
+                    endpoints,
+                    EventType::Resolved,
+                    &asked.labels,
+                    asked,
+                    body,
+                )
+                .await
             }
             _ => Ok(()),
         }
@@ -612,8 +637,10 @@ impl Inner {
                 reminder,
             )
         };
+        let endpoints = self.store.endpoints(&timer.tenant).await?;
         self.fan_out(
             &timer.tenant,
+            &endpoints,
             event_type,
             &requested.labels,
             requested,
@@ -728,15 +755,30 @@ fn requested_of(message: &Message) -> Option<&Requested> {
     }
 }
 
-/// The node's intake: committed events to deliveries, one at a time, in order.
+/// The node's intake: committed events to deliveries, in order. What arrived meanwhile
+/// is taken as one batch, reading each tenant's endpoints once per batch: under load the
+/// store is read once per batch, not once per event.
 async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
-    while let Some(committed) = events.recv().await {
-        let tenant = committed.tenant.clone();
-        if let Err(e) = inner.take(committed).await {
-            inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
-            warn!(%tenant, "queueing webhook deliveries failed: {e}");
+    let mut batch = Vec::with_capacity(INTAKE_BATCH);
+    while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
+        let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, AskError>> =
+            HashMap::new();
+        for committed in batch.drain(..) {
+            let tenant = committed.tenant.clone();
+            if !endpoints.contains_key(&tenant) {
+                let read = inner.store.endpoints(&tenant).await;
+                endpoints.insert(tenant.clone(), read);
+            }
+            let taken = match &endpoints[&tenant] {
+                Ok(list) => inner.take(committed, list).await,
+                Err(e) => Err(e.clone()),
+            };
+            if let Err(e) = taken {
+                inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
+                warn!(%tenant, "queueing webhook deliveries failed: {e}");
+            }
+            inner.in_intake.fetch_sub(1, Ordering::AcqRel);
         }
-        inner.in_intake.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
