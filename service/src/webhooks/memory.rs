@@ -49,6 +49,16 @@ impl MemoryHookStore {
     }
 }
 
+/// The first `limit` entries of a (due, id) index due by `now_ms`.
+fn due_by(index: &BTreeSet<(u64, String)>, now_ms: u64, limit: usize) -> Vec<(u64, String)> {
+    index
+        .iter()
+        .take_while(|(at, _)| *at <= now_ms)
+        .take(limit)
+        .cloned()
+        .collect()
+}
+
 fn not_found(what: &str) -> AskError {
     AskError::NotFound(format!("no {what} with that id"))
 }
@@ -157,13 +167,7 @@ impl HookStore for MemoryHookStore {
         limit: usize,
     ) -> Result<Vec<DeliveryRecord>, AskError> {
         let mut state = self.state.lock();
-        let due: Vec<_> = state
-            .due
-            .iter()
-            .take_while(|(at, _)| *at <= now_ms)
-            .take(limit)
-            .cloned()
-            .collect();
+        let due = due_by(&state.due, now_ms, limit);
         let mut claimed = Vec::with_capacity(due.len());
         for (_, id) in due {
             let Some(delivery) = state.deliveries.get_mut(&id) else {
@@ -270,13 +274,7 @@ impl HookStore for MemoryHookStore {
         limit: usize,
     ) -> Result<Vec<TimerRecord>, AskError> {
         let mut state = self.state.lock();
-        let due: Vec<_> = state
-            .timers_due
-            .iter()
-            .take_while(|(at, _)| *at <= now_ms)
-            .take(limit)
-            .cloned()
-            .collect();
+        let due = due_by(&state.timers_due, now_ms, limit);
         let mut claimed = Vec::with_capacity(due.len());
         for entry in due {
             state.timers_due.remove(&entry);
@@ -318,29 +316,17 @@ impl HookStore for MemoryHookStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::webhooks::store::conformance::{self, LIMITS};
+    use crate::webhooks::store::conformance::{LIMITS, Test, hook_store_conformance};
 
-    #[tokio::test]
-    async fn endpoints_are_per_tenant_and_capped() {
-        conformance::endpoints_are_per_tenant_and_capped(&MemoryHookStore::new(LIMITS)).await;
+    async fn on_each(test: Test) {
+        let store = Arc::new(MemoryHookStore::new(LIMITS));
+        test(store)
+            .await
+            .expect("the memory store keeps the contract");
     }
 
-    #[tokio::test]
-    async fn deliveries_are_leased_finished_and_listed() {
-        conformance::deliveries_are_leased_finished_and_listed(&MemoryHookStore::new(LIMITS)).await;
-    }
-
-    #[tokio::test]
-    async fn failed_deliveries_are_redelivered_and_old_ones_trimmed() {
-        conformance::failed_deliveries_are_redelivered_and_old_ones_trimmed(&MemoryHookStore::new(
-            LIMITS,
-        ))
-        .await;
-    }
-
-    #[tokio::test]
-    async fn timers_are_leased_advanced_and_cancelled() {
-        conformance::timers_are_leased_advanced_and_cancelled(&MemoryHookStore::new(LIMITS)).await;
-    }
+    hook_store_conformance!(on_each);
 }

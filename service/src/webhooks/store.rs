@@ -95,14 +95,50 @@ pub trait HookStore: Send + Sync + 'static {
     async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError>;
 }
 
-/// The contract every store must keep, run against each (memory here; Redis and
-/// Redis Cluster in the Redis store's tests).
+/// The contract every store must keep, stamped into `#[tokio::test]`s per store by
+/// [`hook_store_conformance!`] (memory; Redis and Redis Cluster).
 #[cfg(test)]
 pub(crate) mod conformance {
-    use std::collections::HashMap;
+    use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
 
     use super::*;
     use crate::webhooks::model::EventType;
+
+    /// One conformance test, given a fresh store.
+    pub type Test =
+        fn(Arc<dyn HookStore>) -> Pin<Box<dyn Future<Output = Result<(), AskError>> + Send>>;
+
+    /// `hook_store_conformance!(on_each)`: one test per rule, each handing a closure to
+    /// `on_each(test: Test)`, which runs it against every store it makes.
+    macro_rules! hook_store_conformance {
+        ($on_each:path) => {
+            $crate::webhooks::store::conformance::stamp!(
+                $on_each;
+                endpoints_are_per_tenant_and_capped,
+                deliveries_are_leased_finished_and_listed,
+                failed_deliveries_are_redelivered_and_old_ones_trimmed,
+                timers_are_leased_advanced_and_cancelled,
+            );
+        };
+    }
+
+    macro_rules! stamp {
+        ($on_each:path; $($name:ident,)*) => {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    $on_each(|store| {
+                        Box::pin(async move {
+                            $crate::webhooks::store::conformance::$name(&*store).await
+                        })
+                    })
+                    .await;
+                }
+            )*
+        };
+    }
+
+    pub(crate) use {hook_store_conformance, stamp};
 
     pub const LIMITS: StoreLimits = StoreLimits {
         max_endpoints: 2,
@@ -143,70 +179,32 @@ pub(crate) mod conformance {
         }
     }
 
-    pub async fn endpoints_are_per_tenant_and_capped(store: &dyn HookStore) {
-        store
-            .create_endpoint(&endpoint("a", "e1"))
-            .await
-            .expect("the store answers");
-        store
-            .create_endpoint(&endpoint("a", "e2"))
-            .await
-            .expect("the store answers");
+    pub async fn endpoints_are_per_tenant_and_capped(
+        store: &dyn HookStore,
+    ) -> Result<(), AskError> {
+        store.create_endpoint(&endpoint("a", "e1")).await?;
+        store.create_endpoint(&endpoint("a", "e2")).await?;
         let third = store.create_endpoint(&endpoint("a", "e3")).await;
         assert!(
             matches!(third, Err(AskError::TooManyWebhooks(_))),
             "{third:?}"
         );
-        store
-            .create_endpoint(&endpoint("b", "e1"))
-            .await
-            .expect("the store answers");
+        store.create_endpoint(&endpoint("b", "e1")).await?;
         let ids = |list: Vec<EndpointRecord>| list.into_iter().map(|e| e.id).collect::<Vec<_>>();
-        assert_eq!(
-            ids(store.endpoints("a").await.expect("the store answers")),
-            ["e1", "e2"]
-        );
-        assert_eq!(
-            ids(store.endpoints("b").await.expect("the store answers")),
-            ["e1"]
-        );
-        assert!(
-            store
-                .endpoint("c", "e1")
-                .await
-                .expect("the store answers")
-                .is_none()
-        );
-        assert!(
-            !store
-                .delete_endpoint("c", "e1")
-                .await
-                .expect("the store answers")
-        );
-        assert!(
-            store
-                .delete_endpoint("a", "e1")
-                .await
-                .expect("the store answers")
-        );
-        assert!(
-            store
-                .endpoint("a", "e1")
-                .await
-                .expect("the store answers")
-                .is_none()
-        );
-        assert_eq!(
-            store.endpoint("b", "e1").await.expect("the store answers"),
-            Some(endpoint("b", "e1"))
-        );
-        store
-            .create_endpoint(&endpoint("a", "e3"))
-            .await
-            .expect("the store answers");
+        assert_eq!(ids(store.endpoints("a").await?), ["e1", "e2"]);
+        assert_eq!(ids(store.endpoints("b").await?), ["e1"]);
+        assert!(store.endpoint("c", "e1").await?.is_none());
+        assert!(!store.delete_endpoint("c", "e1").await?);
+        assert!(store.delete_endpoint("a", "e1").await?);
+        assert!(store.endpoint("a", "e1").await?.is_none());
+        assert_eq!(store.endpoint("b", "e1").await?, Some(endpoint("b", "e1")));
+        store.create_endpoint(&endpoint("a", "e3")).await?;
+        Ok(())
     }
 
-    pub async fn deliveries_are_leased_finished_and_listed(store: &dyn HookStore) {
+    pub async fn deliveries_are_leased_finished_and_listed(
+        store: &dyn HookStore,
+    ) -> Result<(), AskError> {
         let queued = store
             .enqueue(
                 "a",
@@ -216,30 +214,14 @@ pub(crate) mod conformance {
                     delivery("a", "d3", 30),
                 ],
             )
-            .await
-            .expect("the store answers");
+            .await?;
         assert_eq!(queued, 3);
         // The queue is full: nothing more goes in, and other tenants are not affected.
-        assert_eq!(
-            store
-                .enqueue("a", &[delivery("a", "d4", 40)])
-                .await
-                .expect("the store answers"),
-            0
-        );
-        assert_eq!(
-            store
-                .enqueue("b", &[delivery("b", "x1", 40)])
-                .await
-                .expect("the store answers"),
-            1
-        );
+        assert_eq!(store.enqueue("a", &[delivery("a", "d4", 40)]).await?, 0);
+        assert_eq!(store.enqueue("b", &[delivery("b", "x1", 40)]).await?, 1);
 
         // Due at 25: d1 and d2 (and not x1, due at 40). Leased until 100.
-        let mut claimed = store
-            .claim_deliveries(25, 100, 10)
-            .await
-            .expect("the store answers");
+        let mut claimed = store.claim_deliveries(25, 100, 10).await?;
         claimed.sort_by(|a, b| a.id.cmp(&b.id));
         assert_eq!(
             claimed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
@@ -247,10 +229,7 @@ pub(crate) mod conformance {
         );
         assert!(claimed.iter().all(|d| d.attempts == 1));
         // Leased: not handed out again before the lease ends.
-        let again = store
-            .claim_deliveries(50, 150, 10)
-            .await
-            .expect("the store answers");
+        let again = store.claim_deliveries(50, 150, 10).await?;
         assert_eq!(
             again.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
             ["d3", "x1"]
@@ -260,40 +239,25 @@ pub(crate) mod conformance {
         let mut d1 = claimed[0].clone();
         d1.status = Status::Delivered;
         d1.last_attempt_ms = 60;
-        assert!(store.finish_attempt(&d1).await.expect("the store answers"));
+        assert!(store.finish_attempt(&d1).await?);
         let mut d2 = claimed[1].clone();
         d2.last_error = "HTTP 500".into();
         d2.next_attempt_ms = 120;
-        assert!(store.finish_attempt(&d2).await.expect("the store answers"));
+        assert!(store.finish_attempt(&d2).await?);
         // A queue slot is free again once d1 is delivered.
-        assert_eq!(
-            store
-                .enqueue("a", &[delivery("a", "d4", 70)])
-                .await
-                .expect("the store answers"),
-            1
-        );
-        let fresh = store
-            .claim_deliveries(110, 200, 10)
-            .await
-            .expect("the store answers");
+        assert_eq!(store.enqueue("a", &[delivery("a", "d4", 70)]).await?, 1);
+        let fresh = store.claim_deliveries(110, 200, 10).await?;
         assert_eq!(
             fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
             ["d4"]
         );
-        let retried = store
-            .claim_deliveries(120, 200, 10)
-            .await
-            .expect("the store answers");
+        let retried = store.claim_deliveries(120, 200, 10).await?;
         assert_eq!(retried.len(), 1);
         assert_eq!((retried[0].id.as_str(), retried[0].attempts), ("d2", 2));
         // The outcome of the first attempt, arriving late, is dropped.
-        assert!(!store.finish_attempt(&d2).await.expect("the store answers"));
+        assert!(!store.finish_attempt(&d2).await?);
 
-        let listed = store
-            .deliveries("a", None, None, 10)
-            .await
-            .expect("the store answers");
+        let listed = store.deliveries("a", None, None, 10).await?;
         assert_eq!(
             listed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
             ["d4", "d3", "d2", "d1"]
@@ -301,68 +265,37 @@ pub(crate) mod conformance {
         let delivered = store
             .deliveries("a", Some("e1"), Some(Status::Delivered), 10)
             .await;
-        assert_eq!(delivered.expect("the store answers"), [d1.clone()]);
+        assert_eq!(delivered?, [d1.clone()]);
         assert!(
             store
                 .deliveries("a", Some("other"), None, 10)
-                .await
-                .expect("the store answers")
+                .await?
                 .is_empty()
         );
-        assert_eq!(
-            store
-                .deliveries("a", None, None, 2)
-                .await
-                .expect("the store answers")
-                .len(),
-            2
-        );
-        assert_eq!(
-            store
-                .deliveries("b", None, None, 10)
-                .await
-                .expect("the store answers")
-                .len(),
-            1
-        );
+        assert_eq!(store.deliveries("a", None, None, 2).await?.len(), 2);
+        assert_eq!(store.deliveries("b", None, None, 10).await?.len(), 1);
+        Ok(())
     }
 
-    pub async fn failed_deliveries_are_redelivered_and_old_ones_trimmed(store: &dyn HookStore) {
-        store
-            .enqueue("a", &[delivery("a", "d1", 10)])
-            .await
-            .expect("the store answers");
-        let mut d1 = store
-            .claim_deliveries(10, 100, 10)
-            .await
-            .expect("the store answers")
-            .remove(0);
+    pub async fn failed_deliveries_are_redelivered_and_old_ones_trimmed(
+        store: &dyn HookStore,
+    ) -> Result<(), AskError> {
+        store.enqueue("a", &[delivery("a", "d1", 10)]).await?;
+        let mut d1 = store.claim_deliveries(10, 100, 10).await?.remove(0);
         d1.status = Status::Failed;
         d1.last_error = "HTTP 500".into();
-        assert!(store.finish_attempt(&d1).await.expect("the store answers"));
-        assert!(
-            store
-                .claim_deliveries(1000, 2000, 10)
-                .await
-                .expect("the store answers")
-                .is_empty()
-        );
+        assert!(store.finish_attempt(&d1).await?);
+        assert!(store.claim_deliveries(1000, 2000, 10).await?.is_empty());
 
         // Another tenant cannot see or redeliver it.
         let foreign = store.redeliver("b", "d1", 50, 500).await;
         assert!(matches!(foreign, Err(AskError::NotFound(_))), "{foreign:?}");
-        let again = store
-            .redeliver("a", "d1", 50, 500)
-            .await
-            .expect("the store answers");
+        let again = store.redeliver("a", "d1", 50, 500).await?;
         assert_eq!(
             (again.status, again.next_attempt_ms, again.retry_until_ms),
             (Status::Pending, 50, 500)
         );
-        let claimed = store
-            .claim_deliveries(50, 1000, 10)
-            .await
-            .expect("the store answers");
+        let claimed = store.claim_deliveries(50, 1000, 10).await?;
         assert_eq!((claimed[0].id.as_str(), claimed[0].attempts), ("d1", 2));
 
         // Finished deliveries beyond `keep_finished` are forgotten, oldest first.
@@ -370,30 +303,24 @@ pub(crate) mod conformance {
         for (i, id) in ["d2", "d3"].into_iter().enumerate() {
             store
                 .enqueue("a", &[delivery("a", id, 20 + i as u64)])
-                .await
-                .expect("the store answers");
+                .await?;
         }
-        finished.extend(
-            store
-                .claim_deliveries(100, 200, 10)
-                .await
-                .expect("the store answers"),
-        );
+        finished.extend(store.claim_deliveries(100, 200, 10).await?);
         for (i, mut d) in finished.into_iter().enumerate() {
             d.status = Status::Delivered;
             d.last_attempt_ms = 100 + i as u64;
-            assert!(store.finish_attempt(&d).await.expect("the store answers"));
+            assert!(store.finish_attempt(&d).await?);
         }
-        let kept = store
-            .deliveries("a", None, None, 10)
-            .await
-            .expect("the store answers");
+        let kept = store.deliveries("a", None, None, 10).await?;
         assert_eq!(kept.len(), 2, "{kept:?}");
         let missing = store.redeliver("a", "d1", 300, 400).await;
         assert!(matches!(missing, Err(AskError::NotFound(_))), "{missing:?}");
+        Ok(())
     }
 
-    pub async fn timers_are_leased_advanced_and_cancelled(store: &dyn HookStore) {
+    pub async fn timers_are_leased_advanced_and_cancelled(
+        store: &dyn HookStore,
+    ) -> Result<(), AskError> {
         let timer = TimerRecord {
             tenant: "a".into(),
             session_id: "s".into(),
@@ -406,84 +333,30 @@ pub(crate) mod conformance {
             reminders: 0,
             escalated: false,
         };
-        store
-            .schedule(&timer, 100)
-            .await
-            .expect("the store answers");
+        store.schedule(&timer, 100).await?;
         // Scheduling the same ask again (a retried call) changes nothing.
-        store.schedule(&timer, 5).await.expect("the store answers");
-        assert!(
-            store
-                .claim_timers(99, 1000, 10)
-                .await
-                .expect("the store answers")
-                .is_empty()
-        );
-        let claimed = store
-            .claim_timers(100, 1000, 10)
-            .await
-            .expect("the store answers");
+        store.schedule(&timer, 5).await?;
+        assert!(store.claim_timers(99, 1000, 10).await?.is_empty());
+        let claimed = store.claim_timers(100, 1000, 10).await?;
         assert_eq!(claimed, std::slice::from_ref(&timer));
-        assert!(
-            store
-                .claim_timers(500, 1000, 10)
-                .await
-                .expect("the store answers")
-                .is_empty()
-        );
+        assert!(store.claim_timers(500, 1000, 10).await?.is_empty());
         // A lease that runs out hands it out again (its node died).
-        assert_eq!(
-            store
-                .claim_timers(1000, 2000, 10)
-                .await
-                .expect("the store answers")
-                .len(),
-            1
-        );
+        assert_eq!(store.claim_timers(1000, 2000, 10).await?.len(), 1);
         let advanced = TimerRecord {
             reminders: 1,
             ..timer.clone()
         };
-        store
-            .finish_timer(&advanced, Some(200))
-            .await
-            .expect("the store answers");
+        store.finish_timer(&advanced, Some(200)).await?;
         assert_eq!(
-            store
-                .claim_timers(200, 300, 10)
-                .await
-                .expect("the store answers"),
+            store.claim_timers(200, 300, 10).await?,
             std::slice::from_ref(&advanced)
         );
-        store
-            .finish_timer(&advanced, Some(300))
-            .await
-            .expect("the store answers");
-        store
-            .cancel_timer(&timer.id())
-            .await
-            .expect("the store answers");
-        assert!(
-            store
-                .claim_timers(10_000, 20_000, 10)
-                .await
-                .expect("the store answers")
-                .is_empty()
-        );
-        store
-            .schedule(&timer, 100)
-            .await
-            .expect("the store answers");
-        store
-            .finish_timer(&timer, None)
-            .await
-            .expect("the store answers");
-        assert!(
-            store
-                .claim_timers(10_000, 20_000, 10)
-                .await
-                .expect("the store answers")
-                .is_empty()
-        );
+        store.finish_timer(&advanced, Some(300)).await?;
+        store.cancel_timer(&timer.id()).await?;
+        assert!(store.claim_timers(10_000, 20_000, 10).await?.is_empty());
+        store.schedule(&timer, 100).await?;
+        store.finish_timer(&timer, None).await?;
+        assert!(store.claim_timers(10_000, 20_000, 10).await?.is_empty());
+        Ok(())
     }
 }

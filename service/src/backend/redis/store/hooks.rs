@@ -360,62 +360,35 @@ impl RedisHookStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::{
         backend::redis::connection::RedisTarget,
         testing::{RedisCluster, RedisServer},
-        webhooks::store::conformance::{self, LIMITS},
+        webhooks::store::conformance::{LIMITS, Test, hook_store_conformance},
     };
 
-    async fn on_each_redis<F, Fut>(test: F)
-    where
-        F: Fn(RedisHookStore) -> Fut,
-        Fut: std::future::Future<Output = ()>,
-    {
+    /// Runs `test` on one redis-server, then on a Redis Cluster of three shards.
+    async fn on_each(test: Test) {
         let server = RedisServer::start().await;
         let conn = RedisTarget::from(&server.url)
             .connect(None)
             .await
             .expect("connect to redis");
-        test(RedisHookStore::new(conn, LIMITS)).await;
+        test(Arc::new(RedisHookStore::new(conn, LIMITS)))
+            .await
+            .expect("the store keeps the contract on one server");
         let cluster = RedisCluster::start(3).await;
         let conn = cluster
             .target()
             .connect(None)
             .await
             .expect("connect to the cluster");
-        test(RedisHookStore::new(conn, LIMITS)).await;
+        test(Arc::new(RedisHookStore::new(conn, LIMITS)))
+            .await
+            .expect("the store keeps the contract on a cluster");
     }
 
-    #[tokio::test]
-    async fn endpoints_are_per_tenant_and_capped() {
-        on_each_redis(|store| async move {
-            conformance::endpoints_are_per_tenant_and_capped(&store).await
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn deliveries_are_leased_finished_and_listed() {
-        on_each_redis(|store| async move {
-            conformance::deliveries_are_leased_finished_and_listed(&store).await
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn failed_deliveries_are_redelivered_and_old_ones_trimmed() {
-        on_each_redis(|store| async move {
-            conformance::failed_deliveries_are_redelivered_and_old_ones_trimmed(&store).await
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn timers_are_leased_advanced_and_cancelled() {
-        on_each_redis(|store| async move {
-            conformance::timers_are_leased_advanced_and_cancelled(&store).await
-        })
-        .await;
-    }
+    hook_store_conformance!(on_each);
 }
