@@ -278,7 +278,9 @@ impl Questions {
                 ..NewAsk::clone(&ask)
             };
             match backend.register(*ask).await {
-                Err(AskError::NoProvider) if hooks.provides(&held.key.tenant).await => {
+                Err(AskError::NoProvider)
+                    if hooks.provides(&held.key.tenant, &held.labels).await =>
+                {
                     backend.register(held).await
                 }
                 other => other,

@@ -364,6 +364,45 @@ on_every_backend!(
     signed_events_reach_the_endpoints_that_want_them
 );
 
+/// Semantics 8 with webhooks: an endpoint provides only for the asks it would get. One
+/// filtered by label holds a labelled ask on a session nobody follows; an ask without
+/// the label still fails NO_PROVIDER, and so does any ask once no endpoint provides.
+async fn a_filtered_endpoint_provides_only_for_the_asks_it_gets() {
+    let server = TestServer::start_with(hook_server_config()).await;
+    let receiver = Receiver::start().await;
+    let mut admin = server.client().await;
+    let created = admin
+        .create_endpoint(CreateEndpointRequest {
+            labels: HashMap::from([("team".into(), "infra".into())]),
+            ..endpoint(receiver.url("/infra"), &["ask.requested"])
+        })
+        .await
+        .expect("create");
+    assert!(created.provides);
+    receiver.configure("/infra", &created.secret, &[]).await;
+    let mut agent = server.client().await;
+    let unlabelled = one_question("nobody").no_retry();
+    let refused = agent
+        .ask(unlabelled)
+        .await
+        .expect_err("no endpoint gets it");
+    assert_eq!(refused.reason(), Reason::NoProvider);
+    let _held = ask_in_background(
+        server.client().await,
+        one_question("nobody").label("team", "infra"),
+    );
+    receiver.wait_for("the labelled ask", |r| r.verified).await;
+    admin.delete_endpoint(&created.id).await.expect("delete");
+    let labelled = one_question("nobody").label("team", "infra").no_retry();
+    let refused = agent.ask(labelled).await.expect_err("no endpoint left");
+    assert_eq!(refused.reason(), Reason::NoProvider);
+    server.stop().await.expect("stop");
+}
+on_every_backend!(
+    #[tokio::test]
+    a_filtered_endpoint_provides_only_for_the_asks_it_gets
+);
+
 /// At-least-once: an error status, a hang past the timeout and a dropped connection
 /// are each retried, with the same webhook-id, no sooner than the backoff schedule
 /// says; the metrics count the attempts by outcome.

@@ -210,12 +210,13 @@ impl Hooks {
         }
     }
 
-    /// Whether one of the tenant's endpoints counts as following its sessions.
-    pub async fn provides(&self, tenant: &str) -> bool {
+    /// Whether one of the tenant's endpoints counts as following its sessions for an
+    /// ask with `labels`: it provides, and it would get the ask's `ask.requested`.
+    pub async fn provides(&self, tenant: &str, labels: &HashMap<String, String>) -> bool {
         match self.inner.store.endpoints(tenant).await {
             Ok(endpoints) => endpoints
                 .iter()
-                .any(|e| e.provides && e.events.contains(&EventType::Requested)),
+                .any(|e| e.provides && e.wants(EventType::Requested, labels)),
             Err(e) => {
                 warn!("reading webhook endpoints failed: {e}");
                 false
