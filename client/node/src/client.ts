@@ -11,10 +11,14 @@ import { AskgateError } from "./errors.js";
 import {
   Agents,
   type AttachResponse,
+  type Delivery,
+  DeliveryStatus,
+  type Endpoint,
   type QuestionAnswer,
   type Requested,
   SubscribeRequestSchema,
   UserQuestions,
+  Webhooks,
 } from "./gen/askgate/v1/askgate_pb.js";
 import {
   type Ask,
@@ -87,6 +91,7 @@ export class Client {
   readonly #sessions: Http2SessionManager;
   readonly #questions: RpcClient<typeof UserQuestions>;
   readonly #agents: RpcClient<typeof Agents>;
+  readonly #webhooks: RpcClient<typeof Webhooks>;
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
@@ -105,6 +110,7 @@ export class Client {
     });
     this.#questions = createClient(UserQuestions, transport);
     this.#agents = createClient(Agents, transport);
+    this.#webhooks = createClient(Webhooks, transport);
   }
 
   /** Never the token. */
@@ -188,6 +194,56 @@ export class Client {
   async listPending(sessionId: string): Promise<Requested[]> {
     const response = await this.#call(() => this.#questions.listPending({ sessionId }, this.#options()));
     return response.pending;
+  }
+
+  /**
+   * Registers a webhook endpoint of the caller's tenant (admin credential). The
+   * returned endpoint holds its signing secret (`whsec_…`), shown this once.
+   * `events`: `ask.requested`, `ask.resolved`, `ask.reminder`, `ask.escalated` (none:
+   * all); `labels`: only asks carrying all of them; `provides`: whether it counts as
+   * following the sessions (default: when it gets `ask.requested`).
+   */
+  async createEndpoint(endpoint: {
+    url: string;
+    events?: readonly string[];
+    description?: string;
+    labels?: Readonly<Record<string, string>>;
+    provides?: boolean;
+  }): Promise<Endpoint> {
+    const { url, events = [], description = "", labels = {}, provides } = endpoint;
+    return await this.#call(() =>
+      this.#webhooks.createEndpoint(
+        { url, events: [...events], description, labels: { ...labels }, provides },
+        this.#options(),
+      ),
+    );
+  }
+
+  /** The tenant's webhook endpoints, oldest first, without their secrets. */
+  async listEndpoints(): Promise<Endpoint[]> {
+    const response = await this.#call(() => this.#webhooks.listEndpoints({}, this.#options()));
+    return response.endpoints;
+  }
+
+  /** Removes a webhook endpoint (NOT_FOUND when the tenant has none by that id). */
+  async deleteEndpoint(id: string): Promise<void> {
+    await this.#call(() => this.#webhooks.deleteEndpoint({ id }, this.#options()));
+  }
+
+  /** Webhook deliveries, newest first, of one endpoint and status if given. */
+  async listDeliveries(
+    filter: { endpointId?: string; status?: DeliveryStatus; limit?: number } = {},
+  ): Promise<Delivery[]> {
+    const { endpointId = "", status = DeliveryStatus.DELIVERY_STATUS_UNSPECIFIED, limit = 0 } = filter;
+    const response = await this.#call(() =>
+      this.#webhooks.listDeliveries({ endpointId, status, limit }, this.#options()),
+    );
+    return response.deliveries;
+  }
+
+  /** Sends a webhook delivery again, with the same `webhook-id`. */
+  async redeliver(id: string): Promise<Delivery> {
+    return await this.#call(() => this.#webhooks.redeliver({ id }, this.#options()));
   }
 
   /**

@@ -15,6 +15,8 @@
 export { AgentLease, Client, type ClientOptions, DEFAULT_ADDR, type FollowOptions } from "./client.js";
 export { AskgateError, REASONS, type Reason, type Violation } from "./errors.js";
 export type {
+  Delivery,
+  Endpoint,
   Escalated,
   QuestionAnswer,
   Question,
@@ -23,7 +25,7 @@ export type {
   Requested,
   Resolved,
 } from "./gen/askgate/v1/askgate_pb.js";
-export { Resolution } from "./gen/askgate/v1/askgate_pb.js";
+export { DeliveryStatus, Resolution } from "./gen/askgate/v1/askgate_pb.js";
 export {
   type Answer,
   type Ask,

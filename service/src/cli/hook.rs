@@ -90,11 +90,25 @@ enum Decision {
     FallBack(String),
 }
 
+/// The largest hook input read (the server's default message limit).
+const MAX_HOOK_INPUT_BYTES: u64 = 4 * 1024 * 1024;
+
 pub async fn run(command: HookCommand) -> ExitCode {
     let HookCommand::ClaudeCode(args) = command;
     let mut stdin = String::new();
-    if let Err(e) = std::io::stdin().read_to_string(&mut stdin) {
+    // A hook input is a few KiB; anything past the server's message limit could not be
+    // asked anyway, so reading stops there.
+    let read = std::io::stdin()
+        .take(MAX_HOOK_INPUT_BYTES + 1)
+        .read_to_string(&mut stdin);
+    if let Err(e) = read {
         return fail_local(format!("cannot read the hook input: {e}"), 1);
+    }
+    if stdin.len() as u64 > MAX_HOOK_INPUT_BYTES {
+        return fail_local(
+            format!("the hook input is over {MAX_HOOK_INPUT_BYTES} bytes"),
+            1,
+        );
     }
     let input: HookInput = match serde_json::from_str(&stdin) {
         Ok(input) => input,

@@ -783,9 +783,32 @@ async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
     }
 }
 
+/// Whether a loop's store is failing: the first failure of a streak is a warning, the
+/// rest are debug lines (the store's health is on the health service already), and
+/// the recovery is said once.
+#[derive(Default)]
+struct Streak(bool);
+
+impl Streak {
+    fn failed(&mut self, what: &str, error: &AskError) {
+        if std::mem::replace(&mut self.0, true) {
+            debug!("{what} failed again: {error}");
+        } else {
+            warn!("{what} failed: {error}");
+        }
+    }
+
+    fn succeeded(&mut self, what: &str) {
+        if std::mem::take(&mut self.0) {
+            tracing::info!("{what} works again");
+        }
+    }
+}
+
 /// The node's delivery loop: claims what is due, as many as it has room for.
 async fn deliver_due(inner: Arc<Inner>) {
     let slots = Arc::new(Semaphore::new(inner.config.concurrency.max(1)));
+    let mut streak = Streak::default();
     loop {
         tokio::select! {
             () = inner.wake.notified() => {}
@@ -798,9 +821,12 @@ async fn deliver_due(inner: Arc<Inner>) {
         let now = now_ms();
         let lease_until = now + millis(inner.config.timeout + LEASE_MARGIN);
         let claimed = match inner.store.claim_deliveries(now, lease_until, free).await {
-            Ok(claimed) => claimed,
+            Ok(claimed) => {
+                streak.succeeded("claiming webhook deliveries");
+                claimed
+            }
             Err(e) => {
-                warn!("claiming webhook deliveries failed: {e}");
+                streak.failed("claiming webhook deliveries", &e);
                 continue;
             }
         };
@@ -819,6 +845,7 @@ async fn deliver_due(inner: Arc<Inner>) {
 
 /// The node's timer loop: sends due reminders and escalations.
 async fn remind_due(inner: Arc<Inner>) {
+    let mut streak = Streak::default();
     loop {
         tokio::time::sleep(inner.config.poll).await;
         let now = now_ms();
@@ -827,9 +854,12 @@ async fn remind_due(inner: Arc<Inner>) {
             .claim_timers(now, now + millis(TIMER_LEASE), TIMER_BATCH)
             .await
         {
-            Ok(claimed) => claimed,
+            Ok(claimed) => {
+                streak.succeeded("claiming reminder timers");
+                claimed
+            }
             Err(e) => {
-                warn!("claiming reminder timers failed: {e}");
+                streak.failed("claiming reminder timers", &e);
                 continue;
             }
         };

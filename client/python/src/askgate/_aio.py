@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, List, Optional, Sequence, Tuple
+from typing import AsyncIterator, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 import grpc.aio
 
 from ._connection import Retries, Target, backoff
 from ._errors import AskgateError, Reason
-from ._model import Answer, Ask, AskResult, Event
+from ._model import Answer, Ask, AskResult, Event, endpoint_request
 from .v1 import askgate_pb2 as pb
 from .v1 import askgate_pb2_grpc as rpc
 
@@ -33,6 +33,7 @@ class AsyncClient:
         self._channel = self._target.channel(grpc.aio)
         self._questions = rpc.UserQuestionsStub(self._channel)
         self._agents = rpc.AgentsStub(self._channel)
+        self._webhooks = rpc.WebhooksStub(self._channel)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -82,6 +83,46 @@ class AsyncClient:
             self._questions.ListPending, pb.ListPendingRequest(session_id=session_id)
         )
         return list(response.pending)
+
+    async def create_endpoint(
+        self,
+        url: str,
+        *,
+        events: Sequence[str] = (),
+        description: str = "",
+        labels: Optional[Mapping[str, str]] = None,
+        provides: Optional[bool] = None,
+    ) -> pb.Endpoint:
+        """Registers a webhook endpoint of the caller's tenant (admin credential). The
+        returned `askgate.v1.Endpoint` holds its signing secret (`whsec_...`), shown this
+        once. `events`: `ask.requested`, `ask.resolved`, `ask.reminder`,
+        `ask.escalated` (none: all); `labels`: only asks carrying all of them;
+        `provides`: whether it counts as following the sessions (default: when it gets
+        `ask.requested`)."""
+        request = endpoint_request(url, events, description, labels, provides)
+        return await self._call(self._webhooks.CreateEndpoint, request)
+
+    async def list_endpoints(self) -> List[pb.Endpoint]:
+        """The tenant's webhook endpoints, oldest first, without their secrets."""
+        response = await self._call(self._webhooks.ListEndpoints, pb.ListEndpointsRequest())
+        return list(response.endpoints)
+
+    async def delete_endpoint(self, endpoint_id: str) -> None:
+        """Removes a webhook endpoint (`NOT_FOUND` when the tenant has none by that id)."""
+        await self._call(self._webhooks.DeleteEndpoint, pb.DeleteEndpointRequest(id=endpoint_id))
+
+    async def list_deliveries(
+        self, *, endpoint_id: str = "", status: "pb.DeliveryStatus.ValueType" = pb.DELIVERY_STATUS_UNSPECIFIED, limit: int = 0
+    ) -> List[pb.Delivery]:
+        """Webhook deliveries, newest first, of one endpoint and status (`pb.PENDING`,
+        `pb.DELIVERED`, `pb.FAILED`) if given."""
+        request = pb.ListDeliveriesRequest(endpoint_id=endpoint_id, status=status, limit=limit)
+        response = await self._call(self._webhooks.ListDeliveries, request)
+        return list(response.deliveries)
+
+    async def redeliver(self, delivery_id: str) -> pb.Delivery:
+        """Sends a webhook delivery again, with the same `webhook-id`."""
+        return await self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
 
     async def follow(
         self,

@@ -163,3 +163,19 @@ class Event:
         if kind == "escalated":
             return cls(message.cursor, escalated=message.escalated)
         return None
+
+
+def endpoint_request(
+    url: str,
+    events: Sequence[str] = (),
+    description: str = "",
+    labels: Optional[Mapping[str, str]] = None,
+    provides: Optional[bool] = None,
+) -> pb.CreateEndpointRequest:
+    """A `CreateEndpointRequest` (see `Client.create_endpoint`)."""
+    request = pb.CreateEndpointRequest(
+        url=url, events=list(events), description=description, labels=dict(labels or {})
+    )
+    if provides is not None:
+        request.provides = provides
+    return request
