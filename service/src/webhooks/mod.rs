@@ -565,11 +565,15 @@ impl Inner {
         requested: &Requested,
         notify: &NotifyPolicy,
     ) -> Result<(), AskError> {
+        // Rounded up to the millisecond: a notice is never sent before its time after
+        // the ask's `requested_at`.
         let asked_ms = requested
             .requested_at
             .and_then(|t| SystemTime::try_from(t).ok())
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or_else(now_ms, millis);
+            .map_or_else(now_ms, |d| {
+                u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+            });
         let timer = TimerRecord {
             tenant: tenant.to_owned(),
             session_id: requested.session_id.clone(),
