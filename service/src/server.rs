@@ -406,6 +406,7 @@ pub async fn run_with_metrics(
         hook_store,
         backend.clone(),
         config.webhooks.clone(),
+        config.limits.clone(),
         metrics.clone(),
     );
     let questions = Questions::new(

@@ -38,9 +38,35 @@ pub struct Committed {
     pub tenant: Arc<str>,
     /// The event with its cursor, as subscribers get it.
     pub message: events::Message,
-    /// For a `resolved` event: its ask's `requested` event (the ask's labels and
-    /// notify policy, which `resolved` does not repeat).
-    pub asked: Option<events::Message>,
+    /// For a `resolved` event: the ask it ended (its labels and notify policy, which
+    /// `resolved` does not repeat).
+    pub asked: Option<Asked>,
+}
+
+/// The ask a `resolved` event ended, as the engine holds it.
+#[derive(Debug, Clone)]
+pub enum Asked {
+    /// Its `requested` event (the memory engine keeps it).
+    Event(events::Message),
+    /// Its encoded `Requested`, as the Redis claim script removed it: decoded by the
+    /// webhook intake, off the claim's path.
+    Encoded(Vec<u8>),
+}
+
+impl Asked {
+    /// The ask's `requested` event; `None` if it cannot be read.
+    pub fn requested(&self) -> Option<std::borrow::Cow<'_, Requested>> {
+        use prost::Message as _;
+        match self {
+            Self::Event(message) => match &message.event {
+                Some(Event::Requested(requested)) => Some(std::borrow::Cow::Borrowed(requested)),
+                _ => None,
+            },
+            Self::Encoded(bytes) => Requested::decode(bytes.as_slice())
+                .ok()
+                .map(std::borrow::Cow::Owned),
+        }
+    }
 }
 
 /// Where an engine reports the events it commits. Reporting never waits: an event

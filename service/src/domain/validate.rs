@@ -1,7 +1,7 @@
 //! Request validation (docs/protocol.md, Semantics 1 and 9): everything an `Ask` must satisfy
 //! before it is stored, and the shape of ids and free text on the other calls.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use askgate_proto::v1::{AskRequest, NotifyPolicy, Question, intent};
 
@@ -130,6 +130,24 @@ pub fn notify_violations(notify: &NotifyPolicy) -> Vec<Violation> {
     .collect()
 }
 
+/// A labels map (an ask's, or a webhook endpoint's filter): at most `max_labels`
+/// entries, keys and values within their sizes.
+pub fn labels(labels: &HashMap<String, String>, limits: &Limits) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    if labels.len() > limits.max_labels {
+        violations.push(Violation::new(
+            "labels",
+            format!("at most {} labels", limits.max_labels),
+        ));
+    }
+    for (key, value) in labels {
+        let field = format!("labels[{}]", echo(key));
+        violations.extend(too_long(&field, key, limits.max_label_bytes));
+        violations.extend(too_long(&field, value, limits.max_text_bytes));
+    }
+    violations
+}
+
 pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     let mut violations = Vec::new();
     violations.extend(session_id_violation("session_id", &request.session_id));
@@ -184,24 +202,7 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     if let Some(notify) = &request.notify {
         violations.extend(notify_violations(notify));
     }
-    if request.labels.len() > limits.max_labels {
-        violations.push(Violation::new(
-            "labels",
-            format!("at most {} labels per ask", limits.max_labels),
-        ));
-    }
-    for (key, value) in &request.labels {
-        violations.extend(too_long(
-            &format!("labels[{}]", echo(key)),
-            key,
-            limits.max_label_bytes,
-        ));
-        violations.extend(too_long(
-            &format!("labels[{}]", echo(key)),
-            value,
-            limits.max_text_bytes,
-        ));
-    }
+    violations.extend(labels(&request.labels, limits));
     if !violations.is_empty() {
         return Err(AskError::BadRequest(violations));
     }

@@ -48,8 +48,8 @@ use self::{
     store::{HookStore, StoreLimits},
 };
 use crate::{
-    backend::{Backend, Committed, Tap, events::Message},
-    domain::{AskError, SessionKey, Violation, echo, validate},
+    backend::{Asked, Backend, Committed, Tap},
+    domain::{AskError, Limits, SessionKey, Violation, echo, validate},
     metrics::Metrics,
 };
 
@@ -119,6 +119,8 @@ struct Inner {
     store: Arc<dyn HookStore>,
     backend: Arc<dyn Backend>,
     config: WebhookConfig,
+    /// The server's request limits (an endpoint's label filter keeps to an ask's).
+    limits: Limits,
     sender: Sender,
     metrics: Metrics,
     /// Wakes this node's delivery loop when it queued something due now.
@@ -151,10 +153,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 fn timestamp(ms: u64) -> prost_types::Timestamp {
-    prost_types::Timestamp {
-        seconds: (ms / 1000) as i64,
-        nanos: ((ms % 1000) * 1_000_000) as i32,
-    }
+    (SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).into()
 }
 
 impl Hooks {
@@ -164,6 +163,7 @@ impl Hooks {
         store: Arc<dyn HookStore>,
         backend: Arc<dyn Backend>,
         config: WebhookConfig,
+        limits: Limits,
         metrics: Metrics,
     ) -> (Self, HookTasks) {
         let inner = Arc::new(Inner {
@@ -171,6 +171,7 @@ impl Hooks {
             store,
             backend,
             config,
+            limits,
             metrics,
             wake: Notify::new(),
             in_intake: Arc::new(AtomicUsize::new(0)),
@@ -263,18 +264,7 @@ impl Hooks {
         if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
             violations.extend(e.violations().iter().cloned());
         }
-        let limits = crate::domain::Limits::default();
-        if request.labels.len() > limits.max_labels {
-            violations.push(Violation::new(
-                "labels",
-                format!("at most {} labels", limits.max_labels),
-            ));
-        }
-        for (key, value) in &request.labels {
-            if key.len() > limits.max_label_bytes || value.len() > limits.max_text_bytes {
-                violations.push(Violation::new(format!("labels[{}]", echo(key)), "too long"));
-            }
-        }
+        violations.extend(validate::labels(&request.labels, &self.inner.limits));
         if !violations.is_empty() {
             return Err(AskError::BadRequest(violations));
         }
@@ -528,8 +518,8 @@ impl Inner {
                 .await
             }
             Some(Event::Resolved(resolved)) => {
-                let asked = committed.asked.as_ref().and_then(requested_of);
-                let Some(asked) = asked else {
+                let asked = committed.asked.as_ref().and_then(Asked::requested);
+                let Some(asked) = asked.as_deref() else {
                     return Ok(());
                 };
                 if asked.notify.is_some() {
@@ -750,13 +740,6 @@ impl Inner {
             true => Ok(()),
             false => Err(format!("HTTP {}", status.as_u16())),
         }
-    }
-}
-
-fn requested_of(message: &Message) -> Option<&Requested> {
-    match &message.event {
-        Some(Event::Requested(requested)) => Some(requested),
-        _ => None,
     }
 }
 

@@ -39,8 +39,8 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings, Stats,
-    SubscribeOptions, Tap,
+    Asked, Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings,
+    Stats, SubscribeOptions, Tap,
     events::{self, Message, message},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};

@@ -151,7 +151,7 @@ impl Inner {
             tap.report(Committed {
                 tenant: key.tenant.clone(),
                 message,
-                asked: Some(ask.requested.clone()),
+                asked: Some(Asked::Event(ask.requested.clone())),
             });
         }
         if let Some(agent) = &ask.agent

@@ -36,8 +36,8 @@ use super::{
     },
 };
 use crate::backend::{
-    Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings, Stats,
-    SubscribeOptions, Tap,
+    Asked, Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings,
+    Stats, SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};

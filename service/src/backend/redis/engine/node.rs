@@ -195,15 +195,13 @@ impl Node {
         let claimed = self.store.claim(key, &resolved).await?;
         self.deliver(key, &resolved);
         if let Some(tap) = self.tap.get() {
-            let asked = askgate_proto::v1::Requested::decode(claimed.asked.as_slice())
-                .map(|r| message(cursor(&claimed.epoch, claimed.seq), Event::Requested(r)));
             tap.report(Committed {
                 tenant: key.tenant.clone(),
                 message: message(
                     cursor(&claimed.epoch, claimed.seq),
                     Event::Resolved(resolved),
                 ),
-                asked: asked.ok(),
+                asked: Some(Asked::Encoded(claimed.asked)),
             });
         }
         Ok(())

@@ -1,15 +1,13 @@
 //! The webhook store on Redis: endpoints, deliveries and reminder timers every node
 //! sees, handed out by lease so that any node delivers and a node's death loses
 //! nothing (docs/webhooks.md). The keys are [`HookKeys`]; each change is one script on
-//! the `{hooks}` slot.
-
-use std::sync::LazyLock;
+//! the `{hooks}` slot (`scripts.rs`, `hook_scripts`).
 
 use async_trait::async_trait;
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::{RedisConn, unavailable};
+use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::{
     backend::redis::keys::HookKeys,
     domain::AskError,
@@ -18,21 +16,6 @@ use crate::{
         store::{HookStore, StoreLimits},
     },
 };
-
-static CREATE_ENDPOINT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_create_endpoint.lua")));
-static ENQUEUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_enqueue.lua")));
-static CLAIM: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim.lua")));
-static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_finish.lua")));
-static REDELIVER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_redeliver.lua")));
-static CLAIM_TIMERS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim_timers.lua")));
-static TIMER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/hook_timer.lua")));
 
 /// Deliveries read per round trip while listing.
 const LIST_PAGE: isize = 200;

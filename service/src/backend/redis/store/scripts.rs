@@ -51,3 +51,32 @@ pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
 /// A notice (reminder, escalation) about a pending ask: append it, publish it.
 pub(super) static NOTICE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));
+
+/// The webhook store's scripts (`store/hooks.rs`), each on the `{hooks}` slot.
+pub(super) mod hook_scripts {
+    use std::sync::LazyLock;
+
+    use redis::Script;
+
+    /// An endpoint, under the tenant's endpoint cap.
+    pub static CREATE_ENDPOINT: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_create_endpoint.lua")));
+    /// New deliveries, as many as the tenant's queue has room for.
+    pub static ENQUEUE: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_enqueue.lua")));
+    /// Due deliveries handed out with a lease, their attempts bumped.
+    pub static CLAIM: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim.lua")));
+    /// An attempt's outcome, unless its lease moved on; finished ones trimmed.
+    pub static FINISH: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_finish.lua")));
+    /// A delivery pending again, due now.
+    pub static REDELIVER: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_redeliver.lua")));
+    /// Due reminder timers handed out with a lease.
+    pub static CLAIM_TIMERS: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_claim_timers.lua")));
+    /// A timer scheduled, advanced or cancelled.
+    pub static TIMER: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_timer.lua")));
+}
