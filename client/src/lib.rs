@@ -57,8 +57,8 @@ use proto::{
     AnswerRequest, AskResponse, CancelRequest, CreateEndpointRequest, DeleteEndpointRequest,
     Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest,
     ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested, SubscribeRequest,
-    agents_client::AgentsClient, user_questions_client::UserQuestionsClient,
-    webhooks_client::WebhooksClient,
+    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
+    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -386,6 +386,13 @@ impl Client {
         });
         let response = self.inner.list_pending(request).await?;
         Ok(response.into_inner().pending)
+    }
+
+    /// Who the client's credential names (tenant, subject, roles) and which sessions
+    /// it may see; any role may ask.
+    pub async fn who_am_i(&mut self) -> Result<WhoAmIResponse, Error> {
+        let request = self.request(WhoAmIRequest {});
+        Ok(self.inner.who_am_i(request).await?.into_inner())
     }
 
     /// Registers a webhook endpoint of the caller's tenant (admin role). The returned

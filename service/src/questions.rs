@@ -20,8 +20,11 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
 
+use tokio_stream::StreamExt;
+
 use crate::{
-    backend::{Attached, Backend, EventStream, Holder, Scope, SubscribeOptions},
+    auth,
+    backend::{Attached, Backend, EventStream, Holder, Scope, SubscribeOptions, events},
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
     webhooks::Hooks,
@@ -381,9 +384,13 @@ impl Questions {
         self.count_conflict(tenant, claimed)
     }
 
+    /// `sessions`: the caller's session patterns when its credential is limited to some
+    /// sessions. An `all_sessions` subscription of such a caller carries only the events
+    /// of the sessions they match, and does not make the tenant's sessions attended.
     pub async fn subscribe(
         &self,
         tenant: &str,
+        sessions: Option<&[String]>,
         request: SubscribeRequest,
     ) -> Result<EventStream, AskError> {
         if self.draining.load(Ordering::Acquire) {
@@ -408,11 +415,26 @@ impl Questions {
             Scope::Session(SessionKey::new(tenant, request.session_id))
         };
         validate::text("after", &request.after, validate::MAX_ID_BYTES)?;
+        let patterns = match scope {
+            Scope::Tenant(_) => sessions.map(<[String]>::to_vec),
+            Scope::Session(_) => None,
+        };
         let options = SubscribeOptions {
             after: Some(request.after).filter(|a| !a.is_empty()),
             exclusive: request.exclusive,
+            passive: patterns.is_some(),
         };
-        self.backend.subscribe(scope, options).await
+        let events = self.backend.subscribe(scope, options).await?;
+        Ok(match patterns {
+            None => events,
+            Some(patterns) => Box::pin(events.filter(move |item| {
+                match item {
+                    Ok(message) => events::session_of(message)
+                        .is_none_or(|session| patterns.iter().any(|p| auth::matches(p, session))),
+                    Err(_) => true,
+                }
+            })),
+        })
     }
 
     pub async fn list_pending(
@@ -697,6 +719,7 @@ mod tests {
         let mut events = questions
             .subscribe(
                 "t",
+                None,
                 SubscribeRequest {
                     session_id: "s".into(),
                     ..Default::default()

@@ -5,17 +5,20 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use askgate_client::{Ask, Client, Error, Reason, answer, question};
+use askgate_client::{Ask, Client, Error, Event, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
 use askgate_service::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
+    backend::Settings,
     server::{AuthConfig, MetricsAuth},
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use tonic::Code;
 
-use crate::support::{TempDir, TestServer, next_requested, test_config, until_synced, within};
+use crate::support::{
+    TempDir, TestServer, eventually, next_event, next_requested, test_config, until_synced, within,
+};
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 const ISSUER: &str = "askgate-tests";
@@ -173,7 +176,8 @@ async fn every_rpc_against_every_kind_of_credential() {
                 &claims("acme", "bo", &["ui"], Some(&["other-*"])),
                 SECRET,
             )),
-            [DENIED, DENIED, DENIED, DENIED, DENIED, DENIED, DENIED],
+            // all_sessions is admitted, and shows only the sessions the patterns match.
+            [DENIED, DENIED, DENIED, Ok(()), DENIED, DENIED, DENIED],
         ),
         (
             "other tenant",
@@ -277,6 +281,122 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
         assert!(quiet.is_err(), "tenant B saw {quiet:?}");
     }
 }
+
+/// docs/protocol.md "Security": a credential limited to some sessions may follow
+/// `all_sessions` and sees only the events of the sessions its patterns match; its
+/// stream does not make the tenant's sessions attended (Semantics 8). WhoAmI tells each
+/// caller who it is and what it may see.
+async fn a_session_limited_credential_follows_only_its_sessions() {
+    let dir = TempDir::new();
+    let config = ServerConfig {
+        settings: Settings {
+            reconnect_grace: Duration::from_millis(100),
+            ..Settings::default()
+        },
+        ..jwt_config(&dir)
+    };
+    let server = TestServer::start_with(config).await;
+    let limited = claims("acme", "bo", &["ui"], Some(&["team-a/*"]));
+    let expires_at = UNIX_EPOCH + Duration::from_secs(limited.exp);
+    let mut limited = client(&server, Some(&sign(&limited, SECRET))).await;
+    let agent = sign(&claims("acme", "worker", &["agent", "ui"], None), SECRET);
+    let mut agent = client(&server, Some(&agent)).await;
+
+    let me = limited.who_am_i().await.expect("whoami");
+    assert_eq!(
+        (me.tenant.as_str(), me.subject.as_str(), me.roles.as_slice()),
+        ("acme", "bo", ["ui".to_owned()].as_slice())
+    );
+    assert_eq!(me.sessions, ["team-a/*"]);
+    assert!(!me.every_session);
+    let expiry = me.expires_at.expect("a token's expiry");
+    assert_eq!(SystemTime::try_from(expiry).expect("time"), expires_at);
+    let whole = agent.who_am_i().await.expect("whoami");
+    assert!(whole.every_session && whole.sessions.is_empty());
+
+    // A pending ask in a session it may not see is not in its snapshot.
+    let hold = |session: &str, text: &str| {
+        Ask::new(session)
+            .question(question("q", text).choice("yes"))
+            .hold_unattended()
+    };
+    let mut asker = agent.clone();
+    let hidden = tokio::spawn(async move { asker.ask(hold("team-b/1", "hidden")).await });
+    let mut all = agent.subscribe_all().await.expect("subscribe all");
+    let hidden_rpc = next_requested(&mut all).await;
+
+    let mut mine = limited.subscribe_all().await.expect("subscribe all");
+    assert!(
+        until_synced(&mut mine).await.is_empty(),
+        "no team-a ask yet"
+    );
+
+    // Only team-a's events reach it, in order, while team-b's are filtered out.
+    let mut calls = Vec::new();
+    for (session, text) in [
+        ("team-b/2", "other"),
+        ("team-a/x", "one"),
+        ("team-a/y", "two"),
+    ] {
+        let mut asker = agent.clone();
+        let ask = hold(session, text);
+        calls.push(tokio::spawn(async move { asker.ask(ask).await }));
+        next_requested(&mut all).await;
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        if let Event::Requested { requested, .. } = next_event(&mut mine).await {
+            seen.push((requested.session_id, requested.rpc_id));
+        }
+    }
+    assert_eq!(
+        seen.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
+        ["team-a/x", "team-a/y"]
+    );
+    agent
+        .cancel("team-b/1", &hidden_rpc, "")
+        .await
+        .expect("cancel the hidden ask");
+    limited
+        .answer(&seen[0].0, &seen[0].1, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer its own");
+    match next_event(&mut mine).await {
+        Event::Resolved { resolved, .. } => {
+            assert_eq!(
+                (resolved.session_id.as_str(), resolved.resolved_by.as_str()),
+                ("team-a/x", "bo")
+            );
+        }
+        other => panic!("expected team-a/x resolved, not team-b/1's: {other:?}"),
+    }
+
+    // Its stream follows no session for the unattended rule: with the tenant-wide
+    // stream gone, a FAIL ask in team-a fails NO_PROVIDER.
+    drop(all);
+    let refused = eventually("the unattended ask to be refused", || {
+        let mut agent = agent.clone();
+        async move {
+            let ask = Ask::new("team-a/z")
+                .question(question("q", "anyone?").choice("yes"))
+                .no_retry()
+                .timeout(Duration::from_millis(200));
+            match agent.ask(ask).await {
+                Err(e) if e.reason() == Reason::NoProvider => Some(e),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    for call in calls.into_iter().chain([hidden]) {
+        call.abort();
+    }
+}
+on_every_backend!(
+    #[tokio::test]
+    a_session_limited_credential_follows_only_its_sessions
+);
 
 /// docs/protocol.md "Security": credentials are checked from the headers, before the message is
 /// decoded. A request far over the size limit without a credential is refused as

@@ -19,7 +19,7 @@ use std::{
 use askgate_proto::v1::{
     AbortRequest, AbortResponse, AnswerRequest, AnswerResponse, AskRequest, AskResponse,
     CancelRequest, CancelResponse, ListPendingRequest, ListPendingResponse, SubscribeRequest,
-    SubscribeResponse, user_questions_server::UserQuestions,
+    SubscribeResponse, WhoAmIRequest, WhoAmIResponse, user_questions_server::UserQuestions,
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
@@ -224,7 +224,11 @@ impl UserQuestions for UserQuestionsApi {
         let caller = self.gate.admit(&request, action, &session_id)?;
         let events = self
             .questions
-            .subscribe(&caller.tenant, request.into_inner())
+            .subscribe(
+                &caller.tenant,
+                caller.sessions.as_deref(),
+                request.into_inner(),
+            )
             .await
             .map_err(|e| status::to_status(&e, &session_id, None))?;
         let stream = events.map(move |item| match item {
@@ -301,5 +305,15 @@ impl UserQuestions for UserQuestionsApi {
             .await
             .map(|pending| Response::new(ListPendingResponse { pending }))
             .map_err(|e| status::to_status(&e, &session_id, None))
+    }
+
+    #[instrument(name = "WhoAmI", skip_all, fields(tenant))]
+    async fn who_am_i(
+        &self,
+        request: Request<WhoAmIRequest>,
+    ) -> Result<Response<WhoAmIResponse>, Status> {
+        let _timer = self.gate.timer("WhoAmI");
+        let caller = self.gate.admit(&request, Action::WhoAmI, "")?;
+        Ok(Response::new(caller.who_am_i()))
     }
 }

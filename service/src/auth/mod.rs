@@ -16,6 +16,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use askgate_proto::v1::WhoAmIResponse;
 use tonic::metadata::MetadataMap;
 
 use crate::domain::{AskError, DEFAULT_TENANT};
@@ -59,21 +60,25 @@ pub enum Action {
     Abort,
     Attach,
     Subscribe,
+    /// `all_sessions`: a credential limited to some sessions sees only those.
     SubscribeAll,
     Answer,
     Cancel,
     ListPending,
     /// The `Webhooks` service: endpoints and deliveries of the whole tenant.
     ManageWebhooks,
+    /// Who the caller is: any role may ask.
+    WhoAmI,
 }
 
 impl Action {
-    fn role(self) -> Role {
-        match self {
+    fn role(self) -> Option<Role> {
+        Some(match self {
             Self::Ask | Self::Abort | Self::Attach => Role::Agent,
             Self::ManageWebhooks => Role::Admin,
+            Self::WhoAmI => return None,
             _ => Role::Ui,
-        }
+        })
     }
 }
 
@@ -114,20 +119,33 @@ impl Principal {
         }
     }
 
+    /// What the `WhoAmI` RPC tells the caller about itself.
+    pub fn who_am_i(&self) -> WhoAmIResponse {
+        WhoAmIResponse {
+            tenant: self.tenant.to_string(),
+            subject: self.sub.clone(),
+            roles: self.roles.iter().map(|r| r.as_str().to_owned()).collect(),
+            sessions: self.sessions.clone().unwrap_or_default(),
+            every_session: self.sessions.is_none(),
+            expires_at: match self.validity {
+                Validity::Until(at) => Some(prost_types::Timestamp::from(at)),
+                Validity::Always | Validity::WhileListed(_) => None,
+            },
+        }
+    }
+
     /// Checks that this caller may do `action` on `session` (empty for none).
     pub fn authorize(&self, action: Action, session: &str) -> Result<(), AskError> {
-        let role = action.role();
-        if !self.roles.iter().any(|r| *r == role || *r == Role::Admin) {
+        if let Some(role) = action.role()
+            && !self.roles.iter().any(|r| *r == role || *r == Role::Admin)
+        {
             return Err(AskError::PermissionDenied(format!(
                 "this call needs the {} role",
                 role.as_str()
             )));
         }
         match (&self.sessions, action) {
-            (None, _) | (Some(_), Action::Attach) => Ok(()),
-            (Some(_), Action::SubscribeAll) => Err(AskError::PermissionDenied(
-                "all_sessions needs a credential that is not limited to some sessions".into(),
-            )),
+            (None, _) | (Some(_), Action::Attach | Action::SubscribeAll | Action::WhoAmI) => Ok(()),
             (Some(_), Action::ManageWebhooks) => Err(AskError::PermissionDenied(
                 "webhooks see every session: they need a credential that is not limited to \
                  some sessions"
@@ -336,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn session_patterns_limit_sessions_and_forbid_all_sessions() {
+    fn session_patterns_limit_sessions() {
         let limited = principal(&[Role::Ui], Some(&["team-a/*", "solo"]));
         assert!(limited.authorize(Action::Answer, "team-a/x").is_ok());
         assert!(limited.authorize(Action::Answer, "solo").is_ok());
@@ -344,7 +362,11 @@ mod tests {
             .authorize(Action::Answer, "team-b/x")
             .expect_err("other session");
         assert_eq!(denied.reason(), "PERMISSION_DENIED");
-        assert!(limited.authorize(Action::SubscribeAll, "").is_err());
+        // all_sessions is filtered to the patterns (Questions::subscribe).
+        assert!(limited.authorize(Action::SubscribeAll, "").is_ok());
+        let agent = principal(&[Role::Agent], Some(&["solo"]));
+        assert!(agent.authorize(Action::WhoAmI, "").is_ok());
+        assert!(agent.authorize(Action::SubscribeAll, "").is_err());
     }
 
     #[test]

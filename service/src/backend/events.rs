@@ -19,6 +19,18 @@ pub fn message(cursor: String, event: Event) -> Message {
     })
 }
 
+/// The session an event is about; `None` for `synced` and `reset`, which are about the
+/// whole subscription.
+pub fn session_of(message: &SubscribeResponse) -> Option<&str> {
+    match message.event.as_ref()? {
+        Event::Requested(r) => Some(&r.session_id),
+        Event::Resolved(r) => Some(&r.session_id),
+        Event::Reminder(r) => Some(&r.session_id),
+        Event::Escalated(r) => Some(&r.session_id),
+        Event::Synced(_) | Event::Reset(_) => None,
+    }
+}
+
 /// The replay is over; `resumed` when it was only the events after the client's cursor.
 pub fn synced(cursor: String, resumed: bool) -> Message {
     message(cursor, Event::Synced(Synced { resumed }))

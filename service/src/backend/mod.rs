@@ -160,6 +160,9 @@ pub struct SubscribeOptions {
     pub after: Option<String>,
     /// Hold the session as its only exclusive subscriber.
     pub exclusive: bool,
+    /// The subscription does not count as following its scope for the unattended
+    /// rule (Semantics 8): one that sees only some of a tenant's sessions.
+    pub passive: bool,
 }
 
 #[async_trait]

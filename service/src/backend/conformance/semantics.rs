@@ -110,7 +110,7 @@ pub(crate) async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl M
 
     let options = SubscribeOptions {
         after: Some(last_cursor),
-        exclusive: false,
+        ..SubscribeOptions::default()
     };
     let mut resumed = backend
         .subscribe(Scope::Session(key("s")), options)
@@ -123,7 +123,7 @@ pub(crate) async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl M
 
     let stale = SubscribeOptions {
         after: Some("1-1".into()),
-        exclusive: false,
+        ..SubscribeOptions::default()
     };
     let mut reset = backend
         .subscribe(Scope::Session(key("s")), stale)
@@ -174,8 +174,8 @@ pub(crate) async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl 
 pub(crate) async fn one_exclusive_subscriber_per_session(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let exclusive = SubscribeOptions {
-        after: None,
         exclusive: true,
+        ..SubscribeOptions::default()
     };
     let first = backend
         .subscribe(Scope::Session(key("s")), exclusive.clone())

@@ -80,14 +80,24 @@ struct Inner {
 
 struct TenantState {
     events_tx: broadcast::Sender<Message>,
-    /// When the last `all_sessions` subscriber left.
+    /// When the last `all_sessions` subscriber that counts (not passive) left.
     left_at: Option<Instant>,
+    /// Receivers of `events_tx` held by passive subscriptions: they do not make the
+    /// tenant's sessions attended.
+    passive: usize,
     /// Pending asks over all the tenant's sessions.
     pending: usize,
     /// Sessions of the tenant in the shards (those retiring included).
     sessions: usize,
     /// Agents of the tenant attached now.
     agents: usize,
+}
+
+impl TenantState {
+    /// Open `all_sessions` subscriptions that make the tenant's sessions attended.
+    fn attending(&self) -> usize {
+        self.events_tx.receiver_count().saturating_sub(self.passive)
+    }
 }
 
 type AgentKey = (Arc<str>, String);
@@ -222,13 +232,14 @@ impl Backend for MemoryBackend {
             )?,
             Scope::Tenant(tenant) => {
                 self.inner
-                    .follow_tenant(tenant, options.after.is_some(), false)?
+                    .follow_tenant(tenant, options.after.is_some(), false, options.passive)?
             }
         };
         Ok(Box::pin(Subscription {
             inner: self.inner.clone(),
             scope,
             exclusive: options.exclusive,
+            passive: options.passive,
             replay,
             live: Some(BroadcastStream::new(receiver)),
         }))

@@ -21,6 +21,7 @@ impl Inner {
             .or_insert_with(|| TenantState {
                 events_tx: broadcast::channel(self.config.tenant_buffer.max(1)).0,
                 left_at: None,
+                passive: 0,
                 pending: 0,
                 sessions: 0,
                 agents: 0,
@@ -76,7 +77,7 @@ impl Inner {
         self.tenants
             .lock()
             .get(tenant)
-            .is_some_and(|t| t.events_tx.receiver_count() > 0 || within(t.left_at, grace))
+            .is_some_and(|t| t.attending() > 0 || within(t.left_at, grace))
     }
 
     /// Drops an unused session once its reconnect grace is over; until then it stays
@@ -390,6 +391,7 @@ impl Inner {
         tenant: &Arc<str>,
         reset_first: bool,
         lagged: bool,
+        passive: bool,
     ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
         let shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
         if self.is_closed() {
@@ -402,7 +404,12 @@ impl Inner {
         }
         let receiver = sender.subscribe();
         if let Some(state) = self.tenants.lock().get_mut(tenant) {
-            state.left_at = None;
+            match passive {
+                // A resync keeps its count.
+                true if !lagged => state.passive += 1,
+                true => {}
+                false => state.left_at = None,
+            }
         }
         let mut pending: Vec<&PendingAsk> = shards
             .iter()
@@ -421,7 +428,7 @@ impl Inner {
 
     /// A subscription ended: note when the scope lost its last subscriber (the
     /// reconnect grace counts from there) and retire the session if it is unused.
-    pub(super) fn unsubscribed(&self, scope: &Scope, exclusive: bool) {
+    pub(super) fn unsubscribed(&self, scope: &Scope, exclusive: bool, passive: bool) {
         match scope {
             Scope::Session(key) => {
                 let mut shard = self.shard(key);
@@ -437,9 +444,13 @@ impl Inner {
                 self.retire_if_unused(&mut shard, key);
             }
             Scope::Tenant(tenant) => {
-                if let Some(state) = self.tenants.lock().get_mut(tenant)
-                    && state.events_tx.receiver_count() == 0
-                {
+                let mut tenants = self.tenants.lock();
+                let Some(state) = tenants.get_mut(tenant) else {
+                    return;
+                };
+                if passive {
+                    state.passive = state.passive.saturating_sub(1);
+                } else if state.attending() == 0 {
                     state.left_at = Some(Instant::now());
                 }
             }

@@ -9,6 +9,7 @@ pub(super) struct Subscription {
     pub(super) inner: Arc<Inner>,
     pub(super) scope: Scope,
     pub(super) exclusive: bool,
+    pub(super) passive: bool,
     pub(super) replay: VecDeque<Message>,
     pub(super) live: Option<BroadcastStream<Message>>,
 }
@@ -17,7 +18,7 @@ impl Subscription {
     pub(super) fn resync(&mut self) -> bool {
         let follow = match &self.scope {
             Scope::Session(key) => self.inner.follow_session(key, None, true, false),
-            Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, true, true),
+            Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, true, true, self.passive),
         };
         match follow {
             Ok((replay, receiver)) => {
@@ -65,6 +66,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         // Release the receiver first so the scope can be seen as unsubscribed.
         self.live = None;
-        self.inner.unsubscribed(&self.scope, self.exclusive);
+        self.inner
+            .unsubscribed(&self.scope, self.exclusive, self.passive);
     }
 }

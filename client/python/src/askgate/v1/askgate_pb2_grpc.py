@@ -65,6 +65,11 @@ class UserQuestionsStub:
                 request_serializer=askgate_dot_v1_dot_askgate__pb2.AbortRequest.SerializeToString,
                 response_deserializer=askgate_dot_v1_dot_askgate__pb2.AbortResponse.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/askgate.v1.UserQuestions/WhoAmI',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class UserQuestionsServicer:
@@ -115,6 +120,13 @@ class UserQuestionsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the caller's credential names and what it may see: any role may ask.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UserQuestionsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +159,11 @@ def add_UserQuestionsServicer_to_server(servicer, server):
                     servicer.Abort,
                     request_deserializer=askgate_dot_v1_dot_askgate__pb2.AbortRequest.FromString,
                     response_serializer=askgate_dot_v1_dot_askgate__pb2.AbortResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.WhoAmIRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -312,6 +329,33 @@ class UserQuestions:
             '/askgate.v1.UserQuestions/Abort',
             askgate_dot_v1_dot_askgate__pb2.AbortRequest.SerializeToString,
             askgate_dot_v1_dot_askgate__pb2.AbortResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.UserQuestions/WhoAmI',
+            askgate_dot_v1_dot_askgate__pb2.WhoAmIRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,7 +13,7 @@ use std::{
     collections::{HashMap, HashSet, VecDeque},
     sync::{
         Arc, Weak,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, SystemTime},
 };
@@ -78,6 +78,8 @@ struct Node {
     pumps: Mutex<HashSet<SessionKey>>,
     /// Presence keys this node keeps alive, with how many local holders each has.
     attended: Mutex<HashMap<String, usize>>,
+    /// Open subscriptions that hold no presence (`SubscribeOptions::passive`).
+    passive: AtomicUsize,
     /// Agent leases held on this node: (tenant, agent_id) → incarnation, and who to tell
     /// when a newer attach replaces it.
     leases: Mutex<HashMap<(String, String), LocalLease>>,
@@ -116,6 +118,7 @@ impl RedisBackend {
             resolved_here: Mutex::default(),
             pumps: Mutex::default(),
             attended: Mutex::default(),
+            passive: AtomicUsize::new(0),
             leases: Mutex::default(),
             exclusive: Mutex::default(),
             subscribers: Mutex::default(),
@@ -398,6 +401,7 @@ impl Backend for RedisBackend {
                 let attended = keys.attended();
                 let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
                 node.hold_attended(attended.clone()).await?;
+                let attended = Some(attended);
                 let task = tokio::spawn(async move {
                     let ended = follower.session(key, options.after, live, closing).await;
                     fail_subscription(&events_tx, ended).await;
@@ -421,9 +425,18 @@ impl Backend for RedisBackend {
                 )
                 .await?;
                 let channel = keys.channel();
-                let attended = keys.attended();
                 let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
-                node.hold_attended(attended.clone()).await?;
+                let attended = match options.passive {
+                    true => {
+                        node.passive.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                    false => {
+                        let attended = keys.attended();
+                        node.hold_attended(attended.clone()).await?;
+                        Some(attended)
+                    }
+                };
                 let reset_first = options.after.is_some();
                 let task = tokio::spawn(async move {
                     let ended = follower
@@ -538,7 +551,8 @@ impl Backend for RedisBackend {
         let node = &self.node;
         Stats {
             pending: node.waiters.lock().len(),
-            subscribers: node.attended.lock().values().sum(),
+            subscribers: node.attended.lock().values().sum::<usize>()
+                + node.passive.load(Ordering::Relaxed),
         }
     }
 

@@ -54,7 +54,8 @@ impl Drop for SubscriberSlot {
 pub(super) struct Held {
     pub(super) node: Arc<Node>,
     pub(super) channel: String,
-    pub(super) attended: String,
+    /// The presence this subscription holds; `None` for a passive one.
+    pub(super) attended: Option<String>,
     pub(super) exclusive: Option<String>,
     pub(super) _slot: Option<SubscriberSlot>,
     /// The session in its tenant's held sessions (see `Node::hold_session`).
@@ -65,7 +66,12 @@ pub(super) struct Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.task.abort();
-        self.node.release_attended(&self.attended);
+        match &self.attended {
+            Some(attended) => self.node.release_attended(attended),
+            None => {
+                self.node.passive.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         if let Some(held) = self.held_session.take() {
             // No command: the entry expires a lease after its last renewal.
             self.node.release_session(held);

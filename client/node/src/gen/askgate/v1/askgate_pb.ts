@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file askgate/v1/askgate.proto.
  */
 export const file_askgate_v1_askgate: GenFile = /*@__PURE__*/
-  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSLZAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkSKAoGbm90aWZ5GAggASgLMhguYXNrZ2F0ZS52MS5Ob3RpZnlQb2xpY3kaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCgxOb3RpZnlQb2xpY3kSFwoPcmVtaW5kX2FmdGVyX21zGAEgASgNEhcKD3JlbWluZF9ldmVyeV9tcxgCIAEoDRIVCg1tYXhfcmVtaW5kZXJzGAMgASgNEhkKEWVzY2FsYXRlX2FmdGVyX21zGAQgASgNIl8KC0Fza1Jlc3BvbnNlEg4KBnJwY19pZBgBIAEoCRIrCgdhbnN3ZXJzGAIgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgDIAEoCSJeChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMYWxsX3Nlc3Npb25zGAIgASgIEg0KBWFmdGVyGAMgASgJEhEKCWV4Y2x1c2l2ZRgEIAEoCCKiAgoRU3Vic2NyaWJlUmVzcG9uc2USDgoGY3Vyc29yGAEgASgJEioKCXJlcXVlc3RlZBgCIAEoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkSAASKAoIcmVzb2x2ZWQYAyABKAsyFC5hc2tnYXRlLnYxLlJlc29sdmVkSAASJAoGc3luY2VkGAQgASgLMhIuYXNrZ2F0ZS52MS5TeW5jZWRIABIiCgVyZXNldBgFIAEoCzIRLmFza2dhdGUudjEuUmVzZXRIABIoCghyZW1pbmRlchgGIAEoCzIULmFza2dhdGUudjEuUmVtaW5kZXJIABIqCgllc2NhbGF0ZWQYByABKAsyFS5hc2tnYXRlLnYxLkVzY2FsYXRlZEgAQgcKBWV2ZW50IusCCglSZXF1ZXN0ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJwoJcXVlc3Rpb25zGAMgAygLMhQuYXNrZ2F0ZS52MS5RdWVzdGlvbhIjCgVhZ2VudBgEIAEoCzIULmFza2dhdGUudjEuQWdlbnRSZWYSMQoGbGFiZWxzGAUgAygLMiEuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWQuTGFiZWxzRW50cnkSMAoMcmVxdWVzdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZub3RpZnkYCCABKAsyGC5hc2tnYXRlLnYxLk5vdGlmeVBvbGljeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImoKCFJlbWluZGVyEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWNvdW50GAMgASgNEisKB3NlbnRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlwKCUVzY2FsYXRlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIrCgdzZW50X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLgAQoIUmVzb2x2ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJgoGcmVhc29uGAMgASgOMhYuYXNrZ2F0ZS52MS5SZXNvbHV0aW9uEisKB2Fuc3dlcnMYBCADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyEhMKC3Jlc29sdmVkX2J5GAUgASgJEi8KC3Jlc29sdmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jYW5jZWxfcmVhc29uGAcgASgJIhkKBlN5bmNlZBIPCgdyZXN1bWVkGAEgASgIIgcKBVJlc2V0ImAKDUFuc3dlclJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSKwoHYW5zd2VycxgDIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXIiEAoOQW5zd2VyUmVzcG9uc2UiQwoNQ2FuY2VsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJwY19pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiEAoOQ2FuY2VsUmVzcG9uc2UiNgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSIPCg1BYm9ydFJlc3BvbnNlIigKEkxpc3RQZW5kaW5nUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj0KE0xpc3RQZW5kaW5nUmVzcG9uc2USJgoHcGVuZGluZxgBIAMoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkIjoKDUF0dGFjaFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSFwoPcGFyZW50X2FnZW50X2lkGAIgASgJImcKDkF0dGFjaFJlc3BvbnNlEiIKBWxlYXNlGAEgASgLMhEuYXNrZ2F0ZS52MS5MZWFzZUgAEioKCWhlYXJ0YmVhdBgCIAEoCzIVLmFza2dhdGUudjEuSGVhcnRiZWF0SABCBQoDbXNnIhwKBUxlYXNlEhMKC2luY2FybmF0aW9uGAEgASgJIgsKCUhlYXJ0YmVhdCLbAQoVQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0EgsKA3VybBgBIAEoCRIOCgZldmVudHMYAiADKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSPQoGbGFiZWxzGAQgAygLMi0uYXNrZ2F0ZS52MS5DcmVhdGVFbmRwb2ludFJlcXVlc3QuTGFiZWxzRW50cnkSFQoIcHJvdmlkZXMYBSABKAhIAIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCV9wcm92aWRlcyL7AQoIRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIwCgZsYWJlbHMYBSADKAsyIC5hc2tnYXRlLnYxLkVuZHBvaW50LkxhYmVsc0VudHJ5Eg4KBnNlY3JldBgGIAEoCRIQCghwcm92aWRlcxgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKFExpc3RFbmRwb2ludHNSZXF1ZXN0IkAKFUxpc3RFbmRwb2ludHNSZXNwb25zZRInCgllbmRwb2ludHMYASADKAsyFC5hc2tnYXRlLnYxLkVuZHBvaW50IiMKFURlbGV0ZUVuZHBvaW50UmVxdWVzdBIKCgJpZBgBIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIs8CCghEZWxpdmVyeRIKCgJpZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg4KBnJwY19pZBgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5hc2tnYXRlLnYxLkRlbGl2ZXJ5U3RhdHVzEhAKCGF0dGVtcHRzGAYgASgNEhIKCmxhc3RfZXJyb3IYByABKAkSMwoPbmV4dF9hdHRlbXB0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzZXNzaW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmFza2dhdGUudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKA0iQgoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIoCgpkZWxpdmVyaWVzGAEgAygLMhQuYXNrZ2F0ZS52MS5EZWxpdmVyeSIeChBSZWRlbGl2ZXJSZXF1ZXN0EgoKAmlkGAEgASgJKiAKClVuYXR0ZW5kZWQSCAoERkFJTBAAEggKBEhPTEQQASptCgpSZXNvbHV0aW9uEhoKFlJFU09MVVRJT05fVU5TUEVDSUZJRUQQABIMCghBTlNXRVJFRBABEg0KCUNBTkNFTExFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQSDAoIRElTUE9TRUQQBSqFBAoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASEwoPRU1QVFlfUVVFU1RJT05TEAESDwoLQkFEX1JFUVVFU1QQAhIOCgpCQURfSU5URU5UEAMSDgoKQkFEX0FOU1dFUhAEEg8KC05PX1BST1ZJREVSEAUSFgoSRFVQTElDQVRFX1BST1ZJREVSEAYSEwoPQ0FMTEVSX05PVF9MSVZFEAcSFAoQREVMRUdBVEVEX0NBTExFUhAIEhEKDUFTS19DQU5DRUxMRUQQCRIPCgtBU0tfQUJPUlRFRBAKEg8KC0FTS19FWFBJUkVEEAsSDwoLTk9UX1BFTkRJTkcQDBIUChBUT09fTUFOWV9QRU5ESU5HEA0SGAoUVE9PX01BTllfU1VCU0NSSUJFUlMQDhIQCgxSQVRFX0xJTUlURUQQDxIRCg1TSFVUVElOR19ET1dOEBASFwoTQkFDS0VORF9VTkFWQUlMQUJMRRAREhMKD1VOQVVUSEVOVElDQVRFRBASEhUKEVBFUk1JU1NJT05fREVOSUVEEBMSDAoISU5URVJOQUwQFBITCg9UT09fTUFOWV9BR0VOVFMQFRIVChFUT09fTUFOWV9TRVNTSU9OUxAWEg0KCU5PVF9GT1VORBAXEhUKEVRPT19NQU5ZX1dFQkhPT0tTEBgqWQoORGVsaXZlcnlTdGF0dXMSHwobREVMSVZFUllfU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg0KCURFTElWRVJFRBACEgoKBkZBSUxFRBADMqMDCg1Vc2VyUXVlc3Rpb25zEjYKA0FzaxIWLmFza2dhdGUudjEuQXNrUmVxdWVzdBoXLmFza2dhdGUudjEuQXNrUmVzcG9uc2USSgoJU3Vic2NyaWJlEhwuYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0uYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXNwb25zZTABEj8KBkFuc3dlchIZLmFza2dhdGUudjEuQW5zd2VyUmVxdWVzdBoaLmFza2dhdGUudjEuQW5zd2VyUmVzcG9uc2USPwoGQ2FuY2VsEhkuYXNrZ2F0ZS52MS5DYW5jZWxSZXF1ZXN0GhouYXNrZ2F0ZS52MS5DYW5jZWxSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLmFza2dhdGUudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlEjwKBUFib3J0EhguYXNrZ2F0ZS52MS5BYm9ydFJlcXVlc3QaGS5hc2tnYXRlLnYxLkFib3J0UmVzcG9uc2UySwoGQWdlbnRzEkEKBkF0dGFjaBIZLmFza2dhdGUudjEuQXR0YWNoUmVxdWVzdBoaLmFza2dhdGUudjEuQXR0YWNoUmVzcG9uc2UwATKeAwoIV2ViaG9va3MSSQoOQ3JlYXRlRW5kcG9pbnQSIS5hc2tnYXRlLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBoULmFza2dhdGUudjEuRW5kcG9pbnQSVAoNTGlzdEVuZHBvaW50cxIgLmFza2dhdGUudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaIS5hc2tnYXRlLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZRJXCg5EZWxldGVFbmRwb2ludBIhLmFza2dhdGUudjEuRGVsZXRlRW5kcG9pbnRSZXF1ZXN0GiIuYXNrZ2F0ZS52MS5EZWxldGVFbmRwb2ludFJlc3BvbnNlElcKDkxpc3REZWxpdmVyaWVzEiEuYXNrZ2F0ZS52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaIi5hc2tnYXRlLnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USPwoJUmVkZWxpdmVyEhwuYXNrZ2F0ZS52MS5SZWRlbGl2ZXJSZXF1ZXN0GhQuYXNrZ2F0ZS52MS5EZWxpdmVyeWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSLZAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkSKAoGbm90aWZ5GAggASgLMhguYXNrZ2F0ZS52MS5Ob3RpZnlQb2xpY3kaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCgxOb3RpZnlQb2xpY3kSFwoPcmVtaW5kX2FmdGVyX21zGAEgASgNEhcKD3JlbWluZF9ldmVyeV9tcxgCIAEoDRIVCg1tYXhfcmVtaW5kZXJzGAMgASgNEhkKEWVzY2FsYXRlX2FmdGVyX21zGAQgASgNIl8KC0Fza1Jlc3BvbnNlEg4KBnJwY19pZBgBIAEoCRIrCgdhbnN3ZXJzGAIgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgDIAEoCSJeChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMYWxsX3Nlc3Npb25zGAIgASgIEg0KBWFmdGVyGAMgASgJEhEKCWV4Y2x1c2l2ZRgEIAEoCCIPCg1XaG9BbUlSZXF1ZXN0IpkBCg5XaG9BbUlSZXNwb25zZRIOCgZ0ZW5hbnQYASABKAkSDwoHc3ViamVjdBgCIAEoCRINCgVyb2xlcxgDIAMoCRIQCghzZXNzaW9ucxgEIAMoCRIVCg1ldmVyeV9zZXNzaW9uGAUgASgIEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqICChFTdWJzY3JpYmVSZXNwb25zZRIOCgZjdXJzb3IYASABKAkSKgoJcmVxdWVzdGVkGAIgASgLMhUuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWRIABIoCghyZXNvbHZlZBgDIAEoCzIULmFza2dhdGUudjEuUmVzb2x2ZWRIABIkCgZzeW5jZWQYBCABKAsyEi5hc2tnYXRlLnYxLlN5bmNlZEgAEiIKBXJlc2V0GAUgASgLMhEuYXNrZ2F0ZS52MS5SZXNldEgAEigKCHJlbWluZGVyGAYgASgLMhQuYXNrZ2F0ZS52MS5SZW1pbmRlckgAEioKCWVzY2FsYXRlZBgHIAEoCzIVLmFza2dhdGUudjEuRXNjYWxhdGVkSABCBwoFZXZlbnQi6wIKCVJlcXVlc3RlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRInCglxdWVzdGlvbnMYAyADKAsyFC5hc2tnYXRlLnYxLlF1ZXN0aW9uEiMKBWFnZW50GAQgASgLMhQuYXNrZ2F0ZS52MS5BZ2VudFJlZhIxCgZsYWJlbHMYBSADKAsyIS5hc2tnYXRlLnYxLlJlcXVlc3RlZC5MYWJlbHNFbnRyeRIwCgxyZXF1ZXN0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBm5vdGlmeRgIIAEoCzIYLmFza2dhdGUudjEuTm90aWZ5UG9saWN5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiagoIUmVtaW5kZXISDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFY291bnQYAyABKA0SKwoHc2VudF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoJRXNjYWxhdGVkEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEisKB3NlbnRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuABCghSZXNvbHZlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRImCgZyZWFzb24YAyABKA4yFi5hc2tnYXRlLnYxLlJlc29sdXRpb24SKwoHYW5zd2VycxgEIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXISEwoLcmVzb2x2ZWRfYnkYBSABKAkSLwoLcmVzb2x2ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWNhbmNlbF9yZWFzb24YByABKAkiGQoGU3luY2VkEg8KB3Jlc3VtZWQYASABKAgiBwoFUmVzZXQiYAoNQW5zd2VyUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJwY19pZBgCIAEoCRIrCgdhbnN3ZXJzGAMgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlciIQCg5BbnN3ZXJSZXNwb25zZSJDCg1DYW5jZWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnBjX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIQCg5DYW5jZWxSZXNwb25zZSI2CgxBYm9ydFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIg8KDUFib3J0UmVzcG9uc2UiKAoSTGlzdFBlbmRpbmdSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoTTGlzdFBlbmRpbmdSZXNwb25zZRImCgdwZW5kaW5nGAEgAygLMhUuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWQiOgoNQXR0YWNoUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIXCg9wYXJlbnRfYWdlbnRfaWQYAiABKAkiZwoOQXR0YWNoUmVzcG9uc2USIgoFbGVhc2UYASABKAsyES5hc2tnYXRlLnYxLkxlYXNlSAASKgoJaGVhcnRiZWF0GAIgASgLMhUuYXNrZ2F0ZS52MS5IZWFydGJlYXRIAEIFCgNtc2ciHAoFTGVhc2USEwoLaW5jYXJuYXRpb24YASABKAkiCwoJSGVhcnRiZWF0ItsBChVDcmVhdGVFbmRwb2ludFJlcXVlc3QSCwoDdXJsGAEgASgJEg4KBmV2ZW50cxgCIAMoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRI9CgZsYWJlbHMYBCADKAsyLS5hc2tnYXRlLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdC5MYWJlbHNFbnRyeRIVCghwcm92aWRlcxgFIAEoCEgAiAEBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCwoJX3Byb3ZpZGVzIvsBCghFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEjAKBmxhYmVscxgFIAMoCzIgLmFza2dhdGUudjEuRW5kcG9pbnQuTGFiZWxzRW50cnkSDgoGc2VjcmV0GAYgASgJEhAKCHByb3ZpZGVzGAcgASgIEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUTGlzdEVuZHBvaW50c1JlcXVlc3QiQAoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEicKCWVuZHBvaW50cxgBIAMoCzIULmFza2dhdGUudjEuRW5kcG9pbnQiIwoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EgoKAmlkGAEgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UizwIKCERlbGl2ZXJ5EgoKAmlkGAEgASgJEhMKC2VuZHBvaW50X2lkGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDgoGcnBjX2lkGAQgASgJEioKBnN0YXR1cxgFIAEoDjIaLmFza2dhdGUudjEuRGVsaXZlcnlTdGF0dXMSEAoIYXR0ZW1wdHMYBiABKA0SEgoKbGFzdF9lcnJvchgHIAEoCRIzCg9uZXh0X2F0dGVtcHRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnNlc3Npb25faWQYCSABKAkSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPbGFzdF9hdHRlbXB0X2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJnChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSKgoGc3RhdHVzGAIgASgOMhouYXNrZ2F0ZS52MS5EZWxpdmVyeVN0YXR1cxINCgVsaW1pdBgDIAEoDSJCChZMaXN0RGVsaXZlcmllc1Jlc3BvbnNlEigKCmRlbGl2ZXJpZXMYASADKAsyFC5hc2tnYXRlLnYxLkRlbGl2ZXJ5Ih4KEFJlZGVsaXZlclJlcXVlc3QSCgoCaWQYASABKAkqIAoKVW5hdHRlbmRlZBIICgRGQUlMEAASCAoESE9MRBABKm0KClJlc29sdXRpb24SGgoWUkVTT0xVVElPTl9VTlNQRUNJRklFRBAAEgwKCEFOU1dFUkVEEAESDQoJQ0FOQ0VMTEVEEAISCwoHQUJPUlRFRBADEgsKB0VYUElSRUQQBBIMCghESVNQT1NFRBAFKoUECgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABITCg9FTVBUWV9RVUVTVElPTlMQARIPCgtCQURfUkVRVUVTVBACEg4KCkJBRF9JTlRFTlQQAxIOCgpCQURfQU5TV0VSEAQSDwoLTk9fUFJPVklERVIQBRIWChJEVVBMSUNBVEVfUFJPVklERVIQBhITCg9DQUxMRVJfTk9UX0xJVkUQBxIUChBERUxFR0FURURfQ0FMTEVSEAgSEQoNQVNLX0NBTkNFTExFRBAJEg8KC0FTS19BQk9SVEVEEAoSDwoLQVNLX0VYUElSRUQQCxIPCgtOT1RfUEVORElORxAMEhQKEFRPT19NQU5ZX1BFTkRJTkcQDRIYChRUT09fTUFOWV9TVUJTQ1JJQkVSUxAOEhAKDFJBVEVfTElNSVRFRBAPEhEKDVNIVVRUSU5HX0RPV04QEBIXChNCQUNLRU5EX1VOQVZBSUxBQkxFEBESEwoPVU5BVVRIRU5USUNBVEVEEBISFQoRUEVSTUlTU0lPTl9ERU5JRUQQExIMCghJTlRFUk5BTBAUEhMKD1RPT19NQU5ZX0FHRU5UUxAVEhUKEVRPT19NQU5ZX1NFU1NJT05TEBYSDQoJTk9UX0ZPVU5EEBcSFQoRVE9PX01BTllfV0VCSE9PS1MQGCpZCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDQoJREVMSVZFUkVEEAISCgoGRkFJTEVEEAMy5AMKDVVzZXJRdWVzdGlvbnMSNgoDQXNrEhYuYXNrZ2F0ZS52MS5Bc2tSZXF1ZXN0GhcuYXNrZ2F0ZS52MS5Bc2tSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hc2tnYXRlLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hc2tnYXRlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESPwoGQW5zd2VyEhkuYXNrZ2F0ZS52MS5BbnN3ZXJSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BbnN3ZXJSZXNwb25zZRI/CgZDYW5jZWwSGS5hc2tnYXRlLnYxLkNhbmNlbFJlcXVlc3QaGi5hc2tnYXRlLnYxLkNhbmNlbFJlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy5hc2tnYXRlLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USPAoFQWJvcnQSGC5hc2tnYXRlLnYxLkFib3J0UmVxdWVzdBoZLmFza2dhdGUudjEuQWJvcnRSZXNwb25zZRI/CgZXaG9BbUkSGS5hc2tnYXRlLnYxLldob0FtSVJlcXVlc3QaGi5hc2tnYXRlLnYxLldob0FtSVJlc3BvbnNlMksKBkFnZW50cxJBCgZBdHRhY2gSGS5hc2tnYXRlLnYxLkF0dGFjaFJlcXVlc3QaGi5hc2tnYXRlLnYxLkF0dGFjaFJlc3BvbnNlMAEyngMKCFdlYmhvb2tzEkkKDkNyZWF0ZUVuZHBvaW50EiEuYXNrZ2F0ZS52MS5DcmVhdGVFbmRwb2ludFJlcXVlc3QaFC5hc2tnYXRlLnYxLkVuZHBvaW50ElQKDUxpc3RFbmRwb2ludHMSIC5hc2tnYXRlLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiEuYXNrZ2F0ZS52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2USVwoORGVsZXRlRW5kcG9pbnQSIS5hc2tnYXRlLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBoiLmFza2dhdGUudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRJXCg5MaXN0RGVsaXZlcmllcxIhLmFza2dhdGUudjEuTGlzdERlbGl2ZXJpZXNSZXF1ZXN0GiIuYXNrZ2F0ZS52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlEj8KCVJlZGVsaXZlchIcLmFza2dhdGUudjEuUmVkZWxpdmVyUmVxdWVzdBoULmFza2dhdGUudjEuRGVsaXZlcnliBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message askgate.v1.Question
@@ -333,7 +333,8 @@ export type SubscribeRequest = Message<"askgate.v1.SubscribeRequest"> & {
   sessionId: string;
 
   /**
-   * Every session of the caller's tenant; session_id must then be empty.
+   * Every session of the caller's tenant that its credential may see (for a credential
+   * limited to some sessions, those its patterns match); session_id must then be empty.
    *
    * @generated from field: bool all_sessions = 2;
    */
@@ -358,6 +359,71 @@ export type SubscribeRequest = Message<"askgate.v1.SubscribeRequest"> & {
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
   messageDesc(file_askgate_v1_askgate, 9);
+
+/**
+ * @generated from message askgate.v1.WhoAmIRequest
+ */
+export type WhoAmIRequest = Message<"askgate.v1.WhoAmIRequest"> & {
+};
+
+/**
+ * Describes the message askgate.v1.WhoAmIRequest.
+ * Use `create(WhoAmIRequestSchema)` to create a new message.
+ */
+export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 10);
+
+/**
+ * @generated from message askgate.v1.WhoAmIResponse
+ */
+export type WhoAmIResponse = Message<"askgate.v1.WhoAmIResponse"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * The credential's subject: the `resolved_by` of what the caller resolves.
+   *
+   * @generated from field: string subject = 2;
+   */
+  subject: string;
+
+  /**
+   * "agent", "ui", "admin".
+   *
+   * @generated from field: repeated string roles = 3;
+   */
+  roles: string[];
+
+  /**
+   * The session patterns (`*` matches any run of characters) the credential is
+   * limited to; empty when every_session.
+   *
+   * @generated from field: repeated string sessions = 4;
+   */
+  sessions: string[];
+
+  /**
+   * @generated from field: bool every_session = 5;
+   */
+  everySession: boolean;
+
+  /**
+   * When the credential stops being accepted; unset when it has no end (an API key,
+   * or authentication off).
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.WhoAmIResponse.
+ * Use `create(WhoAmIResponseSchema)` to create a new message.
+ */
+export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 11);
 
 /**
  * @generated from message askgate.v1.SubscribeResponse
@@ -420,7 +486,7 @@ export type SubscribeResponse = Message<"askgate.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 10);
+  messageDesc(file_askgate_v1_askgate, 12);
 
 /**
  * @generated from message askgate.v1.Requested
@@ -475,7 +541,7 @@ export type Requested = Message<"askgate.v1.Requested"> & {
  * Use `create(RequestedSchema)` to create a new message.
  */
 export const RequestedSchema: GenMessage<Requested> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 11);
+  messageDesc(file_askgate_v1_askgate, 13);
 
 /**
  * A pending ask is due a reminder.
@@ -511,7 +577,7 @@ export type Reminder = Message<"askgate.v1.Reminder"> & {
  * Use `create(ReminderSchema)` to create a new message.
  */
 export const ReminderSchema: GenMessage<Reminder> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 12);
+  messageDesc(file_askgate_v1_askgate, 14);
 
 /**
  * A pending ask went unanswered past its escalation time.
@@ -540,7 +606,7 @@ export type Escalated = Message<"askgate.v1.Escalated"> & {
  * Use `create(EscalatedSchema)` to create a new message.
  */
 export const EscalatedSchema: GenMessage<Escalated> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 13);
+  messageDesc(file_askgate_v1_askgate, 15);
 
 /**
  * @generated from message askgate.v1.Resolved
@@ -589,7 +655,7 @@ export type Resolved = Message<"askgate.v1.Resolved"> & {
  * Use `create(ResolvedSchema)` to create a new message.
  */
 export const ResolvedSchema: GenMessage<Resolved> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 14);
+  messageDesc(file_askgate_v1_askgate, 16);
 
 /**
  * The replay is complete; live events follow.
@@ -608,7 +674,7 @@ export type Synced = Message<"askgate.v1.Synced"> & {
  * Use `create(SyncedSchema)` to create a new message.
  */
 export const SyncedSchema: GenMessage<Synced> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 15);
+  messageDesc(file_askgate_v1_askgate, 17);
 
 /**
  * Drop what you hold for this scope: a fresh snapshot follows.
@@ -623,7 +689,7 @@ export type Reset = Message<"askgate.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 16);
+  messageDesc(file_askgate_v1_askgate, 18);
 
 /**
  * @generated from message askgate.v1.AnswerRequest
@@ -650,7 +716,7 @@ export type AnswerRequest = Message<"askgate.v1.AnswerRequest"> & {
  * Use `create(AnswerRequestSchema)` to create a new message.
  */
 export const AnswerRequestSchema: GenMessage<AnswerRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 17);
+  messageDesc(file_askgate_v1_askgate, 19);
 
 /**
  * @generated from message askgate.v1.AnswerResponse
@@ -663,7 +729,7 @@ export type AnswerResponse = Message<"askgate.v1.AnswerResponse"> & {
  * Use `create(AnswerResponseSchema)` to create a new message.
  */
 export const AnswerResponseSchema: GenMessage<AnswerResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 18);
+  messageDesc(file_askgate_v1_askgate, 20);
 
 /**
  * @generated from message askgate.v1.CancelRequest
@@ -690,7 +756,7 @@ export type CancelRequest = Message<"askgate.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 19);
+  messageDesc(file_askgate_v1_askgate, 21);
 
 /**
  * @generated from message askgate.v1.CancelResponse
@@ -703,7 +769,7 @@ export type CancelResponse = Message<"askgate.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 20);
+  messageDesc(file_askgate_v1_askgate, 22);
 
 /**
  * @generated from message askgate.v1.AbortRequest
@@ -727,7 +793,7 @@ export type AbortRequest = Message<"askgate.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 21);
+  messageDesc(file_askgate_v1_askgate, 23);
 
 /**
  * @generated from message askgate.v1.AbortResponse
@@ -740,7 +806,7 @@ export type AbortResponse = Message<"askgate.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 22);
+  messageDesc(file_askgate_v1_askgate, 24);
 
 /**
  * @generated from message askgate.v1.ListPendingRequest
@@ -757,7 +823,7 @@ export type ListPendingRequest = Message<"askgate.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 23);
+  messageDesc(file_askgate_v1_askgate, 25);
 
 /**
  * @generated from message askgate.v1.ListPendingResponse
@@ -774,7 +840,7 @@ export type ListPendingResponse = Message<"askgate.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 24);
+  messageDesc(file_askgate_v1_askgate, 26);
 
 /**
  * @generated from message askgate.v1.AttachRequest
@@ -796,7 +862,7 @@ export type AttachRequest = Message<"askgate.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 25);
+  messageDesc(file_askgate_v1_askgate, 27);
 
 /**
  * @generated from message askgate.v1.AttachResponse
@@ -825,7 +891,7 @@ export type AttachResponse = Message<"askgate.v1.AttachResponse"> & {
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 26);
+  messageDesc(file_askgate_v1_askgate, 28);
 
 /**
  * @generated from message askgate.v1.Lease
@@ -842,7 +908,7 @@ export type Lease = Message<"askgate.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 27);
+  messageDesc(file_askgate_v1_askgate, 29);
 
 /**
  * @generated from message askgate.v1.Heartbeat
@@ -855,7 +921,7 @@ export type Heartbeat = Message<"askgate.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 28);
+  messageDesc(file_askgate_v1_askgate, 30);
 
 /**
  * @generated from message askgate.v1.CreateEndpointRequest
@@ -903,7 +969,7 @@ export type CreateEndpointRequest = Message<"askgate.v1.CreateEndpointRequest"> 
  * Use `create(CreateEndpointRequestSchema)` to create a new message.
  */
 export const CreateEndpointRequestSchema: GenMessage<CreateEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 29);
+  messageDesc(file_askgate_v1_askgate, 31);
 
 /**
  * @generated from message askgate.v1.Endpoint
@@ -957,7 +1023,7 @@ export type Endpoint = Message<"askgate.v1.Endpoint"> & {
  * Use `create(EndpointSchema)` to create a new message.
  */
 export const EndpointSchema: GenMessage<Endpoint> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 30);
+  messageDesc(file_askgate_v1_askgate, 32);
 
 /**
  * @generated from message askgate.v1.ListEndpointsRequest
@@ -970,7 +1036,7 @@ export type ListEndpointsRequest = Message<"askgate.v1.ListEndpointsRequest"> & 
  * Use `create(ListEndpointsRequestSchema)` to create a new message.
  */
 export const ListEndpointsRequestSchema: GenMessage<ListEndpointsRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 31);
+  messageDesc(file_askgate_v1_askgate, 33);
 
 /**
  * @generated from message askgate.v1.ListEndpointsResponse
@@ -987,7 +1053,7 @@ export type ListEndpointsResponse = Message<"askgate.v1.ListEndpointsResponse"> 
  * Use `create(ListEndpointsResponseSchema)` to create a new message.
  */
 export const ListEndpointsResponseSchema: GenMessage<ListEndpointsResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 32);
+  messageDesc(file_askgate_v1_askgate, 34);
 
 /**
  * @generated from message askgate.v1.DeleteEndpointRequest
@@ -1004,7 +1070,7 @@ export type DeleteEndpointRequest = Message<"askgate.v1.DeleteEndpointRequest"> 
  * Use `create(DeleteEndpointRequestSchema)` to create a new message.
  */
 export const DeleteEndpointRequestSchema: GenMessage<DeleteEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 33);
+  messageDesc(file_askgate_v1_askgate, 35);
 
 /**
  * @generated from message askgate.v1.DeleteEndpointResponse
@@ -1017,7 +1083,7 @@ export type DeleteEndpointResponse = Message<"askgate.v1.DeleteEndpointResponse"
  * Use `create(DeleteEndpointResponseSchema)` to create a new message.
  */
 export const DeleteEndpointResponseSchema: GenMessage<DeleteEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 34);
+  messageDesc(file_askgate_v1_askgate, 36);
 
 /**
  * @generated from message askgate.v1.Delivery
@@ -1090,7 +1156,7 @@ export type Delivery = Message<"askgate.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 35);
+  messageDesc(file_askgate_v1_askgate, 37);
 
 /**
  * @generated from message askgate.v1.ListDeliveriesRequest
@@ -1121,7 +1187,7 @@ export type ListDeliveriesRequest = Message<"askgate.v1.ListDeliveriesRequest"> 
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 36);
+  messageDesc(file_askgate_v1_askgate, 38);
 
 /**
  * @generated from message askgate.v1.ListDeliveriesResponse
@@ -1138,7 +1204,7 @@ export type ListDeliveriesResponse = Message<"askgate.v1.ListDeliveriesResponse"
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 37);
+  messageDesc(file_askgate_v1_askgate, 39);
 
 /**
  * @generated from message askgate.v1.RedeliverRequest
@@ -1155,7 +1221,7 @@ export type RedeliverRequest = Message<"askgate.v1.RedeliverRequest"> & {
  * Use `create(RedeliverRequestSchema)` to create a new message.
  */
 export const RedeliverRequestSchema: GenMessage<RedeliverRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 38);
+  messageDesc(file_askgate_v1_askgate, 40);
 
 /**
  * @generated from enum askgate.v1.Unattended
@@ -1523,6 +1589,16 @@ export const UserQuestions: GenService<{
     methodKind: "unary";
     input: typeof AbortRequestSchema;
     output: typeof AbortResponseSchema;
+  },
+  /**
+   * Who the caller's credential names and what it may see: any role may ask.
+   *
+   * @generated from rpc askgate.v1.UserQuestions.WhoAmI
+   */
+  whoAmI: {
+    methodKind: "unary";
+    input: typeof WhoAmIRequestSchema;
+    output: typeof WhoAmIResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_askgate_v1_askgate, 0);
