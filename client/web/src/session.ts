@@ -1,12 +1,14 @@
-// The console's view of one session: the Subscribe stream (resumed from the last
-// cursor after a drop), the queue of pending batches with their composers, and the
-// Answer and Cancel calls. Drawing is view.ts's.
+// The console's view of one session, or (the inbox) of every session the credential
+// may see: the Subscribe stream (resumed from the last cursor after a drop), the queue
+// of pending batches with their composers, what was resolved since the page opened,
+// and the Answer and Cancel calls. Drawing is view.ts's and inbox.ts's.
 
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import {
   type Requested,
   type Resolved,
+  type WhoAmIResponse,
   ErrorReason,
   Resolution,
   UserQuestions,
@@ -30,22 +32,43 @@ export interface Notice {
   tone: "info" | "done" | "warn";
 }
 
+/** A batch resolved since the page opened: the inbox's "recently resolved" list. */
+export interface Recent {
+  sessionId: string;
+  rpcId: string;
+  about: string;
+  /** How, and by whom when known (resolutionNotice's words). */
+  how: string;
+  resolution: Resolution;
+  resolvedBy: string;
+  at: Date;
+}
+
+/** How many resolved batches the inbox remembers. */
+const RECENT = 50;
+
 export interface Options {
   /** Where askgate is: the page's own origin by default. */
   baseUrl: string;
-  sessionId: string;
+  /** The session to follow; absent: every session the credential may see (the inbox). */
+  sessionId?: string;
   /** A bearer token (an API key or a JWT), when the server requires one. */
   token?: string;
   /** Called after every change the view should show. */
   onChange: () => void;
+  /** Called for a batch that arrives live (not in a snapshot): the inbox notifies. */
+  onArrival?: (composer: Composer) => void;
 }
 
 /** How a batch was resolved, and by whom (the terminal overlay says the same). */
-export function resolutionNotice(resolved: Resolved): string {
+export function resolutionNotice(
+  resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason">,
+  where = " elsewhere",
+): string {
   const by = resolved.resolvedBy ? ` by ${resolved.resolvedBy}` : "";
   switch (resolved.reason) {
     case Resolution.ANSWERED:
-      return `Answered elsewhere${by}.`;
+      return `Answered${where}${by}.`;
     case Resolution.CANCELLED:
       return resolved.cancelReason ? `Cancelled${by}: ${resolved.cancelReason}` : `Cancelled${by}.`;
     case Resolution.ABORTED:
@@ -71,6 +94,18 @@ export function errorReason(error: unknown): ErrorReason | undefined {
   return ErrorReason[name as keyof typeof ErrorReason] ?? ErrorReason.ERROR_REASON_UNSPECIFIED;
 }
 
+/**
+ * What a NOT_PENDING error's metadata says about the resolution that won, while the
+ * server remembers the ask; undefined when it does not say.
+ */
+export function settledBy(error: unknown): { reason: Resolution; resolvedBy: string } | undefined {
+  if (!(error instanceof ConnectError)) return undefined;
+  const metadata = error.findDetails(ErrorInfoSchema)[0]?.metadata ?? {};
+  const reason = Resolution[metadata.resolution as keyof typeof Resolution];
+  if (reason === undefined) return undefined;
+  return { reason, resolvedBy: metadata.resolved_by ?? "" };
+}
+
 function describe(error: unknown): string {
   if (error instanceof ConnectError) {
     const reason = error.findDetails(ErrorInfoSchema)[0]?.reason;
@@ -88,10 +123,18 @@ const MAX_BACKOFF_MS = 5000;
 export class Session {
   readonly options: Options;
   connection: Connection = { kind: "connecting" };
-  /** Pending batches, oldest first; the first one is in the composer. */
+  /** Pending batches, oldest first; for one session, the first one is in the composer. */
   queue: Composer[] = [];
   /** The latest notice, until the next one. */
   notice: Notice | undefined;
+  /** Batches resolved since the page opened, newest first. */
+  recent: Recent[] = [];
+  /** The inbox's batch in the composer (its rpc_id); none: the list shows. */
+  opened: string | undefined;
+  /** Whose credential this is, once WhoAmI has answered. */
+  whoami: WhoAmIResponse | undefined;
+  /** The snapshot is over: later `requested` events are arrivals. */
+  private live = false;
   private readonly client: Client<typeof UserQuestions>;
   /** Drafts of batches dropped by a reset, in case the snapshot brings them back. */
   private kept = new Map<string, Composer>();
@@ -117,9 +160,31 @@ export class Session {
     this.client = createClient(UserQuestions, transport);
   }
 
+  /** Following every session the credential may see, not one. */
+  get inbox(): boolean {
+    return this.options.sessionId === undefined;
+  }
+
   /** The batch in the composer. */
   get current(): Composer | undefined {
-    return this.queue[0];
+    if (!this.inbox) return this.queue[0];
+    return this.queue.find((c) => c.batch.rpcId === this.opened);
+  }
+
+  /** Puts a batch of the inbox in the composer, or (undefined) goes back to the list. */
+  open(rpcId: string | undefined): void {
+    this.opened = rpcId;
+    this.options.onChange();
+  }
+
+  /** Asks the server whose credential this is (shown by the inbox). */
+  async identify(): Promise<void> {
+    try {
+      this.whoami = await this.client.whoAmI({}, { signal: this.stopped.signal });
+      this.options.onChange();
+    } catch {
+      // The subscription reports a refused credential; WhoAmI only adds detail.
+    }
   }
 
   /** Follows the session until `stop`, reconnecting after every drop. */
@@ -128,10 +193,13 @@ export class Session {
     while (!this.stopped.signal.aborted) {
       try {
         const events = this.client.subscribe(
-          { sessionId: this.options.sessionId, after: this.cursor },
+          this.inbox
+            ? { allSessions: true, after: this.cursor }
+            : { sessionId: this.options.sessionId, after: this.cursor },
           { signal: this.stopped.signal },
         );
         this.seen.clear();
+        this.live = false;
         for await (const message of events) {
           if (message.cursor) this.cursor = message.cursor;
           const event = message.event;
@@ -205,9 +273,17 @@ export class Session {
     try {
       await call({ sessionId: composer.batch.sessionId, rpcId: composer.batch.rpcId });
     } catch (error) {
-      // Too late: another resolution won. Its `resolved` event closes the batch with a
-      // notice saying how and by whom, so the composer keeps waiting for it.
-      if (errorReason(error) === ErrorReason.NOT_PENDING) return;
+      // Too late: another resolution won. Its metadata says which (then the batch
+      // closes now); else its `resolved` event closes the batch with a notice saying
+      // how and by whom, so the composer keeps waiting for it.
+      if (errorReason(error) === ErrorReason.NOT_PENDING) {
+        const settled = settledBy(error);
+        if (settled) {
+          this.close(composer, { ...settled, cancelReason: "" }, false);
+          this.options.onChange();
+        }
+        return;
+      }
       composer.unsent(`Not sent: ${describe(error)}`);
       this.options.onChange();
     }
@@ -217,37 +293,62 @@ export class Session {
     this.seen.add(batch.rpcId);
     if (this.queue.some((c) => c.batch.rpcId === batch.rpcId)) return;
     // A batch seen before a reset or a reconnect comes back with its drafts.
-    const composer = this.kept.get(batch.rpcId) ?? new Composer(batch);
+    const known = this.kept.get(batch.rpcId);
+    const composer = known ?? new Composer(batch);
     this.kept.delete(batch.rpcId);
     this.queue.push(composer);
+    if (this.live && !known) this.options.onArrival?.(composer);
   }
 
   private resolved(resolved: Resolved): void {
-    const at = this.queue.findIndex((c) => c.batch.rpcId === resolved.rpcId);
     this.kept.delete(resolved.rpcId);
-    if (at < 0) return;
-    const [composer] = this.queue.splice(at, 1);
+    const composer = this.queue.find((c) => c.batch.rpcId === resolved.rpcId);
+    if (composer) this.close(composer, resolved, true);
+  }
+
+  /**
+   * Takes a resolved batch out of the queue, with a notice saying how (ours, or
+   * elsewhere and by whom), and remembers it among the recently resolved.
+   */
+  private close(
+    composer: Composer,
+    resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason">,
+    event: boolean,
+  ): void {
+    this.queue = this.queue.filter((c) => c !== composer);
+    if (this.opened === composer.batch.rpcId) this.opened = undefined;
     const about = title(composer);
+    const sent = composer.phase.kind === "sent" ? composer.phase.what : undefined;
     const ours =
-      composer.phase.kind === "sent" &&
-      ((composer.phase.what === "answer" && resolved.reason === Resolution.ANSWERED) ||
-        (composer.phase.what === "cancel" && resolved.reason === Resolution.CANCELLED));
+      event &&
+      ((sent === "answer" && resolved.reason === Resolution.ANSWERED) ||
+        (sent === "cancel" && resolved.reason === Resolution.CANCELLED));
     this.notice = ours
-      ? {
-          text: composer.phase.kind === "sent" && composer.phase.what === "cancel" ? "Cancelled." : "Answer sent.",
-          about,
-          tone: "done",
-        }
+      ? { text: sent === "cancel" ? "Cancelled." : "Answer sent.", about, tone: "done" }
       : { text: resolutionNotice(resolved), about, tone: "warn" };
+    this.recent.unshift({
+      sessionId: composer.batch.sessionId,
+      rpcId: composer.batch.rpcId,
+      about,
+      how: resolutionNotice(resolved, ""),
+      resolution: resolved.reason,
+      resolvedBy: resolved.resolvedBy,
+      at: new Date(),
+    });
+    this.recent.length = Math.min(this.recent.length, RECENT);
   }
 
   private synced(resumed: boolean): void {
+    this.live = true;
     this.connection = { kind: "connected", resumed };
     if (resumed) return;
     // A fresh snapshot lists every pending batch: the others were resolved while the
     // stream was down.
     const gone = this.queue.filter((c) => !this.seen.has(c.batch.rpcId));
     this.queue = this.queue.filter((c) => this.seen.has(c.batch.rpcId));
+    if (this.opened && !this.queue.some((c) => c.batch.rpcId === this.opened)) {
+      this.opened = undefined;
+    }
     if (gone.length > 0 && !this.notice) {
       this.notice = {
         text: "Resolved while the console was disconnected.",

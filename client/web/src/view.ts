@@ -5,10 +5,10 @@
 import { type Composer, planApprove, recommended } from "./composer.js";
 import { type Session, title } from "./session.js";
 
-type Child = Node | string | false | null | undefined;
+export type Child = Node | string | false | null | undefined;
 
 /** Builds an element: attributes (`on*` functions become listeners), then children. */
-function h(tag: string, attrs: Record<string, unknown> = {}, ...children: Child[]): HTMLElement {
+export function h(tag: string, attrs: Record<string, unknown> = {}, ...children: Child[]): HTMLElement {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (value === undefined || value === false || value === null) continue;
@@ -31,30 +31,46 @@ function h(tag: string, attrs: Record<string, unknown> = {}, ...children: Child[
 
 /** Enter that only confirms an IME candidate (isComposing, or keyCode 229 where the
  * browser reports the composition that way): it must never submit. */
-function composing(event: KeyboardEvent): boolean {
+export function composing(event: KeyboardEvent): boolean {
   return event.isComposing || event.keyCode === 229;
 }
 
 export class View {
-  private readonly root: HTMLElement;
-  private readonly session: Session;
+  protected readonly root: HTMLElement;
+  protected readonly session: Session;
   /** What was drawn last: a change of question or phase moves the focus. */
   private shown = "";
   /** An IME composition is in progress: redraws wait for its end. */
   private imeActive = false;
   private redrawPending = false;
+  /** Removes the page-wide listeners when the view is replaced (another route). */
+  private readonly listening = new AbortController();
 
   constructor(root: HTMLElement, session: Session) {
     this.root = root;
     this.session = session;
-    root.addEventListener("compositionstart", () => {
-      this.imeActive = true;
-    });
-    root.addEventListener("compositionend", () => {
-      this.imeActive = false;
-      if (this.redrawPending) this.render();
-    });
-    document.addEventListener("keydown", (event) => this.onKey(event));
+    const { signal } = this.listening;
+    root.addEventListener(
+      "compositionstart",
+      () => {
+        this.imeActive = true;
+      },
+      { signal },
+    );
+    root.addEventListener(
+      "compositionend",
+      () => {
+        this.imeActive = false;
+        if (this.redrawPending) this.render();
+      },
+      { signal },
+    );
+    document.addEventListener("keydown", (event) => this.onKey(event), { signal });
+  }
+
+  /** Stops listening: the page shows another view. */
+  dispose(): void {
+    this.listening.abort();
   }
 
   render(): void {
@@ -73,7 +89,7 @@ export class View {
     const composer = this.session.current;
     const shown = composer
       ? `${composer.batch.rpcId}/${composer.phase.kind}/${composer.item}`
-      : "empty";
+      : this.idle();
     this.root.replaceChildren(this.bar(), this.notice(), this.main(composer));
 
     if (shown !== this.shown) {
@@ -91,7 +107,22 @@ export class View {
     }
   }
 
-  private bar(): HTMLElement {
+  /** What the page shows without a batch in the composer; a change moves the focus. */
+  protected idle(): string {
+    return "empty";
+  }
+
+  protected bar(): HTMLElement {
+    return h(
+      "header",
+      { class: "bar" },
+      h("span", { class: "brand" }, "askgate"),
+      h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId ?? "")),
+      this.connection(),
+    );
+  }
+
+  protected connection(): HTMLElement {
     const connection = this.session.connection;
     const [text, tone] = {
       connecting: ["Connecting…", "warn"],
@@ -102,25 +133,19 @@ export class View {
     const why =
       connection.kind === "reconnecting" || connection.kind === "refused" ? connection.why : "";
     return h(
-      "header",
-      { class: "bar" },
-      h("span", { class: "brand" }, "askgate"),
-      h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId)),
-      h(
-        "span",
-        {
-          class: `connection ${tone}`,
-          role: "status",
-          "data-testid": "connection",
-          "data-resumed": connection.kind === "connected" ? String(connection.resumed) : undefined,
-          title: why,
-        },
-        text,
-      ),
+      "span",
+      {
+        class: `connection ${tone}`,
+        role: "status",
+        "data-testid": "connection",
+        "data-resumed": connection.kind === "connected" ? String(connection.resumed) : undefined,
+        title: why,
+      },
+      text,
     );
   }
 
-  private notice(): HTMLElement {
+  protected notice(): HTMLElement {
     const notice = this.session.notice;
     return h(
       "div",
@@ -144,7 +169,7 @@ export class View {
     );
   }
 
-  private main(composer: Composer | undefined): HTMLElement {
+  protected main(composer: Composer | undefined): HTMLElement {
     const connection = this.session.connection;
     if (!composer) {
       const why =
@@ -169,7 +194,7 @@ export class View {
     );
   }
 
-  private composer(c: Composer): HTMLElement {
+  protected composer(c: Composer): HTMLElement {
     const sent = c.phase.kind === "sent";
     const body =
       c.phase.kind === "review"
@@ -466,13 +491,13 @@ export class View {
   }
 
   /** Runs a composer action, then redraws. */
-  private act(action: () => void): void {
+  protected act(action: () => void): void {
     action();
     this.render();
   }
 
   /** Keys the controls do not handle themselves. */
-  private onKey(event: KeyboardEvent): void {
+  protected onKey(event: KeyboardEvent): void {
     const c = this.session.current;
     if (!c || composing(event) || event.defaultPrevented) return;
     const target = event.target as HTMLElement;

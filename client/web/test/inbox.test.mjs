@@ -1,0 +1,313 @@
+// The inbox (#/inbox) end to end: a real askgate, real asking processes in several
+// sessions, headless Chromium. Each test asserts what the asking agents received, not
+// only what the page shows, and saves a screenshot of each state it passes through.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Harness, question, screenshot, tempFile } from "./harness.mjs";
+
+/** A server with JWT auth, and a way to mint its tokens. */
+async function authServer(h) {
+  const secret = tempFile("jwt.secret", "inbox-test-secret-at-least-32-bytes-long!!");
+  const url = await h.serve(["--auth", "jwt", "--jwt-secret-file", secret]);
+  const mint = async (sub, roles, sessions) => {
+    const args = ["token", "--secret-file", secret, "--tenant", "acme", "--sub", sub, "--roles", roles];
+    if (sessions) args.push("--sessions", sessions);
+    return (await h.run(args)).trim();
+  };
+  return { url, mint };
+}
+
+/** The sessions of the listed batches, top to bottom. */
+function listed(page) {
+  return page.getByTestId("batch").evaluateAll((rows) => rows.map((row) => row.dataset.session));
+}
+
+/** Waits until the list shows exactly `sessions`, top to bottom. */
+async function listShows(page, sessions) {
+  await page.waitForFunction(
+    (want) =>
+      JSON.stringify([...document.querySelectorAll('[data-testid="batch"]')].map((r) => r.dataset.session)) ===
+      JSON.stringify(want),
+    sessions,
+  );
+}
+
+function shows(page, testId, text) {
+  return page.getByTestId(testId).filter({ hasText: text }).waitFor();
+}
+
+/** An ask in `session`, held until answered, with labels. */
+function asking(h, url, session, text, { labels = {}, token, options = ["yes", "no"] } = {}) {
+  return h.ask(
+    url,
+    { sessionId: session, questions: [question("q", text, options)], labels },
+    token ? ["--token", token] : [],
+  );
+}
+
+test("questions from several sessions arrive in order; filters, order and the tab title", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page();
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "connection", "Connected");
+  await shows(page, "inbox-empty", "Nothing waiting");
+
+  const agents = [];
+  const sessions = [];
+  for (const [session, text, labels] of [
+    ["team-a/build", "Ship the release?", { team: "a", env: "prod" }],
+    ["team-b/docs", "Publish the docs?", { team: "b" }],
+    ["team-a/db", "Run the migration?", { team: "a" }],
+  ]) {
+    agents.push(asking(h, url, session, text, { labels }));
+    sessions.push(session);
+    // One at a time, so that their order is the order they were asked in.
+    await listShows(page, sessions);
+  }
+  assert.equal(await page.title(), "(3) askgate inbox");
+  await shows(page, "batch", "Publish the docs?");
+  await page.getByTestId("batch").filter({ hasText: "team=b" }).waitFor();
+  await screenshot(page, "inbox-01-list");
+
+  await page.getByTestId("order").selectOption("newest");
+  await listShows(page, ["team-a/db", "team-b/docs", "team-a/build"]);
+  await page.getByTestId("order").selectOption("oldest");
+
+  await page.getByTestId("filter-session").fill("team-a");
+  await listShows(page, ["team-a/build", "team-a/db"]);
+  await page.getByTestId("filter-label").fill("env=prod");
+  await listShows(page, ["team-a/build"]);
+  await page.getByTestId("filter-session").fill("");
+  await page.getByTestId("filter-label").fill("team=b");
+  await listShows(page, ["team-b/docs"]);
+  await page.getByTestId("filter-label").fill("nobody");
+  await shows(page, "inbox-empty", "No batch matches");
+  await screenshot(page, "inbox-02-filtered");
+  await page.getByTestId("filter-label").fill("");
+  await listShows(page, sessions);
+  assert.equal(await page.title(), "(3) askgate inbox", "the title counts every batch, filtered or not");
+
+  for (const agent of agents) agent.child.kill("SIGTERM");
+});
+
+test("answering from the inbox with the keyboard; Esc comes back; the recent list", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page();
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "connection", "Connected");
+  const first = asking(h, url, "north", "Deploy north?");
+  await listShows(page, ["north"]);
+  const second = asking(h, url, "south", "Deploy south?", { options: ["now", "later"] });
+  await listShows(page, ["north", "south"]);
+
+  // j moves down, k up, Enter opens the highlighted batch.
+  await page.keyboard.press("j");
+  assert.equal(await page.locator(".row.selected").getAttribute("data-session"), "south");
+  await page.keyboard.press("k");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Enter");
+  await page.getByTestId("composer").filter({ hasText: "Deploy south?" }).waitFor();
+  await screenshot(page, "inbox-03-opened");
+  await page.keyboard.press("Escape");
+  await page.getByTestId("inbox").waitFor();
+  assert.equal(await page.locator(".row.selected").getAttribute("data-session"), "south", "the highlight stays");
+
+  await page.keyboard.press("Enter");
+  await page.getByRole("button", { name: /later/ }).click();
+  await page.getByTestId("review").waitFor();
+  await page.keyboard.press("Enter");
+  const { code, json, stderr } = await second.result();
+  assert.equal(code, 0, stderr);
+  assert.deepEqual(json.answers, [{ id: "q", selected: ["later"] }]);
+
+  // Back in the inbox, with a notice and the batch among the recently resolved.
+  await page.getByTestId("inbox").waitFor();
+  await shows(page, "notice", "Answer sent");
+  await listShows(page, ["north"]);
+  await shows(page, "resolved", "Deploy south?");
+  assert.equal(await page.title(), "(1) askgate inbox");
+  await screenshot(page, "inbox-03-answered");
+
+  await page.getByTestId("batch").click();
+  await page.getByRole("button", { name: /^yes/ }).click();
+  await page.keyboard.press("Enter");
+  assert.deepEqual((await first.result()).json.answers, [{ id: "q", selected: ["yes"] }]);
+  await shows(page, "inbox-empty", "Nothing waiting");
+  assert.equal(await page.getByTestId("resolved").count(), 2);
+  assert.equal(await page.title(), "askgate inbox");
+});
+
+test("batches resolved elsewhere leave the inbox with a notice saying how and by whom", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const { url, mint } = await authServer(h);
+  const agentToken = await mint("worker", "agent");
+  const ana = await mint("ana@acme", "ui");
+  const carol = await mint("carol@acme", "ui");
+  const page = await h.page();
+  await page.goto(`${url}/console/#/inbox?token=${encodeURIComponent(ana)}`);
+  await shows(page, "connection", "Connected");
+  assert.equal(new URL(page.url()).hash, "#/inbox", "the token is taken out of the URL");
+
+  const answered = asking(h, url, "ops/1", "Restart the cache?", { token: agentToken });
+  await listShows(page, ["ops/1"]);
+  const cancelled = asking(h, url, "ops/2", "Rotate the keys?", { token: agentToken });
+  await listShows(page, ["ops/1", "ops/2"]);
+  const aborted = asking(h, url, "ops/3", "Drop the table?", { token: agentToken });
+  await listShows(page, ["ops/1", "ops/2", "ops/3"]);
+  const rpcOf = (session) => page.locator(`[data-session="${session}"]`).getAttribute("data-rpc");
+
+  // Answered by someone else while the batch is open in the composer: back to the list.
+  await page.locator('[data-session="ops/1"]').click();
+  await page.getByTestId("composer").filter({ hasText: "Restart the cache?" }).waitFor();
+  await page.getByTestId("back").click();
+  const rpc1 = await rpcOf("ops/1");
+  await page.locator('[data-session="ops/1"]').click();
+  await h.run(["answer", "--addr", url, "--token", carol, "--session", "ops/1", "--rpc-id", rpc1, "--select", "q=yes"]);
+  await shows(page, "notice", "Answered elsewhere by carol@acme");
+  await page.getByTestId("inbox").waitFor();
+  assert.deepEqual((await answered.result()).json.answers, [{ id: "q", selected: ["yes"] }]);
+  await screenshot(page, "inbox-04-resolved-elsewhere");
+
+  const rpc2 = await rpcOf("ops/2");
+  await h.run([
+    "answer", "--addr", url, "--token", carol, "--session", "ops/2", "--rpc-id", rpc2, "--cancel", "--reason", "not today",
+  ]);
+  await shows(page, "notice", "Cancelled by carol@acme: not today");
+  assert.equal((await cancelled.result()).code !== 0, true, "the agent got ASK_CANCELLED");
+
+  aborted.child.kill("SIGTERM");
+  await shows(page, "notice", "Aborted");
+  await shows(page, "inbox-empty", "Nothing waiting");
+  const recent = await page.getByTestId("resolved").allTextContents();
+  assert.equal(recent.length, 3, recent.join("\n"));
+  assert.match(recent[0], /Drop the table\?.*Aborted/);
+  assert.match(recent[1], /Rotate the keys\?.*Cancelled by carol@acme: not today/);
+  assert.match(recent[2], /Restart the cache\?.*Answered by carol@acme/);
+  await screenshot(page, "inbox-05-recent");
+});
+
+test("sign-in shows whose credential it is; a session-scoped one sees only its sessions", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const { url, mint } = await authServer(h);
+  const agentToken = await mint("worker", "agent");
+  const bo = await mint("bo@acme", "ui", "team-a/*");
+  const page = await h.page();
+  await page.goto(`${url}/console/`);
+  await page.getByTestId("sign-in-token").fill(bo);
+  await screenshot(page, "inbox-06-sign-in");
+  await page.getByTestId("sign-in").click();
+  await shows(page, "connection", "Connected");
+  assert.equal(new URL(page.url()).hash, "#/inbox");
+  await shows(page, "whoami", "bo@acme · tenant acme · roles ui · sees sessions team-a/*");
+
+  // Asked first in a session it may not see: once the later one shows, the earlier
+  // one would have too (one ordered stream).
+  const hidden = asking(h, url, "team-b/x", "Not for bo?", { token: agentToken });
+  const mine = asking(h, url, "team-a/y", "For bo?", { token: agentToken });
+  await listShows(page, ["team-a/y"]);
+  assert.deepEqual(await listed(page), ["team-a/y"]);
+  await page.getByTestId("batch").click();
+  await page.getByRole("button", { name: /^yes/ }).click();
+  await page.keyboard.press("Enter");
+  const { code, json, stderr } = await mine.result();
+  assert.equal(code, 0, stderr);
+  assert.equal(json.resolved_by, "bo@acme");
+  assert.equal(hidden.running(), true, "the other session's agent still waits");
+
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-token").waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("askgate.token")), null);
+  hidden.child.kill("SIGTERM");
+});
+
+test("a notification for a new batch while the tab is hidden, and the sound toggle", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page();
+  // The browser's side of notifications, sound and visibility, observed: what the page
+  // asks of them is recorded.
+  await page.addInitScript(() => {
+    window.__notes = [];
+    window.__chimes = 0;
+    window.__hidden = false;
+    class RecordedNotification {
+      static permission = "default";
+      static async requestPermission() {
+        RecordedNotification.permission = "granted";
+        return "granted";
+      }
+      constructor(title, options) {
+        this.title = title;
+        this.body = options?.body;
+        window.__notes.push(this);
+      }
+      close() {}
+    }
+    window.Notification = RecordedNotification;
+    const Audio = window.AudioContext;
+    window.AudioContext = class extends Audio {
+      createOscillator() {
+        window.__chimes += 1;
+        return super.createOscillator();
+      }
+    };
+    Object.defineProperty(document, "hidden", { get: () => window.__hidden, configurable: true });
+  });
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "connection", "Connected");
+  const before = asking(h, url, "n/0", "Asked before the page opened?");
+  await listShows(page, ["n/0"]);
+
+  await page.getByTestId("notifications").click();
+  await shows(page, "notifications", "Notifications on");
+  await page.evaluate(() => (window.__hidden = true));
+  const hiddenAsk = asking(h, url, "n/1", "Asked while hidden?");
+  await listShows(page, ["n/0", "n/1"]);
+  const notes = await page.evaluate(() => window.__notes.map((n) => [n.title, n.body]));
+  assert.deepEqual(notes, [["askgate · n/1", "Asked while hidden?"]]);
+  // Clicking the notification opens its batch.
+  await page.evaluate(() => window.__notes[0].onclick());
+  await page.getByTestId("composer").filter({ hasText: "Asked while hidden?" }).waitFor();
+  await page.getByTestId("back").click();
+
+  await page.evaluate(() => (window.__hidden = false));
+  assert.equal(await page.evaluate(() => window.__chimes), 0, "sound is off by default");
+  await page.getByTestId("sound").click();
+  await shows(page, "sound", "Sound on");
+  const chimed = await page.evaluate(() => window.__chimes);
+  const visibleAsk = asking(h, url, "n/2", "Asked while visible?");
+  await listShows(page, ["n/0", "n/1", "n/2"]);
+  await page.waitForFunction((n) => window.__chimes > n, chimed);
+  assert.equal(await page.evaluate(() => window.__notes.length), 1, "no notification while the tab is visible");
+  for (const agent of [before, hiddenAsk, visibleAsk]) agent.child.kill("SIGTERM");
+});
+
+test("the inbox fits a phone", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page({ width: 390, height: 800 });
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "connection", "Connected");
+  const agent = h.ask(url, {
+    sessionId: "phone/a-rather-long-session-name-that-must-wrap",
+    questions: [question("q", "Merge the pull request once the checks pass?", ["yes", "no"], { header: "Merge" })],
+    labels: { repo: "askgate", team: "platform" },
+  });
+  await page.getByTestId("batch").waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`);
+  await screenshot(page, "inbox-07-phone");
+  await page.getByTestId("batch").click();
+  await page.getByRole("button", { name: /^yes/ }).click();
+  await page.keyboard.press("Enter");
+  assert.deepEqual((await agent.result()).json.answers, [{ id: "q", selected: ["yes"] }]);
+});
