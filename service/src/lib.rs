@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod protojson;
 pub mod questions;
 pub mod server;
+pub mod slack;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(not(feature = "testing"))]

@@ -62,6 +62,16 @@ pub fn to_value<T: prost::Message>(name: &str, message: &T) -> anyhow::Result<se
         .context("failed to write JSON")
 }
 
+/// Decodes a JSON value in the proto3 mapping into a message of type `name`.
+pub fn from_value<T: prost::Message + Default>(
+    name: &str,
+    value: &serde_json::Value,
+) -> anyhow::Result<T> {
+    let dynamic = DynamicMessage::deserialize(descriptor(name)?, value)
+        .with_context(|| format!("invalid {name} JSON"))?;
+    dynamic.transcode_to().context("failed to transcode JSON")
+}
+
 #[cfg(test)]
 mod tests {
     use askgate_proto::v1::{AskRequest, Unattended};

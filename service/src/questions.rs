@@ -282,7 +282,9 @@ impl Questions {
             };
             match backend.register(*ask).await {
                 Err(AskError::NoProvider)
-                    if hooks.provides(&held.key.tenant, &held.labels).await =>
+                    if hooks
+                        .provides(&held.key.tenant, &held.key.session_id, &held.labels)
+                        .await =>
                 {
                     backend.register(held).await
                 }

@@ -5,8 +5,8 @@ use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    NotifyPolicy, agents_server::AgentsServer, user_questions_server::UserQuestionsServer,
-    webhooks_server::WebhooksServer,
+    NotifyPolicy, agents_server::AgentsServer, slack_server::SlackServer,
+    user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
 };
 use tokio::net::TcpListener;
 use tonic::{
@@ -17,7 +17,7 @@ use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{AgentsApi, Gate, UserQuestionsApi, WebhooksApi, deadline, health, status},
+    api::{AgentsApi, Gate, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health, status},
     auth::{
         Authenticator,
         jwt::{JwtVerifier, KeySource},
@@ -32,6 +32,10 @@ use crate::{
     mcp::{Asker, McpSettings, http::McpLayer},
     metrics::Metrics,
     questions::{AskRate, Questions},
+    slack::{
+        Slack,
+        interact::{Interactivity, SlackLayer},
+    },
     web::{ConsoleLayer, CorsOrigins},
     webhooks::{Hooks, WebhookConfig, memory::MemoryHookStore, store::HookStore},
 };
@@ -173,6 +177,11 @@ pub struct ServerConfig {
     pub webhooks: WebhookConfig,
     /// The reminder schedule of asks that set none (all zero: none).
     pub default_notify: NotifyPolicy,
+    /// Slack's Web API (`--slack-api-url`).
+    pub slack_api_url: String,
+    /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
+    /// key per process on the memory engine, and no Slack apps on Redis.
+    pub secret_key_file: Option<PathBuf>,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -222,6 +231,27 @@ impl std::fmt::Debug for BackendChoice {
 }
 
 impl ServerConfig {
+    /// Slack: its Web API, and the key that seals apps' secrets.
+    fn slack(&self) -> anyhow::Result<Slack> {
+        let key = match (&self.secret_key_file, &self.backend) {
+            (Some(path), _) => {
+                let (key, warning) = crate::auth::sealed::SealingKey::from_file(path)
+                    .with_context(|| format!("--secret-key-file {}", path.display()))?;
+                if let Some(warning) = warning {
+                    warn!("{warning}");
+                }
+                Some(Arc::new(key))
+            }
+            // The store dies with the process: a key of its own is as good as any.
+            (None, BackendChoice::Memory) => {
+                Some(Arc::new(crate::auth::sealed::SealingKey::ephemeral()?))
+            }
+            (None, BackendChoice::Redis { .. }) => None,
+        };
+        Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
+            .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))
+    }
+
     /// The engine, and the webhook store beside it (in the same Redis, shared by every
     /// node, or in this process).
     async fn backend(&self) -> anyhow::Result<(Arc<dyn Backend>, Arc<dyn HookStore>)> {
@@ -347,6 +377,8 @@ impl Default for ServerConfig {
             mcp: true,
             mcp_max_wait: None,
             webhooks: WebhookConfig::default(),
+            slack_api_url: crate::slack::api::DEFAULT_API_URL.to_owned(),
+            secret_key_file: None,
             default_notify: NotifyPolicy::default(),
         }
     }
@@ -408,6 +440,7 @@ pub async fn run_with_metrics(
         config.webhooks.clone(),
         config.limits.clone(),
         metrics.clone(),
+        config.slack()?,
     );
     let questions = Questions::new(
         backend.clone(),
@@ -510,6 +543,11 @@ pub async fn run_with_metrics(
             .max_decoding_message_size(config.max_message_bytes),
         authenticate.clone(),
     );
+    let slack = InterceptedService::new(
+        SlackServer::new(SlackApi::new(hooks.clone(), gate.clone()))
+            .max_decoding_message_size(config.max_message_bytes),
+        authenticate.clone(),
+    );
     let user_questions = InterceptedService::new(
         UserQuestionsServer::new(UserQuestionsApi::new(
             questions.clone(),
@@ -547,6 +585,11 @@ pub async fn run_with_metrics(
         ))
         // MCP over streamable HTTP at /mcp, beside the console.
         .layer(tower::util::option_layer(mcp))
+        // Slack's clicks and forms, each verified against its app's signing secret.
+        .layer(SlackLayer::new(Interactivity::new(
+            hooks.clone(),
+            questions.clone(),
+        )))
         .layer(tonic_web::GrpcWebLayer::new())
         .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
         .layer(tower::util::MapResponseLayer::new(
@@ -558,6 +601,7 @@ pub async fn run_with_metrics(
         .add_service(user_questions)
         .add_service(agents)
         .add_service(webhooks)
+        .add_service(slack)
         .serve_with_incoming_shutdown(incoming, async {
             let _ = stop_rx.await;
         });

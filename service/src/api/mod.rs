@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod deadline;
 pub mod health;
+pub mod slack;
 pub mod status;
 pub mod webhooks;
 
@@ -26,6 +27,7 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, field::Empty, info_span, instrument};
 
 pub use agents::AgentsApi;
+pub use slack::SlackApi;
 pub use webhooks::WebhooksApi;
 
 use crate::{

@@ -33,12 +33,12 @@ impl WebhooksApi {
     }
 }
 
-fn failed(error: AskError) -> Status {
+pub(super) fn failed(error: AskError) -> Status {
     status::to_status(&error, "", None)
 }
 
 /// An id a caller sent: bounded before it reaches the store.
-fn id(field: &str, id: &str) -> Result<(), Status> {
+pub(super) fn id(field: &str, id: &str) -> Result<(), Status> {
     if id.is_empty() {
         return Err(failed(AskError::bad_request(field, "must not be empty")));
     }

@@ -7,6 +7,7 @@
 
 pub mod jwt;
 pub mod keys;
+pub mod sealed;
 pub mod secret;
 
 use std::{
@@ -65,7 +66,8 @@ pub enum Action {
     Answer,
     Cancel,
     ListPending,
-    /// The `Webhooks` service: endpoints and deliveries of the whole tenant.
+    /// The `Webhooks` and `Slack` services: endpoints, deliveries and Slack apps of the
+    /// whole tenant.
     ManageWebhooks,
     /// Who the caller is: any role may ask.
     WhoAmI,

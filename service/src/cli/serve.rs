@@ -258,6 +258,16 @@ pub struct ServeArgs {
     /// Webhook attempts this node makes at once.
     #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY", default_value_t = WebhookConfig::default().concurrency)]
     pub webhook_concurrency: usize,
+    /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
+    /// or a fake's in tests).
+    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = crate::slack::api::DEFAULT_API_URL)]
+    pub slack_api_url: String,
+    /// The key that seals tenants' secrets (Slack apps' tokens) in the store: 32 bytes,
+    /// as 64 hex digits or base64 (`openssl rand -base64 32`), mode 600, the same on
+    /// every node. Without it, Slack apps work on the memory engine only (a random key
+    /// per process).
+    #[arg(long, env = "ASKGATE_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<std::path::PathBuf>,
     /// Reminders for asks that set no `notify`: the first this long after the ask (0:
     /// none).
     #[arg(long, env = "ASKGATE_NOTIFY_REMIND_AFTER", default_value = "0s", value_parser = parse_duration)]
@@ -400,6 +410,8 @@ impl ServeArgs {
                 ..WebhookConfig::default()
             },
             default_notify: notify,
+            slack_api_url: self.slack_api_url.clone(),
+            secret_key_file: self.secret_key_file.clone(),
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
                 (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },

@@ -1,7 +1,10 @@
 //! The webhook store of a single node: records in this process, behind one mutex that
 //! is never held across an `.await`.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::{
+    collections::{BTreeSet, HashMap, VecDeque},
+    time::{Duration, Instant},
+};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -30,6 +33,10 @@ struct State {
     tenants: HashMap<String, TenantLog>,
     timers: HashMap<String, (u64, TimerRecord)>,
     timers_due: BTreeSet<(u64, String)>,
+    /// Notes with when they expire; expired ones are dropped as the map grows.
+    notes: HashMap<String, (String, Instant)>,
+    /// The size at which expired notes are next swept out.
+    sweep_at: usize,
 }
 
 #[derive(Default)]
@@ -311,6 +318,38 @@ impl HookStore for MemoryHookStore {
             state.timers_due.remove(&(at, timer_id.to_owned()));
         }
         Ok(())
+    }
+
+    async fn put_note(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+        only_new: bool,
+    ) -> Result<bool, AskError> {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        if only_new && state.notes.get(key).is_some_and(|(_, until)| *until > now) {
+            return Ok(false);
+        }
+        if state.notes.len() >= state.sweep_at {
+            state.notes.retain(|_, (_, until)| *until > now);
+            state.sweep_at = (state.notes.len() * 2).max(1024);
+        }
+        let until = now + Duration::from_millis(ttl_ms);
+        state
+            .notes
+            .insert(key.to_owned(), (value.to_owned(), until));
+        Ok(true)
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>, AskError> {
+        let state = self.state.lock();
+        Ok(state
+            .notes
+            .get(key)
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(value, _)| value.clone()))
     }
 }
 

@@ -32,8 +32,9 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    CreateEndpointRequest, Delivery, DeliveryStatus, Endpoint, Escalated, ListDeliveriesRequest,
-    NotifyPolicy, Reminder, Requested, subscribe_response::Event,
+    ConnectSlackRequest, CreateEndpointRequest, Delivery, DeliveryStatus, Endpoint, Escalated,
+    ListDeliveriesRequest, NotifyPolicy, Reminder, Requested, Resolved, SlackApp,
+    subscribe_response::Event,
 };
 use backon::BackoffBuilder as _;
 use base64::Engine as _;
@@ -51,6 +52,7 @@ use crate::{
     backend::{Asked, Backend, Committed, Tap},
     domain::{AskError, Limits, SessionKey, Violation, echo, validate},
     metrics::Metrics,
+    slack::Slack,
 };
 
 /// How webhooks and reminders behave (`--webhook-*`).
@@ -122,6 +124,8 @@ struct Inner {
     /// The server's request limits (an endpoint's label filter keeps to an ask's).
     limits: Limits,
     sender: Sender,
+    /// Posts and updates the messages of Slack apps.
+    slack: Slack,
     metrics: Metrics,
     /// Wakes this node's delivery loop when it queued something due now.
     wake: Notify,
@@ -142,7 +146,7 @@ impl Drop for HookTasks {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -152,7 +156,7 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
-fn timestamp(ms: u64) -> prost_types::Timestamp {
+pub(crate) fn timestamp(ms: u64) -> prost_types::Timestamp {
     (SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).into()
 }
 
@@ -165,9 +169,11 @@ impl Hooks {
         config: WebhookConfig,
         limits: Limits,
         metrics: Metrics,
+        slack: Slack,
     ) -> (Self, HookTasks) {
         let inner = Arc::new(Inner {
             sender: Sender::new(config.allow_private, config.timeout),
+            slack,
             store,
             backend,
             config,
@@ -213,11 +219,16 @@ impl Hooks {
 
     /// Whether one of the tenant's endpoints counts as following its sessions for an
     /// ask with `labels`: it provides, and it would get the ask's `ask.requested`.
-    pub async fn provides(&self, tenant: &str, labels: &HashMap<String, String>) -> bool {
+    pub async fn provides(
+        &self,
+        tenant: &str,
+        session: &str,
+        labels: &HashMap<String, String>,
+    ) -> bool {
         match self.inner.store.endpoints(tenant).await {
             Ok(endpoints) => endpoints
                 .iter()
-                .any(|e| e.provides && e.wants(EventType::Requested, labels)),
+                .any(|e| e.provides && e.wants(EventType::Requested, session, labels)),
             Err(e) => {
                 warn!("reading webhook endpoints failed: {e}");
                 false
@@ -295,6 +306,8 @@ impl Hooks {
                 base64::engine::general_purpose::STANDARD.encode(key)
             ),
             created_ms: now_ms(),
+            session_prefix: String::new(),
+            slack: None,
         };
         self.inner.store.create_endpoint(&record).await?;
         debug!(endpoint = %record.id, "webhook endpoint created");
@@ -309,17 +322,68 @@ impl Hooks {
             .endpoints(tenant)
             .await?
             .iter()
+            .filter(|e| e.slack.is_none())
             .map(|e| endpoint_of(e, false))
             .collect())
     }
 
     pub async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<(), AskError> {
-        match self.inner.store.delete_endpoint(tenant, id).await? {
-            true => Ok(()),
-            false => Err(AskError::NotFound(
-                "no webhook endpoint with that id".into(),
-            )),
+        self.delete(tenant, id, false).await
+    }
+
+    /// Deletes a webhook endpoint (`slack` false) or a Slack app (true); NOT_FOUND for
+    /// the other kind, as for a missing one.
+    async fn delete(&self, tenant: &str, id: &str, slack: bool) -> Result<(), AskError> {
+        let what = if slack {
+            "Slack app"
+        } else {
+            "webhook endpoint"
+        };
+        let not_found = || AskError::NotFound(format!("no {what} with that id"));
+        let store = &self.inner.store;
+        match store.endpoint(tenant, id).await? {
+            Some(record) if record.slack.is_some() == slack => {}
+            _ => return Err(not_found()),
         }
+        match store.delete_endpoint(tenant, id).await? {
+            true => Ok(()),
+            false => Err(not_found()),
+        }
+    }
+
+    /// Connects a Slack app of the tenant (see [`Slack::connect`]).
+    pub async fn connect_slack(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+    ) -> Result<SlackApp, AskError> {
+        let record = self
+            .inner
+            .slack
+            .connect(tenant, request, &self.inner.limits)
+            .await?;
+        self.inner.store.create_endpoint(&record).await?;
+        debug!(app = %record.id, "Slack app connected");
+        crate::slack::app_of(&record).ok_or_else(|| AskError::Internal("not a Slack app".into()))
+    }
+
+    /// The tenant's Slack apps, oldest first, without their secrets.
+    pub async fn list_slack_apps(&self, tenant: &str) -> Result<Vec<SlackApp>, AskError> {
+        let endpoints = self.inner.store.endpoints(tenant).await?;
+        Ok(endpoints.iter().filter_map(crate::slack::app_of).collect())
+    }
+
+    pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), AskError> {
+        self.delete(tenant, id, true).await
+    }
+
+    /// The store, for Slack's interactivity (apps, replay notes).
+    pub(crate) fn store(&self) -> &Arc<dyn HookStore> {
+        &self.inner.store
+    }
+
+    pub(crate) fn slack(&self) -> &Slack {
+        &self.inner.slack
     }
 
     pub async fn list_deliveries(
@@ -436,18 +500,26 @@ impl Inner {
         tenant: &str,
         endpoints: &[EndpointRecord],
         event_type: EventType,
-        labels: &HashMap<String, String>,
         requested: &Requested,
+        resolved: Option<&Resolved>,
         body: impl FnOnce() -> Result<String, AskError>,
     ) -> Result<(), AskError> {
         let wanting: Vec<_> = endpoints
             .iter()
-            .filter(|e| e.wants(event_type, labels))
+            .filter(|e| e.wants(event_type, &requested.session_id, &requested.labels))
             .collect();
         if wanting.is_empty() {
             return Ok(());
         }
-        let body = body()?;
+        // A webhook gets the event's payload; a Slack app the ask (and its resolution).
+        let body = match wanting.iter().any(|e| e.slack.is_none()) {
+            true => body()?,
+            false => String::new(),
+        };
+        let slack_body = match wanting.iter().any(|e| e.slack.is_some()) {
+            true => crate::slack::delivery_body(requested, resolved)?,
+            false => String::new(),
+        };
         let now = now_ms();
         let deliveries: Vec<_> = wanting
             .iter()
@@ -458,7 +530,10 @@ impl Inner {
                 event_type,
                 session_id: requested.session_id.clone(),
                 rpc_id: requested.rpc_id.clone(),
-                body: body.clone(),
+                body: match endpoint.slack {
+                    Some(_) => slack_body.clone(),
+                    None => body.clone(),
+                },
                 status: Status::Pending,
                 attempts: 0,
                 last_error: String::new(),
@@ -511,8 +586,8 @@ impl Inner {
                     tenant,
                     endpoints,
                     EventType::Requested,
-                    &requested.labels,
                     requested,
+                    None,
                     body,
                 )
                 .await
@@ -539,8 +614,8 @@ impl Inner {
                     tenant,
                     endpoints,
                     EventType::Resolved,
-                    &asked.labels,
                     asked,
+                    Some(resolved),
                     body,
                 )
                 .await
@@ -633,15 +708,8 @@ impl Inner {
             )
         };
         let endpoints = self.store.endpoints(&timer.tenant).await?;
-        self.fan_out(
-            &timer.tenant,
-            &endpoints,
-            event_type,
-            &requested.labels,
-            requested,
-            body,
-        )
-        .await?;
+        self.fan_out(&timer.tenant, &endpoints, event_type, requested, None, body)
+            .await?;
         self.store
             .finish_timer(&timer, timer.next().map(|(at, _)| at))
             .await
@@ -678,6 +746,16 @@ impl Inner {
         delivery.last_attempt_ms = now;
         let result = match &endpoint {
             None => Err("the endpoint was deleted".to_owned()),
+            Some(
+                app @ EndpointRecord {
+                    slack: Some(target),
+                    ..
+                },
+            ) => {
+                self.slack
+                    .deliver(&*self.store, app, target, &delivery)
+                    .await
+            }
             Some(endpoint) => self.post(endpoint, &delivery).await,
         };
         let outcome = match result {
@@ -732,7 +810,7 @@ impl Inner {
             ("webhook-timestamp", timestamp.to_string()),
             ("webhook-signature", signature),
         ];
-        let status = self
+        let (status, _) = self
             .sender
             .post(&target, &headers, Bytes::from(delivery.body.clone()))
             .await?;

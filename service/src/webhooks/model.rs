@@ -56,12 +56,29 @@ pub struct EndpointRecord {
     /// Counts as someone following the tenant's sessions (Semantics 8).
     pub provides: bool,
     pub created_ms: u64,
+    /// Only sessions whose id starts with this (empty: every session).
+    #[serde(default)]
+    pub session_prefix: String,
+    /// A Slack app rather than a URL: where it posts, and its sealed secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackTarget>,
+}
+
+/// Where a Slack app posts, and its secrets as sealed by the server's key
+/// ([`SealingKey`](crate::auth::sealed::SealingKey)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlackTarget {
+    pub team_id: String,
+    pub channel: String,
+    pub bot_token: String,
+    pub signing_secret: String,
 }
 
 impl EndpointRecord {
-    /// Whether this endpoint receives `event` of an ask with `labels`.
-    pub fn wants(&self, event: EventType, labels: &HashMap<String, String>) -> bool {
+    /// Whether this endpoint receives `event` of an ask in `session` with `labels`.
+    pub fn wants(&self, event: EventType, session: &str, labels: &HashMap<String, String>) -> bool {
         self.events.contains(&event)
+            && session.starts_with(&self.session_prefix)
             && self
                 .labels
                 .iter()
@@ -235,11 +252,14 @@ mod tests {
             secret: String::new(),
             provides: true,
             created_ms: 0,
+            session_prefix: "ops/".into(),
+            slack: None,
         };
         let infra = HashMap::from([("team".into(), "infra".into()), ("x".into(), "y".into())]);
-        assert!(endpoint.wants(EventType::Requested, &infra));
-        assert!(!endpoint.wants(EventType::Resolved, &infra));
-        assert!(!endpoint.wants(EventType::Requested, &HashMap::new()));
+        assert!(endpoint.wants(EventType::Requested, "ops/1", &infra));
+        assert!(!endpoint.wants(EventType::Requested, "dev/1", &infra));
+        assert!(!endpoint.wants(EventType::Resolved, "ops/1", &infra));
+        assert!(!endpoint.wants(EventType::Requested, "ops/1", &HashMap::new()));
         for t in EventType::ALL {
             assert_eq!(EventType::parse(t.as_str()), Some(t));
         }

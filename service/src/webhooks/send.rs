@@ -120,6 +120,8 @@ pub struct Sender {
     tls: TlsConnector,
     allow_internal: bool,
     timeout: Duration,
+    /// Bytes of a response body read at most.
+    max_response: usize,
 }
 
 impl Sender {
@@ -138,7 +140,14 @@ impl Sender {
             tls: TlsConnector::from(Arc::new(config)),
             allow_internal,
             timeout,
+            max_response: MAX_RESPONSE_BYTES,
         }
+    }
+
+    /// Reads response bodies up to `bytes` (a longer one is dropped whole).
+    pub fn with_max_response(mut self, bytes: usize) -> Self {
+        self.max_response = bytes;
+        self
     }
 
     /// The addresses of `target` that may be connected to: an error when it resolves
@@ -163,13 +172,14 @@ impl Sender {
         Ok(addrs)
     }
 
-    /// POSTs `body` with `headers`; the response's status, or what went wrong.
+    /// POSTs `body` with `headers`; the response's status and (the start of) its body,
+    /// or what went wrong.
     pub async fn post(
         &self,
         target: &Target,
         headers: &[(&'static str, String)],
         body: Bytes,
-    ) -> Result<http::StatusCode, String> {
+    ) -> Result<(http::StatusCode, Bytes), String> {
         match tokio::time::timeout(self.timeout, self.post_now(target, headers, body)).await {
             Ok(result) => result,
             Err(_) => Err(format!("timed out after {:?}", self.timeout)),
@@ -181,7 +191,7 @@ impl Sender {
         target: &Target,
         headers: &[(&'static str, String)],
         body: Bytes,
-    ) -> Result<http::StatusCode, String> {
+    ) -> Result<(http::StatusCode, Bytes), String> {
         let addrs = self.resolve(target).await?;
         let mut last_error = String::new();
         let mut tcp = None;
@@ -226,15 +236,19 @@ impl Sender {
                 .connect(name, tcp)
                 .await
                 .map_err(|e| format!("TLS: {e}"))?;
-            exchange(tls, request).await
+            exchange(tls, request, self.max_response).await
         } else {
-            exchange(tcp, request).await
+            exchange(tcp, request, self.max_response).await
         }
     }
 }
 
 /// One HTTP/1.1 request on a fresh connection.
-async fn exchange<IO>(io: IO, request: Request<Full<Bytes>>) -> Result<http::StatusCode, String>
+async fn exchange<IO>(
+    io: IO,
+    request: Request<Full<Bytes>>,
+    max_response: usize,
+) -> Result<(http::StatusCode, Bytes), String>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -248,11 +262,13 @@ where
             .await
             .map_err(|e| format!("HTTP: {e}"))?;
         let status = response.status();
-        // Read a little of the body so the exchange completes; what it says is not used.
-        let _ = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+        // A bounded body: a webhook's is not used, the Slack API's is a JSON object.
+        let body = Limited::new(response.into_body(), max_response)
             .collect()
-            .await;
-        Ok(status)
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        Ok((status, body))
     }
     .await;
     connection.abort();

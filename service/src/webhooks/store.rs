@@ -93,6 +93,20 @@ pub trait HookStore: Send + Sync + 'static {
 
     /// Removes an ask's timer (its ask was resolved).
     async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError>;
+
+    /// Keeps `value` under `key` for `ttl_ms` (where a Slack message was posted, a
+    /// request seen); with `only_new`, only if the key is not there yet. Whether it
+    /// was stored.
+    async fn put_note(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+        only_new: bool,
+    ) -> Result<bool, AskError>;
+
+    /// A note's value, while it lasts.
+    async fn note(&self, key: &str) -> Result<Option<String>, AskError>;
 }
 
 /// The contract every store must keep, stamped into `#[tokio::test]`s per store by
@@ -118,6 +132,7 @@ pub(crate) mod conformance {
                 deliveries_are_leased_finished_and_listed,
                 failed_deliveries_are_redelivered_and_old_ones_trimmed,
                 timers_are_leased_advanced_and_cancelled,
+                notes_are_kept_once_and_expire,
             );
         };
     }
@@ -157,6 +172,8 @@ pub(crate) mod conformance {
             secret: "whsec_c2VjcmV0".into(),
             provides: true,
             created_ms: 1,
+            session_prefix: String::new(),
+            slack: None,
         }
     }
 
@@ -357,6 +374,29 @@ pub(crate) mod conformance {
         store.schedule(&timer, 100).await?;
         store.finish_timer(&timer, None).await?;
         assert!(store.claim_timers(10_000, 20_000, 10).await?.is_empty());
+        Ok(())
+    }
+
+    pub async fn notes_are_kept_once_and_expire(store: &dyn HookStore) -> Result<(), AskError> {
+        assert_eq!(store.note("a").await?, None);
+        assert!(store.put_note("a", "1", 60_000, true).await?);
+        assert!(!store.put_note("a", "2", 60_000, true).await?, "only new");
+        assert_eq!(store.note("a").await?.as_deref(), Some("1"));
+        assert!(store.put_note("a", "3", 60_000, false).await?, "overwrite");
+        assert_eq!(store.note("a").await?.as_deref(), Some("3"));
+        assert!(store.put_note("short", "x", 30, true).await?);
+        let gone = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while store.note("short").await?.is_some() {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Ok::<_, AskError>(())
+        })
+        .await;
+        assert!(matches!(gone, Ok(Ok(()))), "a note expires after its ttl");
+        assert!(
+            store.put_note("short", "y", 60_000, true).await?,
+            "and may be set again"
+        );
         Ok(())
     }
 }

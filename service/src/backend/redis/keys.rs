@@ -204,6 +204,11 @@ impl HookKeys {
         )
     }
 
+    /// A note (see `HookStore::put_note`), expiring with it.
+    pub fn note(key: &str) -> String {
+        format!("{}:note:{key}", Self::TAG)
+    }
+
     /// Every delivery: id → delivery JSON.
     pub fn deliveries() -> String {
         format!("{}:deliveries", Self::TAG)

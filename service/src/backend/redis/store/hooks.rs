@@ -314,6 +314,36 @@ impl HookStore for RedisHookStore {
             .await
     }
 
+    async fn put_note(
+        &self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+        only_new: bool,
+    ) -> Result<bool, AskError> {
+        let mut command = redis::cmd("SET");
+        command
+            .arg(HookKeys::note(key))
+            .arg(value)
+            .arg("PX")
+            .arg(ttl_ms.max(1));
+        if only_new {
+            command.arg("NX");
+        }
+        let stored: Option<String> = command
+            .query_async(&mut self.conn())
+            .await
+            .map_err(unavailable)?;
+        Ok(stored.is_some())
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>, AskError> {
+        self.conn()
+            .get(HookKeys::note(key))
+            .await
+            .map_err(unavailable)
+    }
+
     async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError> {
         self.timer_op("cancel", timer_id, "", None).await
     }

@@ -1,0 +1,651 @@
+//! What askgate shows in Slack, in Block Kit: the message of a pending ask (its
+//! questions, plan reviews as the plan with the approve option marked, options with
+//! their descriptions; buttons for a single choice, checkboxes and Submit for several,
+//! a modal for free text, "Other" and batches), the same message once resolved (who
+//! answered what, or how it ended, without controls), and the modals.
+//!
+//! Every text is cut to Slack's limits, and user text is escaped for mrkdwn, so no
+//! question can break a message or mention someone.
+
+use askgate_proto::v1::{Question, QuestionAnswer, Requested, Resolution, Resolved};
+use serde_json::{Value, json};
+
+/// Action ids of askgate's controls.
+pub const CHOOSE: &str = "askgate.choose";
+pub const CHECKS: &str = "askgate.checks";
+pub const SUBMIT: &str = "askgate.submit";
+pub const OPEN: &str = "askgate.open";
+pub const CANCEL: &str = "askgate.cancel";
+/// Callback ids of the modals.
+pub const ANSWER_VIEW: &str = "askgate.answer";
+pub const CANCEL_VIEW: &str = "askgate.cancel";
+/// The block of the message's checkboxes, and of a modal's reason.
+pub const CHECKS_BLOCK: &str = "askgate.checks";
+pub const REASON_BLOCK: &str = "reason";
+/// The action id of every text input.
+pub const TEXT: &str = "text";
+/// The action id of a modal question's choice element.
+pub const CHOICE: &str = "choice";
+
+/// Slack's limits.
+const MAX_HEADER: usize = 150;
+const MAX_SECTION: usize = 3000;
+const MAX_BUTTON: usize = 75;
+const MAX_OPTION: usize = 75;
+const MAX_LABEL: usize = 2000;
+const BUTTONS_PER_BLOCK: usize = 25;
+/// Radio buttons and checkboxes hold at most this many options; beyond, a menu.
+const MAX_INLINE_OPTIONS: usize = 10;
+const MAX_MENU_OPTIONS: usize = 100;
+/// Questions drawn in full in one message or modal (Slack caps their blocks).
+const MAX_DRAWN_QUESTIONS: usize = 20;
+
+/// What a control carries back to askgate: which app of which tenant, which ask, and
+/// for an option button which option. Slack returns it as set (button values, a
+/// modal's private metadata); it is trusted only once the request's signature is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ref {
+    pub tenant: String,
+    pub app: String,
+    pub session: String,
+    pub rpc: String,
+    pub option: Option<usize>,
+}
+
+impl Ref {
+    pub fn encode(&self) -> String {
+        json!([
+            "ag1",
+            self.tenant,
+            self.app,
+            self.session,
+            self.rpc,
+            self.option
+        ])
+        .to_string()
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let value: Value = serde_json::from_str(text).ok()?;
+        let [tag, tenant, app, session, rpc, option] = value.as_array()?.as_slice() else {
+            return None;
+        };
+        if tag.as_str()? != "ag1" {
+            return None;
+        }
+        Some(Self {
+            tenant: tenant.as_str()?.to_owned(),
+            app: app.as_str()?.to_owned(),
+            session: session.as_str()?.to_owned(),
+            rpc: rpc.as_str()?.to_owned(),
+            option: match option {
+                Value::Null => None,
+                n => Some(usize::try_from(n.as_u64()?).ok()?),
+            },
+        })
+    }
+
+    fn with_option(&self, option: usize) -> Self {
+        Self {
+            option: Some(option),
+            ..self.clone()
+        }
+    }
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((at, _)) if text[at..].chars().nth(1).is_some() => format!("{}…", &text[..at]),
+        _ => text.to_owned(),
+    }
+}
+
+/// User text made inert in mrkdwn: no links, mentions or channel pings.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn plain(text: &str, max: usize) -> Value {
+    // Slack refuses an empty text object.
+    let text = if text.trim().is_empty() { " " } else { text };
+    json!({ "type": "plain_text", "text": cut(text, max), "emoji": true })
+}
+
+fn section(markdown: &str) -> Value {
+    json!({ "type": "section", "text": { "type": "mrkdwn", "text": cut(markdown, MAX_SECTION) } })
+}
+
+fn button(text: &str, action: &str, value: &Ref, style: Option<&str>) -> Value {
+    let mut button = json!({
+        "type": "button",
+        "text": plain(text, MAX_BUTTON),
+        "action_id": action,
+        "value": value.encode(),
+    });
+    if let Some(style) = style {
+        button["style"] = style.into();
+    }
+    button
+}
+
+/// The label of the option that approves a plan under review.
+fn approve_label(question: &Question) -> Option<&str> {
+    use askgate_proto::v1::intent::Kind;
+    match question.intent.as_ref()?.kind.as_ref()? {
+        Kind::PlanReview(review) => Some(&review.approve),
+    }
+}
+
+/// The title of a batch: its first header, else a generic one.
+fn title(requested: &Requested) -> String {
+    let count = requested.questions.len();
+    match requested
+        .questions
+        .first()
+        .and_then(|q| q.header.as_deref())
+    {
+        Some(header) if !header.trim().is_empty() => header.to_owned(),
+        _ if count > 1 => format!("An agent asks {count} questions"),
+        _ => "An agent asks".to_owned(),
+    }
+}
+
+/// The text of notifications: the first question.
+fn fallback(requested: &Requested) -> String {
+    let first = requested
+        .questions
+        .first()
+        .map_or("", |q| q.question.as_str());
+    cut(&format!("askgate: {}", escape(first)), 300)
+}
+
+fn context(requested: &Requested) -> Value {
+    let mut parts = vec![format!("session `{}`", escape(&requested.session_id))];
+    if let Some(agent) = requested.agent.as_ref().filter(|a| !a.agent_id.is_empty()) {
+        parts.push(format!("agent `{}`", escape(&agent.agent_id)));
+    }
+    let mut labels: Vec<_> = requested.labels.iter().collect();
+    labels.sort();
+    for (key, value) in labels.into_iter().take(10) {
+        parts.push(format!("`{}={}`", escape(key), escape(value)));
+    }
+    json!({
+        "type": "context",
+        "elements": [{ "type": "mrkdwn", "text": cut(&parts.join(" · "), MAX_SECTION) }],
+    })
+}
+
+/// A question's text, its detail (a plan to review as the plan), and its options with
+/// their descriptions when they have any (buttons show labels only).
+fn question_blocks(question: &Question, number: Option<usize>, list_options: bool) -> Vec<Value> {
+    let approve = approve_label(question);
+    let prefix = number.map_or(String::new(), |n| format!("{}. ", n + 1));
+    let mut blocks = vec![section(&format!(
+        "*{prefix}{}*",
+        escape(&question.question)
+    ))];
+    if let Some(detail) = question.detail.as_deref().filter(|d| !d.trim().is_empty()) {
+        blocks.push(match approve {
+            Some(_) => section(&format!(
+                "*The plan to review*\n```{}```",
+                escape(detail).replace("```", "'''")
+            )),
+            None => section(&escape(detail)),
+        });
+    }
+    let described = question
+        .options
+        .iter()
+        .any(|o| o.description.as_deref().is_some_and(|d| !d.is_empty()));
+    if !question.options.is_empty() && (list_options || described || approve.is_some()) {
+        let lines: Vec<String> = question
+            .options
+            .iter()
+            .map(|o| {
+                let mut line = format!("• *{}*", escape(&o.label));
+                if let Some(d) = o.description.as_deref().filter(|d| !d.is_empty()) {
+                    line.push_str(&format!(" — {}", escape(d)));
+                }
+                if Some(o.label.as_str()) == approve {
+                    line.push_str(" _(approves the plan)_");
+                }
+                line
+            })
+            .collect();
+        blocks.push(section(&lines.join("\n")));
+    }
+    blocks
+}
+
+/// Slack option objects for a question's options (values: their indexes).
+fn options(question: &Question, with_descriptions: bool) -> Vec<Value> {
+    let approve = approve_label(question);
+    question
+        .options
+        .iter()
+        .enumerate()
+        .take(MAX_MENU_OPTIONS)
+        .map(|(i, o)| {
+            let label = match Some(o.label.as_str()) == approve {
+                true => format!("{} (approves the plan)", o.label),
+                false => o.label.clone(),
+            };
+            let mut option = json!({ "text": plain(&label, MAX_OPTION), "value": i.to_string() });
+            if let Some(d) = o
+                .description
+                .as_deref()
+                .filter(|d| with_descriptions && !d.is_empty())
+            {
+                option["description"] = plain(d, MAX_OPTION);
+            }
+            option
+        })
+        .collect()
+}
+
+/// The message of a pending ask, with its controls.
+pub fn question_message(at: &Ref, requested: &Requested) -> Value {
+    let mut blocks = vec![
+        json!({ "type": "header", "text": plain(&title(requested), MAX_HEADER) }),
+        context(requested),
+    ];
+    let cancel = button("Cancel…", CANCEL, at, Some("danger"));
+    match requested.questions.as_slice() {
+        [question] => {
+            blocks.extend(question_blocks(question, None, false));
+            let approve = approve_label(question);
+            if question.options.is_empty() {
+                blocks.push(
+                    json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                        button("Answer…", OPEN, at, Some("primary")), cancel,
+                    ]}),
+                );
+            } else if !question.multi_select {
+                let buttons: Vec<Value> = question
+                    .options
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        let style = (Some(o.label.as_str()) == approve).then_some("primary");
+                        button(&o.label, CHOOSE, &at.with_option(i), style)
+                    })
+                    .collect();
+                for (n, chunk) in buttons.chunks(BUTTONS_PER_BLOCK).enumerate() {
+                    blocks.push(json!({
+                        "type": "actions", "block_id": format!("askgate.options.{n}"), "elements": chunk,
+                    }));
+                }
+                blocks.push(
+                    json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                        button("Other…", OPEN, at, None), cancel,
+                    ]}),
+                );
+            } else {
+                let element = match question.options.len() <= MAX_INLINE_OPTIONS {
+                    true => {
+                        json!({ "type": "checkboxes", "action_id": CHECKS, "options": options(question, true) })
+                    }
+                    false => json!({
+                        "type": "multi_static_select", "action_id": CHECKS,
+                        "placeholder": plain("Choose…", MAX_OPTION), "options": options(question, false),
+                    }),
+                };
+                blocks.push(
+                    json!({ "type": "actions", "block_id": CHECKS_BLOCK, "elements": [element] }),
+                );
+                blocks.push(json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                    button("Submit", SUBMIT, at, Some("primary")), button("Other…", OPEN, at, None), cancel,
+                ]}));
+            }
+        }
+        questions => {
+            for (i, question) in questions.iter().enumerate().take(MAX_DRAWN_QUESTIONS) {
+                blocks.extend(question_blocks(question, Some(i), true));
+            }
+            if questions.len() > MAX_DRAWN_QUESTIONS {
+                blocks.push(section(&format!(
+                    "_and {} more in the form_",
+                    questions.len() - MAX_DRAWN_QUESTIONS
+                )));
+            }
+            blocks.push(
+                json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                    button("Answer…", OPEN, at, Some("primary")), cancel,
+                ]}),
+            );
+        }
+    }
+    json!({ "text": fallback(requested), "blocks": blocks })
+}
+
+/// Who resolved, for Slack: a Slack user as a mention, anyone else by name.
+fn resolver(resolved_by: &str) -> String {
+    match resolved_by
+        .strip_prefix("slack:")
+        .and_then(|rest| rest.split_once('/'))
+    {
+        Some((_, user)) if !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            format!("<@{user}>")
+        }
+        _ if resolved_by.is_empty() => "someone".to_owned(),
+        _ => escape(resolved_by),
+    }
+}
+
+/// One answer in words: the chosen labels and the custom text, or "skipped".
+fn answer_text(answer: &QuestionAnswer) -> String {
+    let mut parts: Vec<String> = answer.selected.iter().map(|s| escape(s)).collect();
+    if let Some(custom) = answer.custom.as_deref().filter(|c| !c.is_empty()) {
+        parts.push(format!("“{}”", escape(custom)));
+    }
+    match parts.is_empty() {
+        true => "_skipped_".to_owned(),
+        false => parts.join(", "),
+    }
+}
+
+/// The message once its ask is resolved: the questions, and who answered what (or how
+/// the ask ended); no controls.
+pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
+    let mut blocks = vec![
+        json!({ "type": "header", "text": plain(&title(requested), MAX_HEADER) }),
+        context(requested),
+    ];
+    let several = requested.questions.len() > 1;
+    for (i, question) in requested
+        .questions
+        .iter()
+        .enumerate()
+        .take(MAX_DRAWN_QUESTIONS)
+    {
+        blocks.push(section(&format!(
+            "*{}{}*",
+            if several {
+                format!("{}. ", i + 1)
+            } else {
+                String::new()
+            },
+            escape(&question.question)
+        )));
+    }
+    let who = resolver(&resolved.resolved_by);
+    let outcome = match resolved.reason() {
+        Resolution::Answered => {
+            let mut lines = vec![format!(":white_check_mark: Answered by {who}")];
+            for answer in &resolved.answers {
+                let question = requested
+                    .questions
+                    .iter()
+                    .find(|q| q.id == answer.id)
+                    .map_or(answer.id.as_str(), |q| q.question.as_str());
+                lines.push(format!(
+                    "• {}: *{}*",
+                    escape(&cut(question, 200)),
+                    answer_text(answer)
+                ));
+            }
+            lines.join("\n")
+        }
+        Resolution::Cancelled => match resolved.cancel_reason.as_str() {
+            "" => format!(":no_entry_sign: Cancelled by {who}"),
+            reason => format!(":no_entry_sign: Cancelled by {who}: {}", escape(reason)),
+        },
+        Resolution::Aborted => ":x: Aborted: the asking agent went away.".to_owned(),
+        Resolution::Expired => ":hourglass: Expired: the agent stopped waiting.".to_owned(),
+        Resolution::Disposed => ":x: Disposed: the server shut down before an answer.".to_owned(),
+        Resolution::Unspecified => "Resolved.".to_owned(),
+    };
+    blocks.push(json!({ "type": "divider" }));
+    blocks.push(section(&outcome));
+    let text = format!("{} — {}", fallback(requested), cut(&outcome, 200));
+    json!({ "text": text, "blocks": blocks })
+}
+
+/// The form that answers a whole batch: per question its choices (radio buttons or
+/// checkboxes, a menu past ten options) and an "Other" text; a question left empty is
+/// skipped.
+pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
+    let mut blocks = Vec::new();
+    for (i, question) in requested
+        .questions
+        .iter()
+        .enumerate()
+        .take(MAX_DRAWN_QUESTIONS * 2)
+    {
+        if let Some(detail) = question.detail.as_deref().filter(|d| !d.trim().is_empty()) {
+            let heading = match approve_label(question) {
+                Some(_) => "*The plan to review*\n",
+                None => "",
+            };
+            blocks.push(section(&format!("{heading}{}", escape(detail))));
+        }
+        let label = plain(&question.question, MAX_LABEL);
+        if question.options.is_empty() {
+            blocks.push(json!({
+                "type": "input", "block_id": format!("q{i}"), "optional": true, "label": label,
+                "element": { "type": "plain_text_input", "action_id": TEXT, "multiline": true },
+            }));
+            continue;
+        }
+        let inline = question.options.len() <= MAX_INLINE_OPTIONS;
+        let element = match (question.multi_select, inline) {
+            (false, true) => json!({ "type": "radio_buttons", "options": options(question, true) }),
+            (true, true) => json!({ "type": "checkboxes", "options": options(question, true) }),
+            (false, false) => {
+                json!({ "type": "static_select", "options": options(question, false) })
+            }
+            (true, false) => {
+                json!({ "type": "multi_static_select", "options": options(question, false) })
+            }
+        };
+        let mut element = element;
+        element["action_id"] = CHOICE.into();
+        if !inline {
+            element["placeholder"] = plain("Choose…", MAX_OPTION);
+        }
+        blocks.push(json!({
+            "type": "input", "block_id": format!("q{i}"), "optional": true, "label": label, "element": element,
+        }));
+        let other = match question.multi_select {
+            true => "Other (added to your choices)",
+            false => "Other (instead of a choice)",
+        };
+        blocks.push(json!({
+            "type": "input", "block_id": format!("q{i}.other"), "optional": true,
+            "label": plain(other, MAX_LABEL),
+            "element": { "type": "plain_text_input", "action_id": TEXT },
+        }));
+    }
+    json!({
+        "type": "modal",
+        "callback_id": ANSWER_VIEW,
+        "private_metadata": at.encode(),
+        "title": plain("Answer", 24),
+        "submit": plain("Submit", 24),
+        "close": plain("Back", 24),
+        "blocks": blocks,
+    })
+}
+
+/// The form that cancels a batch, with an optional reason for the agent.
+pub fn cancel_modal(at: &Ref, max_reason: usize) -> Value {
+    json!({
+        "type": "modal",
+        "callback_id": CANCEL_VIEW,
+        "private_metadata": at.encode(),
+        "title": plain("Cancel the batch", 24),
+        "submit": plain("Cancel the batch", 24),
+        "close": plain("Keep it", 24),
+        "blocks": [
+            section("The agent gets `ASK_CANCELLED` with your reason, and none of the answers."),
+            {
+                "type": "input", "block_id": REASON_BLOCK, "optional": true,
+                "label": plain("Reason (optional)", MAX_LABEL),
+                "element": { "type": "plain_text_input", "action_id": TEXT, "max_length": max_reason },
+            },
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Intent, PlanReview, QuestionOption, intent::Kind};
+
+    use super::*;
+
+    fn at() -> Ref {
+        Ref {
+            tenant: "acme".into(),
+            app: "ep_1".into(),
+            session: "ops/1".into(),
+            rpc: "r1".into(),
+            option: None,
+        }
+    }
+
+    fn question(text: &str, labels: &[&str]) -> Question {
+        Question {
+            id: "q".into(),
+            question: text.into(),
+            options: labels
+                .iter()
+                .map(|l| QuestionOption {
+                    label: (*l).into(),
+                    description: None,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn requested(questions: Vec<Question>) -> Requested {
+        Requested {
+            rpc_id: "r1".into(),
+            session_id: "ops/1".into(),
+            questions,
+            ..Default::default()
+        }
+    }
+
+    fn actions(message: &Value) -> Vec<&str> {
+        message["blocks"]
+            .as_array()
+            .expect("blocks")
+            .iter()
+            .filter(|b| b["type"] == "actions")
+            .flat_map(|b| b["elements"].as_array().expect("elements"))
+            .map(|e| e["action_id"].as_str().expect("action_id"))
+            .collect()
+    }
+
+    #[test]
+    fn refs_round_trip_and_refuse_anything_else() {
+        let with = at().with_option(3);
+        assert_eq!(Ref::decode(&with.encode()), Some(with));
+        assert_eq!(Ref::decode(&at().encode()), Some(at()));
+        for bad in [
+            "",
+            "[]",
+            r#"["ag2","t","a","s","r",null]"#,
+            r#"{"a":1}"#,
+            r#"["ag1","t","a","s","r",-1]"#,
+        ] {
+            assert_eq!(Ref::decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn single_select_is_buttons_multi_select_is_checkboxes_and_batches_a_form() {
+        let single = question_message(&at(), &requested(vec![question("Deploy?", &["yes", "no"])]));
+        assert_eq!(actions(&single), [CHOOSE, CHOOSE, OPEN, CANCEL]);
+        let mut multi = question("Which checks?", &["lint", "tests"]);
+        multi.multi_select = true;
+        let multi = question_message(&at(), &requested(vec![multi]));
+        assert_eq!(actions(&multi), [CHECKS, SUBMIT, OPEN, CANCEL]);
+        let free = question_message(&at(), &requested(vec![question("Why?", &[])]));
+        assert_eq!(actions(&free), [OPEN, CANCEL]);
+        let batch = question_message(
+            &at(),
+            &requested(vec![question("One?", &["a"]), question("Two?", &["b"])]),
+        );
+        assert_eq!(actions(&batch), [OPEN, CANCEL]);
+        let modal = answer_modal(
+            &at(),
+            &requested(vec![question("One?", &["a"]), question("Two?", &[])]),
+        );
+        let ids: Vec<&str> = modal["blocks"]
+            .as_array()
+            .expect("blocks")
+            .iter()
+            .map(|b| b["block_id"].as_str().expect("block_id"))
+            .collect();
+        assert_eq!(ids, ["q0", "q0.other", "q1"]);
+    }
+
+    #[test]
+    fn a_plan_review_shows_the_plan_and_marks_the_approve_option() {
+        let mut review = question("Go ahead?", &["Approve", "Revise"]);
+        review.detail = Some("1. migrate\n2. deploy".into());
+        review.intent = Some(Intent {
+            kind: Some(Kind::PlanReview(PlanReview {
+                approve: "Approve".into(),
+            })),
+        });
+        let message = question_message(&at(), &requested(vec![review])).to_string();
+        assert!(message.contains("*The plan to review*\\n```1. migrate\\n2. deploy```"));
+        assert!(message.contains("• *Approve* _(approves the plan)_"));
+        assert!(message.contains(r#""style":"primary""#));
+    }
+
+    #[test]
+    fn user_text_is_escaped_and_cut() {
+        let long = "x".repeat(5000);
+        let message = question_message(
+            &at(),
+            &requested(vec![question("<!channel> & <@U1>?", &[long.as_str()])]),
+        );
+        let text = message.to_string();
+        assert!(text.contains("&lt;!channel&gt; &amp; &lt;@U1&gt;?"));
+        assert!(!text.contains("<!channel>"));
+        let button = &message["blocks"][3]["elements"][0]["text"]["text"];
+        assert_eq!(button.as_str().map(|t| t.chars().count()), Some(MAX_BUTTON));
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "ab…");
+    }
+
+    #[test]
+    fn a_resolved_message_says_who_answered_what_and_has_no_controls() {
+        let asked = requested(vec![question("Deploy?", &["yes", "no"])]);
+        let resolved = Resolved {
+            rpc_id: "r1".into(),
+            session_id: "ops/1".into(),
+            reason: Resolution::Answered.into(),
+            answers: vec![QuestionAnswer {
+                id: "q".into(),
+                selected: vec!["yes".into()],
+                custom: None,
+            }],
+            resolved_by: "slack:T1/U2".into(),
+            ..Default::default()
+        };
+        let message = resolved_message(&asked, &resolved);
+        assert!(actions(&message).is_empty());
+        assert!(message.to_string().contains("Answered by <@U2>"));
+        assert!(message.to_string().contains("Deploy?: *yes*"));
+        let cancelled = Resolved {
+            reason: Resolution::Cancelled.into(),
+            resolved_by: "ana@acme".into(),
+            cancel_reason: "not <today>".into(),
+            answers: vec![],
+            ..resolved
+        };
+        let text = resolved_message(&asked, &cancelled).to_string();
+        assert!(
+            text.contains("Cancelled by ana@acme: not &lt;today&gt;"),
+            "{text}"
+        );
+    }
+}
