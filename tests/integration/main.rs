@@ -25,6 +25,7 @@ mod scenarios;
 mod security;
 mod service;
 mod shutdown;
+mod slack;
 mod tls;
 mod tool;
 mod tui;

@@ -1,0 +1,893 @@
+//! Answering from Slack through real servers and a local fake of the Slack Web API
+//! (`--slack-api-url`): the fake checks the bot token, records every call and answers
+//! as Slack does (or hangs, as scripted); interactions are signed with the app's
+//! signing secret exactly as Slack signs them and POSTed to `/slack/interactivity`.
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use askgate_client::{Ask, Client, Reason, answer, question};
+use askgate_proto::v1::{
+    ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
+    slack_client::SlackClient, webhooks_client::WebhooksClient,
+};
+use askgate_service::{ServerConfig, testing::RedisServer, webhooks::WebhookConfig};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, body::Incoming, service::service_fn};
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
+use tonic::Code;
+
+use crate::support::{ServeProcess, TempDir, TestServer, eventually, test_config, within};
+
+const TOKEN: &str = "xoxb-test-token";
+const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const CHANNEL: &str = "C0QUESTIONS";
+/// A key for --secret-key-file: 32 bytes as hex.
+const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+/// One call the fake got.
+#[derive(Debug, Clone)]
+struct Call {
+    method: String,
+    body: Value,
+    /// It carried the right bot token.
+    authorized: bool,
+    /// For a message posted: its ts.
+    ts: Option<String>,
+    /// The fake never answered it.
+    hung: bool,
+}
+
+#[derive(Default)]
+struct FakeState {
+    calls: Vec<Call>,
+    /// Posts still to leave unanswered.
+    hang_posts: usize,
+    next_ts: u64,
+}
+
+/// A fake Slack Web API on 127.0.0.1: `auth.test`, `chat.postMessage`, `chat.update`
+/// and `views.open`, each checking `authorization: Bearer TOKEN`.
+struct FakeSlack {
+    url: String,
+    state: Arc<Mutex<FakeState>>,
+    changed: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeSlack {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeSlack {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(Mutex::new(FakeState::default()));
+        let changed = Arc::new(Notify::new());
+        let (s, c) = (state.clone(), changed.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (s, c) = (s.clone(), c.clone());
+                tokio::spawn(async move {
+                    let service =
+                        service_fn(move |request| Self::serve(s.clone(), c.clone(), request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://{addr}/api"),
+            state,
+            changed,
+            task,
+        }
+    }
+
+    async fn serve(
+        state: Arc<Mutex<FakeState>>,
+        changed: Arc<Notify>,
+        request: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, Infallible> {
+        let method = request.uri().path().trim_start_matches("/api/").to_owned();
+        let authorized = request
+            .headers()
+            .get("authorization")
+            .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+        let body = request
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let (reply, hang) = {
+            let mut state = state.lock();
+            let mut call = Call {
+                method: method.clone(),
+                body: body.clone(),
+                authorized,
+                ts: None,
+                hung: false,
+            };
+            let reply = if !authorized {
+                json!({ "ok": false, "error": "invalid_auth" })
+            } else {
+                match method.as_str() {
+                    "auth.test" => json!({ "ok": true, "team_id": "T1", "user_id": "UBOT" }),
+                    "chat.postMessage" if state.hang_posts > 0 => {
+                        state.hang_posts -= 1;
+                        call.hung = true;
+                        Value::Null
+                    }
+                    "chat.postMessage" => {
+                        state.next_ts += 1;
+                        let ts = format!("1700000000.{:06}", state.next_ts);
+                        call.ts = Some(ts.clone());
+                        json!({ "ok": true, "channel": body["channel"], "ts": ts, "message": { "blocks": body["blocks"] } })
+                    }
+                    "chat.update" => {
+                        json!({ "ok": true, "channel": body["channel"], "ts": body["ts"] })
+                    }
+                    "views.open" => json!({ "ok": true, "view": { "id": "V1" } }),
+                    _ => json!({ "ok": false, "error": "unknown_method" }),
+                }
+            };
+            let hang = call.hung;
+            state.calls.push(call);
+            (reply, hang)
+        };
+        changed.notify_waiters();
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        Ok(Response::new(Full::new(Bytes::from(reply.to_string()))))
+    }
+
+    fn calls(&self, method: &str) -> Vec<Call> {
+        self.state
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits for a call of `method` matching `matching`.
+    async fn wait_for(&self, what: &str, method: &str, matching: impl Fn(&Call) -> bool) -> Call {
+        within(what, async {
+            loop {
+                let notified = self.changed.notified();
+                if let Some(call) = self.calls(method).into_iter().find(|c| matching(c)) {
+                    return call;
+                }
+                notified.await;
+            }
+        })
+        .await
+    }
+
+    /// The message posted for `rpc_id` (its controls carry the rpc_id).
+    async fn posted(&self, rpc_id: &str) -> Call {
+        self.wait_for("the question's message", "chat.postMessage", |c| {
+            c.ts.is_some() && c.body["blocks"].to_string().contains(rpc_id)
+        })
+        .await
+    }
+
+    /// The update of the message at `ts`.
+    async fn updated(&self, ts: &str) -> Call {
+        self.wait_for("the message's update", "chat.update", |c| {
+            c.body["ts"] == ts
+        })
+        .await
+    }
+}
+
+/// The value of the control of `message` with `action_id` (and `text`, if given).
+fn control(message: &Value, action_id: &str, text: Option<&str>) -> String {
+    message["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter_map(|b| b["elements"].as_array())
+        .flatten()
+        .find(|e| e["action_id"] == action_id && text.is_none_or(|t| e["text"]["text"] == t))
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or_else(|| panic!("no {action_id} {text:?} in {message}"))
+        .to_owned()
+}
+
+fn actions_of(message: &Value) -> usize {
+    message["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter(|b| b["type"] == "actions")
+        .count()
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// A click on a message's control, as Slack sends it.
+fn click(action_id: &str, value: &str, message: &Value) -> Value {
+    json!({
+        "type": "block_actions",
+        "team": { "id": "T1", "domain": "acme" },
+        "user": { "id": "U1", "username": "ana" },
+        "trigger_id": "trigger-1",
+        "channel": { "id": CHANNEL },
+        "message": { "blocks": message["blocks"] },
+        "state": { "values": {} },
+        "actions": [{ "action_id": action_id, "value": value, "type": "button" }],
+    })
+}
+
+/// A form submitted, as Slack sends it.
+fn submit(view: &Value, values: Value) -> Value {
+    json!({
+        "type": "view_submission",
+        "team": { "id": "T1" },
+        "user": { "id": "U1" },
+        "view": {
+            "callback_id": view["callback_id"],
+            "private_metadata": view["private_metadata"],
+            "state": { "values": values },
+        },
+    })
+}
+
+/// POSTs `payload` to `/slack/interactivity` of `addr`, signed with `secret` at
+/// `timestamp` as Slack signs (or unsigned); the status and the JSON body.
+async fn interact_with(
+    addr: SocketAddr,
+    payload: &Value,
+    secret: Option<&str>,
+    timestamp: u64,
+) -> (u16, Value) {
+    let body = format!(
+        "payload={}",
+        form_urlencoded::byte_serialize(payload.to_string().as_bytes()).collect::<String>()
+    );
+    let mut request = Request::post("/slack/interactivity")
+        .header("host", addr.to_string())
+        .header("content-type", "application/x-www-form-urlencoded");
+    if let Some(secret) = secret {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        let signed = format!("v0:{timestamp}:{body}");
+        let signature = hex::encode(ring::hmac::sign(&key, signed.as_bytes()).as_ref());
+        request = request
+            .header("x-slack-request-timestamp", timestamp.to_string())
+            .header("x-slack-signature", format!("v0={signature}"));
+    }
+    let request = request.body(Full::new(Bytes::from(body))).expect("request");
+    within("the interactivity endpoint", async {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    })
+    .await
+}
+
+async fn interact(addr: SocketAddr, payload: &Value) -> (u16, Value) {
+    interact_with(addr, payload, Some(SIGNING_SECRET), now()).await
+}
+
+fn connect_request() -> ConnectSlackRequest {
+    ConnectSlackRequest {
+        bot_token: TOKEN.into(),
+        signing_secret: SIGNING_SECRET.into(),
+        channel: CHANNEL.into(),
+        session_prefix: "ops/".into(),
+        description: "on-call".into(),
+        ..Default::default()
+    }
+}
+
+/// A server posting to `fake`, with a quick retry and a secret key.
+async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
+    TestServer::start_with(ServerConfig {
+        slack_api_url: fake.url.clone(),
+        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        webhooks: WebhookConfig {
+            retry_initial: Duration::from_millis(100),
+            retry_max: Duration::from_millis(500),
+            ..WebhookConfig::default()
+        },
+        ..test_config()
+    })
+    .await
+}
+
+async fn slack_admin(url: String) -> SlackClient<tonic::transport::Channel> {
+    within("connect", SlackClient::connect(url))
+        .await
+        .expect("connect")
+}
+
+fn in_background(
+    mut client: Client,
+    ask: Ask,
+) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
+    tokio::spawn(async move { client.ask(ask).await })
+}
+
+fn deploy(session: &str) -> Ask {
+    Ask::new(session).question(
+        question("q", "Deploy to production?")
+            .choice("yes")
+            .choice("no"),
+    )
+}
+
+async fn a_question_is_posted_answered_with_a_click_and_updated_in_place() {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = server(&fake, &dir).await;
+    let mut admin = slack_admin(server.url()).await;
+
+    let mut bad = connect_request();
+    bad.bot_token = "xoxb-wrong".into();
+    let refused = admin
+        .connect_slack(bad)
+        .await
+        .expect_err("a token Slack refuses");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("invalid_auth"), "{refused:?}");
+
+    let app = admin
+        .connect_slack(connect_request())
+        .await
+        .expect("connect")
+        .into_inner();
+    assert_eq!(
+        (app.team_id.as_str(), app.channel.as_str()),
+        ("T1", CHANNEL)
+    );
+    let listed = admin
+        .list_slack_apps(ListSlackAppsRequest {})
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(listed.apps, [app.clone()]);
+    assert!(
+        !format!("{listed:?}").contains(TOKEN),
+        "no secret comes back"
+    );
+    let mut webhooks = WebhooksClient::connect(server.url())
+        .await
+        .expect("connect");
+    let endpoints = webhooks
+        .list_endpoints(ListEndpointsRequest {})
+        .await
+        .expect("list");
+    assert!(
+        endpoints.into_inner().endpoints.is_empty(),
+        "an app is not a webhook endpoint"
+    );
+
+    // Nobody subscribes: the app counts as following ops/ (an if_unattended FAIL ask
+    // is held for it), not other sessions.
+    let client = server.client().await;
+    let call = in_background(client.clone(), deploy("ops/1"));
+    let other = client
+        .clone()
+        .ask(deploy("dev/1").no_retry())
+        .await
+        .expect_err("no provider");
+    assert_eq!(other.reason(), Reason::NoProvider);
+
+    let posted = fake.posted("").await;
+    assert!(posted.authorized);
+    assert_eq!(posted.body["channel"], CHANNEL);
+    let text = posted.body.to_string();
+    assert!(
+        text.contains("Deploy to production?") && text.contains("session `ops/1`"),
+        "{text}"
+    );
+    let yes = control(&posted.body, "askgate.choose", Some("yes"));
+    let (status, _) = interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
+    assert_eq!(status, 200);
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["yes"]);
+    assert_eq!(answered.resolved_by, "slack:T1/U1");
+
+    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
+    assert!(updated.authorized);
+    assert_eq!(updated.body["channel"], CHANNEL);
+    let text = updated.body.to_string();
+    assert!(
+        text.contains("Answered by <@U1>") && text.contains("*yes*"),
+        "{text}"
+    );
+    assert_eq!(actions_of(&updated.body), 0, "the buttons are gone");
+
+    admin
+        .disconnect_slack(DisconnectSlackRequest { id: app.id.clone() })
+        .await
+        .expect("disconnect");
+    let again = admin
+        .disconnect_slack(DisconnectSlackRequest { id: app.id })
+        .await
+        .expect_err("gone");
+    assert_eq!(again.code(), Code::NotFound);
+}
+on_every_backend!(
+    #[tokio::test]
+    a_question_is_posted_answered_with_a_click_and_updated_in_place
+);
+
+#[tokio::test]
+async fn the_first_resolution_wins_between_slack_and_the_console() {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = server(&fake, &dir).await;
+    slack_admin(server.url())
+        .await
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    let mut console = server.client().await;
+
+    // The console answers first; the Slack click after it changes nothing.
+    let call = in_background(console.clone(), deploy("ops/a"));
+    let posted = fake.posted("").await;
+    let rpc_id = console.list_pending("ops/a").await.expect("list")[0]
+        .rpc_id
+        .clone();
+    console
+        .answer("ops/a", &rpc_id, vec![answer::select("q", ["no"])])
+        .await
+        .expect("the console answers");
+    let yes = control(&posted.body, "askgate.choose", Some("yes"));
+    let (status, _) = interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
+    assert_eq!(status, 200, "a late click is acknowledged");
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(
+        (
+            answered.answers[0].selected.as_slice(),
+            answered.resolved_by.as_str()
+        ),
+        (["no".to_owned()].as_slice(), "anonymous")
+    );
+    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
+    assert!(
+        updated.body.to_string().contains("Answered by anonymous"),
+        "{}",
+        updated.body
+    );
+
+    // Slack first: the console's answer is NOT_PENDING, naming the Slack user (the
+    // console follows the session, so the server remembers how the ask ended).
+    let mut following = console.subscribe_session("ops/b").await.expect("subscribe");
+    crate::support::until_synced(&mut following).await;
+    let call = in_background(console.clone(), deploy("ops/b"));
+    let rpc_b = eventually("the second ask", || {
+        let mut console = console.clone();
+        async move {
+            console
+                .list_pending("ops/b")
+                .await
+                .ok()?
+                .first()
+                .map(|r| r.rpc_id.clone())
+        }
+    })
+    .await;
+    let posted = fake.posted(&rpc_b).await;
+    let yes = control(&posted.body, "askgate.choose", Some("yes"));
+    interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
+    let late = console
+        .answer("ops/b", &rpc_b, vec![answer::select("q", ["no"])])
+        .await
+        .expect_err("too late");
+    assert_eq!(late.reason(), Reason::NotPending);
+    assert_eq!(late.metadata("resolved_by"), Some("slack:T1/U1"));
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["yes"]);
+}
+
+#[tokio::test]
+async fn every_resolution_updates_the_message_and_forms_answer_batches() {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = server(&fake, &dir).await;
+    slack_admin(server.url())
+        .await
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    let client = server.client().await;
+    let addr = server.addr;
+
+    // Cancel: the button opens a form for the reason; its submission cancels.
+    let call = in_background(client.clone(), deploy("ops/cancel"));
+    let posted = fake.posted("ops/cancel").await;
+    let cancel = control(&posted.body, "askgate.cancel", None);
+    interact(addr, &click("askgate.cancel", &cancel, &posted.body)).await;
+    let opened = fake
+        .wait_for("the cancel form", "views.open", |c| {
+            c.body["view"]["callback_id"] == "askgate.cancel"
+        })
+        .await;
+    assert_eq!(opened.body["trigger_id"], "trigger-1");
+    let values =
+        json!({ "reason": { "text": { "type": "plain_text_input", "value": "not on a Friday" } } });
+    let (status, body) = interact(addr, &submit(&opened.body["view"], values)).await;
+    assert_eq!((status, body), (200, Value::Null), "the form closes");
+    let err = within("the ask", call)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert_eq!(err.reason(), Reason::AskCancelled);
+    assert!(err.message().contains("not on a Friday"), "{err:?}");
+    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
+    assert!(
+        updated
+            .body
+            .to_string()
+            .contains("Cancelled by <@U1>: not on a Friday"),
+        "{}",
+        updated.body
+    );
+
+    // Expired and aborted.
+    let expiring = in_background(
+        client.clone(),
+        deploy("ops/expire")
+            .timeout(Duration::from_millis(1500))
+            .no_retry(),
+    );
+    let posted = fake.posted("ops/expire").await;
+    within("the ask", expiring)
+        .await
+        .expect("join")
+        .expect_err("expired");
+    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
+    assert!(
+        updated.body.to_string().contains("Expired"),
+        "{}",
+        updated.body
+    );
+    let aborting = in_background(client.clone(), deploy("ops/abort").request_id("r-abort"));
+    let posted = fake.posted("ops/abort").await;
+    client
+        .clone()
+        .abort("ops/abort", "r-abort")
+        .await
+        .expect("abort");
+    within("the ask", aborting)
+        .await
+        .expect("join")
+        .expect_err("aborted");
+    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
+    assert!(
+        updated.body.to_string().contains("Aborted"),
+        "{}",
+        updated.body
+    );
+
+    // Multi-select: checkboxes and Submit, with the state Slack sends.
+    let checks = Ask::new("ops/checks").question(
+        question("c", "Which checks?")
+            .choice("lint")
+            .choice("tests")
+            .choice("bench")
+            .multi_select(),
+    );
+    let call = in_background(client.clone(), checks);
+    let posted = fake.posted("ops/checks").await;
+    let mut payload = click(
+        "askgate.submit",
+        &control(&posted.body, "askgate.submit", None),
+        &posted.body,
+    );
+    payload["state"]["values"] = json!({ "askgate.checks": { "askgate.checks": {
+        "type": "checkboxes", "selected_options": [{ "value": "0" }, { "value": "2" }],
+    }}});
+    interact(addr, &payload).await;
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["lint", "bench"]);
+
+    // A batch of several questions: the form, one block per question, Other included;
+    // an unknown option index is ignored, a question left empty is skipped.
+    let batch = Ask::new("ops/batch")
+        .question(
+            question("db", "Which database?")
+                .choice("Postgres")
+                .choice("SQLite"),
+        )
+        .question(question("why", "Why?"))
+        .question(
+            question("env", "Where first?")
+                .choice("staging")
+                .choice("prod"),
+        );
+    let call = in_background(client.clone(), batch);
+    let posted = fake.posted("ops/batch").await;
+    interact(
+        addr,
+        &click(
+            "askgate.open",
+            &control(&posted.body, "askgate.open", None),
+            &posted.body,
+        ),
+    )
+    .await;
+    let opened = fake
+        .wait_for("the answer form", "views.open", |c| {
+            c.body["view"]["callback_id"] == "askgate.answer"
+        })
+        .await;
+    let values = json!({
+        "q0": { "choice": { "type": "radio_buttons", "selected_option": { "value": "1" } } },
+        "q0.other": { "text": { "type": "plain_text_input", "value": null } },
+        "q1": { "text": { "type": "plain_text_input", "value": "  it is small  " } },
+        "q2": { "choice": { "type": "radio_buttons", "selected_option": null } },
+        "q2.other": { "text": { "type": "plain_text_input", "value": "" } },
+    });
+    let (status, body) = interact(addr, &submit(&opened.body["view"], values)).await;
+    assert_eq!((status, body), (200, Value::Null));
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let got: Vec<(&str, &[String], Option<&str>)> = answered
+        .answers
+        .iter()
+        .map(|a| (a.id.as_str(), a.selected.as_slice(), a.custom.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("db", ["SQLite".to_owned()].as_slice(), None),
+            ("why", [].as_slice(), Some("it is small")),
+            ("env", [].as_slice(), None),
+        ]
+    );
+
+    // A form submitted after the ask resolved says so in the form.
+    let (status, body) = interact(addr, &submit(&opened.body["view"], json!({}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["response_action"], "errors", "{body}");
+}
+
+#[tokio::test]
+async fn unsigned_forged_stale_and_replayed_requests_are_refused() {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = server(&fake, &dir).await;
+    slack_admin(server.url())
+        .await
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    let mut client = server.client().await;
+    let _call = in_background(client.clone(), deploy("ops/guarded"));
+    let posted = fake.posted("ops/guarded").await;
+    let yes = click(
+        "askgate.choose",
+        &control(&posted.body, "askgate.choose", Some("yes")),
+        &posted.body,
+    );
+
+    for (what, secret, at) in [
+        ("unsigned", None, now()),
+        (
+            "signed with another secret",
+            Some("another-signing-secret"),
+            now(),
+        ),
+        ("stale", Some(SIGNING_SECRET), now() - 6 * 60),
+        ("from the future", Some(SIGNING_SECRET), now() + 6 * 60),
+    ] {
+        let (status, body) = interact_with(server.addr, &yes, secret, at).await;
+        assert_eq!(status, 401, "{what}: {body}");
+    }
+    let mut forged = yes.clone();
+    forged["actions"][0]["value"] = json!(["ag1", "default", "sl_missing", "ops/guarded", "x", 0])
+        .to_string()
+        .into();
+    forged["message"] = json!({});
+    assert_eq!(
+        interact(server.addr, &forged).await.0,
+        401,
+        "an app that does not exist"
+    );
+    assert_eq!(
+        client
+            .list_pending("ops/guarded")
+            .await
+            .expect("list")
+            .len(),
+        1,
+        "still pending"
+    );
+
+    // A valid request is taken once; the same request again is a replay.
+    let checks = click("askgate.checks", "", &posted.body);
+    let at = now();
+    assert_eq!(
+        interact_with(server.addr, &checks, Some(SIGNING_SECRET), at)
+            .await
+            .0,
+        200
+    );
+    let (status, body) = interact_with(server.addr, &checks, Some(SIGNING_SECRET), at).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.to_string().contains("replayed"), "{body}");
+
+    // The other workspace's click, validly signed, is refused too.
+    let mut elsewhere = yes.clone();
+    elsewhere["team"]["id"] = "T2".into();
+    assert_eq!(interact(server.addr, &elsewhere).await.0, 401);
+    assert_eq!(
+        client
+            .list_pending("ops/guarded")
+            .await
+            .expect("list")
+            .len(),
+        1,
+        "still pending"
+    );
+}
+
+/// Two nodes on one Redis: the node posting a message is killed (-9) while Slack
+/// hangs; a survivor posts it once the attempt's lease is over, and updates it. Many
+/// asks through both nodes are each posted exactly once.
+#[tokio::test]
+async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
+    let redis = RedisServer::start().await;
+    let fake = FakeSlack::start().await;
+    let dir = TempDir::new();
+    let key = dir.file("secret.key", SECRET_KEY);
+    let key = key.to_str().expect("path");
+    let flags = [
+        "--slack-api-url",
+        &fake.url,
+        "--secret-key-file",
+        key,
+        "--webhook-timeout",
+        "2s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+        "--redis-lease",
+        "2s",
+    ];
+    let first = ServeProcess::redis_nodes(&redis.url, false, 1, &flags)
+        .await
+        .remove(0);
+    let mut admin = slack_admin(first.url.clone()).await;
+    admin
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    fake.state.lock().hang_posts = 1;
+    let call = in_background(
+        first.client().await,
+        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
+    );
+    fake.wait_for("the hanging post", "chat.postMessage", |c| c.hung)
+        .await;
+    let survivors = ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await;
+    first.signal("KILL");
+    drop(call);
+
+    let posted = fake.posted("ops/kill").await;
+    let rpc_id = eventually("the ask on a survivor", || async {
+        let mut client = survivors[0].client().await;
+        client
+            .list_pending("ops/kill")
+            .await
+            .ok()?
+            .first()
+            .map(|r| r.rpc_id.clone())
+    })
+    .await;
+    assert!(posted.body.to_string().contains(&rpc_id));
+    let addr: SocketAddr = survivors[1]
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("addr");
+    let yes = control(&posted.body, "askgate.choose", Some("yes"));
+    assert_eq!(
+        interact(addr, &click("askgate.choose", &yes, &posted.body))
+            .await
+            .0,
+        200
+    );
+    fake.updated(posted.ts.as_deref().expect("ts")).await;
+
+    // Many asks through both nodes, each answered from Slack: every message is posted
+    // once and updated once.
+    let mut calls = Vec::new();
+    for i in 0..10 {
+        let node = &survivors[i % 2];
+        calls.push(in_background(
+            node.client().await,
+            deploy(&format!("ops/many-{i}")),
+        ));
+    }
+    for i in 0..10 {
+        let session = format!("session `ops/many-{i}`");
+        let posted = fake
+            .wait_for("a message", "chat.postMessage", |c| {
+                c.ts.is_some() && c.body.to_string().contains(&session)
+            })
+            .await;
+        let yes = control(&posted.body, "askgate.choose", Some("yes"));
+        assert_eq!(
+            interact(addr, &click("askgate.choose", &yes, &posted.body))
+                .await
+                .0,
+            200
+        );
+        fake.updated(posted.ts.as_deref().expect("ts")).await;
+    }
+    for call in calls.drain(..) {
+        within("an ask", call)
+            .await
+            .expect("join")
+            .expect("answered");
+    }
+    let posts = fake.calls("chat.postMessage");
+    for i in 0..10 {
+        let session = format!("session `ops/many-{i}`");
+        let count = posts
+            .iter()
+            .filter(|c| c.body.to_string().contains(&session))
+            .count();
+        assert_eq!(count, 1, "ops/many-{i} posted {count} times");
+    }
+    let kill = posts
+        .iter()
+        .filter(|c| c.body.to_string().contains("ops/kill") && !c.hung)
+        .count();
+    assert_eq!(
+        kill, 1,
+        "the killed node's message was posted once by a survivor"
+    );
+}
