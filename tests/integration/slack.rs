@@ -380,7 +380,7 @@ async fn a_question_is_posted_answered_with_a_click_and_updated_in_place() {
         .await
         .expect("list")
         .into_inner();
-    assert_eq!(listed.apps, [app.clone()]);
+    assert_eq!(listed.apps, std::slice::from_ref(&app));
     assert!(
         !format!("{listed:?}").contains(TOKEN),
         "no secret comes back"
