@@ -59,6 +59,8 @@ use proto::{
     ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested, SubscribeRequest,
     WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
     user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
+    ConnectSlackRequest, DisconnectSlackRequest, ListSlackAppsRequest, SlackApp,
+    slack_client::SlackClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -79,6 +81,7 @@ pub struct Client {
     inner: UserQuestionsClient<Channel>,
     agents: AgentsClient<Channel>,
     webhooks: WebhooksClient<Channel>,
+    slack: SlackClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
 }
@@ -185,7 +188,8 @@ impl Client {
         Self {
             inner: UserQuestionsClient::new(channel.clone()),
             agents: AgentsClient::new(channel.clone()),
-            webhooks: WebhooksClient::new(channel),
+            webhooks: WebhooksClient::new(channel.clone()),
+            slack: SlackClient::new(channel),
             authorization: None,
         }
     }
@@ -442,6 +446,26 @@ impl Client {
     pub async fn redeliver(&mut self, id: &str) -> Result<Delivery, Error> {
         let request = self.request(RedeliverRequest { id: id.to_owned() });
         Ok(self.webhooks.redeliver(request).await?.into_inner())
+    }
+
+    /// Connects a Slack app of the caller's tenant (admin role); the server checks its
+    /// bot token with Slack first. The app's secrets are never returned.
+    pub async fn connect_slack(&mut self, app: ConnectSlackRequest) -> Result<SlackApp, Error> {
+        let request = self.request(app);
+        Ok(self.slack.connect_slack(request).await?.into_inner())
+    }
+
+    /// The tenant's Slack apps, oldest first.
+    pub async fn list_slack_apps(&mut self) -> Result<Vec<SlackApp>, Error> {
+        let request = self.request(ListSlackAppsRequest {});
+        Ok(self.slack.list_slack_apps(request).await?.into_inner().apps)
+    }
+
+    /// Disconnects a Slack app; [`Reason::NotFound`] when the tenant has none by that id.
+    pub async fn disconnect_slack(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectSlackRequest { id: id.to_owned() });
+        self.slack.disconnect_slack(request).await?;
+        Ok(())
     }
 }
 

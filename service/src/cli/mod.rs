@@ -24,6 +24,7 @@ mod mcp;
 pub mod overlay;
 mod serve;
 mod watch;
+mod slack;
 mod webhooks;
 
 use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
@@ -78,6 +79,10 @@ pub enum Command {
     /// Manage the tenant's webhook endpoints and their deliveries (admin role).
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCommand),
+    /// Connect the tenant's Slack apps: questions posted to a channel and answered
+    /// there (admin role).
+    #[command(subcommand)]
+    Slack(slack::SlackCommand),
     /// Check a node's health (grpc.health.v1): exit 0 when it is SERVING. For container
     /// HEALTHCHECKs and exec probes.
     Health(health::HealthArgs),
@@ -157,6 +162,7 @@ pub fn main() -> ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Health(args) => health::run(args).await,
             Command::Webhooks(command) => webhooks::run(command).await,
+            Command::Slack(command) => slack::run(command).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.
