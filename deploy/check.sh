@@ -43,10 +43,10 @@ secret=$(printf 'x%.0s' $(seq 40))
 # Value sets: the defaults (with the secret they require), API keys with TLS and
 # mTLS, one in-memory node, and everything optional turned off.
 declare -A scenarios=(
-  [default]="--set auth.jwtSecret=$secret"
+  [default]="--set auth.jwtSecret=$secret --set secretKey.value=$(printf '0%.0s' $(seq 64))"
   [keys-tls]="--set auth.mode=keys --set auth.keysJson={} --set metrics.auth=token --set metrics.tokenSecret=askgate-metrics --set tls.enabled=true --set tls.secretName=askgate-tls --set tls.clientCA=true --set corsOrigins={https://app.example.com} --set settings.max-pending-per-tenant=20000"
   [memory]="--set backend=memory --set replicaCount=1 --set autoscaling.enabled=false --set auth.mode=none --set auth.allowAnonymous=true"
-  [minimal]="--set auth.existingSecret=mine --set redis.existingSecret=mine --set metrics.enabled=false --set networkPolicy.enabled=false --set podDisruptionBudget.enabled=false --set autoscaling.enabled=false --set service.headless=false"
+  [minimal]="--set auth.existingSecret=mine --set redis.existingSecret=mine --set secretKey.existingSecret=mine --set metrics.enabled=false --set networkPolicy.enabled=false --set podDisruptionBudget.enabled=false --set autoscaling.enabled=false --set service.headless=false"
 )
 step "helm lint"
 for name in "${!scenarios[@]}"; do
