@@ -54,13 +54,12 @@ pub mod tool;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
-    AnswerRequest, AskResponse, CancelRequest, CreateEndpointRequest, DeleteEndpointRequest,
-    Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest,
-    ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested, SubscribeRequest,
-    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
+    AnswerRequest, AskResponse, CancelRequest, ConnectSlackRequest, CreateEndpointRequest,
+    DeleteEndpointRequest, Delivery, DisconnectSlackRequest, Endpoint as WebhookEndpoint,
+    ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest, ListSlackAppsRequest,
+    QuestionAnswer, RedeliverRequest, Requested, SlackApp, SubscribeRequest, WhoAmIRequest,
+    WhoAmIResponse, agents_client::AgentsClient, slack_client::SlackClient,
     user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
-    ConnectSlackRequest, DisconnectSlackRequest, ListSlackAppsRequest, SlackApp,
-    slack_client::SlackClient,
 };
 use tokio::time::Instant;
 use tonic::{

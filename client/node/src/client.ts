@@ -16,9 +16,12 @@ import {
   type Endpoint,
   type QuestionAnswer,
   type Requested,
+  Slack,
+  type SlackApp,
   SubscribeRequestSchema,
   UserQuestions,
   Webhooks,
+  type WhoAmIResponse,
 } from "./gen/askgate/v1/askgate_pb.js";
 import {
   type Ask,
@@ -92,6 +95,7 @@ export class Client {
   readonly #questions: RpcClient<typeof UserQuestions>;
   readonly #agents: RpcClient<typeof Agents>;
   readonly #webhooks: RpcClient<typeof Webhooks>;
+  readonly #slack: RpcClient<typeof Slack>;
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
@@ -111,6 +115,7 @@ export class Client {
     this.#questions = createClient(UserQuestions, transport);
     this.#agents = createClient(Agents, transport);
     this.#webhooks = createClient(Webhooks, transport);
+    this.#slack = createClient(Slack, transport);
   }
 
   /** Never the token. */
@@ -244,6 +249,49 @@ export class Client {
   /** Sends a webhook delivery again, with the same `webhook-id`. */
   async redeliver(id: string): Promise<Delivery> {
     return await this.#call(() => this.#webhooks.redeliver({ id }, this.#options()));
+  }
+
+  /**
+   * Who the client's credential names (tenant, subject, roles) and which sessions it
+   * may see (`everySession`, or the `sessions` patterns); any role may ask.
+   */
+  async whoAmI(): Promise<WhoAmIResponse> {
+    return await this.#call(() => this.#questions.whoAmI({}, this.#options()));
+  }
+
+  /**
+   * Connects a Slack app of the caller's tenant (admin credential): the tenant's
+   * questions (of `sessionPrefix` and `labels`) are posted to `channel` and answered
+   * there. The server checks `botToken` with Slack first; the secrets are never
+   * returned.
+   */
+  async connectSlack(app: {
+    botToken: string;
+    signingSecret: string;
+    channel: string;
+    sessionPrefix?: string;
+    labels?: Readonly<Record<string, string>>;
+    description?: string;
+    provides?: boolean;
+  }): Promise<SlackApp> {
+    const { botToken, signingSecret, channel, sessionPrefix = "", labels = {}, description = "", provides } = app;
+    return await this.#call(() =>
+      this.#slack.connectSlack(
+        { botToken, signingSecret, channel, sessionPrefix, labels: { ...labels }, description, provides },
+        this.#options(),
+      ),
+    );
+  }
+
+  /** The tenant's Slack apps, oldest first. */
+  async listSlackApps(): Promise<SlackApp[]> {
+    const response = await this.#call(() => this.#slack.listSlackApps({}, this.#options()));
+    return response.apps;
+  }
+
+  /** Disconnects a Slack app (NOT_FOUND when the tenant has none by that id). */
+  async disconnectSlack(id: string): Promise<void> {
+    await this.#call(() => this.#slack.disconnectSlack({ id }, this.#options()));
   }
 
   /**

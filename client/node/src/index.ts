@@ -24,6 +24,8 @@ export type {
   Reminder,
   Requested,
   Resolved,
+  SlackApp,
+  WhoAmIResponse,
 } from "./gen/askgate/v1/askgate_pb.js";
 export { DeliveryStatus, Resolution } from "./gen/askgate/v1/askgate_pb.js";
 export {

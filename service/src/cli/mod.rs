@@ -23,8 +23,8 @@ mod json;
 mod mcp;
 pub mod overlay;
 mod serve;
-mod watch;
 mod slack;
+mod watch;
 mod webhooks;
 
 use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};

@@ -113,7 +113,9 @@ pub async fn run(command: SlackCommand) -> ExitCode {
         Err(e) => return fail(&e),
     };
     let result = match (&command, request) {
-        (SlackCommand::Disconnect(args), _) => client.disconnect_slack(&args.id).await.map(|()| None),
+        (SlackCommand::Disconnect(args), _) => {
+            client.disconnect_slack(&args.id).await.map(|()| None)
+        }
         (_, Some(request)) => client
             .connect_slack(request)
             .await

@@ -11,7 +11,7 @@ import grpc
 
 from ._connection import Retries, Target, backoff
 from ._errors import AskgateError
-from ._model import Answer, Ask, AskResult, Event, endpoint_request
+from ._model import Answer, Ask, AskResult, Event, endpoint_request, slack_request
 from .v1 import askgate_pb2 as pb
 from .v1 import askgate_pb2_grpc as rpc
 
@@ -36,6 +36,7 @@ class Client:
         self._questions = rpc.UserQuestionsStub(self._channel)
         self._agents = rpc.AgentsStub(self._channel)
         self._webhooks = rpc.WebhooksStub(self._channel)
+        self._slack = rpc.SlackStub(self._channel)
 
     def __enter__(self) -> "Client":
         return self
@@ -134,6 +135,37 @@ class Client:
     def redeliver(self, delivery_id: str) -> pb.Delivery:
         """Sends a webhook delivery again, with the same `webhook-id`."""
         return self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
+
+    def who_am_i(self) -> pb.WhoAmIResponse:
+        """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it
+        may see (`every_session`, or the `sessions` patterns); any role may ask."""
+        return self._call(self._questions.WhoAmI, pb.WhoAmIRequest())
+
+    def connect_slack(
+        self,
+        bot_token: str,
+        signing_secret: str,
+        channel: str,
+        *,
+        session_prefix: str = "",
+        labels: Optional[Mapping[str, str]] = None,
+        description: str = "",
+        provides: Optional[bool] = None,
+    ) -> pb.SlackApp:
+        """Connects a Slack app of the caller's tenant (admin credential): its questions
+        (of `session_prefix` and `labels`) are posted to `channel` and answered there.
+        The server checks `bot_token` with Slack first; the secrets are never returned."""
+        request = slack_request(bot_token, signing_secret, channel, session_prefix, labels, description, provides)
+        return self._call(self._slack.ConnectSlack, request)
+
+    def list_slack_apps(self) -> List[pb.SlackApp]:
+        """The tenant's Slack apps, oldest first."""
+        response = self._call(self._slack.ListSlackApps, pb.ListSlackAppsRequest())
+        return list(response.apps)
+
+    def disconnect_slack(self, app_id: str) -> None:
+        """Disconnects a Slack app (`NOT_FOUND` when the tenant has none by that id)."""
+        self._call(self._slack.DisconnectSlack, pb.DisconnectSlackRequest(id=app_id))
 
     def follow(
         self,

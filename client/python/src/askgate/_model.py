@@ -165,6 +165,29 @@ class Event:
         return None
 
 
+def slack_request(
+    bot_token: str,
+    signing_secret: str,
+    channel: str,
+    session_prefix: str = "",
+    labels: Optional[Mapping[str, str]] = None,
+    description: str = "",
+    provides: Optional[bool] = None,
+) -> pb.ConnectSlackRequest:
+    """A `ConnectSlackRequest` (see `Client.connect_slack`)."""
+    request = pb.ConnectSlackRequest(
+        bot_token=bot_token,
+        signing_secret=signing_secret,
+        channel=channel,
+        session_prefix=session_prefix,
+        labels=dict(labels or {}),
+        description=description,
+    )
+    if provides is not None:
+        request.provides = provides
+    return request
+
+
 def endpoint_request(
     url: str,
     events: Sequence[str] = (),

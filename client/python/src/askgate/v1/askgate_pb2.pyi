@@ -521,3 +521,75 @@ class RedeliverRequest(_message.Message):
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ConnectSlackRequest(_message.Message):
+    __slots__ = ("bot_token", "signing_secret", "channel", "labels", "session_prefix", "description", "provides")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BOT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SIGNING_SECRET_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    bot_token: str
+    signing_secret: str
+    channel: str
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    def __init__(self, bot_token: _Optional[str] = ..., signing_secret: _Optional[str] = ..., channel: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ...) -> None: ...
+
+class SlackApp(_message.Message):
+    __slots__ = ("id", "team_id", "channel", "labels", "session_prefix", "description", "provides", "created_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEAM_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    team_id: str
+    channel: str
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., team_id: _Optional[str] = ..., channel: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListSlackAppsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSlackAppsResponse(_message.Message):
+    __slots__ = ("apps",)
+    APPS_FIELD_NUMBER: _ClassVar[int]
+    apps: _containers.RepeatedCompositeFieldContainer[SlackApp]
+    def __init__(self, apps: _Optional[_Iterable[_Union[SlackApp, _Mapping]]] = ...) -> None: ...
+
+class DisconnectSlackRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DisconnectSlackResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -695,3 +695,175 @@ class Webhooks:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class SlackStub:
+    """Slack apps that post a tenant's questions to a channel and take the answers from
+    it (first valid resolution wins, as everywhere). Needs the admin role; every call
+    sees only the caller's tenant. The bot token and signing secret are stored
+    encrypted with the server's key and never returned.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ConnectSlack = channel.unary_unary(
+                '/askgate.v1.Slack/ConnectSlack',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ConnectSlackRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.SlackApp.FromString,
+                _registered_method=True)
+        self.ListSlackApps = channel.unary_unary(
+                '/askgate.v1.Slack/ListSlackApps',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListSlackAppsRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListSlackAppsResponse.FromString,
+                _registered_method=True)
+        self.DisconnectSlack = channel.unary_unary(
+                '/askgate.v1.Slack/DisconnectSlack',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectSlackRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectSlackResponse.FromString,
+                _registered_method=True)
+
+
+class SlackServicer:
+    """Slack apps that post a tenant's questions to a channel and take the answers from
+    it (first valid resolution wins, as everywhere). Needs the admin role; every call
+    sees only the caller's tenant. The bot token and signing secret are stored
+    encrypted with the server's key and never returned.
+    """
+
+    def ConnectSlack(self, request, context):
+        """Checks the bot token with Slack (auth.test) and connects the app.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSlackApps(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectSlack(self, request, context):
+        """Disconnects an app: no more messages; its pending deliveries end FAILED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SlackServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ConnectSlack': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectSlack,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ConnectSlackRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.SlackApp.SerializeToString,
+            ),
+            'ListSlackApps': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSlackApps,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListSlackAppsRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListSlackAppsResponse.SerializeToString,
+            ),
+            'DisconnectSlack': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectSlack,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectSlackRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectSlackResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Slack', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Slack', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Slack:
+    """Slack apps that post a tenant's questions to a channel and take the answers from
+    it (first valid resolution wins, as everywhere). Needs the admin role; every call
+    sees only the caller's tenant. The bot token and signing secret are stored
+    encrypted with the server's key and never returned.
+    """
+
+    @staticmethod
+    def ConnectSlack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Slack/ConnectSlack',
+            askgate_dot_v1_dot_askgate__pb2.ConnectSlackRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.SlackApp.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSlackApps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Slack/ListSlackApps',
+            askgate_dot_v1_dot_askgate__pb2.ListSlackAppsRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListSlackAppsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectSlack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Slack/DisconnectSlack',
+            askgate_dot_v1_dot_askgate__pb2.DisconnectSlackRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DisconnectSlackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
