@@ -118,6 +118,7 @@ export class View {
       { class: "bar" },
       h("span", { class: "brand" }, "askgate"),
       h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId ?? "")),
+      h("a", { class: "inbox-link", href: "#/inbox", "data-testid": "to-inbox" }, "Inbox"),
       this.connection(),
     );
   }

@@ -93,7 +93,7 @@ test("questions from several sessions arrive in order; filters, order and the ta
   for (const agent of agents) agent.child.kill("SIGTERM");
 });
 
-test("answering from the inbox with the keyboard; Esc comes back; the recent list", async (t) => {
+test("answering and cancelling from the inbox with the keyboard; Esc comes back; the recent list", async (t) => {
   const h = new Harness();
   t.after(() => h.close());
   const url = await h.serve();
@@ -133,11 +133,18 @@ test("answering from the inbox with the keyboard; Esc comes back; the recent lis
   assert.equal(await page.title(), "(1) askgate inbox");
   await screenshot(page, "inbox-03-answered");
 
+  // Cancelling from the inbox: the close dialog, a reason, back to the list.
   await page.getByTestId("batch").click();
-  await page.getByRole("button", { name: /^yes/ }).click();
-  await page.keyboard.press("Enter");
-  assert.deepEqual((await first.result()).json.answers, [{ id: "q", selected: ["yes"] }]);
+  await page.getByTestId("close").click();
+  await page.getByTestId("reason").fill("not before the freeze ends");
+  await page.getByTestId("reason").press("Enter");
+  const cancelled = await first.result();
+  assert.equal(cancelled.code, 3, `ASK_CANCELLED exits 3: ${cancelled.stderr}`);
+  assert.match(cancelled.stderr, /not before the freeze ends/);
+  await page.getByTestId("inbox").waitFor();
+  await shows(page, "notice", "Cancelled");
   await shows(page, "inbox-empty", "Nothing waiting");
+  await shows(page, "resolved", "Cancelled by anonymous: not before the freeze ends");
   assert.equal(await page.getByTestId("resolved").count(), 2);
   assert.equal(await page.title(), "askgate inbox");
 });
