@@ -331,6 +331,19 @@ async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
     .await
 }
 
+/// A fake Slack, a server posting to it, and the app connected (the folder holds the
+/// server's key file).
+async fn with_app() -> (FakeSlack, TempDir, TestServer) {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = server(&fake, &dir).await;
+    slack_admin(server.url())
+        .await
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    (fake, dir, server)
+}
+
 async fn slack_admin(url: String) -> SlackClient<tonic::transport::Channel> {
     within("connect", SlackClient::connect(url))
         .await
@@ -453,13 +466,7 @@ on_every_backend!(
 
 #[tokio::test]
 async fn the_first_resolution_wins_between_slack_and_the_console() {
-    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
-    let server = server(&fake, &dir).await;
-    slack_admin(server.url())
-        .await
-        .connect_slack(connect_request())
-        .await
-        .expect("connect");
+    let (fake, _dir, server) = with_app().await;
     let mut console = server.client().await;
 
     // The console answers first; the Slack click after it changes nothing.
@@ -528,13 +535,7 @@ async fn the_first_resolution_wins_between_slack_and_the_console() {
 
 #[tokio::test]
 async fn every_resolution_updates_the_message_and_forms_answer_batches() {
-    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
-    let server = server(&fake, &dir).await;
-    slack_admin(server.url())
-        .await
-        .connect_slack(connect_request())
-        .await
-        .expect("connect");
+    let (fake, _dir, server) = with_app().await;
     let client = server.client().await;
     let addr = server.addr;
 
@@ -695,13 +696,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
 
 #[tokio::test]
 async fn unsigned_forged_stale_and_replayed_requests_are_refused() {
-    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
-    let server = server(&fake, &dir).await;
-    slack_admin(server.url())
-        .await
-        .connect_slack(connect_request())
-        .await
-        .expect("connect");
+    let (fake, _dir, server) = with_app().await;
     let mut client = server.client().await;
     let _call = in_background(client.clone(), deploy("ops/guarded"));
     let posted = fake.posted("ops/guarded").await;

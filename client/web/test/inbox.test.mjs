@@ -33,6 +33,17 @@ async function listShows(page, sessions) {
   );
 }
 
+/** A server without authentication, and a page on its inbox, connected. */
+async function openInbox(t, viewport) {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page(viewport);
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "connection", "Connected");
+  return { h, url, page };
+}
+
 function shows(page, testId, text) {
   return page.getByTestId(testId).filter({ hasText: text }).waitFor();
 }
@@ -47,12 +58,7 @@ function asking(h, url, session, text, { labels = {}, token, options = ["yes", "
 }
 
 test("questions from several sessions arrive in order; filters, order and the tab title", async (t) => {
-  const h = new Harness();
-  t.after(() => h.close());
-  const url = await h.serve();
-  const page = await h.page();
-  await page.goto(`${url}/console/#/inbox`);
-  await shows(page, "connection", "Connected");
+  const { h, url, page } = await openInbox(t);
   await shows(page, "inbox-empty", "Nothing waiting");
 
   const agents = [];
@@ -94,12 +100,7 @@ test("questions from several sessions arrive in order; filters, order and the ta
 });
 
 test("answering and cancelling from the inbox with the keyboard; Esc comes back; the recent list", async (t) => {
-  const h = new Harness();
-  t.after(() => h.close());
-  const url = await h.serve();
-  const page = await h.page();
-  await page.goto(`${url}/console/#/inbox`);
-  await shows(page, "connection", "Connected");
+  const { h, url, page } = await openInbox(t);
   const first = asking(h, url, "north", "Deploy north?");
   await listShows(page, ["north"]);
   const second = asking(h, url, "south", "Deploy south?", { options: ["now", "later"] });
@@ -298,12 +299,7 @@ test("a notification for a new batch while the tab is hidden, and the sound togg
 });
 
 test("the inbox fits a phone", async (t) => {
-  const h = new Harness();
-  t.after(() => h.close());
-  const url = await h.serve();
-  const page = await h.page({ width: 390, height: 800 });
-  await page.goto(`${url}/console/#/inbox`);
-  await shows(page, "connection", "Connected");
+  const { h, url, page } = await openInbox(t, { width: 390, height: 800 });
   const agent = h.ask(url, {
     sessionId: "phone/a-rather-long-session-name-that-must-wrap",
     questions: [question("q", "Merge the pull request once the checks pass?", ["yes", "no"], { header: "Merge" })],

@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use super::{
     common::{ConnectArgs, fail, fail_local, parse_pair},
     json,
+    webhooks::ConnectOnly,
 };
 use crate::auth::secret;
 
@@ -22,12 +23,6 @@ pub enum SlackCommand {
     List(ConnectOnly),
     /// Disconnect a Slack app.
     Disconnect(IdArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ConnectOnly {
-    #[command(flatten)]
-    pub connect: ConnectArgs,
 }
 
 #[derive(Debug, Clone, Args)]

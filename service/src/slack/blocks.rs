@@ -37,7 +37,10 @@ const BUTTONS_PER_BLOCK: usize = 25;
 /// Radio buttons and checkboxes hold at most this many options; beyond, a menu.
 const MAX_INLINE_OPTIONS: usize = 10;
 const MAX_MENU_OPTIONS: usize = 100;
-/// Questions drawn in full in one message or modal (Slack caps their blocks).
+/// Blocks of one message, and of one modal.
+const MAX_MESSAGE_BLOCKS: usize = 50;
+const MAX_MODAL_BLOCKS: usize = 100;
+/// Questions listed in a resolved message.
 const MAX_DRAWN_QUESTIONS: usize = 20;
 
 /// What a control carries back to askgate: which app of which tenant, which ask, and
@@ -302,13 +305,21 @@ pub fn question_message(at: &Ref, requested: &Requested) -> Value {
             }
         }
         questions => {
-            for (i, question) in questions.iter().enumerate().take(MAX_DRAWN_QUESTIONS) {
-                blocks.extend(question_blocks(question, Some(i), true));
+            // Room for the "more" line and the controls within Slack's cap.
+            let room = MAX_MESSAGE_BLOCKS - 2;
+            let mut drawn = 0;
+            for (i, question) in questions.iter().enumerate() {
+                let more = question_blocks(question, Some(i), true);
+                if blocks.len() + more.len() > room {
+                    break;
+                }
+                blocks.extend(more);
+                drawn += 1;
             }
-            if questions.len() > MAX_DRAWN_QUESTIONS {
+            if drawn < questions.len() {
                 blocks.push(section(&format!(
                     "_and {} more in the form_",
-                    questions.len() - MAX_DRAWN_QUESTIONS
+                    questions.len() - drawn
                 )));
             }
             blocks.push(
@@ -409,12 +420,7 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
 /// skipped.
 pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
     let mut blocks = Vec::new();
-    for (i, question) in requested
-        .questions
-        .iter()
-        .enumerate()
-        .take(MAX_DRAWN_QUESTIONS * 2)
-    {
+    for (i, question) in requested.questions.iter().enumerate() {
         if let Some(detail) = question.detail.as_deref().filter(|d| !d.trim().is_empty()) {
             let heading = match approve_label(question) {
                 Some(_) => "*The plan to review*\n",
@@ -458,6 +464,19 @@ pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
             "label": plain(other, MAX_LABEL),
             "element": { "type": "plain_text_input", "action_id": TEXT },
         }));
+    }
+    if blocks.len() > MAX_MODAL_BLOCKS {
+        // More than a Slack form holds: no form that would skip what it cannot show.
+        return json!({
+            "type": "modal",
+            "title": plain("Answer", 24),
+            "close": plain("Back", 24),
+            "blocks": [section(&format!(
+                "This batch has {} questions, more than a Slack form holds: answer it in \
+                 the askgate console, or cancel it here.",
+                requested.questions.len()
+            ))],
+        });
     }
     json!({
         "type": "modal",
@@ -583,6 +602,34 @@ mod tests {
             .map(|b| b["block_id"].as_str().expect("block_id"))
             .collect();
         assert_eq!(ids, ["q0", "q0.other", "q1"]);
+    }
+
+    #[test]
+    fn messages_and_forms_keep_to_slacks_block_caps() {
+        let many: Vec<Question> = (0..40)
+            .map(|i| {
+                let mut q = question(&format!("Q{i}?"), &["a", "b"]);
+                q.id = format!("q{i}");
+                q.detail = Some("context".into());
+                q
+            })
+            .collect();
+        let message = question_message(&at(), &requested(many.clone()));
+        let blocks = message["blocks"].as_array().expect("blocks");
+        assert!(
+            blocks.len() <= MAX_MESSAGE_BLOCKS,
+            "{} blocks",
+            blocks.len()
+        );
+        assert!(message.to_string().contains("more in the form"));
+        assert_eq!(actions(&message), [OPEN, CANCEL]);
+        let form = answer_modal(&at(), &requested(many[..33].to_vec()));
+        assert_eq!(form["blocks"].as_array().map(Vec::len), Some(99));
+        let too_many = answer_modal(&at(), &requested(many));
+        assert!(
+            too_many.get("submit").is_none(),
+            "no form that skips what it cannot show"
+        );
     }
 
     #[test]

@@ -45,6 +45,9 @@ const SEEN_TTL_MS: u64 = 11 * 60 * 1000;
 /// Slack's deadline for the acknowledgement is 3 s: `views.open` must fit well within.
 const VIEWS_OPEN_TIMEOUT: Duration = Duration::from_millis(2500);
 
+/// Why a request that is signed, but not by a connected app's secret, is refused.
+const UNVERIFIED: &str = "not signed by a connected Slack app";
+
 /// Answers Slack's interactions.
 #[derive(Clone)]
 pub struct Interactivity {
@@ -116,7 +119,7 @@ fn verify(
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
     let mut signed = format!("v0:{timestamp}:").into_bytes();
     signed.extend_from_slice(body);
-    ring::hmac::verify(&key, &signed, &given).map_err(|_| "a bad signature")?;
+    ring::hmac::verify(&key, &signed, &given).map_err(|_| UNVERIFIED)?;
     Ok(signature.to_owned())
 }
 
@@ -191,14 +194,15 @@ impl Interactivity {
         };
         let app = match self.hooks.store().endpoint(&at.tenant, &at.app).await {
             Ok(Some(app)) if app.slack.is_some() => app,
-            Ok(_) => return refused("no such Slack app"),
+            // As for a bad signature: which apps exist is not for unsigned callers.
+            Ok(_) => return refused(UNVERIFIED),
             Err(e) => {
                 warn!("reading a Slack app failed: {e}");
                 return (StatusCode::SERVICE_UNAVAILABLE, None);
             }
         };
         let Some(target) = app.slack.as_ref() else {
-            return refused("no such Slack app");
+            return refused(UNVERIFIED);
         };
         let secret = match self.hooks.slack().open_secret(&app, &target.signing_secret) {
             Ok(secret) => secret,
@@ -501,10 +505,10 @@ mod tests {
         let body = b"payload=%7B%7D";
         let good = signed("s3cret", 1_700_000_000, body);
         assert!(verify(&good, body, b"s3cret", now).is_ok());
-        assert_eq!(verify(&good, body, b"other", now), Err("a bad signature"));
+        assert_eq!(verify(&good, body, b"other", now), Err(UNVERIFIED));
         assert_eq!(
             verify(&good, b"payload=%7B%7Dx", b"s3cret", now),
-            Err("a bad signature")
+            Err(UNVERIFIED)
         );
         let old = signed("s3cret", 1_700_000_000 - 301, body);
         assert!(verify(&old, body, b"s3cret", now).is_err_and(|e| e.starts_with("stale")));
