@@ -16,6 +16,9 @@
 //!
 //! On Redis the store is shared, so any node delivers and a node's death loses nothing
 //! that was queued: its leases run out and a survivor takes over.
+//!
+//! Slack apps (crate::slack) are endpoints with a Slack target: their deliveries post
+//! and update messages through the same loops.
 
 pub mod memory;
 pub mod model;
