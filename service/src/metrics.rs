@@ -48,6 +48,7 @@ struct Inner {
     rpc_duration: Family<Labels, Histogram>,
     pending: Gauge,
     subscribers: Gauge,
+    tasks: Gauge,
     webhook_deliveries: Family<Labels, Counter>,
     notices: Family<Labels, Counter>,
 }
@@ -91,6 +92,12 @@ impl Metrics {
         registry.register("pending_asks", "Asks waiting for a human", pending.clone());
         let subscribers = Gauge::default();
         registry.register("subscribers", "Open subscriptions", subscribers.clone());
+        let tasks = Gauge::default();
+        registry.register(
+            "runtime_tasks",
+            "Tasks alive in the node's async runtime (a steady load keeps it flat)",
+            tasks.clone(),
+        );
         let webhook_deliveries = Family::<Labels, Counter>::default();
         registry.register(
             "webhook_deliveries",
@@ -118,6 +125,7 @@ impl Metrics {
                 rpc_duration,
                 pending,
                 subscribers,
+                tasks,
             }),
         }
     }
@@ -191,6 +199,12 @@ impl Metrics {
         let stats = backend.stats().await;
         self.inner.pending.set(stats.pending as i64);
         self.inner.subscribers.set(stats.subscribers as i64);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            self.inner
+                .tasks
+                .set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         if let Err(e) = encode(&mut text, &self.inner.registry) {
             warn!("failed to encode metrics: {e}");

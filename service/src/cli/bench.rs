@@ -43,10 +43,14 @@ pub enum Scenario {
     /// One session with many subscribers: delivery latency of each event and the
     /// server's CPU time per delivered event.
     Fanout(fanout::FanoutArgs),
+    /// A steady load for minutes: asks waiting with churn and subscribers that
+    /// reconnect and resume; the node's RSS and task count every interval.
+    Soak(soak::SoakArgs),
 }
 
 mod capacity;
 mod fanout;
+mod soak;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchBackend {
@@ -87,6 +91,7 @@ pub async fn run(args: BenchArgs) -> ExitCode {
         Scenario::Roundtrip(args) => roundtrip(args).await,
         Scenario::Capacity(args) => capacity::run(args).await,
         Scenario::Fanout(args) => fanout::run(args).await,
+        Scenario::Soak(args) => soak::run(args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -230,13 +230,18 @@ async fn serving_after(node: &ServeProcess) -> anyhow::Result<Duration> {
     }
 }
 
-fn free_port() -> anyhow::Result<String> {
+pub(super) fn free_port() -> anyhow::Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.to_string())
 }
 
 /// The node's `askgate_pending_asks` gauge, read from its Prometheus endpoint.
 async fn pending_asks(metrics: &str) -> anyhow::Result<u64> {
+    gauge(metrics, "askgate_pending_asks").await
+}
+
+/// One gauge of the node's Prometheus endpoint at `metrics`.
+pub(super) async fn gauge(metrics: &str, name: &str) -> anyhow::Result<u64> {
     let mut stream = tokio::net::TcpStream::connect(metrics).await?;
     stream
         .write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
@@ -245,7 +250,7 @@ async fn pending_asks(metrics: &str) -> anyhow::Result<u64> {
     stream.read_to_string(&mut response).await?;
     response
         .lines()
-        .find_map(|l| l.strip_prefix("askgate_pending_asks "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
-        .context("no askgate_pending_asks in the metrics")
+        .with_context(|| format!("no {name} in the metrics"))
 }
