@@ -357,6 +357,18 @@ fn in_background(
     tokio::spawn(async move { client.ask(ask).await })
 }
 
+/// The rpc_id of the first ask pending in `session`, once there is one.
+async fn pending_rpc(client: &Client, session: &str) -> String {
+    eventually("a pending ask", || {
+        let mut client = client.clone();
+        async move {
+            let pending = client.list_pending(session).await.ok()?;
+            pending.first().map(|r| r.rpc_id.clone())
+        }
+    })
+    .await
+}
+
 fn deploy(session: &str) -> Ask {
     Ask::new(session).question(
         question("q", "Deploy to production?")
@@ -505,18 +517,7 @@ async fn the_first_resolution_wins_between_slack_and_the_console() {
     let mut following = console.subscribe_session("ops/b").await.expect("subscribe");
     crate::support::until_synced(&mut following).await;
     let call = in_background(console.clone(), deploy("ops/b"));
-    let rpc_b = eventually("the second ask", || {
-        let mut console = console.clone();
-        async move {
-            console
-                .list_pending("ops/b")
-                .await
-                .ok()?
-                .first()
-                .map(|r| r.rpc_id.clone())
-        }
-    })
-    .await;
+    let rpc_b = pending_rpc(&console, "ops/b").await;
     let posted = fake.posted(&rpc_b).await;
     let yes = control(&posted.body, "askgate.choose", Some("yes"));
     interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
@@ -811,16 +812,7 @@ async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
     drop(call);
 
     let posted = fake.posted("ops/kill").await;
-    let rpc_id = eventually("the ask on a survivor", || async {
-        let mut client = survivors[0].client().await;
-        client
-            .list_pending("ops/kill")
-            .await
-            .ok()?
-            .first()
-            .map(|r| r.rpc_id.clone())
-    })
-    .await;
+    let rpc_id = pending_rpc(&survivors[0].client().await, "ops/kill").await;
     assert!(posted.body.to_string().contains(&rpc_id));
     let addr: SocketAddr = survivors[1]
         .url

@@ -437,7 +437,7 @@ pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
             continue;
         }
         let inline = question.options.len() <= MAX_INLINE_OPTIONS;
-        let element = match (question.multi_select, inline) {
+        let mut element = match (question.multi_select, inline) {
             (false, true) => json!({ "type": "radio_buttons", "options": options(question, true) }),
             (true, true) => json!({ "type": "checkboxes", "options": options(question, true) }),
             (false, false) => {
@@ -447,7 +447,6 @@ pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
                 json!({ "type": "multi_static_select", "options": options(question, false) })
             }
         };
-        let mut element = element;
         element["action_id"] = CHOICE.into();
         if !inline {
             element["placeholder"] = plain("Choose…", MAX_OPTION);

@@ -269,6 +269,10 @@ impl Interactivity {
     /// A click in a message: a choice, the checkboxes' Submit, or a form to open.
     async fn action(&self, app: &EndpointRecord, at: &Ref, payload: &Value, who: &str) -> Reply {
         let action = &payload["actions"][0];
+        if action["action_id"] == blocks::CHECKS {
+            // A checkbox changed: nothing is sent until Submit.
+            return ok();
+        }
         let requested = match self.pending(at).await {
             Ok(Some(requested)) => requested,
             // Resolved already: its message is being updated to say so.

@@ -62,16 +62,13 @@ pub fn delivery_body(
     requested: &Requested,
     resolved: Option<&Resolved>,
 ) -> Result<String, AskError> {
-    let encode = |name: &str, message: &dyn Fn() -> anyhow::Result<Value>| {
-        message().map_err(|e| AskError::Internal(format!("Slack delivery {name}: {e:#}")))
-    };
+    let failed = |e: anyhow::Error| AskError::Internal(format!("a Slack delivery's body: {e:#}"));
     let mut body = json!({
-        "requested": encode("requested", &|| crate::protojson::to_value("askgate.v1.Requested", requested))?,
+        "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
     });
     if let Some(resolved) = resolved {
-        body["resolved"] = encode("resolved", &|| {
-            crate::protojson::to_value("askgate.v1.Resolved", resolved)
-        })?;
+        body["resolved"] =
+            crate::protojson::to_value("askgate.v1.Resolved", resolved).map_err(failed)?;
     }
     Ok(body.to_string())
 }
