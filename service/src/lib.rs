@@ -22,6 +22,7 @@ pub mod api;
 pub mod auth;
 pub mod backend;
 pub mod cli;
+pub mod dispatch;
 pub mod domain;
 pub mod mcp;
 pub mod metrics;

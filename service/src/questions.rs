@@ -49,7 +49,6 @@ impl From<AskError> for AskFailure {
 /// An ask that passed [`Questions::check_ask`], ready to be stored.
 pub struct CheckedAsk {
     ask: Box<NewAsk>,
-    tenant: String,
     deadline: Instant,
     started: Instant,
 }
@@ -129,7 +128,6 @@ impl Questions {
         }
         Ok(CheckedAsk {
             ask: Box::new(checked?),
-            tenant: tenant.to_owned(),
             deadline,
             started,
         })
@@ -175,11 +173,11 @@ impl Questions {
     pub async fn ask(&self, checked: CheckedAsk) -> Result<AskResponse, AskFailure> {
         let CheckedAsk {
             ask,
-            tenant,
             deadline,
             started,
         } = checked;
-        let result = self.register_and_wait(&tenant, ask, deadline).await;
+        let tenant = ask.key.tenant.clone();
+        let result = self.register_and_wait(ask, deadline).await;
         let (outcome, waited) = match &result {
             Ok(_) => ("ANSWERED", Some(started.elapsed())),
             Err(AskFailure {
@@ -198,7 +196,6 @@ impl Questions {
 
     async fn register_and_wait(
         &self,
-        tenant: &str,
         ask: Box<NewAsk>,
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
@@ -206,7 +203,6 @@ impl Questions {
         let abort = SettleOnDrop {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
-            tenant: tenant.to_owned(),
             key: ask.key.clone(),
             rpc_id: String::new(),
             expired_from: deadline
@@ -538,7 +534,6 @@ const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 struct SettleOnDrop {
     backend: Option<Arc<dyn Backend>>,
     metrics: Metrics,
-    tenant: String,
     key: SessionKey,
     rpc_id: String,
     expired_from: Instant,
@@ -576,7 +571,7 @@ impl Drop for SettleOnDrop {
             true => "EXPIRED",
             false => "DROPPED",
         };
-        self.metrics.ask_finished(&self.tenant, outcome, None);
+        self.metrics.ask_finished(&self.key.tenant, outcome, None);
         runtime.spawn(
             async move {
                 let result = match (expired, grace.is_zero()) {

@@ -28,6 +28,7 @@ use crate::{
         memory::MemoryBackend,
         redis::{RedisBackend, RedisBackendConfig, redacted_url},
     },
+    dispatch::Dispatch,
     domain::Limits,
     mcp::{Asker, McpSettings, http::McpLayer},
     metrics::Metrics,
@@ -558,6 +559,15 @@ pub async fn run_with_metrics(
         authenticate,
     );
 
+    let services = Dispatch::default()
+        .add(health_service)
+        .add(reflection_v1)
+        .add(reflection_v1alpha)
+        .add(user_questions)
+        .add(agents)
+        .add(webhooks)
+        .add(slack);
+
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(config.keepalive_interval));
@@ -595,14 +605,7 @@ pub async fn run_with_metrics(
         .layer(tower::util::MapResponseLayer::new(
             status::map_oversize_request,
         ))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(user_questions)
-        .add_service(agents)
-        .add_service(webhooks)
-        .add_service(slack)
-        .serve_with_incoming_shutdown(incoming, async {
+        .serve_with_incoming_shutdown(services, incoming, async {
             let _ = stop_rx.await;
         });
     let mut server = std::pin::pin!(server);

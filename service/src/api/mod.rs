@@ -24,7 +24,7 @@ use askgate_proto::v1::{
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::{Instrument, Span, debug, field::Empty, info_span, instrument};
+use tracing::{Instrument, Span, debug, debug_span, field::Empty, instrument};
 
 pub use agents::AgentsApi;
 pub use slack::SlackApi;
@@ -186,7 +186,7 @@ impl UserQuestions for UserQuestionsApi {
     {
         let session_id = request.get_ref().session_id.clone();
         let span =
-            info_span!("Ask", tenant = Empty, session_id = %bounded(&session_id), rpc_id = Empty);
+            debug_span!("Ask", tenant = Empty, session_id = %bounded(&session_id), rpc_id = Empty);
         let timer = self.gate.timer("Ask");
         let checked = span.in_scope(|| {
             let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
@@ -241,7 +241,7 @@ impl UserQuestions for UserQuestionsApi {
         Ok(Response::new(Box::pin(UntilLapsed::new(stream, lapsed))))
     }
 
-    #[instrument(name = "Answer", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
+    #[instrument(level = "debug", name = "Answer", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
     async fn answer(
         &self,
         request: Request<AnswerRequest>,
@@ -259,7 +259,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "Cancel", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
+    #[instrument(level = "debug", name = "Cancel", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id), rpc_id = %bounded(&request.get_ref().rpc_id)))]
     async fn cancel(
         &self,
         request: Request<CancelRequest>,
@@ -277,7 +277,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 
-    #[instrument(name = "Abort", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
+    #[instrument(level = "debug", name = "Abort", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
     async fn abort(
         &self,
         request: Request<AbortRequest>,
@@ -292,7 +292,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, None))
     }
 
-    #[instrument(name = "ListPending", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
+    #[instrument(level = "debug", name = "ListPending", skip_all, fields(tenant, session_id = %bounded(&request.get_ref().session_id)))]
     async fn list_pending(
         &self,
         request: Request<ListPendingRequest>,
@@ -309,7 +309,7 @@ impl UserQuestions for UserQuestionsApi {
             .map_err(|e| status::to_status(&e, &session_id, None))
     }
 
-    #[instrument(name = "WhoAmI", skip_all, fields(tenant))]
+    #[instrument(level = "debug", name = "WhoAmI", skip_all, fields(tenant))]
     async fn who_am_i(
         &self,
         request: Request<WhoAmIRequest>,

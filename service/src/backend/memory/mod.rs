@@ -180,7 +180,7 @@ impl Backend for MemoryBackend {
             .by_rpc_id
             .get(rpc_id)
             .and_then(|seq| session.pending.get(seq))
-            .and_then(PendingAsk::requested)
+            .and_then(|ask| ask.requested())
             .map(|r| r.questions.clone())
             .ok_or_else(|| session.not_pending(rpc_id))
     }
@@ -266,7 +266,7 @@ impl Backend for MemoryBackend {
     ) -> Result<Option<String>, AskError> {
         let shard = self.inner.shard(key);
         Ok(
-            match shard.requests.get(&(key.clone(), request_id.to_owned())) {
+            match shard.requests.get(&(key.clone(), Arc::from(request_id))) {
                 Some(RequestState::Pending { rpc_id }) => Some(rpc_id.clone()),
                 _ => None,
             },

@@ -9,18 +9,22 @@ pub(super) struct Shard {
     /// Unused sessions waiting out their reconnect grace, by when it ends.
     pub(super) retiring: VecDeque<(Instant, SessionKey)>,
     /// Asks by (session, request_id), for retries.
-    pub(super) requests: HashMap<(SessionKey, String), RequestState>,
+    pub(super) requests: HashMap<RequestKey, RequestState>,
     /// Recorded outcomes by when they expire.
-    pub(super) request_expiry: VecDeque<(Instant, (SessionKey, String))>,
+    pub(super) request_expiry: VecDeque<(Instant, RequestKey)>,
 }
+
+/// A request id in its session; the id shared by the map and the expiry queue.
+pub(super) type RequestKey = (SessionKey, Arc<str>);
 
 pub(super) enum RequestState {
     Pending {
         rpc_id: String,
     },
+    /// The ask's `resolved` event, the one in the history (it holds the rpc_id and
+    /// the outcome): a finished request costs its key and a reference.
     Done {
-        outcome: Outcome,
-        rpc_id: String,
+        resolved: Message,
         expires: Instant,
     },
 }
@@ -30,7 +34,9 @@ pub(super) struct Session {
     /// Sequence number of the last event.
     pub(super) head: u64,
     /// Pending asks by the sequence number of their `requested` event: oldest first.
-    pub(super) pending: BTreeMap<u64, PendingAsk>,
+    /// Boxed, so a tree node's eleven slots cost a pointer each, not an ask each
+    /// (most sessions hold one or two asks).
+    pub(super) pending: BTreeMap<u64, Box<PendingAsk>>,
     pub(super) by_rpc_id: HashMap<Arc<str>, u64>,
     /// The last `history_len` events, oldest first, with their sequence numbers.
     pub(super) history: VecDeque<(u64, Message)>,
@@ -50,8 +56,8 @@ pub(super) struct PendingAsk {
     pub(super) requested: Message,
     /// The calls waiting for the outcome: the Ask, and retries that joined it.
     pub(super) waiters: Vec<oneshot::Sender<Outcome>>,
-    pub(super) agent: Option<AgentRef>,
-    pub(super) request_id: String,
+    /// Empty when the ask has none.
+    pub(super) request_id: Arc<str>,
 }
 
 impl PendingAsk {
@@ -60,6 +66,11 @@ impl PendingAsk {
             Some(Event::Requested(r)) => Some(r),
             _ => None,
         }
+    }
+
+    /// The agent the ask was made under, as its `requested` event names it.
+    pub(super) fn agent(&self) -> Option<&AgentRef> {
+        self.requested().and_then(|r| r.agent.as_ref())
     }
 }
 
@@ -102,7 +113,7 @@ impl Session {
 
     /// The pending asks, oldest first.
     pub(super) fn snapshot(&self) -> impl Iterator<Item = &PendingAsk> {
-        self.pending.values()
+        self.pending.values().map(|ask| &**ask)
     }
 
     /// The events after `after`, when the history still holds all of them.

@@ -134,7 +134,7 @@ impl Inner {
         let Some(session) = shard.sessions.get_mut(key) else {
             return;
         };
-        let Some(ask) = session.pending.remove(&seq) else {
+        let Some(ask) = session.pending.remove(&seq).map(|ask| *ask) else {
             return;
         };
         let rpc_id = ask
@@ -148,38 +148,37 @@ impl Inner {
             tenant.pending = tenant.pending.saturating_sub(1);
         }
         let message = session.push(self.config.history_len, Event::Resolved(resolved));
-        if let Some(tap) = self.tap.get() {
-            tap.report(Committed {
-                tenant: key.tenant.clone(),
-                message,
-                asked: Some(Asked::Event(ask.requested.clone())),
-            });
-        }
-        if let Some(agent) = &ask.agent
+        if let Some(agent) = ask.agent()
             && let Some(lease) = self
                 .agents
                 .lock()
                 .get_mut(&(key.tenant.clone(), agent.agent_id.clone()))
             && lease.incarnation == agent.incarnation
         {
-            lease.asks.remove(&(key.clone(), rpc_id.clone()));
-        }
-        if !ask.request_id.is_empty() {
-            let expires = Instant::now() + self.config.request_retention;
-            let request = (key.clone(), ask.request_id.clone());
-            shard.request_expiry.push_back((expires, request.clone()));
-            shard.requests.insert(
-                request,
-                RequestState::Done {
-                    outcome: outcome.clone(),
-                    rpc_id,
-                    expires,
-                },
-            );
+            lease.asks.remove(&(key.clone(), rpc_id));
         }
         // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
         for waiter in ask.waiters {
             let _ = waiter.send(outcome.clone());
+        }
+        if !ask.request_id.is_empty() {
+            let expires = Instant::now() + self.config.request_retention;
+            let request = (key.clone(), ask.request_id);
+            shard.request_expiry.push_back((expires, request.clone()));
+            shard.requests.insert(
+                request,
+                RequestState::Done {
+                    resolved: message.clone(),
+                    expires,
+                },
+            );
+        }
+        if let Some(tap) = self.tap.get() {
+            tap.report(Committed {
+                tenant: key.tenant.clone(),
+                message,
+                asked: Some(Asked::Event(ask.requested)),
+            });
         }
     }
 
@@ -206,7 +205,7 @@ impl Inner {
         key: &SessionKey,
         request_id: &str,
     ) -> Option<Registered> {
-        let request = (key.clone(), request_id.to_owned());
+        let request: RequestKey = (key.clone(), request_id.into());
         let (outcome_tx, outcome) = oneshot::channel();
         match shard.requests.get(&request)? {
             RequestState::Pending { rpc_id } => {
@@ -219,15 +218,14 @@ impl Inner {
                 debug!(%rpc_id, request_id, "a retry joined its pending ask");
                 Some(Registered { rpc_id, outcome })
             }
-            RequestState::Done {
-                outcome: recorded,
-                rpc_id,
-                expires,
-            } if *expires > Instant::now() => {
-                let _ = outcome_tx.send(recorded.clone());
-                debug!(%rpc_id, request_id, "a retry got its recorded outcome");
+            RequestState::Done { resolved, expires } if *expires > Instant::now() => {
+                let Some(Event::Resolved(resolved)) = &resolved.event else {
+                    return None;
+                };
+                let _ = outcome_tx.send(events::outcome_of(resolved));
+                debug!(rpc_id = %resolved.rpc_id, request_id, "a retry got its recorded outcome");
                 Some(Registered {
-                    rpc_id: rpc_id.clone(),
+                    rpc_id: resolved.rpc_id.clone(),
                     outcome,
                 })
             }
@@ -300,24 +298,24 @@ impl Inner {
         session
             .by_rpc_id
             .insert(rpc_id.as_str().into(), session.head);
+        let request_id: Arc<str> = ask.request_id.as_str().into();
         session.pending.insert(
             session.head,
-            PendingAsk {
+            Box::new(PendingAsk {
                 order: self.next_order.fetch_add(1, Ordering::Relaxed),
                 requested: message,
                 waiters: vec![outcome_tx],
-                agent: ask.agent.clone(),
-                request_id: ask.request_id.clone(),
-            },
+                request_id: request_id.clone(),
+            }),
         );
         if let (Some(agents), Some(agent)) = (agents.as_mut(), &ask.agent)
             && let Some(lease) = agents.get_mut(&(key.tenant.clone(), agent.agent_id.clone()))
         {
             lease.asks.insert((key.clone(), rpc_id.clone()));
         }
-        if !ask.request_id.is_empty() {
+        if !request_id.is_empty() {
             shard.requests.insert(
-                (key, ask.request_id),
+                (key, request_id),
                 RequestState::Pending {
                     rpc_id: rpc_id.clone(),
                 },
