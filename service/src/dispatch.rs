@@ -54,7 +54,7 @@ pub struct Dispatch {
 
 impl Dispatch {
     /// Adds a service, served at `/<its name>/<method>`.
-    pub fn add<S, B>(mut self, service: S) -> Self
+    pub fn serve<S, B>(mut self, service: S) -> Self
     where
         S: Service<Request<Body>, Response = Response<B>, Error = Infallible>
             + NamedService
@@ -138,7 +138,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_reaches_the_service_its_path_names_and_others_are_unimplemented() {
-        let mut dispatch = Dispatch::default().add(Named);
+        let mut dispatch = Dispatch::default().serve(Named);
         let served = call(&mut dispatch, "/test.v1.Named/Method").await;
         assert_eq!(served.headers()["x-path"], "/test.v1.Named/Method");
         for path in [

@@ -560,13 +560,13 @@ pub async fn run_with_metrics(
     );
 
     let services = Dispatch::default()
-        .add(health_service)
-        .add(reflection_v1)
-        .add(reflection_v1alpha)
-        .add(user_questions)
-        .add(agents)
-        .add(webhooks)
-        .add(slack);
+        .serve(health_service)
+        .serve(reflection_v1)
+        .serve(reflection_v1alpha)
+        .serve(user_questions)
+        .serve(agents)
+        .serve(webhooks)
+        .serve(slack);
 
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
