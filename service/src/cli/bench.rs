@@ -9,6 +9,7 @@
 //! each round trip crosses nodes), and prints throughput, p50/p99 and their ratio.
 
 use std::{
+    collections::BTreeMap,
     process::{ExitCode, Stdio},
     sync::{
         Arc,
@@ -148,6 +149,8 @@ struct Figures {
     concurrency: usize,
     asks: Load,
     checks: Load,
+    /// On one Redis: the commands it ran per ask during the measured asks, by name.
+    redis_commands: Option<BTreeMap<String, f64>>,
 }
 
 async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
@@ -162,6 +165,7 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for backend in &args.backends {
         let _own_redis: Box<dyn std::any::Any>;
+        let mut redis_url = None;
         let nodes = match backend {
             BenchBackend::Memory => vec![start_node(&[]).await?],
             BenchBackend::Redis => {
@@ -174,6 +178,7 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
                         url
                     }
                 };
+                redis_url = Some(url.clone());
                 redis_nodes(&url, false, args.nodes).await?
             }
             BenchBackend::Cluster => {
@@ -185,7 +190,8 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
             }
         };
         for &concurrency in &args.concurrency {
-            results.push(measure(*backend, &nodes, args.asks, concurrency).await?);
+            let redis = redis_url.as_deref();
+            results.push(measure(*backend, &nodes, redis, args.asks, concurrency).await?);
         }
     }
     print_table(&results);
@@ -223,6 +229,7 @@ async fn start_redis_check() -> anyhow::Result<()> {
 async fn measure(
     backend: BenchBackend,
     nodes: &[ServeProcess],
+    redis: Option<&str>,
     asks: usize,
     concurrency: usize,
 ) -> anyhow::Result<Figures> {
@@ -254,9 +261,30 @@ async fn measure(
     };
     let ask = Arc::new(ask);
     run_load(warmup(asks), concurrency, ask.clone()).await?;
+    let commands_before = match redis {
+        Some(url) => Some(commandstats(url).await?),
+        None => None,
+    };
     let before = Cpu::now(nodes)?;
     let mut asks = run_load(asks, concurrency, ask).await?;
     asks.cpu = Cpu::now(nodes)?.per_call_since(&before, asks.latency.len() as usize);
+    let redis_commands = match (redis, commands_before) {
+        (Some(url), Some(before)) => {
+            let after = commandstats(url).await?;
+            let count = asks.latency.len() as f64;
+            Some(
+                after
+                    .into_iter()
+                    .map(|(name, calls)| {
+                        let ran = calls - before.get(&name).copied().unwrap_or(0);
+                        (name, ran as f64 / count)
+                    })
+                    .filter(|(_, per_ask)| *per_ask > 0.0)
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
     bot.stop();
     let health = Arc::new(health);
     let check = move |worker: usize| {
@@ -281,7 +309,48 @@ async fn measure(
         concurrency,
         asks,
         checks,
+        redis_commands,
     })
+}
+
+/// Redis's `INFO <section>` at `url`.
+async fn redis_info(url: &str, section: &str) -> anyhow::Result<String> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    Ok(redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await?)
+}
+
+/// How many times Redis ran each command so far (`INFO commandstats`).
+async fn commandstats(url: &str) -> anyhow::Result<BTreeMap<String, u64>> {
+    Ok(parse_commandstats(&redis_info(url, "commandstats").await?))
+}
+
+/// `cmdstat_evalsha:calls=12,usec=...` lines, by command name.
+fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// The bytes Redis holds for its data set (`used_memory` of `INFO memory`).
+async fn redis_used_memory(url: &str) -> anyhow::Result<u64> {
+    redis_info(url, "memory")
+        .await?
+        .lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no used_memory in Redis's INFO")
 }
 
 /// `total` calls made by `concurrency` workers (`call(worker)` makes one), each worker
@@ -370,6 +439,28 @@ impl Bot {
     }
 }
 
+/// Redis commands per ask, the busiest first (the ones below 0.05 per ask left out).
+fn print_redis_commands(results: &[Figures]) {
+    for f in results {
+        let Some(commands) = &f.redis_commands else {
+            continue;
+        };
+        let total: f64 = commands.values().sum();
+        let mut busiest: Vec<_> = commands.iter().filter(|(_, n)| **n >= 0.05).collect();
+        busiest.sort_by(|a, b| b.1.total_cmp(a.1));
+        let listed: Vec<String> = busiest
+            .iter()
+            .map(|(name, n)| format!("{name} {n:.2}"))
+            .collect();
+        println!(
+            "Redis commands per ask, {} nodes at concurrency {} (INFO commandstats): {total:.1} ({})",
+            f.nodes,
+            f.concurrency,
+            listed.join(", ")
+        );
+    }
+}
+
 fn print_table(results: &[Figures]) {
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     println!(
@@ -447,6 +538,7 @@ fn print_table(results: &[Figures]) {
             p50(shared) / p50(memory),
         );
     }
+    print_redis_commands(results);
 }
 
 /// `askgate serve` from this same binary, with the per-tenant Ask rate lifted (the

@@ -381,7 +381,7 @@ mod tests {
             ..Default::default()
         };
         writer
-            .register(&key, &requested, "")
+            .register(&key, &requested, "", None)
             .await
             .expect("register");
         let resolved = Resolved {

@@ -38,6 +38,10 @@ pub struct CapacityArgs {
     /// Where the node keeps its state (redis and cluster start their own Redis).
     #[arg(long, value_enum, default_value = "memory")]
     pub backend: BenchBackend,
+    /// A flag for the node, as `askgate serve` takes it (repeatable), for example
+    /// `--node-arg=--history-len=0` to see what the resolved asks' history holds.
+    #[arg(long = "node-arg", allow_hyphen_values = true)]
+    pub node_args: Vec<String>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -61,18 +65,16 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let metrics = free_port()?;
     let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
     let per_tenant = (args.pending + args.big + 1).to_string();
-    let (node, _redis) = start_one(
-        args.backend,
-        &[
-            "--metrics",
-            &metrics,
-            "--max-pending-per-session",
-            &per_session,
-            "--max-pending-per-tenant",
-            &per_tenant,
-        ],
-    )
-    .await?;
+    let mut node_args = vec![
+        "--metrics",
+        &metrics,
+        "--max-pending-per-session",
+        &per_session,
+        "--max-pending-per-tenant",
+        &per_tenant,
+    ];
+    node_args.extend(args.node_args.iter().map(String::as_str));
+    let (node, _redis) = start_one(args.backend, &node_args).await?;
     let serving = serving_after(&node).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = node.rss()?;

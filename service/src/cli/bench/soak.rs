@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
 use super::{
-    BenchBackend, backend_name,
+    BenchBackend, RedisServer, backend_name,
     capacity::{free_port, gauge},
     start_one,
 };
@@ -58,6 +58,16 @@ pub struct SoakArgs {
     /// Connections the calls share.
     #[arg(long, default_value_t = 50)]
     pub connections: usize,
+    /// The node's `--request-retention`: how long it keeps a finished ask's outcome.
+    /// Shorter than the server's default (10m), so that what the node keeps of
+    /// finished asks reaches its steady size within the warm-up.
+    #[arg(long, default_value = "90s", value_parser = crate::cli::parse_duration)]
+    pub request_retention: Duration,
+    /// The node's `--history-len`: events kept per session for resuming. Smaller than
+    /// the server's default (1000) for the same reason: at the default load a session
+    /// gets about 27 events a minute.
+    #[arg(long, default_value_t = 40)]
+    pub history_len: usize,
     #[arg(long, value_enum, default_value = "memory")]
     pub backend: BenchBackend,
 }
@@ -87,7 +97,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let metrics = free_port()?;
     let per_session = (args.waiting / args.sessions + 1).to_string();
     let per_tenant = (args.waiting + args.sessions).to_string();
-    let (node, _redis) = start_one(
+    let retention = format!("{}ms", args.request_retention.as_millis());
+    let history_len = args.history_len.to_string();
+    let (node, redis) = start_one(
         args.backend,
         &[
             "--metrics",
@@ -96,9 +108,16 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             &per_session,
             "--max-pending-per-tenant",
             &per_tenant,
+            "--request-retention",
+            &retention,
+            "--history-len",
+            &history_len,
         ],
     )
     .await?;
+    let redis_url = redis
+        .downcast_ref::<RedisServer>()
+        .map(|redis| redis.url.clone());
     let mut clients = Vec::new();
     for _ in 0..args.connections {
         clients.push(Client::connect(node.url.clone()).await?);
@@ -219,20 +238,28 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
 
     println!(
         "askgate bench soak ({} backend): {} waiting asks over {} sessions, {} answered/s, \
-         {} subscribers reconnecting every {:?}, for {:?}",
+         {} subscribers reconnecting every {:?}, for {:?}; the node keeps outcomes for {:?} \
+         and {} events per session",
         backend_name(args.backend),
         args.waiting,
         args.sessions,
         args.answer_rate,
         args.subscribers,
         args.reconnect_every,
-        args.duration
+        args.duration,
+        args.request_retention,
+        args.history_len,
     );
     println!(
-        "  time   RSS MiB   tasks   pending      asked   answered    expired   resumed   reset   failed"
+        "  time   RSS MiB   tasks   pending      asked   answered    expired   resumed   reset   failed{}",
+        if redis_url.is_some() {
+            "  Redis MiB"
+        } else {
+            ""
+        }
     );
     let started = Instant::now();
-    let mut after_warm_up: Vec<(f64, u64)> = Vec::new();
+    let mut after_warm_up: Vec<(f64, u64, Option<f64>)> = Vec::new();
     let mut tick = tokio::time::interval(args.every);
     tick.tick().await;
     while started.elapsed() < args.duration {
@@ -240,9 +267,13 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         let rss = node.rss()? as f64 / MIB;
         let tasks = gauge(&metrics, "askgate_runtime_tasks").await?;
         let pending = gauge(&metrics, "askgate_pending_asks").await?;
+        let redis_memory = match &redis_url {
+            Some(url) => Some(super::redis_used_memory(url).await? as f64 / MIB),
+            None => None,
+        };
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
         println!(
-            "{:>5.0}s {:>9.1} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>8}",
+            "{:>5.0}s {:>9.1} {:>7} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>8}{}",
             started.elapsed().as_secs_f64(),
             rss,
             tasks,
@@ -253,16 +284,17 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             count(&progress.resumed),
             count(&progress.reset),
             count(&progress.failed),
+            redis_memory.map_or_else(String::new, |m| format!(" {m:>10.1}")),
         );
         if started.elapsed() >= args.warm_up {
-            after_warm_up.push((rss, tasks));
+            after_warm_up.push((rss, tasks, redis_memory));
         }
     }
     load.abort_all();
     if let (Some(first), Some(last)) = (after_warm_up.first(), after_warm_up.last()) {
         let (low, high) = after_warm_up
             .iter()
-            .fold((f64::MAX, 0f64), |(lo, hi), (rss, _)| {
+            .fold((f64::MAX, 0f64), |(lo, hi), (rss, _, _)| {
                 (lo.min(*rss), hi.max(*rss))
             });
         println!(
@@ -275,6 +307,12 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             first.1,
             last.1
         );
+        if let (Some(first), Some(last)) = (first.2, last.2) {
+            println!(
+                "Redis after the warm-up: {first:.1} to {last:.1} MiB ({:+.1}%)",
+                (last / first - 1.0) * 100.0
+            );
+        }
     } else {
         println!("no figures after the warm-up: run longer than --warm-up");
     }

@@ -31,8 +31,8 @@ use super::{
     fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
     keys::{parse_wait_member, wait_member},
     store::{
-        RedisHookStore, RedisStore, RedisTarget, Registration, Renewal, SessionKeys, StoredEvent,
-        TenantKeys, now_ms,
+        Listing, RedisHookStore, RedisStore, RedisTarget, Registration, Renewal, SessionKeys,
+        StoredEvent, TenantKeys, now_ms,
     },
 };
 use crate::backend::{
@@ -157,26 +157,31 @@ impl RedisBackend {
             request_id: ask.request_id.clone(),
             mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
         };
-        // On this node's wait list before the ask exists: if this node dies at any point
-        // after the script, the survivors still find the ask. In the same round trip,
-        // the unattended check (Semantics 8).
         let must_be_attended = ask.if_unattended == Unattended::Fail;
-        let listed = node.list_waiter(&key, &rpc_id, &spec);
-        let attended = async {
-            match must_be_attended {
-                true => node.store.attended(&key).await,
-                false => Ok(true),
+        // On one Redis the registration script lists the ask on this node's wait list
+        // and checks Semantics 8 itself. On a cluster the wait list lives in another
+        // slot: the ask goes on it before it exists (if this node dies at any point
+        // after the script, the survivors still find it), with the unattended check in
+        // the same round trip.
+        let listed_by_script = !node.store.is_cluster();
+        if !listed_by_script {
+            let listed = node.list_waiter(&key, &rpc_id, &spec);
+            let attended = async {
+                match must_be_attended {
+                    true => node.store.attended(&key).await,
+                    false => Ok(true),
+                }
+            };
+            let (listed, attended) = tokio::join!(listed, attended);
+            if let Err(e) = listed {
+                // Whatever part of the listing was written is swept as due.
+                node.unlist(&key, &rpc_id);
+                return Err(e);
             }
-        };
-        let (listed, attended) = tokio::join!(listed, attended);
-        if let Err(e) = listed {
-            // Whatever part of the listing was written is swept as due.
-            node.unlist(&key, &rpc_id);
-            return Err(e);
-        }
-        if !attended? {
-            node.unlist(&key, &rpc_id);
-            return Err(AskError::NoProvider);
+            if !attended? {
+                node.unlist(&key, &rpc_id);
+                return Err(AskError::NoProvider);
+            }
         }
         let requested = events::requested(&rpc_id, &mut ask);
         // Listen first and wait under the new id, so an answer given the instant the
@@ -185,13 +190,27 @@ impl RedisBackend {
         let live = match node.fanout.follow(&channel, SESSION_BUFFER).await {
             Ok(live) => live,
             Err(e) => {
-                node.unlist(&key, &rpc_id);
+                if !listed_by_script {
+                    node.unlist(&key, &rpc_id);
+                }
                 return Err(e);
             }
         };
         let outcome = node.add_waiter(&key, &rpc_id, &spec);
-        let registered = node.store.register(&key, &requested, &ask.request_id).await;
-        if !matches!(registered, Ok(Registration::New { .. })) {
+        let listing = Listing {
+            node_id: &node.id,
+            grace: spec.grace,
+            mark_ttl: spec.mark_ttl,
+            must_be_attended,
+        };
+        let registered = node
+            .store
+            .register(&key, &requested, &ask.request_id, Some(&listing))
+            .await;
+        // The script lists only a new ask; after an error, whatever it wrote is taken
+        // off (or swept as due).
+        let listed_here = !listed_by_script || registered.is_err();
+        if listed_here && !matches!(registered, Ok(Registration::New { .. })) {
             node.unlist(&key, &rpc_id);
         }
         let (rpc_id, outcome) = match registered {

@@ -1,12 +1,20 @@
 -- KEYS: asks order rids events head epoch request
---       [tenant_sessions tenant_pending tenant_held]
+--       [tenant_sessions tenant_pending tenant_held
+--        [node_waits wait_mark session_attended tenant_attended]]
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
 --       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
 --       now_ms max_tenant_sessions
+--       [wait_member node_id grace_ms mark_ttl_ms must_be_attended]
 -- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
 -- node checks the tenant's caps before (ADMIT_ASK) and does the tenant's part after
--- the script (TENANT_REGISTERED).
+-- the script (TENANT_REGISTERED). With the node's keys (one Redis only) the script also
+-- puts a new ask on the node's wait list and, for an ask that must be attended, checks
+-- that someone follows the session or its tenant (else the node listed it before).
 local tenant = KEYS[8] ~= nil
+local listing = KEYS[11] ~= nil
+if listing and ARGV[19] == '1' and redis.call('EXISTS', KEYS[13], KEYS[14]) == 0 then
+  return {'no_provider'}
+end
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -31,6 +39,11 @@ if tenant then
   -- The session holds state as long as its history: the idle TTL from now.
   redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
   redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
+end
+if listing then
+  redis.call('SADD', KEYS[11], ARGV[15])
+  redis.call('HSET', KEYS[12], ARGV[16], ARGV[17])
+  redis.call('PEXPIRE', KEYS[12], ARGV[18])
 end
 local epoch = redis.call('GET', KEYS[6])
 if not epoch then

@@ -30,6 +30,7 @@ use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use prost::Message as _;
 use redis::{AsyncCommands, Script};
 
+use super::keys::{node_waits_key, wait_member};
 pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
@@ -43,7 +44,9 @@ mod nodes;
 mod scripts;
 
 pub use hooks::RedisHookStore;
-pub use model::{Claimed, Registration, Snapshot, StoredEvent, encode_notice, parse_event};
+pub use model::{
+    Claimed, Listing, Registration, Snapshot, StoredEvent, encode_notice, parse_event,
+};
 use model::{live_message, parse_seq};
 pub use nodes::Renewal;
 use scripts::*;
@@ -245,11 +248,17 @@ impl RedisStore {
 
     /// Stores a new ask (or finds the one its request_id names) and publishes its
     /// `requested` event, atomically.
+    ///
+    /// With `listing` (on one Redis; a cluster keeps the node's wait list in another
+    /// slot, so [`Self::list_waiter`] runs before) the same script puts the new ask on
+    /// the node's wait list and, for an ask that must be attended, checks that someone
+    /// follows the session (Semantics 8): one round trip for all of it.
     pub async fn register(
         &self,
         key: &SessionKey,
         requested: &Requested,
         request_id: &str,
+        listing: Option<&Listing<'_>>,
     ) -> Result<Registration, AskError> {
         let keys = SessionKeys::new(key);
         let request_key = keys.request(if request_id.is_empty() {
@@ -304,7 +313,15 @@ impl RedisStore {
                 .key(tenant.pending())
                 .key(tenant.held_sessions());
         }
-        let reply: Vec<redis::Value> = invocation
+        let listing = listing.filter(|_| !cluster);
+        if let Some(listing) = listing {
+            invocation
+                .key(node_waits_key(listing.node_id))
+                .key(keys.wait_mark(&requested.rpc_id))
+                .key(keys.attended())
+                .key(tenant.attended());
+        }
+        invocation
             .arg(&requested.rpc_id)
             .arg(&bytes)
             .arg(request_id)
@@ -318,7 +335,16 @@ impl RedisStore {
             .arg(self.config.max_pending_per_tenant)
             .arg(self.conn.publish_command())
             .arg(now)
-            .arg(self.config.max_sessions_per_tenant)
+            .arg(self.config.max_sessions_per_tenant);
+        if let Some(listing) = listing {
+            invocation
+                .arg(wait_member(key, &requested.rpc_id))
+                .arg(listing.node_id)
+                .arg(listing.grace.as_millis() as u64)
+                .arg(listing.mark_ttl.as_millis() as u64)
+                .arg(if listing.must_be_attended { "1" } else { "0" });
+        }
+        let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -348,6 +374,7 @@ impl RedisStore {
             ))),
             "tenant_full" => Err(self.tenant_full()),
             "sessions_full" => Err(self.sessions_full()),
+            "no_provider" => Err(AskError::NoProvider),
             other => Err(AskError::Internal(format!(
                 "unexpected script reply {other:?}"
             ))),

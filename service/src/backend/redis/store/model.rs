@@ -17,6 +17,19 @@ pub enum Registration {
     Recorded { rpc_id: String, resolved: Resolved },
 }
 
+/// A new ask's place on its node's wait list, written by the registration script
+/// itself where it can be (see [`super::RedisStore::register`]).
+#[derive(Debug, Clone)]
+pub struct Listing<'a> {
+    pub node_id: &'a str,
+    /// The ask's reattach grace, kept in its wait mark.
+    pub grace: std::time::Duration,
+    /// How long the wait mark lives.
+    pub mark_ttl: std::time::Duration,
+    /// `if_unattended = FAIL`: refuse the ask (NO_PROVIDER) unless someone follows.
+    pub must_be_attended: bool,
+}
+
 /// A session's pending asks and the point of its history they reflect.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {

@@ -45,7 +45,7 @@ async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() 
     let redis = RedisServer::start().await;
     let store = store(&redis).await;
     let registered = store
-        .register(&key(), &requested("r1"), "")
+        .register(&key(), &requested("r1"), "", None)
         .await
         .expect("register");
     let Registration::New { seq, epoch } = registered else {
@@ -110,7 +110,7 @@ async fn concurrent_claims_have_exactly_one_winner() {
     for round in 0..20 {
         let rpc_id = format!("r{round}");
         store
-            .register(&key(), &requested(&rpc_id), "")
+            .register(&key(), &requested(&rpc_id), "", None)
             .await
             .expect("register");
         let claims: Vec<_> = (0..16)
@@ -141,14 +141,14 @@ async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() 
     let store = store(&redis).await;
     assert!(matches!(
         store
-            .register(&key(), &requested("r1"), "req")
+            .register(&key(), &requested("r1"), "req", None)
             .await
             .expect("register"),
         Registration::New { .. }
     ));
     assert_eq!(
         store
-            .register(&key(), &requested("r2"), "req")
+            .register(&key(), &requested("r2"), "req", None)
             .await
             .expect("retry"),
         Registration::Joined {
@@ -159,7 +159,7 @@ async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() 
     store.claim(&key(), &outcome).await.expect("claim");
     assert_eq!(
         store
-            .register(&key(), &requested("r3"), "req")
+            .register(&key(), &requested("r3"), "req", None)
             .await
             .expect("late retry"),
         Registration::Recorded {
@@ -184,7 +184,7 @@ async fn history_is_trimmed_and_an_old_cursor_must_reset() {
     for i in 0..5 {
         let rpc_id = format!("r{i}");
         store
-            .register(&key(), &requested(&rpc_id), "")
+            .register(&key(), &requested(&rpc_id), "", None)
             .await
             .expect("register");
         store
@@ -225,7 +225,7 @@ async fn after_a_run_nothing_is_kept_without_an_expiry() {
         let rpc_id = format!("r{i}");
         let request_id = if i % 2 == 0 { "req" } else { "" };
         store
-            .register(&key, &requested(&rpc_id), request_id)
+            .register(&key, &requested(&rpc_id), request_id, None)
             .await
             .expect("register");
         store
@@ -266,9 +266,9 @@ async fn the_pending_limit_is_enforced_in_the_script() {
     )
     .await;
     store
-        .register(&key(), &requested("r1"), "")
+        .register(&key(), &requested("r1"), "", None)
         .await
         .expect("first");
-    let full = store.register(&key(), &requested("r2"), "").await;
+    let full = store.register(&key(), &requested("r2"), "", None).await;
     assert!(matches!(full, Err(AskError::TooManyPending(_))));
 }
