@@ -64,6 +64,12 @@ impl SessionKeys {
         self.key("settled")
     }
 
+    /// The rpc_ids of [`Self::settled`], oldest first: the hash keeps the last
+    /// `history_len`.
+    pub fn settled_order(&self) -> String {
+        self.key("settled-order")
+    }
+
     /// Presence: someone follows the session (a node holds it while it does).
     pub fn attended(&self) -> String {
         self.key("attended")

@@ -8,7 +8,7 @@
 //! far the RSS and the tasks moved after the warm-up.
 
 use std::{
-    collections::VecDeque,
+    collections::{BTreeMap, VecDeque},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -79,6 +79,8 @@ struct Progress {
     answered: AtomicU64,
     expired: AtomicU64,
     failed: AtomicU64,
+    /// The first failure of each kind (code and reason), with how many there were.
+    failures: Mutex<BTreeMap<String, (u64, String)>>,
     resumed: AtomicU64,
     reset: AtomicU64,
 }
@@ -141,7 +143,14 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
                 let counter = match client.ask(ask).await {
                     Ok(_) => &progress.answered,
                     Err(e) if e.reason() == askgate_client::Reason::AskExpired => &progress.expired,
-                    Err(_) => {
+                    Err(e) => {
+                        let kind = format!("{:?} {:?}", e.code(), e.reason());
+                        progress
+                            .failures
+                            .lock()
+                            .entry(kind)
+                            .or_insert_with(|| (0, e.to_string()))
+                            .0 += 1;
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         &progress.failed
                     }
@@ -291,6 +300,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         }
     }
     load.abort_all();
+    for (kind, (count, first)) in progress.failures.lock().iter() {
+        println!("failed: {count} x {kind}, the first: {first}");
+    }
     if let (Some(first), Some(last)) = (after_warm_up.first(), after_warm_up.last()) {
         let (low, high) = after_warm_up
             .iter()

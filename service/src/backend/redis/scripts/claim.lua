@@ -2,8 +2,10 @@
 --       [tenant_sessions tenant_pending tenant_held]
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
 --       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
+--       settled_order
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
--- The wait mark shares the session's hash tag, so it lives in this slot.
+-- The wait mark and the settled order share the session's hash tag, so they live in
+-- this slot.
 local tenant = KEYS[8] ~= nil
 local asked = redis.call('HGET', KEYS[1], ARGV[1])
 if not asked then
@@ -23,6 +25,13 @@ redis.call('RPUSH', KEYS[4], event)
 redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
 redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
 redis.call('EXPIRE', KEYS[7], ARGV[5])
+-- The session remembers how its last history_len asks ended, as its history does: a
+-- busy session's settled hash would otherwise grow for as long as it stays busy.
+redis.call('RPUSH', ARGV[14], ARGV[1])
+while redis.call('LLEN', ARGV[14]) > tonumber(ARGV[4]) do
+  redis.call('HDEL', KEYS[7], redis.call('LPOP', ARGV[14]))
+end
+redis.call('EXPIRE', ARGV[14], ARGV[5])
 local request_id = redis.call('HGET', KEYS[3], ARGV[1])
 if request_id then
   redis.call('HDEL', KEYS[3], ARGV[1])

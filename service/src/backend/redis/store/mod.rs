@@ -478,6 +478,7 @@ impl RedisStore {
             .arg(self.conn.publish_command())
             .arg(keys.wait_mark(&resolved.rpc_id))
             .arg(now_ms())
+            .arg(keys.settled_order())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;

@@ -272,3 +272,59 @@ async fn the_pending_limit_is_enforced_in_the_script() {
     let full = store.register(&key(), &requested("r2"), "", None).await;
     assert!(matches!(full, Err(AskError::TooManyPending(_))));
 }
+
+#[tokio::test]
+async fn a_busy_session_remembers_how_its_last_history_len_asks_ended_not_every_ask() {
+    let redis = RedisServer::start().await;
+    let history_len = 3;
+    let store = store_with(
+        &redis,
+        Settings {
+            history_len,
+            ..Settings::default()
+        },
+    )
+    .await;
+    for round in 0..history_len + 2 {
+        let rpc_id = format!("r{round}");
+        store
+            .register(&key(), &requested(&rpc_id), "", None)
+            .await
+            .expect("register");
+        store
+            .claim(&key(), &resolved(&rpc_id, Resolution::Answered, "ana"))
+            .await
+            .expect("claim");
+    }
+    let settled_of = |rpc_id: &'static str| {
+        let store = store.clone();
+        async move {
+            match store
+                .claim(&key(), &resolved(rpc_id, Resolution::Cancelled, "bo"))
+                .await
+            {
+                Err(AskError::NotPending { settled }) => settled,
+                other => panic!("{rpc_id} is not pending any more, got {other:?}"),
+            }
+        }
+    };
+    // The two oldest are forgotten; the last three are remembered.
+    assert_eq!(settled_of("r0").await, None);
+    assert_eq!(settled_of("r1").await, None);
+    for rpc_id in ["r2", "r3", "r4"] {
+        assert_eq!(
+            settled_of(rpc_id).await.map(|s| s.resolved_by),
+            Some("ana".to_owned()),
+            "{rpc_id} is among the last {history_len}"
+        );
+    }
+    let mut conn = redis::Client::open(redis.url.as_str())
+        .expect("client")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let keys = SessionKeys::new(&key());
+    let held: usize = conn.hlen(keys.settled()).await.expect("HLEN");
+    let order: usize = conn.llen(keys.settled_order()).await.expect("LLEN");
+    assert_eq!((held, order), (history_len, history_len));
+}
