@@ -52,8 +52,9 @@ pub struct SoakArgs {
     /// How often the figures are printed.
     #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
     pub every: Duration,
-    /// The figures before this are the warm-up, left out of the drift.
-    #[arg(long, default_value = "2m", value_parser = crate::cli::parse_duration)]
+    /// The figures before this are the warm-up, left out of the drift: long enough for
+    /// the retention windows below to fill (and for Redis to expire what they let go).
+    #[arg(long, default_value = "3m", value_parser = crate::cli::parse_duration)]
     pub warm_up: Duration,
     /// Connections the calls share.
     #[arg(long, default_value_t = 50)]
