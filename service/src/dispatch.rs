@@ -23,7 +23,7 @@ use tower::Service;
 pub type CallFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
 /// One service that can be called through a shared reference.
-trait Route: Send + Sync {
+pub(crate) trait Route: Send + Sync {
     fn call(&self, request: Request<Body>) -> CallFuture;
 }
 
@@ -54,17 +54,9 @@ pub struct Dispatch {
 
 impl Dispatch {
     /// Adds a service, served at `/<its name>/<method>`.
-    pub fn serve<S, B>(mut self, service: S) -> Self
+    pub(crate) fn serve<S>(mut self, service: S) -> Self
     where
-        S: Service<Request<Body>, Response = Response<B>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<tonic::codegen::StdError>,
+        S: Route + NamedService + 'static,
     {
         let routes = Arc::get_mut(&mut self.routes).expect("routes are added before serving");
         routes.push((format!("/{}/", S::NAME), Box::new(service)));
