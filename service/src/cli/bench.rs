@@ -550,6 +550,19 @@ async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
     ServeProcess::spawn(&askgate, &args).await
 }
 
+/// The flags of a node the bench watches: its metrics listener (RSS aside, the figures
+/// come from there) and pending caps the scenario's load fits in.
+fn measured_node<'a>(metrics: &'a str, per_session: &'a str, per_tenant: &'a str) -> Vec<&'a str> {
+    vec![
+        "--metrics",
+        metrics,
+        "--max-pending-per-session",
+        per_session,
+        "--max-pending-per-tenant",
+        per_tenant,
+    ]
+}
+
 /// One node on `backend` with `extra` flags; for Redis (or a cluster) also the Redis it
 /// uses, started here and stopped when the second value drops.
 async fn start_one(

@@ -14,7 +14,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use super::{BenchBackend, backend_name, start_one};
+use super::{BenchBackend, backend_name, measured_node, start_one};
 use crate::testing::ServeProcess;
 
 #[derive(Debug, Args)]
@@ -65,14 +65,7 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let metrics = free_port()?;
     let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
     let per_tenant = (args.pending + args.big + 1).to_string();
-    let mut node_args = vec![
-        "--metrics",
-        &metrics,
-        "--max-pending-per-session",
-        &per_session,
-        "--max-pending-per-tenant",
-        &per_tenant,
-    ];
+    let mut node_args = measured_node(&metrics, &per_session, &per_tenant);
     node_args.extend(args.node_args.iter().map(String::as_str));
     let (node, _redis) = start_one(args.backend, &node_args).await?;
     let serving = serving_after(&node).await?;

@@ -26,7 +26,7 @@ use tokio_stream::StreamExt;
 use super::{
     BenchBackend, RedisServer, backend_name,
     capacity::{free_port, gauge},
-    start_one,
+    measured_node, start_one,
 };
 
 #[derive(Debug, Args)]
@@ -102,22 +102,14 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let per_tenant = (args.waiting + args.sessions).to_string();
     let retention = format!("{}ms", args.request_retention.as_millis());
     let history_len = args.history_len.to_string();
-    let (node, redis) = start_one(
-        args.backend,
-        &[
-            "--metrics",
-            &metrics,
-            "--max-pending-per-session",
-            &per_session,
-            "--max-pending-per-tenant",
-            &per_tenant,
-            "--request-retention",
-            &retention,
-            "--history-len",
-            &history_len,
-        ],
-    )
-    .await?;
+    let mut node_args = measured_node(&metrics, &per_session, &per_tenant);
+    node_args.extend([
+        "--request-retention",
+        &retention,
+        "--history-len",
+        &history_len,
+    ]);
+    let (node, redis) = start_one(args.backend, &node_args).await?;
     let redis_url = redis
         .downcast_ref::<RedisServer>()
         .map(|redis| redis.url.clone());
