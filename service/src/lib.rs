@@ -14,6 +14,7 @@
 //! - [`webhooks`]: signed webhooks with durable delivery, and reminders;
 //! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
 //! - [`metrics`]: Prometheus metrics and their listener;
+//! - [`origin`]: the Host/Origin policy in front of every HTTP entry;
 //! - `testing`: real redis-server and `askgate serve` processes, for `askgate bench`
 //!   and the tests; public only with the `testing` feature (the integration tests
 //!   turn it on), so it is not part of the library's default surface.
@@ -26,6 +27,7 @@ pub mod dispatch;
 pub mod domain;
 pub mod mcp;
 pub mod metrics;
+pub mod origin;
 pub mod protojson;
 pub mod questions;
 pub mod server;

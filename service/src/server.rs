@@ -32,6 +32,7 @@ use crate::{
     domain::Limits,
     mcp::{Asker, McpSettings, http::McpLayer},
     metrics::Metrics,
+    origin::{OriginPolicy, PublicUrl},
     questions::{AskRate, Questions},
     slack::{
         Slack,
@@ -166,8 +167,12 @@ pub struct ServerConfig {
     pub redis_ca_file: Option<std::path::PathBuf>,
     /// The Redis URL lists Redis Cluster nodes (comma-separated).
     pub redis_cluster: bool,
-    /// Which other origins' web pages may call the API over gRPC-Web.
+    /// Which other origins' web pages may call the API over gRPC-Web
+    /// (`--allowed-origin`).
     pub cors: CorsOrigins,
+    /// The URL this node is reached by from outside (`--public-url`): its host is
+    /// accepted on a loopback listener, its origin from browsers.
+    pub public_url: Option<PublicUrl>,
     /// Serve the browser console at `/console/`.
     pub console: bool,
     /// Serve MCP over streamable HTTP at `/mcp`.
@@ -374,6 +379,7 @@ impl Default for ServerConfig {
             redis_ca_file: None,
             redis_cluster: false,
             cors: CorsOrigins::SameOrigin,
+            public_url: None,
             console: true,
             mcp: true,
             mcp_max_wait: None,
@@ -467,7 +473,6 @@ pub async fn run_with_metrics(
             },
             gate.clone(),
             config.max_message_bytes,
-            matches!(config.auth, AuthConfig::None { .. }) && local_addr.ip().is_loopback(),
         )
     });
     let _metrics_task = match metrics_listener {
@@ -578,7 +583,15 @@ pub async fn run_with_metrics(
             .tls_config(tls.server_config()?)
             .context("invalid TLS configuration")?;
     }
+    let origin_policy = OriginPolicy::new(
+        local_addr.ip().is_loopback(),
+        config.public_url.clone(),
+        config.cors.clone(),
+    );
     let server = builder
+        // Every HTTP entry: who may name this node as Host, which pages may call it.
+        // First, so that nothing reads a refused request's body.
+        .layer(origin_policy)
         // gRPC-Web (browsers) on the same listener: HTTP/1.1 is accepted beside HTTP/2,
         // and the gRPC-Web layer translates its calls for the same services.
         .accept_http1(true)

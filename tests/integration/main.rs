@@ -12,6 +12,7 @@ mod errors;
 mod fanout;
 mod first_wins;
 mod grpc_web;
+mod hardening;
 mod hook;
 mod intent;
 mod lagging;

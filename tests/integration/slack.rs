@@ -266,6 +266,17 @@ async fn interact_with(
     secret: Option<&str>,
     timestamp: u64,
 ) -> (u16, Value) {
+    interact_spelled(addr, payload, secret, timestamp, str::to_owned).await
+}
+
+/// [`interact_with`], the signature's hex spelled by `spell`.
+async fn interact_spelled(
+    addr: SocketAddr,
+    payload: &Value,
+    secret: Option<&str>,
+    timestamp: u64,
+    spell: fn(&str) -> String,
+) -> (u16, Value) {
     let body = format!(
         "payload={}",
         form_urlencoded::byte_serialize(payload.to_string().as_bytes()).collect::<String>()
@@ -279,7 +290,7 @@ async fn interact_with(
         let signature = hex::encode(ring::hmac::sign(&key, signed.as_bytes()).as_ref());
         request = request
             .header("x-slack-request-timestamp", timestamp.to_string())
-            .header("x-slack-signature", format!("v0={signature}"));
+            .header("x-slack-signature", format!("v0={}", spell(&signature)));
     }
     let request = request.body(Full::new(Bytes::from(body))).expect("request");
     within("the interactivity endpoint", async {
@@ -752,6 +763,23 @@ async fn unsigned_forged_stale_and_replayed_requests_are_refused() {
     let (status, body) = interact_with(server.addr, &checks, Some(SIGNING_SECRET), at).await;
     assert_eq!(status, 401, "{body}");
     assert!(body.to_string().contains("replayed"), "{body}");
+    // The same signature in other letters is the same request.
+    for spell in [str::to_ascii_uppercase, |hex: &str| {
+        hex.char_indices()
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }] {
+        let (status, body) =
+            interact_spelled(server.addr, &checks, Some(SIGNING_SECRET), at, spell).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(body.to_string().contains("replayed"), "{body}");
+    }
 
     // The other workspace's click, validly signed, is refused too.
     let mut elsewhere = yes.clone();

@@ -47,6 +47,11 @@ pub struct BotArgs {
     /// Print one JSON line per resolved batch.
     #[arg(long)]
     pub verbose: bool,
+    /// Answer tool permission asks (`askgate hook claude-code`'s "Allow Claude to use
+    /// …?") by the policy too. Without it the bot leaves them to a human: under
+    /// `first` it would approve every tool call.
+    #[arg(long)]
+    pub approve_permissions: bool,
 }
 
 impl BotArgs {
@@ -94,6 +99,15 @@ pub async fn run(args: BotArgs) -> ExitCode {
 }
 
 async fn resolve(mut client: Client, args: BotArgs, requested: Requested) {
+    let (key, value) = super::hook::PERMISSION_LABEL;
+    let permission = requested.labels.get(key).is_some_and(|v| v == value);
+    if permission && !args.approve_permissions {
+        warn!(
+            rpc_id = %requested.rpc_id,
+            "a tool permission ask: left to a human (--approve-permissions to resolve it)"
+        );
+        return;
+    }
     if !args.delay.is_zero() {
         tokio::time::sleep(args.delay).await;
     }

@@ -27,7 +27,13 @@ pub fn file_args(
         let name = key.replace('_', "-");
         let arg = command
             .get_arguments()
-            .find(|arg| arg.get_long() == Some(name.as_str()) && name != "config")
+            .find(|arg| {
+                let long = arg.get_long() == Some(name.as_str());
+                let alias = arg
+                    .get_visible_aliases()
+                    .is_some_and(|aliases| aliases.contains(&name.as_str()));
+                (long || alias) && name != "config"
+            })
             .ok_or_else(|| {
                 format!(
                     "unknown setting {key:?} in {}: settings are `askgate serve` flags \
@@ -66,7 +72,7 @@ pub fn file_args(
                     ));
                 }
             };
-            args.push(format!("--{name}={text}").into());
+            args.push(format!("--{}={text}", arg.get_long().unwrap_or(&name)).into());
         }
     }
     Ok(args)

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::common::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
-use crate::domain::validate;
+use crate::domain::{shown::head_and_tail, validate};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum HookCommand {
@@ -77,6 +77,10 @@ struct ClaudeOption {
     #[serde(default)]
     description: Option<String>,
 }
+
+/// The label that marks a tool permission ask: `askgate bot` never approves one unless
+/// told to (`--approve-permissions`).
+pub const PERMISSION_LABEL: (&str, &str) = ("kind", "tool-permission");
 
 /// The labels of the permission question.
 const ALLOW_ONCE: &str = "Allow once";
@@ -150,6 +154,9 @@ async fn decide(args: &ClaudeCodeArgs, session: &str, input: &HookInput) -> Deci
         .label("tool", &input.tool_name)
         // A short retry budget: an unreachable askgate must not hold Claude up.
         .retry_for(Duration::from_secs(5));
+    if input.hook_event_name == "PermissionRequest" {
+        ask = ask.label(PERMISSION_LABEL.0, PERMISSION_LABEL.1);
+    }
     for question in questions {
         ask = ask.question(question);
     }
@@ -192,7 +199,8 @@ fn questions_of(input: &HookInput) -> Option<Vec<Question>> {
                 id: "permission".into(),
                 question: format!("Allow Claude to use {tool}?"),
                 header: Some("Permission".into()),
-                detail: Some(cut(&detail, 60 * 1024)),
+                // The human sees the command's end even when it does not fit whole.
+                detail: Some(head_and_tail(&detail, MAX_DETAIL_BYTES).into_owned()),
                 options: [ALLOW_ONCE, DENY]
                     .iter()
                     .map(|label| QuestionOption {
@@ -207,14 +215,9 @@ fn questions_of(input: &HookInput) -> Option<Vec<Question>> {
     }
 }
 
-/// `text` cut to at most `max` bytes on a character boundary.
-fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
-}
+/// Most of a tool's input shown as a permission's detail: under the server's default
+/// `--max-detail-bytes`, with room for the question around it.
+const MAX_DETAIL_BYTES: usize = 60 * 1024;
 
 fn decision_of(input: &HookInput, outcome: Result<AskResponse, Error>) -> Decision {
     let permission = input.hook_event_name == "PermissionRequest";

@@ -11,6 +11,7 @@ use crate::{
     auth::jwt::KeySource,
     backend::Settings,
     domain::{Limits, validate},
+    origin::PublicUrl,
     server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
         run_with_metrics,
@@ -206,13 +207,20 @@ pub struct ServeArgs {
     pub subscriber_buffer: usize,
     /// A web origin (`https://app.example.com`) whose pages may call the API over
     /// gRPC-Web; repeat it, or give `*` for any origin. Without it, only pages served
-    /// by askgate itself (the console) may.
+    /// by askgate itself (the console) may: a browser request from any other origin is
+    /// refused with 403 (`--allowed-origin` is the same flag).
     #[arg(
         long = "cors-origin",
+        visible_alias = "allowed-origin",
         env = "ASKGATE_CORS_ORIGIN",
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
+    /// The URL this node is reached by from outside (`https://askgate.example.com`, a
+    /// proxy's): on a loopback listener its host is accepted besides the loopback
+    /// names, and browsers on its origin may call the API.
+    #[arg(long, env = "ASKGATE_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Serve the browser console at /console/ (`on` or `off`).
     #[arg(long, env = "ASKGATE_CONSOLE", default_value = "on", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
@@ -387,6 +395,11 @@ impl ServeArgs {
             redis_ca_file: self.redis_ca_file.clone(),
             redis_cluster: self.redis_cluster,
             cors: CorsOrigins::parse(&self.cors_origins)?,
+            public_url: self
+                .public_url
+                .as_deref()
+                .map(PublicUrl::parse)
+                .transpose()?,
             console: self.console,
             mcp: self.mcp,
             mcp_max_wait: match self.mcp_max_wait {

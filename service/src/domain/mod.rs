@@ -5,6 +5,7 @@ pub mod answer;
 pub mod error;
 pub mod limits;
 pub mod model;
+pub mod shown;
 pub mod validate;
 
 pub use error::{AskError, Echo, Settled, Violation, bounded, echo};

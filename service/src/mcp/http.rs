@@ -50,24 +50,15 @@ pub struct McpLayer {
 }
 
 impl McpLayer {
-    /// `loopback_only`: anonymous callers on a loopback listener; then rmcp's check
-    /// that the `Host` header names a loopback address stays on, so that a web page
-    /// cannot reach `/mcp` through DNS rebinding. With credentials (or a listener
-    /// that anonymous callers reach from the network on purpose) it is off.
-    pub fn new(
-        asker: Asker,
-        settings: McpSettings,
-        gate: Gate,
-        max_body_bytes: usize,
-        loopback_only: bool,
-    ) -> Self {
+    /// The node's Host/Origin policy ([`crate::origin`]) has admitted every request
+    /// before it gets here, so rmcp's own Host check (loopback names only, blind to
+    /// `--public-url`) is off.
+    pub fn new(asker: Asker, settings: McpSettings, gate: Gate, max_body_bytes: usize) -> Self {
         let settings = Arc::new(settings);
         let waiting = WaitingAsks::default();
-        let mut config =
-            StreamableHttpServerConfig::default().with_max_request_body_bytes(max_body_bytes);
-        if !loopback_only {
-            config = config.disable_allowed_hosts();
-        }
+        let config = StreamableHttpServerConfig::default()
+            .with_max_request_body_bytes(max_body_bytes)
+            .disable_allowed_hosts();
         let service = StreamableHttpService::new(
             move || {
                 Ok(AskgateMcp::new(

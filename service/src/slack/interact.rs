@@ -94,6 +94,8 @@ fn ref_of(payload: &Value) -> Option<Ref> {
 }
 
 /// Checks Slack's signature of `body` with the app's `secret`, and the timestamp.
+/// Returns the signature's bytes in hex as the request's replay key: the same bytes
+/// however the header spells them (hex is read in either case).
 fn verify(
     headers: &HeaderMap,
     body: &[u8],
@@ -120,7 +122,7 @@ fn verify(
     let mut signed = format!("v0:{timestamp}:").into_bytes();
     signed.extend_from_slice(body);
     ring::hmac::verify(&key, &signed, &given).map_err(|_| UNVERIFIED)?;
-    Ok(signature.to_owned())
+    Ok(hex::encode(given))
 }
 
 /// A Slack id (team, user): letters and digits, or nothing.
@@ -521,6 +523,21 @@ mod tests {
         assert!(
             verify(&HeaderMap::new(), body, b"s3cret", now)
                 .is_err_and(|e| e.starts_with("unsigned"))
+        );
+        // One replay key however the signature's hex is spelled.
+        let mut shouting = good.clone();
+        let upper = good["x-slack-signature"]
+            .to_str()
+            .expect("ascii")
+            .replacen("v0=", "", 1)
+            .to_ascii_uppercase();
+        shouting.insert(
+            "x-slack-signature",
+            format!("v0={upper}").parse().expect("header"),
+        );
+        assert_eq!(
+            verify(&shouting, body, b"s3cret", now),
+            verify(&good, body, b"s3cret", now)
         );
         let mut mangled = good.clone();
         mangled.insert("x-slack-signature", "v1=abc".parse().expect("header"));
