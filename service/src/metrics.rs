@@ -52,6 +52,9 @@ struct Inner {
     pending: Gauge,
     subscribers: Gauge,
     tasks: Gauge,
+    mcp_sessions: Gauge,
+    connections: Gauge,
+    refused_connections: Counter,
     webhook_deliveries: Family<Labels, Counter>,
     notices: Family<Labels, Counter>,
 }
@@ -101,6 +104,24 @@ impl Metrics {
             "Tasks alive in the node's async runtime (a steady load keeps it flat)",
             tasks.clone(),
         );
+        let mcp_sessions = Gauge::default();
+        registry.register(
+            "mcp_sessions",
+            "MCP sessions open on /mcp on this node",
+            mcp_sessions.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "connections",
+            "Client connections open on this node",
+            connections.clone(),
+        );
+        let refused_connections = Counter::default();
+        registry.register(
+            "refused_connections",
+            "Connections closed at once because the node held --max-connections",
+            refused_connections.clone(),
+        );
         let webhook_deliveries = Family::<Labels, Counter>::default();
         registry.register(
             "webhook_deliveries",
@@ -129,6 +150,9 @@ impl Metrics {
                 pending,
                 subscribers,
                 tasks,
+                mcp_sessions,
+                connections,
+                refused_connections,
             }),
         }
     }
@@ -195,6 +219,21 @@ impl Metrics {
             method,
             started: Instant::now(),
         }
+    }
+
+    /// MCP sessions open on this node (set by `/mcp`).
+    pub fn mcp_sessions(&self) -> &Gauge {
+        &self.inner.mcp_sessions
+    }
+
+    /// Client connections open on this node (set by the listener).
+    pub fn connections(&self) -> &Gauge {
+        &self.inner.connections
+    }
+
+    /// Connections refused at `--max-connections`.
+    pub fn refused_connections(&self) -> &Counter {
+        &self.inner.refused_connections
     }
 
     /// The text exposition, with the gauges read from `backend` now.

@@ -24,7 +24,9 @@ use tokio_stream::StreamExt;
 
 use crate::{
     auth,
-    backend::{Attached, Backend, EventStream, Holder, Scope, SubscribeOptions, events},
+    backend::{
+        Attached, Backend, Budget, EventStream, Holder, Scope, Settings, SubscribeOptions, events,
+    },
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
     webhooks::Hooks,
@@ -77,6 +79,8 @@ pub struct Questions {
     hooks: Option<Hooks>,
     /// The reminder schedule of asks that set none.
     default_notify: Option<NotifyPolicy>,
+    /// Subscribe streams one tenant may hold open, over every node.
+    max_streams_per_tenant: usize,
 }
 
 impl Questions {
@@ -97,6 +101,7 @@ impl Questions {
             draining: Arc::new(AtomicBool::new(false)),
             hooks: None,
             default_notify: None,
+            max_streams_per_tenant: Settings::default().max_streams_per_tenant,
         }
     }
 
@@ -111,6 +116,17 @@ impl Questions {
     pub fn with_default_notify(mut self, notify: NotifyPolicy) -> Self {
         self.default_notify = Some(notify).filter(schedules_something);
         self
+    }
+
+    /// At most `max` Subscribe streams per tenant, over every node.
+    pub fn with_max_streams_per_tenant(mut self, max: usize) -> Self {
+        self.max_streams_per_tenant = max;
+        self
+    }
+
+    /// The engine, for what other use cases hold of a tenant's budgets (MCP sessions).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
     }
 
     /// Checks an ask before anything is stored: a node draining, an invalid batch,
@@ -422,7 +438,16 @@ impl Questions {
             exclusive: request.exclusive,
             passive: patterns.is_some(),
         };
+        let hold = self
+            .backend
+            .hold(tenant, Budget::Streams, self.max_streams_per_tenant)
+            .await?;
         let events = self.backend.subscribe(scope, options).await?;
+        // The stream holds its unit of the tenant's budget until it is dropped.
+        let events: EventStream = Box::pin(events.map(move |item| {
+            let _held = &hold;
+            item
+        }));
         Ok(match patterns {
             None => events,
             Some(patterns) => Box::pin(events.filter(move |item| {
@@ -612,6 +637,14 @@ mod tests {
 
     #[async_trait]
     impl Backend for SlowRegistration {
+        async fn hold(
+            &self,
+            tenant: &str,
+            budget: Budget,
+            max: usize,
+        ) -> Result<crate::backend::BudgetHold, AskError> {
+            self.inner.hold(tenant, budget, max).await
+        }
         async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
             let registered = self.inner.register(ask).await;
             let _permit = self.permits.acquire().await.expect("open");

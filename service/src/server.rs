@@ -30,7 +30,10 @@ use crate::{
     },
     dispatch::Dispatch,
     domain::Limits,
-    mcp::{Asker, McpSettings, http::McpLayer},
+    mcp::{
+        Asker, McpSettings,
+        http::{McpBudget, McpLayer},
+    },
     metrics::Metrics,
     origin::{OriginPolicy, PublicUrl},
     questions::{AskRate, Questions},
@@ -179,6 +182,8 @@ pub struct ServerConfig {
     pub mcp: bool,
     /// Longest one MCP tool call waits before it returns "still waiting".
     pub mcp_max_wait: Option<Duration>,
+    /// MCP sessions this node holds at once, over all tenants.
+    pub max_mcp_sessions: usize,
     /// Webhook delivery: retries, timeouts, per-tenant caps, private addresses.
     pub webhooks: WebhookConfig,
     /// The reminder schedule of asks that set none (all zero: none).
@@ -383,6 +388,7 @@ impl Default for ServerConfig {
             console: true,
             mcp: true,
             mcp_max_wait: None,
+            max_mcp_sessions: 4096,
             webhooks: WebhookConfig::default(),
             slack_api_url: crate::slack::api::DEFAULT_API_URL.to_owned(),
             secret_key_file: None,
@@ -459,7 +465,8 @@ pub async fn run_with_metrics(
         },
     )
     .with_hooks(hooks.clone())
-    .with_default_notify(config.default_notify);
+    .with_default_notify(config.default_notify)
+    .with_max_streams_per_tenant(config.settings.max_streams_per_tenant);
     let gate = Gate::new(auth.clone(), metrics.clone());
     let mcp = config.mcp.then(|| {
         McpLayer::new(
@@ -473,6 +480,12 @@ pub async fn run_with_metrics(
             },
             gate.clone(),
             config.max_message_bytes,
+            backend.clone(),
+            McpBudget {
+                per_tenant: config.settings.max_mcp_sessions_per_tenant,
+                per_node: config.max_mcp_sessions,
+            },
+            &metrics,
         )
     });
     let _metrics_task = match metrics_listener {

@@ -1,7 +1,7 @@
 //! Support for tests and benchmarks: real `redis-server`s and Redis Clusters to point a
 //! Redis backend at, and `askgate serve` as a child process.
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use crate::backend::redis::RedisTarget;
 
@@ -246,7 +246,20 @@ pub struct ServeProcess {
     /// `http://<its address>`.
     pub url: String,
     drain: tokio::task::JoinHandle<()>,
+    log: Arc<parking_lot::Mutex<ServeLog>>,
 }
+
+/// What the tests may ask of a serve process's log once it is read away.
+#[derive(Default)]
+struct ServeLog {
+    /// Bytes of the longest line so far.
+    longest: usize,
+    /// The last lines, each cut to [`RECENT_LINE_BYTES`].
+    recent: std::collections::VecDeque<String>,
+}
+
+const RECENT_LINES: usize = 256;
+const RECENT_LINE_BYTES: usize = 512;
 
 impl ServeProcess {
     /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
@@ -277,12 +290,24 @@ impl ServeProcess {
         })
         .await
         .context("askgate serve did not start within 10 s")??;
+        let log = Arc::new(parking_lot::Mutex::new(ServeLog::default()));
+        let kept = log.clone();
         let drain = tokio::spawn(async move {
             let echo = std::env::var_os("ASKGATE_ECHO_SERVE_LOG").is_some();
             while let Ok(Some(line)) = lines.next_line().await {
                 if echo {
                     eprintln!("serve: {line}");
                 }
+                let mut log = kept.lock();
+                log.longest = log.longest.max(line.len());
+                if log.recent.len() == RECENT_LINES {
+                    log.recent.pop_front();
+                }
+                let mut end = line.len().min(RECENT_LINE_BYTES);
+                while !line.is_char_boundary(end) {
+                    end -= 1;
+                }
+                log.recent.push_back(line[..end].to_owned());
             }
         });
         Ok(Self {
@@ -291,7 +316,22 @@ impl ServeProcess {
             spawned,
             url: format!("http://{addr}"),
             drain,
+            log,
         })
+    }
+
+    /// Bytes of the longest line the process has logged so far.
+    pub fn longest_log_line(&self) -> usize {
+        self.log.lock().longest
+    }
+
+    /// Whether one of its recent log lines contains `needle`.
+    pub fn logged(&self, needle: &str) -> bool {
+        self.log
+            .lock()
+            .recent
+            .iter()
+            .any(|line| line.contains(needle))
     }
 
     /// Waits for the process to exit.

@@ -5,15 +5,23 @@ use std::net::SocketAddr;
 
 use askgate_client::{Ask, question};
 use askgate_proto::v1::{ListPendingRequest, user_questions_client::UserQuestionsClient};
-use askgate_service::{ServerConfig, origin::PublicUrl};
+use askgate_service::{ServerConfig, origin::PublicUrl, server::AuthConfig};
 use prost::Message as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::support::{TestServer, next_requested, subscribed, test_config, within};
+use crate::support::{
+    ServeProcess, TempDir, TestServer, next_requested, subscribed, test_config, within,
+};
 
 /// The status code and body of one HTTP/1.1 request written as is (`head` without the
 /// blank line that ends it) with `body`, on a fresh connection.
 pub async fn http1(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let (status, _, body) = http1_full(addr, head, body).await;
+    (status, body)
+}
+
+/// [`http1`] with the response's head (status line and headers) as text.
+pub async fn http1_full(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let request = format!(
         "{head}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -31,11 +39,14 @@ pub async fn http1(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, Vec<u8>) 
         .and_then(|rest| rest.get(..3))
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"));
-    let body = match response.windows(4).position(|w| w == b"\r\n\r\n") {
-        Some(at) => response[at + 4..].to_vec(),
-        None => Vec::new(),
+    let (head, body) = match response.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(at) => (
+            String::from_utf8_lossy(&response[..at]).into_owned(),
+            response[at + 4..].to_vec(),
+        ),
+        None => (text.into_owned(), Vec::new()),
     };
-    (status, body)
+    (status, head, body)
 }
 
 /// A gRPC-Web ListPending of `session`, as a browser's fetch sends it.
@@ -167,4 +178,375 @@ async fn the_public_url_is_accepted_on_a_loopback_listener() {
     let (head, body) = grpc_web_list_pending("askgate.example.org", None);
     let (status, _) = http1(server.addr, &head, &body).await;
     assert_eq!(status, 403);
+}
+
+/// A key of `tenant` for `sub` with `roles`, added to the keys file in `dir` by
+/// `askgate keys add`; the key.
+fn add_key(dir: &TempDir, tenant: &str, sub: &str, roles: &str) -> String {
+    let keys = dir.0.join("keys.json");
+    let out = std::process::Command::new(crate::support::ASKGATE)
+        .args(["keys", "add", "--file"])
+        .arg(&keys)
+        .args(["--tenant", tenant, "--sub", sub, "--roles", roles])
+        .output()
+        .expect("askgate keys add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
+
+/// An MCP client speaking raw streamable HTTP, as an attacker would.
+struct Mcp {
+    addr: SocketAddr,
+    key: String,
+    session: &'static str,
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+impl Mcp {
+    /// `method` on /mcp with `body`, naming the MCP session `id` if given, plus `extra`
+    /// header lines: (status, response head, body).
+    async fn send(
+        &self,
+        method: &str,
+        id: Option<&str>,
+        extra: &str,
+        body: &str,
+    ) -> (u16, String, String) {
+        let named = id
+            .map(|id| format!("\r\nmcp-session-id: {id}"))
+            .unwrap_or_default();
+        let head = format!(
+            "{method} /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\n\
+             askgate-session: {}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-06-18{named}{extra}",
+            self.addr, self.key, self.session
+        );
+        let (status, head, body) = http1_full(self.addr, &head, body.as_bytes()).await;
+        (status, head, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Opens an MCP session; its id, or the refusal's status and body.
+    async fn open(&self) -> Result<String, (u16, String)> {
+        let (status, head, body) = self.send("POST", None, "", INITIALIZE).await;
+        let id = head.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        });
+        let Some(id) = id.filter(|_| status == 200) else {
+            return Err((status, body));
+        };
+        let (status, _, _) = self.send("POST", Some(&id), "", INITIALIZED).await;
+        assert_eq!(status, 202, "initialized");
+        Ok(id)
+    }
+
+    async fn list_tools(&self, id: &str) -> u16 {
+        self.send("POST", Some(id), "", LIST_TOOLS).await.0
+    }
+}
+
+/// A server with API keys in `dir`, on the test's backend, with `config` otherwise.
+async fn keyed_server(dir: &TempDir, config: ServerConfig) -> TestServer {
+    TestServer::start_with(ServerConfig {
+        auth: AuthConfig::Keys(dir.0.join("keys.json")),
+        ..config
+    })
+    .await
+}
+
+/// An MCP session belongs to who opened it: another tenant's key, or another subject
+/// of the same tenant, naming its id can neither use it, nor resume its stream, nor
+/// delete it; it gets 404 as for a session that does not exist.
+async fn an_mcp_session_belongs_to_who_opened_it() {
+    let dir = TempDir::new();
+    let a = add_key(&dir, "acme", "worker", "agent");
+    let teammate = add_key(&dir, "acme", "intern", "agent");
+    let b = add_key(&dir, "globex", "eve", "agent");
+    let server = keyed_server(&dir, test_config()).await;
+    let owner = Mcp {
+        addr: server.addr,
+        key: a.clone(),
+        session: "team-a/1",
+    };
+    let id = owner.open().await.expect("A opens a session");
+    assert_eq!(owner.list_tools(&id).await, 200);
+
+    for (who, key, session) in [
+        ("another tenant", b.as_str(), "team-a/1"),
+        ("another subject", teammate.as_str(), "team-a/1"),
+        ("another askgate session", a.as_str(), "team-b/1"),
+    ] {
+        let thief = Mcp {
+            addr: server.addr,
+            key: key.to_owned(),
+            session,
+        };
+        assert_eq!(thief.list_tools(&id).await, 404, "{who}: tools/list");
+        let (status, _, _) = thief
+            .send("GET", Some(&id), "\r\nlast-event-id: 0/0", "")
+            .await;
+        assert_eq!(status, 404, "{who}: resume");
+        let (status, _, _) = thief.send("DELETE", Some(&id), "", "").await;
+        assert_eq!(status, 404, "{who}: delete");
+        // As for an id nobody has.
+        assert_eq!(thief.list_tools("no-such-session").await, 404, "{who}");
+    }
+    assert_eq!(owner.list_tools(&id).await, 200, "still the owner's");
+    let (status, _, _) = owner.send("DELETE", Some(&id), "", "").await;
+    assert!(
+        (200..300).contains(&status),
+        "the owner deletes it: {status}"
+    );
+    assert_eq!(owner.list_tools(&id).await, 404, "gone");
+}
+on_every_backend!(
+    #[tokio::test]
+    an_mcp_session_belongs_to_who_opened_it
+);
+
+/// A tenant may hold `--max-mcp-sessions-per-tenant` MCP sessions over every node; past
+/// it `initialize` gets 429 naming the limit, another tenant is not affected, and a
+/// deleted session gives its place back.
+async fn mcp_sessions_are_capped_per_tenant() {
+    let dir = TempDir::new();
+    let a = add_key(&dir, "acme", "worker", "agent");
+    let b = add_key(&dir, "globex", "eve", "agent");
+    let mut config = test_config();
+    config.settings.max_mcp_sessions_per_tenant = 3;
+    let config = ServerConfig {
+        auth: AuthConfig::Keys(dir.0.join("keys.json")),
+        ..config
+    };
+    let server = TestServer::start_with(config.clone()).await;
+    // On Redis the budget is shared: a second node counts the same sessions.
+    let peer = server.start_peer_with(config).await;
+    let addrs = [server.addr, peer.as_ref().map_or(server.addr, |p| p.addr)];
+    let mut opened = Vec::new();
+    for i in 0..3 {
+        let mcp = Mcp {
+            addr: addrs[i % 2],
+            key: a.clone(),
+            session: "s",
+        };
+        opened.push((mcp.addr, mcp.open().await.expect("within the budget")));
+    }
+    for addr in addrs {
+        let over = Mcp {
+            addr,
+            key: a.clone(),
+            session: "s",
+        };
+        let (status, body) = over.open().await.expect_err("over the budget");
+        assert_eq!(status, 429, "{body}");
+        assert!(body.contains("--max-mcp-sessions-per-tenant"), "{body}");
+    }
+    let other = Mcp {
+        addr: server.addr,
+        key: b,
+        session: "s",
+    };
+    other
+        .open()
+        .await
+        .expect("another tenant has its own budget");
+    let (addr, id) = opened.pop().expect("a session");
+    let owner = Mcp {
+        addr,
+        key: a.clone(),
+        session: "s",
+    };
+    let (status, _, _) = owner.send("DELETE", Some(&id), "", "").await;
+    assert!((200..300).contains(&status), "{status}");
+    let again = Mcp {
+        addr: server.addr,
+        key: a,
+        session: "s",
+    };
+    crate::support::eventually("the deleted session's place", || async {
+        again.open().await.ok()
+    })
+    .await;
+}
+on_every_backend!(
+    #[tokio::test]
+    mcp_sessions_are_capped_per_tenant
+);
+
+/// The address of a serve process.
+fn addr_of(serve: &ServeProcess) -> SocketAddr {
+    serve
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the process's address")
+}
+
+/// An MCP `initialize` whose `clientInfo.name` is 3 MiB: rmcp logs the client's info
+/// at INFO, and every value a log line holds is cut, so the line stays small.
+#[tokio::test]
+async fn a_huge_client_name_writes_a_small_log_line() {
+    let serve = ServeProcess::start().await;
+    let addr = addr_of(&serve);
+    let name = "n".repeat(3 * 1024 * 1024);
+    let initialize = INITIALIZE.replace(r#""name":"probe""#, &format!(r#""name":"{name}""#));
+    let mcp = Mcp {
+        addr,
+        key: String::new(),
+        session: "s",
+    };
+    let (status, head, _) = mcp.send("POST", None, "", &initialize).await;
+    assert_eq!(status, 200, "{head}");
+    let id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .expect("a session")
+        .to_owned();
+    let (status, _, _) = mcp.send("POST", Some(&id), "", INITIALIZED).await;
+    assert_eq!(status, 202);
+    crate::support::eventually("rmcp's log line of the client's info", || async {
+        serve.logged("initialized as server").then_some(())
+    })
+    .await;
+    let longest = serve.longest_log_line();
+    println!("a 3 MiB clientInfo.name: longest log line {longest} bytes");
+    assert!(longest < 8 * 1024, "{longest} bytes");
+}
+
+/// One tenant opening MCP sessions as fast as it can stops at the default budget (256);
+/// the test prints what each session holds, and so what the budget bounds a tenant to.
+#[tokio::test]
+async fn a_tenant_opening_mcp_sessions_stops_at_its_budget() {
+    let serve = ServeProcess::start().await;
+    let addr = addr_of(&serve);
+    let mcp = Mcp {
+        addr,
+        key: String::new(),
+        session: "s",
+    };
+    let budget = askgate_service::backend::Settings::default().max_mcp_sessions_per_tenant;
+    // Warm up what every session shares (rmcp's and the allocator's first pages).
+    let warm = mcp.open().await.expect("a session");
+    let before = serve.rss().expect("rss");
+    for _ in 1..budget {
+        mcp.open().await.expect("within the budget");
+    }
+    let after = serve.rss().expect("rss");
+    let (status, body) = mcp.open().await.expect_err("over the budget");
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("--max-mcp-sessions-per-tenant"), "{body}");
+    let each = after.saturating_sub(before) / (budget as u64 - 1);
+    println!(
+        "MCP sessions: {each} bytes of RSS each; the default budget of {budget} bounds a \
+         tenant at {:.1} MiB per deployment",
+        (each * budget as u64) as f64 / (1024.0 * 1024.0)
+    );
+    // The budget comes back with a deleted session.
+    let (status, _, _) = mcp.send("DELETE", Some(&warm), "", "").await;
+    assert!((200..300).contains(&status), "{status}");
+    mcp.open().await.expect("the deleted session's place");
+}
+
+/// A tenant's Subscribe streams, of one session or all, are counted over every node;
+/// past `--max-streams-per-tenant` the next is refused TOO_MANY_SUBSCRIBERS naming the
+/// limit, another tenant is not affected, and a closed stream gives its place back.
+async fn subscribe_streams_are_capped_per_tenant() {
+    use askgate_client::Reason;
+    use askgate_proto::v1::SubscribeRequest;
+
+    let dir = TempDir::new();
+    let a = add_key(&dir, "acme", "ui", "ui");
+    let b = add_key(&dir, "globex", "ui", "ui");
+    let mut config = test_config();
+    config.settings.max_streams_per_tenant = 4;
+    let config = ServerConfig {
+        auth: AuthConfig::Keys(dir.0.join("keys.json")),
+        ..config
+    };
+    let server = TestServer::start_with(config.clone()).await;
+    let peer = server.start_peer_with(config).await;
+    let client_a = server.client().await.with_token(&a).expect("token");
+    let peer_a = match &peer {
+        Some(peer) => peer.client().await.with_token(&a).expect("token"),
+        None => client_a.clone(),
+    };
+    let all = SubscribeRequest {
+        all_sessions: true,
+        ..Default::default()
+    };
+    let mut open = Vec::new();
+    for i in 0..3 {
+        let mut client = if i % 2 == 0 {
+            client_a.clone()
+        } else {
+            peer_a.clone()
+        };
+        open.push(subscribed(&mut client, &format!("s{i}")).await);
+    }
+    let mut peer_client = peer_a.clone();
+    let last = within("subscribe", peer_client.subscribe(all.clone()))
+        .await
+        .expect("the fourth stream");
+    for mut client in [client_a.clone(), peer_a.clone()] {
+        let Err(refused) = client.subscribe_session("s9").await else {
+            panic!("over the budget, a stream opened");
+        };
+        assert_eq!(refused.reason(), Reason::TooManySubscribers, "{refused:?}");
+        assert!(
+            refused.message().contains("--max-streams-per-tenant"),
+            "{refused}"
+        );
+    }
+    let mut other = server.client().await.with_token(&b).expect("token");
+    subscribed(&mut other, "s0").await;
+    drop(last);
+    let again = client_a.clone();
+    crate::support::eventually("the closed stream's place", || {
+        let mut client = again.clone();
+        async move { client.subscribe_session("s9").await.ok() }
+    })
+    .await;
+    // The first three held their places until here.
+    drop(open);
+}
+on_every_backend!(
+    #[tokio::test]
+    subscribe_streams_are_capped_per_tenant
+);
+
+/// A tenant opening idle Subscribe streams stops at its budget; the test prints what
+/// each stream holds, and so what the default budget (10,000) bounds a tenant to.
+#[tokio::test]
+async fn a_tenant_opening_streams_stops_at_its_budget() {
+    const STREAMS: usize = 2_000;
+    let serve = ServeProcess::start_with(&["--max-streams-per-tenant", &STREAMS.to_string()]).await;
+    let mut client = serve.client().await;
+    // Warm up what every stream shares.
+    let mut open = vec![subscribed(&mut client, "warm").await];
+    let before = serve.rss().expect("rss");
+    for i in 1..STREAMS {
+        open.push(subscribed(&mut client, &format!("s{}", i % 100)).await);
+    }
+    let after = serve.rss().expect("rss");
+    let Err(refused) = client.subscribe_session("one-more").await else {
+        panic!("over the budget, a stream opened");
+    };
+    assert_eq!(refused.reason(), askgate_client::Reason::TooManySubscribers);
+    let each = after.saturating_sub(before) / (STREAMS as u64 - 1);
+    let default = askgate_service::backend::Settings::default().max_streams_per_tenant as u64;
+    println!(
+        "Subscribe streams: {each} bytes of RSS each; the default budget of {default} \
+         bounds a tenant at {:.1} MiB per deployment",
+        (each * default) as f64 / (1024.0 * 1024.0)
+    );
 }

@@ -181,8 +181,13 @@ impl TestServer {
     /// Another node sharing this server's state (its Redis), on [`Backend::Redis`];
     /// `None` on memory, whose state no other node can share.
     pub async fn start_peer(&self) -> Option<TestServer> {
+        self.start_peer_with(test_config()).await
+    }
+
+    /// [`Self::start_peer`] with `config` (its backend set to this server's).
+    pub async fn start_peer_with(&self, config: ServerConfig) -> Option<TestServer> {
         let redis = self.redis.clone()?;
-        let mut peer = Self::start_with(redis.config(test_config())).await;
+        let mut peer = Self::start_with(redis.config(config)).await;
         peer.redis = Some(redis);
         Some(peer)
     }

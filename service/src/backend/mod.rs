@@ -165,8 +165,50 @@ pub struct SubscribeOptions {
     pub passive: bool,
 }
 
+/// A per-tenant budget of things held at once, counted over every node: what one
+/// tenant may hold of a node's (or a deployment's) memory, whatever its credentials
+/// do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Budget {
+    /// Open Subscribe streams, of one session or of all (`--max-streams-per-tenant`).
+    Streams,
+    /// MCP sessions on `/mcp` (`--max-mcp-sessions-per-tenant`).
+    McpSessions,
+}
+
+impl Budget {
+    /// Its name in storage keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Streams => "streams",
+            Self::McpSessions => "mcp",
+        }
+    }
+
+    /// The refusal once `max` are held.
+    pub fn exhausted(self, max: usize) -> AskError {
+        match self {
+            Self::Streams => AskError::TooManySubscribers(format!(
+                "at most {max} Subscribe streams per tenant (--max-streams-per-tenant)"
+            )),
+            Self::McpSessions => AskError::TooManySessions(format!(
+                "at most {max} MCP sessions per tenant (--max-mcp-sessions-per-tenant): \
+                 close unused ones with DELETE, or let them expire"
+            )),
+        }
+    }
+}
+
+/// One unit of a tenant's [`Budget`], given back when dropped (on Redis, a dead node's
+/// units expire with its lease).
+pub type BudgetHold = Box<dyn Send + Sync>;
+
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
+    /// Takes one unit of the tenant's `budget`, of which it may hold `max` at once over
+    /// every node; refused with [`Budget::exhausted`] past that.
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError>;
+
     /// Stores a validated ask, then broadcasts its `requested` event. In the same atomic
     /// step it checks the calling agent (CALLER_NOT_LIVE, DELEGATED_CALLER) and that
     /// someone follows the session (NO_PROVIDER, unless HOLD). A request_id already

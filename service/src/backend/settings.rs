@@ -27,6 +27,10 @@ pub struct Settings {
     /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
     /// history kept for resume).
     pub max_sessions_per_tenant: usize,
+    /// Subscribe streams one tenant may have open at once, over every node.
+    pub max_streams_per_tenant: usize,
+    /// MCP sessions one tenant may have open on `/mcp` at once, over every node.
+    pub max_mcp_sessions_per_tenant: usize,
     /// How long a session counts as attended after its last subscriber left, and how
     /// long an unused session (and its history, for resume) is kept.
     pub reconnect_grace: Duration,
@@ -47,6 +51,8 @@ impl Default for Settings {
             max_all_sessions_per_tenant: 64,
             max_agents_per_tenant: 10_000,
             max_sessions_per_tenant: 10_000,
+            max_streams_per_tenant: 10_000,
+            max_mcp_sessions_per_tenant: 256,
             reconnect_grace: Duration::from_secs(5),
             request_retention: Duration::from_secs(600),
         }

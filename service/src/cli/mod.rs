@@ -20,6 +20,7 @@ mod credentials;
 mod health;
 mod hook;
 mod json;
+mod log;
 mod mcp;
 pub mod overlay;
 mod serve;
@@ -130,6 +131,7 @@ pub fn main() -> ExitCode {
     let filter = cli.log.as_deref().unwrap_or(default_log);
     match EnvFilter::try_new(filter) {
         Ok(filter) => tracing_subscriber::fmt()
+            .fmt_fields(log::BoundedFields)
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal())

@@ -142,6 +142,14 @@ pub struct ServeArgs {
     /// history kept for resume).
     #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_sessions_per_tenant)]
     pub max_sessions_per_tenant: usize,
+    /// Subscribe streams (of one session or all) one tenant may have open at once, over
+    /// every node.
+    #[arg(long, env = "ASKGATE_MAX_STREAMS_PER_TENANT", default_value_t = Settings::default().max_streams_per_tenant)]
+    pub max_streams_per_tenant: usize,
+    /// MCP sessions one tenant may have open on /mcp at once, over every node (each
+    /// holds some 60 KB until it is deleted or idles out); past it `initialize` gets 429.
+    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_mcp_sessions_per_tenant)]
+    pub max_mcp_sessions_per_tenant: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = "1h", value_parser = parse_duration)]
     pub max_wait: Duration,
@@ -235,6 +243,10 @@ pub struct ServeArgs {
     /// for `await_user_answer` (the question stays open); default: until answered.
     #[arg(long, env = "ASKGATE_MCP_MAX_WAIT", value_parser = parse_duration)]
     pub mcp_max_wait: Option<Duration>,
+    /// MCP sessions this node holds at once, over all tenants; past it `initialize`
+    /// on /mcp gets 429.
+    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS", default_value_t = ServerConfig::default().max_mcp_sessions)]
+    pub max_mcp_sessions: usize,
     /// Accept webhook endpoints on loopback, private and link-local addresses (for
     /// tests and private networks: on a shared server it lets tenants reach your
     /// internal services).
@@ -315,6 +327,12 @@ impl ServeArgs {
             ),
             ("--max-agents-per-tenant", self.max_agents_per_tenant),
             ("--max-sessions-per-tenant", self.max_sessions_per_tenant),
+            ("--max-streams-per-tenant", self.max_streams_per_tenant),
+            ("--max-mcp-sessions", self.max_mcp_sessions),
+            (
+                "--max-mcp-sessions-per-tenant",
+                self.max_mcp_sessions_per_tenant,
+            ),
             ("--ask-rate", self.ask_rate as usize),
             ("--webhook-max-endpoints", self.webhook_max_endpoints),
             ("--webhook-max-queued", self.webhook_max_queued),
@@ -362,6 +380,8 @@ impl ServeArgs {
                 max_all_sessions_per_tenant: self.max_all_sessions_per_tenant,
                 max_agents_per_tenant: self.max_agents_per_tenant,
                 max_sessions_per_tenant: self.max_sessions_per_tenant,
+                max_streams_per_tenant: self.max_streams_per_tenant,
+                max_mcp_sessions_per_tenant: self.max_mcp_sessions_per_tenant,
                 reconnect_grace: self.reconnect_grace,
                 request_retention: self.request_retention,
                 ..Settings::default()
@@ -402,6 +422,7 @@ impl ServeArgs {
                 .transpose()?,
             console: self.console,
             mcp: self.mcp,
+            max_mcp_sessions: self.max_mcp_sessions,
             mcp_max_wait: match self.mcp_max_wait {
                 Some(wait) if wait.is_zero() => {
                     return Err("--mcp-max-wait must be longer than zero".into());

@@ -39,8 +39,8 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    Asked, Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings,
-    Stats, SubscribeOptions, Tap,
+    Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
+    Registered, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, message},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
@@ -76,6 +76,29 @@ struct Inner {
     next_order: AtomicU64,
     /// Where committed events are reported, once set.
     tap: OnceLock<Tap>,
+    /// Units of tenants' budgets held (see [`Backend::hold`]).
+    budgets: Arc<Budgets>,
+}
+
+/// Units held of each tenant's budgets.
+type Budgets = Mutex<HashMap<(Arc<str>, Budget), usize>>;
+
+/// A unit of a tenant's budget on this node; given back on drop.
+struct MemoryHold {
+    budgets: Arc<Budgets>,
+    key: (Arc<str>, Budget),
+}
+
+impl Drop for MemoryHold {
+    fn drop(&mut self) {
+        let mut budgets = self.budgets.lock();
+        if let Some(held) = budgets.get_mut(&self.key) {
+            *held -= 1;
+            if *held == 0 {
+                budgets.remove(&self.key);
+            }
+        }
+    }
 }
 
 struct TenantState {
@@ -132,6 +155,7 @@ impl MemoryBackend {
             next_epoch: AtomicU64::new(epoch_base),
             next_order: AtomicU64::new(0),
             tap: OnceLock::new(),
+            budgets: Arc::default(),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
@@ -154,6 +178,20 @@ async fn sweep_until_dropped(inner: Weak<Inner>) {
 
 #[async_trait]
 impl Backend for MemoryBackend {
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError> {
+        let key = (Arc::<str>::from(tenant), budget);
+        let mut budgets = self.inner.budgets.lock();
+        let held = budgets.entry(key.clone()).or_default();
+        if *held >= max {
+            return Err(budget.exhausted(max));
+        }
+        *held += 1;
+        Ok(Box::new(MemoryHold {
+            budgets: self.inner.budgets.clone(),
+            key,
+        }))
+    }
+
     async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
         let inner = &self.inner;
         let key = ask.key.clone();

@@ -177,6 +177,12 @@ impl TenantKeys {
         format!("{}:subs", self.tag)
     }
 
+    /// The units of one of the tenant's budgets held, over every node (see
+    /// `Backend::hold`), scored by when their lease ends.
+    pub fn budget(&self, budget: &str) -> String {
+        format!("{}:budget:{budget}", self.tag)
+    }
+
     /// The tenant's attached agents, scored by when their lease ends.
     pub fn agents(&self) -> String {
         format!("{}:agents", self.tag)

@@ -36,8 +36,8 @@ use super::{
     },
 };
 use crate::backend::{
-    Asked, Attached, Backend, Committed, EventStream, Holder, Noticed, Registered, Scope, Settings,
-    Stats, SubscribeOptions, Tap,
+    Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
+    Registered, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
@@ -303,6 +303,17 @@ impl RedisBackend {
 
 #[async_trait]
 impl Backend for RedisBackend {
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError> {
+        let slot = SubscriberSlot::take(
+            &self.node,
+            TenantKeys::new(tenant).budget(budget.name()),
+            max,
+            |max| budget.exhausted(max),
+        )
+        .await?;
+        Ok(Box::new(slot))
+    }
+
     async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
         // Once the script has stored the ask, the steps after it must finish even if
         // the caller goes away meanwhile (its call cancelled): otherwise the ask would

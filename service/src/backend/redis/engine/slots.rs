@@ -1,6 +1,6 @@
-//! Subscriber slots counted over every node (`max_subscribers_per_session`,
-//! `max_all_sessions_per_tenant`), and the stream that holds a subscription's leases
-//! while it lives.
+//! Slots counted over every node (`max_subscribers_per_session`,
+//! `max_all_sessions_per_tenant`, tenants' budgets), and the stream that holds a
+//! subscription's leases while it lives.
 
 use super::*;
 
@@ -18,7 +18,7 @@ impl SubscriberSlot {
         node: &Arc<Node>,
         subs: String,
         max: usize,
-        full: fn(usize) -> AskError,
+        full: impl FnOnce(usize) -> AskError,
     ) -> Result<Self, AskError> {
         let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
         if !node
