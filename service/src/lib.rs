@@ -10,6 +10,7 @@
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;
 //! - [`backend`]: the `Backend` trait and its two engines, memory and Redis;
+//! - [`listener`]: accepting connections, bounded (count, idleness, descriptors);
 //! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
 //! - [`webhooks`]: signed webhooks with durable delivery, and reminders;
 //! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
@@ -25,6 +26,7 @@ pub mod backend;
 pub mod cli;
 pub mod dispatch;
 pub mod domain;
+pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod origin;

@@ -11,7 +11,7 @@ use askgate_proto::v1::{
 use tokio::net::TcpListener;
 use tonic::{
     service::interceptor::InterceptedService,
-    transport::{Certificate, Identity, Server, ServerTlsConfig, server::TcpIncoming},
+    transport::{Certificate, Identity, Server, ServerTlsConfig},
 };
 use tonic_health::ServingStatus;
 use tracing::{info, warn};
@@ -30,6 +30,7 @@ use crate::{
     },
     dispatch::Dispatch,
     domain::Limits,
+    listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
     mcp::{
         Asker, McpSettings,
         http::{McpBudget, McpLayer},
@@ -144,6 +145,9 @@ pub struct ServerConfig {
     pub keepalive_timeout: Duration,
     /// HTTP/2 stream limit and flow-control windows.
     pub http2: Http2Limits,
+    /// Connections at once, and how long one may idle (`--max-connections`,
+    /// `--idle-timeout`); its TCP keepalive is `keepalive_interval`.
+    pub connections: ConnectionLimits,
     /// Largest request message accepted.
     pub max_message_bytes: usize,
     /// Interval of the heartbeats on an agent's Attach stream.
@@ -367,6 +371,7 @@ impl Default for ServerConfig {
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(10),
             http2: Http2Limits::default(),
+            connections: ConnectionLimits::default(),
             max_message_bytes: 4 * 1024 * 1024,
             agent_heartbeat: Duration::from_secs(10),
             auth: AuthConfig::None {
@@ -586,9 +591,17 @@ pub async fn run_with_metrics(
         .serve(webhooks)
         .serve(slack);
 
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(config.keepalive_interval));
+    let incoming = crate::listener::incoming(
+        listener,
+        ConnectionLimits {
+            tcp_keepalive: config.keepalive_interval,
+            ..config.connections
+        },
+        ConnectionMetrics {
+            open: metrics.connections().clone(),
+            refused: metrics.refused_connections().clone(),
+        },
+    );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut builder = Server::builder();
     if let Some(tls) = &config.tls {
@@ -602,6 +615,8 @@ pub async fn run_with_metrics(
         config.cors.clone(),
     );
     let server = builder
+        // A request in flight keeps its connection from being idle.
+        .layer(InFlightLayer)
         // Every HTTP entry: who may name this node as Host, which pages may call it.
         // First, so that nothing reads a refused request's body.
         .layer(origin_policy)

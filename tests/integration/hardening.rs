@@ -550,3 +550,244 @@ async fn a_tenant_opening_streams_stops_at_its_budget() {
         (each * default) as f64 / (1024.0 * 1024.0)
     );
 }
+
+/// How long until the server closes `stream` (its read returns end of file or an
+/// error); fails after [`crate::support::WAIT`].
+async fn closed_after(mut stream: tokio::net::TcpStream) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    let mut byte = [0u8; 1];
+    within("the server to close the connection", async {
+        loop {
+            match stream.read(&mut byte).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    started.elapsed()
+}
+
+/// A connection that sends nothing is closed after --idle-timeout, while a blocked Ask
+/// and a gRPC-Web Subscribe stream, quiet for longer than that, are not. The test
+/// prints how long the silent connections stayed open.
+#[tokio::test]
+async fn silent_connections_are_closed_and_requests_in_flight_are_not() {
+    use askgate_proto::v1::SubscribeRequest;
+    use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
+
+    let idle = std::time::Duration::from_millis(500);
+    let mut config = test_config();
+    config.connections.idle_timeout = idle;
+    config.keepalive_interval = std::time::Duration::from_millis(100);
+    let server = TestServer::start_with(config).await;
+
+    // An Ask in flight, and a browser's Subscribe over HTTP/1.1 with no events.
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let http1 = HttpClient::builder(TokioExecutor::new())
+        .build_http::<tonic_web::GrpcWebCall<tonic::body::Body>>();
+    let web = tower::ServiceBuilder::new()
+        .layer(tonic_web::GrpcWebClientLayer::new())
+        .service(http1);
+    let mut web = UserQuestionsClient::with_origin(web, server.url().parse().expect("url"));
+    let mut quiet = web
+        .subscribe(SubscribeRequest {
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("subscribe over gRPC-Web")
+        .into_inner();
+    within("synced", quiet.message()).await.expect("synced");
+    let mut agent = server.client().await;
+    let ask = tokio::spawn(async move {
+        agent
+            .ask(Ask::new("s").question(question("q", "Go?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    within("the web stream's requested", quiet.message())
+        .await
+        .expect("requested");
+
+    let silent: Vec<_> = futures_util::future::join_all(
+        (0..50).map(|_| tokio::net::TcpStream::connect(server.addr)),
+    )
+    .await
+    .into_iter()
+    .map(|s| s.expect("connect"))
+    .collect();
+    let open_for = futures_util::future::join_all(silent.into_iter().map(closed_after)).await;
+    let longest = open_for.iter().max().expect("some");
+    println!("50 silent connections closed after at most {longest:?} (--idle-timeout {idle:?})");
+    assert!(*longest >= idle, "not before the timeout: {longest:?}");
+
+    // Both quiet calls outlived the silent connections and are served.
+    ui.answer(
+        "s",
+        &rpc_id,
+        vec![askgate_client::answer::select("q", ["yes"])],
+    )
+    .await
+    .expect("answer");
+    within("the ask", ask)
+        .await
+        .expect("join")
+        .expect("answered");
+    within("the web stream's resolved", quiet.message())
+        .await
+        .expect("resolved");
+}
+
+/// Past --max-connections a new connection is closed at once (and counted); a place
+/// comes back when a connection closes.
+#[tokio::test]
+async fn past_max_connections_a_connection_is_closed_at_once() {
+    let mut config = test_config();
+    config.connections.max_connections = 10;
+    let server = TestServer::start_with_metrics(config).await;
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(
+            tokio::net::TcpStream::connect(server.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    let refused = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let open_for = closed_after(refused).await;
+    println!("the 11th connection was closed after {open_for:?}");
+    let metrics = server.metrics_addr.expect("metrics");
+    let (_, body) = http1(metrics, "GET /metrics HTTP/1.1\r\nhost: 127.0.0.1", b"").await;
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("askgate_refused_connections_total 1"),
+        "{text}"
+    );
+    assert!(text.contains("askgate_connections 10"), "{text}");
+    held.pop();
+    crate::support::eventually("a place for a client", || async {
+        let mut client = askgate_client::Client::connect(server.url()).await.ok()?;
+        client.list_pending("s").await.ok()
+    })
+    .await;
+}
+
+/// With descriptors run out (the process limited to 64), the node backs off instead of
+/// spinning on accept, and serves again once idle connections are closed. The test
+/// prints the CPU the node used while starved.
+#[tokio::test]
+async fn out_of_descriptors_the_node_waits_instead_of_spinning() {
+    let dir = TempDir::new();
+    let wrapper = dir.file(
+        "askgate-64",
+        format!(
+            "#!/bin/sh\nulimit -n 64 || exit 1\nexec {} \"$@\"\n",
+            crate::support::ASKGATE
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let serve = askgate_service::testing::ServeProcess::spawn(&wrapper, &["--idle-timeout", "2s"])
+        .await
+        .expect("askgate serve under ulimit -n 64");
+    let addr: SocketAddr = serve
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("addr");
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        flood.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    crate::support::eventually("the node to run out of descriptors", || async {
+        serve.logged("cannot accept connections").then_some(())
+    })
+    .await;
+    let cpu_before = serve.cpu().expect("cpu");
+    let window = std::time::Duration::from_millis(1000);
+    tokio::time::sleep(window).await;
+    let used = serve.cpu().expect("cpu") - cpu_before;
+    println!("out of descriptors: the node used {used:?} of CPU in {window:?}");
+    assert!(used < window / 2, "spinning: {used:?} in {window:?}");
+    // The idle connections are closed, and the node serves again.
+    drop(flood);
+    crate::support::eventually("the node to serve again", || async {
+        let mut client = askgate_client::Client::connect(serve.url.clone())
+            .await
+            .ok()?;
+        client.list_pending("s").await.ok()
+    })
+    .await;
+}
+
+/// Many connections each holding an unfinished body on /slack/interactivity, the one
+/// entry that must read a body before it can authenticate it: the node reads at most
+/// 64 such bodies at once, each for at most 10 s, and closes the rest. The test prints
+/// the node's peak RSS growth and how long the connections stayed open.
+#[tokio::test]
+async fn unfinished_slack_bodies_hold_a_bounded_amount_of_memory() {
+    use tokio::io::AsyncWriteExt as _;
+
+    const CONNECTIONS: usize = 500;
+    const SENT: usize = 200 * 1024;
+    let serve = ServeProcess::start().await;
+    let addr = addr_of(&serve);
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let head = format!(
+        "POST /slack/interactivity HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\
+         x-slack-request-timestamp: {timestamp}\r\nx-slack-signature: v0={}\r\n\r\n",
+        256 * 1024,
+        "ab".repeat(32)
+    );
+    let before = serve.rss().expect("rss");
+    let started = std::time::Instant::now();
+    let mut open = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = head.clone();
+        open.push(tokio::spawn(async move {
+            let _ = stream.write_all(head.as_bytes()).await;
+            // Most of the body, then nothing: the write may block once the node
+            // stops reading.
+            let _ = tokio::time::timeout(crate::support::WAIT, stream.write_all(&vec![b'x'; SENT]))
+                .await;
+            closed_after(stream).await
+        }));
+    }
+    let mut peak = 0;
+    let mut all = futures_util::future::join_all(open);
+    let open_for = within("the node to close every connection", async {
+        loop {
+            tokio::select! {
+                done = &mut all => return done,
+                () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                    peak = peak.max(serve.rss().expect("rss").saturating_sub(before));
+                }
+            }
+        }
+    })
+    .await;
+    let longest = open_for
+        .into_iter()
+        .map(|t| t.expect("join"))
+        .max()
+        .expect("some");
+    let peak_mib = peak as f64 / (1024.0 * 1024.0);
+    println!(
+        "{CONNECTIONS} unfinished 256 KiB Slack bodies: peak RSS growth {peak_mib:.1} MiB; \
+         all closed after {longest:?} ({:?} in all)",
+        started.elapsed()
+    );
+    assert!(peak_mib < 64.0, "{peak_mib:.1} MiB");
+}

@@ -11,6 +11,7 @@ use crate::{
     auth::jwt::KeySource,
     backend::Settings,
     domain::{Limits, validate},
+    listener::ConnectionLimits,
     origin::PublicUrl,
     server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
@@ -162,6 +163,13 @@ pub struct ServeArgs {
     /// How long a keepalive PING may go unanswered.
     #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub keepalive_timeout: Duration,
+    /// Client connections this node holds at once; one past it is closed at once.
+    #[arg(long, env = "ASKGATE_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// A connection with no request in flight that sends nothing for this long is
+    /// closed (a live HTTP/2 peer answers keepalive PINGs and stays).
+    #[arg(long, env = "ASKGATE_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// HTTP/2 streams (calls) one connection may have open at once: every blocked Ask
     /// holds one, so a pool of agent workers on a few connections needs many.
     #[arg(long, env = "ASKGATE_HTTP2_MAX_STREAMS", default_value_t = ServerConfig::default().http2.max_concurrent_streams)]
@@ -329,6 +337,7 @@ impl ServeArgs {
             ("--max-sessions-per-tenant", self.max_sessions_per_tenant),
             ("--max-streams-per-tenant", self.max_streams_per_tenant),
             ("--max-mcp-sessions", self.max_mcp_sessions),
+            ("--max-connections", self.max_connections),
             (
                 "--max-mcp-sessions-per-tenant",
                 self.max_mcp_sessions_per_tenant,
@@ -340,6 +349,9 @@ impl ServeArgs {
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
+        }
+        if self.idle_timeout.is_zero() {
+            return Err("--idle-timeout must be longer than zero".into());
         }
         if self.agent_heartbeat.is_zero() {
             return Err("--agent-heartbeat must be longer than zero".into());
@@ -391,6 +403,11 @@ impl ServeArgs {
             drain_timeout: self.drain_timeout,
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
+            connections: ConnectionLimits {
+                max_connections: self.max_connections,
+                idle_timeout: self.idle_timeout,
+                ..ConnectionLimits::default()
+            },
             http2: Http2Limits {
                 max_concurrent_streams: self.http2_max_streams,
                 stream_window: self.http2_stream_window,

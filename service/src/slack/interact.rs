@@ -14,6 +14,7 @@
 use std::{
     future::Future,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
     time::{Duration, SystemTime},
 };
@@ -24,6 +25,7 @@ use futures_util::future::Either;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 use tracing::{debug, warn};
 
@@ -36,8 +38,16 @@ use crate::{
 
 /// Where Slack sends interactions.
 pub const INTERACTIVITY_PATH: &str = "/slack/interactivity";
-/// Bytes of an interaction read at most (Slack's are a few kilobytes).
+/// Bytes of an interaction read at most (Slack's are a few kilobytes; a click on a
+/// large message carries the message).
 const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Bodies read at once before their signature can be checked: what unauthenticated
+/// callers may make the node hold is at most this many times [`MAX_BODY_BYTES`].
+const MAX_UNVERIFIED_BODIES: usize = 64;
+/// How long a request waits for one of those places before it is refused (503).
+const UNVERIFIED_QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the whole body may take to arrive (408 past it).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How far a request's timestamp may be from now.
 const TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// How long a seen signature is remembered: past the tolerance on both sides.
@@ -93,15 +103,14 @@ fn ref_of(payload: &Value) -> Option<Ref> {
         .find_map(|e| e["value"].as_str().and_then(Ref::decode))
 }
 
-/// Checks Slack's signature of `body` with the app's `secret`, and the timestamp.
-/// Returns the signature's bytes in hex as the request's replay key: the same bytes
-/// however the header spells them (hex is read in either case).
-fn verify(
-    headers: &HeaderMap,
-    body: &[u8],
-    secret: &[u8],
-    now: SystemTime,
-) -> Result<String, &'static str> {
+/// What the headers of a request say of its signature, checked before its body is
+/// read: both present, the timestamp fresh, the signature well-formed.
+struct Signed<'a> {
+    timestamp: &'a str,
+    signature: Vec<u8>,
+}
+
+fn signed_headers(headers: &HeaderMap, now: SystemTime) -> Result<Signed<'_>, &'static str> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let timestamp =
         header("x-slack-request-timestamp").ok_or("unsigned: no X-Slack-Request-Timestamp")?;
@@ -114,10 +123,30 @@ fn verify(
     if skew.map_or(true, |d| d > TOLERANCE) {
         return Err("stale: the timestamp is more than five minutes from now");
     }
-    let given = signature
+    let signature = signature
         .strip_prefix("v0=")
         .and_then(|h| hex::decode(h).ok())
+        .filter(|bytes| bytes.len() == ring::digest::SHA256_OUTPUT_LEN)
         .ok_or("a malformed signature")?;
+    Ok(Signed {
+        timestamp,
+        signature,
+    })
+}
+
+/// Checks Slack's signature of `body` with the app's `secret`, and the timestamp.
+/// Returns the signature's bytes in hex as the request's replay key: the same bytes
+/// however the header spells them (hex is read in either case).
+fn verify(
+    headers: &HeaderMap,
+    body: &[u8],
+    secret: &[u8],
+    now: SystemTime,
+) -> Result<String, &'static str> {
+    let Signed {
+        timestamp,
+        signature: given,
+    } = signed_headers(headers, now)?;
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
     let mut signed = format!("v0:{timestamp}:").into_bytes();
     signed.extend_from_slice(body);
@@ -403,11 +432,16 @@ impl Interactivity {
 #[derive(Clone)]
 pub struct SlackLayer {
     interactivity: Interactivity,
+    /// Places for bodies read before their signature is checked.
+    unverified: Arc<Semaphore>,
 }
 
 impl SlackLayer {
     pub fn new(interactivity: Interactivity) -> Self {
-        Self { interactivity }
+        Self {
+            interactivity,
+            unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
+        }
     }
 }
 
@@ -417,6 +451,7 @@ impl<S> Layer<S> for SlackLayer {
     fn layer(&self, inner: S) -> SlackRoute<S> {
         SlackRoute {
             interactivity: self.interactivity.clone(),
+            unverified: self.unverified.clone(),
             inner,
         }
     }
@@ -425,6 +460,7 @@ impl<S> Layer<S> for SlackLayer {
 #[derive(Clone)]
 pub struct SlackRoute<S> {
     interactivity: Interactivity,
+    unverified: Arc<Semaphore>,
     inner: S,
 }
 
@@ -462,26 +498,65 @@ where
             return Either::Right(self.inner.call(request));
         }
         let interactivity = self.interactivity.clone();
+        let unverified = self.unverified.clone();
         let served: SlackFuture<S::Error> = Box::pin(async move {
-            if request.method() != Method::POST {
-                return Ok(respond((StatusCode::METHOD_NOT_ALLOWED, None)));
-            }
             let (parts, body) = request.into_parts();
-            let body = match http_body_util::Limited::new(body, MAX_BODY_BYTES)
-                .collect()
-                .await
-            {
-                Ok(body) => body.to_bytes(),
-                Err(_) => {
-                    let too_big = json!({ "error": "the request is too large or was cut off" });
-                    return Ok(respond((StatusCode::PAYLOAD_TOO_LARGE, Some(too_big))));
-                }
+            let body = match read_unverified(&parts, body, &unverified).await {
+                Ok(body) => body,
+                Err(reply) => return Ok(respond(reply)),
             };
             let reply = interactivity.handle(&parts.headers, &body).await;
             Ok(respond(reply))
         });
         Either::Left(served)
     }
+}
+
+/// The body of an interaction, read within the bounds of what an unauthenticated
+/// caller may make the node hold: only for a POST whose headers could be Slack's
+/// (signed, fresh) and whose length fits, in one of [`MAX_UNVERIFIED_BODIES`] places,
+/// within [`BODY_READ_TIMEOUT`].
+async fn read_unverified<B>(
+    parts: &http::request::Parts,
+    body: B,
+    unverified: &Arc<Semaphore>,
+) -> Result<Bytes, Reply>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let error = |status, text: &str| (status, Some(json!({ "error": text })));
+    if parts.method != Method::POST {
+        return Err((StatusCode::METHOD_NOT_ALLOWED, None));
+    }
+    signed_headers(&parts.headers, SystemTime::now()).map_err(refused)?;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request is too large",
+        ));
+    }
+    let _place = tokio::time::timeout(UNVERIFIED_QUEUE_TIMEOUT, unverified.acquire())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| error(StatusCode::SERVICE_UNAVAILABLE, "busy: try again"))?;
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        http_body_util::Limited::new(body, MAX_BODY_BYTES).collect(),
+    )
+    .await
+    .map_err(|_| error(StatusCode::REQUEST_TIMEOUT, "the request body was too slow"))?;
+    collected.map(|body| body.to_bytes()).map_err(|_| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request is too large or was cut off",
+        )
+    })
 }
 
 #[cfg(test)]
