@@ -23,6 +23,7 @@
 pub mod memory;
 pub mod model;
 pub mod send;
+pub mod special;
 pub mod store;
 
 use std::{

@@ -71,47 +71,12 @@ impl Target {
     }
 }
 
-/// Whether an address is one a tenant's webhook may not reach by default: this
-/// machine, private and shared networks, link-local (cloud metadata services), and
-/// the other special-purpose ranges.
+/// Whether an address is one a tenant's webhook may not reach by default: anything
+/// IANA's registries do not make globally reachable (this machine, private and shared
+/// networks, link-local cloud metadata, the other special-purpose blocks, and IPv6
+/// outside global unicast); see [`super::special`].
 pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_internal_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal_v4(v4);
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || v6.is_unique_local()
-                || v6.is_unicast_link_local()
-                // 64:ff9b::/96 (NAT64) and 2002::/16 (6to4) can embed internal IPv4.
-                || (first == 0x64 && v6.segments()[1] == 0xff9b)
-                || first == 0x2002
-                // ::/96, IPv4-compatible (deprecated).
-                || v6.segments()[..6].iter().all(|s| *s == 0)
-        }
-    }
-}
-
-fn is_internal_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || a == 0
-        // 100.64.0.0/10, carrier-grade NAT.
-        || (a == 100 && (64..128).contains(&b))
-        // 198.18.0.0/15, benchmarking.
-        || (a == 198 && (b == 18 || b == 19))
-        // 240.0.0.0/4, reserved.
-        || a >= 240
+    !super::special::is_global(ip)
 }
 
 /// Sends webhook requests.
