@@ -6,7 +6,7 @@
 //! deadline; at most [`MAX_RESPONSE_BYTES`] of the response are read.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{IpAddr, SocketAddr},
     sync::Arc,
     time::Duration,
 };
