@@ -988,3 +988,103 @@ async fn on_redis_a_killed_node_loses_no_delivery_and_no_reminder() {
     }
     assert!(seen.values().all(|n| *n == 1), "delivered twice: {seen:?}");
 }
+
+/// Tenant A's 20 endpoints on a tarpit (it accepts and never answers) with a backlog
+/// of deliveries; tenant B's delivery is not held behind them: a tenant may use only a
+/// share of a node's delivery slots. The test prints how long B's delivery took and
+/// how many of A's were still waiting then.
+async fn one_tenants_slow_endpoints_do_not_starve_another() {
+    let dir = TempDir::new();
+    let config = ServerConfig {
+        auth: AuthConfig::Jwt {
+            key: KeySource::SecretFile(dir.file("secret", SECRET)),
+            issuer: None,
+            audience: None,
+        },
+        webhooks: WebhookConfig {
+            // No retry before the test is over: every attempt of A's counts once.
+            retry_initial: Duration::from_secs(600),
+            retry_max: Duration::from_secs(600),
+            ..webhook_config()
+        },
+        ..test_config()
+    };
+    let server = TestServer::start_with(config).await;
+    let tarpit = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let tarpit_addr = tarpit.local_addr().expect("addr");
+    let _tarpit = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = tarpit.accept().await {
+            held.push(stream);
+        }
+    });
+    let as_ = |token: String| {
+        let server = &server;
+        async move { server.client().await.with_token(&token).expect("token") }
+    };
+    let mut admin_a = as_(token("a", &["admin"], None)).await;
+    let mut slow = Vec::new();
+    for i in 0..20 {
+        let url = format!("http://{tarpit_addr}/slow/{i}");
+        let created = admin_a
+            .create_endpoint(endpoint(url, &["ask.requested"]))
+            .await
+            .expect("an endpoint of A");
+        slow.push(created.id);
+    }
+    let agent_a = as_(token("a", &["agent"], None)).await;
+    let mut asking = Vec::new();
+    for i in 0..10 {
+        asking.push(ask_in_background(
+            agent_a.clone(),
+            one_question(&format!("a{i}")),
+        ));
+    }
+    eventually("A's deliveries in flight", || {
+        let mut admin = admin_a.clone();
+        let id = slow[0].clone();
+        async move {
+            deliveries(&mut admin, &id)
+                .await
+                .iter()
+                .any(|d| d.attempts > 0)
+                .then_some(())
+        }
+    })
+    .await;
+
+    let receiver = Receiver::start().await;
+    let mut admin_b = as_(token("b", &["admin"], None)).await;
+    let fast = admin_b
+        .create_endpoint(endpoint(receiver.url("/b"), &["ask.requested"]))
+        .await
+        .expect("an endpoint of B");
+    receiver.configure("/b", &fast.secret, &[]).await;
+    let started = std::time::Instant::now();
+    let _asking_b = ask_in_background(as_(token("b", &["agent"], None)).await, one_question("b"));
+    receiver.wait_for("B's delivery", |r| r.verified).await;
+    let took = started.elapsed();
+    let mut waiting = 0;
+    for id in &slow {
+        waiting += deliveries(&mut admin_a, id)
+            .await
+            .iter()
+            .filter(|d| d.attempts == 0)
+            .count();
+    }
+    println!(
+        "B's delivery took {took:?} while {waiting} of A's 200 deliveries to a tarpit had \
+         not been attempted yet"
+    );
+    assert!(
+        waiting > 0,
+        "B's delivery waited for all of A's to be attempted"
+    );
+    receiver.stop().await;
+}
+on_every_backend!(
+    #[tokio::test]
+    one_tenants_slow_endpoints_do_not_starve_another
+);

@@ -286,6 +286,13 @@ pub struct ServeArgs {
     /// Webhook attempts this node makes at once.
     #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY", default_value_t = WebhookConfig::default().concurrency)]
     pub webhook_concurrency: usize,
+    /// Of those, attempts one tenant may make at once (its slow endpoints then delay
+    /// only its own deliveries).
+    #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY_PER_TENANT", default_value_t = WebhookConfig::default().per_tenant)]
+    pub webhook_concurrency_per_tenant: usize,
+    /// Of those, attempts to one endpoint (or Slack app) at once.
+    #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY_PER_ENDPOINT", default_value_t = WebhookConfig::default().per_endpoint)]
+    pub webhook_concurrency_per_endpoint: usize,
     /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
     /// or a fake's in tests).
     #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = crate::slack::api::DEFAULT_API_URL)]
@@ -346,6 +353,14 @@ impl ServeArgs {
             ("--webhook-max-endpoints", self.webhook_max_endpoints),
             ("--webhook-max-queued", self.webhook_max_queued),
             ("--webhook-concurrency", self.webhook_concurrency),
+            (
+                "--webhook-concurrency-per-tenant",
+                self.webhook_concurrency_per_tenant,
+            ),
+            (
+                "--webhook-concurrency-per-endpoint",
+                self.webhook_concurrency_per_endpoint,
+            ),
         ];
         if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -458,6 +473,8 @@ impl ServeArgs {
                     keep_finished: self.webhook_keep,
                 },
                 concurrency: self.webhook_concurrency,
+                per_tenant: self.webhook_concurrency_per_tenant,
+                per_endpoint: self.webhook_concurrency_per_endpoint,
                 ..WebhookConfig::default()
             },
             default_notify: notify,

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::{
     model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
-    store::{HookStore, StoreLimits},
+    store::{HookStore, Shares, StoreLimits},
 };
 use crate::domain::AskError;
 
@@ -172,15 +172,23 @@ impl HookStore for MemoryHookStore {
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
+        shares: &Shares,
     ) -> Result<Vec<DeliveryRecord>, AskError> {
+        let mut shares = shares.clone();
         let mut state = self.state.lock();
-        let due = due_by(&state.due, now_ms, limit);
-        let mut claimed = Vec::with_capacity(due.len());
+        let due = due_by(&state.due, now_ms, Shares::SCAN);
+        let mut claimed = Vec::with_capacity(limit.min(due.len()));
         for (_, id) in due {
+            if claimed.len() == limit {
+                break;
+            }
             let Some(delivery) = state.deliveries.get_mut(&id) else {
                 state.set_due(&id, None);
                 continue;
             };
+            if !shares.take(&delivery.tenant, &delivery.endpoint_id) {
+                continue;
+            }
             delivery.attempts += 1;
             claimed.push(delivery.clone());
             state.set_due(&id, Some(lease_until_ms));

@@ -50,7 +50,7 @@ use uuid::Uuid;
 use self::{
     model::{DeliveryRecord, Due, EndpointRecord, EventType, Status, TimerRecord, timer_id},
     send::{Sender, Target},
-    store::{HookStore, StoreLimits},
+    store::{HookStore, Shares, StoreLimits},
 };
 use crate::{
     backend::{Asked, Backend, Committed, Tap},
@@ -74,6 +74,10 @@ pub struct WebhookConfig {
     pub limits: StoreLimits,
     /// Attempts one node makes at once.
     pub concurrency: usize,
+    /// Of those, what one tenant may make at once, and one endpoint (a Slack app
+    /// counts as one): a tenant's slow endpoints then delay only that tenant.
+    pub per_tenant: usize,
+    pub per_endpoint: usize,
     /// How often each node looks for due deliveries and timers.
     pub poll: Duration,
 }
@@ -92,6 +96,8 @@ impl Default for WebhookConfig {
                 keep_finished: 1000,
             },
             concurrency: 64,
+            per_tenant: 16,
+            per_endpoint: 8,
             poll: Duration::from_millis(250),
         }
     }
@@ -874,9 +880,43 @@ impl Streak {
     }
 }
 
-/// The node's delivery loop: claims what is due, as many as it has room for.
+/// What the node has in flight, by tenant and by endpoint: the counts its claims
+/// share slots by.
+type InFlight = Arc<parking_lot::Mutex<Shares>>;
+
+/// One attempt in flight; its tenant's and endpoint's counts go down when it ends.
+struct Flying {
+    in_flight: InFlight,
+    tenant: String,
+    endpoint: String,
+}
+
+impl Drop for Flying {
+    fn drop(&mut self) {
+        let mut shares = self.in_flight.lock();
+        let Shares {
+            tenants, endpoints, ..
+        } = &mut *shares;
+        for (counts, key) in [(tenants, &self.tenant), (endpoints, &self.endpoint)] {
+            if let Some(count) = counts.get_mut(key) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// The node's delivery loop: claims what is due, as many as it has room for, each
+/// tenant and endpoint within its share of the slots.
 async fn deliver_due(inner: Arc<Inner>) {
     let slots = Arc::new(Semaphore::new(inner.config.concurrency.max(1)));
+    let in_flight: InFlight = Arc::new(parking_lot::Mutex::new(Shares {
+        per_tenant: inner.config.per_tenant.max(1),
+        per_endpoint: inner.config.per_endpoint.max(1),
+        ..Shares::default()
+    }));
     let mut streak = Streak::default();
     loop {
         tokio::select! {
@@ -889,7 +929,12 @@ async fn deliver_due(inner: Arc<Inner>) {
         }
         let now = now_ms();
         let lease_until = now + millis(inner.config.timeout + LEASE_MARGIN);
-        let claimed = match inner.store.claim_deliveries(now, lease_until, free).await {
+        let shares = in_flight.lock().clone();
+        let claimed = match inner
+            .store
+            .claim_deliveries(now, lease_until, free, &shares)
+            .await
+        {
             Ok(claimed) => {
                 streak.succeeded("claiming webhook deliveries");
                 claimed
@@ -903,9 +948,25 @@ async fn deliver_due(inner: Arc<Inner>) {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 return;
             };
+            let flying = {
+                let mut shares = in_flight.lock();
+                // Counted whether or not the claim found room (an older record with
+                // no owner): the count is what the node has in flight.
+                *shares.tenants.entry(delivery.tenant.clone()).or_default() += 1;
+                *shares
+                    .endpoints
+                    .entry(delivery.endpoint_id.clone())
+                    .or_default() += 1;
+                Flying {
+                    in_flight: in_flight.clone(),
+                    tenant: delivery.tenant.clone(),
+                    endpoint: delivery.endpoint_id.clone(),
+                }
+            };
             let inner = inner.clone();
             tokio::spawn(async move {
                 inner.attempt(delivery).await;
+                drop(flying);
                 drop(slot);
             });
         }

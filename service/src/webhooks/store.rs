@@ -23,6 +23,46 @@ pub struct StoreLimits {
     pub keep_finished: usize,
 }
 
+/// How a node's delivery slots are shared: a tenant may hold `per_tenant` of them and
+/// an endpoint `per_endpoint`, counting what the node has in flight already, so that
+/// one tenant's slow endpoints delay only that tenant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shares {
+    pub per_tenant: usize,
+    pub per_endpoint: usize,
+    /// Attempts in flight on this node, by tenant and by endpoint id.
+    pub tenants: std::collections::HashMap<String, usize>,
+    pub endpoints: std::collections::HashMap<String, usize>,
+}
+
+impl Shares {
+    /// Due deliveries one claim looks at, at most: past several tenants' full queues
+    /// of slow deliveries (`--webhook-max-queued`, 1,000 by default), and a bound on
+    /// the claim's cost.
+    pub const SCAN: usize = 4096;
+
+    /// Unlimited shares, for tests of the store alone.
+    pub fn unlimited() -> Self {
+        Self {
+            per_tenant: usize::MAX,
+            per_endpoint: usize::MAX,
+            ..Self::default()
+        }
+    }
+
+    /// Takes a slot for a delivery of `tenant` to `endpoint`, if both have room.
+    pub fn take(&mut self, tenant: &str, endpoint: &str) -> bool {
+        let tenant_used = self.tenants.get(tenant).copied().unwrap_or(0);
+        let endpoint_used = self.endpoints.get(endpoint).copied().unwrap_or(0);
+        if tenant_used >= self.per_tenant || endpoint_used >= self.per_endpoint {
+            return false;
+        }
+        *self.tenants.entry(tenant.to_owned()).or_default() += 1;
+        *self.endpoints.entry(endpoint.to_owned()).or_default() += 1;
+        true
+    }
+}
+
 #[async_trait]
 pub trait HookStore: Send + Sync + 'static {
     /// Adds an endpoint; TOO_MANY_WEBHOOKS past `max_endpoints`.
@@ -42,13 +82,16 @@ pub trait HookStore: Send + Sync + 'static {
     async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord])
     -> Result<usize, AskError>;
 
-    /// Hands out up to `limit` deliveries due at `now_ms`, each with its attempts
-    /// bumped and leased until `lease_until_ms`.
+    /// Hands out up to `limit` deliveries due at `now_ms`, oldest first, each with its
+    /// attempts bumped and leased until `lease_until_ms`; one whose tenant or endpoint
+    /// has used its share of the node's slots (see [`Shares`]) is passed over and
+    /// stays due. At most [`Shares::SCAN`] due deliveries are looked at.
     async fn claim_deliveries(
         &self,
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
+        shares: &Shares,
     ) -> Result<Vec<DeliveryRecord>, AskError>;
 
     /// Records the outcome of an attempt: `record` as updated by the node that made
@@ -133,6 +176,7 @@ pub(crate) mod conformance {
                 failed_deliveries_are_redelivered_and_old_ones_trimmed,
                 timers_are_leased_advanced_and_cancelled,
                 notes_are_kept_once_and_expire,
+                claims_keep_each_tenant_and_endpoint_to_its_share,
             );
         };
     }
@@ -175,6 +219,54 @@ pub(crate) mod conformance {
             session_prefix: String::new(),
             slack: None,
         }
+    }
+
+    /// A tenant whose deliveries are oldest takes no more than its share of a claim,
+    /// nor an endpoint more than its own; what the node has in flight counts; the
+    /// passed-over deliveries stay due for the next claim.
+    pub async fn claims_keep_each_tenant_and_endpoint_to_its_share(
+        store: &dyn HookStore,
+    ) -> Result<(), AskError> {
+        let at = |tenant: &str, endpoint: &str, id: &str, ms| DeliveryRecord {
+            endpoint_id: endpoint.into(),
+            ..delivery(tenant, id, ms)
+        };
+        // Older than the quiet tenant's, all of them.
+        let noisy = [
+            at("noisy", "slow-1", "n1-0", 0),
+            at("noisy", "slow-2", "n2-0", 0),
+            at("noisy", "slow-1", "n1-1", 1),
+        ];
+        store.enqueue("noisy", &noisy).await?;
+        store
+            .enqueue("quiet", &[at("quiet", "fast", "q-0", 10)])
+            .await?;
+        let shares = Shares {
+            per_tenant: 2,
+            per_endpoint: 1,
+            ..Shares::default()
+        };
+        let claimed = store.claim_deliveries(100, 1000, 10, &shares).await?;
+        let mut ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
+        ids.sort_unstable();
+        // n1-0 (slow-1's one), n2-0 (slow-2's one: the tenant's two), and quiet's.
+        assert_eq!(ids, ["n1-0", "n2-0", "q-0"]);
+        // What is in flight counts: the noisy tenant has no room left.
+        let busy = Shares {
+            tenants: HashMap::from([("noisy".into(), 2)]),
+            ..shares.clone()
+        };
+        assert!(
+            store
+                .claim_deliveries(100, 1000, 10, &busy)
+                .await?
+                .is_empty()
+        );
+        // Once it has room again, what was passed over is handed out.
+        let free = store.claim_deliveries(100, 1000, 10, &shares).await?;
+        assert_eq!(free.len(), 1);
+        assert_eq!(free[0].id, "n1-1");
+        Ok(())
     }
 
     pub fn delivery(tenant: &str, id: &str, created_ms: u64) -> DeliveryRecord {
@@ -238,7 +330,9 @@ pub(crate) mod conformance {
         assert_eq!(store.enqueue("b", &[delivery("b", "x1", 40)]).await?, 1);
 
         // Due at 25: d1 and d2 (and not x1, due at 40). Leased until 100.
-        let mut claimed = store.claim_deliveries(25, 100, 10).await?;
+        let mut claimed = store
+            .claim_deliveries(25, 100, 10, &Shares::unlimited())
+            .await?;
         claimed.sort_by(|a, b| a.id.cmp(&b.id));
         assert_eq!(
             claimed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
@@ -246,7 +340,9 @@ pub(crate) mod conformance {
         );
         assert!(claimed.iter().all(|d| d.attempts == 1));
         // Leased: not handed out again before the lease ends.
-        let again = store.claim_deliveries(50, 150, 10).await?;
+        let again = store
+            .claim_deliveries(50, 150, 10, &Shares::unlimited())
+            .await?;
         assert_eq!(
             again.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
             ["d3", "x1"]
@@ -263,12 +359,16 @@ pub(crate) mod conformance {
         assert!(store.finish_attempt(&d2).await?);
         // A queue slot is free again once d1 is delivered.
         assert_eq!(store.enqueue("a", &[delivery("a", "d4", 70)]).await?, 1);
-        let fresh = store.claim_deliveries(110, 200, 10).await?;
+        let fresh = store
+            .claim_deliveries(110, 200, 10, &Shares::unlimited())
+            .await?;
         assert_eq!(
             fresh.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
             ["d4"]
         );
-        let retried = store.claim_deliveries(120, 200, 10).await?;
+        let retried = store
+            .claim_deliveries(120, 200, 10, &Shares::unlimited())
+            .await?;
         assert_eq!(retried.len(), 1);
         assert_eq!((retried[0].id.as_str(), retried[0].attempts), ("d2", 2));
         // The outcome of the first attempt, arriving late, is dropped.
@@ -298,11 +398,19 @@ pub(crate) mod conformance {
         store: &dyn HookStore,
     ) -> Result<(), AskError> {
         store.enqueue("a", &[delivery("a", "d1", 10)]).await?;
-        let mut d1 = store.claim_deliveries(10, 100, 10).await?.remove(0);
+        let mut d1 = store
+            .claim_deliveries(10, 100, 10, &Shares::unlimited())
+            .await?
+            .remove(0);
         d1.status = Status::Failed;
         d1.last_error = "HTTP 500".into();
         assert!(store.finish_attempt(&d1).await?);
-        assert!(store.claim_deliveries(1000, 2000, 10).await?.is_empty());
+        assert!(
+            store
+                .claim_deliveries(1000, 2000, 10, &Shares::unlimited())
+                .await?
+                .is_empty()
+        );
 
         // Another tenant cannot see or redeliver it.
         let foreign = store.redeliver("b", "d1", 50, 500).await;
@@ -312,7 +420,9 @@ pub(crate) mod conformance {
             (again.status, again.next_attempt_ms, again.retry_until_ms),
             (Status::Pending, 50, 500)
         );
-        let claimed = store.claim_deliveries(50, 1000, 10).await?;
+        let claimed = store
+            .claim_deliveries(50, 1000, 10, &Shares::unlimited())
+            .await?;
         assert_eq!((claimed[0].id.as_str(), claimed[0].attempts), ("d1", 2));
 
         // Finished deliveries beyond `keep_finished` are forgotten, oldest first.
@@ -322,7 +432,11 @@ pub(crate) mod conformance {
                 .enqueue("a", &[delivery("a", id, 20 + i as u64)])
                 .await?;
         }
-        finished.extend(store.claim_deliveries(100, 200, 10).await?);
+        finished.extend(
+            store
+                .claim_deliveries(100, 200, 10, &Shares::unlimited())
+                .await?,
+        );
         for (i, mut d) in finished.into_iter().enumerate() {
             d.status = Status::Delivered;
             d.last_attempt_ms = 100 + i as u64;

@@ -236,6 +236,12 @@ impl HookKeys {
         format!("{}:due", Self::TAG)
     }
 
+    /// Whose each delivery is: id → `tenant` TAB `endpoint id`, read by the claim to
+    /// share the nodes' delivery slots fairly.
+    pub fn owners() -> String {
+        format!("{}:owners", Self::TAG)
+    }
+
     /// Pending deliveries per tenant: tenant → count, for the queue cap.
     pub fn queued() -> String {
         format!("{}:queued", Self::TAG)

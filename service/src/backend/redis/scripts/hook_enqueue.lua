@@ -1,18 +1,19 @@
--- KEYS: deliveries attempts due queued log
--- ARGV: tenant max_queued, then per delivery: id json due_ms created_ms
+-- KEYS: deliveries attempts due queued log owners
+-- ARGV: tenant max_queued, then per delivery: id json due_ms created_ms endpoint_id
 -- Queues as many as the tenant's queue has room for; returns how many.
 local queued = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0')
 local room = tonumber(ARGV[2]) - queued
 local n = 0
 local i = 3
-while i + 3 <= #ARGV and n < room do
+while i + 4 <= #ARGV and n < room do
   local id = ARGV[i]
   redis.call('HSET', KEYS[1], id, ARGV[i + 1])
   redis.call('HSET', KEYS[2], id, 0)
   redis.call('ZADD', KEYS[3], ARGV[i + 2], id)
   redis.call('ZADD', KEYS[5], ARGV[i + 3], id)
+  redis.call('HSET', KEYS[6], id, ARGV[1] .. '\t' .. ARGV[i + 4])
   n = n + 1
-  i = i + 4
+  i = i + 5
 end
 if n > 0 then
   redis.call('HINCRBY', KEYS[4], ARGV[1], n)

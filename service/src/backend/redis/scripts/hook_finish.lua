@@ -1,4 +1,4 @@
--- KEYS: due deliveries attempts queued log finished
+-- KEYS: due deliveries attempts queued log finished owners
 -- ARGV: id attempts json status(P|D|F) next_ms finished_ms tenant keep_finished
 -- The outcome of an attempt, unless the delivery was handed out again since (its
 -- attempts moved on) or is no longer pending. A finished delivery leaves the queue;
@@ -25,6 +25,7 @@ if extra > 0 then
   for i = 1, #old, 2 do
     redis.call('HDEL', KEYS[2], old[i])
     redis.call('HDEL', KEYS[3], old[i])
+    redis.call('HDEL', KEYS[7], old[i])
     redis.call('ZREM', KEYS[5], old[i])
   end
 end

@@ -13,7 +13,7 @@ use crate::{
     domain::AskError,
     webhooks::{
         model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
-        store::{HookStore, StoreLimits},
+        store::{HookStore, Shares, StoreLimits},
     },
 };
 
@@ -140,6 +140,7 @@ impl HookStore for RedisHookStore {
             .key(HookKeys::due())
             .key(HookKeys::queued())
             .key(HookKeys::log(tenant))
+            .key(HookKeys::owners())
             .arg(tenant)
             .arg(self.limits.max_queued);
         for delivery in deliveries {
@@ -147,7 +148,8 @@ impl HookStore for RedisHookStore {
                 .arg(&delivery.id)
                 .arg(to_json(delivery)?)
                 .arg(delivery.next_attempt_ms)
-                .arg(delivery.created_ms);
+                .arg(delivery.created_ms)
+                .arg(&delivery.endpoint_id);
         }
         invocation
             .invoke_async(&mut self.conn())
@@ -160,14 +162,28 @@ impl HookStore for RedisHookStore {
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
+        shares: &Shares,
     ) -> Result<Vec<DeliveryRecord>, AskError> {
-        let reply: Vec<redis::Value> = CLAIM
+        let mut invocation = CLAIM.prepare_invoke();
+        invocation
             .key(HookKeys::due())
             .key(HookKeys::deliveries())
             .key(HookKeys::attempts())
+            .key(HookKeys::owners())
             .arg(now_ms)
             .arg(lease_until_ms)
             .arg(limit)
+            .arg(Shares::SCAN)
+            .arg(shares.per_tenant.min(i64::MAX as usize))
+            .arg(shares.per_endpoint.min(i64::MAX as usize))
+            .arg(shares.tenants.len());
+        for (tenant, used) in &shares.tenants {
+            invocation.arg(tenant).arg(used);
+        }
+        for (endpoint, used) in &shares.endpoints {
+            invocation.arg(endpoint).arg(used);
+        }
+        let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.conn())
             .await
             .map_err(unavailable)?;
@@ -182,6 +198,7 @@ impl HookStore for RedisHookStore {
             .key(HookKeys::queued())
             .key(HookKeys::log(&record.tenant))
             .key(HookKeys::finished(&record.tenant))
+            .key(HookKeys::owners())
             .arg(&record.id)
             .arg(record.attempts)
             .arg(to_json(record)?)
