@@ -791,3 +791,178 @@ async fn unfinished_slack_bodies_hold_a_bounded_amount_of_memory() {
     );
     assert!(peak_mib < 64.0, "{peak_mib:.1} MiB");
 }
+
+/// An ask of `session` whose detail is `bytes` long, held while nobody follows.
+fn sized_ask(session: &str, bytes: usize) -> Ask {
+    Ask::new(session)
+        .question(
+            question("q", "Go?")
+                .detail(&"x".repeat(bytes))
+                .choice("yes"),
+        )
+        .hold_unattended()
+        .no_retry()
+}
+
+/// What pending asks hold is budgeted per session and per tenant, over every node:
+/// past a budget an ask is refused TOO_MANY_PENDING naming the limit, another tenant is
+/// not affected, and a resolved ask gives its bytes back.
+async fn pending_asks_are_held_to_a_byte_budget() {
+    use askgate_client::Reason;
+
+    let dir = TempDir::new();
+    let a = add_key(&dir, "acme", "agent", "agent,ui");
+    let b = add_key(&dir, "globex", "agent", "agent");
+    let mut config = test_config();
+    config.settings.max_pending_bytes_per_session = 100_000;
+    config.settings.max_pending_bytes_per_tenant = 150_000;
+    let config = ServerConfig {
+        auth: AuthConfig::Keys(dir.0.join("keys.json")),
+        ..config
+    };
+    let server = TestServer::start_with(config.clone()).await;
+    let peer = server.start_peer_with(config).await;
+    let client_a = server.client().await.with_token(&a).expect("token");
+    let peer_a = match &peer {
+        Some(peer) => peer.client().await.with_token(&a).expect("token"),
+        None => client_a.clone(),
+    };
+    let held = |client: &askgate_client::Client, ask: Ask| {
+        let mut client = client.clone();
+        tokio::spawn(async move { client.ask(ask).await })
+    };
+    let pending = |session: &'static str| {
+        let mut client = client_a.clone();
+        async move { client.list_pending(session).await.expect("list").len() }
+    };
+    let mut calls = vec![held(&client_a, sized_ask("s1", 60_000))];
+    crate::support::eventually("the first ask", || async {
+        (pending("s1").await == 1).then_some(())
+    })
+    .await;
+    // The session's budget: 60 KB held, 60 KB more do not fit.
+    let refused = peer_a
+        .clone()
+        .ask(sized_ask("s1", 60_000))
+        .await
+        .expect_err("over the session's budget");
+    assert_eq!(refused.reason(), Reason::TooManyPending, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("--max-pending-bytes-per-session"),
+        "{refused}"
+    );
+    // The tenant's budget, counted over both nodes: 60 + 60 KB fit, 60 more do not.
+    calls.push(held(&peer_a, sized_ask("s2", 60_000)));
+    crate::support::eventually("the second ask", || async {
+        (pending("s2").await == 1).then_some(())
+    })
+    .await;
+    let refused = client_a
+        .clone()
+        .ask(sized_ask("s3", 60_000))
+        .await
+        .expect_err("over the tenant's budget");
+    assert_eq!(refused.reason(), Reason::TooManyPending, "{refused:?}");
+    assert!(
+        refused.message().contains("--max-pending-bytes-per-tenant"),
+        "{refused}"
+    );
+    // Another tenant has its own budget.
+    let other = server.client().await.with_token(&b).expect("token");
+    calls.push(held(&other, sized_ask("s1", 60_000)));
+    // A resolved ask gives its bytes back.
+    let rpc_id = client_a.clone().list_pending("s1").await.expect("list")[0]
+        .rpc_id
+        .clone();
+    client_a
+        .clone()
+        .cancel("s1", &rpc_id, "")
+        .await
+        .expect("cancel");
+    crate::support::eventually("room for another ask", || async {
+        let mut client = client_a.clone();
+        let ask = sized_ask("s3", 60_000).timeout(std::time::Duration::from_millis(200));
+        match client.ask(ask).await {
+            Err(e) if e.reason() == Reason::TooManyPending => None,
+            _ => Some(()),
+        }
+    })
+    .await;
+    for call in calls {
+        call.abort();
+    }
+}
+on_every_backend!(
+    #[tokio::test]
+    pending_asks_are_held_to_a_byte_budget
+);
+
+/// The attack that took a node: one tenant holding asks of about 1 MiB each. With the
+/// budget (64 MiB here, to keep the test small; 256 MiB by default) the node refuses
+/// the asks past it; the test prints how many it held and what they cost in RSS.
+#[tokio::test]
+async fn a_tenant_holding_huge_asks_stops_at_its_byte_budget() {
+    const BUDGET: u64 = 64 * 1024 * 1024;
+    let serve = ServeProcess::start_with(&[
+        "--max-pending-bytes-per-tenant",
+        &BUDGET.to_string(),
+        "--max-pending-bytes-per-session",
+        &BUDGET.to_string(),
+    ])
+    .await;
+    let client = serve.client().await;
+    let before = serve.rss().expect("rss");
+    let mut held = Vec::new();
+    let refused = loop {
+        // 16 questions of 64 KiB details each: about 1 MiB, each in a session of its
+        // own (a listing of several would pass the client's message limit).
+        let session = format!("big-{}", held.len());
+        let mut ask = Ask::new(&session).hold_unattended().no_retry();
+        for i in 0..16 {
+            ask = ask.question(
+                question(&format!("q{i}"), "Go?")
+                    .detail(&"x".repeat(64 * 1024 - 64))
+                    .choice("yes"),
+            );
+        }
+        let mut call = client.clone();
+        let task = tokio::spawn(async move { call.ask(ask).await });
+        let admitted = crate::support::eventually("the ask held or refused", || {
+            let mut lister = client.clone();
+            let task = &task;
+            let session = session.clone();
+            async move {
+                if task.is_finished() {
+                    return Some(false);
+                }
+                let pending = lister.list_pending(&session).await.ok()?;
+                (!pending.is_empty()).then_some(true)
+            }
+        })
+        .await;
+        if !admitted {
+            break task.await.expect("join").expect_err("refused");
+        }
+        held.push(task);
+        assert!(held.len() <= 70, "the budget did not hold");
+    };
+    assert_eq!(
+        refused.reason(),
+        askgate_client::Reason::TooManyPending,
+        "{refused:?}"
+    );
+    let grown = serve.rss().expect("rss").saturating_sub(before);
+    println!(
+        "asks of ~1 MiB: {} held within a {} MiB budget, then TOO_MANY_PENDING; RSS grew \
+         {:.1} MiB ({:.2}× the budget)",
+        held.len(),
+        BUDGET / (1024 * 1024),
+        grown as f64 / (1024.0 * 1024.0),
+        grown as f64 / BUDGET as f64
+    );
+    for task in held {
+        task.abort();
+    }
+}

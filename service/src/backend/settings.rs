@@ -18,6 +18,10 @@ pub struct Settings {
     pub max_pending_per_session: usize,
     /// Pending asks one tenant may hold over all its sessions.
     pub max_pending_per_tenant: usize,
+    /// Bytes the pending asks of one session may hold (their encoded `requested`).
+    pub max_pending_bytes_per_session: u64,
+    /// Bytes the pending asks of one tenant may hold, over every node.
+    pub max_pending_bytes_per_tenant: u64,
     /// Open subscriptions one session may have.
     pub max_subscribers_per_session: usize,
     /// Open `all_sessions` subscriptions one tenant may have.
@@ -47,6 +51,8 @@ impl Default for Settings {
             tenant_buffer: 16 * 1024,
             max_pending_per_session: 1024,
             max_pending_per_tenant: 10_000,
+            max_pending_bytes_per_session: 64 * 1024 * 1024,
+            max_pending_bytes_per_tenant: 256 * 1024 * 1024,
             max_subscribers_per_session: 64,
             max_all_sessions_per_tenant: 64,
             max_agents_per_tenant: 10_000,

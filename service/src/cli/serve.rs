@@ -130,6 +130,14 @@ pub struct ServeArgs {
     /// Pending asks one tenant may hold over all its sessions.
     #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = Settings::default().max_pending_per_tenant)]
     pub max_pending_per_tenant: usize,
+    /// Bytes the pending asks of one tenant may hold over every node (their questions,
+    /// options, details and labels as encoded); an ask past it is refused
+    /// TOO_MANY_PENDING.
+    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_TENANT", default_value_t = Settings::default().max_pending_bytes_per_tenant)]
+    pub max_pending_bytes_per_tenant: u64,
+    /// Bytes the pending asks of one session may hold.
+    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_SESSION", default_value_t = Settings::default().max_pending_bytes_per_session)]
+    pub max_pending_bytes_per_session: u64,
     /// Open subscriptions one session may have.
     #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = Settings::default().max_subscribers_per_session)]
     pub max_subscribers_per_session: usize,
@@ -346,6 +354,14 @@ impl ServeArgs {
             ("--max-mcp-sessions", self.max_mcp_sessions),
             ("--max-connections", self.max_connections),
             (
+                "--max-pending-bytes-per-tenant",
+                usize::try_from(self.max_pending_bytes_per_tenant).unwrap_or(usize::MAX),
+            ),
+            (
+                "--max-pending-bytes-per-session",
+                usize::try_from(self.max_pending_bytes_per_session).unwrap_or(usize::MAX),
+            ),
+            (
                 "--max-mcp-sessions-per-tenant",
                 self.max_mcp_sessions_per_tenant,
             ),
@@ -403,6 +419,8 @@ impl ServeArgs {
                 subscriber_buffer: self.subscriber_buffer,
                 max_pending_per_session: self.max_pending_per_session,
                 max_pending_per_tenant: self.max_pending_per_tenant,
+                max_pending_bytes_per_tenant: self.max_pending_bytes_per_tenant,
+                max_pending_bytes_per_session: self.max_pending_bytes_per_session,
                 max_subscribers_per_session: self.max_subscribers_per_session,
                 max_all_sessions_per_tenant: self.max_all_sessions_per_tenant,
                 max_agents_per_tenant: self.max_agents_per_tenant,

@@ -124,6 +124,15 @@ impl AskError {
         ))
     }
 
+    /// TOO_MANY_PENDING: the pending asks of the `scope` ("session" or "tenant") hold
+    /// too many bytes to take this one.
+    pub fn pending_bytes_full(scope: &str, limit: u64) -> Self {
+        Self::TooManyPending(format!(
+            "at most {limit} bytes of pending asks per {scope} \
+             (--max-pending-bytes-per-{scope}): this ask does not fit"
+        ))
+    }
+
     /// TOO_MANY_AGENTS: the tenant has `limit` agents attached already.
     pub fn too_many_agents(limit: usize) -> Self {
         Self::TooManyAgents(format!("at most {limit} agents attached per tenant"))

@@ -110,6 +110,8 @@ struct TenantState {
     passive: usize,
     /// Pending asks over all the tenant's sessions.
     pending: usize,
+    /// Bytes those asks hold.
+    pending_bytes: u64,
     /// Sessions of the tenant in the shards (those retiring included).
     sessions: usize,
     /// Agents of the tenant attached now.

@@ -46,12 +46,16 @@ pub(super) struct Session {
     pub(super) events_tx: Option<broadcast::Sender<Message>>,
     pub(super) tenant_tx: broadcast::Sender<Message>,
     pub(super) exclusive_held: bool,
+    /// Bytes its pending asks hold (their encoded `requested`).
+    pub(super) pending_bytes: u64,
     /// When the last subscriber left (None: never subscribed, or subscribed now).
     pub(super) left_at: Option<Instant>,
 }
 
 pub(super) struct PendingAsk {
     pub(super) order: u64,
+    /// The encoded size of its `requested`: what it counts in its budgets.
+    pub(super) bytes: u64,
     /// The `requested` event, replayed as is (same rpc_id, same cursor).
     pub(super) requested: Message,
     /// The calls waiting for the outcome: the Ask, and retries that joined it.

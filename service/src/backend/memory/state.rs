@@ -23,6 +23,7 @@ impl Inner {
                 left_at: None,
                 passive: 0,
                 pending: 0,
+                pending_bytes: 0,
                 sessions: 0,
                 agents: 0,
             })
@@ -64,6 +65,7 @@ impl Inner {
             tenant_tx,
             exclusive_held: false,
             left_at: None,
+            pending_bytes: 0,
         }))
     }
 
@@ -144,8 +146,10 @@ impl Inner {
         session.by_rpc_id.remove(rpc_id.as_str());
         let resolved = events::resolved(key, &rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
+        session.pending_bytes = session.pending_bytes.saturating_sub(ask.bytes);
         if let Some(tenant) = self.tenants.lock().get_mut(&key.tenant) {
             tenant.pending = tenant.pending.saturating_sub(1);
+            tenant.pending_bytes = tenant.pending_bytes.saturating_sub(ask.bytes);
         }
         let message = session.push(self.config.history_len, Event::Resolved(resolved));
         if let Some(agent) = ask.agent()
@@ -271,6 +275,16 @@ impl Inner {
                 self.config.max_pending_per_session
             )));
         }
+        let rpc_id = Uuid::now_v7().to_string();
+        let requested = events::requested(&rpc_id, &mut ask);
+        // What the ask holds while pending, as the Redis engine counts it.
+        let bytes = prost::Message::encoded_len(&requested) as u64;
+        if session.pending_bytes + bytes > self.config.max_pending_bytes_per_session {
+            return Err(AskError::pending_bytes_full(
+                "session",
+                self.config.max_pending_bytes_per_session,
+            ));
+        }
         {
             let mut tenants = self.tenants.lock();
             let tenant = tenants
@@ -282,10 +296,16 @@ impl Inner {
                     self.config.max_pending_per_tenant
                 )));
             }
+            if tenant.pending_bytes + bytes > self.config.max_pending_bytes_per_tenant {
+                return Err(AskError::pending_bytes_full(
+                    "tenant",
+                    self.config.max_pending_bytes_per_tenant,
+                ));
+            }
             tenant.pending += 1;
+            tenant.pending_bytes += bytes;
         }
-        let rpc_id = Uuid::now_v7().to_string();
-        let requested = events::requested(&rpc_id, &mut ask);
+        session.pending_bytes += bytes;
         let message = session.push(self.config.history_len, Event::Requested(requested));
         if let Some(tap) = self.tap.get() {
             tap.report(Committed {
@@ -303,6 +323,7 @@ impl Inner {
             session.head,
             Box::new(PendingAsk {
                 order: self.next_order.fetch_add(1, Ordering::Relaxed),
+                bytes,
                 requested: message,
                 waiters: vec![outcome_tx],
                 request_id: request_id.clone(),

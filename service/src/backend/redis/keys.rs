@@ -70,6 +70,11 @@ impl SessionKeys {
         self.key("settled-order")
     }
 
+    /// How many bytes the session's pending asks hold, for its byte budget.
+    pub fn pending_bytes(&self) -> String {
+        self.key("pending-bytes")
+    }
+
     /// Presence: someone follows the session (a node holds it while it does).
     pub fn attended(&self) -> String {
         self.key("attended")
@@ -159,6 +164,12 @@ impl TenantKeys {
     /// How many asks of the tenant are pending, for its quota.
     pub fn pending(&self) -> String {
         format!("{}:pending", self.tag)
+    }
+
+    /// How many bytes the tenant's pending asks hold (their `requested` events), for
+    /// its byte budget.
+    pub fn pending_bytes(&self) -> String {
+        format!("{}:pending_bytes", self.tag)
     }
 
     /// Set (with a short expiry) while some node has an `all_sessions` subscriber.

@@ -1,7 +1,11 @@
--- KEYS: tenant_pending tenant_held
--- ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms max_pending
+-- KEYS: tenant_pending tenant_held tenant_bytes
+-- ARGV: session_id now_ms held_until_ms max_sessions held_ttl_ms max_pending size
+--       max_bytes
 if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[6]) then
   return 'tenant_full'
+end
+if tonumber(redis.call('GET', KEYS[3]) or '0') + tonumber(ARGV[7]) > tonumber(ARGV[8]) then
+  return 'tenant_bytes_full'
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
 if not redis.call('ZSCORE', KEYS[2], ARGV[1])

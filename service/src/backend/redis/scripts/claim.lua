@@ -2,7 +2,7 @@
 --       [tenant_sessions tenant_pending tenant_held]
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
 --       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
---       settled_order
+--       settled_order session_bytes tenant_bytes
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark and the settled order share the session's hash tag, so they live in
 -- this slot.
@@ -14,9 +14,16 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('DEL', ARGV[12])
 redis.call('ZREM', KEYS[2], ARGV[1])
--- The tenant's count goes when it reaches zero, like its set of sessions.
+-- The tenant's count goes when it reaches zero, like its set of sessions; so do the
+-- byte counters (an ask registered before they were kept counts nothing).
 if tenant and redis.call('DECR', KEYS[9]) <= 0 then
   redis.call('DEL', KEYS[9])
+end
+if redis.call('DECRBY', ARGV[15], #asked) <= 0 then
+  redis.call('DEL', ARGV[15])
+end
+if tenant and redis.call('DECRBY', ARGV[16], #asked) <= 0 then
+  redis.call('DEL', ARGV[16])
 end
 local seq = redis.call('INCR', KEYS[5])
 local epoch = redis.call('GET', KEYS[6]) or ''

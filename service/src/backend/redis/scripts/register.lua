@@ -3,8 +3,12 @@
 --        [node_waits wait_mark session_attended tenant_attended]]
 -- ARGV: rpc_id requested request_id history_len max_pending new_epoch channel
 --       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
---       now_ms max_tenant_sessions
+--       now_ms max_tenant_sessions session_bytes max_session_bytes tenant_bytes
+--       max_tenant_bytes
 --       [wait_member node_id grace_ms mark_ttl_ms must_be_attended]
+-- session_bytes and tenant_bytes name the counters of what pending asks hold (the
+-- session's shares its hash tag; the tenant's is used only with the tenant's keys):
+-- a new ask's `requested` must fit within both budgets.
 -- Without the tenant's keys (on a Redis Cluster, where they live in another slot) the
 -- node checks the tenant's caps before (ADMIT_ASK) and does the tenant's part after
 -- the script (TENANT_REGISTERED). With the node's keys (one Redis only) the script also
@@ -12,7 +16,7 @@
 -- that someone follows the session or its tenant (else the node listed it before).
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
-if listing and ARGV[19] == '1' and redis.call('EXISTS', KEYS[13], KEYS[14]) == 0 then
+if listing and ARGV[23] == '1' and redis.call('EXISTS', KEYS[13], KEYS[14]) == 0 then
   return {'no_provider'}
 end
 if ARGV[3] ~= '' then
@@ -26,6 +30,13 @@ end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
   return {'full'}
 end
+local size = #ARGV[2]
+if tonumber(redis.call('GET', ARGV[15]) or '0') + size > tonumber(ARGV[16]) then
+  return {'session_bytes_full'}
+end
+if tenant and tonumber(redis.call('GET', ARGV[17]) or '0') + size > tonumber(ARGV[18]) then
+  return {'tenant_bytes_full'}
+end
 if tenant then
   redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
   if not redis.call('ZSCORE', KEYS[10], ARGV[9])
@@ -36,14 +47,16 @@ if tenant then
     return {'tenant_full'}
   end
   redis.call('INCR', KEYS[9])
+  redis.call('INCRBY', ARGV[17], size)
   -- The session holds state as long as its history: the idle TTL from now.
   redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
   redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
 end
+redis.call('INCRBY', ARGV[15], size)
 if listing then
-  redis.call('SADD', KEYS[11], ARGV[15])
-  redis.call('HSET', KEYS[12], ARGV[16], ARGV[17])
-  redis.call('PEXPIRE', KEYS[12], ARGV[18])
+  redis.call('SADD', KEYS[11], ARGV[19])
+  redis.call('HSET', KEYS[12], ARGV[20], ARGV[21])
+  redis.call('PEXPIRE', KEYS[12], ARGV[22])
 end
 local epoch = redis.call('GET', KEYS[6])
 if not epoch then
@@ -65,7 +78,7 @@ if tenant then
   redis.call('SADD', KEYS[8], ARGV[9])
 end
 -- A session's history lives as long as it is used, then expires.
-for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], ARGV[15]}) do
   redis.call('EXPIRE', key, ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event

@@ -202,6 +202,7 @@ impl RedisStore {
         time_us: String,
         message: Vec<u8>,
         session_emptied: bool,
+        size: usize,
     ) {
         let tenant = TenantKeys::new(&key.tenant);
         let idle_ms = self.idle_ttl_secs() * 1000;
@@ -209,6 +210,7 @@ impl RedisStore {
             .key(tenant.sessions())
             .key(tenant.pending())
             .key(tenant.held_sessions())
+            .key(tenant.pending_bytes())
             .arg(&*key.session_id)
             .arg(time_us)
             .arg(tenant.channel())
@@ -216,6 +218,7 @@ impl RedisStore {
             .arg(if session_emptied { "1" } else { "0" })
             .arg(now_ms() + idle_ms)
             .arg(idle_ms)
+            .arg(size)
             .invoke_async::<()>(&mut self.conn.clone())
             .await;
         if let Err(e) = done {
@@ -226,6 +229,10 @@ impl RedisStore {
     /// Whether the store is a Redis Cluster (see [`RedisConn`]).
     pub fn is_cluster(&self) -> bool {
         self.conn.is_cluster()
+    }
+
+    fn tenant_bytes_full(&self) -> AskError {
+        AskError::pending_bytes_full("tenant", self.config.max_pending_bytes_per_tenant)
     }
 
     fn tenant_full(&self) -> AskError {
@@ -269,6 +276,7 @@ impl RedisStore {
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
         let now = now_ms();
+        let bytes = requested.encode_to_vec();
         if cluster {
             // The tenant's keys live in another slot: its caps are checked before,
             // the ask counted after (ADMIT_ASK, TENANT_REGISTERED).
@@ -277,18 +285,22 @@ impl RedisStore {
                 .admit_ask
                 .key(tenant.pending())
                 .key(tenant.held_sessions())
+                .key(tenant.pending_bytes())
                 .arg(&*key.session_id)
                 .arg(now)
                 .arg(now + idle_ms)
                 .arg(self.config.max_sessions_per_tenant)
                 .arg(idle_ms)
                 .arg(self.config.max_pending_per_tenant)
+                .arg(bytes.len())
+                .arg(self.config.max_pending_bytes_per_tenant)
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(unavailable)?;
             match admitted.as_str() {
                 "ok" => {}
                 "tenant_full" => return Err(self.tenant_full()),
+                "tenant_bytes_full" => return Err(self.tenant_bytes_full()),
                 "sessions_full" => return Err(self.sessions_full()),
                 other => {
                     return Err(AskError::Internal(format!(
@@ -297,7 +309,6 @@ impl RedisStore {
                 }
             }
         }
-        let bytes = requested.encode_to_vec();
         let mut invocation = self.register.prepare_invoke();
         invocation
             .key(keys.asks())
@@ -335,7 +346,15 @@ impl RedisStore {
             .arg(self.config.max_pending_per_tenant)
             .arg(self.conn.publish_command())
             .arg(now)
-            .arg(self.config.max_sessions_per_tenant);
+            .arg(self.config.max_sessions_per_tenant)
+            .arg(keys.pending_bytes())
+            .arg(self.config.max_pending_bytes_per_session)
+            .arg(if cluster {
+                String::new()
+            } else {
+                tenant.pending_bytes()
+            })
+            .arg(self.config.max_pending_bytes_per_tenant);
         if let Some(listing) = listing {
             invocation
                 .arg(wait_member(key, &requested.rpc_id))
@@ -355,8 +374,15 @@ impl RedisStore {
                 let epoch = text(2)?;
                 if cluster {
                     let message = live_message(&epoch, seq, b'Q', &bytes);
-                    self.tenant_part(&self.tenant_registered, key, text(3)?, message, false)
-                        .await;
+                    self.tenant_part(
+                        &self.tenant_registered,
+                        key,
+                        text(3)?,
+                        message,
+                        false,
+                        bytes.len(),
+                    )
+                    .await;
                 }
                 Ok(Registration::New { seq, epoch })
             }
@@ -373,6 +399,11 @@ impl RedisStore {
                 self.config.max_pending_per_session
             ))),
             "tenant_full" => Err(self.tenant_full()),
+            "session_bytes_full" => Err(AskError::pending_bytes_full(
+                "session",
+                self.config.max_pending_bytes_per_session,
+            )),
+            "tenant_bytes_full" => Err(self.tenant_bytes_full()),
             "sessions_full" => Err(self.sessions_full()),
             "no_provider" => Err(AskError::NoProvider),
             other => Err(AskError::Internal(format!(
@@ -479,6 +510,12 @@ impl RedisStore {
             .arg(keys.wait_mark(&resolved.rpc_id))
             .arg(now_ms())
             .arg(keys.settled_order())
+            .arg(keys.pending_bytes())
+            .arg(if cluster {
+                String::new()
+            } else {
+                tenant.pending_bytes()
+            })
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -487,17 +524,21 @@ impl RedisStore {
             "claimed" => {
                 let seq = parse_seq(&text(1)?)?;
                 let epoch = text(2)?;
+                let asked: Vec<u8> = reply_field(&reply, 5)?;
                 if cluster {
                     let message = live_message(&epoch, seq, b'R', &bytes);
                     let emptied = text(3)? == "0";
-                    self.tenant_part(&self.tenant_claimed, key, text(4)?, message, emptied)
-                        .await;
+                    self.tenant_part(
+                        &self.tenant_claimed,
+                        key,
+                        text(4)?,
+                        message,
+                        emptied,
+                        asked.len(),
+                    )
+                    .await;
                 }
-                Ok(Claimed {
-                    seq,
-                    epoch,
-                    asked: reply_field(&reply, 5)?,
-                })
+                Ok(Claimed { seq, epoch, asked })
             }
             "gone" => Err(AskError::NotPending {
                 settled: parse_settled(&text(1)?),
