@@ -22,11 +22,11 @@ use std::{
         Arc,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
-    task::{Context, Poll, Waker},
+    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use parking_lot::Mutex;
+use futures_util::task::AtomicWaker;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
@@ -147,7 +147,7 @@ pub struct Activity {
     epoch: Instant,
     /// The connection's reader, woken when its last request ends so that its idle
     /// clock starts.
-    reader: Mutex<Option<Waker>>,
+    reader: AtomicWaker,
 }
 
 impl Activity {
@@ -194,7 +194,7 @@ impl GuardedStream {
             in_flight: AtomicUsize::new(0),
             last_read: AtomicU64::new(0),
             epoch,
-            reader: Mutex::new(None),
+            reader: AtomicWaker::new(),
         });
         activity
             .last_read
@@ -242,8 +242,14 @@ impl AsyncRead for GuardedStream {
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => {
-                *activity.reader.lock() = Some(cx.waker().clone());
                 let Some(since) = activity.idle_since() else {
+                    // Cheap when the waker is the same as last time (it usually is).
+                    activity.reader.register(cx.waker());
+                    // The last request may have ended meanwhile: look again.
+                    if activity.idle_since().is_none() {
+                        return Poll::Pending;
+                    }
+                    cx.waker().wake_by_ref();
                     return Poll::Pending;
                 };
                 let deadline = since + this.idle_timeout;
@@ -333,9 +339,7 @@ impl Drop for Flying {
             .store(activity.now_ms(), Ordering::Relaxed);
         if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The reader may be parked with no idle clock running: start it.
-            if let Some(reader) = activity.reader.lock().take() {
-                reader.wake();
-            }
+            activity.reader.wake();
         }
     }
 }
