@@ -108,13 +108,19 @@ impl OriginPolicy {
     }
 
     fn accepts_host(&self, host: &Authority) -> bool {
-        let name = bare_host(host).to_ascii_lowercase();
+        let name = bare_host(host);
         if let Ok(ip) = name.parse::<IpAddr>() {
             return ip.is_loopback() || ip.is_unspecified();
         }
-        name == "localhost"
-            || name.ends_with(".localhost")
-            || self.public_url.as_ref().is_some_and(|url| url.host == name)
+        let suffix = ".localhost";
+        name.eq_ignore_ascii_case("localhost")
+            || (name.len() > suffix.len()
+                && name.is_char_boundary(name.len() - suffix.len())
+                && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix))
+            || self
+                .public_url
+                .as_ref()
+                .is_some_and(|url| url.host.eq_ignore_ascii_case(name))
     }
 
     fn accepts_origin(&self, origin: &HeaderValue, host: Option<&Authority>) -> bool {

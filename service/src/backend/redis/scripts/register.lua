@@ -52,6 +52,7 @@ if tenant then
   redis.call('ZADD', KEYS[10], 'GT', tonumber(ARGV[13]) + 1000 * tonumber(ARGV[10]), ARGV[9])
   redis.call('PEXPIRE', KEYS[10], 1000 * tonumber(ARGV[10]))
 end
+-- Like the asks it counts, the session's byte count has no expiry; it goes at zero.
 redis.call('INCRBY', ARGV[15], size)
 if listing then
   redis.call('SADD', KEYS[11], ARGV[19])
@@ -78,7 +79,7 @@ if tenant then
   redis.call('SADD', KEYS[8], ARGV[9])
 end
 -- A session's history lives as long as it is used, then expires.
-for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], ARGV[15]}) do
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
