@@ -143,6 +143,17 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_may_be_set_by_its_other_name() {
+        let args = serve(
+            "allowed-origin = [\"https://a.example\"]\npublic-url = \"https://q.example\"\n",
+            &[],
+        )
+        .expect("parses");
+        assert_eq!(args.cors_origins, ["https://a.example"]);
+        assert_eq!(args.public_url.as_deref(), Some("https://q.example"));
+    }
+
+    #[test]
     fn the_file_may_set_the_global_log_filter() {
         let cli = parse_with("log = \"askgate_service=debug\"\n", &[]).expect("parses");
         assert_eq!(cli.log.as_deref(), Some("askgate_service=debug"));
