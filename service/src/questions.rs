@@ -124,11 +124,6 @@ impl Questions {
         self
     }
 
-    /// The engine, for what other use cases hold of a tenant's budgets (MCP sessions).
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
-    }
-
     /// Checks an ask before anything is stored: a node draining, an invalid batch,
     /// the tenant's rate. A refusal is counted here; what passes goes to [`Self::ask`].
     pub fn check_ask(

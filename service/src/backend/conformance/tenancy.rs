@@ -1,6 +1,7 @@
 //! Tenancy: tenants share nothing, and each is held to its caps.
 
 use super::*;
+use crate::backend::Budget;
 
 /// docs/protocol.md "Vocabulary": (tenant, session) pairs that would read alike if
 /// joined naively (`acme` + `x/s` and `acme/x` + `s`, braces, escapes)
@@ -164,4 +165,73 @@ pub(crate) async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(
             Err(e) => panic!("the slot of an ended stream was not freed: {e:?}"),
         }
     }
+}
+
+/// docs/security.md "Per-tenant caps": a tenant holds at most `max` units of a budget,
+/// another tenant and another budget are apart, and a dropped unit comes back (on Redis
+/// once its release lands, so within a bounded wait).
+pub(crate) async fn budgets_are_held_per_tenant_and_given_back(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let first = backend.hold("acme", Budget::Streams, 2).await.expect("one");
+    let _second = backend.hold("acme", Budget::Streams, 2).await.expect("two");
+    let refused = backend.hold("acme", Budget::Streams, 2).await.map(|_| ());
+    assert!(
+        matches!(refused, Err(AskError::TooManySubscribers(ref m)) if m.contains("--max-streams-per-tenant")),
+        "{refused:?}"
+    );
+    let _other_tenant = backend
+        .hold("globex", Budget::Streams, 2)
+        .await
+        .expect("apart");
+    let _other_budget = backend
+        .hold("acme", Budget::McpSessions, 2)
+        .await
+        .expect("apart");
+    drop(first);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while backend.hold("acme", Budget::Streams, 2).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the dropped unit comes back");
+}
+
+/// The bytes pending asks hold are budgeted per session and per tenant; a resolved ask
+/// gives its bytes back.
+pub(crate) async fn pending_bytes_are_budgeted_per_session_and_tenant(make: impl Make) {
+    let sized = |session: &str, bytes: usize| {
+        let mut new = ask(session);
+        new.questions[0].detail = Some("x".repeat(bytes));
+        new
+    };
+    let (backend, _guard) = backend(
+        make,
+        Settings {
+            max_pending_bytes_per_session: 3_000,
+            max_pending_bytes_per_tenant: 5_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    let first = backend.register(sized("s1", 2_000)).await.expect("fits");
+    let over_session = backend.register(sized("s1", 2_000)).await.map(|_| ());
+    assert!(
+        matches!(over_session, Err(AskError::TooManyPending(ref m)) if m.contains("per-session")),
+        "{over_session:?}"
+    );
+    let _second = backend.register(sized("s2", 2_000)).await.expect("fits");
+    let over_tenant = backend.register(sized("s3", 2_000)).await.map(|_| ());
+    assert!(
+        matches!(over_tenant, Err(AskError::TooManyPending(ref m)) if m.contains("per-tenant")),
+        "{over_tenant:?}"
+    );
+    backend
+        .claim(&key("s1"), &first.rpc_id, answered())
+        .await
+        .expect("claim");
+    backend
+        .register(sized("s3", 2_000))
+        .await
+        .expect("the resolved ask's bytes came back");
 }
