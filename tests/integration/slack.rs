@@ -208,9 +208,28 @@ fn control(message: &Value, action_id: &str, text: Option<&str>) -> String {
         .iter()
         .filter_map(|b| b["elements"].as_array())
         .flatten()
-        .find(|e| e["action_id"] == action_id && text.is_none_or(|t| e["text"]["text"] == t))
+        .find(|e| {
+            e["action_id"]
+                .as_str()
+                .is_some_and(|id| id == action_id || id.starts_with(&format!("{action_id}.")))
+                && text.is_none_or(|t| e["text"]["text"] == t)
+        })
         .and_then(|e| e["value"].as_str())
         .unwrap_or_else(|| panic!("no {action_id} {text:?} in {message}"))
+        .to_owned()
+}
+
+/// The action id of the control of `message` whose value is `value`.
+fn action_id_of(message: &Value, value: &str) -> String {
+    message["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter_map(|b| b["elements"].as_array())
+        .flatten()
+        .find(|e| e["value"] == value)
+        .and_then(|e| e["action_id"].as_str())
+        .unwrap_or_else(|| panic!("no control with {value} in {message}"))
         .to_owned()
 }
 
@@ -452,8 +471,12 @@ async fn a_question_is_posted_answered_with_a_click_and_updated_in_place() {
         text.contains("Deploy to production?") && text.contains("session `ops/1`"),
         "{text}"
     );
+    // Each option's button has an action id of its own (Slack refuses repeats within a
+    // block); the click carries it.
     let yes = control(&posted.body, "askgate.choose", Some("yes"));
-    let (status, _) = interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
+    let yes_action = action_id_of(&posted.body, &yes);
+    assert_eq!(yes_action, "askgate.choose.0");
+    let (status, _) = interact(server.addr, &click(&yes_action, &yes, &posted.body)).await;
     assert_eq!(status, 200);
     let answered = within("the ask", call)
         .await

@@ -75,11 +75,14 @@ export async function interact(url, secret, payload) {
   return response.status;
 }
 
-/** The value of a message's control with `actionId` (and `text`). */
+/** A message's control whose action id is `actionId` or `actionId.<n>` (an option's
+ * button), and whose text is `text` if given. */
 export function control(blocks, actionId, text) {
   for (const block of blocks) {
     for (const element of block.elements ?? []) {
-      if (element.action_id === actionId && (text === undefined || element.text?.text === text)) return element.value;
+      const id = element.action_id ?? "";
+      const named = id === actionId || id.startsWith(`${actionId}.`);
+      if (named && (text === undefined || element.text?.text === text)) return element;
     }
   }
   throw new Error(`no ${actionId} ${text ?? ""}`);

@@ -61,7 +61,7 @@ test("a plan review posted to Slack, approved with a click, and updated in place
     team: { id: "T1" },
     user: { id: "U024BE7LH" },
     message: { blocks: posted.body.blocks },
-    actions: [{ action_id: "askgate.choose", value: approve }],
+    actions: [{ action_id: approve.action_id, value: approve.value }],
   });
   assert.equal(status, 200);
   const { code, json, stderr } = await agent.result();

@@ -10,7 +10,8 @@
 use askgate_proto::v1::{Question, QuestionAnswer, Requested, Resolution, Resolved};
 use serde_json::{Value, json};
 
-/// Action ids of askgate's controls.
+/// Action ids of askgate's controls. An option's button is `askgate.choose.<index>`:
+/// Slack refuses a message whose action ids repeat within a block.
 pub const CHOOSE: &str = "askgate.choose";
 pub const CHECKS: &str = "askgate.checks";
 pub const SUBMIT: &str = "askgate.submit";
@@ -94,6 +95,19 @@ impl Ref {
             ..self.clone()
         }
     }
+}
+
+/// The action id of option `index`'s button.
+fn choose_action(index: usize) -> String {
+    format!("{CHOOSE}.{index}")
+}
+
+/// Whether `action_id` is an option's button: `askgate.choose.<index>`, or plain
+/// `askgate.choose` on messages posted before the ids were numbered.
+pub fn is_choice(action_id: &str) -> bool {
+    action_id
+        .strip_prefix(CHOOSE)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut.
@@ -318,7 +332,7 @@ pub fn question_message(at: &Ref, requested: &Requested) -> Value {
                     .enumerate()
                     .map(|(i, o)| {
                         let style = (Some(o.label.as_str()) == approve).then_some("primary");
-                        button(&o.label, CHOOSE, &at.with_option(i), style)
+                        button(&o.label, &choose_action(i), &at.with_option(i), style)
                     })
                     .collect();
                 for (n, chunk) in buttons.chunks(BUTTONS_PER_BLOCK).enumerate() {
@@ -437,11 +451,13 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
                     .iter()
                     .find(|q| q.id == answer.id)
                     .map_or(answer.id.as_str(), |q| q.question.as_str());
-                lines.push(format!(
-                    "• {}: *{}*",
-                    escape(&cut(question, 200)),
-                    answer_text(answer)
-                ));
+                // "Ship it?: yes" reads badly: a question's own mark ends it.
+                let question = escape(&cut(question, 200));
+                let separator = match question.ends_with(['?', '!', ':', '.', '…']) {
+                    true => " ",
+                    false => ": ",
+                };
+                lines.push(format!("• {question}{separator}*{}*", answer_text(answer)));
             }
             lines.join("\n")
         }
@@ -672,6 +688,53 @@ mod tests {
     }
 
     #[test]
+    fn action_and_block_ids_are_unique_where_slack_requires() {
+        let shape = |options: usize, multi: bool| {
+            let labels: Vec<String> = (0..options).map(|i| format!("option {i}")).collect();
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            let mut q = question("Pick?", &labels);
+            q.multi_select = multi;
+            q
+        };
+        let mut messages = Vec::new();
+        for options in [0, 2, 10, 11, 30, 100] {
+            for multi in [false, true] {
+                let asked = requested(vec![shape(options, multi)]);
+                messages.push(question_message(&at(), &asked));
+                messages.push(answer_modal(&at(), &asked));
+            }
+        }
+        let batch = requested((0..20).map(|_| shape(3, false)).collect());
+        messages.push(question_message(&at(), &batch));
+        messages.push(answer_modal(&at(), &batch));
+        for message in &messages {
+            let blocks = message["blocks"].as_array().expect("blocks");
+            let mut block_ids: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| b["block_id"].as_str())
+                .collect();
+            let count = block_ids.len();
+            block_ids.sort_unstable();
+            block_ids.dedup();
+            assert_eq!(block_ids.len(), count, "a block_id repeats in {message}");
+            for block in blocks {
+                let mut ids: Vec<&str> = block["elements"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e["action_id"].as_str())
+                    .collect();
+                let count = ids.len();
+                ids.sort_unstable();
+                ids.dedup();
+                assert_eq!(ids.len(), count, "an action_id repeats in {block}");
+            }
+        }
+        assert!(is_choice("askgate.choose.7") && is_choice(CHOOSE));
+        assert!(!is_choice("askgate.chooser") && !is_choice(CHECKS));
+    }
+
+    #[test]
     fn refs_round_trip_and_refuse_anything_else() {
         let with = at().with_option(3);
         assert_eq!(Ref::decode(&with.encode()), Some(with));
@@ -690,7 +753,10 @@ mod tests {
     #[test]
     fn single_select_is_buttons_multi_select_is_checkboxes_and_batches_a_form() {
         let single = question_message(&at(), &requested(vec![question("Deploy?", &["yes", "no"])]));
-        assert_eq!(actions(&single), [CHOOSE, CHOOSE, OPEN, CANCEL]);
+        assert_eq!(
+            actions(&single),
+            ["askgate.choose.0", "askgate.choose.1", OPEN, CANCEL]
+        );
         let mut multi = question("Which checks?", &["lint", "tests"]);
         multi.multi_select = true;
         let multi = question_message(&at(), &requested(vec![multi]));
@@ -792,7 +858,9 @@ mod tests {
         let message = resolved_message(&asked, &resolved);
         assert!(actions(&message).is_empty());
         assert!(message.to_string().contains("Answered by <@U2>"));
-        assert!(message.to_string().contains("Deploy?: *yes*"));
+        assert!(message.to_string().contains("Deploy? *yes*"), "{message}");
+        let plain = resolved_message(&requested(vec![question("Target", &["yes"])]), &resolved);
+        assert!(plain.to_string().contains("Target: *yes*"), "{plain}");
         let cancelled = Resolved {
             reason: Resolution::Cancelled.into(),
             resolved_by: "ana@acme".into(),

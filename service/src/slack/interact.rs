@@ -317,7 +317,7 @@ impl Interactivity {
             return ok();
         };
         let answered = match action["action_id"].as_str() {
-            Some(blocks::CHOOSE) => {
+            Some(id) if blocks::is_choice(id) => {
                 let Some(option) = at.option.and_then(|i| question.options.get(i)) else {
                     return ok();
                 };
