@@ -67,6 +67,12 @@ impl Error {
         self.metadata.get(key).map(String::as_str)
     }
 
+    /// Every `ErrorInfo` metadata entry the server sent (`resolved_by` of a
+    /// [`Reason::NotPending`] among them), in no particular order.
+    pub fn metadata_entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// `(field, description)` pairs of a [`Reason::BadRequest`] or
     /// [`Reason::BadAnswer`].
     pub fn violations(&self) -> &[(String, String)] {

@@ -164,6 +164,11 @@ async fn pending_and_answer_resolve_an_ask_from_the_command_line() {
     ]);
     let (code, _, stderr) = finish(late).await;
     assert_eq!(code, 8, "{stderr}");
+    let report: Value = serde_json::from_str(stderr.trim()).expect("the error as JSON");
+    let metadata = &report["error"]["metadata"];
+    assert_eq!(report["error"]["reason"], "NOT_PENDING", "{stderr}");
+    assert_eq!(metadata["resolution"], "ANSWERED", "{stderr}");
+    assert_eq!(metadata["resolved_by"], "anonymous", "who won: {stderr}");
 }
 
 #[tokio::test]

@@ -859,6 +859,15 @@ async fn private_and_malformed_endpoint_urls_are_refused() {
             .expect_err(url);
         assert_eq!(refused.reason(), Reason::BadRequest, "{url}: {refused:?}");
         assert_eq!(refused.violations()[0].0, "url", "{url}");
+        let is_host = !url.starts_with("ftp") && !url.contains('@') && url != "not a url";
+        if is_host {
+            assert!(
+                refused.violations()[0]
+                    .1
+                    .contains("--webhook-allow-private"),
+                "{url}: the way out is named: {refused:?}"
+            );
+        }
     }
     let unknown = admin
         .create_endpoint(endpoint("https://example.com/hook".into(), &["ask.maybe"]))

@@ -155,12 +155,11 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
 
 /// Prints a failed call as one JSON object on stderr and returns its exit code.
 pub(crate) fn fail(error: &askgate_client::Error) -> ExitCode {
-    let mut metadata = serde_json::Map::new();
-    for key in ["session_id", "rpc_id", "reason", "resolution"] {
-        if let Some(value) = error.metadata(key) {
-            metadata.insert(key.to_owned(), value.into());
-        }
-    }
+    // Every key the server sent (serde_json's map keeps them sorted).
+    let metadata: serde_json::Map<String, serde_json::Value> = error
+        .metadata_entries()
+        .map(|(key, value)| (key.to_owned(), value.into()))
+        .collect();
     let violations: Vec<_> = error
         .violations()
         .iter()

@@ -376,10 +376,15 @@ where
                     Err(refused) => return Ok(refusal(refused)),
                 },
             };
-            let response = service
+            let mut response = service
                 .call(request)
                 .await
                 .unwrap_or_else(|never: Infallible| match never {});
+            // rmcp accepts a session's DELETE with 202; the MCP SDKs take 200 (or 204)
+            // as done and warn "Session termination failed" on anything else.
+            if deleting && response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::OK;
+            }
             let active = match (named, hold) {
                 (None, Some(hold)) => match response.headers().get(MCP_SESSION_HEADER) {
                     Some(id) => sessions.opened(

@@ -130,7 +130,8 @@ impl Sender {
         }
         if !self.allow_internal && addrs.iter().any(|a| is_internal(a.ip())) {
             return Err(format!(
-                "{} resolves to a loopback, private or otherwise internal address",
+                "not a public address (a server with --webhook-allow-private allows it): {} \
+                 resolves to a loopback, private or otherwise internal address",
                 target.host
             ));
         }
