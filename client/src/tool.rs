@@ -221,9 +221,9 @@ pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
         .collect())
 }
 
-/// The model-facing text of EMPTY_QUESTIONS (docs/protocol.md "Errors"; the seed's, byte for byte).
+/// The model-facing text of EMPTY_QUESTIONS (docs/protocol.md "Errors"; fixed byte for byte).
 const EMPTY_QUESTIONS_TEXT: &str = "ask_user_question requires at least one question";
-/// The model-facing text of ASK_ABORTED (the seed's, byte for byte).
+/// The model-facing text of ASK_ABORTED (fixed byte for byte).
 pub const ASK_ABORTED_TEXT: &str = "ask_user_question was aborted before the user answered";
 /// How long an abort waits for the server to resolve the ask ABORTED.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -272,7 +272,7 @@ impl ToolOutput {
         }
     }
 
-    /// A failed call, with the server's message (the seed's exact strings).
+    /// A failed call, with the server's message (the fixed texts of docs/protocol.md "Errors").
     pub fn from_error(error: &Error) -> Self {
         Self::failed(error.reason(), error.code(), error.message())
     }

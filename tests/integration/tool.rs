@@ -149,7 +149,7 @@ on_every_backend!(
 );
 
 /// An abort of the tool's run resolves its ask ABORTED at once (not after the reattach
-/// grace), returns the seed's text, and says so as data as well.
+/// grace), returns the fixed text, and says so as data as well.
 async fn an_abort_resolves_the_ask_aborted_at_once() {
     use askgate_client::{Event, Reason, proto::Resolution};
     let server = TestServer::start().await;

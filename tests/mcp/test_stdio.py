@@ -17,7 +17,7 @@ from conftest import ASKGATE, WAIT, Askgate  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
-# The seed's tool schema, written out here so that a drift on the server side fails.
+# The fixed tool schema (docs/protocol.md), written out here so that a drift on the server side fails.
 SEED_SCHEMA = {
     "type": "object",
     "properties": {
@@ -106,7 +106,7 @@ def text(result) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_tools_are_listed_with_the_seed_schema_on_both_protocol_versions(
+async def test_tools_are_listed_with_the_fixed_schema_on_both_protocol_versions(
     askgate: Askgate, mode: str
 ) -> None:
     url = askgate.serve()
@@ -150,7 +150,7 @@ async def test_a_cancel_returns_the_humans_reason(askgate: Askgate) -> None:
     assert text(result) == "Error: the user cancelled the question: use the staging DB"
 
 
-async def test_refusals_return_the_seeds_exact_strings(askgate: Askgate) -> None:
+async def test_refusals_return_the_fixed_strings(askgate: Askgate) -> None:
     url = askgate.serve()
     askgate.watch(url, "attended")
     async with Client(mcp_server(url, "attended")) as attended, Client(

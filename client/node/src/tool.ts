@@ -35,7 +35,7 @@ export const NAME: string = DEFINITION.name;
 /** What the model reads about the tool. */
 export const DESCRIPTION: string = DEFINITION.description;
 
-/** The seed's exact texts of these failures. */
+/** The fixed texts of these failures (docs/protocol.md "Errors"). */
 export const EMPTY_QUESTIONS_TEXT = "ask_user_question requires at least one question";
 export const ASK_ABORTED_TEXT = "ask_user_question was aborted before the user answered";
 
@@ -201,7 +201,7 @@ export class AskUserQuestion {
 
   /**
    * Asks and waits; never throws. Aborting `signal` (the agent's turn was
-   * interrupted) resolves the ask ABORTED at once and gives the seed's aborted text.
+   * interrupted) resolves the ask ABORTED at once and gives the fixed aborted text.
    */
   async run(args: string | unknown, { signal }: { signal?: AbortSignal } = {}): Promise<ToolOutput> {
     let questions: Question[];

@@ -1,4 +1,4 @@
-// The model-facing tool against a real askgate: the server's definition, the seed's
+// The model-facing tool against a real askgate: the server's definition, the fixed
 // texts, and an abort that resolves the ask at once.
 
 import assert from "node:assert/strict";
@@ -69,7 +69,7 @@ test("the tool definition is the server's, in every shape", async () => {
   });
 });
 
-test("the tool returns the seed's texts and aborts at once", async (t) => {
+test("the tool returns the fixed texts and aborts at once", async (t) => {
   const server = await Server.start();
   t.after(() => server.stop());
   const client = new Client({ addr: server.addr });

@@ -71,7 +71,7 @@ def test_the_tool_definition_is_the_servers() -> None:
     assert input_schema()["additionalProperties"] is False
 
 
-def test_the_tool_returns_the_seeds_texts(server: Server) -> None:
+def test_the_tool_returns_the_fixed_texts(server: Server) -> None:
     with Client(server.addr) as client:
         ui = client.follow("s")
         assert next(ui).synced

@@ -5,9 +5,9 @@
 //! own process (`/mcp` on `askgate serve`, see [`http`]: the tenant and session of each
 //! request come from its credential and its `askgate-session` header).
 //!
-//! - `ask_user_question` takes exactly the seed's tool schema and returns the tool
+//! - `ask_user_question` takes exactly the fixed tool schema (docs/protocol.md) and returns the tool
 //!   result text of [`askgate_client::tool`] (the answers as compact JSON, or
-//!   `Error: …` with the seed's strings).
+//!   `Error: …` with the fixed texts of docs/protocol.md "Errors").
 //! - With a maximum wait, a call still unanswered then returns a "still waiting"
 //!   result naming its `ask_id`; the ask stays pending (its call goes on here) and
 //!   `await_user_answer {ask_id}` waits for it again. For clients whose tool calls time
@@ -154,7 +154,7 @@ impl AskgateMcp {
         }
     }
 
-    /// The tools this server offers: `ask_user_question` with exactly the seed's
+    /// The tools this server offers: `ask_user_question` with exactly the fixed
     /// schema and description, and `await_user_answer`.
     pub fn tools() -> Vec<Tool> {
         let object = |value: Value| match value {

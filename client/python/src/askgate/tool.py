@@ -41,7 +41,7 @@ NAME: str = _DEFINITION["name"]
 #: What the model reads about the tool.
 DESCRIPTION: str = _DEFINITION["description"]
 
-#: The seed's exact texts of these failures.
+#: The fixed texts of these failures (docs/protocol.md "Errors").
 EMPTY_QUESTIONS_TEXT = "ask_user_question requires at least one question"
 ASK_ABORTED_TEXT = "ask_user_question was aborted before the user answered"
 
@@ -190,7 +190,7 @@ class AskUserQuestion:
         abort: Optional[threading.Event] = None,
     ) -> ToolOutput:
         """Asks and waits. Setting `abort` (the agent's turn was interrupted) resolves the
-        ask ABORTED at once and gives the seed's aborted text."""
+        ask ABORTED at once and gives the fixed aborted text."""
         prepared = _prepare(self.session_id, arguments, self.timeout)
         if isinstance(prepared, ToolOutput):
             return prepared
