@@ -650,7 +650,21 @@ pub async fn run_with_metrics(
             let _ = stop_rx.await;
         });
     let mut server = std::pin::pin!(server);
-    info!(%local_addr, "askgate listening");
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let url_or_off = |on: bool, path: &str| match on {
+        true => format!("{scheme}://{local_addr}{path}"),
+        false => "off".to_owned(),
+    };
+    info!(
+        %local_addr,
+        console = %url_or_off(config.console, "/console/"),
+        mcp = %url_or_off(config.mcp, "/mcp"),
+        "askgate listening"
+    );
 
     tokio::select! {
         result = &mut server => return result.context("the gRPC server failed"),

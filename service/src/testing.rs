@@ -263,13 +263,19 @@ const RECENT_LINE_BYTES: usize = 512;
 
 impl ServeProcess {
     /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
-    /// most 10 s) until it logs its address.
+    /// most 10 s) until it logs its address. The log is at `info` unless `args` give
+    /// `--log`.
     pub async fn spawn(askgate: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
         use anyhow::Context;
         use tokio::io::AsyncBufReadExt;
         let spawned = std::time::Instant::now();
+        let log: &[&str] = match args.contains(&"--log") {
+            true => &[],
+            false => &["--log", "info"],
+        };
         let mut child = tokio::process::Command::new(askgate)
-            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(log)
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())

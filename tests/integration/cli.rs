@@ -145,6 +145,10 @@ async fn pending_and_answer_resolve_an_ask_from_the_command_line() {
     ]);
     let (code, _, stderr) = finish(answer).await;
     assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("answered ask {rpc_id} in session manual")),
+        "says what it did: {stderr}"
+    );
     let (code, stdout, stderr) = finish(ask).await;
     assert_eq!(code, 0, "{stderr}");
     let response: Value = serde_json::from_str(stdout.trim()).expect("JSON answer");

@@ -394,7 +394,8 @@ fn addr_of(serve: &ServeProcess) -> SocketAddr {
 /// at INFO, and every value a log line holds is cut, so the line stays small.
 #[tokio::test]
 async fn a_huge_client_name_writes_a_small_log_line() {
-    let serve = ServeProcess::start().await;
+    // rmcp's INFO lines are on only when the filter names it.
+    let serve = ServeProcess::start_with(&["--log", "info,rmcp=info"]).await;
     let addr = addr_of(&serve);
     let name = "n".repeat(3 * 1024 * 1024);
     let initialize = INITIALIZE.replace(r#""name":"probe""#, &format!(r#""name":"{name}""#));

@@ -118,7 +118,12 @@ pub async fn run(args: AnswerArgs) -> ExitCode {
         false => client.answer(&session, &rpc_id, answers).await,
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            // Said on stderr: stdout stays for data, as with the other commands.
+            let done = if args.cancel { "cancelled" } else { "answered" };
+            eprintln!("askgate: {done} ask {rpc_id} in session {session}");
+            ExitCode::SUCCESS
+        }
         Err(e) => fail(&e),
     }
 }

@@ -129,6 +129,13 @@ pub fn main() -> ExitCode {
         _ => "warn",
     };
     let filter = cli.log.as_deref().unwrap_or(default_log);
+    // rmcp logs several INFO lines per MCP session, one a Debug dump of the client's
+    // parameters: they are for debugging, unless the filter names rmcp itself.
+    let filter = match filter.contains("rmcp") {
+        true => filter.to_owned(),
+        false => format!("{filter},rmcp=warn"),
+    };
+    let filter = filter.as_str();
     match EnvFilter::try_new(filter) {
         Ok(filter) => tracing_subscriber::fmt()
             .fmt_fields(log::BoundedFields)
