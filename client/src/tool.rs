@@ -195,16 +195,31 @@ pub fn answers_text(answers: &[QuestionAnswer]) -> String {
     serde_json::to_string(&result).unwrap_or_else(|e| format!("Error: {e}"))
 }
 
+/// A parse error as a model can act on it: the field it is about (`questions[0].
+/// options[1]`), then what is wrong, without serde's line and column (the arguments
+/// are one line of JSON the model did not see as such).
+fn where_and_what(error: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let inner = error.inner();
+    let text = inner.to_string();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    let what = text.strip_suffix(&position).unwrap_or(&text);
+    match error.path().to_string().as_str() {
+        "." | "" => what.to_owned(),
+        path => format!("{path}: {what}"),
+    }
+}
+
 /// The questions of the model's arguments (JSON text), or the tool output refusing
 /// them: not the schema's shape (a parse error, unknown fields included), or no
 /// question at all (EMPTY_QUESTIONS). For executors of the tool other than
 /// [`AskUserQuestion`], such as an MCP server.
 pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
-    let arguments: Arguments = serde_json::from_str(arguments).map_err(|e| {
+    let mut json = serde_json::Deserializer::from_str(arguments);
+    let arguments: Arguments = serde_path_to_error::deserialize(&mut json).map_err(|e| {
         ToolOutput::failed(
             Reason::BadRequest,
             Code::InvalidArgument,
-            &format!("invalid arguments: {e}"),
+            &format!("invalid arguments: {}", where_and_what(&e)),
         )
     })?;
     if arguments.questions.is_empty() {

@@ -44,7 +44,7 @@ test("whoAmI names the caller", async (t) => {
   const me = await client.whoAmI();
   assert.deepEqual(
     [me.tenant, me.subject, me.roles, me.everySession, me.sessions, me.expiresAt],
-    ["default", "anonymous", ["admin"], true, [], undefined],
+    ["default", "anonymous", ["agent", "ui", "admin"], true, [], undefined],
   );
 });
 

@@ -70,7 +70,7 @@ def slack_server(slack: FakeSlack) -> Iterator[Server]:
 def test_who_am_i_names_the_caller(slack_server: Server) -> None:
     with Client(slack_server.addr) as client:
         me = client.who_am_i()
-    assert (me.tenant, me.subject, list(me.roles), me.every_session) == ("default", "anonymous", ["admin"], True)
+    assert (me.tenant, me.subject, list(me.roles), me.every_session) == ("default", "anonymous", ["agent", "ui", "admin"], True)
     assert not me.HasField("expires_at")
 
 

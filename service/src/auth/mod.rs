@@ -115,7 +115,8 @@ impl Principal {
         Self {
             sub: "anonymous".into(),
             tenant: DEFAULT_TENANT.into(),
-            roles: vec![Role::Admin],
+            // Every role, said as such (WhoAmI lists them), as docs/operations.md does.
+            roles: vec![Role::Agent, Role::Ui, Role::Admin],
             sessions: None,
             validity: Validity::Always,
         }
