@@ -60,25 +60,33 @@ impl RedisServer {
     }
 
     async fn start_with(flags: Vec<String>, ca_pem: Option<Vec<u8>>) -> Self {
-        let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let tls = ca_pem.is_some();
         let scheme = if tls { "rediss" } else { "redis" };
-        let mut server = Self {
-            child: spawn(&dir, port, tls, &flags),
-            dir,
-            port,
-            flags,
-            tls,
-            url: format!("{scheme}://127.0.0.1:{port}/"),
-            ca_pem,
-        };
-        server.wait_ready().await;
-        server
+        // A port found free may be taken (by another test's socket) before redis-server
+        // binds it, or its cluster bus port (+10000) may be: then the server exits at
+        // once, and it is started again on another port.
+        for _ in 0..5 {
+            let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut server = Self {
+                child: spawn(&dir, port, tls, &flags),
+                dir,
+                port,
+                flags: flags.clone(),
+                tls,
+                url: format!("{scheme}://127.0.0.1:{port}/"),
+                ca_pem: ca_pem.clone(),
+            };
+            if server.wait_ready().await {
+                return server;
+            }
+            // Dropped: its directory goes with it.
+        }
+        panic!("redis-server exited at once five times: its ports were taken");
     }
 
     /// Stops the server as a crash would (SIGKILL): its data is lost, unless it was
@@ -91,10 +99,16 @@ impl RedisServer {
     /// Starts it again on the same port, after [`RedisServer::kill`].
     pub async fn start_again(&mut self) {
         self.child = spawn(&self.dir, self.port, self.tls, &self.flags);
-        self.wait_ready().await;
+        assert!(
+            self.wait_ready().await,
+            "redis-server exited at once on port {}",
+            self.port
+        );
     }
 
-    async fn wait_ready(&mut self) {
+    /// Waits (at most 10 s) until it answers: true; false when it exited first (its
+    /// port was taken).
+    async fn wait_ready(&mut self) -> bool {
         let target = RedisTarget {
             url: self.url.clone(),
             cluster: false,
@@ -107,8 +121,11 @@ impl RedisServer {
                 let pong: redis::RedisResult<String> =
                     redis::cmd("PING").query_async(&mut conn).await;
                 if pong.is_ok() {
-                    return;
+                    return true;
                 }
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
             }
             assert!(
                 std::time::Instant::now() < deadline,
