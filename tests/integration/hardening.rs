@@ -256,13 +256,31 @@ impl Mcp {
     }
 }
 
-/// A server with API keys in `dir`, on the test's backend, with `config` otherwise.
-async fn keyed_server(dir: &TempDir, config: ServerConfig) -> TestServer {
-    TestServer::start_with(ServerConfig {
+/// A server with API keys in `dir`, on the test's backend, with `config` otherwise;
+/// on Redis also a second node sharing its state (`None` on memory), for the budgets
+/// that count over every node.
+async fn keyed_nodes(dir: &TempDir, config: ServerConfig) -> (TestServer, Option<TestServer>) {
+    let config = ServerConfig {
         auth: AuthConfig::Keys(dir.0.join("keys.json")),
         ..config
-    })
-    .await
+    };
+    let server = TestServer::start_with(config.clone()).await;
+    let peer = server.start_peer_with(config).await;
+    (server, peer)
+}
+
+/// Clients with `key` on `server` and on its peer (the same node again on memory).
+async fn clients_of(
+    server: &TestServer,
+    peer: &Option<TestServer>,
+    key: &str,
+) -> (askgate_client::Client, askgate_client::Client) {
+    let here = server.client().await.with_token(key).expect("token");
+    let there = match peer {
+        Some(peer) => peer.client().await.with_token(key).expect("token"),
+        None => here.clone(),
+    };
+    (here, there)
 }
 
 /// An MCP session belongs to who opened it: another tenant's key, or another subject
@@ -273,7 +291,7 @@ async fn an_mcp_session_belongs_to_who_opened_it() {
     let a = add_key(&dir, "acme", "worker", "agent");
     let teammate = add_key(&dir, "acme", "intern", "agent");
     let b = add_key(&dir, "globex", "eve", "agent");
-    let server = keyed_server(&dir, test_config()).await;
+    let (server, _) = keyed_nodes(&dir, test_config()).await;
     let owner = Mcp {
         addr: server.addr,
         key: a.clone(),
@@ -322,13 +340,8 @@ async fn mcp_sessions_are_capped_per_tenant() {
     let b = add_key(&dir, "globex", "eve", "agent");
     let mut config = test_config();
     config.settings.max_mcp_sessions_per_tenant = 3;
-    let config = ServerConfig {
-        auth: AuthConfig::Keys(dir.0.join("keys.json")),
-        ..config
-    };
-    let server = TestServer::start_with(config.clone()).await;
     // On Redis the budget is shared: a second node counts the same sessions.
-    let peer = server.start_peer_with(config).await;
+    let (server, peer) = keyed_nodes(&dir, config).await;
     let addrs = [server.addr, peer.as_ref().map_or(server.addr, |p| p.addr)];
     let mut opened = Vec::new();
     for i in 0..3 {
@@ -468,17 +481,8 @@ async fn subscribe_streams_are_capped_per_tenant() {
     let b = add_key(&dir, "globex", "ui", "ui");
     let mut config = test_config();
     config.settings.max_streams_per_tenant = 4;
-    let config = ServerConfig {
-        auth: AuthConfig::Keys(dir.0.join("keys.json")),
-        ..config
-    };
-    let server = TestServer::start_with(config.clone()).await;
-    let peer = server.start_peer_with(config).await;
-    let client_a = server.client().await.with_token(&a).expect("token");
-    let peer_a = match &peer {
-        Some(peer) => peer.client().await.with_token(&a).expect("token"),
-        None => client_a.clone(),
-    };
+    let (server, peer) = keyed_nodes(&dir, config).await;
+    let (client_a, peer_a) = clients_of(&server, &peer, &a).await;
     let all = SubscribeRequest {
         all_sessions: true,
         ..Default::default()
@@ -815,17 +819,8 @@ async fn pending_asks_are_held_to_a_byte_budget() {
     let mut config = test_config();
     config.settings.max_pending_bytes_per_session = 100_000;
     config.settings.max_pending_bytes_per_tenant = 150_000;
-    let config = ServerConfig {
-        auth: AuthConfig::Keys(dir.0.join("keys.json")),
-        ..config
-    };
-    let server = TestServer::start_with(config.clone()).await;
-    let peer = server.start_peer_with(config).await;
-    let client_a = server.client().await.with_token(&a).expect("token");
-    let peer_a = match &peer {
-        Some(peer) => peer.client().await.with_token(&a).expect("token"),
-        None => client_a.clone(),
-    };
+    let (server, peer) = keyed_nodes(&dir, config).await;
+    let (client_a, peer_a) = clients_of(&server, &peer, &a).await;
     let held = |client: &askgate_client::Client, ask: Ask| {
         let mut client = client.clone();
         tokio::spawn(async move { client.ask(ask).await })
