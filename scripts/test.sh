@@ -2,7 +2,8 @@
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
 # (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
 # runs every test of the workspace (the webhook tests with a Python receiver that
-# verifies signatures with the Standard Webhooks reference library), the MCP tests
+# verifies signatures with the Standard Webhooks reference library, the Slack tests with
+# a fake Slack that checks Block Kit with the official Slack SDK), the MCP tests
 # (tests/mcp: the official MCP Python SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
 # installed into a venv), the Node SDK's (client/node: its tarball packed and installed
 # into a fresh project) and the browser console's tests (client/web: Playwright driving
@@ -32,17 +33,21 @@ fi
 # The tests start their own redis-server processes on free ports; a system service the
 # package may have started is not used.
 
-# The webhook tests' receiver verifies signatures with the Standard Webhooks reference
-# library from PyPI (tests/webhooks), in a venv of its own (made once, refreshed when
-# its requirements change).
-hookvenv=target/webhook-venv
-if [ ! -x "$hookvenv/bin/python" ] || ! cmp -s tests/webhooks/requirements.txt "$hookvenv/requirements.txt"; then
-  rm -rf "$hookvenv"
-  python3 -m venv "$hookvenv"
-  "$hookvenv/bin/pip" install --quiet --disable-pip-version-check -r tests/webhooks/requirements.txt
-  cp tests/webhooks/requirements.txt "$hookvenv/requirements.txt"
+# The integration tests' Python helpers (tests/integration/requirements.txt) run in a
+# venv of their own (made once, refreshed when its requirements change): the webhook
+# receiver verifies signatures with the Standard Webhooks reference library, and the
+# fake Slack checks every message and modal with the official Slack SDK's Block Kit
+# models (tests/slack/blockkit.py, whose own tests run first).
+testvenv=target/test-venv
+if [ ! -x "$testvenv/bin/python" ] || ! cmp -s tests/integration/requirements.txt "$testvenv/requirements.txt"; then
+  rm -rf "$testvenv"
+  python3 -m venv "$testvenv"
+  "$testvenv/bin/pip" install --quiet --disable-pip-version-check -r tests/integration/requirements.txt
+  cp tests/integration/requirements.txt "$testvenv/requirements.txt"
 fi
-export ASKGATE_WEBHOOK_PYTHON="$PWD/$hookvenv/bin/python"
+export ASKGATE_TEST_PYTHON="$PWD/$testvenv/bin/python"
+echo "==> the fake Slack's Block Kit checker (tests/slack)"
+(cd tests/slack && "$ASKGATE_TEST_PYTHON" -m pytest -q -p no:cacheprovider)
 
 cargo test --workspace --locked "$@"
 

@@ -1,7 +1,10 @@
 //! Answering from Slack through real servers and a local fake of the Slack Web API
-//! (`--slack-api-url`): the fake checks the bot token, records every call and answers
-//! as Slack does (or hangs, as scripted); interactions are signed with the app's
-//! signing secret exactly as Slack signs them and POSTed to `/slack/interactivity`.
+//! (`--slack-api-url`): the fake checks the bot token, checks every message, update
+//! and modal against Block Kit's rules with the official Slack SDK's models
+//! (tests/slack/blockkit.py) and refuses as Slack does (`invalid_blocks`), records
+//! every call and answers as Slack does (or hangs, as scripted); interactions are
+//! signed with the app's signing secret exactly as Slack signs them and POSTed to
+//! `/slack/interactivity`.
 
 use std::{
     convert::Infallible,
@@ -22,10 +25,17 @@ use hyper::{Request, Response, body::Incoming, service::service_fn};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt},
+    net::TcpListener,
+    sync::Notify,
+    task::JoinHandle,
+};
 use tonic::Code;
 
-use crate::support::{ServeProcess, TempDir, TestServer, eventually, test_config, within};
+use crate::support::{
+    ServeProcess, TempDir, TestServer, eventually, helper_python, test_config, tests_file, within,
+};
 
 const TOKEN: &str = "xoxb-test-token";
 const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
@@ -44,6 +54,8 @@ struct Call {
     ts: Option<String>,
     /// The fake never answered it.
     hung: bool,
+    /// Why Slack would refuse it (the fake answered `{"ok": false, ...}`).
+    refused: Option<String>,
 }
 
 #[derive(Default)]
@@ -54,8 +66,63 @@ struct FakeState {
     next_ts: u64,
 }
 
+/// Block Kit's rules, as Slack enforces them: tests/slack/blockkit.py, a process that
+/// takes one request per line and answers whether Slack would take it.
+struct BlockKit {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl BlockKit {
+    fn start() -> Self {
+        let mut child = tokio::process::Command::new(helper_python())
+            .arg(tests_file("slack/blockkit.py"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the Block Kit checker (tests/slack/blockkit.py)");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Self {
+            _child: child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Slack's error and why, if Slack would refuse `body` sent to `method`.
+    async fn check(&mut self, method: &str, body: &Value) -> Option<(String, String)> {
+        let mut line = json!({ "method": method, "body": body }).to_string();
+        line.push('\n');
+        let mut verdict = String::new();
+        within("the Block Kit checker", async {
+            self.stdin.write_all(line.as_bytes()).await?;
+            self.stdin.flush().await?;
+            self.stdout.read_line(&mut verdict).await
+        })
+        .await
+        .expect("the Block Kit checker's verdict");
+        let verdict: Value = serde_json::from_str(&verdict)
+            .unwrap_or_else(|e| panic!("the Block Kit checker said {verdict:?}: {e}"));
+        match verdict["ok"].as_bool() {
+            Some(true) => None,
+            _ => Some((
+                verdict["error"]
+                    .as_str()
+                    .unwrap_or("invalid_blocks")
+                    .to_owned(),
+                verdict["detail"].as_str().unwrap_or_default().to_owned(),
+            )),
+        }
+    }
+}
+
 /// A fake Slack Web API on 127.0.0.1: `auth.test`, `chat.postMessage`, `chat.update`
-/// and `views.open`, each checking `authorization: Bearer TOKEN`.
+/// and `views.open`, each checking `authorization: Bearer TOKEN`, and each message or
+/// view checked against Block Kit's rules.
 struct FakeSlack {
     url: String,
     state: Arc<Mutex<FakeState>>,
@@ -75,16 +142,18 @@ impl FakeSlack {
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(FakeState::default()));
         let changed = Arc::new(Notify::new());
+        let rules = Arc::new(tokio::sync::Mutex::new(BlockKit::start()));
         let (s, c) = (state.clone(), changed.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (s, c) = (s.clone(), c.clone());
+                let (s, c, r) = (s.clone(), c.clone(), rules.clone());
                 tokio::spawn(async move {
-                    let service =
-                        service_fn(move |request| Self::serve(s.clone(), c.clone(), request));
+                    let service = service_fn(move |request| {
+                        Self::serve(s.clone(), c.clone(), r.clone(), request)
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -102,6 +171,7 @@ impl FakeSlack {
     async fn serve(
         state: Arc<Mutex<FakeState>>,
         changed: Arc<Notify>,
+        rules: Arc<tokio::sync::Mutex<BlockKit>>,
         request: Request<Incoming>,
     ) -> Result<Response<Full<Bytes>>, Infallible> {
         let method = request.uri().path().trim_start_matches("/api/").to_owned();
@@ -116,6 +186,10 @@ impl FakeSlack {
             .map(|b| b.to_bytes())
             .unwrap_or_default();
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let refused = match authorized {
+            true => rules.lock().await.check(&method, &body).await,
+            false => None,
+        };
         let (reply, hang) = {
             let mut state = state.lock();
             let mut call = Call {
@@ -124,9 +198,14 @@ impl FakeSlack {
                 authorized,
                 ts: None,
                 hung: false,
+                refused: refused
+                    .as_ref()
+                    .map(|(error, detail)| format!("{error}: {detail}")),
             };
             let reply = if !authorized {
                 json!({ "ok": false, "error": "invalid_auth" })
+            } else if let Some((error, _)) = &refused {
+                json!({ "ok": false, "error": error })
             } else {
                 match method.as_str() {
                     "auth.test" => json!({ "ok": true, "team_id": "T1", "user_id": "UBOT" }),
@@ -169,11 +248,26 @@ impl FakeSlack {
             .collect()
     }
 
-    /// Waits for a call of `method` matching `matching`.
+    /// Fails the test if Slack would have refused anything askgate sent.
+    fn assert_all_taken(&self) {
+        let state = self.state.lock();
+        if let Some(call) = state.calls.iter().find(|c| c.refused.is_some()) {
+            panic!(
+                "Slack refuses askgate's {}: {}\n{}",
+                call.method,
+                call.refused.as_deref().unwrap_or_default(),
+                call.body
+            );
+        }
+    }
+
+    /// Waits for a call of `method` matching `matching`; fails at once if Slack would
+    /// have refused anything askgate sent.
     async fn wait_for(&self, what: &str, method: &str, matching: impl Fn(&Call) -> bool) -> Call {
         within(what, async {
             loop {
                 let notified = self.changed.notified();
+                self.assert_all_taken();
                 if let Some(call) = self.calls(method).into_iter().find(|c| matching(c)) {
                     return call;
                 }
@@ -928,4 +1022,173 @@ async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
         kill, 1,
         "the killed node's message was posted once by a survivor"
     );
+}
+
+/// Text with everything Slack could read as markup: emoji (as characters and as
+/// `:codes:`), mentions, channel pings, links, mrkdwn and entities.
+const MARKUP: &str =
+    "🎉 :tada: <!channel> <@U0123> <https://evil.example|click> *b* _i_ ~s~ `c` &amp; >q";
+
+/// Every question shape askgate may post, each with the labels it is known by.
+fn shapes() -> Vec<(String, Ask)> {
+    let labels = |count: usize| -> Vec<String> {
+        (0..count)
+            .map(|i| format!("{i} {MARKUP}"))
+            .collect::<Vec<_>>()
+    };
+    let mut shapes = Vec::new();
+    for count in [2, 10, 11, 30, 100] {
+        for multi in [false, true] {
+            let mut q = question("q", &format!("Pick one of {count}? {MARKUP}")).header(MARKUP);
+            for (i, label) in labels(count).iter().enumerate() {
+                q = match i % 2 {
+                    0 => q.option(label, &format!("what {label} does")),
+                    _ => q.choice(label),
+                };
+            }
+            if multi {
+                q = q.multi_select();
+            }
+            let name = format!("{count} options{}", if multi { ", several" } else { "" });
+            shapes.push((name, Ask::new("ops/shape").question(q)));
+        }
+    }
+    shapes.push((
+        "free text".into(),
+        Ask::new("ops/shape").question(question("q", MARKUP).detail(MARKUP)),
+    ));
+    shapes.push((
+        "a plan review with a long detail".into(),
+        Ask::new("ops/shape").question(
+            question("q", &format!("Ship this release plan? {MARKUP}"))
+                .header("Release plan")
+                .detail(&format!("{MARKUP}\n").repeat(600))
+                .option("Approve", MARKUP)
+                .option("Revise", MARKUP)
+                .plan_review("Approve"),
+        ),
+    ));
+    for count in [1, 2, 7, 20] {
+        let mut ask = Ask::new("ops/shape");
+        for i in 0..count {
+            let q = question(&format!("q{i}"), &format!("Question {i}? {MARKUP}"))
+                .detail(&MARKUP.repeat(20));
+            ask = ask.question(match i % 3 {
+                0 => q.choice("yes").choice(MARKUP),
+                1 => q.choice("a").choice("b").multi_select(),
+                _ => q,
+            });
+        }
+        shapes.push((format!("a batch of {count}"), ask));
+    }
+    shapes.push((
+        "blank descriptions and header".into(),
+        Ask::new("ops/shape").question(
+            question("q", "Which?")
+                .header(" \u{2003} ")
+                .option("a", "   ")
+                .option("b", "\u{2003}")
+                .choice("c"),
+        ),
+    ));
+    let long = "x".repeat(250);
+    shapes.push((
+        "250-character labels".into(),
+        Ask::new("ops/shape").question(
+            question("q", &long)
+                .header(&long)
+                .option(&long, &long)
+                .choice(&format!("{}y", "x".repeat(249))),
+        ),
+    ));
+    let four_k = format!("{} {MARKUP}", "word ".repeat(800));
+    shapes.push((
+        "4 KiB questions".into(),
+        Ask::new("ops/shape")
+            .question(question("q0", &four_k).option("a", &four_k).choice("b"))
+            .question(question("q1", &four_k).detail(&four_k)),
+    ));
+    shapes
+}
+
+/// Every shape of question, posted, opened in each of its forms and resolved, goes
+/// through a fake that refuses what Slack's Block Kit rules refuse.
+#[tokio::test]
+async fn every_question_shape_is_taken_by_slack() {
+    let (fake, dir) = (FakeSlack::start().await, TempDir::new());
+    let server = TestServer::start_with(ServerConfig {
+        limits: askgate_service::domain::Limits {
+            max_options: 100,
+            ..Default::default()
+        },
+        slack_api_url: fake.url.clone(),
+        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        ..test_config()
+    })
+    .await;
+    slack_admin(server.url())
+        .await
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    let mut client = server.client().await;
+    for (n, (name, mut ask)) in shapes().into_iter().enumerate() {
+        let session = format!("ops/shape-{n}");
+        ask.request_mut().session_id = session.clone();
+        let questions = ask.request_mut().questions.clone();
+        let call = in_background(client.clone(), ask);
+        let rpc = pending_rpc(&client, &session).await;
+        let posted = fake.posted(&rpc).await;
+        // Each form the message opens.
+        for (action, callback) in [
+            ("askgate.open", "askgate.answer"),
+            ("askgate.cancel", "askgate.cancel"),
+        ] {
+            let value = control(&posted.body, action, None);
+            interact(server.addr, &click(action, &value, &posted.body)).await;
+            fake.wait_for(
+                &format!("the {callback} form of {name}"),
+                "views.open",
+                |c| {
+                    c.body["view"]["callback_id"] == callback
+                        && c.body["view"]["private_metadata"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(&rpc))
+                },
+            )
+            .await;
+        }
+        // Answered: the first option of each question, or a text.
+        let answers = questions
+            .iter()
+            .map(|q| match q.options.first() {
+                Some(option) => answer::select(&q.id, [option.label.as_str()]),
+                None => answer::custom(&q.id, MARKUP),
+            })
+            .collect();
+        client
+            .answer(&session, &rpc, answers)
+            .await
+            .unwrap_or_else(|e| panic!("answering {name}: {e:?}"));
+        within(&format!("the ask of {name}"), call)
+            .await
+            .expect("join")
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        fake.updated(posted.ts.as_deref().expect("ts")).await;
+    }
+    // And a message cancelled with a long reason full of markup.
+    let session = "ops/shape-cancelled";
+    let call = in_background(client.clone(), deploy(session));
+    let rpc = pending_rpc(&client, session).await;
+    let posted = fake.posted(&rpc).await;
+    client
+        .cancel(session, &rpc, &format!("{MARKUP} ").repeat(4))
+        .await
+        .expect("cancel");
+    within("the cancelled ask", call)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    fake.updated(posted.ts.as_deref().expect("ts")).await;
+    fake.assert_all_taken();
 }

@@ -15,6 +15,30 @@ use tokio_stream::StreamExt;
 /// enough that a hang fails with a message instead of stalling CI.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// The Python the tests' helpers run on (tests/integration/requirements.txt):
+/// `ASKGATE_TEST_PYTHON`, else the venv scripts/test.sh makes.
+pub fn helper_python() -> std::path::PathBuf {
+    if let Some(python) = std::env::var_os("ASKGATE_TEST_PYTHON") {
+        return python.into();
+    }
+    let venv =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: scripts/test.sh makes it (python3 -m venv target/test-venv && \
+         target/test-venv/bin/pip install -r tests/integration/requirements.txt)",
+        venv.display()
+    );
+    venv
+}
+
+/// A file of the repository's tests/ directory.
+pub fn tests_file(path: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests")
+        .join(path)
+}
+
 /// Awaits `future` for at most [`WAIT`], failing the test with `what` otherwise.
 pub async fn within<F: Future>(what: &str, future: F) -> F::Output {
     match tokio::time::timeout(WAIT, future).await {

@@ -5,7 +5,6 @@
 
 use std::{
     collections::HashMap,
-    path::PathBuf,
     time::{Duration, SystemTime},
 };
 
@@ -23,25 +22,9 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, WAIT, eventually, next_event, test_config, until_synced,
-    within,
+    ServeProcess, TempDir, TestServer, WAIT, eventually, helper_python, next_event, test_config,
+    tests_file, until_synced, within,
 };
-
-/// The Python with the `standardwebhooks` package: `ASKGATE_WEBHOOK_PYTHON`, else the
-/// venv scripts/test.sh makes.
-fn receiver_python() -> PathBuf {
-    if let Some(python) = std::env::var_os("ASKGATE_WEBHOOK_PYTHON") {
-        return python.into();
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/webhook-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: scripts/test.sh makes it (python3 -m venv target/webhook-venv && \
-         target/webhook-venv/bin/pip install -r tests/webhooks/requirements.txt)",
-        venv.display()
-    );
-    venv
-}
 
 /// One request the receiver got.
 #[derive(Debug, Clone, Deserialize)]
@@ -88,9 +71,8 @@ impl Receiver {
     }
 
     async fn start_on(port: u16) -> Self {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/webhooks/receiver.py");
-        let mut child = tokio::process::Command::new(receiver_python())
+        let script = tests_file("webhooks/receiver.py");
+        let mut child = tokio::process::Command::new(helper_python())
             .arg(script)
             .args(["--port", &port.to_string()])
             .stdin(std::process::Stdio::null())

@@ -174,8 +174,8 @@ fn detail_section(heading: &str, detail: &str) -> Value {
 }
 
 fn plain(text: &str, max: usize) -> Value {
-    // Slack refuses an empty text object.
-    let text = if text.trim().is_empty() { " " } else { text };
+    // Slack refuses an empty text object, and a blank one shows nothing.
+    let text = if text.trim().is_empty() { "–" } else { text };
     json!({ "type": "plain_text", "text": cut(text, max), "emoji": true })
 }
 
@@ -258,17 +258,18 @@ fn question_blocks(question: &Question, number: Option<usize>, list_options: boo
             None => detail_section("", detail),
         });
     }
-    let described = question
-        .options
-        .iter()
-        .any(|o| o.description.as_deref().is_some_and(|d| !d.is_empty()));
+    let described = question.options.iter().any(|o| {
+        o.description
+            .as_deref()
+            .is_some_and(|d| !d.trim().is_empty())
+    });
     if !question.options.is_empty() && (list_options || described || approve.is_some()) {
         let lines: Vec<String> = question
             .options
             .iter()
             .map(|o| {
                 let mut line = format!("• *{}*", escape(&o.label));
-                if let Some(d) = o.description.as_deref().filter(|d| !d.is_empty()) {
+                if let Some(d) = o.description.as_deref().filter(|d| !d.trim().is_empty()) {
                     line.push_str(&format!(" — {}", escape(d)));
                 }
                 if Some(o.label.as_str()) == approve {
@@ -299,7 +300,7 @@ fn options(question: &Question, with_descriptions: bool) -> Vec<Value> {
             if let Some(d) = o
                 .description
                 .as_deref()
-                .filter(|d| with_descriptions && !d.is_empty())
+                .filter(|d| with_descriptions && !d.trim().is_empty())
             {
                 option["description"] = plain(d, MAX_OPTION);
             }
