@@ -479,3 +479,99 @@ async fn without_a_terminal_answer_prompts_line_by_line() {
     let (code, _, stderr) = finish(prompts).await;
     assert_eq!(code, 0, "stdin closed ends the prompts: {stderr}");
 }
+
+/// `askgate answer` without a terminal, its stdin `input` (already closed), against the
+/// session `demo`.
+async fn scripted_answer(url: &str, input: &'static [u8]) -> tokio::process::Child {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(ASKGATE)
+        .args(["answer", "--addr", url, "--session", "demo"])
+        .env("ASKGATE_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn askgate answer");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).await.expect("write the answers");
+    drop(stdin);
+    child
+}
+
+/// Waits until `count` asks are pending in session `demo`.
+async fn pending_in_demo(url: &str, count: usize) {
+    let client = askgate_client::Client::connect(url.to_owned())
+        .await
+        .expect("connect");
+    crate::support::eventually(&format!("{count} asks pending in demo"), || {
+        let mut client = client.clone();
+        async move {
+            let pending = client.list_pending("demo").await.ok()?;
+            (pending.len() == count).then_some(())
+        }
+    })
+    .await;
+}
+
+/// `printf '2\n' | askgate answer --session demo`: the line is read before the pending
+/// batch arrives, waits for it, and answers it.
+#[tokio::test]
+async fn a_line_written_before_its_question_arrives_answers_it() {
+    let serve = ServeProcess::start().await;
+    let agent = ask(
+        &serve.url,
+        "demo",
+        &[
+            "--question",
+            "Which?",
+            "--option",
+            "a",
+            "--option",
+            "b",
+            "--hold",
+        ],
+    );
+    pending_in_demo(&serve.url, 1).await;
+    let (code, _, stderr) = within(
+        "the scripted answer",
+        finish(scripted_answer(&serve.url, b"2\n").await),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, json, stderr) = answered(agent).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["answers"][0]["selected"][0], "b", "{json}");
+}
+
+/// Input that ends with batches still unanswered says which on stderr and exits 1;
+/// the batches it could answer are answered.
+#[tokio::test]
+async fn input_that_ends_before_every_batch_is_answered_says_so() {
+    let serve = ServeProcess::start().await;
+    let flags = ["--question", "Go?", "--option", "yes", "--hold"];
+    let first = ask(&serve.url, "demo", &flags);
+    pending_in_demo(&serve.url, 1).await;
+    let second = ask(&serve.url, "demo", &flags);
+    pending_in_demo(&serve.url, 2).await;
+    let (code, _, stderr) = within(
+        "the scripted answer",
+        finish(scripted_answer(&serve.url, b"1\n").await),
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("askgate: input ended with 1 batch still unanswered: ask "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("in session demo"), "{stderr}");
+    let (code, json, stderr) = answered(first).await;
+    assert_eq!(
+        (code, &json["answers"][0]["selected"][0]),
+        (0, &"yes".into()),
+        "{stderr}"
+    );
+    pending_in_demo(&serve.url, 1).await;
+    let mut second = second;
+    second.start_kill().expect("kill the second asker");
+}

@@ -152,12 +152,31 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
     let request = args.scope.request(String::new(), args.exclusive);
     let terminal = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let ended = match terminal {
-        true => overlay::run::run(client, request, scope).await,
+        true => overlay::run::run(client, request, scope)
+            .await
+            .map(|()| overlay::lines::Ended::Done),
         // Scripted: the same rules as line prompts.
         false => overlay::lines::run(client, request, scope).await,
     };
     match ended {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(overlay::lines::Ended::Done) => ExitCode::SUCCESS,
+        Ok(overlay::lines::Ended::Unanswered(left)) => {
+            let asks: Vec<String> = left
+                .iter()
+                .map(|(session, rpc_id)| format!("ask {rpc_id} in session {session}"))
+                .collect();
+            fail_local(
+                format!(
+                    "input ended with {} still unanswered: {}",
+                    match asks.len() {
+                        1 => "1 batch".to_owned(),
+                        n => format!("{n} batches"),
+                    },
+                    asks.join(", ")
+                ),
+                1,
+            )
+        }
         // A refusal the service gave (DUPLICATE_PROVIDER...) exits as any other command.
         Err(e) => match e.downcast_ref::<askgate_client::Error>() {
             Some(refused) => fail(refused),

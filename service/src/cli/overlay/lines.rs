@@ -10,7 +10,9 @@
 //!
 //! A batch is submitted once its last question is answered or skipped.
 
-use askgate_client::{Client, Connection};
+use std::collections::VecDeque;
+
+use askgate_client::{Client, Connection, Event};
 use askgate_proto::v1::SubscribeRequest;
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
@@ -178,9 +180,28 @@ fn prompt(queue: &Queue) -> Option<String> {
     Some(text)
 }
 
+/// How the line prompts ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// `q`, a signal, or stdin ended with every batch it reached answered.
+    Done,
+    /// stdin ended with these batches (session, rpc_id) still unanswered: a script
+    /// gave fewer lines than there were questions.
+    Unanswered(Vec<(String, String)>),
+}
+
 /// Runs the line prompts until stdin ends, `q`, Ctrl-C, SIGTERM or SIGHUP; with
 /// `--exclusive` the batches still pending then are cancelled, as the overlay does.
-pub async fn run(client: Client, request: SubscribeRequest, scope: String) -> anyhow::Result<()> {
+///
+/// Lines are queued until a batch takes them, so a script may write its answers before
+/// the questions arrive. When stdin ends, the prompts wait for the session's pending
+/// batches to be listed and for the lines still queued to be used; then they end, with
+/// [`Ended::Unanswered`] if a batch is left without an answer.
+pub async fn run(
+    client: Client,
+    request: SubscribeRequest,
+    scope: String,
+) -> anyhow::Result<Ended> {
     let exclusive = request.exclusive;
     let mut queue = Queue::new();
     let ended = prompt_loop(&client, request, &scope, &mut queue).await;
@@ -190,17 +211,75 @@ pub async fn run(client: Client, request: SubscribeRequest, scope: String) -> an
     ended
 }
 
+/// What a line did.
+enum Took {
+    /// Applied, or refused with a message that asks again: go on.
+    Next,
+    /// The line could do nothing here, and a hint says why: the question is shown
+    /// again.
+    Again,
+    /// `q`: the prompts end.
+    Quit,
+}
+
+/// Applies `line` to the current batch of `queue`, which must have one.
+async fn take_line(
+    client: &Client,
+    queue: &mut Queue,
+    line: &str,
+    out: &mut tokio::io::Stdout,
+    sent_tx: &mpsc::Sender<(String, super::queue::Sent)>,
+) -> anyhow::Result<Took> {
+    let Some(overlay) = queue.current() else {
+        return Ok(Took::Next);
+    };
+    let Some(keys) = keys_of_line(overlay, line) else {
+        let expected = match overlay.question() {
+            Some(q) if q.options.is_empty() => "your answer as text, or s to skip",
+            Some(q) if q.multi_select => "option numbers like 1,3, o:TEXT, s, c:REASON or q",
+            _ => "one option number, o:TEXT, s, c:REASON or q",
+        };
+        out.write_all(format!("not an answer here ({expected}); try again> ").as_bytes())
+            .await?;
+        return Ok(Took::Next);
+    };
+    for key in keys {
+        match queue.on_key(key) {
+            Step::None => {}
+            Step::Quit => return Ok(Took::Quit),
+            Step::Send(send) => spawn_send(client.clone(), send, sent_tx.clone()),
+        }
+    }
+    // The last question done: the batch goes at once.
+    if queue.current().is_some_and(|o| o.mode == Mode::Review)
+        && let Step::Send(send) = queue.on_key(Key::Enter)
+    {
+        spawn_send(client.clone(), send, sent_tx.clone());
+    }
+    // A key that could do nothing: say why, and ask again.
+    if let Some(hint) = queue.current().and_then(|o| o.hint).map(line_hint) {
+        out.write_all(format!("{hint}\n").as_bytes()).await?;
+        return Ok(Took::Again);
+    }
+    Ok(Took::Next)
+}
+
 async fn prompt_loop(
     client: &Client,
     request: SubscribeRequest,
     scope: &str,
     queue: &mut Queue,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
     let mut following = client.follow(request);
     let mut connection = following.connection();
     let mut input = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::stdout();
     let (sent_tx, mut sent) = mpsc::channel(16);
+    // Lines read and not taken yet: a batch takes them in order once it is shown.
+    let mut lines: VecDeque<String> = VecDeque::new();
+    let mut input_open = true;
+    // The pending batches have been listed once (the first `synced`).
+    let mut listed = false;
     // What was last shown, so a prompt is printed once per change.
     let mut shown: Option<(String, usize)> = None;
     let mut shutdown = std::pin::pin!(crate::cli::shutdown_signal());
@@ -216,46 +295,36 @@ async fn prompt_loop(
             }
             shown = now;
         }
+        if queue.current().is_some() && !queue.sending() {
+            if let Some(line) = lines.pop_front() {
+                match take_line(client, queue, &line, &mut out, &sent_tx).await? {
+                    Took::Next => {}
+                    Took::Again => shown = None,
+                    Took::Quit => return Ok(Ended::Done),
+                }
+                continue;
+            }
+        } else if queue.current().is_none() && lines.front().is_some_and(|l| l.trim() == "q") {
+            return Ok(Ended::Done);
+        }
+        if !input_open && listed && lines.is_empty() && !queue.sending() {
+            out.flush().await?;
+            return Ok(match queue.pending() {
+                pending if pending.is_empty() => Ended::Done,
+                pending => Ended::Unanswered(pending),
+            });
+        }
         out.flush().await?;
         tokio::select! {
-            line = input.next_line() => {
-                let Some(line) = line? else { return Ok(()) };
-                let Some(overlay) = queue.current() else {
-                    if line.trim() == "q" {
-                        return Ok(());
-                    }
-                    continue;
-                };
-                let Some(keys) = keys_of_line(overlay, &line) else {
-                    let expected = match overlay.question() {
-                        Some(q) if q.options.is_empty() => "your answer as text, or s to skip",
-                        Some(q) if q.multi_select => "option numbers like 1,3, o:TEXT, s, c:REASON or q",
-                        _ => "one option number, o:TEXT, s, c:REASON or q",
-                    };
-                    out.write_all(format!("not an answer here ({expected}); try again> ").as_bytes()).await?;
-                    continue;
-                };
-                for key in keys {
-                    match queue.on_key(key) {
-                        Step::None => {}
-                        Step::Quit => return Ok(()),
-                        Step::Send(send) => spawn_send(client.clone(), send, sent_tx.clone()),
-                    }
-                }
-                // The last question done: the batch goes at once.
-                if queue.current().is_some_and(|o| o.mode == Mode::Review)
-                    && let Step::Send(send) = queue.on_key(Key::Enter)
-                {
-                    spawn_send(client.clone(), send, sent_tx.clone());
-                }
-                // A key that could do nothing: say why, and ask again.
-                if let Some(hint) = queue.current().and_then(|o| o.hint).map(line_hint) {
-                    out.write_all(format!("{hint}\n").as_bytes()).await?;
-                    shown = None;
-                }
-            }
+            line = input.next_line(), if input_open => match line? {
+                Some(line) => lines.push_back(line),
+                None => input_open = false,
+            },
             event = following.next() => match event {
-                Some(Ok(event)) => queue.on_event(event),
+                Some(Ok(event)) => {
+                    listed |= matches!(event, Event::Synced { .. });
+                    queue.on_event(event);
+                }
                 Some(Err(e)) => return Err(e.into()),
                 None => anyhow::bail!("the subscription ended"),
             },
@@ -276,8 +345,8 @@ async fn prompt_loop(
                 queue.sent(&rpc_id, outcome);
                 shown = None;
             }
-            () = &mut shutdown => return Ok(()),
-            () = &mut hangup => return Ok(()),
+            () = &mut shutdown => return Ok(Ended::Done),
+            () = &mut hangup => return Ok(Ended::Done),
         }
     }
 }
