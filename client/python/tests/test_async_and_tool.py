@@ -120,3 +120,75 @@ def test_the_async_tool_aborts_on_its_event(server: Server) -> None:
             await events.aclose()
 
     asyncio.run(scenario())
+
+
+def test_an_async_client_made_outside_an_event_loop_serves_each_asyncio_run(server: Server) -> None:
+    # Made at module level, as in docs/python.md: the channel opens in the loop that
+    # first uses it, and a later asyncio.run (a new loop) gets a channel of its own.
+    client = AsyncClient(server.addr)
+    for _ in range(2):
+        who = asyncio.run(client.who_am_i())
+        assert who.tenant
+    asyncio.run(client.close())
+
+
+def test_an_async_client_used_from_a_second_open_loop_says_so(server: Server) -> None:
+    client = AsyncClient(server.addr)
+    first = asyncio.new_event_loop()
+    try:
+        first.run_until_complete(client.who_am_i())
+        with pytest.raises(RuntimeError, match="one AsyncClient per event loop"):
+            asyncio.run(client.who_am_i())
+        first.run_until_complete(client.close())
+    finally:
+        first.close()
+
+
+def test_the_docs_openai_agents_snippet_runs_as_written(server: Server) -> None:
+    """docs/python.md builds the tool with `AsyncClient()` at module level; each run
+    (asyncio.run, as Runner.run_sync does) calls it in a loop of its own."""
+    from pathlib import Path
+    import os
+    import re
+
+    from agents.tool_context import ToolContext
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "python.md").read_text(encoding="utf-8")
+    snippet = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", docs, re.S)
+        if "ask_user_question_tool(AsyncClient()" in block
+    )
+    os.environ["ASKGATE_ADDR"] = server.addr
+    try:
+        scope: dict = {}
+        exec(compile(snippet, "docs/python.md", "exec"), scope)
+    finally:
+        del os.environ["ASKGATE_ADDR"]
+    tool = scope["agent"].tools[0]
+    arguments = json.dumps({"questions": [{"id": "q", "question": "Ready?", "options": [{"label": "yes"}]}]})
+    context = ToolContext(context=None, tool_name=tool.name, tool_call_id="call_1", tool_arguments=arguments)
+    bot = subprocess.Popen(
+        [ASKGATE, "bot", "--addr", server.addr, "--session", "team-a/review", "--policy", "first"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        eventually("the bot to follow the session", lambda: following(server.addr, "team-a/review"))
+        for _ in range(2):
+            assert asyncio.run(tool.on_invoke_tool(context, arguments)) == '{"answers":[{"id":"q","selected":["yes"]}]}'
+    finally:
+        bot.kill()
+        bot.wait()
+
+
+def following(addr: str, session: str) -> bool:
+    """A probe ask: NO_PROVIDER until someone follows `session`, then answered."""
+    with Client(addr) as client:
+        try:
+            client.ask(Ask(session, [question("probe", "Ready?", options=["yes"])], timeout=5))
+            return True
+        except AskgateError as error:
+            if error.reason is Reason.NO_PROVIDER:
+                return False
+            raise

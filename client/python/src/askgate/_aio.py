@@ -18,8 +18,12 @@ from .v1 import askgate_pb2_grpc as rpc
 
 
 class AsyncClient:
-    """`Client` for asyncio. Create it inside a running event loop; `await
-    client.close()` (or `async with`) when done."""
+    """`Client` for asyncio. It may be made anywhere (at module level, before
+    `asyncio.run`); its channel is opened in the event loop that first uses it, and
+    the client belongs to that loop from then on: using it from another loop while
+    that one is open raises `RuntimeError` (make one client per loop). Once that loop
+    is closed (`asyncio.run` returned), the next loop to use the client opens a new
+    channel. `await client.close()` (or `async with`) when done."""
 
     def __init__(
         self,
@@ -30,11 +34,38 @@ class AsyncClient:
         client_cert: Optional[Tuple[bytes, bytes]] = None,
     ) -> None:
         self._target = Target.resolve(addr, token, ca_pem, client_cert)
-        self._channel = self._target.channel(grpc.aio)
-        self._questions = rpc.UserQuestionsStub(self._channel)
-        self._agents = rpc.AgentsStub(self._channel)
-        self._webhooks = rpc.WebhooksStub(self._channel)
-        self._slack = rpc.SlackStub(self._channel)
+        self._bound: Optional[_Bound] = None
+
+    def _stubs(self) -> "_Bound":
+        """The channel and stubs of the running loop (opened on first use)."""
+        loop = asyncio.get_running_loop()
+        bound = self._bound
+        if bound is not None and bound.loop is not loop:
+            if not bound.loop.is_closed():
+                raise RuntimeError(
+                    "this askgate AsyncClient belongs to the event loop that first used it, "
+                    "which is still open: make one AsyncClient per event loop"
+                )
+            bound = None
+        if bound is None:
+            bound = self._bound = _Bound(loop, self._target.channel(grpc.aio))
+        return bound
+
+    @property
+    def _questions(self) -> rpc.UserQuestionsStub:
+        return self._stubs().questions
+
+    @property
+    def _agents(self) -> rpc.AgentsStub:
+        return self._stubs().agents
+
+    @property
+    def _webhooks(self) -> rpc.WebhooksStub:
+        return self._stubs().webhooks
+
+    @property
+    def _slack(self) -> rpc.SlackStub:
+        return self._stubs().slack
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -43,7 +74,14 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._channel.close()
+        bound = self._bound
+        if bound is None or bound.loop.is_closed():
+            self._bound = None
+            return
+        if bound.loop is not asyncio.get_running_loop():
+            raise RuntimeError("close this askgate AsyncClient in the event loop that used it")
+        self._bound = None
+        await bound.channel.close()
 
     def __repr__(self) -> str:
         return f"AsyncClient({self._target!r})"
@@ -212,6 +250,18 @@ class AsyncClient:
             return await method(request, metadata=self._target.metadata())
         except grpc.aio.AioRpcError as failure:
             raise AskgateError.from_rpc_error(failure) from None
+
+
+class _Bound:
+    """An `AsyncClient`'s channel and stubs, in the event loop they belong to."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, channel: grpc.aio.Channel) -> None:
+        self.loop = loop
+        self.channel = channel
+        self.questions = rpc.UserQuestionsStub(channel)
+        self.agents = rpc.AgentsStub(channel)
+        self.webhooks = rpc.WebhooksStub(channel)
+        self.slack = rpc.SlackStub(channel)
 
 
 class AsyncAgentLease:
