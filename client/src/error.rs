@@ -79,6 +79,15 @@ impl Error {
         &self.violations
     }
 
+    /// Whether the same request may go again: the node is draining or unreachable, or
+    /// the connection broke (docs/protocol.md, "Retries"). [`Client::ask`] retries these
+    /// itself, within its retry budget.
+    ///
+    /// [`Client::ask`]: crate::Client::ask
+    pub fn retryable(&self) -> bool {
+        crate::retry::is_retryable(self)
+    }
+
     /// The status as received.
     pub fn status(&self) -> &Status {
         &self.status

@@ -57,17 +57,21 @@ impl Streak {
     }
 }
 
-/// A failure worth retrying with the same request: the node is draining, the server
-/// is unreachable, or the connection broke (no askgate reason at all). A connection
-/// that closes under a call queued on it surfaces as CANCELLED "operation was
-/// canceled" (hyper's), with no reason: askgate's own CANCELLED always carries one
-/// (ASK_ABORTED), and the ask's local deadline is told apart before this.
+/// A failure worth retrying with the same request (docs/protocol.md, "Retries"; every
+/// askgate SDK applies this one rule, checked against tests/scenarios/scenarios.json):
+/// the node is draining (SHUTTING_DOWN) or cannot reach its store
+/// (BACKEND_UNAVAILABLE), or the call failed with no askgate reason and a code that
+/// says the transport broke: UNAVAILABLE (unreachable, connection refused or reset),
+/// UNKNOWN and INTERNAL (an HTTP/2 stream reset or protocol error, a proxy's), or
+/// CANCELLED (a connection that closes under a queued call surfaces as hyper's
+/// "operation was canceled"). The server attaches a reason to every status it sends,
+/// so none of these is a refusal; the ask's local deadline is told apart before this.
 pub(crate) fn is_retryable(error: &Error) -> bool {
     match error.reason() {
         Reason::ShuttingDown | Reason::BackendUnavailable => true,
         Reason::Unspecified => matches!(
             error.code(),
-            Code::Unavailable | Code::Unknown | Code::Cancelled
+            Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
         ),
         _ => false,
     }

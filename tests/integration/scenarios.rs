@@ -496,3 +496,33 @@ fn the_scenario_file_names_every_reason_the_proto_has() {
         .collect();
     assert!(missing.is_empty(), "reasons no scenario meets: {missing:?}");
 }
+
+/// The one retry rule every SDK applies (scenarios.json's `retries`), on the errors
+/// this client makes of the statuses it receives.
+#[test]
+fn the_client_retries_exactly_the_shared_list() {
+    use tonic_types::{ErrorDetails, StatusExt};
+    let file: Value = serde_json::from_str(SCENARIOS).expect("scenarios.json");
+    let cases = file["retries"]["cases"].as_array().expect("retries.cases");
+    assert!(!cases.is_empty());
+    for case in cases {
+        let (reason, code) = (str_of(case, "reason"), str_of(case, "code"));
+        let code = tonic::Code::from_i32(
+            i32::try_from(file["codes"][code].as_i64().expect("a known code")).expect("a code"),
+        );
+        let status = match reason {
+            "ERROR_REASON_UNSPECIFIED" => tonic::Status::new(code, "a transport failure"),
+            reason => tonic::Status::with_error_details(
+                code,
+                "refused",
+                ErrorDetails::with_error_info(reason, "askgate", std::collections::HashMap::new()),
+            ),
+        };
+        let error = askgate_client::Error::from(status);
+        assert_eq!(
+            error.retryable(),
+            case["retryable"].as_bool().expect("retryable"),
+            "{case}"
+        );
+    }
+}

@@ -272,3 +272,12 @@ test("the scenario file names every reason the proto has", async () => {
   );
 });
 
+
+// The one retry rule every SDK applies (scenarios.json's `retries`).
+test("the client retries exactly the shared list", () => {
+  assert.ok(SCENARIOS.retries.cases.length > 0);
+  for (const c of SCENARIOS.retries.cases) {
+    const error = new AskgateError(c.reason, SCENARIOS.codes[c.code], "a failure");
+    assert.equal(error.retryable, c.retryable, JSON.stringify(c));
+  }
+});

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import grpc
 import pytest
 
 from askgate import AgentLease, Ask, AskgateError, Client, Reason, question
@@ -270,3 +271,13 @@ def test_scenario(scenario: Dict[str, Any], tmp_path: Path) -> None:
         run.close()
         proxy.close()
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "case", SCENARIOS["retries"]["cases"], ids=lambda c: f"{c['reason']}-{c['code']}"
+)
+def test_the_client_retries_exactly_the_shared_list(case: Dict[str, Any]) -> None:
+    number = SCENARIOS["codes"][case["code"]]
+    code = next(c for c in grpc.StatusCode if c.value[0] == number)
+    error = AskgateError(Reason(case["reason"]), code, "a failure")
+    assert error.retryable is case["retryable"], case

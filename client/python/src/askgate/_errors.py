@@ -102,12 +102,18 @@ class AskgateError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """The node is draining or unreachable: the same request may go again."""
+        """Whether the same request may go again (docs/protocol.md, "Retries"; the rule
+        every askgate SDK applies): the node is draining (`SHUTTING_DOWN`) or cannot
+        reach its store (`BACKEND_UNAVAILABLE`), or the call failed with no askgate
+        reason and a code that says the transport broke (UNAVAILABLE, UNKNOWN, INTERNAL,
+        CANCELLED: the server attaches a reason to every status it sends)."""
         if self.reason in (Reason.SHUTTING_DOWN, Reason.BACKEND_UNAVAILABLE):
             return True
         return self.reason is Reason.UNSPECIFIED and self.code in (
             grpc.StatusCode.UNAVAILABLE,
             grpc.StatusCode.UNKNOWN,
+            grpc.StatusCode.INTERNAL,
+            grpc.StatusCode.CANCELLED,
         )
 
 
