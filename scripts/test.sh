@@ -93,15 +93,18 @@ rm -rf target/python-dist
 # fresh project under target/ for the quickstart test; then the SDK's tests and the
 # console's run against the binary `cargo test` just built.
 echo "==> Node SDK tests (client/node) and console tests (client/web, headless Chromium); screenshots in target/console-screenshots/"
-(
-  cd client
-  npm ci --no-audit --no-fund --loglevel=error
-  npm run build -w @askgate/client --silent
-  npm run check -w @askgate/client --silent
-)
-rm -rf target/node-dist target/node-install
+rm -rf target/node-dist target/node-install client/askgate-client-*.tgz
 mkdir -p target/node-dist target/node-install
-(cd client && npm pack -w @askgate/client --pack-destination ../target/node-dist --silent >/dev/null)
+# docs/node.md's build commands (its first sh block), run as written from the
+# repository root, with every package's `engines` enforced: they must hold on the
+# Node this runs on.
+docs_build=$(awk '/^```sh$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' docs/node.md)
+(
+  export npm_config_engine_strict=true npm_config_audit=false npm_config_fund=false npm_config_loglevel=error
+  bash -euo pipefail -c "$docs_build" >/dev/null
+)
+mv client/askgate-client-*.tgz target/node-dist/
+(cd client && npm run check -w @askgate/client --silent)
 (
   cd target/node-install
   printf '{"name": "quickstart", "private": true, "type": "module"}\n' >package.json
