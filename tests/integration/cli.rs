@@ -781,3 +781,51 @@ async fn webhooks_are_managed_from_the_command_line() {
     assert_eq!(code, 6, "a reminder sooner than 1s is refused: {stderr}");
     assert!(stderr.contains("notify.remind_after_ms"), "{stderr}");
 }
+
+/// `askgate ask` says on stderr what it waits for, and on NO_PROVIDER how to get
+/// someone to follow the session; the error JSON (the model-facing text) is unchanged
+/// and stays the last line.
+#[tokio::test]
+async fn ask_says_what_it_waits_for_and_the_way_out_of_no_provider() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let flags = ["--session", "team-a/review", "--question", "Ship it?"];
+    let mut args = vec!["ask", "--addr", &url];
+    args.extend(flags);
+    let (code, _, stderr) = finish(askgate(&args)).await;
+    assert_eq!(code, 7, "{stderr}");
+    let mut lines = stderr.trim().lines();
+    let report: Value =
+        serde_json::from_str(lines.next_back().expect("a line")).expect("the error as JSON");
+    assert_eq!(
+        report["error"]["message"], "no user-questions provider is registered",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "askgate: nobody follows session team-a/review: start `askgate answer --session \
+             team-a/review` (or open the console at {url}/console/#/sessions/team-a/review) first, or \
+             pass --hold to wait until someone does"
+        )),
+        "{stderr}"
+    );
+
+    // Held: the line says what it waits for while it waits.
+    let mut args = vec!["ask", "--addr", &url, "--hold", "--request-id", "deploy-42"];
+    args.extend(flags);
+    let mut held = askgate(&args);
+    let mut err = BufReader::new(held.stderr.take().expect("stderr")).lines();
+    let line = within("the waiting line", err.next_line())
+        .await
+        .expect("read")
+        .expect("a line");
+    assert_eq!(
+        line,
+        format!(
+            "askgate: asking in session team-a/review (request_id deploy-42); waiting for an \
+             answer from `askgate answer --session team-a/review` or the console at \
+             {url}/console/#/sessions/team-a/review"
+        )
+    );
+    held.start_kill().expect("kill");
+}

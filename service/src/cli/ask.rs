@@ -3,7 +3,7 @@
 
 use std::{process::ExitCode, time::Duration};
 
-use askgate_client::{Ask, question};
+use askgate_client::{Ask, Reason, question};
 use askgate_proto::v1::{AskRequest, Unattended};
 use clap::Args;
 
@@ -155,18 +155,30 @@ pub async fn run(args: AskArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
+    let session = request.session_id.clone();
     let mut ask = Ask::from(request)
         .reattach_grace(args.reattach_grace)
         .retry_for(args.retry_for);
     if let Some(timeout) = args.timeout {
         ask = ask.timeout(timeout);
     }
-    if let Some(request_id) = &args.request_id {
-        ask = ask.request_id(request_id);
-    }
+    // Named here, so that the waiting line can give it.
+    let request_id = args
+        .request_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    ask = ask.request_id(&request_id);
     if let (Some(agent_id), Some(incarnation)) = (&args.agent_id, &args.incarnation) {
         ask = ask.agent(agent_id, incarnation);
     }
+    // Said on stderr: stdout stays for the answer's JSON.
+    eprintln!(
+        "askgate: asking in session {session} (request_id {request_id}); waiting for an answer \
+         from `askgate answer --session {session}`{}",
+        console_url(&args.connect.addr, &session)
+            .map(|url| format!(" or the console at {url}"))
+            .unwrap_or_default()
+    );
     match client.ask(ask).await {
         Ok(response) => match json::to_json("askgate.v1.AskResponse", &response) {
             Ok(line) => {
@@ -175,6 +187,34 @@ pub async fn run(args: AskArgs) -> ExitCode {
             }
             Err(e) => fail_local(format!("{e:#}"), 1),
         },
-        Err(e) => fail(&e),
+        Err(e) => {
+            if e.reason() == Reason::NoProvider {
+                // The error's text stays as agents know it; a person gets the way out
+                // (before the JSON error, which stays the last line).
+                eprintln!(
+                    "askgate: nobody follows session {session}: start `askgate answer --session \
+                     {session}`{} first, or pass --hold to wait until someone does",
+                    console_url(&args.connect.addr, &session)
+                        .map(|url| format!(" (or open the console at {url})"))
+                        .unwrap_or_default()
+                );
+            }
+            fail(&e)
+        }
     }
+}
+
+/// The console's page of `session` on the server at `addr` (the console is served on
+/// the gRPC listener), or None for an address that is not a URL.
+fn console_url(addr: &str, session: &str) -> Option<String> {
+    let base = addr.trim_end_matches('/');
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return None;
+    }
+    let session: String = form_urlencoded::byte_serialize(session.as_bytes()).collect();
+    // As the console writes it (encodeURIComponent, `/` kept).
+    Some(format!(
+        "{base}/console/#/sessions/{}",
+        session.replace("%2F", "/").replace('+', "%20")
+    ))
 }
