@@ -373,22 +373,14 @@ impl AskUserQuestion {
         Ok(ask)
     }
 
-    /// Resolves the ask that `request_id` registered ABORTED. An abort that arrives
-    /// before the registration finds nothing pending: it is tried once more a moment
-    /// later, after which the dropped call's own reattach grace settles it.
+    /// Resolves the ask that `request_id` registered ABORTED. An abort that overtakes
+    /// its Ask (the call was dropped before the server registered it) is recorded by
+    /// the server as that ask's outcome, so the Ask, if it still arrives, ends ABORTED
+    /// at once and is never shown to anyone.
     async fn abort(&self, request_id: &str) {
         let mut client = self.client.clone();
-        for attempt in 0..2 {
-            let aborted =
-                tokio::time::timeout(ABORT_TIMEOUT, client.abort(&self.session_id, request_id))
-                    .await;
-            match aborted {
-                Ok(Err(e)) if e.reason() == Reason::NotPending && attempt == 0 => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                _ => return,
-            }
-        }
+        let _ =
+            tokio::time::timeout(ABORT_TIMEOUT, client.abort(&self.session_id, request_id)).await;
     }
 }
 

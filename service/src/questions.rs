@@ -19,13 +19,15 @@ use askgate_proto::v1::{
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
+use uuid::Uuid;
 
 use tokio_stream::StreamExt;
 
 use crate::{
     auth,
     backend::{
-        Attached, Backend, Budget, EventStream, Holder, Scope, Settings, SubscribeOptions, events,
+        Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, Settings,
+        SubscribeOptions, events,
     },
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
@@ -384,13 +386,21 @@ impl Questions {
         }
         validate::text("request_id", &request.request_id, validate::MAX_ID_BYTES)?;
         let key = SessionKey::new(tenant, request.session_id);
-        let rpc_id = self
+        // An abort that overtook its ask (the tool gave up before the Ask arrived) is
+        // recorded as that ask's outcome: the Ask then ends ABORTED at once, unseen.
+        let unasked = events::resolved(&key, &Uuid::now_v7().to_string(), &Outcome::aborted());
+        match self
             .backend
-            .pending_request(&key, &request.request_id)
+            .abort_request(&key, &request.request_id, unasked)
             .await?
-            .ok_or_else(AskError::not_pending)?;
-        let claimed = self.backend.claim(&key, &rpc_id, Outcome::aborted()).await;
-        self.count_conflict(tenant, claimed)
+        {
+            RequestAbort::Pending(rpc_id) => {
+                let claimed = self.backend.claim(&key, &rpc_id, Outcome::aborted()).await;
+                self.count_conflict(tenant, claimed)
+            }
+            RequestAbort::Ended => Err(AskError::not_pending()),
+            RequestAbort::Recorded => Ok(()),
+        }
     }
 
     /// `sessions`: the caller's session patterns when its credential is limited to some
@@ -673,12 +683,13 @@ mod tests {
         async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
             self.inner.list_pending(key).await
         }
-        async fn pending_request(
+        async fn abort_request(
             &self,
             key: &SessionKey,
             request_id: &str,
-        ) -> Result<Option<String>, AskError> {
-            self.inner.pending_request(key, request_id).await
+            resolved: askgate_proto::v1::Resolved,
+        ) -> Result<crate::backend::RequestAbort, AskError> {
+            self.inner.abort_request(key, request_id, resolved).await
         }
         async fn notify(
             &self,

@@ -200,28 +200,25 @@ on_every_backend!(
     an_abort_resolves_the_ask_aborted_at_once
 );
 
-/// `Abort` names the ask by the request_id it was asked with; an unknown one is
-/// NOT_PENDING, and only the agent side may abort.
+/// `Abort` names the ask by the request_id it was asked with, in its session. One that
+/// overtakes its Ask is recorded: the Ask, arriving later, ends ASK_ABORTED at once and
+/// no one ever sees it. An abort of an ask already resolved is NOT_PENDING.
 async fn abort_is_by_request_id_and_for_agents() {
     use askgate_client::{Ask, Reason, question};
     let server = TestServer::start().await;
     let mut client = server.client().await;
     let mut events = subscribed(&mut client, "s").await;
+    let ask = |request_id: &str| {
+        Ask::new("s")
+            .question(question("q", "ok?"))
+            .request_id(request_id)
+    };
     let mut asker = client.clone();
-    let call = tokio::spawn(async move {
-        asker
-            .ask(
-                Ask::new("s")
-                    .question(question("q", "ok?"))
-                    .request_id("req-1"),
-            )
-            .await
-    });
-    next_requested(&mut events).await;
-    let unknown = client.abort("s", "req-2").await.expect_err("unknown");
-    assert_eq!(unknown.reason(), Reason::NotPending);
-    let wrong_session = client.abort("t", "req-1").await.expect_err("other session");
-    assert_eq!(wrong_session.reason(), Reason::NotPending);
+    let first = ask("req-1");
+    let call = tokio::spawn(async move { asker.ask(first).await });
+    let rpc_1 = next_requested(&mut events).await;
+    // Another session's req-1 is another request: recorded there, this one untouched.
+    client.abort("t", "req-1").await.expect("recorded in t");
     client.abort("s", "req-1").await.expect("abort");
     let outcome = within("the aborted call", call).await.expect("join");
     assert_eq!(outcome.expect_err("aborted").reason(), Reason::AskAborted);
@@ -230,8 +227,104 @@ async fn abort_is_by_request_id_and_for_agents() {
         .await
         .expect_err("already resolved");
     assert_eq!(again.reason(), Reason::NotPending);
+
+    // The abort first, then its Ask: refused at once, never broadcast.
+    client.abort("s", "req-2").await.expect("recorded");
+    let late = within("the overtaken ask", client.ask(ask("req-2")))
+        .await
+        .expect_err("aborted");
+    assert_eq!(late.reason(), Reason::AskAborted);
+    // The next event after req-1's resolution is a fresh ask's, not req-2's.
+    let mut asker = client.clone();
+    let marker = ask("req-3");
+    let _marker = tokio::spawn(async move { asker.ask(marker).await });
+    let mut seen = Vec::new();
+    loop {
+        match crate::support::next_event(&mut events).await {
+            askgate_client::Event::Requested { requested, .. } => {
+                seen.push(requested.rpc_id);
+                break;
+            }
+            askgate_client::Event::Resolved { resolved, .. } => {
+                assert_eq!(resolved.rpc_id, rpc_1, "only req-1 resolved before req-3");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen.len(), 1);
+    assert_eq!(client.list_pending("s").await.expect("list").len(), 1);
 }
 on_every_backend!(
     #[tokio::test]
     abort_is_by_request_id_and_for_agents
+);
+
+/// However an abort falls against its ask's registration (before the Ask reaches the
+/// server, racing it, or once it is pending), when the tool reports ASK_ABORTED the ask
+/// is gone: nothing is pending, and nothing the tool asked is left for a human.
+async fn an_abort_before_during_or_after_registration_leaves_nothing_answerable() {
+    use askgate_client::{Ask, Event, question};
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    for when in ["before", "during", "after"] {
+        let tool = AskUserQuestion::new(client.clone(), "s");
+        let (fire, fired) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(async move {
+            tool.run(ONE_QUESTION, async {
+                let _ = fired.await;
+            })
+            .await
+        });
+        match when {
+            "before" => {}
+            "during" => tokio::task::yield_now().await,
+            _ => {
+                next_requested(&mut events).await;
+            }
+        }
+        let _ = fire.send(());
+        let output = within("the aborted run", run).await.expect("join");
+        assert_eq!(
+            output.text, "Error: ask_user_question was aborted before the user answered",
+            "{when}"
+        );
+        assert!(
+            client.list_pending("s").await.expect("list").is_empty(),
+            "{when}: still pending after the tool said ASK_ABORTED"
+        );
+        // Whatever was broadcast is resolved before the next ask shows up.
+        let marker = Ask::new("s")
+            .question(question("marker", "Next?"))
+            .request_id(&format!("marker-{when}"));
+        let mut asker = client.clone();
+        let marker_call = tokio::spawn(async move { asker.ask(marker).await });
+        let mut open: Vec<String> = Vec::new();
+        loop {
+            match crate::support::next_event(&mut events).await {
+                Event::Requested { requested, .. } if requested.questions[0].id == "marker" => {
+                    assert!(open.is_empty(), "{when}: {open:?} left answerable");
+                    client
+                        .cancel("s", &requested.rpc_id, "")
+                        .await
+                        .expect("cancel the marker");
+                    break;
+                }
+                Event::Requested { requested, .. } => open.push(requested.rpc_id),
+                Event::Resolved { resolved, .. } => open.retain(|r| *r != resolved.rpc_id),
+                _ => {}
+            }
+        }
+        let _ = within("the marker", marker_call).await;
+        // The marker's resolution, read so the next round starts clean.
+        loop {
+            if let Event::Resolved { .. } = crate::support::next_event(&mut events).await {
+                break;
+            }
+        }
+    }
+}
+on_every_backend!(
+    #[tokio::test]
+    an_abort_before_during_or_after_registration_leaves_nothing_answerable
 );

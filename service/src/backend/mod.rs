@@ -14,7 +14,9 @@ mod settings;
 
 use std::{pin::Pin, sync::Arc};
 
-use askgate_proto::v1::{Question, Requested, SubscribeResponse, subscribe_response::Event};
+use askgate_proto::v1::{
+    Question, Requested, Resolved, SubscribeResponse, subscribe_response::Event,
+};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
@@ -199,6 +201,17 @@ impl Budget {
     }
 }
 
+/// What an [`Backend::abort_request`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestAbort {
+    /// The ask is pending under this rpc_id.
+    Pending(String),
+    /// The ask already ended (its outcome is kept for retries).
+    Ended,
+    /// No ask was known: the abort is recorded as its outcome.
+    Recorded,
+}
+
 /// One unit of a tenant's [`Budget`], given back when dropped (on Redis, a dead node's
 /// units expire with its lease).
 pub type BudgetHold = Box<dyn Send + Sync>;
@@ -239,13 +252,17 @@ pub trait Backend: Send + Sync + 'static {
     /// The pending asks of a session, oldest first.
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
 
-    /// The rpc_id of the pending ask registered with `request_id` in the session, if
-    /// one is pending.
-    async fn pending_request(
+    /// An `Abort` of `request_id` in the session, in one atomic step: the rpc_id of its
+    /// pending ask (which the caller then claims ABORTED), or that it already ended, or,
+    /// when no ask with that request_id is known yet, `resolved` (an ABORTED outcome) is
+    /// recorded for it as a resolved ask's is, so that an Ask arriving with it later (an
+    /// abort that overtook its ask) gets ASK_ABORTED at once and is never broadcast.
+    async fn abort_request(
         &self,
         key: &SessionKey,
         request_id: &str,
-    ) -> Result<Option<String>, AskError>;
+        resolved: Resolved,
+    ) -> Result<RequestAbort, AskError>;
 
     /// Makes `agent_id` live under a fresh incarnation; a previous attach of the same
     /// agent is superseded and its pending asks are ABORTED. A live lease held by

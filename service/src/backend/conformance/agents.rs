@@ -227,6 +227,66 @@ pub(crate) async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded
     assert!(quiet.is_err(), "no event after the resolution");
 }
 
+/// An Abort by request_id that arrives before its Ask is recorded as that ask's
+/// outcome: the Ask then gets ABORTED at once, and no subscriber ever sees it. An
+/// abort of a pending ask finds it; one of an ask already ended finds that.
+pub(crate) async fn an_abort_that_overtakes_its_ask_ends_it_unseen(make: impl Make) {
+    use crate::backend::{RequestAbort, events};
+    let (backend, _guard) = default_backend(make).await;
+    let mut events = subscribe(&backend, "s").await;
+    replay(&mut events).await;
+    let unasked = events::resolved(&key("s"), "rpc-unasked", &Outcome::aborted());
+    let aborted = backend
+        .abort_request(&key("s"), "req-early", unasked.clone())
+        .await
+        .expect("abort");
+    assert_eq!(aborted, RequestAbort::Recorded);
+    let late = backend
+        .register(ask_with("s", |a| a.request_id = "req-early".into()))
+        .await
+        .expect("the recorded outcome");
+    assert_eq!(late.rpc_id, "rpc-unasked");
+    assert_eq!(
+        late.outcome.await.expect("outcome").resolution,
+        Resolution::Aborted
+    );
+    assert!(
+        backend
+            .list_pending(&key("s"))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+
+    // Pending: the abort finds it (the caller claims it); ended: it says so.
+    let pending = backend
+        .register(ask_with("s", |a| a.request_id = "req-later".into()))
+        .await
+        .expect("register");
+    assert!(matches!(next(&mut events).await, Event::Requested(_)));
+    let found = backend
+        .abort_request(&key("s"), "req-later", unasked.clone())
+        .await
+        .expect("abort");
+    assert_eq!(found, RequestAbort::Pending(pending.rpc_id.clone()));
+    backend
+        .claim(&key("s"), &pending.rpc_id, Outcome::aborted())
+        .await
+        .expect("claim");
+    assert!(matches!(next(&mut events).await, Event::Resolved(_)));
+    let ended = backend
+        .abort_request(&key("s"), "req-later", unasked)
+        .await
+        .expect("abort");
+    assert_eq!(ended, RequestAbort::Ended);
+    // The early one was never broadcast.
+    let quiet = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
+    assert!(
+        quiet.is_err(),
+        "no event for the ask that was aborted first"
+    );
+}
+
 pub(crate) async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let registered = backend.register(ask("s")).await.expect("register");

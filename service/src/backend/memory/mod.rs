@@ -24,7 +24,9 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use askgate_proto::v1::{AgentRef, Question, Requested, Unattended, subscribe_response::Event};
+use askgate_proto::v1::{
+    AgentRef, Question, Requested, Resolved, Unattended, subscribe_response::Event,
+};
 use async_trait::async_trait;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::{
@@ -40,7 +42,7 @@ use uuid::Uuid;
 
 use super::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
-    Registered, Scope, Settings, Stats, SubscribeOptions, Tap,
+    Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, message},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
@@ -299,18 +301,35 @@ impl Backend for MemoryBackend {
             .unwrap_or_default())
     }
 
-    async fn pending_request(
+    async fn abort_request(
         &self,
         key: &SessionKey,
         request_id: &str,
-    ) -> Result<Option<String>, AskError> {
-        let shard = self.inner.shard(key);
-        Ok(
-            match shard.requests.get(&(key.clone(), Arc::from(request_id))) {
-                Some(RequestState::Pending { rpc_id }) => Some(rpc_id.clone()),
-                _ => None,
-            },
-        )
+        resolved: Resolved,
+    ) -> Result<RequestAbort, AskError> {
+        if self.inner.is_closed() {
+            return Err(AskError::ShuttingDown);
+        }
+        let mut shard = self.inner.shard(key);
+        let request: RequestKey = (key.clone(), Arc::from(request_id));
+        let now = Instant::now();
+        match shard.requests.get(&request) {
+            Some(RequestState::Pending { rpc_id }) => Ok(RequestAbort::Pending(rpc_id.clone())),
+            Some(RequestState::Done { expires, .. }) if *expires > now => Ok(RequestAbort::Ended),
+            _ => {
+                let expires = now + self.inner.config.request_retention;
+                shard.request_expiry.push_back((expires, request.clone()));
+                let recorded = message(String::new(), Event::Resolved(resolved));
+                shard.requests.insert(
+                    request,
+                    RequestState::Done {
+                        resolved: recorded,
+                        expires,
+                    },
+                );
+                Ok(RequestAbort::Recorded)
+            }
+        }
     }
 
     async fn attach(

@@ -37,7 +37,7 @@ use super::{
 };
 use crate::backend::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
-    Registered, Scope, Settings, Stats, SubscribeOptions, Tap,
+    Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
@@ -496,12 +496,19 @@ impl Backend for RedisBackend {
         self.node.store.pending(key).await
     }
 
-    async fn pending_request(
+    async fn abort_request(
         &self,
         key: &SessionKey,
         request_id: &str,
-    ) -> Result<Option<String>, AskError> {
-        self.node.store.pending_request(key, request_id).await
+        resolved: Resolved,
+    ) -> Result<RequestAbort, AskError> {
+        if self.node.closed.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        self.node
+            .store
+            .abort_request(key, request_id, &resolved)
+            .await
     }
 
     async fn attach(

@@ -35,7 +35,7 @@ pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
 };
-use crate::backend::{Holder, Settings};
+use crate::backend::{Holder, RequestAbort, Settings};
 use crate::domain::{AskError, SessionKey, Settled};
 
 mod hooks;
@@ -559,20 +559,31 @@ impl RedisStore {
             .is_ok()
     }
 
-    /// The rpc_id of the ask a request_id registered, while it is pending.
-    pub async fn pending_request(
+    /// [`crate::backend::Backend::abort_request`] on this store (one script on the
+    /// session's slot, so it is atomic with REGISTER and CLAIM).
+    pub async fn abort_request(
         &self,
         key: &SessionKey,
         request_id: &str,
-    ) -> Result<Option<String>, AskError> {
-        let (state, rpc_id): (Option<String>, Option<String>) = redis::cmd("HMGET")
-            .arg(SessionKeys::new(key).request(request_id))
-            .arg("state")
-            .arg("rpc")
-            .query_async(&mut self.conn.clone())
+        resolved: &Resolved,
+    ) -> Result<RequestAbort, AskError> {
+        let reply: Vec<redis::Value> = scripts::ABORT_REQUEST
+            .key(SessionKeys::new(key).request(request_id))
+            .arg(&resolved.rpc_id)
+            .arg(resolved.encode_to_vec())
+            .arg(self.config.request_retention.as_secs().max(1))
+            .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        Ok(rpc_id.filter(|_| state.as_deref() == Some("P")))
+        let text = |at: usize| -> Result<String, AskError> { reply_field(&reply, at) };
+        match text(0)?.as_str() {
+            "pending" => Ok(RequestAbort::Pending(text(1)?)),
+            "ended" => Ok(RequestAbort::Ended),
+            "recorded" => Ok(RequestAbort::Recorded),
+            other => Err(AskError::Internal(format!(
+                "unexpected script reply {other:?}"
+            ))),
+        }
     }
 
     /// The stored `Requested` of a pending ask.

@@ -48,6 +48,11 @@ pub(super) static READ_HISTORY: std::sync::LazyLock<Script> =
 pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/take_slot.lua")));
 
+/// An Abort by request_id: finds its pending ask, or records the abort as the outcome
+/// of an ask not registered yet.
+pub(super) static ABORT_REQUEST: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/abort_request.lua")));
+
 /// A notice (reminder, escalation) about a pending ask: append it, publish it.
 pub(super) static NOTICE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));
