@@ -112,3 +112,34 @@ test("the tool returns the fixed texts and aborts at once", async (t) => {
   assert.equal(Resolution[resolved.resolved.reason], "ABORTED");
   assert.deepEqual(await client.listPending("s"), [], "aborted at once, not after the grace");
 });
+
+// However the abort falls against the ask's registration (before the Ask is sent,
+// racing it, or once it is pending), when the tool reports ASK_ABORTED nothing is left
+// for a human to answer.
+test("an aborted tool run leaves nothing answerable, before, during or after registration", async (t) => {
+  const server = await Server.start();
+  t.after(() => server.stop());
+  const client = new Client({ addr: server.addr });
+  t.after(() => client.close());
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const ui = client.follow({ sessionId: "s", signal: stop.signal });
+  assert.equal((await within("synced", ui.next())).value.kind, "synced");
+  const tool = new AskUserQuestion(client, "s");
+  for (const when of ["before", "during", "after"]) {
+    const interrupted = new AbortController();
+    if (when === "before") {
+      interrupted.abort();
+    } else if (when === "during") {
+      setImmediate(() => interrupted.abort());
+    }
+    const aborting = tool.run(DATABASE, { signal: interrupted.signal });
+    if (when === "after") {
+      assert.equal((await within("requested", ui.next())).value.kind, "requested");
+      interrupted.abort();
+    }
+    const output = await within(`the tool call aborted ${when}`, aborting);
+    assert.equal(output.text, "Error: ask_user_question was aborted before the user answered", when);
+    assert.deepEqual(await client.listPending("s"), [], `${when}: pending after the tool said ASK_ABORTED`);
+  }
+});

@@ -192,3 +192,87 @@ def following(addr: str, session: str) -> bool:
             if error.reason is Reason.NO_PROVIDER:
                 return False
             raise
+
+
+class Follower:
+    """Follows a session in a thread of its own; its events in a queue."""
+
+    def __init__(self, addr: str, session: str) -> None:
+        import queue
+
+        self.client = Client(addr)
+        self.events: "queue.Queue" = queue.Queue()
+        self.thread = threading.Thread(target=self._run, args=(session,), daemon=True)
+        self.thread.start()
+        assert self.next().synced
+
+    def _run(self, session: str) -> None:
+        try:
+            for event in self.client.follow(session):
+                self.events.put(event)
+        except Exception:  # the client closed under it
+            pass
+
+    def next(self):  # type: ignore[no-untyped-def]
+        from conftest import WAIT
+
+        return self.events.get(timeout=WAIT)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+ABORTED = "Error: ask_user_question was aborted before the user answered"
+
+
+@pytest.mark.parametrize("when", ["before", "during", "after"])
+def test_an_aborted_tool_run_leaves_nothing_answerable(server: Server, when: str) -> None:
+    follower = Follower(server.addr, "s")
+    try:
+        with Client(server.addr) as client:
+            abort = threading.Event()
+            if when == "before":
+                abort.set()
+            elif when == "during":
+                threading.Thread(target=abort.set).start()
+            else:
+
+                def once_pending() -> None:
+                    assert follower.next().requested is not None
+                    abort.set()
+
+                threading.Thread(target=once_pending).start()
+            output = AskUserQuestion(client, "s").run(DATABASE, abort=abort)
+            assert output.text == ABORTED
+            assert client.list_pending("s") == [], f"{when}: pending after the tool said ASK_ABORTED"
+    finally:
+        follower.close()
+
+
+@pytest.mark.parametrize("when", ["before", "during", "after"])
+def test_an_aborted_async_tool_run_leaves_nothing_answerable(server: Server, when: str) -> None:
+    follower = Follower(server.addr, "s")
+
+    async def scenario() -> None:
+        async with AsyncClient(server.addr) as client:
+            abort = asyncio.Event()
+            if when == "before":
+                abort.set()
+            elif when == "during":
+                asyncio.get_running_loop().call_soon(abort.set)
+            else:
+
+                async def once_pending() -> None:
+                    event = await asyncio.get_running_loop().run_in_executor(None, follower.next)
+                    assert event.requested is not None
+                    abort.set()
+
+                asyncio.ensure_future(once_pending())
+            output = await AsyncAskUserQuestion(client, "s").run(DATABASE, abort=abort)
+            assert output.text == ABORTED
+            assert await client.list_pending("s") == [], f"{when}: pending after the tool said ASK_ABORTED"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        follower.close()

@@ -44,6 +44,9 @@ DESCRIPTION: str = _DEFINITION["description"]
 #: The fixed texts of these failures (docs/protocol.md "Errors").
 EMPTY_QUESTIONS_TEXT = "ask_user_question requires at least one question"
 ASK_ABORTED_TEXT = "ask_user_question was aborted before the user answered"
+# How long an aborted synchronous run waits for its Ask to end (the abort resolves it,
+# or the server refuses it on arrival).
+ABORT_WAIT = 5.0
 
 
 def input_schema() -> Dict[str, Any]:
@@ -194,6 +197,8 @@ class AskUserQuestion:
         prepared = _prepare(self.session_id, arguments, self.timeout)
         if isinstance(prepared, ToolOutput):
             return prepared
+        if abort is not None and abort.is_set():
+            return _aborted()
         outcome: List[ToolOutput] = []
         done = threading.Event()
 
@@ -209,8 +214,12 @@ class AskUserQuestion:
         threading.Thread(target=call, daemon=True).start()
         while not done.wait(0.05):
             if abort is not None and abort.is_set():
+                # Resolves the pending ask, or (when the abort overtakes the Ask) makes the
+                # server refuse it on arrival; the call then ends at once, and is waited
+                # for, so no question outlives the aborted text.
                 _quietly(lambda: self.client.abort(self.session_id, prepared.request_id))
-                return ToolOutput.failed(Reason.ASK_ABORTED, grpc.StatusCode.CANCELLED, ASK_ABORTED_TEXT)
+                done.wait(ABORT_WAIT)
+                return _aborted()
         return outcome[0]
 
     def __call__(self, arguments: Union[str, Dict[str, Any]]) -> str:
@@ -232,6 +241,8 @@ class AsyncAskUserQuestion:
         prepared = _prepare(self.session_id, arguments, self.timeout)
         if isinstance(prepared, ToolOutput):
             return prepared
+        if abort is not None and abort.is_set():
+            return _aborted()
         call = asyncio.ensure_future(self.client.ask(prepared))
         waits = [call]
         aborted = asyncio.ensure_future(abort.wait()) if abort is not None else None
@@ -253,13 +264,17 @@ class AsyncAskUserQuestion:
                 return ToolOutput.of_error(error)
         call.cancel()
         await self._abort(prepared.request_id)
-        return ToolOutput.failed(Reason.ASK_ABORTED, grpc.StatusCode.CANCELLED, ASK_ABORTED_TEXT)
+        return _aborted()
 
     async def _abort(self, request_id: str) -> None:
         try:
             await asyncio.shield(self.client.abort(self.session_id, request_id))
         except AskgateError:
             pass
+
+
+def _aborted() -> ToolOutput:
+    return ToolOutput.failed(Reason.ASK_ABORTED, grpc.StatusCode.CANCELLED, ASK_ABORTED_TEXT)
 
 
 def _quietly(action) -> None:  # type: ignore[no-untyped-def]
