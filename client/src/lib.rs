@@ -54,11 +54,11 @@ pub mod tool;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
-    AnswerRequest, AskResponse, CancelRequest, ConnectSlackRequest, CreateEndpointRequest,
-    DeleteEndpointRequest, Delivery, DisconnectSlackRequest, Endpoint as WebhookEndpoint,
-    ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest, ListSlackAppsRequest,
-    QuestionAnswer, RedeliverRequest, Requested, SlackApp, SubscribeRequest, WhoAmIRequest,
-    WhoAmIResponse, agents_client::AgentsClient, slack_client::SlackClient,
+    AnswerRequest, AskResponse, CancelRequest, CancelSource, ConnectSlackRequest,
+    CreateEndpointRequest, DeleteEndpointRequest, Delivery, DisconnectSlackRequest,
+    Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest,
+    ListSlackAppsRequest, QuestionAnswer, RedeliverRequest, Requested, SlackApp, SubscribeRequest,
+    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient, slack_client::SlackClient,
     user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
@@ -343,10 +343,25 @@ impl Client {
         rpc_id: &str,
         reason: &str,
     ) -> Result<(), Error> {
+        self.cancel_from(session_id, rpc_id, reason, CancelSource::Unspecified)
+            .await
+    }
+
+    /// [`Client::cancel`] by `source`: [`CancelSource::UiClosed`] when an answering UI
+    /// closes with the batch still pending (nobody decided), so that the agent can tell
+    /// it from a person's cancel (`cancel_source` in the error's metadata).
+    pub async fn cancel_from(
+        &mut self,
+        session_id: &str,
+        rpc_id: &str,
+        reason: &str,
+        source: CancelSource,
+    ) -> Result<(), Error> {
         let request = self.request(CancelRequest {
             session_id: session_id.to_owned(),
             rpc_id: rpc_id.to_owned(),
             reason: reason.to_owned(),
+            source: source.into(),
         });
         self.inner.cancel(request).await?;
         Ok(())

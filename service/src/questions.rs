@@ -13,8 +13,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AbortRequest, AnswerRequest, AskRequest, AskResponse, CancelRequest, NotifyPolicy, Requested,
-    Resolution, SubscribeRequest, Unattended,
+    AbortRequest, AnswerRequest, AskRequest, AskResponse, CancelRequest, CancelSource,
+    NotifyPolicy, Requested, Resolution, SubscribeRequest, Unattended,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
@@ -252,6 +252,7 @@ impl Questions {
             }),
             Resolution::Cancelled => Err(fail(AskError::AskCancelled {
                 reason: outcome.cancel_reason,
+                origin: outcome.cancel_source,
             })),
             Resolution::Aborted => Err(fail(AskError::AskAborted)),
             Resolution::Expired => Err(fail(AskError::AskExpired)),
@@ -368,10 +369,16 @@ impl Questions {
         validate::rpc_id(&request.rpc_id)?;
         validate::text("reason", &request.reason, validate::MAX_CANCEL_REASON_BYTES)?;
         let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
+        let source = CancelSource::try_from(request.source)
+            .map_err(|_| AskError::bad_request("source", "unknown cancel source"))?;
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = self
             .backend
-            .claim(&key, &request.rpc_id, Outcome::cancelled(reason, by))
+            .claim(
+                &key,
+                &request.rpc_id,
+                Outcome::cancelled_by(reason, by, source),
+            )
             .await;
         self.count_conflict(tenant, claimed)
     }

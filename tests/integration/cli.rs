@@ -207,6 +207,11 @@ async fn a_cancelled_ask_exits_3_with_the_reason() {
         serde_json::from_str(stderr.trim().lines().last().expect("a line")).expect("JSON error");
     assert_eq!(error["error"]["reason"], "ASK_CANCELLED");
     assert_eq!(error["error"]["metadata"]["reason"], "not now");
+    // A person's (here a bot's) cancel: no `cancel_source`, unlike a UI closing.
+    assert!(
+        error["error"]["metadata"].get("cancel_source").is_none(),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -383,6 +383,7 @@ async fn errors_stay_small_whatever_the_input() {
                 session_id: mega.clone(),
                 rpc_id: mega.clone(),
                 reason: String::new(),
+                ..Default::default()
             })
             .await
             .expect_err("refused"),

@@ -338,6 +338,13 @@ async fn an_exclusive_overlay_cancels_its_pending_batches_however_it_ends() {
             stderr.contains("the answering terminal closed"),
             "{ending}: {stderr}"
         );
+        // A program tells it from a person's cancel.
+        let report: Value =
+            serde_json::from_str(stderr.trim().lines().last().expect("a line")).expect("JSON");
+        assert_eq!(
+            report["error"]["metadata"]["cancel_source"], "UI_CLOSED",
+            "{ending}: {stderr}"
+        );
     }
 }
 

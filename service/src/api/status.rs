@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use askgate_proto::v1::CancelSource;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 use tracing::error;
@@ -92,10 +93,14 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
                 cut(&settled.resolved_by, MAX_METADATA_ID_BYTES),
             );
         }
-        AskError::AskCancelled {
-            reason: Some(reason),
-        } => {
-            metadata.insert("reason".to_owned(), cut(reason, MAX_METADATA_REASON_BYTES));
+        AskError::AskCancelled { reason, origin } => {
+            if let Some(reason) = reason {
+                metadata.insert("reason".to_owned(), cut(reason, MAX_METADATA_REASON_BYTES));
+            }
+            // Only a UI closing says so: a person's cancel keeps the metadata it had.
+            if *origin != CancelSource::Unspecified {
+                metadata.insert("cancel_source".to_owned(), origin.as_str_name().to_owned());
+            }
         }
         _ => {}
     }
@@ -168,7 +173,13 @@ mod tests {
             (AskError::DuplicateProvider, Code::AlreadyExists),
             (AskError::CallerNotLive, Code::FailedPrecondition),
             (AskError::DelegatedCaller, Code::FailedPrecondition),
-            (AskError::AskCancelled { reason: None }, Code::Aborted),
+            (
+                AskError::AskCancelled {
+                    reason: None,
+                    origin: CancelSource::Unspecified,
+                },
+                Code::Aborted,
+            ),
             (AskError::AskAborted, Code::Cancelled),
             (AskError::AskExpired, Code::DeadlineExceeded),
             (AskError::not_pending(), Code::NotFound),
@@ -243,6 +254,7 @@ mod tests {
             AskError::BadAnswer(violations),
             AskError::AskCancelled {
                 reason: Some(mega.clone()),
+                origin: CancelSource::UiClosed,
             },
             AskError::NotPending {
                 settled: Some(crate::domain::Settled {

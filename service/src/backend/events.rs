@@ -105,6 +105,7 @@ pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
         resolved_by: outcome.resolved_by.clone(),
         resolved_at: Some(SystemTime::now().into()),
         cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
+        cancel_source: outcome.cancel_source.into(),
     }
 }
 
@@ -115,6 +116,7 @@ pub fn outcome_of(resolved: &Resolved) -> Outcome {
         answers: resolved.answers.clone(),
         resolved_by: resolved.resolved_by.clone(),
         cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
+        cancel_source: resolved.cancel_source(),
     }
 }
 
@@ -185,6 +187,7 @@ mod tests {
             answers: Vec::new(),
             resolved_by: "ana".into(),
             cancel_reason: Some("not now".into()),
+            cancel_source: askgate_proto::v1::CancelSource::UiClosed,
         };
         let key = SessionKey::new("acme", "s");
         assert_eq!(outcome_of(&resolved(&key, "r1", &outcome)), outcome);

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use askgate_proto::v1::{ErrorReason, Resolution};
+use askgate_proto::v1::{CancelSource, ErrorReason, Resolution};
 
 /// One thing wrong with one field of a request, e.g. `questions[1].options[0].label`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +182,11 @@ pub enum AskError {
     )]
     DelegatedCaller,
     #[error("the user cancelled the question{}", .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
-    AskCancelled { reason: Option<String> },
+    AskCancelled {
+        reason: Option<String>,
+        /// Who cancelled: a person, or an answering UI closing (metadata `cancel_source`).
+        origin: CancelSource,
+    },
     #[error("ask_user_question was aborted before the user answered")]
     AskAborted,
     #[error("no answer before the deadline")]
@@ -282,12 +286,16 @@ mod tests {
     fn cancelled_message_carries_the_reason_when_given() {
         let with = AskError::AskCancelled {
             reason: Some("wrong branch".into()),
+            origin: CancelSource::Unspecified,
         };
         assert_eq!(
             with.to_string(),
             "the user cancelled the question: wrong branch"
         );
-        let without = AskError::AskCancelled { reason: None };
+        let without = AskError::AskCancelled {
+            reason: None,
+            origin: CancelSource::Unspecified,
+        };
         assert_eq!(without.to_string(), "the user cancelled the question");
     }
 

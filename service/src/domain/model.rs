@@ -7,7 +7,9 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{AgentRef, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended};
+use askgate_proto::v1::{
+    AgentRef, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended,
+};
 
 /// Tenant of every request until authentication names one.
 pub const DEFAULT_TENANT: &str = "default";
@@ -69,6 +71,8 @@ pub struct Outcome {
     pub resolved_by: String,
     /// The human's reason, for `CANCELLED` only.
     pub cancel_reason: Option<String>,
+    /// Who cancelled, for `CANCELLED` only: a person, or an answering UI closing.
+    pub cancel_source: CancelSource,
 }
 
 impl Outcome {
@@ -78,6 +82,18 @@ impl Outcome {
 
     pub fn cancelled(reason: Option<String>, by: impl Into<String>) -> Self {
         Self::new(Resolution::Cancelled, Vec::new(), by, reason)
+    }
+
+    /// Cancelled by `source` (a person, or an answering UI closing).
+    pub fn cancelled_by(
+        reason: Option<String>,
+        by: impl Into<String>,
+        source: CancelSource,
+    ) -> Self {
+        Self {
+            cancel_source: source,
+            ..Self::cancelled(reason, by)
+        }
     }
 
     /// The asking side gave up: its call was cancelled or its connection dropped.
@@ -106,6 +122,7 @@ impl Outcome {
             answers,
             resolved_by: by.into(),
             cancel_reason,
+            cancel_source: CancelSource::Unspecified,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! Every text is cut to Slack's limits, and user text is escaped for mrkdwn, so no
 //! question can break a message or mention someone.
 
-use askgate_proto::v1::{Question, QuestionAnswer, Requested, Resolution, Resolved};
+use askgate_proto::v1::{CancelSource, Question, QuestionAnswer, Requested, Resolution, Resolved};
 use serde_json::{Value, json};
 
 /// Action ids of askgate's controls. An option's button is `askgate.choose.<index>`:
@@ -461,6 +461,9 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
                 lines.push(format!("• {question}{separator}*{}*", answer_text(answer)));
             }
             lines.join("\n")
+        }
+        Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
+            format!(":no_entry_sign: Closed unanswered: the answering UI of {who} closed")
         }
         Resolution::Cancelled => match resolved.cancel_reason.as_str() {
             "" => format!(":no_entry_sign: Cancelled by {who}"),

@@ -399,6 +399,7 @@ impl Interactivity {
                     session_id: at.session.clone(),
                     rpc_id: at.rpc.clone(),
                     reason,
+                    ..Default::default()
                 };
                 (
                     self.questions.cancel(&at.tenant, request, who).await,

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use askgate_client::Event;
-use askgate_proto::v1::{QuestionAnswer, Resolution, Resolved};
+use askgate_proto::v1::{CancelSource, QuestionAnswer, Resolution, Resolved};
 
 use super::state::{Action, Key, Overlay};
 
@@ -231,6 +231,12 @@ pub fn resolution_notice(resolved: &Resolved) -> String {
     };
     match resolved.reason() {
         Resolution::Answered => format!("answered elsewhere{by}"),
+        Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
+            match resolved.resolved_by.as_str() {
+                "" => "closed unanswered: an exclusive answering UI closed".to_owned(),
+                who => format!("closed unanswered: the exclusive answering UI of {who} closed"),
+            }
+        }
         Resolution::Cancelled => match resolved.cancel_reason.as_str() {
             "" => format!("cancelled{by}"),
             reason => format!("cancelled{by}: {reason}"),
@@ -435,6 +441,11 @@ mod tests {
         );
         cancelled.cancel_reason.clear();
         assert_eq!(resolution_notice(&cancelled), "cancelled by carol");
+        cancelled.cancel_source = CancelSource::UiClosed.into();
+        assert_eq!(
+            resolution_notice(&cancelled),
+            "closed unanswered: the exclusive answering UI of carol closed"
+        );
         let expired = Resolved {
             reason: Resolution::Expired.into(),
             ..Default::default()

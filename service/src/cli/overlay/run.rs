@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use askgate_client::{Client, Connection, Error, Reason};
-use askgate_proto::v1::{Resolution, Resolved, SubscribeRequest};
+use askgate_proto::v1::{CancelSource, Resolution, Resolved, SubscribeRequest};
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -201,13 +201,16 @@ fn lost_race_notice(error: &Error) -> String {
     }
 }
 
-/// An exclusive provider leaving: its pending batches are cancelled (at most a few
-/// seconds are spent on it; what is left then stays pending).
+/// An exclusive provider leaving: its pending batches are cancelled as `UI_CLOSED`, which
+/// their agents can tell from a person's cancel (at most a few seconds are spent on it;
+/// what is left then stays pending).
 pub(super) async fn reject_pending(client: &Client, queue: &Queue) {
     let rejections = queue.pending().into_iter().map(|(session_id, rpc_id)| {
         let mut client = client.clone();
         async move {
-            let _ = client.cancel(&session_id, &rpc_id, CLOSED_REASON).await;
+            let _ = client
+                .cancel_from(&session_id, &rpc_id, CLOSED_REASON, CancelSource::UiClosed)
+                .await;
         }
     });
     let all = async {

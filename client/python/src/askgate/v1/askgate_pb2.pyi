@@ -52,6 +52,11 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_FOUND: _ClassVar[ErrorReason]
     TOO_MANY_WEBHOOKS: _ClassVar[ErrorReason]
 
+class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CANCEL_SOURCE_UNSPECIFIED: _ClassVar[CancelSource]
+    UI_CLOSED: _ClassVar[CancelSource]
+
 class DeliveryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DELIVERY_STATUS_UNSPECIFIED: _ClassVar[DeliveryStatus]
@@ -91,6 +96,8 @@ TOO_MANY_AGENTS: ErrorReason
 TOO_MANY_SESSIONS: ErrorReason
 NOT_FOUND: ErrorReason
 TOO_MANY_WEBHOOKS: ErrorReason
+CANCEL_SOURCE_UNSPECIFIED: CancelSource
+UI_CLOSED: CancelSource
 DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
 PENDING: DeliveryStatus
 DELIVERED: DeliveryStatus
@@ -301,7 +308,7 @@ class Escalated(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolved(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason")
+    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -309,6 +316,7 @@ class Resolved(_message.Message):
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_AT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_SOURCE_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     reason: Resolution
@@ -316,7 +324,8 @@ class Resolved(_message.Message):
     resolved_by: str
     resolved_at: _timestamp_pb2.Timestamp
     cancel_reason: str
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+    cancel_source: CancelSource
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ...) -> None: ...
 
 class Synced(_message.Message):
     __slots__ = ("resumed",)
@@ -343,14 +352,16 @@ class AnswerResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CancelRequest(_message.Message):
-    __slots__ = ("session_id", "rpc_id", "reason")
+    __slots__ = ("session_id", "rpc_id", "reason", "source")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     rpc_id: str
     reason: str
-    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    source: CancelSource
+    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., reason: _Optional[str] = ..., source: _Optional[_Union[CancelSource, str]] = ...) -> None: ...
 
 class CancelResponse(_message.Message):
     __slots__ = ()
