@@ -8,7 +8,7 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Modifier, Style, Stylize},
     text::{Line, Span, Text},
-    widgets::{Block, Borders, Clear, Paragraph, Wrap},
+    widgets::{Block, Borders, Clear, Padding, Paragraph, Wrap},
 };
 
 use super::{
@@ -27,13 +27,29 @@ pub struct Context<'a> {
 }
 
 pub fn draw(frame: &mut Frame, queue: &Queue, context: &Context) {
-    let [top, body, notice, keys] = Layout::vertical([
+    let area = frame.area();
+    // The box takes the rows its batch needs (at most what the screen has); the notice
+    // and the keys follow it.
+    let room = area.height.saturating_sub(3);
+    let mut size = queue
+        .current()
+        .map(|overlay| BatchSize::of(overlay, room))
+        .unwrap_or_default();
+    if queue
+        .current()
+        .is_some_and(|overlay| matches!(overlay.mode, Mode::Help(_)))
+    {
+        // The key table is drawn over the box: room for it.
+        size.height = size.height.max(KEYS.len() as u16 + 4);
+    }
+    let [top, body, notice, keys, _] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Min(3),
+        Constraint::Length(size.height.clamp(3, room.max(3))),
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Min(0),
     ])
-    .areas(frame.area());
+    .areas(area);
     frame.render_widget(Paragraph::new(title(queue, context)), top);
     let notice_line = match (context.connection, &queue.notice) {
         (Some(problem), _) => Line::from(problem.to_owned()).yellow(),
@@ -42,13 +58,13 @@ pub fn draw(frame: &mut Frame, queue: &Queue, context: &Context) {
     };
     frame.render_widget(Paragraph::new(notice_line), notice);
     let Some(overlay) = queue.current() else {
-        let idle = Paragraph::new(format!("No questions waiting on {}.", context.scope))
-            .block(Block::default().borders(Borders::ALL));
+        let idle =
+            Paragraph::new(format!("No questions waiting on {}.", context.scope)).block(boxed());
         frame.render_widget(idle, body);
         frame.render_widget(Paragraph::new(Line::from("q quit").dim()), keys);
         return;
     };
-    draw_batch(frame, overlay, queue.sending(), body);
+    draw_batch(frame, overlay, queue.sending(), size.detail, body);
     frame.render_widget(Paragraph::new(key_line(overlay).dim()), keys);
     if let Mode::Help(_) = overlay.mode {
         draw_help(frame, body);
@@ -73,21 +89,49 @@ fn title(queue: &Queue, context: &Context) -> Line<'static> {
     Line::from(spans)
 }
 
-fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, area: Rect) {
+/// A bordered box whose content keeps one column from each side, whatever it is.
+fn boxed() -> Block<'static> {
+    Block::default()
+        .borders(Borders::ALL)
+        .padding(Padding::horizontal(1))
+}
+
+/// The rows a batch's box needs: borders, the question (two rows), its detail (at most
+/// half the room, scrolled beyond), its options, and two for the answer and a hint.
+#[derive(Debug, Default, Clone, Copy)]
+struct BatchSize {
+    height: u16,
+    detail: u16,
+}
+
+impl BatchSize {
+    fn of(overlay: &Overlay, room: u16) -> Self {
+        let Some(question) = overlay.question() else {
+            return Self::default();
+        };
+        let detail = match question.detail.as_deref() {
+            Some(detail) if !detail.is_empty() => {
+                let lines = u16::try_from(detail.lines().count()).unwrap_or(u16::MAX);
+                lines.saturating_add(2).min(room / 2)
+            }
+            _ => 0,
+        };
+        let options =
+            u16::try_from(option_lines(overlay, question).lines.len()).unwrap_or(u16::MAX);
+        Self {
+            height: (2 + 2 + 2 + detail).saturating_add(options),
+            detail,
+        }
+    }
+}
+
+fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: u16, area: Rect) {
     let Some(question) = overlay.question() else {
         return;
     };
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(progress(overlay));
+    let block = boxed().title(progress(overlay));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let detail_rows = match &question.detail {
-        Some(detail) if !detail.is_empty() => {
-            (detail.lines().count() as u16 + 2).min(inner.height / 2)
-        }
-        _ => 0,
-    };
     let [head, detail, options, bottom] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(detail_rows),
@@ -273,7 +317,7 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 fn draw_help(frame: &mut Frame, area: Rect) {
-    let width = area.width.saturating_sub(4).min(90);
+    let width = area.width.saturating_sub(4).min(92);
     let height = (KEYS.len() as u16 + 2).min(area.height);
     let popup = Rect {
         x: area.x + (area.width - width) / 2,
@@ -291,10 +335,7 @@ fn draw_help(frame: &mut Frame, area: Rect) {
         })
         .collect();
     frame.render_widget(Clear, popup);
-    frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Keys ")),
-        popup,
-    );
+    frame.render_widget(Paragraph::new(lines).block(boxed().title(" Keys ")), popup);
 }
 
 #[cfg(test)]
@@ -411,6 +452,41 @@ mod tests {
             ],
         );
         assert!(!shown.contains("(•)"), "nothing preselected:\n{shown}");
+    }
+
+    #[test]
+    fn the_box_is_padded_alike_and_sized_to_its_batch() {
+        let plain = Question {
+            id: "q".into(),
+            question: "Proceed?".into(),
+            options: vec![option("yes", None), option("no", None)],
+            ..Default::default()
+        };
+        for question in [db_question(), plain] {
+            let mut queue = Queue::new();
+            queue.on_event(ask("r1", vec![question]));
+            let shown = screen(&queue, None);
+            let rows: Vec<&str> = shown.lines().collect();
+            // Inside the borders every line keeps a blank column on the left, headed
+            // question or not.
+            for row in rows.iter().filter(|r| r.starts_with('│')) {
+                let inside = row.trim_start_matches('│');
+                assert!(
+                    inside.is_empty() || inside.starts_with(' '),
+                    "touches the border: {row:?}\n{shown}"
+                );
+            }
+            // The box ends where its batch does, and the keys follow it.
+            let bottom = rows
+                .iter()
+                .position(|r| r.starts_with('└'))
+                .expect("the box's bottom");
+            assert!(bottom < 15, "the box fills the screen:\n{shown}");
+            assert!(
+                rows[bottom + 2].contains("q quit"),
+                "the keys follow the box:\n{shown}"
+            );
+        }
     }
 
     #[test]
