@@ -30,13 +30,14 @@ export function passes(batch: Requested, filters: Filters): boolean {
   return Object.hasOwn(batch.labels, key) && batch.labels[key] === wanted.slice(at + 1).trim();
 }
 
-/** How long ago, in the largest whole unit: "12 s", "3 min", "2 h", "4 d". */
-export function age(since: Date, now: Date): string {
+/** How long ago, in the largest whole unit: "just now", "12 s ago", "3 min ago", "2 h ago", "4 d ago". */
+export function ago(since: Date, now: Date): string {
   const seconds = Math.max(0, Math.floor((now.getTime() - since.getTime()) / 1000));
-  if (seconds < 60) return `${seconds} s`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)} min`;
-  if (seconds < 86_400) return `${Math.floor(seconds / 3600)} h`;
-  return `${Math.floor(seconds / 86_400)} d`;
+  if (seconds < 10) return "just now";
+  if (seconds < 60) return `${seconds} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)} h ago`;
+  return `${Math.floor(seconds / 86_400)} d ago`;
 }
 
 /** When the batch was asked (the server's clock), else the epoch. */
@@ -316,7 +317,7 @@ export class InboxView extends View {
                     "span",
                     { class: "row-meta muted" },
                     h("code", {}, batch.sessionId),
-                    ` · ${age(askedAt(batch), now)} ago`,
+                    ` · ${ago(askedAt(batch), now)}`,
                     batch.agent?.agentId ? ` · agent ${batch.agent.agentId}` : "",
                     count > 1 ? ` · ${count} questions` : "",
                   ),

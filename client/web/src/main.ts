@@ -11,43 +11,54 @@ import { View } from "./view.js";
 const TOKEN_KEY = "askgate.token";
 
 export type Route =
-  | { page: "inbox"; token?: string }
-  | { page: "session"; sessionId: string; token?: string }
+  | { page: "inbox"; token?: string; batch?: string }
+  | { page: "session"; sessionId: string; token?: string; batch?: string }
   | { page: "sign-in" };
 
-/** `#/inbox[?token=<token>]` or `#/sessions/<id>[?token=<token>]`; ids may contain `/`. */
+/**
+ * `#/inbox[?…]` or `#/sessions/<id>[?…]` (ids may contain `/`), with `batch=<rpc_id>`
+ * (the batch open in the composer: a deep link that survives a reload) and
+ * `token=<token>` in the query.
+ */
 export function parseHash(hash: string): Route {
   const inbox = /^#\/inbox\/?(?:\?(.*))?$/.exec(hash);
-  if (inbox) return { page: "inbox", token: tokenOf(inbox[1]) };
+  if (inbox) return { page: "inbox", ...queryOf(inbox[1]) };
   const session = /^#\/sessions\/([^?]+)(?:\?(.*))?$/.exec(hash);
   if (session) {
-    return { page: "session", sessionId: decodeURIComponent(session[1]), token: tokenOf(session[2]) };
+    return { page: "session", sessionId: decodeURIComponent(session[1]), ...queryOf(session[2]) };
   }
   return { page: "sign-in" };
 }
 
-function tokenOf(query: string | undefined): string | undefined {
-  return new URLSearchParams(query ?? "").get("token") ?? undefined;
+function queryOf(query: string | undefined): { token?: string; batch?: string } {
+  const params = new URLSearchParams(query ?? "");
+  return { token: params.get("token") ?? undefined, batch: params.get("batch") || undefined };
 }
 
 /** The route without its token, for the address bar. */
 function hashOf(route: Route): string {
+  const batch = route.page !== "sign-in" && route.batch ? `?batch=${encodeURIComponent(route.batch)}` : "";
   switch (route.page) {
     case "inbox":
-      return "#/inbox";
+      return `#/inbox${batch}`;
     case "session":
-      return `#/sessions/${encodeURIComponent(route.sessionId).replace(/%2F/g, "/")}`;
+      return `#/sessions/${encodeURIComponent(route.sessionId).replace(/%2F/g, "/")}${batch}`;
     case "sign-in":
       return "#/";
   }
 }
 
-/** The sign-in form: a token (if the server requires one), and optionally one session. */
-function signIn(root: HTMLElement): void {
+/**
+ * The sign-in form: a token (if the server requires one), and optionally one session.
+ * `refused`: the server refused the credential of `then` (the page that was asked for),
+ * which the form opens once signed in.
+ */
+function signIn(root: HTMLElement, refused?: { why: string; then: Route }): void {
   const form = document.createElement("form");
   form.className = "card chooser";
   form.innerHTML = `
     <h1>askgate console</h1>
+    <p class="error" role="alert" data-testid="sign-in-why" hidden></p>
     <p class="muted">Answer the questions agents ask: every session you may see in the inbox, or one session.</p>
     <label class="text-label" for="token">Token: an API key or JWT (if the server requires one)</label>
     <input class="text" id="token" name="token" type="password" autocomplete="off" data-testid="sign-in-token">
@@ -55,16 +66,34 @@ function signIn(root: HTMLElement): void {
     <input class="text" id="session" name="session" autocomplete="off" pattern="[A-Za-z0-9._:@/\\-]{1,128}">
     <p class="muted">The token stays in this tab only, and is forgotten when the tab closes.</p>
     <div class="actions"><button class="primary" type="submit" data-testid="sign-in">Open</button></div>`;
+  const why = form.querySelector<HTMLElement>("[data-testid=sign-in-why]");
+  if (refused && why) {
+    why.textContent = refused.why;
+    why.hidden = false;
+  }
+  if (refused?.then.page === "session") {
+    form.querySelector<HTMLInputElement>("#session")!.value = refused.then.sessionId;
+  }
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const data = new FormData(form);
     const session = String(data.get("session") ?? "").trim();
     const token = String(data.get("token") ?? "").trim();
     if (token) sessionStorage.setItem(TOKEN_KEY, token);
-    location.hash = session ? hashOf({ page: "session", sessionId: session }) : "#/inbox";
+    const next = session ? hashOf({ page: "session", sessionId: session }) : "#/inbox";
+    // The same page again fires no hashchange: open it here.
+    if (location.hash === next) start();
+    else location.hash = next;
   });
   root.replaceChildren(form);
   form.querySelector<HTMLInputElement>("#token")?.focus();
+}
+
+/** What the sign-in form says when the server refused the credential. */
+function refusal(hadToken: boolean): string {
+  return hadToken
+    ? "The server did not accept this token. Sign in with another one."
+    : "This server needs a token (an API key or a JWT) to show its questions. Sign in with one.";
 }
 
 /** Forgets the token and shows the sign-in form. */
@@ -94,11 +123,33 @@ function start(): void {
   const token = sessionStorage.getItem(TOKEN_KEY) || undefined;
   let view: View | undefined;
   let inbox: InboxView | undefined;
-  const session = new Session({
+  // The batch in the address bar: the one open, so that a reload opens it again.
+  let shown = route.batch;
+  const session: Session = new Session({
     baseUrl: location.origin,
     sessionId: route.page === "session" ? route.sessionId : undefined,
     token,
-    onChange: () => view?.render(),
+    opened: route.batch,
+    onChange: () => {
+      const connection = session.connection;
+      if (connection.kind === "refused" && connection.unauthenticated) {
+        // No (or a refused) credential: the sign-in form, not an error with a way out.
+        sessionStorage.removeItem(TOKEN_KEY);
+        session.stop();
+        view?.dispose();
+        running = undefined;
+        history.replaceState(null, "", "#/");
+        document.title = "askgate console";
+        signIn(root, { why: refusal(token !== undefined), then: route });
+        return;
+      }
+      view?.render();
+      const open = session.current?.batch.rpcId;
+      if (open !== shown && (session.connection.kind === "connected" || open !== undefined)) {
+        shown = open;
+        history.replaceState(null, "", hashOf({ ...route, batch: open }));
+      }
+    },
     onArrival: (composer) => inbox?.arrived(composer),
   });
   if (route.page === "inbox") {

@@ -9,6 +9,7 @@ import {
   type Requested,
   type Resolved,
   type WhoAmIResponse,
+  CancelSource,
   ErrorReason,
   Resolution,
   UserQuestions,
@@ -21,8 +22,9 @@ export type Connection =
   /** `resumed`: the stream went on from the last cursor (no fresh snapshot). */
   | { kind: "connected"; resumed: boolean }
   | { kind: "reconnecting"; why: string; attempt: number }
-  /** The server refused the subscription for good (credentials, session id). */
-  | { kind: "refused"; why: string };
+  /** The server refused the subscription for good (credentials, session id);
+   * `unauthenticated`: for want of a credential it accepts. */
+  | { kind: "refused"; why: string; unauthenticated: boolean };
 
 /** A message for the human about a batch that left the queue. */
 export interface Notice {
@@ -54,6 +56,8 @@ export interface Options {
   sessionId?: string;
   /** A bearer token (an API key or a JWT), when the server requires one. */
   token?: string;
+  /** The batch to open once it is listed (a deep link's `batch`). */
+  opened?: string;
   /** Called after every change the view should show. */
   onChange: () => void;
   /** Called for a batch that arrives live (not in a snapshot): the inbox notifies. */
@@ -62,7 +66,7 @@ export interface Options {
 
 /** How a batch was resolved, and by whom (the terminal overlay says the same). */
 export function resolutionNotice(
-  resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason">,
+  resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & { cancelSource?: CancelSource },
   where = " elsewhere",
 ): string {
   const by = resolved.resolvedBy ? ` by ${resolved.resolvedBy}` : "";
@@ -70,6 +74,11 @@ export function resolutionNotice(
     case Resolution.ANSWERED:
       return `Answered${where}${by}.`;
     case Resolution.CANCELLED:
+      if (resolved.cancelSource === CancelSource.UI_CLOSED) {
+        return resolved.resolvedBy
+          ? `Closed unanswered: the exclusive answering window of ${resolved.resolvedBy} closed.`
+          : "Closed unanswered: an exclusive answering window closed.";
+      }
       return resolved.cancelReason ? `Cancelled${by}: ${resolved.cancelReason}` : `Cancelled${by}.`;
     case Resolution.ABORTED:
       return "Aborted: the asking agent went away.";
@@ -106,10 +115,10 @@ export function settledBy(error: unknown): { reason: Resolution; resolvedBy: str
   return { reason, resolvedBy: metadata.resolved_by ?? "" };
 }
 
+/** A failure in words for a person: the server's message, without protocol names. */
 function describe(error: unknown): string {
   if (error instanceof ConnectError) {
-    const reason = error.findDetails(ErrorInfoSchema)[0]?.reason;
-    return reason ? `${reason}: ${error.rawMessage}` : error.rawMessage || Code[error.code];
+    return error.rawMessage || "the connection failed";
   }
   return error instanceof Error ? error.message : String(error);
 }
@@ -145,6 +154,7 @@ export class Session {
 
   constructor(options: Options) {
     this.options = options;
+    this.opened = options.opened;
     const token = options.token;
     const transport = createGrpcWebTransport({
       baseUrl: options.baseUrl,
@@ -167,8 +177,8 @@ export class Session {
 
   /** The batch in the composer. */
   get current(): Composer | undefined {
-    if (!this.inbox) return this.queue[0];
-    return this.queue.find((c) => c.batch.rpcId === this.opened);
+    const opened = this.queue.find((c) => c.batch.rpcId === this.opened);
+    return this.inbox ? opened : (opened ?? this.queue[0]);
   }
 
   /** Puts a batch of the inbox in the composer, or (undefined) goes back to the list. */
@@ -225,7 +235,11 @@ export class Session {
       } catch (error) {
         if (this.stopped.signal.aborted) return;
         if (error instanceof ConnectError && FINAL.has(error.code)) {
-          this.connection = { kind: "refused", why: describe(error) };
+          this.connection = {
+            kind: "refused",
+            why: describe(error),
+            unauthenticated: error.code === Code.Unauthenticated,
+          };
           this.options.onChange();
           return;
         }
@@ -312,7 +326,7 @@ export class Session {
    */
   private close(
     composer: Composer,
-    resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason">,
+    resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & { cancelSource?: CancelSource },
     event: boolean,
   ): void {
     this.queue = this.queue.filter((c) => c !== composer);

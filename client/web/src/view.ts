@@ -427,9 +427,18 @@ export class View {
             h(
               "dd",
               {},
-              parts.length > 0 ? parts.join(", ") : h("em", {}, "skipped"),
-              " ",
-              h("button", { type: "button", class: "quiet", "data-key": `edit-${i}`, onclick: () => this.act(() => c.goTo(i)) }, "Edit"),
+              h("span", { class: "answer", "data-testid": "answer" }, parts.length > 0 ? parts.join(", ") : h("em", {}, "skipped")),
+              h(
+                "button",
+                {
+                  type: "button",
+                  class: "quiet edit",
+                  "data-key": `edit-${i}`,
+                  "aria-label": `Change the answer to question ${i + 1}`,
+                  onclick: () => this.act(() => c.goTo(i)),
+                },
+                "Change…",
+              ),
             ),
           ];
         }),
@@ -461,7 +470,11 @@ export class View {
       "div",
       { class: "closing", role: "group", "aria-labelledby": "closing-title" },
       h("h2", { id: "closing-title" }, "Cancel this batch?"),
-      h("p", { class: "muted" }, "The agent gets ASK_CANCELLED with your reason, and none of the answers."),
+      h(
+        "p",
+        { class: "muted", "data-testid": "closing-what" },
+        "The agent is told you cancelled these questions, with your reason if you give one, and gets none of the answers.",
+      ),
       h("label", { for: "cancel-reason", class: "text-label" }, "Reason (optional)"),
       h("input", {
         id: "cancel-reason",

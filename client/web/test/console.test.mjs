@@ -97,7 +97,7 @@ test("multi-select toggles and Other adds; Other replaces a single choice", asyn
   await page.getByRole("button", { name: /1\.0-rc1/ }).click();
   await page.getByTestId("review").waitFor();
   // Back to the single-select: own words replace the choice made there.
-  await page.getByRole("button", { name: "Edit" }).nth(1).click();
+  await page.getByRole("button", { name: "Change the answer to question 2" }).click();
   await shows(page, "progress", "2 of 2");
   await page.getByTestId("text").fill("2.0 Beta");
   await page.getByTestId("text").press("Enter");
@@ -139,7 +139,7 @@ test("an optionless question takes text; Skip skips one item and keeps the draft
   await page.getByTestId("review").waitFor();
 
   // The earlier drafts are still there.
-  await page.getByRole("button", { name: "Edit" }).first().click();
+  await page.getByRole("button", { name: "Change the answer to question 1" }).click();
   await shows(page, "progress", "1 of 3");
   assert.equal(await page.getByRole("button", { name: /^yes/ }).getAttribute("aria-pressed"), "true");
   await page.getByRole("button", { name: /Notes/ }).click();
@@ -174,7 +174,7 @@ test("Enter during an IME composition only confirms the candidate, never submits
   await page.keyboard.press("Enter");
   await page.getByTestId("review").waitFor();
   // Complete already: from here, an Enter that counted would submit the batch.
-  await page.getByRole("button", { name: "Edit" }).click();
+  await page.getByRole("button", { name: /^Change the answer/ }).click();
   await text.waitFor();
   await text.fill("");
   await text.focus();

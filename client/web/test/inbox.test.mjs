@@ -314,3 +314,72 @@ test("the inbox fits a phone", async (t) => {
   await page.keyboard.press("Enter");
   assert.deepEqual((await agent.result()).json.answers, [{ id: "q", selected: ["yes"] }]);
 });
+
+test("first-hour rough edges: sign-in when the server needs a token, deep links, plain words", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const { url, mint } = await authServer(h);
+  const ui = await mint("ana@acme", "ui");
+  const agentToken = await mint("worker", "agent");
+  const page = await h.page();
+
+  // No token on a server that needs one: the sign-in form, saying why, and no error
+  // with protocol names or a "Sign out" for a credential that was never given.
+  await page.goto(`${url}/console/#/inbox`);
+  await shows(page, "sign-in-why", "This server needs a token");
+  const text = await page.evaluate(() => document.body.innerText);
+  assert.doesNotMatch(text, /UNAUTHENTICATED|unauthenticated:/, text);
+  assert.equal(await page.getByTestId("sign-out").count(), 0);
+  await screenshot(page, "inbox-08-needs-a-token");
+  await page.getByTestId("sign-in-token").fill(ui);
+  await page.getByTestId("sign-in").click();
+  await shows(page, "connection", "Connected");
+
+  // Rows are titled by the first question's header, else by its question; a batch
+  // asked a moment ago was asked "just now".
+  const headed = h.ask(
+    url,
+    { sessionId: "deep/a", questions: [question("q", "Merge the pull request?", ["yes", "no"], { header: "Merge" })] },
+    ["--token", agentToken],
+  );
+  const plain = asking(h, url, "deep/b", "Ship the release today?", { token: agentToken });
+  await listShows(page, ["deep/a", "deep/b"]);
+  const titles = await page.locator(".row-title").allInnerTexts();
+  assert.deepEqual(titles, ["Merge", "Ship the release today?"]);
+  const meta = await page.locator(".row-meta").first().innerText();
+  assert.match(meta, /just now/, meta);
+  assert.doesNotMatch(meta, /\b0 s ago/, meta);
+
+  // Opening a batch gives it its own address, which a reload opens again.
+  await page.getByTestId("batch").nth(1).click();
+  await page.getByTestId("composer").filter({ hasText: "Ship the release today?" }).waitFor();
+  const rpc = await page.getByTestId("composer").getAttribute("data-rpc");
+  assert.equal(new URL(page.url()).hash, `#/inbox?batch=${rpc}`);
+  await page.reload();
+  await page.getByTestId("composer").filter({ hasText: "Ship the release today?" }).waitFor();
+
+  // The keyboard's place on the first option does not look like a choice.
+  const first = page.locator("[data-option]").first();
+  await first.focus();
+  const focusRing = await first.evaluate((e) => getComputedStyle(e).outlineStyle);
+  assert.equal(focusRing, "dashed", "a focused option is outlined dashed, unlike a chosen one");
+  assert.equal(await first.getAttribute("aria-pressed"), "false");
+
+  // The close dialog says what happens in words, not with a protocol name.
+  await page.getByTestId("close").click();
+  const what = await page.getByTestId("closing-what").innerText();
+  assert.doesNotMatch(what, /ASK_|CANCELLED/, what);
+  assert.match(what, /cancelled these questions/);
+  await page.keyboard.press("Escape");
+
+  // The review names the answer and offers to change it, apart.
+  await page.getByRole("button", { name: /^no/ }).click();
+  await page.getByTestId("review").waitFor();
+  assert.equal(await page.getByTestId("answer").innerText(), "no");
+  await page.getByRole("button", { name: "Change the answer to question 1" }).waitFor();
+  await page.getByTestId("submit").click();
+  assert.deepEqual((await plain.result()).json.answers, [{ id: "q", selected: ["no"] }]);
+  // Back on the list, the address names no batch.
+  await page.waitForFunction(() => location.hash === "#/inbox");
+  headed.child.kill("SIGTERM");
+});

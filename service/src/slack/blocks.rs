@@ -563,7 +563,10 @@ pub fn cancel_modal(at: &Ref, max_reason: usize) -> Value {
         "submit": plain("Cancel the batch", 24),
         "close": plain("Keep it", 24),
         "blocks": [
-            section("The agent gets `ASK_CANCELLED` with your reason, and none of the answers."),
+            section(
+                "The agent is told you cancelled these questions, with your reason if you give one, \
+                 and gets none of the answers.",
+            ),
             {
                 "type": "input", "block_id": REASON_BLOCK, "optional": true,
                 "label": plain("Reason (optional)", MAX_LABEL),
