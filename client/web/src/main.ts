@@ -131,6 +131,9 @@ function start(): void {
     token,
     opened: route.batch,
     onChange: () => {
+      // A page left behind (another route started since) changes nothing, least of
+      // all the address bar.
+      if (running?.session !== session) return;
       const connection = session.connection;
       if (connection.kind === "refused" && connection.unauthenticated) {
         // No (or a refused) credential: the sign-in form, not an error with a way out.
