@@ -119,12 +119,13 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function refuseUnknown(data: Record<string, unknown>, known: Set<string>): void {
+/** Refuses a field the schema does not define, named by its path (`at`: "questions[0].", …). */
+function refuseUnknown(data: Record<string, unknown>, known: Set<string>, at: string): void {
   const unknown = Object.keys(data)
     .filter((key) => !known.has(key))
     .sort();
   if (unknown.length > 0) {
-    throw invalid(`unknown field \`${unknown[0]}\``);
+    throw invalid(`${at}${unknown[0]}: unknown field \`${unknown[0]}\``);
   }
 }
 
@@ -132,7 +133,7 @@ function parseQuestion(data: unknown, i: number): Question {
   if (!isObject(data)) {
     throw invalid(`questions[${i}] must be an object`);
   }
-  refuseUnknown(data, QUESTION_FIELDS);
+  refuseUnknown(data, QUESTION_FIELDS, `questions[${i}].`);
   for (const required of ["id", "question"]) {
     if (typeof data[required] !== "string") {
       throw invalid(`questions[${i}].${required} must be a string`);
@@ -146,7 +147,7 @@ function parseQuestion(data: unknown, i: number): Question {
     if (!isObject(opt) || typeof opt.label !== "string") {
       throw invalid(`questions[${i}].options[${j}] needs a string label`);
     }
-    refuseUnknown(opt, OPTION_FIELDS);
+    refuseUnknown(opt, OPTION_FIELDS, `questions[${i}].options[${j}].`);
     if (opt.description !== undefined && opt.description !== null && typeof opt.description !== "string") {
       throw invalid(`questions[${i}].options[${j}].description must be a string`);
     }
@@ -180,7 +181,7 @@ export function parseArguments(args: string | unknown): Question[] {
   if (!isObject(data)) {
     throw invalid("expected an object");
   }
-  refuseUnknown(data, new Set(["questions"]));
+  refuseUnknown(data, new Set(["questions"]), "");
   const questions = data.questions ?? [];
   if (!Array.isArray(questions)) {
     throw invalid("`questions` must be an array");

@@ -95,7 +95,7 @@ test("the tool returns the fixed texts and aborts at once", async (t) => {
   const unknown = await tool.run({
     questions: [{ id: "a", question: "Q?", options: [{ label: "x", value: 1 }] }],
   });
-  assert.match(unknown.text, /^Error: invalid arguments: unknown field `value`/);
+  assert.match(unknown.text, /^Error: invalid arguments: questions\[0\]\.options\[0\]\.value: unknown field `value`/);
   assert.equal(unknown.error.reason, "BAD_REQUEST");
   const nobody = await new AskUserQuestion(client, "nobody").run(DATABASE);
   assert.equal(nobody.text, "Error: no user-questions provider is registered");

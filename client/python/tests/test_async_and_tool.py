@@ -88,7 +88,9 @@ def test_the_tool_returns_the_fixed_texts(server: Server) -> None:
             assert output.text == "Error: ask_user_question requires at least one question"
             assert output.error is not None and output.error.reason is Reason.EMPTY_QUESTIONS
         unknown = tool.run({"questions": [{"id": "a", "question": "Q?", "options": [{"label": "x", "value": 1}]}]})
-        assert unknown.text.startswith("Error: invalid arguments: unknown field `value`"), unknown.text
+        assert unknown.text.startswith(
+            "Error: invalid arguments: questions[0].options[0].value: unknown field `value`"
+        ), unknown.text
         assert AskUserQuestion(client, "nobody").run(DATABASE).text == (
             "Error: no user-questions provider is registered"
         )

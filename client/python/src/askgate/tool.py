@@ -119,7 +119,7 @@ def parse_arguments(arguments: Union[str, Dict[str, Any]]) -> List[pb.Question]:
         raise _invalid("expected an object")
     unknown = set(data) - {"questions"}
     if unknown:
-        raise _invalid(f"unknown field `{sorted(unknown)[0]}`")
+        raise _unknown("", sorted(unknown)[0])
     questions = data.get("questions", [])
     if not isinstance(questions, list):
         raise _invalid("`questions` must be an array")
@@ -139,12 +139,17 @@ def _invalid(why: str) -> _Refusal:
     return _Refusal(Reason.BAD_REQUEST, f"invalid arguments: {why}")
 
 
+def _unknown(at: str, name: str) -> _Refusal:
+    """A field the schema does not define, named by its path (as every askgate SDK does)."""
+    return _invalid(f"{at}{name}: unknown field `{name}`")
+
+
 def _question(i: int, data: Any) -> pb.Question:
     if not isinstance(data, dict):
         raise _invalid(f"questions[{i}] must be an object")
     unknown = set(data) - _QUESTION_FIELDS
     if unknown:
-        raise _invalid(f"unknown field `{sorted(unknown)[0]}`")
+        raise _unknown(f"questions[{i}].", sorted(unknown)[0])
     for required in ("id", "question"):
         if not isinstance(data.get(required), str):
             raise _invalid(f"questions[{i}].{required} must be a string")
@@ -157,7 +162,7 @@ def _question(i: int, data: Any) -> pb.Question:
             raise _invalid(f"questions[{i}].options[{j}] needs a string label")
         unknown = set(opt) - _OPTION_FIELDS
         if unknown:
-            raise _invalid(f"unknown field `{sorted(unknown)[0]}`")
+            raise _unknown(f"questions[{i}].options[{j}].", sorted(unknown)[0])
         description = opt.get("description")
         if description is not None and not isinstance(description, str):
             raise _invalid(f"questions[{i}].options[{j}].description must be a string")
