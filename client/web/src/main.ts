@@ -89,6 +89,12 @@ function signIn(root: HTMLElement, refused?: { why: string; then: Route }): void
   form.querySelector<HTMLInputElement>("#token")?.focus();
 }
 
+/** Whether two routes show the same page (whatever batch or token they name). */
+function samePage(a: Route, b: Route): boolean {
+  if (a.page === "session" && b.page === "session") return a.sessionId === b.sessionId;
+  return a.page === b.page;
+}
+
 /** What the sign-in form says when the server refused the credential. */
 function refusal(hadToken: boolean): string {
   return hadToken
@@ -131,9 +137,10 @@ function start(): void {
     token,
     opened: route.batch,
     onChange: () => {
-      // A page left behind (another route started since) changes nothing, least of
-      // all the address bar.
-      if (running?.session !== session) return;
+      // A page left behind (another route started since, or the address already names
+      // another page whose hashchange has not run yet) changes nothing, least of all
+      // the address bar.
+      if (running?.session !== session || !samePage(parseHash(location.hash), route)) return;
       const connection = session.connection;
       if (connection.kind === "refused" && connection.unauthenticated) {
         // No (or a refused) credential: the sign-in form, not an error with a way out.
