@@ -33,18 +33,25 @@ fi
 # The tests start their own redis-server processes on free ports; a system service the
 # package may have started is not used.
 
+# A venv at $1 with the packages of the requirements file $2, made once and made again
+# when the file changes.
+venv_with() {
+  local venv=$1 requirements=$2
+  if [ ! -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$venv/requirements.txt"; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv/requirements.txt"
+  fi
+}
+
 # The integration tests' Python helpers (tests/integration/requirements.txt) run in a
 # venv of their own (made once, refreshed when its requirements change): the webhook
 # receiver verifies signatures with the Standard Webhooks reference library, and the
 # fake Slack checks every message and modal with the official Slack SDK's Block Kit
 # models (tests/slack/blockkit.py, whose own tests run first).
 testvenv=target/test-venv
-if [ ! -x "$testvenv/bin/python" ] || ! cmp -s tests/integration/requirements.txt "$testvenv/requirements.txt"; then
-  rm -rf "$testvenv"
-  python3 -m venv "$testvenv"
-  "$testvenv/bin/pip" install --quiet --disable-pip-version-check -r tests/integration/requirements.txt
-  cp tests/integration/requirements.txt "$testvenv/requirements.txt"
-fi
+venv_with "$testvenv" tests/integration/requirements.txt
 export ASKGATE_TEST_PYTHON="$PWD/$testvenv/bin/python"
 echo "==> the fake Slack's Block Kit checker (tests/slack)"
 (cd tests/slack && "$ASKGATE_TEST_PYTHON" -m pytest -q -p no:cacheprovider)
@@ -55,12 +62,7 @@ cargo test --workspace --locked "$@"
 # a venv of its own under target/ (made once, refreshed when the requirements change).
 echo "==> MCP tests (tests/mcp, the MCP Python SDK)"
 venv=target/mcp-venv
-if [ ! -x "$venv/bin/python" ] || ! cmp -s tests/mcp/requirements.txt "$venv/requirements.txt"; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
-  cp tests/mcp/requirements.txt "$venv/requirements.txt"
-fi
+venv_with "$venv" tests/mcp/requirements.txt
 ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
 
 # The Python SDK (client/python): its generated code must match the proto, its wheel
@@ -68,12 +70,7 @@ ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:ca
 # wheel installed into a venv of their own.
 echo "==> Python SDK tests (client/python)"
 pyvenv=target/python-venv
-if [ ! -x "$pyvenv/bin/python" ] || ! cmp -s client/python/requirements-dev.txt "$pyvenv/requirements.txt"; then
-  rm -rf "$pyvenv"
-  python3 -m venv "$pyvenv"
-  "$pyvenv/bin/pip" install --quiet --disable-pip-version-check -r client/python/requirements-dev.txt
-  cp client/python/requirements-dev.txt "$pyvenv/requirements.txt"
-fi
+venv_with "$pyvenv" client/python/requirements-dev.txt
 generated=$(mktemp -d)
 OUT="$generated" PYTHON="$PWD/$pyvenv/bin/python" client/python/scripts/generate.sh
 if ! diff -r client/python/src/askgate/v1 "$generated/askgate/v1" >/dev/null; then

@@ -370,6 +370,21 @@ async fn read_through(
     .await
 }
 
+/// `askgate answer --session demo` (and `extra`) with piped stdin, stdout and stderr:
+/// no terminal, so line prompts.
+fn piped_answer(url: &str, extra: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(ASKGATE)
+        .args(["answer", "--addr", url, "--session", "demo"])
+        .args(extra)
+        .env("ASKGATE_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn askgate answer")
+}
+
 /// `askgate answer --session demo` without a terminal (line prompts on piped stdin and
 /// stdout), once it follows the session.
 struct LinePrompts {
@@ -382,16 +397,7 @@ struct LinePrompts {
 
 impl LinePrompts {
     async fn start(url: &str, extra: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(ASKGATE)
-            .args(["answer", "--addr", url, "--session", "demo"])
-            .args(extra)
-            .env("ASKGATE_LOG", "warn")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn askgate answer");
+        let mut child = piped_answer(url, extra);
         let input = child.stdin.take().expect("stdin");
         let mut output = child.stdout.take().expect("stdout");
         let mut seen = String::new();
@@ -491,15 +497,7 @@ async fn without_a_terminal_answer_prompts_line_by_line() {
 /// session `demo`.
 async fn scripted_answer(url: &str, input: &'static [u8]) -> tokio::process::Child {
     use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new(ASKGATE)
-        .args(["answer", "--addr", url, "--session", "demo"])
-        .env("ASKGATE_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn askgate answer");
+    let mut child = piped_answer(url, &[]);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(input).await.expect("write the answers");
     drop(stdin);

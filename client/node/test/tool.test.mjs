@@ -69,7 +69,8 @@ test("the tool definition is the server's, in every shape", async () => {
   });
 });
 
-test("the tool returns the fixed texts and aborts at once", async (t) => {
+/** A server, a client of it, and that client following session "s" (synced). */
+async function following(t) {
   const server = await Server.start();
   t.after(() => server.stop());
   const client = new Client({ addr: server.addr });
@@ -78,6 +79,11 @@ test("the tool returns the fixed texts and aborts at once", async (t) => {
   t.after(() => stop.abort());
   const ui = client.follow({ sessionId: "s", signal: stop.signal });
   assert.equal((await within("synced", ui.next())).value.kind, "synced");
+  return { client, ui };
+}
+
+test("the tool returns the fixed texts and aborts at once", async (t) => {
+  const { client, ui } = await following(t);
   const tool = new AskUserQuestion(client, "s");
 
   const answered = tool.run(JSON.stringify(DATABASE));
@@ -117,14 +123,7 @@ test("the tool returns the fixed texts and aborts at once", async (t) => {
 // racing it, or once it is pending), when the tool reports ASK_ABORTED nothing is left
 // for a human to answer.
 test("an aborted tool run leaves nothing answerable, before, during or after registration", async (t) => {
-  const server = await Server.start();
-  t.after(() => server.stop());
-  const client = new Client({ addr: server.addr });
-  t.after(() => client.close());
-  const stop = new AbortController();
-  t.after(() => stop.abort());
-  const ui = client.follow({ sessionId: "s", signal: stop.signal });
-  assert.equal((await within("synced", ui.next())).value.kind, "synced");
+  const { client, ui } = await following(t);
   const tool = new AskUserQuestion(client, "s");
   for (const when of ["before", "during", "after"]) {
     const interrupted = new AbortController();
