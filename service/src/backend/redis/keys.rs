@@ -104,6 +104,14 @@ impl SessionKeys {
     pub fn wait_mark(&self, rpc_id: &str) -> String {
         self.key(&format!("w:{rpc_id}"))
     }
+
+    /// The last notice of a kind (`reminder`, `escalated`) sent about the ask: `RANK SEQ
+    /// EPOCH` (a reminder's count), so that a timer fired again by another node (the
+    /// first died between the notice and recording it) sends no second one. Expires
+    /// with the session's history.
+    pub fn notice_mark(&self, rpc_id: &str, kind: &str) -> String {
+        self.key(&format!("n:{kind}:{rpc_id}"))
+    }
 }
 
 /// What a tenant name may not hold inside a key: the hash tag's braces, the `/` that

@@ -425,6 +425,10 @@ impl RedisStore {
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
         let bytes = encode_notice(notice);
+        let (kind, rank) = match notice {
+            Event::Reminder(reminder) => ("reminder", u64::from(reminder.count)),
+            _ => ("escalated", 1),
+        };
         let reply: Vec<redis::Value> = NOTICE
             .key(keys.asks())
             .key(keys.events())
@@ -441,15 +445,21 @@ impl RedisStore {
                 tenant.channel()
             })
             .arg(self.idle_ttl_secs())
+            .arg(keys.notice_mark(rpc_id, kind))
+            .arg(rank)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        if reply_field::<String>(&reply, 0)? != "sent" {
-            return Ok(None);
-        }
+        let first = match reply_field::<String>(&reply, 0)?.as_str() {
+            "sent" => true,
+            // Sent before, by a node that died before it recorded so: not again on the
+            // stream; the caller goes on from it (its webhooks, the next due time).
+            "again" => false,
+            _ => return Ok(None),
+        };
         let seq = parse_seq(&reply_field::<String>(&reply, 1)?)?;
         let epoch: String = reply_field(&reply, 2)?;
-        if cluster {
+        if cluster && first {
             let message = live_message(&epoch, seq, b'N', &bytes);
             let published = redis::cmd("SPUBLISH")
                 .arg(tenant.channel())

@@ -328,3 +328,67 @@ async fn a_busy_session_remembers_how_its_last_history_len_asks_ended_not_every_
     let order: usize = conn.llen(keys.settled_order()).await.expect("LLEN");
     assert_eq!((held, order), (history_len, history_len));
 }
+
+/// A reminder timer fired again by another node (the first died after the notice, before
+/// it recorded the timer's progress) sends no second notice of that rank: the stream
+/// sees each reminder once, and the caller learns where the first went.
+#[tokio::test]
+async fn a_notice_of_a_rank_already_sent_is_not_sent_again() {
+    use askgate_proto::v1::{Escalated, Reminder};
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    store
+        .register(&key(), &requested("r1"), "", None)
+        .await
+        .expect("register");
+    let reminder = |count| {
+        Event::Reminder(Reminder {
+            rpc_id: "r1".into(),
+            session_id: "s".into(),
+            count,
+            sent_at: None,
+        })
+    };
+    let first = store
+        .notice(&key(), "r1", &reminder(1))
+        .await
+        .expect("notice")
+        .expect("pending");
+    let again = store
+        .notice(&key(), "r1", &reminder(1))
+        .await
+        .expect("notice")
+        .expect("pending");
+    assert_eq!((again.seq, &again.epoch), (first.seq, &first.epoch));
+    let second = store
+        .notice(&key(), "r1", &reminder(2))
+        .await
+        .expect("notice")
+        .expect("pending");
+    assert_eq!(second.seq, first.seq + 1);
+    let escalated = Event::Escalated(Escalated {
+        rpc_id: "r1".into(),
+        session_id: "s".into(),
+        sent_at: None,
+    });
+    let up = store
+        .notice(&key(), "r1", &escalated)
+        .await
+        .expect("notice")
+        .expect("pending");
+    let up_again = store
+        .notice(&key(), "r1", &escalated)
+        .await
+        .expect("notice")
+        .expect("pending");
+    assert_eq!(up_again.seq, up.seq);
+    // In the history: the ask, reminders 1 and 2, one escalation.
+    let Snapshot { epoch, head, .. } = store.snapshot(&key()).await.expect("head");
+    assert_eq!(head, 4);
+    let events = store
+        .events_after(&key(), &epoch, 0)
+        .await
+        .expect("history")
+        .expect("held");
+    assert_eq!(events.len(), 4);
+}
