@@ -180,6 +180,9 @@ fn prompt(queue: &Queue) -> Option<String> {
     Some(text)
 }
 
+/// Input lines read ahead of the batches that take them.
+const MAX_QUEUED: usize = 1024;
+
 /// How the line prompts ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -316,7 +319,8 @@ async fn prompt_loop(
         }
         out.flush().await?;
         tokio::select! {
-            line = input.next_line(), if input_open => match line? {
+            // At most MAX_QUEUED lines wait: past that, stdin is read as batches take them.
+            line = input.next_line(), if input_open && lines.len() < MAX_QUEUED => match line? {
                 Some(line) => lines.push_back(line),
                 None => input_open = false,
             },
