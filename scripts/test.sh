@@ -73,8 +73,9 @@ pyvenv=target/python-venv
 venv_with "$pyvenv" client/python/requirements-dev.txt
 generated=$(mktemp -d)
 OUT="$generated" PYTHON="$PWD/$pyvenv/bin/python" client/python/scripts/generate.sh
-if ! diff -r client/python/src/askgate/v1 "$generated/askgate/v1" >/dev/null; then
-  echo "client/python/src/askgate/v1 differs from the proto: run client/python/scripts/generate.sh" >&2
+if ! diff -r client/python/src/askgate/v1 "$generated/askgate/v1" >/dev/null ||
+  ! cmp -s client/python/src/askgate/ask_user_question.json "$generated/askgate/ask_user_question.json"; then
+  echo "client/python/src/askgate/v1 or ask_user_question.json differ from their sources: run client/python/scripts/generate.sh" >&2
   rm -rf "$generated"
   exit 1
 fi

@@ -27,7 +27,7 @@
 use std::{future::Future, time::Duration};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::Code;
 
 use crate::{
@@ -35,86 +35,40 @@ use crate::{
     proto::{Question, QuestionAnswer, QuestionOption},
 };
 
+/// The tool's definition, `{name, description, input_schema}`: one file that every
+/// askgate SDK and `askgate mcp` serve as it is (the Python and TypeScript packages carry
+/// copies that their generate steps make and CI checks).
+const DEFINITION: &str = include_str!("../ask_user_question.json");
+
 /// The tool's name, as the model sees it.
 pub const NAME: &str = "ask_user_question";
 
+/// The definition, parsed once.
+fn parsed() -> &'static Value {
+    static PARSED: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        let value: Value =
+            serde_json::from_str(DEFINITION).expect("ask_user_question.json is JSON");
+        assert_eq!(value["name"], NAME, "ask_user_question.json names the tool");
+        value
+    });
+    &PARSED
+}
+
 /// What the model reads about the tool.
-pub const DESCRIPTION: &str = "Ask the user one or more questions and wait for the answers. \
-Use it only when you cannot go on safely without a human: a choice between approaches, a \
-confirmation before something hard to undo, or a fact you cannot find yourself. Ask \
-everything you need in one call. Keep each question short and specific. Prefer options \
-(2 to 4, each with a short description of what it means) over open questions; the user can \
-always answer in their own words instead. Set multi_select when several options may apply. \
-To recommend an option, put it first and end its label with \" (Recommended)\"; the user \
-interfaces show that as a badge (the description is not where they look for it). \
-The result lists, per question id, the selected option labels and any text the user wrote; \
-an empty answer means the user skipped that question.";
+pub fn description() -> &'static str {
+    parsed()["description"]
+        .as_str()
+        .expect("ask_user_question.json has a description")
+}
 
 /// The tool definition: `{name, description, input_schema}`.
 pub fn definition() -> Value {
-    json!({
-        "name": NAME,
-        "description": DESCRIPTION,
-        "input_schema": input_schema(),
-    })
+    parsed().clone()
 }
 
 /// The JSON Schema of the tool's arguments. Unknown fields are refused at every level.
 pub fn input_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "questions": {
-                "type": "array",
-                "minItems": 1,
-                "description": "The questions to ask, all at once.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {
-                            "type": "string",
-                            "description": "A short identifier, unique within this call; the answer refers to it."
-                        },
-                        "question": {
-                            "type": "string",
-                            "description": "The question, as the user will read it."
-                        },
-                        "header": {
-                            "type": "string",
-                            "description": "A very short label for the question (a few words)."
-                        },
-                        "options": {
-                            "type": "array",
-                            "description": "The choices. Omit for a free-text question.",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "label": {
-                                        "type": "string",
-                                        "description": "The choice, as the user will see and select it."
-                                    },
-                                    "description": {
-                                        "type": "string",
-                                        "description": "What choosing it means."
-                                    }
-                                },
-                                "required": ["label"],
-                                "additionalProperties": false
-                            }
-                        },
-                        "multi_select": {
-                            "type": "boolean",
-                            "description": "Whether the user may select several options."
-                        }
-                    },
-                    "required": ["id", "question"],
-                    "additionalProperties": false
-                }
-            }
-        },
-        "required": ["questions"],
-        "additionalProperties": false
-    })
+    parsed()["input_schema"].clone()
 }
 
 #[derive(Debug, Deserialize)]
@@ -535,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_description_says_how_to_recommend_an_option() {
-        assert!(DESCRIPTION.contains("(Recommended)"));
+        assert!(description().contains("(Recommended)"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import Askgate  # noqa: E402
-from test_stdio import DATABASE, MODES, SEED_SCHEMA, text  # noqa: E402
+from test_stdio import DATABASE, MODES, FIXED_SCHEMA, text  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +46,7 @@ async def test_the_tools_answer_over_http_on_both_protocol_versions(
     askgate.spawn("bot", "--addr", url, "--session", "team", "--policy", "first")
     async with mcp_client(url, "team", mode=mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert tools["ask_user_question"].input_schema == SEED_SCHEMA
+        assert tools["ask_user_question"].input_schema == FIXED_SCHEMA
         result = await client.call_tool("ask_user_question", DATABASE)
     assert text(result) == '{"answers":[{"id":"db","selected":["Postgres"]}]}'
     requested = watch.requested()

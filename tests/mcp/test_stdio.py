@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -17,61 +18,10 @@ from conftest import ASKGATE, WAIT, Askgate  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
-# The fixed tool schema (docs/protocol.md), written out here so that a drift on the server side fails.
-SEED_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "questions": {
-            "type": "array",
-            "minItems": 1,
-            "description": "The questions to ask, all at once.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {
-                        "type": "string",
-                        "description": "A short identifier, unique within this call; the answer refers to it.",
-                    },
-                    "question": {
-                        "type": "string",
-                        "description": "The question, as the user will read it.",
-                    },
-                    "header": {
-                        "type": "string",
-                        "description": "A very short label for the question (a few words).",
-                    },
-                    "options": {
-                        "type": "array",
-                        "description": "The choices. Omit for a free-text question.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "label": {
-                                    "type": "string",
-                                    "description": "The choice, as the user will see and select it.",
-                                },
-                                "description": {
-                                    "type": "string",
-                                    "description": "What choosing it means.",
-                                },
-                            },
-                            "required": ["label"],
-                            "additionalProperties": False,
-                        },
-                    },
-                    "multi_select": {
-                        "type": "boolean",
-                        "description": "Whether the user may select several options.",
-                    },
-                },
-                "required": ["id", "question"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["questions"],
-    "additionalProperties": False,
-}
+# The fixed tool schema (docs/protocol.md), read from the one file every askgate SDK and
+# `askgate mcp` serve (client/ask_user_question.json): the server must list it as it is.
+DEFINITION = Path(__file__).resolve().parents[2] / "client" / "ask_user_question.json"
+FIXED_SCHEMA = json.loads(DEFINITION.read_text(encoding="utf-8"))["input_schema"]
 
 DATABASE = {
     "questions": [
@@ -115,7 +65,7 @@ async def test_tools_are_listed_with_the_fixed_schema_on_both_protocol_versions(
         assert client.protocol_version == expected
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert sorted(tools) == ["ask_user_question", "await_user_answer"]
-        assert tools["ask_user_question"].input_schema == SEED_SCHEMA
+        assert tools["ask_user_question"].input_schema == FIXED_SCHEMA
         assert "(Recommended)" in (tools["ask_user_question"].description or "")
         assert tools["await_user_answer"].input_schema["required"] == ["ask_id"]
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Generates the gRPC code of askgate's proto into src/askgate/v1 (committed; the test
-# script regenerates it into a temporary folder, OUT=DIR, and checks that the two
-# match). Needs grpcio-tools (requirements-dev.txt); PYTHON names the interpreter.
+# Generates the gRPC code of askgate's proto into src/askgate/v1, and copies the tool's
+# definition (client/ask_user_question.json, the one every SDK serves) into
+# src/askgate (both committed; the test script regenerates them into a temporary
+# folder, OUT=DIR, and checks that they match). Needs grpcio-tools
+# (requirements-dev.txt); PYTHON names the interpreter.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 proto="$here/../../proto"
@@ -12,3 +14,4 @@ mkdir -p "$out/askgate/v1"
 "$python" -m grpc_tools.protoc -I "$proto" --python_out="$out" --pyi_out="$out" \
   --grpc_python_out="$out" "$proto/askgate/v1/askgate.proto"
 : > "$out/askgate/v1/__init__.py"
+cp "$here/../ask_user_question.json" "$out/askgate/ask_user_question.json"

@@ -164,7 +164,7 @@ impl AskgateMcp {
         vec![
             Tool::new(
                 tool::NAME,
-                tool::DESCRIPTION,
+                tool::description(),
                 Arc::new(object(tool::input_schema())),
             ),
             Tool::new(
