@@ -3,13 +3,14 @@ retry budget, its secrecy."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 
 import grpc
 import pytest
 
-from askgate import Ask, AskgateError, Client, Reason, question
+from askgate import Ask, AskgateError, AsyncClient, Client, Reason, question
 from askgate.v1 import askgate_pb2 as pb
 from conftest import WAIT
 
@@ -35,3 +36,39 @@ def test_the_token_never_shows() -> None:
     client = Client("http://127.0.0.1:1", token="agk_secret")
     assert "agk_secret" not in repr(client)
     client.close()
+
+
+def test_an_attach_stream_that_ends_before_its_lease_is_an_askgate_error() -> None:
+    """No askgate server ends Attach without a lease; a gRPC server that does (a proxy
+    cutting in, a broken peer) gets the same error from the sync client as from the
+    asyncio one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from askgate.v1 import askgate_pb2_grpc as rpc
+
+    class EndsAtOnce(rpc.AgentsServicer):
+        def Attach(self, request, context):  # type: ignore[no-untyped-def]
+            return iter(())
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    rpc.add_AgentsServicer_to_server(EndsAtOnce(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with Client(f"http://127.0.0.1:{port}") as client:
+            with pytest.raises(AskgateError) as ended:
+                with client.attach("planner"):
+                    pass
+            assert ended.value.reason is Reason.INTERNAL
+            assert "Attach ended before its lease" in str(ended.value)
+
+            async def the_same_with_asyncio() -> AskgateError:
+                async with AsyncClient(f"http://127.0.0.1:{port}") as aio:
+                    with pytest.raises(AskgateError) as raised:
+                        async with aio.attach("planner"):
+                            pass
+                    return raised.value
+
+            assert asyncio.run(the_same_with_asyncio()).reason is Reason.INTERNAL
+    finally:
+        server.stop(0)

@@ -10,7 +10,7 @@ from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
 import grpc
 
 from ._connection import Retries, Target, backoff
-from ._errors import AskgateError
+from ._errors import AskgateError, Reason
 from ._model import Answer, Ask, AskResult, Event, endpoint_request, slack_request
 from .v1 import askgate_pb2 as pb
 from .v1 import askgate_pb2_grpc as rpc
@@ -215,6 +215,9 @@ class Client:
             first = next(stream)
         except grpc.RpcError as failure:
             raise AskgateError.from_rpc_error(failure) from None
+        except StopIteration:
+            # As the asyncio client says it: not a RuntimeError from inside a generator.
+            raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease") from None
         lease = AgentLease(first.lease.incarnation, stream)
         try:
             yield lease
