@@ -2,7 +2,8 @@
 //! wait for the answer. See docs/protocol.md for the contract, docs/architecture.md for
 //! how it is built, and README.md for the tour.
 //!
-//! Layout (imports point downward only):
+//! Layout (the core layers import downward only; webhooks, Slack and MCP still import
+//! across, see docs/architecture.md):
 //! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;
 //! - [`server`]: assembles the gRPC server and runs it until shutdown;
 //! - [`api`]: tonic handlers, thin; [`api::status`] maps errors to `tonic::Status`;
@@ -13,6 +14,9 @@
 //! - [`listener`]: accepting connections, bounded (count, idleness, descriptors);
 //! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
 //! - [`webhooks`]: signed webhooks with durable delivery, and reminders;
+//! - [`slack`]: questions posted to Slack, and its interactivity endpoint;
+//! - [`dispatch`]: the node's gRPC services behind one match on the request's path;
+//! - [`web`]: CORS for web apps and the browser console's files;
 //! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
 //! - [`metrics`]: Prometheus metrics and their listener;
 //! - [`origin`]: the Host/Origin policy in front of every HTTP entry;
