@@ -392,6 +392,11 @@ impl Questions {
             return Err(AskError::bad_request("request_id", "must not be empty"));
         }
         validate::text("request_id", &request.request_id, validate::MAX_ID_BYTES)?;
+        // An abort may record an outcome for an ask not asked yet: it spends the tenant's
+        // ask allowance, so that aborts of made-up request ids cannot fill the store.
+        if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
+            return Err(AskError::RateLimited(self.rate_text.to_string()));
+        }
         let key = SessionKey::new(tenant, request.session_id);
         // An abort that overtook its ask (the tool gave up before the Ask arrived) is
         // recorded as that ask's outcome: the Ask then ends ABORTED at once, unseen.

@@ -156,6 +156,13 @@ async fn the_ask_rate_per_tenant() {
         (err.code(), err.reason()),
         (Code::ResourceExhausted, Reason::RateLimited)
     );
+    // An Abort may record an outcome for an ask not yet asked: it spends the same
+    // allowance, so that aborts of made-up request ids cannot fill the store.
+    let err = client
+        .abort("s", "never-asked")
+        .await
+        .expect_err("rate limited");
+    assert_eq!(err.reason(), Reason::RateLimited);
 }
 on_every_backend!(
     #[tokio::test]
