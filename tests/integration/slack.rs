@@ -34,7 +34,7 @@ use tokio::{
 use tonic::Code;
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, eventually, helper_python, test_config, tests_file, within,
+    ServeProcess, TempDir, TestServer, eventually, helper_command, test_config, within,
 };
 
 const TOKEN: &str = "xoxb-test-token";
@@ -76,12 +76,8 @@ struct BlockKit {
 
 impl BlockKit {
     fn start() -> Self {
-        let mut child = tokio::process::Command::new(helper_python())
-            .arg(tests_file("slack/blockkit.py"))
+        let mut child = helper_command("slack/blockkit.py")
             .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn the Block Kit checker (tests/slack/blockkit.py)");
         let stdin = child.stdin.take().expect("stdin");
@@ -294,14 +290,19 @@ impl FakeSlack {
     }
 }
 
-/// The value of the control of `message` with `action_id` (and `text`, if given).
-fn control(message: &Value, action_id: &str, text: Option<&str>) -> String {
+/// Every element of every block of `message`.
+fn elements(message: &Value) -> impl Iterator<Item = &Value> {
     message["blocks"]
         .as_array()
         .expect("blocks")
         .iter()
         .filter_map(|b| b["elements"].as_array())
         .flatten()
+}
+
+/// The value of the control of `message` with `action_id` (and `text`, if given).
+fn control(message: &Value, action_id: &str, text: Option<&str>) -> String {
+    elements(message)
         .find(|e| {
             e["action_id"]
                 .as_str()
@@ -315,12 +316,7 @@ fn control(message: &Value, action_id: &str, text: Option<&str>) -> String {
 
 /// The action id of the control of `message` whose value is `value`.
 fn action_id_of(message: &Value, value: &str) -> String {
-    message["blocks"]
-        .as_array()
-        .expect("blocks")
-        .iter()
-        .filter_map(|b| b["elements"].as_array())
-        .flatten()
+    elements(message)
         .find(|e| e["value"] == value)
         .and_then(|e| e["action_id"].as_str())
         .unwrap_or_else(|| panic!("no control with {value} in {message}"))

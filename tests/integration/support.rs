@@ -32,6 +32,18 @@ pub fn helper_python() -> std::path::PathBuf {
     venv
 }
 
+/// `tests/SCRIPT` on [`helper_python`], its stdout piped (its first line says it is
+/// ready), its stderr the test's, killed when dropped.
+pub fn helper_command(script: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(helper_python());
+    command
+        .arg(tests_file(script))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    command
+}
+
 /// A file of the repository's tests/ directory.
 pub fn tests_file(path: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -320,9 +332,11 @@ pub async fn finish(child: tokio::process::Child) -> (i32, String, String) {
     )
 }
 
-/// Starts `askgate ARGS` with piped output; the process is killed when dropped.
-pub fn askgate(args: &[&str]) -> tokio::process::Child {
-    tokio::process::Command::new(ASKGATE)
+/// `askgate ARGS` with piped output and no stdin, killed when dropped (callers may
+/// change what they need before spawning).
+pub fn askgate_command(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(ASKGATE);
+    command
         .args(args)
         .env_remove("ASKGATE_ADDR")
         .env_remove("ASKGATE_SESSION")
@@ -330,9 +344,13 @@ pub fn askgate(args: &[&str]) -> tokio::process::Child {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn askgate")
+        .kill_on_drop(true);
+    command
+}
+
+/// Starts `askgate ARGS` with piped output; the process is killed when dropped.
+pub fn askgate(args: &[&str]) -> tokio::process::Child {
+    askgate_command(args).spawn().expect("spawn askgate")
 }
 
 /// `askgate serve --listen 127.0.0.1:0` as a process (the test build of the binary);

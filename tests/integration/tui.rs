@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{ASKGATE, ServeProcess, askgate, finish, within};
+use crate::support::{ASKGATE, ServeProcess, askgate, askgate_command, finish, within};
 
 /// A tmux server of its own (its own socket), with the overlay in one window; killed
 /// when dropped.
@@ -373,14 +373,10 @@ async fn read_through(
 /// `askgate answer --session demo` (and `extra`) with piped stdin, stdout and stderr:
 /// no terminal, so line prompts.
 fn piped_answer(url: &str, extra: &[&str]) -> tokio::process::Child {
-    tokio::process::Command::new(ASKGATE)
-        .args(["answer", "--addr", url, "--session", "demo"])
-        .args(extra)
-        .env("ASKGATE_LOG", "warn")
+    let mut args = vec!["answer", "--addr", url, "--session", "demo"];
+    args.extend(extra);
+    askgate_command(&args)
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn askgate answer")
 }
@@ -493,15 +489,15 @@ async fn without_a_terminal_answer_prompts_line_by_line() {
     assert_eq!(code, 0, "stdin closed ends the prompts: {stderr}");
 }
 
-/// `askgate answer` without a terminal, its stdin `input` (already closed), against the
-/// session `demo`.
-async fn scripted_answer(url: &str, input: &'static [u8]) -> tokio::process::Child {
+/// `askgate answer --session demo` without a terminal, its stdin `input` (then closed),
+/// until it exits: its exit code, stdout and stderr.
+async fn scripted_answer(url: &str, input: &'static [u8]) -> (i32, String, String) {
     use tokio::io::AsyncWriteExt;
     let mut child = piped_answer(url, &[]);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(input).await.expect("write the answers");
     drop(stdin);
-    child
+    within("the scripted answer", finish(child)).await
 }
 
 /// Waits until `count` asks are pending in session `demo`.
@@ -538,11 +534,7 @@ async fn a_line_written_before_its_question_arrives_answers_it() {
         ],
     );
     pending_in_demo(&serve.url, 1).await;
-    let (code, _, stderr) = within(
-        "the scripted answer",
-        finish(scripted_answer(&serve.url, b"2\n").await),
-    )
-    .await;
+    let (code, _, stderr) = scripted_answer(&serve.url, b"2\n").await;
     assert_eq!(code, 0, "{stderr}");
     let (code, json, stderr) = answered(agent).await;
     assert_eq!(code, 0, "{stderr}");
@@ -559,11 +551,7 @@ async fn input_that_ends_before_every_batch_is_answered_says_so() {
     pending_in_demo(&serve.url, 1).await;
     let second = ask(&serve.url, "demo", &flags);
     pending_in_demo(&serve.url, 2).await;
-    let (code, _, stderr) = within(
-        "the scripted answer",
-        finish(scripted_answer(&serve.url, b"1\n").await),
-    )
-    .await;
+    let (code, _, stderr) = scripted_answer(&serve.url, b"1\n").await;
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("askgate: input ended with 1 batch still unanswered: ask "),

@@ -22,8 +22,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, WAIT, eventually, helper_python, next_event, test_config,
-    tests_file, until_synced, within,
+    ServeProcess, TempDir, TestServer, WAIT, eventually, helper_command, next_event, test_config,
+    until_synced, within,
 };
 
 /// One request the receiver got.
@@ -71,14 +71,9 @@ impl Receiver {
     }
 
     async fn start_on(port: u16) -> Self {
-        let script = tests_file("webhooks/receiver.py");
-        let mut child = tokio::process::Command::new(helper_python())
-            .arg(script)
+        let mut child = helper_command("webhooks/receiver.py")
             .args(["--port", &port.to_string()])
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn the webhook receiver");
         let stdout = child.stdout.take().expect("stdout");

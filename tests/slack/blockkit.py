@@ -15,7 +15,9 @@ does not check but Slack's reference states:
 - no text object is empty or blank (stricter than Slack may be: a blank label
   shows nothing either way);
 - a block or element the SDK does not know, or a field it would drop, is refused
-  (Slack answers `invalid_blocks` for unknown fields too).
+  (Slack answers `invalid_blocks` for unknown fields too);
+- each method's required arguments are there: `channel` (and `ts` for an update),
+  `trigger_id` for a view.
 
 Run as a program, it reads one JSON request per line on stdin,
 `{"method": "chat.postMessage", "body": {...}}`, and writes one verdict per line on
@@ -162,14 +164,25 @@ def check_view(view: Any) -> None:
             raise Refused("invalid_arguments", f"view: {error}") from error
 
 
+def _require(body: dict, field: str, error: str) -> None:
+    """A required argument of the method, a non-empty string (Slack answers `error`)."""
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise Refused(error, f"{field} is required")
+
+
 def check(method: str, body: Any) -> Optional[Refused]:
     """Why Slack would refuse `body` sent to `method`, or None when it would take it."""
     if not isinstance(body, dict):
         return Refused("invalid_json", "the body is not a JSON object")
     try:
         if method in ("chat.postMessage", "chat.update"):
+            _require(body, "channel", "channel_not_found")
+            if method == "chat.update":
+                _require(body, "ts", "message_not_found")
             check_message(body)
         elif method == "views.open":
+            _require(body, "trigger_id", "invalid_trigger_id")
             check_view(body.get("view"))
     except Refused as refused:
         return refused

@@ -167,3 +167,12 @@ def test_unknown_blocks_and_fields_are_refused() -> None:
 
 def test_a_message_needs_text_or_blocks() -> None:
     assert refused("chat.postMessage", {"channel": "C1"}).startswith("no_text")
+
+
+def test_each_method_needs_its_arguments() -> None:
+    no_channel = {k: v for k, v in message(SECTION).items() if k != "channel"}
+    assert refused("chat.postMessage", no_channel).startswith("channel_not_found")
+    assert refused("chat.update", message(SECTION)).startswith("message_not_found")
+    no_trigger = modal(SECTION)
+    del no_trigger["trigger_id"]
+    assert refused("views.open", no_trigger).startswith("invalid_trigger_id")

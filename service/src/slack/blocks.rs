@@ -714,27 +714,26 @@ mod tests {
         let batch = requested((0..20).map(|_| shape(3, false)).collect());
         messages.push(question_message(&at(), &batch));
         messages.push(answer_modal(&at(), &batch));
+        fn assert_unique<'a>(ids: impl Iterator<Item = &'a str>, what: &str, in_: &Value) {
+            let mut seen = std::collections::HashSet::new();
+            for id in ids {
+                assert!(seen.insert(id), "{what} {id:?} repeats in {in_}");
+            }
+        }
         for message in &messages {
             let blocks = message["blocks"].as_array().expect("blocks");
-            let mut block_ids: Vec<&str> = blocks
-                .iter()
-                .filter_map(|b| b["block_id"].as_str())
-                .collect();
-            let count = block_ids.len();
-            block_ids.sort_unstable();
-            block_ids.dedup();
-            assert_eq!(block_ids.len(), count, "a block_id repeats in {message}");
+            assert_unique(
+                blocks.iter().filter_map(|b| b["block_id"].as_str()),
+                "block_id",
+                message,
+            );
             for block in blocks {
-                let mut ids: Vec<&str> = block["elements"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|e| e["action_id"].as_str())
-                    .collect();
-                let count = ids.len();
-                ids.sort_unstable();
-                ids.dedup();
-                assert_eq!(ids.len(), count, "an action_id repeats in {block}");
+                let elements = block["elements"].as_array().into_iter().flatten();
+                assert_unique(
+                    elements.filter_map(|e| e["action_id"].as_str()),
+                    "action_id",
+                    block,
+                );
             }
         }
         assert!(is_choice("askgate.choose.7") && is_choice(CHOOSE));
