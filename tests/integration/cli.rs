@@ -7,7 +7,7 @@ use tokio::{
     process::{Child, ChildStdout},
 };
 
-use crate::support::{ServeProcess, TempDir, askgate, finish, within};
+use crate::support::{BENCH_WAIT, ServeProcess, TempDir, askgate, finish, finish_within, within};
 
 fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
     BufReader::new(child.stdout.take().expect("stdout")).lines()
@@ -413,7 +413,7 @@ async fn sighup_reloads_keys_ending_the_revoked_keys_streams_and_keeping_others_
 #[tokio::test]
 async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_checks() {
     let bench = askgate(&["bench", "roundtrip", "--asks", "200", "--concurrency", "8"]);
-    let (code, stdout, stderr) = finish(bench).await;
+    let (code, stdout, stderr) = finish_within(BENCH_WAIT, bench).await;
     assert_eq!(code, 0, "{stderr}");
     let row = |backend: &str| {
         stdout
@@ -454,7 +454,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "--settle",
         "1s",
     ]);
-    let (code, stdout, stderr) = finish(capacity).await;
+    let (code, stdout, stderr) = finish_within(BENCH_WAIT, capacity).await;
     assert_eq!(code, 0, "{stderr}");
     for line in [
         "idle RSS",
@@ -482,7 +482,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "--settle",
         "1s",
     ]);
-    let (code, stdout, stderr) = finish(on_redis).await;
+    let (code, stdout, stderr) = finish_within(BENCH_WAIT, on_redis).await;
     assert_eq!(code, 0, "{stderr}");
     for line in [
         "(redis backend",
@@ -501,7 +501,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "--connections",
         "2",
     ]);
-    let (code, stdout, stderr) = finish(fanout).await;
+    let (code, stdout, stderr) = finish_within(BENCH_WAIT, fanout).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("40 events to 20 subscribers"), "{stdout}");
     assert!(stdout.contains("800 deliveries"), "{stdout}");
@@ -518,7 +518,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "--connections",
         "2",
     ]);
-    let (code, stdout, stderr) = finish(on_redis).await;
+    let (code, stdout, stderr) = finish_within(BENCH_WAIT, on_redis).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("(redis backend)"), "{stdout}");
     assert!(stdout.contains("200 deliveries"), "{stdout}");

@@ -15,6 +15,11 @@ use tokio_stream::StreamExt;
 /// enough that a hang fails with a message instead of stalling CI.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// Upper bound of an `askgate bench` run: it starts its own Redis and nodes, and
+/// bounds each of its steps itself (30 s), so a stall ends with the bench's own
+/// message rather than this one.
+pub const BENCH_WAIT: Duration = Duration::from_secs(120);
+
 /// The Python the tests' helpers run on (tests/integration/requirements.txt):
 /// `ASKGATE_TEST_PYTHON`, else the venv scripts/test.sh makes.
 pub fn helper_python() -> std::path::PathBuf {
@@ -322,8 +327,14 @@ pub const ASKGATE: &str = env!("CARGO_BIN_EXE_askgate");
 
 /// Waits for a process and returns its exit code, stdout and stderr.
 pub async fn finish(child: tokio::process::Child) -> (i32, String, String) {
-    let out = within("the process to finish", child.wait_with_output())
+    finish_within(WAIT, child).await
+}
+
+/// [`finish`] with a bound of its own.
+pub async fn finish_within(bound: Duration, child: tokio::process::Child) -> (i32, String, String) {
+    let out = tokio::time::timeout(bound, child.wait_with_output())
         .await
+        .unwrap_or_else(|_| panic!("timed out after {bound:?} waiting for the process to finish"))
         .expect("wait");
     (
         out.status.code().expect("exit code"),

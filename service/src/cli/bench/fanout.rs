@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
-use askgate_client::{Ask, Client, Event, question};
+use askgate_client::{Ask, Client, Event, Reason, question};
 use clap::Args;
 use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
@@ -30,6 +30,9 @@ pub struct FanoutArgs {
 }
 
 const SESSION: &str = "fanout";
+/// How long one step (an ask being requested, ending after its cancel, the last
+/// events reaching every subscriber) may take before the run stops and says which.
+const STEP: Duration = Duration::from_secs(30);
 
 pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     if args.subscribers == 0 || args.connections == 0 || args.events < 2 {
@@ -51,18 +54,22 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let mut readers = tokio::task::JoinSet::new();
     for i in 0..args.subscribers {
         let connection = i % clients.len();
-        let mut events = clients[connection]
-            .subscribe_session(SESSION)
-            .await
-            .context("subscribe")?;
-        loop {
-            match events.next().await {
-                Some(Ok(Event::Synced { .. })) => break,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.into()),
-                None => bail!("a subscription ended before synced"),
+        let mut client = clients[connection].clone();
+        let synced = async {
+            let mut events = client.subscribe_session(SESSION).await?;
+            loop {
+                match events.next().await {
+                    Some(Ok(Event::Synced { .. })) => return Ok(events),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(anyhow::Error::from(e)),
+                    None => bail!("a subscription ended before synced"),
+                }
             }
-        }
+        };
+        let mut events = tokio::time::timeout(STEP, synced)
+            .await
+            .with_context(|| format!("subscriber {i} was not synced within {STEP:?}"))?
+            .with_context(|| format!("subscriber {i}"))?;
         readers.spawn(async move {
             let mut latency = new_histogram();
             let mut seen = 0;
@@ -94,29 +101,48 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let asker = clients[0].clone();
     let mut canceller = clients[1 % clients.len()].clone();
     let mut watch = canceller.subscribe_session(SESSION).await?;
-    for _ in 0..asks {
-        let ask = Ask::new(SESSION)
-            .question(question("q", "Go?").choice("yes"))
-            .no_retry();
+    for n in 1..=asks {
+        // The client's retry rule carries the ask over a moment of unavailability.
+        let ask = Ask::new(SESSION).question(question("q", "Go?").choice("yes"));
         let mut asker = asker.clone();
-        let call = tokio::spawn(async move { asker.ask(ask).await });
-        let rpc_id = loop {
-            match watch.next().await {
-                Some(Ok(Event::Requested { requested, .. })) => break requested.rpc_id,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.into()),
-                None => bail!("the driver's subscription ended"),
+        let mut call = tokio::spawn(async move { asker.ask(ask).await });
+        let requested = async {
+            loop {
+                tokio::select! {
+                    event = watch.next() => match event {
+                        Some(Ok(Event::Requested { requested, .. })) => return Ok(requested.rpc_id),
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(anyhow::Error::from(e)),
+                        None => bail!("the driver's subscription ended"),
+                    },
+                    ended = &mut call => bail!("ask {n} ended before it was requested: {ended:?}"),
+                }
             }
         };
+        let rpc_id = tokio::time::timeout(STEP, requested)
+            .await
+            .with_context(|| format!("ask {n} was not requested within {STEP:?}"))??;
         canceller.cancel(SESSION, &rpc_id, "").await?;
-        let _ = call.await;
+        tokio::time::timeout(STEP, call)
+            .await
+            .with_context(|| format!("ask {n} did not end within {STEP:?} of its cancel"))?
+            .context("the asking task")?
+            .err()
+            .filter(|e| e.reason() == Reason::AskCancelled)
+            .with_context(|| format!("ask {n} did not end ASK_CANCELLED"))?;
     }
     let mut latency: Histogram<u64> = new_histogram();
-    while let Some(reader) = readers.join_next().await {
-        latency
-            .add(reader??)
-            .context("merging latency histograms")?;
-    }
+    let merged = async {
+        while let Some(reader) = readers.join_next().await {
+            latency
+                .add(reader??)
+                .context("merging latency histograms")?;
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(STEP, merged).await.with_context(|| {
+        format!("subscribers still lacked events {STEP:?} after the last one was sent")
+    })??;
     let elapsed = started.elapsed();
     let cpu = node.cpu()?.saturating_sub(cpu_before);
     let delivered = (expected * args.subscribers) as f64;
