@@ -25,7 +25,8 @@ use crate::{
     },
     backend::{
         Backend, Settings,
-        memory::MemoryBackend,
+        hooks::HookStore,
+        memory::{MemoryBackend, MemoryHookStore},
         redis::{RedisBackend, RedisBackendConfig, redacted_url},
     },
     dispatch::Dispatch,
@@ -43,7 +44,7 @@ use crate::{
         interact::{Interactivity, SlackLayer},
     },
     web::{ConsoleLayer, CorsOrigins},
-    webhooks::{Hooks, WebhookConfig, memory::MemoryHookStore, store::HookStore},
+    webhooks::{Hooks, WebhookConfig},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.

@@ -13,9 +13,10 @@ use askgate_proto::v1::{CreateEndpointRequest, DeliveryStatus, ListDeliveriesReq
 use askgate_service::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
+    backend::hooks::StoreLimits,
     server::AuthConfig,
     testing::RedisServer,
-    webhooks::{WebhookConfig, store::StoreLimits},
+    webhooks::WebhookConfig,
 };
 use serde::Deserialize;
 use serde_json::Value;

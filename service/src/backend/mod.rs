@@ -8,6 +8,7 @@
 #[cfg(test)]
 mod conformance;
 pub mod events;
+pub mod hooks;
 pub mod memory;
 pub mod redis;
 mod settings;

@@ -9,7 +9,7 @@ use super::common::{EXIT_USAGE, parse_duration, shutdown_signal};
 use crate::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
-    backend::Settings,
+    backend::{Settings, hooks::StoreLimits},
     domain::{Limits, validate},
     listener::ConnectionLimits,
     origin::PublicUrl,
@@ -18,7 +18,7 @@ use crate::{
         run_with_metrics,
     },
     web::CorsOrigins,
-    webhooks::{WebhookConfig, store::StoreLimits},
+    webhooks::WebhookConfig,
 };
 use askgate_proto::v1::NotifyPolicy;
 

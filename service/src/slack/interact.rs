@@ -31,9 +31,10 @@ use tracing::{debug, warn};
 
 use super::blocks::{self, Ref};
 use crate::{
+    backend::hooks::records::EndpointRecord,
     domain::{AskError, validate::MAX_CANCEL_REASON_BYTES},
     questions::Questions,
-    webhooks::{Hooks, model::EndpointRecord},
+    webhooks::Hooks,
 };
 
 /// Where Slack sends interactions.

@@ -23,11 +23,11 @@ use uuid::Uuid;
 use self::{api::WebApi, blocks::Ref};
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
-    domain::{AskError, Limits, Violation, validate},
-    webhooks::{
-        model::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
-        store::HookStore,
+    backend::hooks::{
+        HookStore,
+        records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
     },
+    domain::{AskError, Limits, Violation, validate},
 };
 
 /// How long where a message was posted is remembered: past any ask's life.

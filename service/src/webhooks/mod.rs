@@ -20,11 +20,8 @@
 //! Slack apps (crate::slack) are endpoints with a Slack target: their deliveries post
 //! and update messages through the same loops.
 
-pub mod memory;
-pub mod model;
 pub mod send;
 pub mod special;
-pub mod store;
 
 use std::{
     collections::HashMap,
@@ -47,13 +44,17 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use self::{
-    model::{DeliveryRecord, Due, EndpointRecord, EventType, Status, TimerRecord, timer_id},
-    send::{Sender, Target},
-    store::{HookStore, Shares, StoreLimits},
-};
+use self::send::{Sender, Target};
 use crate::{
-    backend::{Asked, Backend, Committed, Tap},
+    backend::{
+        Asked, Backend, Committed, Tap,
+        hooks::{
+            HookStore, Shares, StoreLimits,
+            records::{
+                DeliveryRecord, Due, EndpointRecord, EventType, Status, TimerRecord, timer_id,
+            },
+        },
+    },
     domain::{AskError, Limits, SessionKey, Violation, echo, validate},
     metrics::Metrics,
     slack::Slack,

@@ -47,10 +47,12 @@ use super::{
 };
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
+mod hooks;
 mod session;
 mod state;
 mod subscription;
 
+pub use hooks::MemoryHookStore;
 use session::*;
 use subscription::*;
 

@@ -132,7 +132,7 @@ impl RedisBackend {
     }
 
     /// The webhook store on this backend's Redis, seen by every node.
-    pub fn hook_store(&self, limits: crate::webhooks::store::StoreLimits) -> RedisHookStore {
+    pub fn hook_store(&self, limits: crate::backend::hooks::StoreLimits) -> RedisHookStore {
         self.node.store.hooks(limits)
     }
 }

@@ -9,12 +9,14 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::{
-    backend::redis::keys::HookKeys,
-    domain::AskError,
-    webhooks::{
-        model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
-        store::{HookStore, Shares, StoreLimits},
+    backend::{
+        hooks::{
+            HookStore, Shares, StoreLimits,
+            records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+        },
+        redis::keys::HookKeys,
     },
+    domain::AskError,
 };
 
 /// Deliveries read per round trip while listing.
@@ -394,9 +396,11 @@ mod tests {
 
     use super::*;
     use crate::{
-        backend::redis::connection::RedisTarget,
+        backend::{
+            hooks::conformance::{LIMITS, Test, hook_store_conformance},
+            redis::connection::RedisTarget,
+        },
         testing::{RedisCluster, RedisServer},
-        webhooks::store::conformance::{LIMITS, Test, hook_store_conformance},
     };
 
     /// Runs `test` on one redis-server, then on a Redis Cluster of three shards.

@@ -123,7 +123,7 @@ impl RedisStore {
     }
 
     /// The webhook store on this store's connection.
-    pub fn hooks(&self, limits: crate::webhooks::store::StoreLimits) -> RedisHookStore {
+    pub fn hooks(&self, limits: crate::backend::hooks::StoreLimits) -> RedisHookStore {
         RedisHookStore::new(self.conn.clone(), limits)
     }
 

@@ -9,11 +9,13 @@ use std::{
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::{
-    model::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
-    store::{HookStore, Shares, StoreLimits},
+use crate::{
+    backend::hooks::{
+        HookStore, Shares, StoreLimits,
+        records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+    },
+    domain::AskError,
 };
-use crate::domain::AskError;
 
 /// The in-memory [`HookStore`].
 pub struct MemoryHookStore {
@@ -366,7 +368,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::webhooks::store::conformance::{LIMITS, Test, hook_store_conformance};
+    use crate::backend::hooks::conformance::{LIMITS, Test, hook_store_conformance};
 
     async fn on_each(test: Test) {
         let store = Arc::new(MemoryHookStore::new(LIMITS));

@@ -1,4 +1,5 @@
-//! Where endpoints, deliveries and reminder timers live: this process
+//! The hook store: where webhook endpoints, Slack apps, deliveries and reminder
+//! timers live: this process
 //! ([`MemoryHookStore`](super::memory::MemoryHookStore)) or Redis, shared by every
 //! node ([`RedisHookStore`](crate::backend::redis::RedisHookStore)). Both keep the same
 //! records and honour the same contract, which `conformance` below checks on each.
@@ -7,9 +8,11 @@
 //! `lease_until`, so a node that dies holding it loses nothing (a survivor claims it
 //! then), and no other node takes it while the lease runs.
 
+pub mod records;
+
 use async_trait::async_trait;
 
-use super::model::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
+use self::records::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
 use crate::domain::AskError;
 
 /// The per-tenant bounds a store enforces.
@@ -159,7 +162,7 @@ pub(crate) mod conformance {
     use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
 
     use super::*;
-    use crate::webhooks::model::EventType;
+    use crate::backend::hooks::records::EventType;
 
     /// One conformance test, given a fresh store.
     pub type Test =
@@ -169,7 +172,7 @@ pub(crate) mod conformance {
     /// `on_each(test: Test)`, which runs it against every store it makes.
     macro_rules! hook_store_conformance {
         ($on_each:path) => {
-            $crate::webhooks::store::conformance::stamp!(
+            $crate::backend::hooks::conformance::stamp!(
                 $on_each;
                 endpoints_are_per_tenant_and_capped,
                 deliveries_are_leased_finished_and_listed,
@@ -188,7 +191,7 @@ pub(crate) mod conformance {
                 async fn $name() {
                     $on_each(|store| {
                         Box::pin(async move {
-                            $crate::webhooks::store::conformance::$name(&*store).await
+                            $crate::backend::hooks::conformance::$name(&*store).await
                         })
                     })
                     .await;
