@@ -27,11 +27,10 @@ use crate::{
     auth,
     backend::{
         Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, Settings,
-        SubscribeOptions, events,
+        SubscribeOptions, events, hooks::HookStore,
     },
     domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
-    webhooks::Hooks,
 };
 
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
@@ -78,7 +77,7 @@ pub struct Questions {
     rate_text: Arc<str>,
     draining: Arc<AtomicBool>,
     /// Webhook endpoints that count as providers (Semantics 8), when webhooks are on.
-    hooks: Option<Hooks>,
+    hooks: Option<Arc<dyn HookStore>>,
     /// The reminder schedule of asks that set none.
     default_notify: Option<NotifyPolicy>,
     /// Subscribe streams one tenant may hold open, over every node.
@@ -109,7 +108,7 @@ impl Questions {
 
     /// With webhooks: an ask that would fail NO_PROVIDER is held instead when one of
     /// the tenant's endpoints provides (receives `ask.requested` for it).
-    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+    pub fn with_hooks(mut self, hooks: Arc<dyn HookStore>) -> Self {
         self.hooks = Some(hooks);
         self
     }

@@ -39,12 +39,9 @@ use crate::{
     metrics::Metrics,
     origin::{OriginPolicy, PublicUrl},
     questions::{AskRate, Questions},
-    slack::{
-        Slack,
-        interact::{Interactivity, SlackLayer},
-    },
+    slack::{Interactivity, SlackLayer},
     web::{ConsoleLayer, CorsOrigins},
-    webhooks::{Hooks, WebhookConfig},
+    webhooks::{Hooks, WebhookConfig, slack::Slack},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.
@@ -396,7 +393,7 @@ impl Default for ServerConfig {
             mcp_max_wait: None,
             max_mcp_sessions: 4096,
             webhooks: WebhookConfig::default(),
-            slack_api_url: crate::slack::api::DEFAULT_API_URL.to_owned(),
+            slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
             secret_key_file: None,
             default_notify: NotifyPolicy::default(),
         }
@@ -470,7 +467,7 @@ pub async fn run_with_metrics(
             burst: config.ask_burst,
         },
     )
-    .with_hooks(hooks.clone())
+    .with_hooks(hooks.store().clone())
     .with_default_notify(config.default_notify)
     .with_max_streams_per_tenant(config.settings.max_streams_per_tenant);
     let gate = Gate::new(auth.clone(), metrics.clone());

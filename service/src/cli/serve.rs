@@ -303,7 +303,7 @@ pub struct ServeArgs {
     pub webhook_concurrency_per_endpoint: usize,
     /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
     /// or a fake's in tests).
-    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = crate::slack::api::DEFAULT_API_URL)]
+    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = crate::webhooks::slack::api::DEFAULT_API_URL)]
     pub slack_api_url: String,
     /// The key that seals tenants' secrets (Slack apps' tokens) in the store: 32 bytes,
     /// as 64 hex digits or base64 (`openssl rand -base64 32`), mode 600, the same on

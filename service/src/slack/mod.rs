@@ -1,289 +1,657 @@
-//! Answering from Slack (docs/slack.md). A tenant connects a Slack app (its bot token
-//! and signing secret, sealed with the server's key, and a channel); from then on:
-//! - each `requested` of the tenant that the app's filter lets through becomes a
-//!   delivery of the webhook machinery (leased, retried, any node on Redis) that posts
-//!   a Block Kit message to the channel, and notes where it went;
-//! - the ask's `resolved`, from whatever channel, becomes a delivery that updates that
-//!   message in place (who answered what, or how it ended) and removes its controls;
-//! - clicks and forms come back to `/slack/interactivity` ([`interact`]), are verified
-//!   against the app's signing secret, and go through `Answer` or `Cancel` like any
-//!   other human's (first valid resolution wins), as `slack:<team>/<user>`.
+//! `/slack/interactivity` on askgate's HTTP port: the clicks and forms of askgate's
+//! Slack messages. A request is believed only once it is verified:
+//! - it names an app of askgate's (the ref its controls carry; see [`Ref`]), and the
+//!   app's signing secret signed it: `X-Slack-Signature` is `v0=` + the hex HMAC-SHA256
+//!   of `v0:{X-Slack-Request-Timestamp}:{body}`, compared in constant time;
+//! - its timestamp is within five minutes of now, and its signature was not seen
+//!   before (a replay is refused, on every node of a Redis deployment);
+//! - it comes from the app's workspace.
+//!
+//! Then a choice or a form goes through `Answer` (or `Cancel`) as `slack:<team>/<user>`,
+//! and the request is acknowledged at once (Slack waits 3 s); the message itself is
+//! updated by the `resolved` event's delivery, whoever resolved the ask.
 
-pub mod api;
-pub mod blocks;
-pub mod interact;
-
-use std::{sync::Arc, time::Duration};
-
-use askgate_proto::v1::{ConnectSlackRequest, Requested, Resolved, SlackApp};
-use serde_json::{Value, json};
-use tracing::debug;
-use uuid::Uuid;
-
-use self::{api::WebApi, blocks::Ref};
-use crate::{
-    auth::{sealed::SealingKey, secret::Secret},
-    backend::hooks::{
-        HookStore,
-        records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
-    },
-    domain::{AskError, Limits, Violation, validate},
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::{Duration, SystemTime},
 };
 
-/// How long where a message was posted is remembered: past any ask's life.
-const POSTED_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
-/// Bytes of a bot token, a signing secret, a channel, a session prefix, a description.
-const MAX_TOKEN_BYTES: usize = 512;
-const MAX_CHANNEL_BYTES: usize = 80;
-const MAX_DESCRIPTION_BYTES: usize = 1024;
+use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
+use bytes::Bytes;
+use futures_util::future::Either;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tower::{Layer, Service};
+use tracing::{debug, warn};
 
-/// Slack for the whole server: its Web API and the key that seals apps' secrets.
+use crate::webhooks::slack::blocks::{self, Ref};
+use crate::{
+    backend::hooks::records::EndpointRecord,
+    domain::{AskError, validate::MAX_CANCEL_REASON_BYTES},
+    questions::Questions,
+    webhooks::Hooks,
+};
+
+/// Where Slack sends interactions.
+pub const INTERACTIVITY_PATH: &str = "/slack/interactivity";
+/// Bytes of an interaction read at most (Slack's are a few kilobytes; a click on a
+/// large message carries the message).
+const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Bodies read at once before their signature can be checked: what unauthenticated
+/// callers may make the node hold is at most this many times [`MAX_BODY_BYTES`].
+const MAX_UNVERIFIED_BODIES: usize = 64;
+/// How long a request waits for one of those places before it is refused (503).
+const UNVERIFIED_QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the whole body may take to arrive (408 past it).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How far a request's timestamp may be from now.
+const TOLERANCE: Duration = Duration::from_secs(5 * 60);
+/// How long a seen signature is remembered: past the tolerance on both sides.
+const SEEN_TTL_MS: u64 = 11 * 60 * 1000;
+/// Slack's deadline for the acknowledgement is 3 s: `views.open` must fit well within.
+const VIEWS_OPEN_TIMEOUT: Duration = Duration::from_millis(2500);
+
+/// Why a request that is signed, but not by a connected app's secret, is refused.
+const UNVERIFIED: &str = "not signed by a connected Slack app";
+
+/// Answers Slack's interactions.
 #[derive(Clone)]
-pub struct Slack {
-    api: WebApi,
-    /// `None`: the server has no `--secret-key-file` and shares its store (Redis), so
-    /// it cannot keep apps' secrets.
-    key: Option<Arc<SealingKey>>,
+pub struct Interactivity {
+    hooks: Hooks,
+    questions: Questions,
 }
 
-/// Which secret of an app, in the associated data of its sealing.
-fn context(tenant: &str, app: &str, what: &str) -> String {
-    serde_json::json!(["slack", tenant, app, what]).to_string()
+/// What the handler answers Slack: a status and an optional JSON body.
+type Reply = (StatusCode, Option<Value>);
+
+fn refused(why: &str) -> Reply {
+    debug!("Slack interaction refused: {why}");
+    (StatusCode::UNAUTHORIZED, Some(json!({ "error": why })))
 }
 
-/// The note of where an ask's message went: `{"channel", "ts"}`.
-fn posted_key(app: &str, rpc_id: &str) -> String {
-    format!("slack:{app}:{rpc_id}")
+fn ok() -> Reply {
+    (StatusCode::OK, None)
 }
 
-/// What a Slack delivery carries: the ask, and (for an update) its resolution, in
-/// proto3 JSON.
-pub fn delivery_body(
-    requested: &Requested,
-    resolved: Option<&Resolved>,
-) -> Result<String, AskError> {
-    let failed = |e: anyhow::Error| AskError::Internal(format!("a Slack delivery's body: {e:#}"));
-    let mut body = json!({
-        "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
-    });
-    if let Some(resolved) = resolved {
-        body["resolved"] =
-            crate::protojson::to_value("askgate.v1.Resolved", resolved).map_err(failed)?;
-    }
-    Ok(body.to_string())
+/// The `payload` field of a form-encoded body.
+fn payload(body: &[u8]) -> Option<Value> {
+    let (_, json) = form_urlencoded::parse(body).find(|(name, _)| name == "payload")?;
+    serde_json::from_str(&json).ok()
 }
 
-impl Slack {
-    pub fn new(
-        api_url: &str,
-        timeout: Duration,
-        key: Option<Arc<SealingKey>>,
-    ) -> Result<Self, String> {
-        Ok(Self {
-            api: WebApi::new(api_url, timeout)?,
-            key,
-        })
+/// The ref an interaction carries: a form's private metadata, the clicked control's
+/// value, or (a checkbox change, which has none) any control's of its message.
+fn ref_of(payload: &Value) -> Option<Ref> {
+    if payload["type"] == "view_submission" {
+        return Ref::decode(payload["view"]["private_metadata"].as_str()?);
     }
-
-    fn key(&self) -> Result<&SealingKey, AskError> {
-        self.key.as_deref().ok_or_else(|| {
-            AskError::PermissionDenied(
-                "this server keeps no Slack secrets: start every node with --secret-key-file"
-                    .into(),
-            )
-        })
+    if let Some(found) = payload["actions"][0]["value"]
+        .as_str()
+        .and_then(Ref::decode)
+    {
+        return Some(found);
     }
-
-    /// An app's secret (`bot_token` or `signing_secret`), opened.
-    fn open(&self, app: &EndpointRecord, what: &str, sealed: &str) -> Result<Secret, String> {
-        let key = self
-            .key
-            .as_deref()
-            .ok_or("this server has no --secret-key-file")?;
-        key.open(&context(&app.tenant, &app.id, what), sealed)
-            .map_err(|e| e.to_string())
-    }
-
-    /// An app's signing secret, opened.
-    pub(crate) fn open_secret(&self, app: &EndpointRecord, sealed: &str) -> Result<Secret, String> {
-        self.open(app, "signing_secret", sealed)
-    }
-
-    /// Calls a Web API method as the app (its bot token).
-    pub(crate) async fn call(
-        &self,
-        app: &EndpointRecord,
-        method: &str,
-        body: &Value,
-    ) -> Result<Value, String> {
-        let target = app.slack.as_ref().ok_or("not a Slack app")?;
-        let token = self.open(app, "bot_token", &target.bot_token)?;
-        self.api.call(&token, method, body).await
-    }
-
-    /// Checks a connect request, checks its bot token with Slack (`auth.test`, which
-    /// names the workspace), and makes the app's record with its secrets sealed.
-    pub async fn connect(
-        &self,
-        tenant: &str,
-        request: ConnectSlackRequest,
-        limits: &Limits,
-    ) -> Result<EndpointRecord, AskError> {
-        let key = self.key()?;
-        let mut violations = Vec::new();
-        for (field, value) in [
-            ("bot_token", &request.bot_token),
-            ("signing_secret", &request.signing_secret),
-        ] {
-            if value.is_empty()
-                || value.len() > MAX_TOKEN_BYTES
-                || value.chars().any(char::is_whitespace)
-            {
-                violations.push(Violation::new(
-                    field,
-                    format!("required: at most {MAX_TOKEN_BYTES} bytes, without spaces"),
-                ));
-            }
-        }
-        let channel = request.channel.trim();
-        let channel_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '#');
-        if channel.is_empty()
-            || channel.len() > MAX_CHANNEL_BYTES
-            || !channel.chars().all(channel_ok)
-        {
-            violations.push(Violation::new(
-                "channel",
-                "required: a channel id such as C0123456789",
-            ));
-        }
-        if !request.session_prefix.is_empty()
-            && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
-        {
-            violations.extend(e.violations().iter().cloned());
-        }
-        if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
-            violations.extend(e.violations().iter().cloned());
-        }
-        violations.extend(validate::labels(&request.labels, limits));
-        if !violations.is_empty() {
-            return Err(AskError::BadRequest(violations));
-        }
-        let token = Secret::new(request.bot_token);
-        let checked = self
-            .api
-            .call(&token, "auth.test", &json!({}))
-            .await
-            .map_err(|e| {
-                AskError::bad_request("bot_token", format!("Slack refused the token: {e}"))
-            })?;
-        let team_id = checked
-            .get("team_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let id = format!("sl_{}", Uuid::now_v7().simple());
-        let seal = |what: &str, secret: &Secret| {
-            key.seal(&context(tenant, &id, what), secret)
-                .map_err(|e| AskError::Internal(e.to_string()))
-        };
-        let slack = SlackTarget {
-            team_id,
-            channel: channel.to_owned(),
-            bot_token: seal("bot_token", &token)?,
-            signing_secret: seal("signing_secret", &Secret::new(request.signing_secret))?,
-        };
-        Ok(EndpointRecord {
-            id,
-            tenant: tenant.to_owned(),
-            url: String::new(),
-            events: vec![EventType::Requested, EventType::Resolved],
-            description: request.description,
-            labels: request.labels,
-            secret: String::new(),
-            provides: request.provides.unwrap_or(true),
-            created_ms: crate::webhooks::now_ms(),
-            session_prefix: request.session_prefix,
-            slack: Some(slack),
-        })
-    }
-
-    /// One attempt of a Slack delivery: post the ask's message (once: a message already
-    /// posted by an earlier attempt is not posted again), or update it once resolved.
-    pub async fn deliver(
-        &self,
-        store: &dyn HookStore,
-        app: &EndpointRecord,
-        target: &SlackTarget,
-        delivery: &DeliveryRecord,
-    ) -> Result<(), String> {
-        let body: Value =
-            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
-        let requested: Requested =
-            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
-        let token = self.open(app, "bot_token", &target.bot_token)?;
-        let posted_at = posted_key(&app.id, &delivery.rpc_id);
-        let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
-        match delivery.event_type {
-            EventType::Requested => {
-                if posted.is_some() {
-                    return Ok(());
-                }
-                let at = Ref {
-                    tenant: app.tenant.clone(),
-                    app: app.id.clone(),
-                    session: requested.session_id.clone(),
-                    rpc: requested.rpc_id.clone(),
-                    option: None,
-                };
-                let mut message = blocks::question_message(&at, &requested);
-                message["channel"] = target.channel.clone().into();
-                message["unfurl_links"] = false.into();
-                let reply = self.api.call(&token, "chat.postMessage", &message).await?;
-                let place = json!({ "channel": reply["channel"], "ts": reply["ts"] });
-                if place["ts"].as_str().is_none() {
-                    return Err("Slack chat.postMessage: no ts in the reply".into());
-                }
-                store
-                    .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "posted to Slack");
-                Ok(())
-            }
-            EventType::Resolved => {
-                let Some(posted) = posted else {
-                    // The post is still to come (or failed for good): retried until then.
-                    return Err("the question's message is not posted yet".into());
-                };
-                let place: Value =
-                    serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
-                let resolved: Resolved =
-                    crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
-                        .map_err(|e| format!("corrupt delivery: {e:#}"))?;
-                let mut message = blocks::resolved_message(&requested, &resolved);
-                message["channel"] = place["channel"].clone();
-                message["ts"] = place["ts"].clone();
-                self.api.call(&token, "chat.update", &message).await?;
-                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "updated in Slack");
-                Ok(())
-            }
-            other => Err(format!("a Slack app does not take {}", other.as_str())),
-        }
-    }
+    payload["message"]["blocks"]
+        .as_array()?
+        .iter()
+        .filter_map(|b| b["elements"].as_array())
+        .flatten()
+        .find_map(|e| e["value"].as_str().and_then(Ref::decode))
 }
 
-/// An app as the admin API shows it: no secrets.
-pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
-    let slack = record.slack.as_ref()?;
-    Some(SlackApp {
-        id: record.id.clone(),
-        team_id: slack.team_id.clone(),
-        channel: slack.channel.clone(),
-        labels: record.labels.clone(),
-        session_prefix: record.session_prefix.clone(),
-        description: record.description.clone(),
-        provides: record.provides,
-        created_at: Some(crate::webhooks::timestamp(record.created_ms)),
+/// What the headers of a request say of its signature, checked before its body is
+/// read: both present, the timestamp fresh, the signature well-formed.
+struct Signed<'a> {
+    timestamp: &'a str,
+    signature: Vec<u8>,
+}
+
+fn signed_headers(headers: &HeaderMap, now: SystemTime) -> Result<Signed<'_>, &'static str> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let timestamp =
+        header("x-slack-request-timestamp").ok_or("unsigned: no X-Slack-Request-Timestamp")?;
+    let signature = header("x-slack-signature").ok_or("unsigned: no X-Slack-Signature")?;
+    let seconds: u64 = timestamp.parse().map_err(|_| "a malformed timestamp")?;
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
+    let skew = now
+        .duration_since(at)
+        .or_else(|e| Ok::<_, ()>(e.duration()));
+    if skew.map_or(true, |d| d > TOLERANCE) {
+        return Err("stale: the timestamp is more than five minutes from now");
+    }
+    let signature = signature
+        .strip_prefix("v0=")
+        .and_then(|h| hex::decode(h).ok())
+        .filter(|bytes| bytes.len() == ring::digest::SHA256_OUTPUT_LEN)
+        .ok_or("a malformed signature")?;
+    Ok(Signed {
+        timestamp,
+        signature,
     })
+}
+
+/// Checks Slack's signature of `body` with the app's `secret`, and the timestamp.
+/// Returns the signature's bytes in hex as the request's replay key: the same bytes
+/// however the header spells them (hex is read in either case).
+fn verify(
+    headers: &HeaderMap,
+    body: &[u8],
+    secret: &[u8],
+    now: SystemTime,
+) -> Result<String, &'static str> {
+    let Signed {
+        timestamp,
+        signature: given,
+    } = signed_headers(headers, now)?;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut signed = format!("v0:{timestamp}:").into_bytes();
+    signed.extend_from_slice(body);
+    ring::hmac::verify(&key, &signed, &given).map_err(|_| UNVERIFIED)?;
+    Ok(hex::encode(given))
+}
+
+/// A Slack id (team, user): letters and digits, or nothing.
+fn slack_id(value: &Value) -> &str {
+    value
+        .as_str()
+        .filter(|id| {
+            !id.is_empty() && id.len() <= 32 && id.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+        .unwrap_or("unknown")
+}
+
+/// The labels of the options chosen in an element's state (values are indexes).
+fn chosen(state: &Value, question: &askgate_proto::v1::Question) -> Vec<String> {
+    let single = state["selected_option"]["value"].as_str().into_iter();
+    let many = state["selected_options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["value"].as_str());
+    single
+        .chain(many)
+        .filter_map(|v| v.parse::<usize>().ok())
+        .filter_map(|i| question.options.get(i))
+        .map(|o| o.label.clone())
+        .collect()
+}
+
+/// The answers of the answer form: per question its choices and its text; empty is a
+/// skip.
+fn form_answers(values: &Value, requested: &Requested) -> Vec<QuestionAnswer> {
+    requested
+        .questions
+        .iter()
+        .enumerate()
+        .map(|(i, question)| {
+            let block = &values[format!("q{i}")];
+            let typed = [
+                block[blocks::TEXT]["value"].as_str(),
+                values[format!("q{i}.other")][blocks::TEXT]["value"].as_str(),
+            ];
+            let custom = typed
+                .into_iter()
+                .flatten()
+                .map(str::trim)
+                .find(|t| !t.is_empty());
+            QuestionAnswer {
+                id: question.id.clone(),
+                selected: chosen(&block[blocks::CHOICE], question),
+                custom: custom.map(str::to_owned),
+            }
+        })
+        .collect()
+}
+
+impl Interactivity {
+    pub fn new(hooks: Hooks, questions: Questions) -> Self {
+        Self { hooks, questions }
+    }
+
+    /// One interaction: verified, then acted on; what to answer Slack.
+    pub async fn handle(&self, headers: &HeaderMap, body: &[u8]) -> Reply {
+        let Some(payload) = payload(body) else {
+            return (
+                StatusCode::BAD_REQUEST,
+                Some(json!({ "error": "no payload" })),
+            );
+        };
+        let Some(at) = ref_of(&payload) else {
+            return refused("not an interaction with askgate's controls");
+        };
+        let app = match self.hooks.store().endpoint(&at.tenant, &at.app).await {
+            Ok(Some(app)) if app.slack.is_some() => app,
+            // As for a bad signature: which apps exist is not for unsigned callers.
+            Ok(_) => return refused(UNVERIFIED),
+            Err(e) => {
+                warn!("reading a Slack app failed: {e}");
+                return (StatusCode::SERVICE_UNAVAILABLE, None);
+            }
+        };
+        let Some(target) = app.slack.as_ref() else {
+            return refused(UNVERIFIED);
+        };
+        let secret = match self.hooks.slack().open_secret(&app, &target.signing_secret) {
+            Ok(secret) => secret,
+            Err(e) => {
+                warn!(app = %app.id, "a Slack app's signing secret does not open: {e}");
+                return refused("the app's signing secret is unusable");
+            }
+        };
+        let signature = match verify(headers, body, secret.expose().as_bytes(), SystemTime::now()) {
+            Ok(signature) => signature,
+            Err(why) => return refused(why),
+        };
+        match self
+            .hooks
+            .store()
+            .put_note(&format!("slack-seen:{signature}"), "1", SEEN_TTL_MS, true)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => return refused("replayed: this request was seen before"),
+            Err(e) => {
+                warn!("recording a Slack request failed: {e}");
+                return (StatusCode::SERVICE_UNAVAILABLE, None);
+            }
+        }
+        let team = slack_id(&payload["team"]["id"]);
+        if !target.team_id.is_empty() && team != target.team_id {
+            return refused("another workspace");
+        }
+        if !at.session.starts_with(&app.session_prefix) {
+            return refused("a session outside the app's");
+        }
+        let who = format!("slack:{team}/{}", slack_id(&payload["user"]["id"]));
+        match payload["type"].as_str() {
+            Some("block_actions") => self.action(&app, &at, &payload, &who).await,
+            Some("view_submission") => self.submission(&at, &payload, &who).await,
+            _ => ok(),
+        }
+    }
+
+    /// The ask a ref names, while it is pending.
+    async fn pending(&self, at: &Ref) -> Result<Option<Requested>, AskError> {
+        let pending = self
+            .questions
+            .list_pending(&at.tenant, at.session.clone())
+            .await?;
+        Ok(pending.into_iter().find(|r| r.rpc_id == at.rpc))
+    }
+
+    async fn answer(
+        &self,
+        at: &Ref,
+        answers: Vec<QuestionAnswer>,
+        who: &str,
+    ) -> Result<(), AskError> {
+        let request = AnswerRequest {
+            session_id: at.session.clone(),
+            rpc_id: at.rpc.clone(),
+            answers,
+        };
+        self.questions.answer(&at.tenant, request, who).await
+    }
+
+    /// A click in a message: a choice, the checkboxes' Submit, or a form to open.
+    async fn action(&self, app: &EndpointRecord, at: &Ref, payload: &Value, who: &str) -> Reply {
+        let action = &payload["actions"][0];
+        if action["action_id"] == blocks::CHECKS {
+            // A checkbox changed: nothing is sent until Submit.
+            return ok();
+        }
+        let requested = match self.pending(at).await {
+            Ok(Some(requested)) => requested,
+            // Resolved already: its message is being updated to say so.
+            Ok(None) => return ok(),
+            Err(e) => {
+                warn!("reading a pending ask for Slack failed: {e}");
+                return (StatusCode::SERVICE_UNAVAILABLE, None);
+            }
+        };
+        let Some(question) = requested.questions.first() else {
+            return ok();
+        };
+        let answered = match action["action_id"].as_str() {
+            Some(id) if blocks::is_choice(id) => {
+                let Some(option) = at.option.and_then(|i| question.options.get(i)) else {
+                    return ok();
+                };
+                let answer = QuestionAnswer {
+                    id: question.id.clone(),
+                    selected: vec![option.label.clone()],
+                    custom: None,
+                };
+                self.answer(at, vec![answer], who).await
+            }
+            Some(blocks::SUBMIT) => {
+                let state = &payload["state"]["values"][blocks::CHECKS_BLOCK][blocks::CHECKS];
+                let answer = QuestionAnswer {
+                    id: question.id.clone(),
+                    selected: chosen(state, question),
+                    custom: None,
+                };
+                self.answer(at, vec![answer], who).await
+            }
+            Some(blocks::OPEN) => {
+                return self
+                    .open(app, payload, &blocks::answer_modal(at, &requested))
+                    .await;
+            }
+            Some(blocks::CANCEL) => {
+                let modal = blocks::cancel_modal(at, MAX_CANCEL_REASON_BYTES);
+                return self.open(app, payload, &modal).await;
+            }
+            _ => return ok(),
+        };
+        if let Err(e) = answered {
+            // A late click (NOT_PENDING) or a refused answer: the message shows the
+            // outcome once the ask resolves; nothing else to say in the channel.
+            debug!(rpc_id = %at.rpc, "a Slack answer was not taken: {e}");
+        }
+        ok()
+    }
+
+    /// Opens a form for the clicking user (within Slack's 3 s).
+    async fn open(&self, app: &EndpointRecord, payload: &Value, view: &Value) -> Reply {
+        let Some(trigger) = payload["trigger_id"].as_str() else {
+            return ok();
+        };
+        let request = json!({ "trigger_id": trigger, "view": view });
+        let opened = tokio::time::timeout(
+            VIEWS_OPEN_TIMEOUT,
+            self.hooks.slack().call(app, "views.open", &request),
+        )
+        .await;
+        match opened {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(app = %app.id, "opening a Slack form failed: {e}"),
+            Err(_) => warn!(app = %app.id, "opening a Slack form timed out"),
+        }
+        ok()
+    }
+
+    /// A submitted form: the answers of a batch, or a cancellation with its reason.
+    /// A refusal shows in the form, next to the first question.
+    async fn submission(&self, at: &Ref, payload: &Value, who: &str) -> Reply {
+        let view = &payload["view"];
+        let values = &view["state"]["values"];
+        let (result, block) = match view["callback_id"].as_str() {
+            Some(blocks::ANSWER_VIEW) => match self.pending(at).await {
+                Ok(Some(requested)) => {
+                    let answers = form_answers(values, &requested);
+                    (self.answer(at, answers, who).await, "q0")
+                }
+                Ok(None) => (Err(AskError::not_pending()), "q0"),
+                Err(e) => (Err(e), "q0"),
+            },
+            Some(blocks::CANCEL_VIEW) => {
+                let reason = values[blocks::REASON_BLOCK][blocks::TEXT]["value"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                let request = CancelRequest {
+                    session_id: at.session.clone(),
+                    rpc_id: at.rpc.clone(),
+                    reason,
+                    ..Default::default()
+                };
+                (
+                    self.questions.cancel(&at.tenant, request, who).await,
+                    blocks::REASON_BLOCK,
+                )
+            }
+            _ => return ok(),
+        };
+        match result {
+            Ok(()) => ok(),
+            Err(e) => {
+                let message = match e {
+                    AskError::NotPending { settled: Some(s) } => format!(
+                        "Too late: {} by {} already.",
+                        s.resolution.as_str_name().to_lowercase(),
+                        blocks::cut(&s.resolved_by, 100)
+                    ),
+                    AskError::NotPending { settled: None } => {
+                        "This question was resolved already.".to_owned()
+                    }
+                    e => blocks::cut(&e.to_string(), 300),
+                };
+                let errors = json!({ "response_action": "errors", "errors": { block: message } });
+                (StatusCode::OK, Some(errors))
+            }
+        }
+    }
+}
+
+/// Serves [`INTERACTIVITY_PATH`]; every other request goes on.
+#[derive(Clone)]
+pub struct SlackLayer {
+    interactivity: Interactivity,
+    /// Places for bodies read before their signature is checked.
+    unverified: Arc<Semaphore>,
+}
+
+impl SlackLayer {
+    pub fn new(interactivity: Interactivity) -> Self {
+        Self {
+            interactivity,
+            unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
+        }
+    }
+}
+
+impl<S> Layer<S> for SlackLayer {
+    type Service = SlackRoute<S>;
+
+    fn layer(&self, inner: S) -> SlackRoute<S> {
+        SlackRoute {
+            interactivity: self.interactivity.clone(),
+            unverified: self.unverified.clone(),
+            inner,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct SlackRoute<S> {
+    interactivity: Interactivity,
+    unverified: Arc<Semaphore>,
+    inner: S,
+}
+
+type SlackFuture<E> = Pin<Box<dyn Future<Output = Result<Response<tonic::body::Body>, E>> + Send>>;
+
+fn respond((status, body): Reply) -> Response<tonic::body::Body> {
+    let bytes = body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string()));
+    let mut response = Response::new(tonic::body::Body::new(http_body_util::Full::new(bytes)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+impl<S, B> Service<Request<B>> for SlackRoute<S>
+where
+    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+    S::Error: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = Either<SlackFuture<S::Error>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if request.uri().path() != INTERACTIVITY_PATH {
+            return Either::Right(self.inner.call(request));
+        }
+        let interactivity = self.interactivity.clone();
+        let unverified = self.unverified.clone();
+        let served: SlackFuture<S::Error> = Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let body = match read_unverified(&parts, body, &unverified).await {
+                Ok(body) => body,
+                Err(reply) => return Ok(respond(reply)),
+            };
+            let reply = interactivity.handle(&parts.headers, &body).await;
+            Ok(respond(reply))
+        });
+        Either::Left(served)
+    }
+}
+
+/// The body of an interaction, read within the bounds of what an unauthenticated
+/// caller may make the node hold: only for a POST whose headers could be Slack's
+/// (signed, fresh) and whose length fits, in one of [`MAX_UNVERIFIED_BODIES`] places,
+/// within [`BODY_READ_TIMEOUT`].
+async fn read_unverified<B>(
+    parts: &http::request::Parts,
+    body: B,
+    unverified: &Arc<Semaphore>,
+) -> Result<Bytes, Reply>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let error = |status, text: &str| (status, Some(json!({ "error": text })));
+    if parts.method != Method::POST {
+        return Err((StatusCode::METHOD_NOT_ALLOWED, None));
+    }
+    signed_headers(&parts.headers, SystemTime::now()).map_err(refused)?;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request is too large",
+        ));
+    }
+    let _place = tokio::time::timeout(UNVERIFIED_QUEUE_TIMEOUT, unverified.acquire())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| error(StatusCode::SERVICE_UNAVAILABLE, "busy: try again"))?;
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        http_body_util::Limited::new(body, MAX_BODY_BYTES).collect(),
+    )
+    .await
+    .map_err(|_| error(StatusCode::REQUEST_TIMEOUT, "the request body was too slow"))?;
+    collected.map(|body| body.to_bytes()).map_err(|_| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request is too large or was cut off",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signed(secret: &str, timestamp: u64, body: &[u8]) -> HeaderMap {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        let mut message = format!("v0:{timestamp}:").into_bytes();
+        message.extend_from_slice(body);
+        let signature = hex::encode(ring::hmac::sign(&key, &message).as_ref());
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-slack-request-timestamp",
+            timestamp.to_string().parse().expect("header"),
+        );
+        headers.insert(
+            "x-slack-signature",
+            format!("v0={signature}").parse().expect("header"),
+        );
+        headers
+    }
+
+    #[test]
+    fn signatures_are_checked_with_the_secret_and_the_time() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let body = b"payload=%7B%7D";
+        let good = signed("s3cret", 1_700_000_000, body);
+        assert!(verify(&good, body, b"s3cret", now).is_ok());
+        assert_eq!(verify(&good, body, b"other", now), Err(UNVERIFIED));
+        assert_eq!(
+            verify(&good, b"payload=%7B%7Dx", b"s3cret", now),
+            Err(UNVERIFIED)
+        );
+        let old = signed("s3cret", 1_700_000_000 - 301, body);
+        assert!(verify(&old, body, b"s3cret", now).is_err_and(|e| e.starts_with("stale")));
+        let ahead = signed("s3cret", 1_700_000_000 + 301, body);
+        assert!(verify(&ahead, body, b"s3cret", now).is_err_and(|e| e.starts_with("stale")));
+        assert!(
+            verify(&HeaderMap::new(), body, b"s3cret", now)
+                .is_err_and(|e| e.starts_with("unsigned"))
+        );
+        // One replay key however the signature's hex is spelled.
+        let mut shouting = good.clone();
+        let upper = good["x-slack-signature"]
+            .to_str()
+            .expect("ascii")
+            .replacen("v0=", "", 1)
+            .to_ascii_uppercase();
+        shouting.insert(
+            "x-slack-signature",
+            format!("v0={upper}").parse().expect("header"),
+        );
+        assert_eq!(
+            verify(&shouting, body, b"s3cret", now),
+            verify(&good, body, b"s3cret", now)
+        );
+        let mut mangled = good.clone();
+        mangled.insert("x-slack-signature", "v1=abc".parse().expect("header"));
+        assert_eq!(
+            verify(&mangled, body, b"s3cret", now),
+            Err("a malformed signature")
+        );
+    }
+
+    #[test]
+    fn the_ref_comes_from_the_form_the_control_or_the_message() {
+        let at = Ref {
+            tenant: "t".into(),
+            app: "a".into(),
+            session: "s".into(),
+            rpc: "r".into(),
+            option: Some(1),
+        };
+        let clicked = json!({ "type": "block_actions", "actions": [{ "value": at.encode() }] });
+        assert_eq!(ref_of(&clicked), Some(at.clone()));
+        let checked = json!({
+            "type": "block_actions",
+            "actions": [{ "action_id": "askgate.checks" }],
+            "message": { "blocks": [{ "elements": [{ "type": "checkboxes" }, { "value": at.encode() }] }] },
+        });
+        assert_eq!(ref_of(&checked), Some(at.clone()));
+        let form =
+            json!({ "type": "view_submission", "view": { "private_metadata": at.encode() } });
+        assert_eq!(ref_of(&form), Some(at));
+        assert_eq!(
+            ref_of(&json!({ "type": "block_actions", "actions": [{ "value": "x" }] })),
+            None
+        );
+        let body = format!(
+            "payload={}",
+            form_urlencoded::byte_serialize(form.to_string().as_bytes()).collect::<String>()
+        );
+        assert_eq!(payload(body.as_bytes()), Some(form));
+    }
 }

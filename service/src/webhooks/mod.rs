@@ -17,10 +17,11 @@
 //! On Redis the store is shared, so any node delivers and a node's death loses nothing
 //! that was queued: its leases run out and a survivor takes over.
 //!
-//! Slack apps (crate::slack) are endpoints with a Slack target: their deliveries post
+//! Slack apps ([`slack`]) are endpoints with a Slack target: their deliveries post
 //! and update messages through the same loops.
 
 pub mod send;
+pub mod slack;
 pub mod special;
 
 use std::{
@@ -44,7 +45,10 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use self::send::{Sender, Target};
+use self::{
+    send::{Sender, Target},
+    slack::Slack,
+};
 use crate::{
     backend::{
         Asked, Backend, Committed, Tap,
@@ -57,7 +61,6 @@ use crate::{
     },
     domain::{AskError, Limits, SessionKey, Violation, echo, validate},
     metrics::Metrics,
-    slack::Slack,
 };
 
 /// How webhooks and reminders behave (`--webhook-*`).
@@ -228,25 +231,6 @@ impl Hooks {
         }
     }
 
-    /// Whether one of the tenant's endpoints counts as following its sessions for an
-    /// ask with `labels`: it provides, and it would get the ask's `ask.requested`.
-    pub async fn provides(
-        &self,
-        tenant: &str,
-        session: &str,
-        labels: &HashMap<String, String>,
-    ) -> bool {
-        match self.inner.store.endpoints(tenant).await {
-            Ok(endpoints) => endpoints
-                .iter()
-                .any(|e| e.provides && e.wants(EventType::Requested, session, labels)),
-            Err(e) => {
-                warn!("reading webhook endpoints failed: {e}");
-                false
-            }
-        }
-    }
-
     /// Registers an endpoint after checking its URL (and that it is not internal,
     /// unless allowed); the response holds its secret, shown this once.
     pub async fn create_endpoint(
@@ -375,13 +359,13 @@ impl Hooks {
             .await?;
         self.inner.store.create_endpoint(&record).await?;
         debug!(app = %record.id, "Slack app connected");
-        crate::slack::app_of(&record).ok_or_else(|| AskError::Internal("not a Slack app".into()))
+        slack::app_of(&record).ok_or_else(|| AskError::Internal("not a Slack app".into()))
     }
 
     /// The tenant's Slack apps, oldest first, without their secrets.
     pub async fn list_slack_apps(&self, tenant: &str) -> Result<Vec<SlackApp>, AskError> {
         let endpoints = self.inner.store.endpoints(tenant).await?;
-        Ok(endpoints.iter().filter_map(crate::slack::app_of).collect())
+        Ok(endpoints.iter().filter_map(slack::app_of).collect())
     }
 
     pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), AskError> {
@@ -528,7 +512,7 @@ impl Inner {
             false => String::new(),
         };
         let slack_body = match wanting.iter().any(|e| e.slack.is_some()) {
-            true => crate::slack::delivery_body(requested, resolved)?,
+            true => slack::delivery_body(requested, resolved)?,
             false => String::new(),
         };
         let now = now_ms();

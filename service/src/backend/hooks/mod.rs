@@ -76,6 +76,26 @@ pub trait HookStore: Send + Sync + 'static {
 
     async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError>;
 
+    /// Whether one of the tenant's endpoints provides for an ask in `session` with
+    /// `labels` (Semantics 8): it counts as someone who will answer. An unreadable
+    /// store provides nothing.
+    async fn provides(
+        &self,
+        tenant: &str,
+        session: &str,
+        labels: &std::collections::HashMap<String, String>,
+    ) -> bool {
+        match self.endpoints(tenant).await {
+            Ok(endpoints) => endpoints
+                .iter()
+                .any(|e| e.provides && e.wants(records::EventType::Requested, session, labels)),
+            Err(e) => {
+                tracing::warn!("reading webhook endpoints failed: {e}");
+                false
+            }
+        }
+    }
+
     /// Removes an endpoint; whether it was there. Its pending deliveries end FAILED
     /// at their next attempt.
     async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError>;

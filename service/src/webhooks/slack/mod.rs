@@ -1,0 +1,288 @@
+//! Answering from Slack (docs/slack.md). A tenant connects a Slack app (its bot token
+//! and signing secret, sealed with the server's key, and a channel); from then on:
+//! - each `requested` of the tenant that the app's filter lets through becomes a
+//!   delivery of the webhook machinery (leased, retried, any node on Redis) that posts
+//!   a Block Kit message to the channel, and notes where it went;
+//! - the ask's `resolved`, from whatever channel, becomes a delivery that updates that
+//!   message in place (who answered what, or how it ended) and removes its controls;
+//! - clicks and forms come back to `/slack/interactivity` ([`interact`]), are verified
+//!   against the app's signing secret, and go through `Answer` or `Cancel` like any
+//!   other human's (first valid resolution wins), as `slack:<team>/<user>`.
+
+pub mod api;
+pub mod blocks;
+
+use std::{sync::Arc, time::Duration};
+
+use askgate_proto::v1::{ConnectSlackRequest, Requested, Resolved, SlackApp};
+use serde_json::{Value, json};
+use tracing::debug;
+use uuid::Uuid;
+
+use self::{api::WebApi, blocks::Ref};
+use crate::{
+    auth::{sealed::SealingKey, secret::Secret},
+    backend::hooks::{
+        HookStore,
+        records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
+    },
+    domain::{AskError, Limits, Violation, validate},
+};
+
+/// How long where a message was posted is remembered: past any ask's life.
+const POSTED_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Bytes of a bot token, a signing secret, a channel, a session prefix, a description.
+const MAX_TOKEN_BYTES: usize = 512;
+const MAX_CHANNEL_BYTES: usize = 80;
+const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+/// Slack for the whole server: its Web API and the key that seals apps' secrets.
+#[derive(Clone)]
+pub struct Slack {
+    api: WebApi,
+    /// `None`: the server has no `--secret-key-file` and shares its store (Redis), so
+    /// it cannot keep apps' secrets.
+    key: Option<Arc<SealingKey>>,
+}
+
+/// Which secret of an app, in the associated data of its sealing.
+fn context(tenant: &str, app: &str, what: &str) -> String {
+    serde_json::json!(["slack", tenant, app, what]).to_string()
+}
+
+/// The note of where an ask's message went: `{"channel", "ts"}`.
+fn posted_key(app: &str, rpc_id: &str) -> String {
+    format!("slack:{app}:{rpc_id}")
+}
+
+/// What a Slack delivery carries: the ask, and (for an update) its resolution, in
+/// proto3 JSON.
+pub fn delivery_body(
+    requested: &Requested,
+    resolved: Option<&Resolved>,
+) -> Result<String, AskError> {
+    let failed = |e: anyhow::Error| AskError::Internal(format!("a Slack delivery's body: {e:#}"));
+    let mut body = json!({
+        "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
+    });
+    if let Some(resolved) = resolved {
+        body["resolved"] =
+            crate::protojson::to_value("askgate.v1.Resolved", resolved).map_err(failed)?;
+    }
+    Ok(body.to_string())
+}
+
+impl Slack {
+    pub fn new(
+        api_url: &str,
+        timeout: Duration,
+        key: Option<Arc<SealingKey>>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            api: WebApi::new(api_url, timeout)?,
+            key,
+        })
+    }
+
+    fn key(&self) -> Result<&SealingKey, AskError> {
+        self.key.as_deref().ok_or_else(|| {
+            AskError::PermissionDenied(
+                "this server keeps no Slack secrets: start every node with --secret-key-file"
+                    .into(),
+            )
+        })
+    }
+
+    /// An app's secret (`bot_token` or `signing_secret`), opened.
+    fn open(&self, app: &EndpointRecord, what: &str, sealed: &str) -> Result<Secret, String> {
+        let key = self
+            .key
+            .as_deref()
+            .ok_or("this server has no --secret-key-file")?;
+        key.open(&context(&app.tenant, &app.id, what), sealed)
+            .map_err(|e| e.to_string())
+    }
+
+    /// An app's signing secret, opened.
+    pub(crate) fn open_secret(&self, app: &EndpointRecord, sealed: &str) -> Result<Secret, String> {
+        self.open(app, "signing_secret", sealed)
+    }
+
+    /// Calls a Web API method as the app (its bot token).
+    pub(crate) async fn call(
+        &self,
+        app: &EndpointRecord,
+        method: &str,
+        body: &Value,
+    ) -> Result<Value, String> {
+        let target = app.slack.as_ref().ok_or("not a Slack app")?;
+        let token = self.open(app, "bot_token", &target.bot_token)?;
+        self.api.call(&token, method, body).await
+    }
+
+    /// Checks a connect request, checks its bot token with Slack (`auth.test`, which
+    /// names the workspace), and makes the app's record with its secrets sealed.
+    pub async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+        limits: &Limits,
+    ) -> Result<EndpointRecord, AskError> {
+        let key = self.key()?;
+        let mut violations = Vec::new();
+        for (field, value) in [
+            ("bot_token", &request.bot_token),
+            ("signing_secret", &request.signing_secret),
+        ] {
+            if value.is_empty()
+                || value.len() > MAX_TOKEN_BYTES
+                || value.chars().any(char::is_whitespace)
+            {
+                violations.push(Violation::new(
+                    field,
+                    format!("required: at most {MAX_TOKEN_BYTES} bytes, without spaces"),
+                ));
+            }
+        }
+        let channel = request.channel.trim();
+        let channel_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '#');
+        if channel.is_empty()
+            || channel.len() > MAX_CHANNEL_BYTES
+            || !channel.chars().all(channel_ok)
+        {
+            violations.push(Violation::new(
+                "channel",
+                "required: a channel id such as C0123456789",
+            ));
+        }
+        if !request.session_prefix.is_empty()
+            && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
+        {
+            violations.extend(e.violations().iter().cloned());
+        }
+        if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
+            violations.extend(e.violations().iter().cloned());
+        }
+        violations.extend(validate::labels(&request.labels, limits));
+        if !violations.is_empty() {
+            return Err(AskError::BadRequest(violations));
+        }
+        let token = Secret::new(request.bot_token);
+        let checked = self
+            .api
+            .call(&token, "auth.test", &json!({}))
+            .await
+            .map_err(|e| {
+                AskError::bad_request("bot_token", format!("Slack refused the token: {e}"))
+            })?;
+        let team_id = checked
+            .get("team_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let id = format!("sl_{}", Uuid::now_v7().simple());
+        let seal = |what: &str, secret: &Secret| {
+            key.seal(&context(tenant, &id, what), secret)
+                .map_err(|e| AskError::Internal(e.to_string()))
+        };
+        let slack = SlackTarget {
+            team_id,
+            channel: channel.to_owned(),
+            bot_token: seal("bot_token", &token)?,
+            signing_secret: seal("signing_secret", &Secret::new(request.signing_secret))?,
+        };
+        Ok(EndpointRecord {
+            id,
+            tenant: tenant.to_owned(),
+            url: String::new(),
+            events: vec![EventType::Requested, EventType::Resolved],
+            description: request.description,
+            labels: request.labels,
+            secret: String::new(),
+            provides: request.provides.unwrap_or(true),
+            created_ms: super::now_ms(),
+            session_prefix: request.session_prefix,
+            slack: Some(slack),
+        })
+    }
+
+    /// One attempt of a Slack delivery: post the ask's message (once: a message already
+    /// posted by an earlier attempt is not posted again), or update it once resolved.
+    pub async fn deliver(
+        &self,
+        store: &dyn HookStore,
+        app: &EndpointRecord,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let body: Value =
+            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
+        let requested: Requested =
+            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
+                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+        let token = self.open(app, "bot_token", &target.bot_token)?;
+        let posted_at = posted_key(&app.id, &delivery.rpc_id);
+        let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
+        match delivery.event_type {
+            EventType::Requested => {
+                if posted.is_some() {
+                    return Ok(());
+                }
+                let at = Ref {
+                    tenant: app.tenant.clone(),
+                    app: app.id.clone(),
+                    session: requested.session_id.clone(),
+                    rpc: requested.rpc_id.clone(),
+                    option: None,
+                };
+                let mut message = blocks::question_message(&at, &requested);
+                message["channel"] = target.channel.clone().into();
+                message["unfurl_links"] = false.into();
+                let reply = self.api.call(&token, "chat.postMessage", &message).await?;
+                let place = json!({ "channel": reply["channel"], "ts": reply["ts"] });
+                if place["ts"].as_str().is_none() {
+                    return Err("Slack chat.postMessage: no ts in the reply".into());
+                }
+                store
+                    .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "posted to Slack");
+                Ok(())
+            }
+            EventType::Resolved => {
+                let Some(posted) = posted else {
+                    // The post is still to come (or failed for good): retried until then.
+                    return Err("the question's message is not posted yet".into());
+                };
+                let place: Value =
+                    serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
+                let resolved: Resolved =
+                    crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
+                        .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+                let mut message = blocks::resolved_message(&requested, &resolved);
+                message["channel"] = place["channel"].clone();
+                message["ts"] = place["ts"].clone();
+                self.api.call(&token, "chat.update", &message).await?;
+                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "updated in Slack");
+                Ok(())
+            }
+            other => Err(format!("a Slack app does not take {}", other.as_str())),
+        }
+    }
+}
+
+/// An app as the admin API shows it: no secrets.
+pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
+    let slack = record.slack.as_ref()?;
+    Some(SlackApp {
+        id: record.id.clone(),
+        team_id: slack.team_id.clone(),
+        channel: slack.channel.clone(),
+        labels: record.labels.clone(),
+        session_prefix: record.session_prefix.clone(),
+        description: record.description.clone(),
+        provides: record.provides,
+        created_at: Some(super::timestamp(record.created_ms)),
+    })
+}
