@@ -6,7 +6,7 @@
 //! across, see docs/architecture.md):
 //! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;
 //! - [`server`]: assembles the gRPC server and runs it until shutdown;
-//! - [`api`]: tonic handlers, thin; [`api::status`] maps errors to `tonic::Status`;
+//! - [`api`]: tonic handlers, thin; [`domain::status`] maps errors to `tonic::Status`;
 //! - [`auth`]: credentials to a tenant-scoped principal, and what each role may do;
 //! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type;

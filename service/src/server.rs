@@ -17,9 +17,9 @@ use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::{
-    api::{AgentsApi, Gate, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health, status},
+    api::{AgentsApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
     auth::{
-        Authenticator,
+        Authenticator, Gate,
         jwt::{JwtVerifier, KeySource},
         keys::KeyStore,
     },
@@ -30,7 +30,7 @@ use crate::{
         redis::{RedisBackend, RedisBackendConfig, redacted_url},
     },
     dispatch::Dispatch,
-    domain::Limits,
+    domain::{Limits, status},
     listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
     mcp::{
         Asker, McpSettings,

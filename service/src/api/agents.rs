@@ -21,7 +21,8 @@ use tokio_stream::{Stream, wrappers::WatchStream};
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span, debug, instrument};
 
-use super::{Gate, UntilLapsed, status};
+use super::UntilLapsed;
+use crate::{auth::Gate, domain::status};
 use crate::{
     auth::{Action, Role},
     backend::Holder,

@@ -1,18 +1,16 @@
 //! tonic handlers: thin. Each authenticates the caller, checks its role, takes the
 //! request apart, calls [`Questions`] and maps the domain error through
-//! [`status::to_status`].
+//! [`status::to_status`](crate::domain::status::to_status).
 
 pub mod agents;
 pub mod deadline;
 pub mod health;
 pub mod slack;
-pub mod status;
 pub mod webhooks;
 
 use std::{
     future::Future,
     pin::Pin,
-    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -24,97 +22,17 @@ use askgate_proto::v1::{
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
-use tracing::{Instrument, Span, debug, debug_span, field::Empty, instrument};
+use tracing::{Instrument, debug_span, field::Empty, instrument};
 
 pub use agents::AgentsApi;
 pub use slack::SlackApi;
 pub use webhooks::WebhooksApi;
 
 use crate::{
-    auth::{Action, Authenticator, Failure, Principal},
-    domain::bounded,
-    metrics::{Metrics, RpcTimer},
+    auth::{Action, Gate},
+    domain::{bounded, status},
     questions::Questions,
 };
-
-/// Authenticates and authorizes a call; the one place both happen for every RPC.
-///
-/// Authentication runs as a tonic interceptor ([`Gate::authenticate`]), from the
-/// headers alone, before the request's message is decoded: an unauthenticated caller
-/// costs the server no decoding. The handler then authorizes the principal the
-/// interceptor left in the request's extensions ([`Gate::admit`]).
-#[derive(Clone)]
-pub struct Gate {
-    auth: Arc<Authenticator>,
-    metrics: Metrics,
-}
-
-impl Gate {
-    pub fn new(auth: Arc<Authenticator>, metrics: Metrics) -> Self {
-        Self { auth, metrics }
-    }
-
-    /// Times an RPC (the `rpc_duration_seconds` metric) until the guard drops.
-    pub fn timer(&self, method: &'static str) -> RpcTimer {
-        self.metrics.rpc_timer(method)
-    }
-
-    /// The interceptor: the caller from the `authorization` header, kept in the
-    /// request's extensions, or UNAUTHENTICATED before the message is read.
-    pub fn authenticate(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let principal = self.principal(request.metadata())?;
-        request.extensions_mut().insert(principal);
-        Ok(request)
-    }
-
-    /// The caller named by request metadata (headers), counting a failure.
-    pub fn principal_of(
-        &self,
-        metadata: &tonic::metadata::MetadataMap,
-    ) -> Result<Principal, Status> {
-        self.principal(metadata)
-    }
-
-    fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
-        self.auth.authenticate(metadata).map_err(|failure| {
-            self.metrics.auth_failure(failure.as_str());
-            status::to_status(&failure.into_error(), "", None)
-        })
-    }
-
-    /// The caller, if it may do `action` on `session_id` (empty for none).
-    pub fn admit<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        session_id: &str,
-    ) -> Result<Principal, Status> {
-        let principal = match request.extensions().get::<Principal>() {
-            Some(principal) => principal.clone(),
-            // Served without the interceptor (a handler called directly).
-            None => self.principal(request.metadata())?,
-        };
-        principal.authorize(action, session_id).map_err(|e| {
-            self.metrics.auth_failure("permission_denied");
-            status::to_status(&e, session_id, None)
-        })?;
-        Span::current().record("tenant", &*principal.tenant);
-        Ok(principal)
-    }
-
-    /// Completes with the UNAUTHENTICATED status that ends a long-lived stream once
-    /// its caller's credential lapses (expires, or is revoked by a keys reload).
-    pub fn lapsed(&self, principal: &Principal) -> impl Future<Output = Status> + Send + 'static {
-        let lapsed = self.auth.lapsed(principal);
-        let metrics = self.metrics.clone();
-        async move {
-            lapsed.await;
-            metrics.auth_failure(Failure::Revoked.as_str());
-            debug!("the stream's credential lapsed");
-            status::to_status(&Failure::Revoked.into_error(), "", None)
-        }
-    }
-}
 
 /// A stream that ends with the status of `lapsed` once it completes: what keeps a
 /// Subscribe or Attach stream from outliving its credential.

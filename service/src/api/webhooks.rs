@@ -10,7 +10,7 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
-use super::{Gate, status};
+use crate::{auth::Gate, domain::status};
 use crate::{
     auth::{Action, Principal},
     domain::{AskError, bounded, validate},

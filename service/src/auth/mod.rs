@@ -5,10 +5,13 @@
 //! below is (tenant, session), so another tenant's session simply does not exist for
 //! the caller.
 
+mod gate;
 pub mod jwt;
 pub mod keys;
 pub mod sealed;
 pub mod secret;
+
+pub use gate::Gate;
 
 use std::{
     future::Future,

@@ -1,5 +1,5 @@
 //! The one error type of askgate's domain. Each variant is one row of docs/protocol.md "Errors";
-//! `api::status` is the single place that turns it into a `tonic::Status`.
+//! `domain::status` is the single place that turns it into a `tonic::Status`.
 
 use std::fmt;
 

@@ -6,6 +6,7 @@ pub mod error;
 pub mod limits;
 pub mod model;
 pub mod shown;
+pub mod status;
 pub mod validate;
 
 pub use error::{AskError, Echo, Settled, Violation, bounded, echo};

@@ -38,8 +38,7 @@ use tower::{Layer, Service};
 
 use super::{Asker, AskgateMcp, McpSettings, WaitingAsks};
 use crate::{
-    api::Gate,
-    auth::{Action, Principal},
+    auth::{Action, Gate, Principal},
     backend::{Backend, Budget, BudgetHold},
     domain::validate,
 };

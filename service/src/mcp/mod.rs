@@ -445,7 +445,7 @@ fn still_waiting(ask_id: &str) -> ToolOutput {
 fn refused(error: &AskError) -> ToolOutput {
     ToolOutput::failed(
         error.error_reason(),
-        crate::api::status::code(error),
+        crate::domain::status::code(error),
         &error.to_string(),
     )
 }

@@ -64,8 +64,8 @@ pub struct EndpointRecord {
     pub slack: Option<SlackTarget>,
 }
 
-/// Where a Slack app posts, and its secrets as sealed by the server's key
-/// ([`SealingKey`](crate::auth::sealed::SealingKey)).
+/// Where a Slack app posts, and its secrets as the server's key sealed them (the
+/// store keeps them sealed; only the delivery runtime opens them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlackTarget {
     pub team_id: String,
