@@ -200,7 +200,7 @@ impl Slack {
             labels: request.labels,
             secret: String::new(),
             provides: request.provides.unwrap_or(true),
-            created_ms: super::now_ms(),
+            created_ms: super::clock::now_ms(),
             session_prefix: request.session_prefix,
             slack: Some(slack),
         })
@@ -283,6 +283,6 @@ pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
         session_prefix: record.session_prefix.clone(),
         description: record.description.clone(),
         provides: record.provides,
-        created_at: Some(super::timestamp(record.created_ms)),
+        created_at: Some(super::clock::timestamp(record.created_ms)),
     })
 }

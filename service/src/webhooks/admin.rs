@@ -1,0 +1,253 @@
+//! The admin use cases of webhook endpoints and Slack apps (the `Webhooks` and
+//! `Slack` services): checked requests in, stored records, proto records out.
+
+use askgate_proto::v1::{
+    ConnectSlackRequest, CreateEndpointRequest, Delivery, DeliveryStatus, Endpoint,
+    ListDeliveriesRequest, SlackApp,
+};
+use base64::Engine as _;
+use tracing::debug;
+use uuid::Uuid;
+
+use super::{
+    Hooks,
+    clock::{millis, now_ms, timestamp},
+    send::Target,
+    slack,
+};
+use crate::{
+    backend::hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
+    domain::{AskError, Violation, echo, validate},
+};
+
+/// Event types an endpoint may name (there are four; repeats are allowed, up to this).
+const MAX_EVENT_TYPES: usize = 16;
+/// Deliveries listed at most (and by default) per call.
+const MAX_LISTED: usize = 1000;
+const DEFAULT_LISTED: usize = 100;
+/// Bytes of an endpoint's description.
+const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+impl Hooks {
+    /// Registers an endpoint after checking its URL (and that it is not internal,
+    /// unless allowed); the response holds its secret, shown this once.
+    pub async fn create_endpoint(
+        &self,
+        tenant: &str,
+        request: CreateEndpointRequest,
+    ) -> Result<Endpoint, AskError> {
+        let mut violations = Vec::new();
+        let target = Target::parse(request.url.trim());
+        if let Err(e) = &target {
+            violations.push(Violation::new("url", e.clone()));
+        }
+        let mut events = Vec::new();
+        if request.events.len() > MAX_EVENT_TYPES {
+            return Err(AskError::bad_request(
+                "events",
+                format!("at most {MAX_EVENT_TYPES} event types"),
+            ));
+        }
+        for (i, name) in request.events.iter().enumerate() {
+            match EventType::parse(name) {
+                Some(event) if !events.contains(&event) => events.push(event),
+                Some(_) => {}
+                None => violations.push(Violation::new(
+                    format!("events[{i}]"),
+                    format!(
+                        "unknown event type {}: one of ask.requested, ask.resolved, \
+                         ask.reminder, ask.escalated",
+                        echo(name)
+                    ),
+                )),
+            }
+        }
+        if request.events.is_empty() {
+            events = EventType::ALL.to_vec();
+        }
+        if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
+            violations.extend(e.violations().iter().cloned());
+        }
+        violations.extend(validate::labels(&request.labels, &self.inner.limits));
+        if !violations.is_empty() {
+            return Err(AskError::BadRequest(violations));
+        }
+        let target = target.map_err(|e| AskError::bad_request("url", e))?;
+        let resolved = tokio::time::timeout(
+            self.inner.config.timeout,
+            self.inner.sender.resolve(&target),
+        )
+        .await
+        .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
+        resolved.map_err(|e| AskError::bad_request("url", e))?;
+        // Two random UUIDs: 244 bits from the OS's generator.
+        let mut key = [0u8; 32];
+        key[..16].copy_from_slice(Uuid::new_v4().as_bytes());
+        key[16..].copy_from_slice(Uuid::new_v4().as_bytes());
+        let record = EndpointRecord {
+            id: format!("ep_{}", Uuid::now_v7().simple()),
+            tenant: tenant.to_owned(),
+            url: request.url.trim().to_owned(),
+            provides: request
+                .provides
+                .unwrap_or_else(|| events.contains(&EventType::Requested)),
+            events,
+            description: request.description,
+            labels: request.labels,
+            secret: format!(
+                "whsec_{}",
+                base64::engine::general_purpose::STANDARD.encode(key)
+            ),
+            created_ms: now_ms(),
+            session_prefix: String::new(),
+            slack: None,
+        };
+        self.inner.store.create_endpoint(&record).await?;
+        debug!(endpoint = %record.id, "webhook endpoint created");
+        Ok(endpoint_of(&record, true))
+    }
+
+    /// The tenant's endpoints, oldest first, without their secrets.
+    pub async fn list_endpoints(&self, tenant: &str) -> Result<Vec<Endpoint>, AskError> {
+        Ok(self
+            .inner
+            .store
+            .endpoints(tenant)
+            .await?
+            .iter()
+            .filter(|e| e.slack.is_none())
+            .map(|e| endpoint_of(e, false))
+            .collect())
+    }
+
+    pub async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<(), AskError> {
+        self.delete(tenant, id, false).await
+    }
+
+    /// Deletes a webhook endpoint (`slack` false) or a Slack app (true); NOT_FOUND for
+    /// the other kind, as for a missing one.
+    async fn delete(&self, tenant: &str, id: &str, slack: bool) -> Result<(), AskError> {
+        let what = if slack {
+            "Slack app"
+        } else {
+            "webhook endpoint"
+        };
+        let not_found = || AskError::NotFound(format!("no {what} with that id"));
+        let store = &self.inner.store;
+        match store.endpoint(tenant, id).await? {
+            Some(record) if record.slack.is_some() == slack => {}
+            _ => return Err(not_found()),
+        }
+        match store.delete_endpoint(tenant, id).await? {
+            true => Ok(()),
+            false => Err(not_found()),
+        }
+    }
+
+    /// Connects a Slack app of the tenant (see [`Slack::connect`]).
+    pub async fn connect_slack(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+    ) -> Result<SlackApp, AskError> {
+        let record = self
+            .inner
+            .slack
+            .connect(tenant, request, &self.inner.limits)
+            .await?;
+        self.inner.store.create_endpoint(&record).await?;
+        debug!(app = %record.id, "Slack app connected");
+        slack::app_of(&record).ok_or_else(|| AskError::Internal("not a Slack app".into()))
+    }
+
+    /// The tenant's Slack apps, oldest first, without their secrets.
+    pub async fn list_slack_apps(&self, tenant: &str) -> Result<Vec<SlackApp>, AskError> {
+        let endpoints = self.inner.store.endpoints(tenant).await?;
+        Ok(endpoints.iter().filter_map(slack::app_of).collect())
+    }
+
+    pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), AskError> {
+        self.delete(tenant, id, true).await
+    }
+
+    pub async fn list_deliveries(
+        &self,
+        tenant: &str,
+        request: &ListDeliveriesRequest,
+    ) -> Result<Vec<Delivery>, AskError> {
+        let status = match request.status() {
+            DeliveryStatus::Unspecified => None,
+            DeliveryStatus::Pending => Some(Status::Pending),
+            DeliveryStatus::Delivered => Some(Status::Delivered),
+            DeliveryStatus::Failed => Some(Status::Failed),
+        };
+        let limit = match request.limit as usize {
+            0 => DEFAULT_LISTED,
+            n => n.min(MAX_LISTED),
+        };
+        let endpoint = Some(request.endpoint_id.as_str()).filter(|e| !e.is_empty());
+        Ok(self
+            .inner
+            .store
+            .deliveries(tenant, endpoint, status, limit)
+            .await?
+            .iter()
+            .map(delivery_of)
+            .collect())
+    }
+
+    /// Sends a delivery again, with the same `webhook-id` and a fresh retry period.
+    pub async fn redeliver(&self, tenant: &str, id: &str) -> Result<Delivery, AskError> {
+        let now = now_ms();
+        let record = self
+            .inner
+            .store
+            .redeliver(tenant, id, now, now + millis(self.inner.config.retry_for))
+            .await?;
+        self.inner.wake.notify_one();
+        Ok(delivery_of(&record))
+    }
+}
+
+fn endpoint_of(record: &EndpointRecord, with_secret: bool) -> Endpoint {
+    Endpoint {
+        id: record.id.clone(),
+        url: record.url.clone(),
+        events: record
+            .events
+            .iter()
+            .map(|e| e.as_str().to_owned())
+            .collect(),
+        description: record.description.clone(),
+        labels: record.labels.clone(),
+        secret: if with_secret {
+            record.secret.clone()
+        } else {
+            String::new()
+        },
+        provides: record.provides,
+        created_at: Some(timestamp(record.created_ms)),
+    }
+}
+
+fn delivery_of(record: &DeliveryRecord) -> Delivery {
+    let status = match record.status {
+        Status::Pending => DeliveryStatus::Pending,
+        Status::Delivered => DeliveryStatus::Delivered,
+        Status::Failed => DeliveryStatus::Failed,
+    };
+    Delivery {
+        id: record.id.clone(),
+        endpoint_id: record.endpoint_id.clone(),
+        event_type: record.event_type.as_str().to_owned(),
+        rpc_id: record.rpc_id.clone(),
+        status: status.into(),
+        attempts: record.attempts,
+        last_error: record.last_error.clone(),
+        next_attempt_at: (record.status == Status::Pending)
+            .then(|| timestamp(record.next_attempt_ms)),
+        session_id: record.session_id.clone(),
+        created_at: Some(timestamp(record.created_ms)),
+        last_attempt_at: (record.last_attempt_ms > 0).then(|| timestamp(record.last_attempt_ms)),
+    }
+}

@@ -1,0 +1,215 @@
+//! The intake: each committed event becomes one delivery per endpoint that wants it,
+//! and starts or stops its ask's reminder timer.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::Ordering},
+    time::SystemTime,
+};
+
+use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
+use tokio::sync::mpsc;
+use tracing::warn;
+use uuid::Uuid;
+
+use super::{
+    Inner,
+    clock::{millis, now_ms},
+    slack,
+};
+use crate::{
+    backend::{
+        Asked, Committed,
+        hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
+    },
+    domain::AskError,
+};
+
+/// Events the intake may hold before an engine's reports are dropped.
+pub(super) const INTAKE_QUEUE: usize = 64 * 1024;
+/// Events the intake takes at once.
+const INTAKE_BATCH: usize = 256;
+
+/// The payload of an event: `{"type", "timestamp", "data"}` with `data` the event in
+/// proto3 JSON, plus its session `cursor` (and, for a reminder, its count).
+pub(super) fn payload(
+    event_type: EventType,
+    message_name: &str,
+    event: &impl prost::Message,
+    cursor: &str,
+    reminder: Option<u32>,
+) -> Result<String, AskError> {
+    let mut data = crate::protojson::to_value(message_name, event)
+        .map_err(|e| AskError::Internal(format!("webhook payload: {e:#}")))?;
+    if let Some(fields) = data.as_object_mut() {
+        fields.insert("cursor".into(), cursor.into());
+        if let Some(count) = reminder {
+            fields.insert("reminder".into(), count.into());
+        }
+    }
+    let body = serde_json::json!({
+        "type": event_type.as_str(),
+        "timestamp": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        "data": data,
+    });
+    Ok(body.to_string())
+}
+
+impl Inner {
+    /// Queues one delivery of the event per endpoint of the tenant that wants it.
+    pub(super) async fn fan_out(
+        &self,
+        tenant: &str,
+        endpoints: &[EndpointRecord],
+        event_type: EventType,
+        requested: &Requested,
+        resolved: Option<&Resolved>,
+        body: impl FnOnce() -> Result<String, AskError>,
+    ) -> Result<(), AskError> {
+        let wanting: Vec<_> = endpoints
+            .iter()
+            .filter(|e| e.wants(event_type, &requested.session_id, &requested.labels))
+            .collect();
+        if wanting.is_empty() {
+            return Ok(());
+        }
+        // A webhook gets the event's payload; a Slack app the ask (and its resolution).
+        let body = match wanting.iter().any(|e| e.slack.is_none()) {
+            true => body()?,
+            false => String::new(),
+        };
+        let slack_body = match wanting.iter().any(|e| e.slack.is_some()) {
+            true => slack::delivery_body(requested, resolved)?,
+            false => String::new(),
+        };
+        let now = now_ms();
+        let deliveries: Vec<_> = wanting
+            .iter()
+            .map(|endpoint| DeliveryRecord {
+                id: format!("msg_{}", Uuid::now_v7().simple()),
+                tenant: tenant.to_owned(),
+                endpoint_id: endpoint.id.clone(),
+                event_type,
+                session_id: requested.session_id.clone(),
+                rpc_id: requested.rpc_id.clone(),
+                body: match endpoint.slack {
+                    Some(_) => slack_body.clone(),
+                    None => body.clone(),
+                },
+                status: Status::Pending,
+                attempts: 0,
+                last_error: String::new(),
+                created_ms: now,
+                retry_until_ms: now + millis(self.config.retry_for),
+                next_attempt_ms: now,
+                last_attempt_ms: 0,
+            })
+            .collect();
+        let queued = self.store.enqueue(tenant, &deliveries).await?;
+        if queued < deliveries.len() {
+            let dropped = (deliveries.len() - queued) as u64;
+            self.metrics.webhook_deliveries(tenant, "dropped", dropped);
+            warn!(
+                %tenant,
+                dropped,
+                "the tenant's webhook queue is full ({} deliveries): events dropped",
+                self.config.limits.max_queued
+            );
+        }
+        if queued > 0 {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Turns one committed event into deliveries to the tenant's `endpoints`, and
+    /// starts or stops its ask's timer.
+    async fn take(
+        &self,
+        committed: Committed,
+        endpoints: &[EndpointRecord],
+    ) -> Result<(), AskError> {
+        let tenant = &*committed.tenant;
+        match &committed.message.event {
+            Some(Event::Requested(requested)) => {
+                if let Some(notify) = &requested.notify {
+                    self.schedule(tenant, requested, notify).await?;
+                }
+                let body = || {
+                    payload(
+                        EventType::Requested,
+                        "askgate.v1.Requested",
+                        requested,
+                        &committed.message.cursor,
+                        None,
+                    )
+                };
+                self.fan_out(
+                    tenant,
+                    endpoints,
+                    EventType::Requested,
+                    requested,
+                    None,
+                    body,
+                )
+                .await
+            }
+            Some(Event::Resolved(resolved)) => {
+                let asked = committed.asked.as_ref().and_then(Asked::requested);
+                let Some(asked) = asked.as_deref() else {
+                    return Ok(());
+                };
+                if asked.notify.is_some() {
+                    let id = timer_id(tenant, &asked.session_id, &asked.rpc_id);
+                    self.store.cancel_timer(&id).await?;
+                }
+                let body = || {
+                    payload(
+                        EventType::Resolved,
+                        "askgate.v1.Resolved",
+                        resolved,
+                        &committed.message.cursor,
+                        None,
+                    )
+                };
+                self.fan_out(
+                    tenant,
+                    endpoints,
+                    EventType::Resolved,
+                    asked,
+                    Some(resolved),
+                    body,
+                )
+                .await
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The node's intake: committed events to deliveries, in order. What arrived meanwhile
+/// is taken as one batch, reading each tenant's endpoints once per batch: under load the
+/// store is read once per batch, not once per event.
+pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
+    let mut batch = Vec::with_capacity(INTAKE_BATCH);
+    while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
+        let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, AskError>> =
+            HashMap::new();
+        for committed in batch.drain(..) {
+            let tenant = committed.tenant.clone();
+            if !endpoints.contains_key(&tenant) {
+                let read = inner.store.endpoints(&tenant).await;
+                endpoints.insert(tenant.clone(), read);
+            }
+            let taken = match &endpoints[&tenant] {
+                Ok(list) => inner.take(committed, list).await,
+                Err(e) => Err(e.clone()),
+            };
+            if let Err(e) = taken {
+                inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
+                warn!(%tenant, "queueing webhook deliveries failed: {e}");
+            }
+            inner.in_intake.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
