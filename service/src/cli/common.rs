@@ -212,6 +212,12 @@ pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
     humantime::parse_duration(value).map_err(|e| e.to_string())
 }
 
+/// A duration as a flag's default is written (`5s`, `1h`, `1day`): the flags take
+/// their defaults from the config types, which write each one once.
+pub(crate) fn span(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
 /// Splits `KEY=VALUE`.
 pub(crate) fn parse_pair(value: &str) -> Result<(String, String), String> {
     value

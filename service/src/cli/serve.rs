@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 use clap::{Args, ValueEnum};
 use tracing::error;
 
-use super::common::{EXIT_USAGE, parse_duration, shutdown_signal};
+use super::common::{EXIT_USAGE, parse_duration, shutdown_signal, span};
 use crate::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
@@ -66,7 +66,7 @@ pub struct ServeArgs {
     pub redis_cluster: bool,
     /// With --backend redis: how long this node's leases last without renewal (a dead
     /// node's waiting asks are aborted that long, plus their reattach grace, after).
-    #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = span(ServerConfig::default().redis_lease), value_parser = parse_duration)]
     pub redis_lease: Duration,
     /// With a `rediss://` URL: a CA certificate (PEM) to trust for Redis besides the
     /// system's roots.
@@ -160,23 +160,23 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_mcp_sessions_per_tenant)]
     pub max_mcp_sessions_per_tenant: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
-    #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = span(ServerConfig::default().max_wait), value_parser = parse_duration)]
     pub max_wait: Duration,
     /// How long shutdown waits for open calls before closing connections.
-    #[arg(long, env = "ASKGATE_DRAIN_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_DRAIN_TIMEOUT", default_value = span(ServerConfig::default().drain_timeout), value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// HTTP/2 keepalive PING interval (dead peers are noticed and their Asks aborted).
-    #[arg(long, env = "ASKGATE_KEEPALIVE_INTERVAL", default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_KEEPALIVE_INTERVAL", default_value = span(ServerConfig::default().keepalive_interval), value_parser = parse_duration)]
     pub keepalive_interval: Duration,
     /// How long a keepalive PING may go unanswered.
-    #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = span(ServerConfig::default().keepalive_timeout), value_parser = parse_duration)]
     pub keepalive_timeout: Duration,
     /// Client connections this node holds at once; one past it is closed at once.
     #[arg(long, env = "ASKGATE_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections)]
     pub max_connections: usize,
     /// A connection with no request in flight that sends nothing for this long is
     /// closed (a live HTTP/2 peer answers keepalive PINGs and stays).
-    #[arg(long, env = "ASKGATE_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_IDLE_TIMEOUT", default_value = span(ConnectionLimits::default().idle_timeout), value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// HTTP/2 streams (calls) one connection may have open at once: every blocked Ask
     /// holds one, so a pool of agent workers on a few connections needs many.
@@ -218,13 +218,13 @@ pub struct ServeArgs {
     pub history_len: usize,
     /// How long a session counts as attended after its last subscriber left (so a UI
     /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
-    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(Settings::default().reconnect_grace), value_parser = parse_duration)]
     pub reconnect_grace: Duration,
     /// How long the outcome of an ask with a request_id is kept for a retrying call.
-    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = span(Settings::default().request_retention), value_parser = parse_duration)]
     pub request_retention: Duration,
     /// Interval of the heartbeats on an agent's Attach stream.
-    #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = span(ServerConfig::default().agent_heartbeat), value_parser = parse_duration)]
     pub agent_heartbeat: Duration,
     /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
     #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = Settings::default().subscriber_buffer)]
@@ -270,16 +270,16 @@ pub struct ServeArgs {
     pub webhook_allow_private: bool,
     /// Delay before a failed webhook delivery's first retry; each next one doubles
     /// (with jitter) up to --webhook-retry-max.
-    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_INITIAL", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_INITIAL", default_value = span(WebhookConfig::default().retry_initial), value_parser = parse_duration)]
     pub webhook_retry_initial: Duration,
-    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_MAX", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_MAX", default_value = span(WebhookConfig::default().retry_max), value_parser = parse_duration)]
     pub webhook_retry_max: Duration,
     /// How long a webhook delivery is retried before it is marked FAILED (then
     /// `askgate webhooks redeliver` sends it again).
-    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_FOR", default_value = "24h", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_WEBHOOK_RETRY_FOR", default_value = span(WebhookConfig::default().retry_for), value_parser = parse_duration)]
     pub webhook_retry_for: Duration,
     /// Longest one webhook attempt may take: connect, TLS, request and response.
-    #[arg(long, env = "ASKGATE_WEBHOOK_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_WEBHOOK_TIMEOUT", default_value = span(WebhookConfig::default().timeout), value_parser = parse_duration)]
     pub webhook_timeout: Duration,
     /// Webhook endpoints one tenant may have.
     #[arg(long, env = "ASKGATE_WEBHOOK_MAX_ENDPOINTS", default_value_t = WebhookConfig::default().limits.max_endpoints)]
