@@ -2,24 +2,24 @@
 //! wait for the answer. See docs/protocol.md for the contract, docs/architecture.md for
 //! how it is built, and README.md for the tour.
 //!
-//! Layout (the core layers import downward only; webhooks, Slack and MCP still import
-//! across, see docs/architecture.md):
+//! Layout, top to bottom (each module imports only the ones below it; docs/architecture.md
+//! draws the layers):
 //! - [`cli`]: the `askgate` command line: `serve` and the client subcommands;
-//! - [`server`]: assembles the gRPC server and runs it until shutdown;
-//! - [`api`]: tonic handlers, thin; [`domain::status`] maps errors to `tonic::Status`;
-//! - [`auth`]: credentials to a tenant-scoped principal, and what each role may do;
-//! - [`questions`]: the use cases (ask, answer, cancel, subscribe) over a backend;
-//! - [`domain`]: pure rules: validation, answer normalisation, the error type;
-//! - [`backend`]: the `Backend` trait and its two engines, memory and Redis;
-//! - [`listener`]: accepting connections, bounded (count, idleness, descriptors);
-//! - [`mcp`]: askgate as an MCP server (the `ask_user_question` tool);
-//! - [`webhooks`]: signed webhooks with durable delivery, and reminders;
-//! - [`slack`]: questions posted to Slack, and its interactivity endpoint;
-//! - [`dispatch`]: the node's gRPC services behind one match on the request's path;
-//! - [`web`]: CORS for web apps and the browser console's files;
+//! - [`server`]: assembles the node and runs it until shutdown;
+//! - the ingresses, side by side: [`api`] (tonic handlers, thin), [`mcp`] (askgate as
+//!   an MCP server), [`slack`] (Slack's interactivity endpoint); [`dispatch`] puts the
+//!   node's gRPC services behind one match on the request's path; [`web`] is CORS and
+//!   the console's files; [`origin`] the Host/Origin policy in front of every HTTP
+//!   entry; [`listener`] accepts connections, bounded;
+//! - the use cases: [`questions`] (ask, answer, cancel, subscribe) and [`webhooks`]
+//!   (signed webhooks, reminders and Slack posts, delivered durably);
+//! - [`auth`]: credentials to a tenant-scoped principal, what each role may do, and the
+//!   [`auth::Gate`] every ingress passes; [`metrics`]: Prometheus metrics;
+//! - [`backend`]: the `Backend` and `HookStore` traits and their engines, memory and
+//!   Redis;
+//! - [`domain`]: pure rules: validation, answer normalisation, the error type and its
+//!   wire form ([`domain::status`]);
 //! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
-//! - [`metrics`]: Prometheus metrics and their listener;
-//! - [`origin`]: the Host/Origin policy in front of every HTTP entry;
 //! - `testing`: real redis-server and `askgate serve` processes, for `askgate bench`
 //!   and the tests; public only with the `testing` feature (the integration tests
 //!   turn it on), so it is not part of the library's default surface.

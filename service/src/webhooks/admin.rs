@@ -144,7 +144,7 @@ impl Hooks {
         }
     }
 
-    /// Connects a Slack app of the tenant (see [`Slack::connect`]).
+    /// Connects a Slack app of the tenant (see [`slack::Slack::connect`]).
     pub async fn connect_slack(
         &self,
         tenant: &str,
