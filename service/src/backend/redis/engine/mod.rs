@@ -164,7 +164,12 @@ impl RedisBackend {
         // after the script, the survivors still find it), with the unattended check in
         // the same round trip.
         let listed_by_script = !node.store.is_cluster();
+        // Whatever this call put in place under `rpc_id` is taken back on every exit
+        // but a new ask's (the guard is disarmed there).
+        let mut rollback = Rollback::new(node, &key, &rpc_id);
         if !listed_by_script {
+            // Whatever part of the listing is written is swept as due if it fails.
+            rollback.listed = true;
             let listed = node.list_waiter(&key, &rpc_id, &spec);
             let attended = async {
                 match must_be_attended {
@@ -173,13 +178,8 @@ impl RedisBackend {
                 }
             };
             let (listed, attended) = tokio::join!(listed, attended);
-            if let Err(e) = listed {
-                // Whatever part of the listing was written is swept as due.
-                node.unlist(&key, &rpc_id);
-                return Err(e);
-            }
+            listed?;
             if !attended? {
-                node.unlist(&key, &rpc_id);
                 return Err(AskError::NoProvider);
             }
         }
@@ -187,16 +187,9 @@ impl RedisBackend {
         // Listen first and wait under the new id, so an answer given the instant the
         // ask is stored (on any node) cannot be missed.
         let channel = SessionKeys::new(&key).channel();
-        let live = match node.fanout.follow(&channel, SESSION_BUFFER).await {
-            Ok(live) => live,
-            Err(e) => {
-                if !listed_by_script {
-                    node.unlist(&key, &rpc_id);
-                }
-                return Err(e);
-            }
-        };
+        let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
         let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        rollback.waiting = true;
         let listing = Listing {
             node_id: &node.id,
             grace: spec.grace,
@@ -209,12 +202,10 @@ impl RedisBackend {
             .await;
         // The script lists only a new ask; after an error, whatever it wrote is taken
         // off (or swept as due).
-        let listed_here = !listed_by_script || registered.is_err();
-        if listed_here && !matches!(registered, Ok(Registration::New { .. })) {
-            node.unlist(&key, &rpc_id);
-        }
+        rollback.listed |= registered.is_err();
         let (rpc_id, outcome) = match registered {
             Ok(Registration::New { seq, epoch }) => {
+                rollback.disarm();
                 if let Some(tap) = node.tap.get() {
                     tap.report(Committed {
                         tenant: key.tenant.clone(),
@@ -225,7 +216,7 @@ impl RedisBackend {
                 (rpc_id, outcome)
             }
             Ok(Registration::Joined { rpc_id: joined }) => {
-                node.waiters.lock().remove(&key, &rpc_id);
+                drop(rollback);
                 let outcome = node.add_waiter(&key, &joined, &spec);
                 // Waited on here from now on, before a sweep can find the ask's grace
                 // (after its first node died) over.
@@ -243,13 +234,13 @@ impl RedisBackend {
                 rpc_id: recorded,
                 resolved,
             }) => {
-                node.waiters.lock().remove(&key, &rpc_id);
+                drop(rollback);
                 let (outcome_tx, outcome) = oneshot::channel();
                 let _ = outcome_tx.send(outcome_of(&resolved));
                 (recorded, outcome)
             }
             Err(e) => {
-                node.waiters.lock().remove(&key, &rpc_id);
+                drop(rollback);
                 // Nothing waits on the channel this call followed: let it go.
                 drop(live);
                 node.fanout.release(&channel).await;

@@ -357,3 +357,44 @@ pub(super) async fn pump(
     drop(live);
     node.fanout.release(&channel).await;
 }
+
+/// What a registration put in place under its new rpc_id, taken back when it drops
+/// unless [`Rollback::disarm`]ed: the node's wait-list entry (`listed`) and the local
+/// waiter (`waiting`). Every exit of the registration but a new ask's unwinds through
+/// it, early returns and a dropped call alike.
+pub(super) struct Rollback<'a> {
+    node: &'a Arc<Node>,
+    key: &'a SessionKey,
+    rpc_id: &'a str,
+    pub listed: bool,
+    pub waiting: bool,
+}
+
+impl<'a> Rollback<'a> {
+    pub fn new(node: &'a Arc<Node>, key: &'a SessionKey, rpc_id: &'a str) -> Self {
+        Self {
+            node,
+            key,
+            rpc_id,
+            listed: false,
+            waiting: false,
+        }
+    }
+
+    /// The ask is registered: keep everything.
+    pub fn disarm(mut self) {
+        self.listed = false;
+        self.waiting = false;
+    }
+}
+
+impl Drop for Rollback<'_> {
+    fn drop(&mut self) {
+        if self.listed {
+            self.node.unlist(self.key, self.rpc_id);
+        }
+        if self.waiting {
+            self.node.waiters.lock().remove(self.key, self.rpc_id);
+        }
+    }
+}
