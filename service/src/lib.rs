@@ -29,7 +29,6 @@ pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod dispatch;
-pub mod domain;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;
@@ -46,4 +45,5 @@ pub(crate) mod testing;
 pub mod web;
 pub mod webhooks;
 
+pub use askgate_core::domain;
 pub use server::{ServerConfig, run};

@@ -368,7 +368,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::backend::hooks::conformance::{LIMITS, Test, hook_store_conformance};
+    use askgate_core::{
+        backend::hooks::conformance::{LIMITS, Test},
+        hook_store_conformance,
+    };
 
     async fn on_each(test: Test) {
         let store = Arc::new(MemoryHookStore::new(LIMITS));

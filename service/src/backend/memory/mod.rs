@@ -498,7 +498,7 @@ mod tests {
         (Arc::new(MemoryBackend::new(config)), Box::new(()))
     }
 
-    crate::backend::conformance::backend_conformance_suite!(make);
+    askgate_core::backend_conformance_suite!(make);
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]

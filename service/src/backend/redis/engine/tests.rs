@@ -20,7 +20,7 @@ async fn backend(mut settings: RedisBackendConfig, config: Settings) -> Arc<dyn 
     )
 }
 
-crate::backend::conformance::backend_conformance_suite!(make);
+askgate_core::backend_conformance_suite!(make);
 
 /// The same suite on a Redis Cluster of three shards: sessions spread over the
 /// shards, sharded pub/sub, the tenant's part after each script.
@@ -35,5 +35,5 @@ mod cluster {
         (backend(settings, config).await, Box::new(cluster))
     }
 
-    crate::backend::conformance::backend_conformance_suite!(make);
+    askgate_core::backend_conformance_suite!(make);
 }

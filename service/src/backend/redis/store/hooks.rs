@@ -394,12 +394,11 @@ impl RedisHookStore {
 mod tests {
     use std::sync::Arc;
 
+    use askgate_core::backend::hooks::conformance::{LIMITS, Test};
+
     use super::*;
     use crate::{
-        backend::{
-            hooks::conformance::{LIMITS, Test, hook_store_conformance},
-            redis::connection::RedisTarget,
-        },
+        backend::redis::connection::RedisTarget,
         testing::{RedisCluster, RedisServer},
     };
 
@@ -424,5 +423,5 @@ mod tests {
             .expect("the store keeps the contract on a cluster");
     }
 
-    hook_store_conformance!(on_each);
+    askgate_core::hook_store_conformance!(on_each);
 }

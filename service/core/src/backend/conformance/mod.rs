@@ -15,11 +15,11 @@ use crate::backend::{Backend, EventStream, Scope, Settings, SubscribeOptions};
 use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 /// A backend under test and a guard that keeps what it needs (a Redis server) alive.
-pub(crate) type Made = (Arc<dyn Backend>, Box<dyn std::any::Any + Send>);
+pub type Made = (Arc<dyn Backend>, Box<dyn std::any::Any + Send>);
 
 /// Makes an engine's backend with the suite's sizes (`Settings`, mapped by the
 /// engine to its own settings): an async fn of the engine's tests.
-pub(crate) trait Make: Copy {
+pub trait Make: Copy {
     fn make(self, config: Settings) -> impl Future<Output = Made>;
 }
 
@@ -35,10 +35,11 @@ where
 
 /// Stamps the suite into an engine's tests: one `#[tokio::test]` per rule, calling the
 /// rule's function with `$make`, an async fn of the calling module.
+#[macro_export]
 macro_rules! backend_conformance_suite {
     ($make:ident) => {
         mod conformance {
-            $crate::backend::conformance::stamp!(
+            $crate::__stamp_backend_conformance!(
                 super::$make;
                 register_stores_then_broadcasts_and_a_claim_wins_once,
                 adversarial_tenant_and_session_pairs_share_nothing,
@@ -64,7 +65,9 @@ macro_rules! backend_conformance_suite {
     };
 }
 
-macro_rules! stamp {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __stamp_backend_conformance {
     ($make:expr; $($name:ident,)*) => {
         $(
             #[tokio::test]
@@ -75,15 +78,13 @@ macro_rules! stamp {
     };
 }
 
-pub(crate) use {backend_conformance_suite, stamp};
-
 mod agents;
 mod semantics;
 mod tenancy;
 
-pub(crate) use agents::*;
-pub(crate) use semantics::*;
-pub(crate) use tenancy::*;
+pub use agents::*;
+pub use semantics::*;
+pub use tenancy::*;
 
 async fn backend(make: impl Make, config: Settings) -> Made {
     make.make(config).await

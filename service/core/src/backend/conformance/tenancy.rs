@@ -8,7 +8,7 @@ use crate::backend::Budget;
 /// share nothing: no event, no listing, no claim crosses between them. The
 /// storage layer is tested with names the credential checks would refuse,
 /// so that it stays safe on its own.
-pub(crate) async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make) {
+pub async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let pairs = [
         (("acme", "x/s"), ("acme/x", "s")),
@@ -82,7 +82,7 @@ pub(crate) async fn adversarial_tenant_and_session_pairs_share_nothing(make: imp
 /// docs/protocol.md "Security": per-tenant caps on the sessions holding state, the
 /// attached agents and the `all_sessions` streams, each refused with its
 /// RESOURCE_EXHAUSTED reason; other tenants are not affected.
-pub(crate) async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: impl Make) {
+pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: impl Make) {
     let (backend, _guard) = backend(
         make,
         Settings {
@@ -170,7 +170,7 @@ pub(crate) async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(
 /// docs/security.md "Per-tenant caps": a tenant holds at most `max` units of a budget,
 /// another tenant and another budget are apart, and a dropped unit comes back (on Redis
 /// once its release lands, so within a bounded wait).
-pub(crate) async fn budgets_are_held_per_tenant_and_given_back(make: impl Make) {
+pub async fn budgets_are_held_per_tenant_and_given_back(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let first = backend.hold("acme", Budget::Streams, 2).await.expect("one");
     let _second = backend.hold("acme", Budget::Streams, 2).await.expect("two");
@@ -199,7 +199,7 @@ pub(crate) async fn budgets_are_held_per_tenant_and_given_back(make: impl Make) 
 
 /// The bytes pending asks hold are budgeted per session and per tenant; a resolved ask
 /// gives its bytes back.
-pub(crate) async fn pending_bytes_are_budgeted_per_session_and_tenant(make: impl Make) {
+pub async fn pending_bytes_are_budgeted_per_session_and_tenant(make: impl Make) {
     let sized = |session: &str, bytes: usize| {
         let mut new = ask(session);
         new.questions[0].detail = Some("x".repeat(bytes));

@@ -1,7 +1,6 @@
 //! The hook store: where webhook endpoints, Slack apps, deliveries and reminder
-//! timers live: this process
-//! ([`MemoryHookStore`](super::memory::MemoryHookStore)) or Redis, shared by every
-//! node ([`RedisHookStore`](crate::backend::redis::RedisHookStore)). Both keep the same
+//! timers live: in this process (the memory engine's `MemoryHookStore`) or in Redis,
+//! shared by every node (the redis engine's `RedisHookStore`). Both keep the same
 //! records and honour the same contract, which `conformance` below checks on each.
 //!
 //! Deliveries and timers are handed out with a lease: a claimed one is due again at
@@ -177,8 +176,8 @@ pub trait HookStore: Send + Sync + 'static {
 
 /// The contract every store must keep, stamped into `#[tokio::test]`s per store by
 /// [`hook_store_conformance!`] (memory; Redis and Redis Cluster).
-#[cfg(test)]
-pub(crate) mod conformance {
+#[cfg(feature = "conformance")]
+pub mod conformance {
     use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
 
     use super::*;
@@ -190,9 +189,10 @@ pub(crate) mod conformance {
 
     /// `hook_store_conformance!(on_each)`: one test per rule, each handing a closure to
     /// `on_each(test: Test)`, which runs it against every store it makes.
+    #[macro_export]
     macro_rules! hook_store_conformance {
         ($on_each:path) => {
-            $crate::backend::hooks::conformance::stamp!(
+            $crate::__stamp_hook_store_conformance!(
                 $on_each;
                 endpoints_are_per_tenant_and_capped,
                 deliveries_are_leased_finished_and_listed,
@@ -204,7 +204,9 @@ pub(crate) mod conformance {
         };
     }
 
-    macro_rules! stamp {
+    #[doc(hidden)]
+    #[macro_export]
+    macro_rules! __stamp_hook_store_conformance {
         ($on_each:path; $($name:ident,)*) => {
             $(
                 #[tokio::test]
@@ -219,8 +221,6 @@ pub(crate) mod conformance {
             )*
         };
     }
-
-    pub(crate) use {hook_store_conformance, stamp};
 
     pub const LIMITS: StoreLimits = StoreLimits {
         max_endpoints: 2,

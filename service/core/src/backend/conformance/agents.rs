@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(crate) async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
+pub async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let never = ask_with("s", |a| a.agent = agent("ghost", "1"));
     assert!(matches!(
@@ -55,7 +55,7 @@ pub(crate) async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
 /// Another subject of the tenant is refused without touching it; an admin
 /// may replace it (its asks are then ABORTED as on any re-attach); once the
 /// lease ends, anyone may attach the id.
-pub(crate) async fn a_lease_belongs_to_its_subject(make: impl Make) {
+pub async fn a_lease_belongs_to_its_subject(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let owned = backend
         .attach("tenant", "a", "", &holder("owner"))
@@ -108,7 +108,7 @@ pub(crate) async fn a_lease_belongs_to_its_subject(make: impl Make) {
         .expect("a free id");
 }
 
-pub(crate) async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
+pub async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let parent = backend
         .attach("tenant", "parent", "", &holder("w"))
@@ -142,7 +142,7 @@ pub(crate) async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make
     ));
 }
 
-pub(crate) async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
+pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
     let (backend, _guard) = backend(
         make,
         Settings {
@@ -194,9 +194,7 @@ pub(crate) async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make:
     drop(all);
 }
 
-pub(crate) async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcome(
-    make: impl Make,
-) {
+pub async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcome(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let mut events = subscribe(&backend, "s").await;
     replay(&mut events).await;
@@ -230,7 +228,7 @@ pub(crate) async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded
 /// An Abort by request_id that arrives before its Ask is recorded as that ask's
 /// outcome: the Ask then gets ABORTED at once, and no subscriber ever sees it. An
 /// abort of a pending ask finds it; one of an ask already ended finds that.
-pub(crate) async fn an_abort_that_overtakes_its_ask_ends_it_unseen(make: impl Make) {
+pub async fn an_abort_that_overtakes_its_ask_ends_it_unseen(make: impl Make) {
     use crate::backend::{RequestAbort, events};
     let (backend, _guard) = default_backend(make).await;
     let mut events = subscribe(&backend, "s").await;
@@ -287,7 +285,7 @@ pub(crate) async fn an_abort_that_overtakes_its_ask_ends_it_unseen(make: impl Ma
     );
 }
 
-pub(crate) async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
+pub async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let registered = backend.register(ask("s")).await.expect("register");
     let rpc_id = registered.rpc_id.clone();

@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(crate) async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Make) {
+pub async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let mut events = subscribe(&backend, "s").await;
     assert!(replay(&mut events).await.0.is_empty());
@@ -43,7 +43,7 @@ pub(crate) async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: 
     assert!(matches!(wrong_session, Err(AskError::NotPending { .. })));
 }
 
-pub(crate) async fn concurrent_claims_have_exactly_one_winner(make: impl Make) {
+pub async fn concurrent_claims_have_exactly_one_winner(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     for _ in 0..50 {
         let registered = backend.register(ask("s")).await.expect("register");
@@ -68,7 +68,7 @@ pub(crate) async fn concurrent_claims_have_exactly_one_winner(make: impl Make) {
     }
 }
 
-pub(crate) async fn replay_is_oldest_first_with_the_original_ids(make: impl Make) {
+pub async fn replay_is_oldest_first_with_the_original_ids(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let mut ids = Vec::new();
     for _ in 0..5 {
@@ -90,7 +90,7 @@ pub(crate) async fn replay_is_oldest_first_with_the_original_ids(make: impl Make
     assert_eq!(requested_ids(&replay(&mut all).await.0), ids);
 }
 
-pub(crate) async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl Make) {
+pub async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let keeper = backend.register(ask("s")).await.expect("register");
     let mut events = subscribe(&backend, "s").await;
@@ -135,7 +135,7 @@ pub(crate) async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl M
     assert_eq!(requested_ids(&events), [missed.rpc_id]);
 }
 
-pub(crate) async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl Make) {
+pub async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl Make) {
     let (backend, _guard) = backend(
         make,
         Settings {
@@ -171,7 +171,7 @@ pub(crate) async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl 
     assert_eq!(snapshot.len(), ids.len());
 }
 
-pub(crate) async fn one_exclusive_subscriber_per_session(make: impl Make) {
+pub async fn one_exclusive_subscriber_per_session(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let exclusive = SubscribeOptions {
         exclusive: true,
@@ -206,7 +206,7 @@ pub(crate) async fn one_exclusive_subscriber_per_session(make: impl Make) {
     }
 }
 
-pub(crate) async fn the_pending_limit_is_per_session(make: impl Make) {
+pub async fn the_pending_limit_is_per_session(make: impl Make) {
     let (backend, _guard) = backend(
         make,
         Settings {
@@ -222,7 +222,7 @@ pub(crate) async fn the_pending_limit_is_per_session(make: impl Make) {
     backend.register(ask("t")).await.expect("another session");
 }
 
-pub(crate) async fn dispose_resolves_everything_and_ends_every_stream(make: impl Make) {
+pub async fn dispose_resolves_everything_and_ends_every_stream(make: impl Make) {
     let (backend, _guard) = default_backend(make).await;
     let mut session = subscribe(&backend, "s").await;
     replay(&mut session).await;
