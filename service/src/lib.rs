@@ -20,9 +20,6 @@
 //! - [`domain`]: pure rules: validation, answer normalisation, the error type and its
 //!   wire form ([`domain::status`]);
 //! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads);
-//! - `testing`: real redis-server and `askgate serve` processes, for `askgate bench`
-//!   and the tests; public only with the `testing` feature (the integration tests
-//!   turn it on), so it is not part of the library's default surface.
 
 pub mod api;
 pub mod auth;
@@ -37,11 +34,6 @@ pub mod protojson;
 pub mod questions;
 pub mod server;
 pub mod slack;
-#[cfg(feature = "testing")]
-pub mod testing;
-#[cfg(not(feature = "testing"))]
-#[allow(dead_code, unreachable_pub)]
-pub(crate) mod testing;
 pub mod web;
 pub mod webhooks;
 

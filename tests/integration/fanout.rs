@@ -14,7 +14,7 @@ use askgate_proto::v1::Resolution;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_stream::StreamExt;
 
-use askgate_service::testing::{RedisCluster, RedisServer};
+use askgate_testing::{RedisCluster, RedisServer};
 
 use crate::support::{ServeProcess, TestServer, next_event, subscribed, until_synced, within};
 

@@ -697,7 +697,7 @@ async fn out_of_descriptors_the_node_waits_instead_of_spinning() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .expect("chmod");
-    let serve = askgate_service::testing::ServeProcess::spawn(&wrapper, &["--idle-timeout", "2s"])
+    let serve = askgate_testing::ServeProcess::spawn(&wrapper, &["--idle-timeout", "2s"])
         .await
         .expect("askgate serve under ulimit -n 64");
     let addr: SocketAddr = serve

@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::Resolution;
-use askgate_service::testing::RedisServer;
+use askgate_testing::RedisServer;
 use tokio::sync::Barrier;
 use tokio_stream::StreamExt;
 
@@ -527,7 +527,7 @@ pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_reach_redis_over_tls_with_the_ca_they_are_given() {
     let pki = crate::tls::Pki::new();
-    let redis = RedisServer::start_tls(askgate_service::testing::RedisTls {
+    let redis = RedisServer::start_tls(askgate_testing::RedisTls {
         cert: pki.dir.0.join("server.pem"),
         key: pki.dir.0.join("server.key"),
         ca_pem: pki.ca_pem.clone(),

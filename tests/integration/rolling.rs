@@ -14,7 +14,7 @@ use std::{
 };
 
 use askgate_client::{Ask, Client, question};
-use askgate_service::testing::RedisServer;
+use askgate_testing::RedisServer;
 
 use crate::support::{Balancer, ServeProcess, askgate, eventually, within};
 

@@ -18,7 +18,8 @@ use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
-use askgate_service::{ServerConfig, testing::RedisServer, webhooks::WebhookConfig};
+use askgate_service::{ServerConfig, webhooks::WebhookConfig};
+use askgate_testing::RedisServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Incoming, service::service_fn};

@@ -3,11 +3,8 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Client, Event, Events};
-use askgate_service::{
-    ServerConfig,
-    server::BackendChoice,
-    testing::{RedisCluster, RedisServer},
-};
+use askgate_service::{ServerConfig, server::BackendChoice};
+use askgate_testing::{RedisCluster, RedisServer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
 
@@ -365,11 +362,11 @@ pub fn askgate(args: &[&str]) -> tokio::process::Child {
 }
 
 /// `askgate serve --listen 127.0.0.1:0` as a process (the test build of the binary);
-/// what the tests need on top of [`askgate_service::testing::ServeProcess`].
-pub struct ServeProcess(askgate_service::testing::ServeProcess);
+/// what the tests need on top of [`askgate_testing::ServeProcess`].
+pub struct ServeProcess(askgate_testing::ServeProcess);
 
 impl std::ops::Deref for ServeProcess {
-    type Target = askgate_service::testing::ServeProcess;
+    type Target = askgate_testing::ServeProcess;
 
     fn deref(&self) -> &Self::Target {
         &self.0
@@ -384,7 +381,7 @@ impl ServeProcess {
     pub async fn start_with(extra: &[&str]) -> Self {
         let path = std::path::Path::new(ASKGATE);
         Self(
-            askgate_service::testing::ServeProcess::spawn(path, extra)
+            askgate_testing::ServeProcess::spawn(path, extra)
                 .await
                 .expect("askgate serve starts"),
         )

@@ -15,9 +15,9 @@ use askgate_service::{
     auth::jwt::{Audience, Claims, KeySource},
     backend::hooks::StoreLimits,
     server::AuthConfig,
-    testing::RedisServer,
     webhooks::WebhookConfig,
 };
+use askgate_testing::RedisServer;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};

@@ -25,7 +25,7 @@ use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::testing::{RedisServer, ServeProcess};
+use askgate_testing::{RedisServer, ServeProcess};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -121,7 +121,7 @@ impl Cpu {
         for node in nodes {
             server += node.cpu()?;
         }
-        let client = crate::testing::process_cpu(std::process::id())?;
+        let client = askgate_testing::process_cpu(std::process::id())?;
         Ok(Self { server, client })
     }
 
@@ -183,7 +183,7 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
             }
             BenchBackend::Cluster => {
                 start_redis_check().await?;
-                let cluster = crate::testing::RedisCluster::start(3).await;
+                let cluster = askgate_testing::RedisCluster::start(3).await;
                 let nodes = redis_nodes(&cluster.url, true, args.nodes).await?;
                 _own_redis = Box::new(cluster);
                 nodes
@@ -585,7 +585,7 @@ async fn start_one(
         }
         BenchBackend::Cluster => {
             start_redis_check().await?;
-            let cluster = crate::testing::RedisCluster::start(3).await;
+            let cluster = askgate_testing::RedisCluster::start(3).await;
             (redis_args(&cluster.url, true), Box::new(cluster))
         }
     };

@@ -350,6 +350,7 @@ async fn dispatch(
 #[cfg(test)]
 mod tests {
     use askgate_proto::v1::{Requested, Resolution, Resolved};
+    use askgate_testing::RedisServer;
 
     use super::*;
     use crate::{
@@ -358,7 +359,6 @@ mod tests {
             redis::store::{RedisStore, SessionKeys},
         },
         domain::SessionKey,
-        testing::RedisServer,
     };
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use tonic_health::pb::{
 };
 
 use super::{BenchBackend, backend_name, measured_node, start_one};
-use crate::testing::ServeProcess;
+use askgate_testing::ServeProcess;
 
 #[derive(Debug, Args)]
 pub struct CapacityArgs {

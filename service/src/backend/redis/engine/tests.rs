@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::{backend::Settings, testing::RedisServer};
+use askgate_testing::RedisServer;
+
+use crate::backend::Settings;
 
 /// The conformance suite's sizes, on a Redis backend with its own redis-server.
 async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
@@ -26,7 +28,7 @@ askgate_core::backend_conformance_suite!(make);
 /// shards, sharded pub/sub, the tenant's part after each script.
 mod cluster {
     use super::*;
-    use crate::testing::RedisCluster;
+    use askgate_testing::RedisCluster;
 
     async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
         let cluster = RedisCluster::start(3).await;

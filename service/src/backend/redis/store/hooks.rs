@@ -395,12 +395,10 @@ mod tests {
     use std::sync::Arc;
 
     use askgate_core::backend::hooks::conformance::{LIMITS, Test};
+    use askgate_testing::{RedisCluster, RedisServer};
 
     use super::*;
-    use crate::{
-        backend::redis::connection::RedisTarget,
-        testing::{RedisCluster, RedisServer},
-    };
+    use crate::backend::redis::connection::RedisTarget;
 
     /// Runs `test` on one redis-server, then on a Redis Cluster of three shards.
     async fn on_each(test: Test) {
@@ -413,11 +411,12 @@ mod tests {
             .await
             .expect("the store keeps the contract on one server");
         let cluster = RedisCluster::start(3).await;
-        let conn = cluster
-            .target()
-            .connect(None)
-            .await
-            .expect("connect to the cluster");
+        let target = RedisTarget {
+            url: cluster.url.clone(),
+            cluster: true,
+            ca_pem: None,
+        };
+        let conn = target.connect(None).await.expect("connect to the cluster");
         test(Arc::new(RedisHookStore::new(conn, LIMITS)))
             .await
             .expect("the store keeps the contract on a cluster");

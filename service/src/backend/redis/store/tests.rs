@@ -1,7 +1,7 @@
 use askgate_proto::v1::{Question, Resolution};
 
 use super::*;
-use crate::testing::RedisServer;
+use askgate_testing::RedisServer;
 
 fn requested(rpc_id: &str) -> Requested {
     Requested {

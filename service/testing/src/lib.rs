@@ -3,8 +3,6 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use crate::backend::redis::RedisTarget;
-
 /// A real `redis-server` on a free loopback port in a temporary directory; stopped (and
 /// its directory removed) when dropped.
 pub struct RedisServer {
@@ -109,12 +107,17 @@ impl RedisServer {
     /// Waits (at most 10 s) until it answers: true; false when it exited first (its
     /// port was taken).
     async fn wait_ready(&mut self) -> bool {
-        let target = RedisTarget {
-            url: self.url.clone(),
-            cluster: false,
-            ca_pem: self.ca_pem.clone(),
-        };
-        let client = target.client(false).expect("url");
+        let client = match &self.ca_pem {
+            Some(ca) => redis::Client::build_with_tls(
+                self.url.as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.clone()),
+                },
+            ),
+            None => redis::Client::open(self.url.as_str()),
+        }
+        .expect("url");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
@@ -239,15 +242,6 @@ impl RedisCluster {
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        }
-    }
-
-    /// A target for the cluster's nodes.
-    pub fn target(&self) -> RedisTarget {
-        RedisTarget {
-            url: self.url.clone(),
-            cluster: true,
-            ca_pem: None,
         }
     }
 }
