@@ -7,7 +7,7 @@ use tokio::{
     process::{Child, ChildStdout},
 };
 
-use crate::support::{BENCH_WAIT, ServeProcess, TempDir, askgate, finish, finish_within, within};
+use crate::support::{ServeProcess, TempDir, askgate, finish, within};
 
 fn lines(child: &mut Child) -> Lines<BufReader<ChildStdout>> {
     BufReader::new(child.stdout.take().expect("stdout")).lines()
@@ -408,120 +408,6 @@ async fn sighup_reloads_keys_ending_the_revoked_keys_streams_and_keeping_others_
         .timeout(std::time::Duration::from_millis(200));
     let _ = kept.clone().ask(ask).await;
     crate::support::next_requested(&mut stream).await;
-}
-
-#[tokio::test]
-async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_checks() {
-    let bench = askgate(&["bench", "roundtrip", "--asks", "200", "--concurrency", "8"]);
-    let (code, stdout, stderr) = finish_within(BENCH_WAIT, bench).await;
-    assert_eq!(code, 0, "{stderr}");
-    let row = |backend: &str| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(backend))
-            .unwrap_or_else(|| panic!("no {backend} row in:\n{stdout}"))
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
-    let (memory, redis) = (row("memory"), row("redis"));
-    assert_eq!((memory[1].as_str(), redis[1].as_str()), ("1", "3"), "nodes");
-    for figures in [&memory, &redis] {
-        assert_eq!(figures[2], "8", "concurrency: {stdout}");
-        let asks_per_sec: f64 = figures[3].parse().expect("asks/s");
-        let checks_per_sec: f64 = figures[6].parse().expect("checks/s");
-        assert!(asks_per_sec > 0.0 && checks_per_sec > 0.0, "{stdout}");
-    }
-    assert!(
-        stdout.contains("redis/memory at concurrency 8: throughput"),
-        "{stdout}"
-    );
-}
-
-#[tokio::test]
-async fn bench_capacity_and_fanout_run_and_print_their_figures() {
-    let capacity = askgate(&[
-        "bench",
-        "capacity",
-        "--pending",
-        "300",
-        "--sessions",
-        "10",
-        "--big",
-        "50",
-        "--connections",
-        "4",
-        "--settle",
-        "1s",
-    ]);
-    let (code, stdout, stderr) = finish_within(BENCH_WAIT, capacity).await;
-    assert_eq!(code, 0, "{stderr}");
-    for line in [
-        "idle RSS",
-        "350 pending asks over 10 sessions",
-        "synced after 50 replayed",
-        "after the asks resolved",
-        "after the clients' connections closed too",
-    ] {
-        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
-    }
-    // The same on Redis (a redis-server of its own), and the fanout below too.
-    let on_redis = askgate(&[
-        "bench",
-        "capacity",
-        "--backend",
-        "redis",
-        "--pending",
-        "100",
-        "--sessions",
-        "5",
-        "--big",
-        "20",
-        "--connections",
-        "2",
-        "--settle",
-        "1s",
-    ]);
-    let (code, stdout, stderr) = finish_within(BENCH_WAIT, on_redis).await;
-    assert_eq!(code, 0, "{stderr}");
-    for line in [
-        "(redis backend",
-        "120 pending asks over 5 sessions",
-        "synced after 20 replayed",
-    ] {
-        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
-    }
-    let fanout = askgate(&[
-        "bench",
-        "fanout",
-        "--subscribers",
-        "20",
-        "--events",
-        "40",
-        "--connections",
-        "2",
-    ]);
-    let (code, stdout, stderr) = finish_within(BENCH_WAIT, fanout).await;
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("40 events to 20 subscribers"), "{stdout}");
-    assert!(stdout.contains("800 deliveries"), "{stdout}");
-    assert!(stdout.contains("per delivered event"), "{stdout}");
-    let on_redis = askgate(&[
-        "bench",
-        "fanout",
-        "--backend",
-        "redis",
-        "--subscribers",
-        "10",
-        "--events",
-        "20",
-        "--connections",
-        "2",
-    ]);
-    let (code, stdout, stderr) = finish_within(BENCH_WAIT, on_redis).await;
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("(redis backend)"), "{stdout}");
-    assert!(stdout.contains("200 deliveries"), "{stdout}");
 }
 
 #[tokio::test]

@@ -12,11 +12,6 @@ use tokio_stream::StreamExt;
 /// enough that a hang fails with a message instead of stalling CI.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// Upper bound of an `askgate bench` run: it starts its own Redis and nodes, and
-/// bounds each of its steps itself (30 s), so a stall ends with the bench's own
-/// message rather than this one.
-pub const BENCH_WAIT: Duration = Duration::from_secs(120);
-
 /// The Python the tests' helpers run on (tests/integration/requirements.txt):
 /// `ASKGATE_TEST_PYTHON`, else the venv scripts/test.sh makes.
 pub fn helper_python() -> std::path::PathBuf {

@@ -12,7 +12,6 @@
 mod answer;
 mod ask;
 mod attach;
-mod bench;
 mod bot;
 mod common;
 mod config;
@@ -33,7 +32,6 @@ use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-pub(crate) use common::parse_duration;
 pub use common::{ConnectArgs, EXIT_USAGE, ScopeArgs, exit_code, shutdown_signal};
 pub use serve::ServeArgs;
 
@@ -75,8 +73,6 @@ pub enum Command {
     /// Manage an API keys file.
     #[command(subcommand)]
     Keys(credentials::KeysCommand),
-    /// Run a benchmark against `askgate serve` processes and print its figures.
-    Bench(bench::BenchArgs),
     /// Manage the tenant's webhook endpoints and their deliveries (admin role).
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCommand),
@@ -168,7 +164,6 @@ pub fn main() -> ExitCode {
             Command::Hook(command) => hook::run(command).await,
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
-            Command::Bench(args) => bench::run(args).await,
             Command::Health(args) => health::run(args).await,
             Command::Webhooks(command) => webhooks::run(command).await,
             Command::Slack(command) => slack::run(command).await,

@@ -1,4 +1,4 @@
-//! `askgate bench fanout`: one session, M subscribers, E events. Each event's delivery
+//! `askgate-bench fanout`: one session, M subscribers, E events. Each event's delivery
 //! latency (from the server's timestamp on the event to its arrival at a subscriber,
 //! on the same machine's clock), and the server's CPU time per delivered event.
 
@@ -10,7 +10,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
 
-use super::{BenchBackend, backend_name, new_histogram, start_one};
+use crate::{BenchBackend, backend_name, new_histogram, start_one};
 
 #[derive(Debug, Args)]
 pub struct FanoutArgs {
@@ -148,7 +148,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     let delivered = (expected * args.subscribers) as f64;
     let ms = |q: f64| Duration::from_micros(latency.value_at_quantile(q)).as_secs_f64() * 1000.0;
     println!(
-        "askgate bench fanout ({} backend)",
+        "askgate-bench fanout ({} backend)",
         backend_name(args.backend)
     );
     println!(

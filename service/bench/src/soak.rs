@@ -1,4 +1,4 @@
-//! `askgate bench soak`: a steady load for minutes, to see that a node's memory and
+//! `askgate-bench soak`: a steady load for minutes, to see that a node's memory and
 //! task count stay flat. `--waiting` askers each keep one ask pending (HOLD, over
 //! `--sessions`); an answerer following every session answers `--answer-rate` of them
 //! a second, and the others expire after a random wait, so asks keep resolving and
@@ -23,8 +23,10 @@ use clap::Args;
 use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
-use super::{
-    BenchBackend, RedisServer, backend_name,
+use askgate_testing::RedisServer;
+
+use crate::{
+    BenchBackend, backend_name,
     capacity::{free_port, gauge},
     measured_node, start_one,
 };
@@ -32,7 +34,7 @@ use super::{
 #[derive(Debug, Args)]
 pub struct SoakArgs {
     /// How long the load runs.
-    #[arg(long, default_value = "10m", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = crate::parse_duration)]
     pub duration: Duration,
     /// Asks kept waiting at all times (one asker each).
     #[arg(long, default_value_t = 10_000)]
@@ -47,14 +49,14 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 1000)]
     pub subscribers: usize,
     /// How often each subscriber reconnects (spread over the interval).
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     pub reconnect_every: Duration,
     /// How often the figures are printed.
-    #[arg(long, default_value = "30s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     pub every: Duration,
     /// The figures before this are the warm-up, left out of the drift: long enough for
     /// the retention windows below to fill (and for Redis to expire what they let go).
-    #[arg(long, default_value = "3m", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "3m", value_parser = crate::parse_duration)]
     pub warm_up: Duration,
     /// Connections the calls share.
     #[arg(long, default_value_t = 50)]
@@ -62,7 +64,7 @@ pub struct SoakArgs {
     /// The node's `--request-retention`: how long it keeps a finished ask's outcome.
     /// Shorter than the server's default (10m), so that what the node keeps of
     /// finished asks reaches its steady size within the warm-up.
-    #[arg(long, default_value = "90s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "90s", value_parser = crate::parse_duration)]
     pub request_retention: Duration,
     /// The node's `--history-len`: events kept per session for resuming. Smaller than
     /// the server's default (1000) for the same reason: at the default load a session
@@ -239,7 +241,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     }
 
     println!(
-        "askgate bench soak ({} backend): {} waiting asks over {} sessions, {} answered/s, \
+        "askgate-bench soak ({} backend): {} waiting asks over {} sessions, {} answered/s, \
          {} subscribers reconnecting every {:?}, for {:?}; the node keeps outcomes for {:?} \
          and {} events per session",
         backend_name(args.backend),
@@ -270,7 +272,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         let tasks = gauge(&metrics, "askgate_runtime_tasks").await?;
         let pending = gauge(&metrics, "askgate_pending_asks").await?;
         let redis_memory = match &redis_url {
-            Some(url) => Some(super::redis_used_memory(url).await? as f64 / MIB),
+            Some(url) => Some(crate::redis_used_memory(url).await? as f64 / MIB),
             None => None,
         };
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! `askgate bench capacity`: how much a node holds. Idle RSS and start to SERVING; then
+//! `askgate-bench capacity`: how much a node holds. Idle RSS and start to SERVING; then
 //! P asks held pending (`if_unattended` HOLD) over S sessions, the RSS at that peak and
 //! per pending ask; a new subscriber on a session holding K pending, until `synced`; and
 //! the RSS while the asks, now resolved, are freed.
@@ -14,7 +14,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use super::{BenchBackend, backend_name, measured_node, start_one};
+use crate::{BenchBackend, backend_name, measured_node, start_one};
 use askgate_testing::ServeProcess;
 
 #[derive(Debug, Args)]
@@ -33,7 +33,7 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 100)]
     pub connections: usize,
     /// How long to watch the RSS fall after the asks are resolved.
-    #[arg(long, default_value = "60s", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = crate::parse_duration)]
     pub settle: Duration,
     /// Where the node keeps its state (redis and cluster start their own Redis).
     #[arg(long, value_enum, default_value = "memory")]
@@ -72,7 +72,7 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = node.rss()?;
     println!(
-        "askgate bench capacity ({} backend; RSS is the node's)",
+        "askgate-bench capacity ({} backend; RSS is the node's)",
         backend_name(args.backend)
     );
     println!(

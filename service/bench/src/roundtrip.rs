@@ -1,16 +1,8 @@
-//! `askgate bench`: measured scenarios against real `askgate serve` processes (started
-//! from this same binary), printing their figures. Benchmarks print; they assert no
-//! timing (CI machines are shared and noisy).
-//!
-//! `roundtrip`: the Ask round trip of a real deployment. Askers block in `Ask`, a bot
-//! follows all sessions and answers each batch as it appears, the asker's call returns.
-//! It runs on one memory node and on N nodes over Redis in the same run (askers spread
-//! over every node, the bot subscribed on one node and answering through another, so
-//! each round trip crosses nodes), and prints throughput, p50/p99 and their ratio.
+//! `askgate-bench roundtrip`: the Ask round trip on one memory node and on several
+//! Redis nodes (see the crate's documentation).
 
 use std::{
     collections::BTreeMap,
-    process::{ExitCode, Stdio},
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -20,46 +12,16 @@ use std::{
 
 use anyhow::{Context, bail};
 use askgate_client::{Ask, Client, Event, answer, question};
-use clap::{Args, Subcommand, ValueEnum};
+use askgate_testing::ServeProcess;
+use clap::Args;
 use hdrhistogram::Histogram;
 use tokio_stream::StreamExt;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use askgate_testing::{RedisServer, ServeProcess};
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub scenario: Scenario,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Scenario {
-    /// Ask round trips (asker, bot subscriber, answer) on one memory node and on
-    /// several Redis nodes, in one run: asks/s, p50 and p99, and their ratios.
-    Roundtrip(RoundtripArgs),
-    /// What one node holds: idle RSS, start to SERVING, RSS per pending ask, a new
-    /// subscriber's replay of a busy session, and the RSS once the asks resolved.
-    Capacity(capacity::CapacityArgs),
-    /// One session with many subscribers: delivery latency of each event and the
-    /// server's CPU time per delivered event.
-    Fanout(fanout::FanoutArgs),
-    /// A steady load for minutes: asks waiting with churn and subscribers that
-    /// reconnect and resume; the node's RSS and task count every interval.
-    Soak(soak::SoakArgs),
-}
-
-mod capacity;
-mod fanout;
-mod soak;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BenchBackend {
-    Memory,
-    Redis,
-    /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
-    Cluster,
-}
+use crate::{
+    BenchBackend,
+    nodes::{commandstats, new_histogram, redis_nodes, start_node, start_redis, start_redis_check},
+};
 
 #[derive(Debug, Args)]
 pub struct RoundtripArgs {
@@ -85,19 +47,6 @@ pub struct RoundtripArgs {
     /// started on a free port for the run.
     #[arg(long)]
     pub redis_url: Option<String>,
-}
-
-pub async fn run(args: BenchArgs) -> ExitCode {
-    let outcome = match args.scenario {
-        Scenario::Roundtrip(args) => roundtrip(args).await,
-        Scenario::Capacity(args) => capacity::run(args).await,
-        Scenario::Fanout(args) => fanout::run(args).await,
-        Scenario::Soak(args) => soak::run(args).await,
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => super::common::fail_local(format!("bench failed: {e:#}"), 1),
-    }
 }
 
 /// What one load measured: calls per second and the latency of each call.
@@ -153,12 +102,12 @@ struct Figures {
     redis_commands: Option<BTreeMap<String, f64>>,
 }
 
-async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
+pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
     if args.asks == 0 || args.nodes == 0 || args.concurrency.contains(&0) {
         bail!("--asks, --concurrency and --nodes must be at least 1");
     }
     println!(
-        "askgate bench roundtrip: {} asks per backend and concurrency (+{} warm-up), then as many health Checks",
+        "askgate-bench roundtrip: {} asks per backend and concurrency (+{} warm-up), then as many health Checks",
         args.asks,
         warmup(args.asks)
     );
@@ -200,29 +149,6 @@ async fn roundtrip(args: RoundtripArgs) -> anyhow::Result<()> {
 
 fn warmup(asks: usize) -> usize {
     (asks / 10).max(1)
-}
-
-/// A redis-server for the run, with a clear error when the machine has none.
-async fn start_redis() -> anyhow::Result<RedisServer> {
-    start_redis_check().await?;
-    Ok(RedisServer::start().await)
-}
-
-/// Whether this machine has `redis-server` and `redis-cli` (which creates clusters).
-async fn start_redis_check() -> anyhow::Result<()> {
-    for tool in ["redis-server", "redis-cli"] {
-        let found = tokio::process::Command::new(tool)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .await;
-        if !found.is_ok_and(|s| s.success()) {
-            bail!(
-                "{tool} is not installed: install it (apt-get install redis-server) or pass --redis-url"
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Warm-up, then `asks` round trips over `nodes`, then as many health Checks.
@@ -313,46 +239,6 @@ async fn measure(
     })
 }
 
-/// Redis's `INFO <section>` at `url`.
-async fn redis_info(url: &str, section: &str) -> anyhow::Result<String> {
-    let client = redis::Client::open(url)?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    Ok(redis::cmd("INFO")
-        .arg(section)
-        .query_async(&mut conn)
-        .await?)
-}
-
-/// How many times Redis ran each command so far (`INFO commandstats`).
-async fn commandstats(url: &str) -> anyhow::Result<BTreeMap<String, u64>> {
-    Ok(parse_commandstats(&redis_info(url, "commandstats").await?))
-}
-
-/// `cmdstat_evalsha:calls=12,usec=...` lines, by command name.
-fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
-    info.lines()
-        .filter_map(|line| {
-            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = fields
-                .split(',')
-                .find_map(|f| f.strip_prefix("calls="))?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
-}
-
-/// The bytes Redis holds for its data set (`used_memory` of `INFO memory`).
-async fn redis_used_memory(url: &str) -> anyhow::Result<u64> {
-    redis_info(url, "memory")
-        .await?
-        .lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("no used_memory in Redis's INFO")
-}
-
 /// `total` calls made by `concurrency` workers (`call(worker)` makes one), each worker
 /// waiting for its call to end before the next: calls per second and their latency.
 async fn run_load<C, F>(total: usize, concurrency: usize, call: Arc<C>) -> anyhow::Result<Load>
@@ -386,11 +272,6 @@ where
         latency,
         cpu: Cpu::default(),
     })
-}
-
-fn new_histogram() -> Histogram<u64> {
-    // 1 µs to 10 minutes, 3 significant figures.
-    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 
 /// Answers every batch of every session with its first options, as `askgate bot`.
@@ -539,75 +420,4 @@ fn print_table(results: &[Figures]) {
         );
     }
     print_redis_commands(results);
-}
-
-/// `askgate serve` from this same binary, with the per-tenant Ask rate lifted (the
-/// bench's askers share one tenant) and `extra` flags.
-async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
-    let askgate = std::env::current_exe().context("locating the askgate binary")?;
-    let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
-    args.extend(extra);
-    ServeProcess::spawn(&askgate, &args).await
-}
-
-/// The flags of a node the bench watches: its metrics listener (RSS aside, the figures
-/// come from there) and pending caps the scenario's load fits in.
-fn measured_node<'a>(metrics: &'a str, per_session: &'a str, per_tenant: &'a str) -> Vec<&'a str> {
-    vec![
-        "--metrics",
-        metrics,
-        "--max-pending-per-session",
-        per_session,
-        "--max-pending-per-tenant",
-        per_tenant,
-    ]
-}
-
-/// One node on `backend` with `extra` flags; for Redis (or a cluster) also the Redis it
-/// uses, started here and stopped when the second value drops.
-async fn start_one(
-    backend: BenchBackend,
-    extra: &[&str],
-) -> anyhow::Result<(ServeProcess, Box<dyn std::any::Any>)> {
-    let redis_args = |url: &str, cluster: bool| {
-        let mut args = vec!["--backend", "redis", "--redis-url"];
-        args.push(url);
-        if cluster {
-            args.push("--redis-cluster");
-        }
-        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
-    };
-    let (mut args, redis): (Vec<String>, Box<dyn std::any::Any>) = match backend {
-        BenchBackend::Memory => (Vec::new(), Box::new(())),
-        BenchBackend::Redis => {
-            let redis = start_redis().await?;
-            (redis_args(&redis.url, false), Box::new(redis))
-        }
-        BenchBackend::Cluster => {
-            start_redis_check().await?;
-            let cluster = askgate_testing::RedisCluster::start(3).await;
-            (redis_args(&cluster.url, true), Box::new(cluster))
-        }
-    };
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Ok((start_node(&args).await?, redis))
-}
-
-/// The backend's name as the tables print it.
-fn backend_name(backend: BenchBackend) -> String {
-    format!("{backend:?}").to_lowercase()
-}
-
-/// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).
-async fn redis_nodes(url: &str, cluster: bool, count: usize) -> anyhow::Result<Vec<ServeProcess>> {
-    let mut args = vec!["--backend", "redis", "--redis-url", url];
-    if cluster {
-        args.push("--redis-cluster");
-    }
-    let mut nodes = Vec::new();
-    for _ in 0..count {
-        nodes.push(start_node(&args).await?);
-    }
-    Ok(nodes)
 }

@@ -1,0 +1,86 @@
+//! `askgate-bench`: measured scenarios against real `askgate serve` processes, printing
+//! their figures (docs/performance.md). Benchmarks print; they assert no timing (CI
+//! machines are shared and noisy). The nodes are started from the `askgate` binary
+//! beside this one (or `--askgate`), with their Redis (a redis-server or a Redis
+//! Cluster of this machine) where the scenario needs one.
+//!
+//! `roundtrip`: the Ask round trip of a real deployment. Askers block in `Ask`, a bot
+//! follows all sessions and answers each batch as it appears, the asker's call returns.
+//! It runs on one memory node and on N nodes over Redis in the same run (askers spread
+//! over every node, the bot subscribed on one node and answering through another, so
+//! each round trip crosses nodes), and prints throughput, p50/p99 and their ratio.
+
+mod capacity;
+mod fanout;
+mod nodes;
+mod roundtrip;
+mod soak;
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use nodes::{backend_name, measured_node, new_histogram, redis_used_memory, start_one};
+
+/// Measured scenarios against real `askgate serve` processes.
+#[derive(Debug, Parser)]
+#[command(name = "askgate-bench", version)]
+struct Cli {
+    /// The `askgate` binary whose `serve` is measured [default: the `askgate` beside
+    /// this binary].
+    #[arg(long, global = true, env = "ASKGATE_BIN")]
+    askgate: Option<PathBuf>,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// Ask round trips (asker, bot subscriber, answer) on one memory node and on
+    /// several Redis nodes, in one run: asks/s, p50 and p99, and their ratios.
+    Roundtrip(roundtrip::RoundtripArgs),
+    /// What one node holds: idle RSS, start to SERVING, RSS per pending ask, a new
+    /// subscriber's replay of a busy session, and the RSS once the asks resolved.
+    Capacity(capacity::CapacityArgs),
+    /// One session with many subscribers: delivery latency of each event and the
+    /// server's CPU time per delivered event.
+    Fanout(fanout::FanoutArgs),
+    /// A steady load for minutes: asks waiting with churn and subscribers that
+    /// reconnect and resume; the node's RSS and task count every interval.
+    Soak(soak::SoakArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchBackend {
+    Memory,
+    Redis,
+    /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
+    Cluster,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = nodes::use_askgate(cli.askgate) {
+        eprintln!("askgate-bench: {e:#}");
+        return ExitCode::from(64);
+    }
+    let outcome = match cli.scenario {
+        Scenario::Roundtrip(args) => roundtrip::run(args).await,
+        Scenario::Capacity(args) => capacity::run(args).await,
+        Scenario::Fanout(args) => fanout::run(args).await,
+        Scenario::Soak(args) => soak::run(args).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("askgate-bench: bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A duration flag (`30s`, `10m`).
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    humantime::parse_duration(value).map_err(|e| e.to_string())
+}

@@ -1,0 +1,177 @@
+//! The processes a scenario measures: `askgate serve` nodes, and the Redis they use.
+
+use std::{collections::BTreeMap, path::PathBuf, process::Stdio, sync::OnceLock};
+
+use anyhow::{Context, bail};
+use askgate_testing::{RedisServer, ServeProcess};
+use hdrhistogram::Histogram;
+
+use crate::BenchBackend;
+
+/// The `askgate` binary the nodes run.
+static ASKGATE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the `askgate` binary: `chosen`, else the one beside this binary.
+pub fn use_askgate(chosen: Option<PathBuf>) -> anyhow::Result<()> {
+    let path = match chosen {
+        Some(path) => path,
+        None => std::env::current_exe()
+            .context("locating askgate-bench")?
+            .with_file_name(format!("askgate{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !path.is_file() {
+        bail!(
+            "no askgate binary at {}: build it (cargo build --release -p askgate-service) or pass --askgate",
+            path.display()
+        );
+    }
+    let _ = ASKGATE.set(path);
+    Ok(())
+}
+
+/// A redis-server for the run, with a clear error when the machine has none.
+pub async fn start_redis() -> anyhow::Result<RedisServer> {
+    start_redis_check().await?;
+    Ok(RedisServer::start().await)
+}
+
+/// Whether this machine has `redis-server` and `redis-cli` (which creates clusters).
+pub async fn start_redis_check() -> anyhow::Result<()> {
+    for tool in ["redis-server", "redis-cli"] {
+        let found = tokio::process::Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .await;
+        if !found.is_ok_and(|s| s.success()) {
+            bail!(
+                "{tool} is not installed: install it (apt-get install redis-server) or pass --redis-url"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `askgate serve` from the chosen binary, with the per-tenant Ask rate lifted (the
+/// bench's askers share one tenant) and `extra` flags.
+pub async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
+    let askgate = ASKGATE.get().context("the askgate binary was not chosen")?;
+    let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
+    args.extend(extra);
+    ServeProcess::spawn(askgate, &args).await
+}
+
+/// The flags of a node the bench watches: its metrics listener (RSS aside, the figures
+/// come from there) and pending caps the scenario's load fits in.
+pub fn measured_node<'a>(
+    metrics: &'a str,
+    per_session: &'a str,
+    per_tenant: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "--metrics",
+        metrics,
+        "--max-pending-per-session",
+        per_session,
+        "--max-pending-per-tenant",
+        per_tenant,
+    ]
+}
+
+/// One node on `backend` with `extra` flags; for Redis (or a cluster) also the Redis it
+/// uses, started here and stopped when the second value drops.
+pub async fn start_one(
+    backend: BenchBackend,
+    extra: &[&str],
+) -> anyhow::Result<(ServeProcess, Box<dyn std::any::Any>)> {
+    let redis_args = |url: &str, cluster: bool| {
+        let mut args = vec!["--backend", "redis", "--redis-url"];
+        args.push(url);
+        if cluster {
+            args.push("--redis-cluster");
+        }
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let (mut args, redis): (Vec<String>, Box<dyn std::any::Any>) = match backend {
+        BenchBackend::Memory => (Vec::new(), Box::new(())),
+        BenchBackend::Redis => {
+            let redis = start_redis().await?;
+            (redis_args(&redis.url, false), Box::new(redis))
+        }
+        BenchBackend::Cluster => {
+            start_redis_check().await?;
+            let cluster = askgate_testing::RedisCluster::start(3).await;
+            (redis_args(&cluster.url, true), Box::new(cluster))
+        }
+    };
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok((start_node(&args).await?, redis))
+}
+
+/// The backend's name as the tables print it.
+pub fn backend_name(backend: BenchBackend) -> String {
+    format!("{backend:?}").to_lowercase()
+}
+
+/// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).
+pub async fn redis_nodes(
+    url: &str,
+    cluster: bool,
+    count: usize,
+) -> anyhow::Result<Vec<ServeProcess>> {
+    let mut args = vec!["--backend", "redis", "--redis-url", url];
+    if cluster {
+        args.push("--redis-cluster");
+    }
+    let mut nodes = Vec::new();
+    for _ in 0..count {
+        nodes.push(start_node(&args).await?);
+    }
+    Ok(nodes)
+}
+
+/// Redis's `INFO <section>` at `url`.
+pub async fn redis_info(url: &str, section: &str) -> anyhow::Result<String> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    Ok(redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await?)
+}
+
+/// How many times Redis ran each command so far (`INFO commandstats`).
+pub async fn commandstats(url: &str) -> anyhow::Result<BTreeMap<String, u64>> {
+    Ok(parse_commandstats(&redis_info(url, "commandstats").await?))
+}
+
+/// `cmdstat_evalsha:calls=12,usec=...` lines, by command name.
+fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// The bytes Redis holds for its data set (`used_memory` of `INFO memory`).
+pub async fn redis_used_memory(url: &str) -> anyhow::Result<u64> {
+    redis_info(url, "memory")
+        .await?
+        .lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no used_memory in Redis's INFO")
+}
+
+pub fn new_histogram() -> Histogram<u64> {
+    // 1 µs to 10 minutes, 3 significant figures.
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
