@@ -23,7 +23,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod backend;
 pub mod cli;
 pub mod dispatch;
 pub mod listener;
@@ -37,5 +36,5 @@ pub mod slack;
 pub mod web;
 pub mod webhooks;
 
-pub use askgate_core::domain;
+pub use askgate_core::{backend, domain};
 pub use server::{ServerConfig, run};

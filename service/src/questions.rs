@@ -635,13 +635,14 @@ impl Drop for SettleOnDrop {
 
 #[cfg(test)]
 mod tests {
+    use askgate_engines::memory::MemoryBackend;
     use askgate_proto::v1::{Question, QuestionOption, subscribe_response::Event};
     use async_trait::async_trait;
     use tokio::sync::Semaphore;
     use tokio_stream::StreamExt;
 
     use super::*;
-    use crate::backend::{Registered, Settings, Stats, memory::MemoryBackend};
+    use crate::backend::{Registered, Settings, Stats};
 
     /// The memory backend, except that a registration, once the ask is stored and
     /// announced, waits for a permit before it returns: the window in which a Redis

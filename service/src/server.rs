@@ -23,12 +23,7 @@ use crate::{
         jwt::{JwtVerifier, KeySource},
         keys::KeyStore,
     },
-    backend::{
-        Backend, Settings,
-        hooks::HookStore,
-        memory::{MemoryBackend, MemoryHookStore},
-        redis::{RedisBackend, RedisBackendConfig, redacted_url},
-    },
+    backend::{Backend, Settings, hooks::HookStore},
     dispatch::Dispatch,
     domain::{Limits, status},
     listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
@@ -42,6 +37,10 @@ use crate::{
     slack::{Interactivity, SlackLayer},
     web::{ConsoleLayer, CorsOrigins},
     webhooks::{Hooks, WebhookConfig, slack::Slack},
+};
+use askgate_engines::{
+    memory::{MemoryBackend, MemoryHookStore},
+    redis_engine::{RedisBackend, RedisBackendConfig, redacted_url},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.

@@ -35,8 +35,8 @@ pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
 };
-use crate::backend::{Holder, RequestAbort, Settings};
-use crate::domain::{AskError, SessionKey, Settled};
+use askgate_core::backend::{Holder, RequestAbort, Settings};
+use askgate_core::domain::{AskError, SessionKey, Settled};
 
 mod hooks;
 mod model;
@@ -123,7 +123,7 @@ impl RedisStore {
     }
 
     /// The webhook store on this store's connection.
-    pub fn hooks(&self, limits: crate::backend::hooks::StoreLimits) -> RedisHookStore {
+    pub fn hooks(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
         RedisHookStore::new(self.conn.clone(), limits)
     }
 
@@ -569,7 +569,7 @@ impl RedisStore {
             .is_ok()
     }
 
-    /// [`crate::backend::Backend::abort_request`] on this store (one script on the
+    /// [`askgate_core::backend::Backend::abort_request`] on this store (one script on the
     /// session's slot, so it is atomic with REGISTER and CLAIM).
     pub async fn abort_request(
         &self,

@@ -40,12 +40,12 @@ use tokio_stream::{
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{
+use askgate_core::backend::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
     Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, message},
 };
-use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
+use askgate_core::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
 
 mod hooks;
 mod session;

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use super::*;
 use askgate_testing::RedisServer;
 
-use crate::backend::Settings;
+use askgate_core::backend::Settings;
 
 /// The conformance suite's sizes, on a Redis backend with its own redis-server.
 async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {

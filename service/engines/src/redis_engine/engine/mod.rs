@@ -35,12 +35,12 @@ use super::{
         StoredEvent, TenantKeys, now_ms,
     },
 };
-use crate::backend::{
+use askgate_core::backend::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
     Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
-use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+use askgate_core::domain::{AskError, NewAsk, Outcome, SessionKey};
 
 mod config;
 mod follow;
@@ -132,7 +132,7 @@ impl RedisBackend {
     }
 
     /// The webhook store on this backend's Redis, seen by every node.
-    pub fn hook_store(&self, limits: crate::backend::hooks::StoreLimits) -> RedisHookStore {
+    pub fn hook_store(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
         self.node.store.hooks(limits)
     }
 }

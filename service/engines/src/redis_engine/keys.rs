@@ -6,7 +6,7 @@
 //! `%`, so no two (tenant, session) pairs ever share a tag, whatever characters they
 //! hold (see `escape`). docs/architecture.md lists the keys and what each holds.
 
-use crate::domain::SessionKey;
+use askgate_core::domain::SessionKey;
 
 /// The keys of one session.
 #[derive(Debug, Clone, PartialEq, Eq)]

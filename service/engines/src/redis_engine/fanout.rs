@@ -22,7 +22,7 @@ use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
 use super::store::{RedisConn, RedisStore, RedisTarget, StoredEvent, parse_event};
-use crate::domain::AskError;
+use askgate_core::domain::AskError;
 
 /// Live events of one session a local follower may fall behind before it must resync.
 pub const SESSION_BUFFER: usize = 1024;
@@ -349,17 +349,12 @@ async fn dispatch(
 
 #[cfg(test)]
 mod tests {
+    use askgate_core::{backend::Settings, domain::SessionKey};
     use askgate_proto::v1::{Requested, Resolution, Resolved};
     use askgate_testing::RedisServer;
 
     use super::*;
-    use crate::{
-        backend::{
-            Settings,
-            redis::store::{RedisStore, SessionKeys},
-        },
-        domain::SessionKey,
-    };
+    use crate::redis_engine::store::{RedisStore, SessionKeys};
 
     #[tokio::test]
     async fn events_written_by_one_node_reach_another_nodes_followers_in_order() {

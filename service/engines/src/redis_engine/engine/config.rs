@@ -20,7 +20,7 @@ pub struct RedisBackendConfig {
 impl std::fmt::Debug for RedisBackendConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisBackendConfig")
-            .field("url", &crate::backend::redis::redacted_url(&self.url))
+            .field("url", &crate::redis_engine::redacted_url(&self.url))
             .field("cluster", &self.cluster)
             .field("lease", &self.lease)
             .finish_non_exhaustive()

@@ -153,7 +153,7 @@ impl Node {
         let lease = incarnation
             .as_deref()
             .map(|incarnation| (incarnation, parent.as_deref().unwrap_or_default()));
-        if let Some(parent) = crate::backend::live_caller(agent, lease)?
+        if let Some(parent) = askgate_core::backend::live_caller(agent, lease)?
             && self.store.agent_attached(tenant, parent).await?
         {
             return Err(AskError::DelegatedCaller);

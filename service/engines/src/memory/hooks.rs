@@ -9,7 +9,7 @@ use std::{
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use crate::{
+use askgate_core::{
     backend::hooks::{
         HookStore, Shares, StoreLimits,
         records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},

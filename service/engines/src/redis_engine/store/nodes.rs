@@ -13,10 +13,10 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::{RedisStore, now_ms, scripts::TAKE_SLOT, unavailable};
-use crate::backend::redis::keys::{
+use crate::redis_engine::keys::{
     NODES_KEY, SessionKeys, TenantKeys, WAITS_KEY, node_waits_key, wait_member,
 };
-use crate::domain::{AskError, SessionKey};
+use askgate_core::domain::{AskError, SessionKey};
 
 /// What a node renews in one round (one pipeline on a single server, one command at a
 /// time on a cluster).
@@ -350,7 +350,7 @@ impl RedisStore {
             return Ok(0);
         }
         for member in &members {
-            let Some((key, rpc_id)) = crate::backend::redis::keys::parse_wait_member(member) else {
+            let Some((key, rpc_id)) = crate::redis_engine::keys::parse_wait_member(member) else {
                 continue;
             };
             let grace: Option<u64> = conn

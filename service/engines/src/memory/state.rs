@@ -248,7 +248,7 @@ impl Inner {
         let lease = agents
             .get(&(tenant.clone(), agent.agent_id.clone()))
             .map(|lease| (lease.incarnation.as_str(), lease.parent_agent_id.as_str()));
-        if let Some(parent) = crate::backend::live_caller(agent, lease)?
+        if let Some(parent) = askgate_core::backend::live_caller(agent, lease)?
             && agents.contains_key(&(tenant.clone(), parent.to_owned()))
         {
             return Err(AskError::DelegatedCaller);

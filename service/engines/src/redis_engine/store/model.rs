@@ -4,7 +4,7 @@ use askgate_proto::v1::{Requested, Resolved, SubscribeResponse, subscribe_respon
 use prost::Message as _;
 
 use super::decode;
-use crate::domain::AskError;
+use askgate_core::domain::AskError;
 
 /// What registering an ask did.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,17 +7,16 @@ use async_trait::async_trait;
 use redis::AsyncCommands;
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::{RedisConn, scripts::hook_scripts::*, unavailable};
-use crate::{
-    backend::{
-        hooks::{
-            HookStore, Shares, StoreLimits,
-            records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
-        },
-        redis::keys::HookKeys,
+use askgate_core::{
+    backend::hooks::{
+        HookStore, Shares, StoreLimits,
+        records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
     },
     domain::AskError,
 };
+
+use super::{RedisConn, scripts::hook_scripts::*, unavailable};
+use crate::redis_engine::keys::HookKeys;
 
 /// Deliveries read per round trip while listing.
 const LIST_PAGE: isize = 200;
@@ -398,7 +397,7 @@ mod tests {
     use askgate_testing::{RedisCluster, RedisServer};
 
     use super::*;
-    use crate::backend::redis::connection::RedisTarget;
+    use crate::redis_engine::connection::RedisTarget;
 
     /// Runs `test` on one redis-server, then on a Redis Cluster of three shards.
     async fn on_each(test: Test) {
