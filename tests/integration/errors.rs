@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{AgentRef, AskRequest};
-use askgate_service::{ServerConfig, backend::Settings, domain::Limits};
+use askgate_server::{ServerConfig, backend::Settings, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, next_requested, subscribed, within};

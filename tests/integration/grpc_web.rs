@@ -10,7 +10,7 @@ use askgate_proto::v1::{
 use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
 use tonic_web::GrpcWebClientLayer;
 
-use askgate_service::{server::ServerConfig, web::CorsOrigins};
+use askgate_server::{server::ServerConfig, web::CorsOrigins};
 
 use crate::support::{TestServer, test_config, within};
 

@@ -4,7 +4,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use askgate_client::{Ask, Event, Reason, answer, question};
-use askgate_service::{ServerConfig, backend::Settings};
+use askgate_server::{ServerConfig, backend::Settings};
 use tokio::sync::Semaphore;
 
 use crate::support::{TestServer, next_event, next_requested, subscribed, within};

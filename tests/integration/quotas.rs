@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use askgate_client::{Ask, Client, Reason, question};
-use askgate_service::{ServerConfig, backend::Settings, domain::Limits};
+use askgate_server::{ServerConfig, backend::Settings, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, test_config, until_synced};

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use askgate_client::{Ask, Client, Error, Event, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
-use askgate_service::{
+use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
     backend::Settings,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Event, Reason, question};
 use askgate_proto::v1::Resolution;
-use askgate_service::ServerConfig;
+use askgate_server::ServerConfig;
 use tokio_stream::StreamExt;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,

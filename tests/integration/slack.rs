@@ -18,7 +18,7 @@ use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
-use askgate_service::{ServerConfig, webhooks::WebhookConfig};
+use askgate_server::{ServerConfig, webhooks::WebhookConfig};
 use askgate_testing::RedisServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -1114,7 +1114,7 @@ fn shapes() -> Vec<(String, Ask)> {
 async fn every_question_shape_is_taken_by_slack() {
     let (fake, dir) = (FakeSlack::start().await, TempDir::new());
     let server = TestServer::start_with(ServerConfig {
-        limits: askgate_service::domain::Limits {
+        limits: askgate_server::domain::Limits {
             max_options: 100,
             ..Default::default()
         },

@@ -3,7 +3,7 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Client, Event, Events};
-use askgate_service::{ServerConfig, server::BackendChoice};
+use askgate_server::{ServerConfig, server::BackendChoice};
 use askgate_testing::{RedisCluster, RedisServer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
@@ -190,7 +190,7 @@ impl TestServer {
             .as_ref()
             .map(|l| l.local_addr().expect("metrics addr"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(askgate_service::server::run_with_metrics(
+        let handle = tokio::spawn(askgate_server::server::run_with_metrics(
             listener,
             metrics_listener,
             config,

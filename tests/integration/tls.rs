@@ -3,7 +3,7 @@
 //! plaintext to a TLS port fails cleanly instead of hanging.
 
 use askgate_client::{Client, ConnectOptions};
-use askgate_service::{ServerConfig, server::TlsConfig};
+use askgate_server::{ServerConfig, server::TlsConfig};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 use crate::support::{TempDir, TestServer, test_config, within};

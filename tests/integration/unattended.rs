@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
-use askgate_service::{ServerConfig, backend::Settings};
+use askgate_server::{ServerConfig, backend::Settings};
 use tonic::Code;
 
 use crate::support::{TestServer, eventually, next_requested, subscribed, until_synced, within};

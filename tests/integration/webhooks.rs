@@ -10,7 +10,7 @@ use std::{
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::{CreateEndpointRequest, DeliveryStatus, ListDeliveriesRequest};
-use askgate_service::{
+use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
     backend::hooks::StoreLimits,

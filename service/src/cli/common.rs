@@ -8,7 +8,7 @@ use askgate_proto::v1::SubscribeRequest;
 use clap::Args;
 use tonic::Code;
 
-use crate::auth::secret::Secret;
+use askgate_server::auth::secret::Secret;
 
 /// Where and how the client subcommands connect.
 #[derive(Debug, Clone, Args)]
@@ -62,7 +62,7 @@ impl ConnectArgs {
             ca_pem: self.ca_file.as_ref().map(read).transpose()?,
             identity: match (&self.cert, &self.key) {
                 (Some(cert), Some(key)) => {
-                    if let Some(warning) = crate::auth::secret::loose_permissions(key) {
+                    if let Some(warning) = askgate_server::auth::secret::loose_permissions(key) {
                         eprintln!("askgate: warning: {warning}");
                     }
                     Some((read(cert)?, read(key)?))
@@ -84,8 +84,8 @@ impl ConnectArgs {
 /// The token in `path`, warning on stderr when others may read the file.
 fn read_token_file(path: &std::path::Path) -> Result<String, askgate_client::Error> {
     let refuse = |why: String| askgate_client::Error::from(tonic::Status::invalid_argument(why));
-    let (bytes, warning) =
-        crate::auth::secret::read_file(path).map_err(|e| refuse(format!("--token-file: {e:#}")))?;
+    let (bytes, warning) = askgate_server::auth::secret::read_file(path)
+        .map_err(|e| refuse(format!("--token-file: {e:#}")))?;
     if let Some(warning) = warning {
         eprintln!("askgate: warning: {warning}");
     }

@@ -6,7 +6,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use clap::{Args, Subcommand};
 
 use super::common::{EXIT_USAGE, fail_local, parse_duration};
-use crate::auth::{
+use askgate_server::auth::{
     jwt::{TokenSpec, mint_hs256},
     keys, parse_roles,
 };

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::common::{ConnectArgs, EXIT_USAGE, fail_local, parse_duration};
-use crate::domain::{shown::head_and_tail, validate};
+use askgate_server::domain::{shown::head_and_tail, validate};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum HookCommand {

@@ -2,7 +2,7 @@
 
 use anyhow::Context as _;
 
-pub use crate::protojson::{from_json, to_json};
+pub use askgate_server::protojson::{from_json, to_json};
 
 /// Reads a whole file, or standard input for `-`.
 pub fn read_input(path: &str) -> anyhow::Result<String> {

@@ -1,5 +1,5 @@
 //! `askgate mcp`: an MCP server on stdio (for Claude Code, Codex, Cursor and any MCP
-//! client) whose `ask_user_question` tool asks through askgate. See [`crate::mcp`].
+//! client) whose `ask_user_question` tool asks through askgate. See [`askgate_server::mcp`].
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
 
@@ -7,7 +7,7 @@ use clap::Args;
 use rmcp::ServiceExt as _;
 
 use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
-use crate::{
+use askgate_server::{
     domain::validate,
     mcp::{Asker, AskgateMcp, McpSettings, WaitingAsks},
 };

@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 use tracing::error;
 
 use super::common::{EXIT_USAGE, parse_duration, shutdown_signal, span};
-use crate::{
+use askgate_proto::v1::NotifyPolicy;
+use askgate_server::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
     backend::{Settings, hooks::StoreLimits},
@@ -20,7 +21,6 @@ use crate::{
     web::CorsOrigins,
     webhooks::WebhookConfig,
 };
-use askgate_proto::v1::NotifyPolicy;
 
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -303,7 +303,7 @@ pub struct ServeArgs {
     pub webhook_concurrency_per_endpoint: usize,
     /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
     /// or a fake's in tests).
-    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = crate::webhooks::slack::api::DEFAULT_API_URL)]
+    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = askgate_server::webhooks::slack::api::DEFAULT_API_URL)]
     pub slack_api_url: String,
     /// The key that seals tenants' secrets (Slack apps' tokens) in the store: 32 bytes,
     /// as 64 hex digits or base64 (`openssl rand -base64 32`), mode 600, the same on

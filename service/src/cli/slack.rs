@@ -13,7 +13,7 @@ use super::{
     json,
     webhooks::ConnectOnly,
 };
-use crate::auth::secret;
+use askgate_server::auth::secret;
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum SlackCommand {

@@ -1,6 +1,6 @@
 //! tonic handlers: thin. Each authenticates the caller, checks its role, takes the
 //! request apart, calls [`Questions`] and maps the domain error through
-//! [`status::to_status`](crate::domain::status::to_status).
+//! [`status::to_status`].
 
 pub mod agents;
 pub mod deadline;

@@ -104,17 +104,17 @@ const ASSETS: [Asset; 3] = [
     Asset {
         name: "index.html",
         content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../../client/web/dist/index.html"),
+        body: include_bytes!("../../../client/web/dist/index.html"),
     },
     Asset {
         name: "console.js",
         content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../client/web/dist/console.js"),
+        body: include_bytes!("../../../client/web/dist/console.js"),
     },
     Asset {
         name: "console.css",
         content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../../client/web/dist/console.css"),
+        body: include_bytes!("../../../client/web/dist/console.css"),
     },
 ];
 

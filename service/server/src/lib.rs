@@ -1,0 +1,35 @@
+//! The askgate server: the use cases, the delivery runtime, the ingresses and the
+//! composition of a node (docs/architecture.md, "Layers"). Top to bottom, each module
+//! imports only the ones below it:
+//! - [`server`]: assembles the node and runs it until shutdown;
+//! - the ingresses, side by side: [`api`] (tonic handlers, thin), [`mcp`] (askgate as
+//!   an MCP server), [`slack`] (Slack's interactivity endpoint); [`dispatch`] puts the
+//!   node's gRPC services behind one match on the request's path; [`web`] is CORS and
+//!   the console's files; [`origin`] the Host/Origin policy in front of every HTTP
+//!   entry; [`listener`] accepts connections, bounded;
+//! - the use cases: [`questions`] (ask, answer, cancel, subscribe) and [`webhooks`]
+//!   (signed webhooks, reminders and Slack posts, delivered durably);
+//! - [`auth`]: credentials to a tenant-scoped principal, what each role may do, and the
+//!   [`auth::Gate`] every ingress passes; [`metrics`]: Prometheus metrics;
+//! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads).
+//!
+//! Below them, in crates of their own: `askgate-engines` (the storage engines) and
+//! `askgate-core` (the rules, the error and the storage traits, re-exported here as
+//! [`domain`] and [`backend`]).
+
+pub mod api;
+pub mod auth;
+pub mod dispatch;
+pub mod listener;
+pub mod mcp;
+pub mod metrics;
+pub mod origin;
+pub mod protojson;
+pub mod questions;
+pub mod server;
+pub mod slack;
+pub mod web;
+pub mod webhooks;
+
+pub use askgate_core::{backend, domain};
+pub use server::{ServerConfig, run};
