@@ -74,8 +74,9 @@ venv_with "$pyvenv" client/python/requirements-dev.txt
 generated=$(mktemp -d)
 OUT="$generated" PYTHON="$PWD/$pyvenv/bin/python" client/python/scripts/generate.sh
 if ! diff -r client/python/src/askgate/v1 "$generated/askgate/v1" >/dev/null ||
-  ! cmp -s client/python/src/askgate/ask_user_question.json "$generated/askgate/ask_user_question.json"; then
-  echo "client/python/src/askgate/v1 or ask_user_question.json differ from their sources: run client/python/scripts/generate.sh" >&2
+  ! cmp -s client/python/src/askgate/ask_user_question.json "$generated/askgate/ask_user_question.json" ||
+  ! cmp -s client/python/src/askgate/_sync/client.py "$generated/askgate/_sync/client.py"; then
+  echo "client/python/src/askgate/v1, ask_user_question.json or _sync/client.py differ from their sources: run client/python/scripts/generate.sh" >&2
   rm -rf "$generated"
   exit 1
 fi

@@ -12,8 +12,10 @@
 `reason` is a `Reason`. `askgate.tool` is the model-facing `ask_user_question` tool.
 """
 
-from ._aio import AsyncAgentLease, AsyncClient
-from ._client import AgentLease, Client
+from ._async.client import AsyncClient
+from ._async.runtime import AsyncAgentLease
+from ._sync.client import Client
+from ._sync.runtime import AgentLease
 from ._errors import AskgateError, Reason
 from ._model import (
     DEFAULT_REATTACH_GRACE,

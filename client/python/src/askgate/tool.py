@@ -29,8 +29,8 @@ from ._model import Answer, Ask
 from .v1 import askgate_pb2 as pb
 
 if TYPE_CHECKING:
-    from ._aio import AsyncClient
-    from ._client import Client
+    from ._async.client import AsyncClient
+    from ._sync.client import Client
 
 _DEFINITION: Dict[str, Any] = json.loads(
     resources.files("askgate").joinpath("ask_user_question.json").read_text(encoding="utf-8")

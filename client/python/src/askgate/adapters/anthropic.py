@@ -18,8 +18,8 @@ from typing import Any, Dict, Optional
 
 from anthropic.types import ToolParam, ToolResultBlockParam, ToolUseBlock
 
-from .._aio import AsyncClient
-from .._client import Client
+from .._async.client import AsyncClient
+from .._sync.client import Client
 from ..tool import NAME, AskUserQuestion, AsyncAskUserQuestion, ToolOutput, definition
 
 

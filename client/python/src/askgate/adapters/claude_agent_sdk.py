@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
 
 from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
 
-from .._aio import AsyncClient
+from .._async.client import AsyncClient
 from .._errors import AskgateError, Reason
 from .._model import Answer, Ask, option, question
 

@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional
 
 from langchain_core.tools import StructuredTool
 
-from .._aio import AsyncClient
-from .._client import Client
+from .._async.client import AsyncClient
+from .._sync.client import Client
 from ..tool import DESCRIPTION, NAME, AskUserQuestion, AsyncAskUserQuestion, input_schema
 
 

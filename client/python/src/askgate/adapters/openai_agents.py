@@ -14,7 +14,7 @@ from typing import Any, Optional
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
-from .._aio import AsyncClient
+from .._async.client import AsyncClient
 from ..tool import DESCRIPTION, NAME, AsyncAskUserQuestion, input_schema
 
 

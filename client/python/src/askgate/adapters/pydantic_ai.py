@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from pydantic_ai import Tool
 
-from .._aio import AsyncClient
+from .._async.client import AsyncClient
 from ..tool import DESCRIPTION, NAME, AsyncAskUserQuestion, input_schema
 
 

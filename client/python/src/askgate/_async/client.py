@@ -1,27 +1,25 @@
-"""The synchronous client."""
+"""The client: written once, for asyncio; `askgate._sync.client` is generated from it
+(`scripts/generate.sh`, with unasync), so the two cannot drift. What differs between
+them is in each package's `runtime.py`."""
 
 from __future__ import annotations
 
-import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 
-from ._connection import Retries, Target, backoff
-from ._errors import AskgateError, Reason
-from ._model import Answer, Ask, AskResult, Event, endpoint_request, slack_request
-from .v1 import askgate_pb2 as pb
-from .v1 import askgate_pb2_grpc as rpc
+from .._connection import Retries, Target, backoff
+from .._errors import AskgateError, Reason
+from .._model import Answer, Ask, AskResult, Event, endpoint_request, slack_request
+from ..v1 import askgate_pb2 as pb
+from ..v1 import askgate_pb2_grpc as rpc
+from .runtime import CLIENT_DOC, AsyncAgentLease, Channel, RpcError, first, sleep
 
 
-class Client:
-    """A connection to askgate, for agents (`ask`, `attach`) and for UIs (`follow`,
-    `answer`, `cancel`, `list_pending`). Thread-safe; close it (or use `with`) when done.
-
-    `addr` defaults to `ASKGATE_ADDR` (else `http://127.0.0.1:50051`), `token` to
-    `ASKGATE_TOKEN` (or the file `ASKGATE_TOKEN_FILE` names)."""
+class AsyncClient:
+    __doc__ = CLIENT_DOC
 
     def __init__(
         self,
@@ -32,38 +30,51 @@ class Client:
         client_cert: Optional[Tuple[bytes, bytes]] = None,
     ) -> None:
         self._target = Target.resolve(addr, token, ca_pem, client_cert)
-        self._channel = self._target.channel(grpc)
-        self._questions = rpc.UserQuestionsStub(self._channel)
-        self._agents = rpc.AgentsStub(self._channel)
-        self._webhooks = rpc.WebhooksStub(self._channel)
-        self._slack = rpc.SlackStub(self._channel)
+        self._channel = Channel(self._target)
 
-    def __enter__(self) -> "Client":
+    @property
+    def _questions(self) -> rpc.UserQuestionsStub:
+        return self._channel.stubs().questions
+
+    @property
+    def _agents(self) -> rpc.AgentsStub:
+        return self._channel.stubs().agents
+
+    @property
+    def _webhooks(self) -> rpc.WebhooksStub:
+        return self._channel.stubs().webhooks
+
+    @property
+    def _slack(self) -> rpc.SlackStub:
+        return self._channel.stubs().slack
+
+    async def __aenter__(self) -> "AsyncClient":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
-    def close(self) -> None:
-        self._channel.close()
+    async def close(self) -> None:
+        await self._channel.close()
 
     def __repr__(self) -> str:
-        return f"Client({self._target!r})"
+        return f"{type(self).__name__}({self._target!r})"
 
-    def ask(self, ask: Ask) -> AskResult:
+    async def ask(self, ask: Ask) -> AskResult:
         """Asks a batch and waits until a human resolves it. Raises `AskgateError`
         (`ASK_CANCELLED` with the human's `metadata["reason"]`, `ASK_EXPIRED`, …).
 
         A call that fails because the node drains or the server is unreachable is tried
         again with backoff and the same request_id, within the ask's timeout and its
         retry budget: the retry joins the pending ask, or gets the answer given
-        meanwhile."""
+        meanwhile. A call given up on (its task cancelled) leaves the ask answerable for
+        its reattach grace; `abort` resolves it at once."""
         retries = Retries(ask.timeout, ask.retry, ask.retry_for)
         request = ask.request()
         while True:
             attempt = time.monotonic()
             try:
-                response = self._questions.Ask(
+                response = await self._questions.Ask(
                     request, timeout=retries.timeout(), metadata=self._target.metadata()
                 )
                 return AskResult(
@@ -71,32 +82,34 @@ class Client:
                     answers=[Answer.of(a) for a in response.answers],
                     resolved_by=response.resolved_by,
                 )
-            except grpc.RpcError as failure:
+            except RpcError as failure:
                 error = AskgateError.from_rpc_error(failure)
-            time.sleep(retries.pause(attempt, error))
+            await sleep(retries.pause(attempt, error))
 
-    def abort(self, session_id: str, request_id: str) -> None:
+    async def abort(self, session_id: str, request_id: str) -> None:
         """Gives up on an ask this side made with `request_id`: it resolves ABORTED at
         once, whatever its reattach grace."""
-        self._call(self._questions.Abort, pb.AbortRequest(session_id=session_id, request_id=request_id))
+        await self._call(self._questions.Abort, pb.AbortRequest(session_id=session_id, request_id=request_id))
 
-    def answer(self, session_id: str, rpc_id: str, answers: Sequence[pb.QuestionAnswer]) -> None:
+    async def answer(self, session_id: str, rpc_id: str, answers: Sequence[pb.QuestionAnswer]) -> None:
         """Answers a pending ask with a complete batch (see `select`, `custom`, `skip`).
         A lost race raises `NOT_PENDING`."""
         request = pb.AnswerRequest(session_id=session_id, rpc_id=rpc_id, answers=list(answers))
-        self._call(self._questions.Answer, request)
+        await self._call(self._questions.Answer, request)
 
-    def cancel(self, session_id: str, rpc_id: str, reason: str = "") -> None:
+    async def cancel(self, session_id: str, rpc_id: str, reason: str = "") -> None:
         """Closes a pending ask without an answer; `reason` reaches the agent."""
         request = pb.CancelRequest(session_id=session_id, rpc_id=rpc_id, reason=reason)
-        self._call(self._questions.Cancel, request)
+        await self._call(self._questions.Cancel, request)
 
-    def list_pending(self, session_id: str) -> List[pb.Requested]:
+    async def list_pending(self, session_id: str) -> List[pb.Requested]:
         """The pending asks of a session, oldest first."""
-        response = self._call(self._questions.ListPending, pb.ListPendingRequest(session_id=session_id))
+        response = await self._call(
+            self._questions.ListPending, pb.ListPendingRequest(session_id=session_id)
+        )
         return list(response.pending)
 
-    def create_endpoint(
+    async def create_endpoint(
         self,
         url: str,
         *,
@@ -112,36 +125,36 @@ class Client:
         `provides`: whether it counts as following the sessions (default: when it gets
         `ask.requested`)."""
         request = endpoint_request(url, events, description, labels, provides)
-        return self._call(self._webhooks.CreateEndpoint, request)
+        return await self._call(self._webhooks.CreateEndpoint, request)
 
-    def list_endpoints(self) -> List[pb.Endpoint]:
+    async def list_endpoints(self) -> List[pb.Endpoint]:
         """The tenant's webhook endpoints, oldest first, without their secrets."""
-        response = self._call(self._webhooks.ListEndpoints, pb.ListEndpointsRequest())
+        response = await self._call(self._webhooks.ListEndpoints, pb.ListEndpointsRequest())
         return list(response.endpoints)
 
-    def delete_endpoint(self, endpoint_id: str) -> None:
+    async def delete_endpoint(self, endpoint_id: str) -> None:
         """Removes a webhook endpoint (`NOT_FOUND` when the tenant has none by that id)."""
-        self._call(self._webhooks.DeleteEndpoint, pb.DeleteEndpointRequest(id=endpoint_id))
+        await self._call(self._webhooks.DeleteEndpoint, pb.DeleteEndpointRequest(id=endpoint_id))
 
-    def list_deliveries(
+    async def list_deliveries(
         self, *, endpoint_id: str = "", status: "pb.DeliveryStatus.ValueType" = pb.DELIVERY_STATUS_UNSPECIFIED, limit: int = 0
     ) -> List[pb.Delivery]:
         """Webhook deliveries, newest first, of one endpoint and status (`pb.PENDING`,
         `pb.DELIVERED`, `pb.FAILED`) if given."""
         request = pb.ListDeliveriesRequest(endpoint_id=endpoint_id, status=status, limit=limit)
-        response = self._call(self._webhooks.ListDeliveries, request)
+        response = await self._call(self._webhooks.ListDeliveries, request)
         return list(response.deliveries)
 
-    def redeliver(self, delivery_id: str) -> pb.Delivery:
+    async def redeliver(self, delivery_id: str) -> pb.Delivery:
         """Sends a webhook delivery again, with the same `webhook-id`."""
-        return self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
+        return await self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
 
-    def who_am_i(self) -> pb.WhoAmIResponse:
+    async def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it
         may see (`every_session`, or the `sessions` patterns); any role may ask."""
-        return self._call(self._questions.WhoAmI, pb.WhoAmIRequest())
+        return await self._call(self._questions.WhoAmI, pb.WhoAmIRequest())
 
-    def connect_slack(
+    async def connect_slack(
         self,
         bot_token: str,
         signing_secret: str,
@@ -156,25 +169,25 @@ class Client:
         (of `session_prefix` and `labels`) are posted to `channel` and answered there.
         The server checks `bot_token` with Slack first; the secrets are never returned."""
         request = slack_request(bot_token, signing_secret, channel, session_prefix, labels, description, provides)
-        return self._call(self._slack.ConnectSlack, request)
+        return await self._call(self._slack.ConnectSlack, request)
 
-    def list_slack_apps(self) -> List[pb.SlackApp]:
+    async def list_slack_apps(self) -> List[pb.SlackApp]:
         """The tenant's Slack apps, oldest first."""
-        response = self._call(self._slack.ListSlackApps, pb.ListSlackAppsRequest())
+        response = await self._call(self._slack.ListSlackApps, pb.ListSlackAppsRequest())
         return list(response.apps)
 
-    def disconnect_slack(self, app_id: str) -> None:
+    async def disconnect_slack(self, app_id: str) -> None:
         """Disconnects a Slack app (`NOT_FOUND` when the tenant has none by that id)."""
-        self._call(self._slack.DisconnectSlack, pb.DisconnectSlackRequest(id=app_id))
+        await self._call(self._slack.DisconnectSlack, pb.DisconnectSlackRequest(id=app_id))
 
-    def follow(
+    async def follow(
         self,
         session_id: Optional[str] = None,
         *,
         all_sessions: bool = False,
         after: Optional[str] = None,
         exclusive: bool = False,
-    ) -> Iterator[Event]:
+    ) -> AsyncIterator[Event]:
         """Follows a session (or every session of the tenant): pending asks, `synced`,
         then live events. Across connection failures it reconnects with backoff and
         resumes from the last cursor, so nothing is missed or repeated while the server
@@ -190,7 +203,7 @@ class Client:
                 exclusive=exclusive,
             )
             try:
-                for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
+                async for message in self._questions.Subscribe(request, metadata=self._target.metadata()):
                     if message.cursor:
                         cursor = message.cursor
                     delays = backoff()
@@ -198,57 +211,33 @@ class Client:
                     if event is not None:
                         yield event
                 return
-            except grpc.RpcError as failure:
+            except RpcError as failure:
                 error = AskgateError.from_rpc_error(failure)
                 if not error.retryable:
                     raise error from None
-            time.sleep(next(delays))
+            await sleep(next(delays))
 
-    @contextmanager
-    def attach(self, agent_id: str, parent_agent_id: str = "") -> Iterator["AgentLease"]:
+    @asynccontextmanager
+    async def attach(self, agent_id: str, parent_agent_id: str = "") -> AsyncIterator["AsyncAgentLease"]:
         """Holds the agent's liveness lease while the block runs: asks made with
         `Ask(agent=(agent_id, lease.incarnation))` are accepted; leaving the block
         detaches the agent (its pending asks are ABORTED)."""
         request = pb.AttachRequest(agent_id=agent_id, parent_agent_id=parent_agent_id)
         stream = self._agents.Attach(request, metadata=self._target.metadata())
         try:
-            first = next(stream)
-        except grpc.RpcError as failure:
+            lease = await first(stream)
+        except RpcError as failure:
             raise AskgateError.from_rpc_error(failure) from None
-        except StopIteration:
-            # As the asyncio client says it: not a RuntimeError from inside a generator.
-            raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease") from None
-        lease = AgentLease(first.lease.incarnation, stream)
+        if lease is None:
+            raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease")
+        held = AsyncAgentLease(lease.lease.incarnation, stream)
         try:
-            yield lease
+            yield held
         finally:
-            stream.cancel()
-            lease._reader.join(timeout=5)
+            held._stop()
 
-    def _call(self, method, request):  # type: ignore[no-untyped-def]
+    async def _call(self, method, request):  # type: ignore[no-untyped-def]
         try:
-            return method(request, metadata=self._target.metadata())
-        except grpc.RpcError as failure:
+            return await method(request, metadata=self._target.metadata())
+        except RpcError as failure:
             raise AskgateError.from_rpc_error(failure) from None
-
-
-class AgentLease:
-    """A held `Agents.Attach` stream; `ended` is set when the server ends the lease
-    (a newer attach replaced it, the node drained, the credential lapsed)."""
-
-    def __init__(self, incarnation: str, stream) -> None:  # type: ignore[no-untyped-def]
-        self.incarnation = incarnation
-        self.ended = threading.Event()
-        self.error: Optional[AskgateError] = None
-        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._reader.start()
-
-    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
-        try:
-            for _heartbeat in stream:
-                pass
-        except grpc.RpcError as failure:
-            if failure.code() != grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
-                self.error = AskgateError.from_rpc_error(failure)
-        finally:
-            self.ended.set()
