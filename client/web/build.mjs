@@ -11,6 +11,9 @@ await build({
   entryPoints: ["src/main.ts"],
   outfile: "dist/console.js",
   bundle: true,
+  // The SDK's TypeScript sources (its package's "source" export condition), so that
+  // the console builds without building the SDK first.
+  conditions: ["source"],
   format: "esm",
   target: "es2022",
   minify: true,

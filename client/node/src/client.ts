@@ -1,39 +1,11 @@
-// The askgate client for Node: asks, follows sessions, answers and cancels, holds an
-// agent's lease. Over native gRPC (HTTP/2), with retries and resume built in.
+// The askgate client for Node: the transport-agnostic client of `core.ts` over native
+// gRPC (HTTP/2), with its address and credentials from the options or the environment.
 
 import { readFileSync } from "node:fs";
 
-import { create } from "@bufbuild/protobuf";
-import { type CallOptions, type Client as RpcClient, Code, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
-import { AskgateError } from "./errors.js";
-import {
-  Agents,
-  type AttachResponse,
-  type Delivery,
-  DeliveryStatus,
-  type Endpoint,
-  type QuestionAnswer,
-  type Requested,
-  Slack,
-  type SlackApp,
-  SubscribeRequestSchema,
-  UserQuestions,
-  Webhooks,
-  type WhoAmIResponse,
-} from "./gen/askgate/v1/askgate_pb.js";
-import {
-  type Ask,
-  type AskResult,
-  DEFAULT_RETRY_BUDGET_MS,
-  type Event,
-  answerOf,
-  askRequest,
-  eventOf,
-  freshRequestId,
-} from "./model.js";
-import { Retries, backoff, pause } from "./retry.js";
+import { Client as CoreClient } from "./core.js";
 
 export const DEFAULT_ADDR = "http://127.0.0.1:50051";
 
@@ -50,19 +22,6 @@ export interface ClientOptions {
   key?: string | Buffer;
 }
 
-/** Which session(s) to follow, and from where. */
-export interface FollowOptions {
-  sessionId?: string;
-  /** Every session of the caller's tenant (instead of `sessionId`). */
-  allSessions?: boolean;
-  /** A cursor to resume after (an event's `cursor`). */
-  after?: string;
-  /** Be the session's only (exclusive) provider. */
-  exclusive?: boolean;
-  /** Ends the iteration. */
-  signal?: AbortSignal;
-}
-
 function resolveToken(token: string | undefined): string | undefined {
   if (token !== undefined) {
     return token;
@@ -74,11 +33,6 @@ function resolveToken(token: string | undefined): string | undefined {
   return file ? readFileSync(file, "utf8").trim() : undefined;
 }
 
-/** Whether `signal` aborted the call that threw `thrown`. */
-function abortedBy(signal: AbortSignal | undefined, thrown: unknown): boolean {
-  return signal?.aborted === true && AskgateError.from(thrown).code === Code.Canceled;
-}
-
 /**
  * An askgate client. One client holds one HTTP/2 connection (reconnected when it
  * breaks) and may serve many calls at once; `close()` it when done.
@@ -88,39 +42,29 @@ function abortedBy(signal: AbortSignal | undefined, thrown: unknown): boolean {
  * const result = await client.ask({ sessionId: "demo", questions: [question("db", "Which?", { options: ["A", "B"] })] });
  * ```
  */
-export class Client {
+export class Client extends CoreClient {
   readonly addr: string;
-  readonly #token: string | undefined;
+  readonly #hasToken: boolean;
   readonly #sessions: Http2SessionManager;
-  readonly #questions: RpcClient<typeof UserQuestions>;
-  readonly #agents: RpcClient<typeof Agents>;
-  readonly #webhooks: RpcClient<typeof Webhooks>;
-  readonly #slack: RpcClient<typeof Slack>;
-  /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
-  readonly #closed = new AbortController();
 
   constructor(options: ClientOptions = {}) {
-    this.addr = options.addr ?? process.env.ASKGATE_ADDR ?? DEFAULT_ADDR;
-    this.#token = resolveToken(options.token);
+    const addr = options.addr ?? process.env.ASKGATE_ADDR ?? DEFAULT_ADDR;
+    const token = resolveToken(options.token);
     const { ca, cert, key } = options;
-    this.#sessions = new Http2SessionManager(
-      this.addr,
+    const sessions = new Http2SessionManager(
+      addr,
       { pingIntervalMs: 30_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 15 * 60_000 },
       { ca, cert, key },
     );
-    const transport = createGrpcTransport({
-      baseUrl: this.addr,
-      sessionManager: this.#sessions,
-    });
-    this.#questions = createClient(UserQuestions, transport);
-    this.#agents = createClient(Agents, transport);
-    this.#webhooks = createClient(Webhooks, transport);
-    this.#slack = createClient(Slack, transport);
+    super(createGrpcTransport({ baseUrl: addr, sessionManager: sessions }), { token });
+    this.addr = addr;
+    this.#hasToken = token !== undefined;
+    this.#sessions = sessions;
   }
 
   /** Never the token. */
-  toString(): string {
-    return `Client(${this.addr}${this.#token === undefined ? "" : ", token: <redacted>"})`;
+  override toString(): string {
+    return `Client(${this.addr}${this.#hasToken ? ", token: <redacted>" : ""})`;
   }
 
   [Symbol.for("nodejs.util.inspect.custom")](): string {
@@ -128,287 +72,10 @@ export class Client {
   }
 
   /** Closes the connection; calls in flight fail (CANCELED), and none is retried. */
-  close(): void {
-    this.#closed.abort(new AskgateError("ERROR_REASON_UNSPECIFIED", Code.Canceled, "the client was closed"));
+  override close(): void {
+    super.close();
     this.#sessions.abort();
   }
-
-  /** Aborts when `signal` does or the client is closed. */
-  #until(signal: AbortSignal | undefined): AbortSignal {
-    return signal === undefined ? this.#closed.signal : AbortSignal.any([signal, this.#closed.signal]);
-  }
-
-  /**
-   * Asks and waits until the batch is resolved: the answers, or an
-   * {@link AskgateError} (`ASK_CANCELLED` with the human's `metadata.reason`,
-   * `ASK_EXPIRED`, `ASK_ABORTED`, a refusal).
-   *
-   * A call that fails with UNAVAILABLE (the node drains, the server is unreachable) or
-   * a broken connection is retried with backoff and the same requestId, within the
-   * timeout and the retry budget: the retry joins the pending ask, or gets the human's
-   * answer if it came meanwhile.
-   */
-  async ask(ask: Ask): Promise<AskResult> {
-    const retries = new Retries(ask.timeoutMs, ask.retry ?? true, ask.retryForMs ?? DEFAULT_RETRY_BUDGET_MS);
-    const request = askRequest(ask, ask.requestId ?? freshRequestId());
-    const signal = this.#until(ask.signal);
-    for (;;) {
-      const attempt = performance.now();
-      let error: AskgateError;
-      try {
-        const timeoutMs = retries.timeoutMs();
-        const response = await this.#questions.ask(request, this.#options({ signal, timeoutMs }));
-        return {
-          rpcId: response.rpcId,
-          answers: response.answers.map(answerOf),
-          resolvedBy: response.resolvedBy,
-        };
-      } catch (thrown) {
-        if (abortedBy(signal, thrown)) {
-          throw signal.reason;
-        }
-        error = AskgateError.from(thrown);
-        if (
-          ask.timeoutMs !== undefined &&
-          error.code === Code.DeadlineExceeded &&
-          error.reason === "ERROR_REASON_UNSPECIFIED"
-        ) {
-          throw AskgateError.localDeadline();
-        }
-      }
-      await pause(retries.pauseAfter(attempt, error), signal);
-    }
-  }
-
-  /** Answers a pending ask (one answer per question; see `select`, `custom`, `skip`). */
-  async answer(sessionId: string, rpcId: string, answers: readonly QuestionAnswer[]): Promise<void> {
-    await this.#call(() => this.#questions.answer({ sessionId, rpcId, answers: [...answers] }, this.#options()));
-  }
-
-  /** Closes a pending ask unanswered; the asker gets ASK_CANCELLED with `reason`. */
-  async cancel(sessionId: string, rpcId: string, reason = ""): Promise<void> {
-    await this.#call(() => this.#questions.cancel({ sessionId, rpcId, reason }, this.#options()));
-  }
-
-  /** The asker gives up its ask (by its requestId): resolved ABORTED at once. */
-  async abort(sessionId: string, requestId: string): Promise<void> {
-    await this.#call(() => this.#questions.abort({ sessionId, requestId }, this.#options()));
-  }
-
-  /** The session's pending asks, oldest first. */
-  async listPending(sessionId: string): Promise<Requested[]> {
-    const response = await this.#call(() => this.#questions.listPending({ sessionId }, this.#options()));
-    return response.pending;
-  }
-
-  /**
-   * Registers a webhook endpoint of the caller's tenant (admin credential). The
-   * returned endpoint holds its signing secret (`whsec_…`), shown this once.
-   * `events`: `ask.requested`, `ask.resolved`, `ask.reminder`, `ask.escalated` (none:
-   * all); `labels`: only asks carrying all of them; `provides`: whether it counts as
-   * following the sessions (default: when it gets `ask.requested`).
-   */
-  async createEndpoint(endpoint: {
-    url: string;
-    events?: readonly string[];
-    description?: string;
-    labels?: Readonly<Record<string, string>>;
-    provides?: boolean;
-  }): Promise<Endpoint> {
-    const { url, events = [], description = "", labels = {}, provides } = endpoint;
-    return await this.#call(() =>
-      this.#webhooks.createEndpoint(
-        { url, events: [...events], description, labels: { ...labels }, provides },
-        this.#options(),
-      ),
-    );
-  }
-
-  /** The tenant's webhook endpoints, oldest first, without their secrets. */
-  async listEndpoints(): Promise<Endpoint[]> {
-    const response = await this.#call(() => this.#webhooks.listEndpoints({}, this.#options()));
-    return response.endpoints;
-  }
-
-  /** Removes a webhook endpoint (NOT_FOUND when the tenant has none by that id). */
-  async deleteEndpoint(id: string): Promise<void> {
-    await this.#call(() => this.#webhooks.deleteEndpoint({ id }, this.#options()));
-  }
-
-  /** Webhook deliveries, newest first, of one endpoint and status if given. */
-  async listDeliveries(
-    filter: { endpointId?: string; status?: DeliveryStatus; limit?: number } = {},
-  ): Promise<Delivery[]> {
-    const { endpointId = "", status = DeliveryStatus.DELIVERY_STATUS_UNSPECIFIED, limit = 0 } = filter;
-    const response = await this.#call(() =>
-      this.#webhooks.listDeliveries({ endpointId, status, limit }, this.#options()),
-    );
-    return response.deliveries;
-  }
-
-  /** Sends a webhook delivery again, with the same `webhook-id`. */
-  async redeliver(id: string): Promise<Delivery> {
-    return await this.#call(() => this.#webhooks.redeliver({ id }, this.#options()));
-  }
-
-  /**
-   * Who the client's credential names (tenant, subject, roles) and which sessions it
-   * may see (`everySession`, or the `sessions` patterns); any role may ask.
-   */
-  async whoAmI(): Promise<WhoAmIResponse> {
-    return await this.#call(() => this.#questions.whoAmI({}, this.#options()));
-  }
-
-  /**
-   * Connects a Slack app of the caller's tenant (admin credential): the tenant's
-   * questions (of `sessionPrefix` and `labels`) are posted to `channel` and answered
-   * there. The server checks `botToken` with Slack first; the secrets are never
-   * returned.
-   */
-  async connectSlack(app: {
-    botToken: string;
-    signingSecret: string;
-    channel: string;
-    sessionPrefix?: string;
-    labels?: Readonly<Record<string, string>>;
-    description?: string;
-    provides?: boolean;
-  }): Promise<SlackApp> {
-    const { botToken, signingSecret, channel, sessionPrefix = "", labels = {}, description = "", provides } = app;
-    return await this.#call(() =>
-      this.#slack.connectSlack(
-        { botToken, signingSecret, channel, sessionPrefix, labels: { ...labels }, description, provides },
-        this.#options(),
-      ),
-    );
-  }
-
-  /** The tenant's Slack apps, oldest first. */
-  async listSlackApps(): Promise<SlackApp[]> {
-    const response = await this.#call(() => this.#slack.listSlackApps({}, this.#options()));
-    return response.apps;
-  }
-
-  /** Disconnects a Slack app (NOT_FOUND when the tenant has none by that id). */
-  async disconnectSlack(id: string): Promise<void> {
-    await this.#call(() => this.#slack.disconnectSlack({ id }, this.#options()));
-  }
-
-  /**
-   * Follows a session (or all sessions): pending asks are replayed, then `synced`,
-   * then live events. Across connection failures it reconnects with backoff and
-   * resumes from the last cursor, so no event is missed or repeated while the server
-   * holds the cursor (otherwise a `reset` and a fresh snapshot come). Ends when
-   * `signal` aborts or the loop breaks; throws an {@link AskgateError} that is not
-   * worth retrying (a refusal, a lost credential).
-   */
-  async *follow(options: FollowOptions): AsyncGenerator<Event, void, undefined> {
-    const signal = this.#until(options.signal);
-    let cursor = options.after ?? "";
-    let delays = backoff();
-    while (!signal?.aborted) {
-      const request = create(SubscribeRequestSchema, {
-        sessionId: options.sessionId ?? "",
-        allSessions: options.allSessions ?? false,
-        after: cursor,
-        exclusive: options.exclusive ?? false,
-      });
-      try {
-        for await (const message of this.#questions.subscribe(request, this.#options({ signal }))) {
-          if (message.cursor) {
-            cursor = message.cursor;
-          }
-          delays = backoff();
-          const event = eventOf(message);
-          if (event !== undefined) {
-            yield event;
-          }
-        }
-        return;
-      } catch (thrown) {
-        if (abortedBy(signal, thrown)) {
-          return;
-        }
-        const error = AskgateError.from(thrown);
-        if (!error.retryable) {
-          throw error;
-        }
-      }
-      try {
-        await pause(delays.next().value, signal);
-      } catch {
-        return;
-      }
-    }
-  }
-
-  /**
-   * Attaches an agent: holds its lease until `close()` (or `await using`). Asks that
-   * name `{agentId, incarnation: lease.incarnation}` are accepted while it is held;
-   * when it ends they are ABORTED. Throws TOO_MANY_AGENTS, PERMISSION_DENIED, ...
-   */
-  async attach(agentId: string, parentAgentId = ""): Promise<AgentLease> {
-    const stop = new AbortController();
-    const stream = this.#agents.attach({ agentId, parentAgentId }, this.#options({ signal: this.#until(stop.signal) }));
-    const messages = stream[Symbol.asyncIterator]();
-    let first: IteratorResult<AttachResponse>;
-    try {
-      first = await messages.next();
-    } catch (thrown) {
-      stop.abort();
-      throw AskgateError.from(thrown);
-    }
-    if (first.done || first.value.msg.case !== "lease") {
-      stop.abort();
-      throw new AskgateError("INTERNAL", Code.Internal, "Attach ended before its lease");
-    }
-    return new AgentLease(first.value.msg.value.incarnation, messages, stop);
-  }
-
-  #options({ signal, timeoutMs }: { signal?: AbortSignal; timeoutMs?: number } = {}): CallOptions {
-    const headers = this.#token === undefined ? undefined : { authorization: `Bearer ${this.#token}` };
-    return { headers, signal: this.#until(signal), timeoutMs };
-  }
-
-  async #call<T>(call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (thrown) {
-      throw AskgateError.from(thrown);
-    }
-  }
 }
 
-/** A held `Agents.Attach` stream, made by `Client.attach`. */
-export class AgentLease {
-  /** Settles when the lease ends: `undefined` when closed here, the error when the server ended it. */
-  readonly ended: Promise<AskgateError | undefined>;
-
-  /** @internal */
-  constructor(
-    readonly incarnation: string,
-    messages: AsyncIterator<AttachResponse>,
-    private readonly stop: AbortController,
-  ) {
-    this.ended = (async () => {
-      try {
-        while (!(await messages.next()).done) {
-          // heartbeats
-        }
-        return undefined;
-      } catch (thrown) {
-        return stop.signal.aborted ? undefined : AskgateError.from(thrown);
-      }
-    })();
-  }
-
-  /** Detaches: the agent's pending asks are ABORTED. */
-  async close(): Promise<void> {
-    this.stop.abort();
-    await this.ended;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
-  }
-}
+export { AgentLease, type FollowOptions } from "./core.js";

@@ -13,6 +13,7 @@
 // the model-facing `ask_user_question` tool; `@askgate/client/ai` its Vercel AI SDK tool.
 
 export { AgentLease, Client, type ClientOptions, DEFAULT_ADDR, type FollowOptions } from "./client.js";
+export { Client as TransportClient } from "./core.js";
 export { AskgateError, REASONS, type Reason, type Violation } from "./errors.js";
 export type {
   Delivery,

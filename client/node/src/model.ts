@@ -1,7 +1,5 @@
 // Building a batch of questions and reading what comes back.
 
-import { randomUUID } from "node:crypto";
-
 import { create } from "@bufbuild/protobuf";
 
 import {
@@ -142,7 +140,7 @@ export function askRequest(ask: Ask, requestId: string): AskRequest {
 }
 
 export function freshRequestId(): string {
-  return randomUUID();
+  return crypto.randomUUID();
 }
 
 /** One question's answer, normalised by the server. */

@@ -2,8 +2,6 @@
 // request itself, with exponential backoff and jitter, within the ask's deadline and
 // while failures in a row last less than its retry budget.
 
-import { setTimeout as sleep } from "node:timers/promises";
-
 import { AskgateError } from "./errors.js";
 
 /** First and longest pause between attempts. */
@@ -26,12 +24,22 @@ export function* backoff(): Generator<number, never> {
 }
 
 /** Waits `ms`, or until `signal` aborts (then throws its reason). */
-export async function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  try {
-    await sleep(ms, undefined, { signal });
-  } catch (error) {
-    throw signal?.aborted ? signal.reason : error;
-  }
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const aborted = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", aborted);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", aborted, { once: true });
+  });
 }
 
 export class Retries {

@@ -12,7 +12,7 @@ import {
   type QuestionAnswer,
   QuestionAnswerSchema,
   type Requested,
-} from "../../node/src/gen/askgate/v1/askgate_pb.js";
+} from "@askgate/client/proto";
 
 export type Status = "open" | "answered" | "skipped";
 

@@ -4,7 +4,7 @@
 // Esc comes back to the list. New batches can ring and raise a browser notification
 // while the tab is in the background.
 
-import type { Requested, WhoAmIResponse } from "../../node/src/gen/askgate/v1/askgate_pb.js";
+import type { Requested, WhoAmIResponse } from "@askgate/client/proto";
 import type { Composer } from "./composer.js";
 import { type Session, title } from "./session.js";
 import { View, h } from "./view.js";

@@ -1,20 +1,18 @@
 // The console's view of one session, or (the inbox) of every session the credential
-// may see: the Subscribe stream (resumed from the last cursor after a drop), the queue
-// of pending batches with their composers, what was resolved since the page opened,
-// and the Answer and Cancel calls. Drawing is view.ts's and inbox.ts's.
+// may see: the SDK's follow (resumed from the last cursor after a drop), the queue of
+// pending batches with their composers, what was resolved since the page opened, and
+// the Answer and Cancel calls. Drawing is view.ts's and inbox.ts's.
 
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createGrpcWebTransport } from "@connectrpc/connect-web";
+import { AskgateError, Client, type Reason } from "@askgate/client/core";
 import {
   type Requested,
   type Resolved,
   type WhoAmIResponse,
   CancelSource,
-  ErrorReason,
   Resolution,
-  UserQuestions,
-} from "../../node/src/gen/askgate/v1/askgate_pb.js";
-import { ErrorInfoSchema } from "../../node/src/gen/google/rpc/error_details_pb.js";
+} from "@askgate/client/proto";
+import { Code } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { Composer } from "./composer.js";
 
 export type Connection =
@@ -91,16 +89,9 @@ export function resolutionNotice(
   }
 }
 
-/**
- * askgate's error reason of a failed call (the proto's ErrorReason, by its wire name
- * in google.rpc.ErrorInfo), when it has one it knows; ERROR_REASON_UNSPECIFIED for a
- * reason newer than this console.
- */
-export function errorReason(error: unknown): ErrorReason | undefined {
-  if (!(error instanceof ConnectError)) return undefined;
-  const name = error.findDetails(ErrorInfoSchema)[0]?.reason;
-  if (name === undefined) return undefined;
-  return ErrorReason[name as keyof typeof ErrorReason] ?? ErrorReason.ERROR_REASON_UNSPECIFIED;
+/** askgate's error reason of a failed call (the SDK reads it from the error's details). */
+export function errorReason(error: unknown): Reason {
+  return AskgateError.from(error).reason;
 }
 
 /**
@@ -108,8 +99,7 @@ export function errorReason(error: unknown): ErrorReason | undefined {
  * server remembers the ask; undefined when it does not say.
  */
 export function settledBy(error: unknown): { reason: Resolution; resolvedBy: string } | undefined {
-  if (!(error instanceof ConnectError)) return undefined;
-  const metadata = error.findDetails(ErrorInfoSchema)[0]?.metadata ?? {};
+  const { metadata } = AskgateError.from(error);
   const reason = Resolution[metadata.resolution as keyof typeof Resolution];
   if (reason === undefined) return undefined;
   return { reason, resolvedBy: metadata.resolved_by ?? "" };
@@ -117,10 +107,7 @@ export function settledBy(error: unknown): { reason: Resolution; resolvedBy: str
 
 /** A failure in words for a person: the server's message, without protocol names. */
 function describe(error: unknown): string {
-  if (error instanceof ConnectError) {
-    return error.rawMessage || "the connection failed";
-  }
-  return error instanceof Error ? error.message : String(error);
+  return AskgateError.from(error).rawMessage || "the connection failed";
 }
 
 /** Errors a retry cannot mend: the subscription stops and says why. */
@@ -144,7 +131,7 @@ export class Session {
   whoami: WhoAmIResponse | undefined;
   /** The snapshot is over: later `requested` events are arrivals. */
   private live = false;
-  private readonly client: Client<typeof UserQuestions>;
+  private readonly client: Client;
   /** Drafts of batches dropped by a reset, in case the snapshot brings them back. */
   private kept = new Map<string, Composer>();
   /** Batches seen in the current snapshot (before `synced`). */
@@ -155,19 +142,9 @@ export class Session {
   constructor(options: Options) {
     this.options = options;
     this.opened = options.opened;
-    const token = options.token;
-    const transport = createGrpcWebTransport({
-      baseUrl: options.baseUrl,
-      interceptors: token
-        ? [
-            (next) => (request) => {
-              request.header.set("authorization", `Bearer ${token}`);
-              return next(request);
-            },
-          ]
-        : [],
+    this.client = new Client(createGrpcWebTransport({ baseUrl: options.baseUrl }), {
+      token: options.token,
     });
-    this.client = createClient(UserQuestions, transport);
   }
 
   /** Following every session the credential may see, not one. */
@@ -190,38 +167,50 @@ export class Session {
   /** Asks the server whose credential this is (shown by the inbox). */
   async identify(): Promise<void> {
     try {
-      this.whoami = await this.client.whoAmI({}, { signal: this.stopped.signal });
+      this.whoami = await this.client.whoAmI();
       this.options.onChange();
     } catch {
       // The subscription reports a refused credential; WhoAmI only adds detail.
     }
   }
 
-  /** Follows the session until `stop`, reconnecting after every drop. */
+  /**
+   * Follows the session until `stop`, reconnecting after every drop: the SDK's follow
+   * resumes from the last cursor after a connection failure (saying so through
+   * `onRetry`); a stream the server ended, or a refusal a retry may mend (a cap), is
+   * followed again from here after a pause. A refused credential or session ends it.
+   */
   async run(): Promise<void> {
     let attempt = 0;
+    const reconnecting = (why: string): void => {
+      this.connection = { kind: "reconnecting", why, attempt };
+      attempt += 1;
+      // The next stream starts over: its snapshot, then live events.
+      this.seen.clear();
+      this.live = false;
+      this.options.onChange();
+    };
     while (!this.stopped.signal.aborted) {
       try {
-        const events = this.client.subscribe(
-          this.inbox
-            ? { allSessions: true, after: this.cursor }
-            : { sessionId: this.options.sessionId, after: this.cursor },
-          { signal: this.stopped.signal },
-        );
         this.seen.clear();
         this.live = false;
-        for await (const message of events) {
-          if (message.cursor) this.cursor = message.cursor;
-          const event = message.event;
-          switch (event.case) {
+        const events = this.client.follow({
+          ...(this.inbox ? { allSessions: true } : { sessionId: this.options.sessionId }),
+          after: this.cursor,
+          signal: this.stopped.signal,
+          onRetry: (error) => reconnecting(describe(error)),
+        });
+        for await (const event of events) {
+          if (event.cursor) this.cursor = event.cursor;
+          switch (event.kind) {
             case "requested":
-              this.requested(event.value);
+              this.requested(event.requested);
               break;
             case "resolved":
-              this.resolved(event.value);
+              this.resolved(event.resolved);
               break;
             case "synced":
-              this.synced(event.value.resumed);
+              this.synced(event.resumed);
               attempt = 0;
               break;
             case "reset":
@@ -231,42 +220,42 @@ export class Session {
           this.options.onChange();
         }
         if (this.stopped.signal.aborted) return;
-        this.connection = { kind: "reconnecting", why: "the server ended the stream", attempt };
+        reconnecting("the server ended the stream");
       } catch (error) {
         if (this.stopped.signal.aborted) return;
-        if (error instanceof ConnectError && FINAL.has(error.code)) {
+        const failure = AskgateError.from(error);
+        if (FINAL.has(failure.code)) {
           this.connection = {
             kind: "refused",
-            why: describe(error),
-            unauthenticated: error.code === Code.Unauthenticated,
+            why: describe(failure),
+            unauthenticated: failure.code === Code.Unauthenticated,
           };
           this.options.onChange();
           return;
         }
-        this.connection = { kind: "reconnecting", why: describe(error), attempt };
+        reconnecting(describe(failure));
       }
-      this.options.onChange();
-      attempt += 1;
       await this.pause(Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(attempt, 5)));
     }
   }
 
   stop(): void {
     this.stopped.abort();
+    this.client.close();
   }
 
   /** Sends the composer's batch with Answer; the composer waits for `resolved`. */
   async submit(composer: Composer): Promise<void> {
     if (!composer.complete()) return;
     await this.send(composer, "answer", (batch) =>
-      this.client.answer({ ...batch, answers: composer.answers() }),
+      this.client.answer(batch.sessionId, batch.rpcId, composer.answers()),
     );
   }
 
   /** Closes the whole batch with Cancel and the human's reason (possibly empty). */
   async cancel(composer: Composer, reason: string): Promise<void> {
     await this.send(composer, "cancel", (batch) =>
-      this.client.cancel({ ...batch, reason: reason.trim() }),
+      this.client.cancel(batch.sessionId, batch.rpcId, reason.trim()),
     );
   }
 
@@ -290,7 +279,7 @@ export class Session {
       // Too late: another resolution won. Its metadata says which (then the batch
       // closes now); else its `resolved` event closes the batch with a notice saying
       // how and by whom, so the composer keeps waiting for it.
-      if (errorReason(error) === ErrorReason.NOT_PENDING) {
+      if (errorReason(error) === "NOT_PENDING") {
         const settled = settledBy(error);
         if (settled) {
           this.close(composer, { ...settled, cancelReason: "" }, false);

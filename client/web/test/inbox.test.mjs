@@ -342,6 +342,8 @@ test("first-hour rough edges: sign-in when the server needs a token, deep links,
     { sessionId: "deep/a", questions: [question("q", "Merge the pull request?", ["yes", "no"], { header: "Merge" })] },
     ["--token", agentToken],
   );
+  // One after the other: two asking processes started together may arrive either way.
+  await listShows(page, ["deep/a"]);
   const plain = asking(h, url, "deep/b", "Ship the release today?", { token: agentToken });
   await listShows(page, ["deep/a", "deep/b"]);
   const titles = await page.locator(".row-title").allInnerTexts();
