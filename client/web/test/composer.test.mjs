@@ -22,12 +22,14 @@ async function load() {
       contents: [
         'export { Composer } from "../src/composer.ts";',
         'export { create } from "@bufbuild/protobuf";',
-        'export { RequestedSchema } from "../../node/src/gen/askgate/v1/askgate_pb.ts";',
+        'export { RequestedSchema } from "@askgate/client/proto";',
       ].join("\n"),
       resolveDir: HERE,
       loader: "ts",
     },
     bundle: true,
+    // The SDK's sources, as the console's own build takes them.
+    conditions: ["source"],
     format: "esm",
     platform: "node",
     write: false,
