@@ -3,7 +3,10 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Client, Event, Events};
-use askgate_server::{ServerConfig, server::BackendChoice};
+use askgate_server::{
+    ServerConfig,
+    server::{BackendChoice, RedisConfig},
+};
 use askgate_testing::{RedisCluster, RedisServer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tokio_stream::StreamExt;
@@ -117,13 +120,18 @@ pub enum SharedRedis {
 impl SharedRedis {
     /// A config for a node on it.
     fn config(&self, config: ServerConfig) -> ServerConfig {
-        let (url, redis_cluster) = match self {
+        let (url, cluster) = match self {
             Self::Server(redis) => (redis.url.clone(), false),
             Self::Cluster(cluster) => (cluster.url.clone(), true),
         };
         ServerConfig {
-            backend: BackendChoice::Redis { url },
-            redis_cluster,
+            backend: BackendChoice::Redis {
+                redis: RedisConfig {
+                    cluster,
+                    ..RedisConfig::new(&url)
+                },
+                ca_file: None,
+            },
             ..config
         }
     }

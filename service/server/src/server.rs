@@ -38,9 +38,11 @@ use crate::{
     web::{ConsoleLayer, CorsOrigins},
     webhooks::{Hooks, WebhookConfig, slack::Slack},
 };
+/// Where a Redis backend's Redis is (`BackendChoice::Redis`).
+pub use askgate_engines::redis_engine::RedisConfig;
 use askgate_engines::{
     memory::{MemoryBackend, MemoryHookStore},
-    redis_engine::{RedisBackend, RedisBackendConfig, redacted_url},
+    redis_engine::{RedisBackend, redacted_url},
 };
 
 /// Aborts a background task when dropped, so it ends with `run`.
@@ -162,15 +164,6 @@ pub struct ServerConfig {
     pub metrics_auth: MetricsAuth,
     /// Where state lives: this process (default) or Redis, shared by several nodes.
     pub backend: BackendChoice,
-    /// With Redis: how long this node's leases (waiting asks, agents, presence) last
-    /// without renewal; a dead node's asks are aborted this long (plus their reattach
-    /// grace) after it died.
-    pub redis_lease: Duration,
-    /// With Redis over TLS (`rediss://`): a CA certificate (PEM file) to trust besides
-    /// the system's roots.
-    pub redis_ca_file: Option<std::path::PathBuf>,
-    /// The Redis URL lists Redis Cluster nodes (comma-separated).
-    pub redis_cluster: bool,
     /// Which other origins' web pages may call the API over gRPC-Web
     /// (`--allowed-origin`).
     pub cors: CorsOrigins,
@@ -222,24 +215,17 @@ impl Default for Http2Limits {
 }
 
 /// `--backend`: where askgate keeps its state. `Debug` hides a Redis password.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendChoice {
     /// In this process (one node).
     Memory,
-    /// In Redis at this URL (`redis://` or `rediss://`), shared by every node using it.
-    Redis { url: String },
-}
-
-impl std::fmt::Debug for BackendChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Memory => f.write_str("Memory"),
-            Self::Redis { url } => f
-                .debug_struct("Redis")
-                .field("url", &redacted_url(url))
-                .finish(),
-        }
-    }
+    /// In Redis (one server or a Cluster), shared by every node using it; with
+    /// `rediss://`, the CA in `ca_file` (PEM, read at start like every file the node
+    /// reads) is trusted besides the system's roots.
+    Redis {
+        redis: RedisConfig,
+        ca_file: Option<PathBuf>,
+    },
 }
 
 impl ServerConfig {
@@ -273,19 +259,18 @@ impl ServerConfig {
                 Arc::new(MemoryBackend::new(self.settings.clone())),
                 Arc::new(MemoryHookStore::new(limits)),
             ),
-            BackendChoice::Redis { url } => {
-                let mut config = RedisBackendConfig::new(url);
-                config.cluster = self.redis_cluster;
-                if let Some(path) = &self.redis_ca_file {
-                    config.ca_pem = Some(std::fs::read(path).with_context(|| {
+            BackendChoice::Redis { redis, ca_file } => {
+                let mut redis = redis.clone();
+                if let Some(path) = ca_file {
+                    redis.ca_pem = Some(std::fs::read(path).with_context(|| {
                         format!("failed to read --redis-ca-file {}", path.display())
                     })?);
                 }
-                config.settings = self.settings.clone();
-                config.lease = self.redis_lease;
-                let backend = RedisBackend::connect(config).await.with_context(|| {
-                    format!("failed to connect to redis at {}", redacted_url(url))
-                })?;
+                let backend = RedisBackend::connect(redis.clone(), self.settings.clone())
+                    .await
+                    .with_context(|| {
+                        format!("failed to connect to redis at {}", redacted_url(&redis.url))
+                    })?;
                 let hooks = backend.hook_store(limits);
                 (Arc::new(backend), Arc::new(hooks))
             }
@@ -382,9 +367,6 @@ impl Default for ServerConfig {
                 allow_remote: false,
             },
             backend: BackendChoice::Memory,
-            redis_lease: Duration::from_secs(10),
-            redis_ca_file: None,
-            redis_cluster: false,
             cors: CorsOrigins::SameOrigin,
             public_url: None,
             console: true,

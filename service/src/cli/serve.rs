@@ -15,7 +15,7 @@ use askgate_server::{
     listener::ConnectionLimits,
     origin::PublicUrl,
     server::{
-        AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
+        AuthConfig, BackendChoice, Http2Limits, MetricsAuth, RedisConfig, ServerConfig, TlsConfig,
         run_with_metrics,
     },
     web::CorsOrigins,
@@ -66,7 +66,7 @@ pub struct ServeArgs {
     pub redis_cluster: bool,
     /// With --backend redis: how long this node's leases last without renewal (a dead
     /// node's waiting asks are aborted that long, plus their reattach grace, after).
-    #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = span(ServerConfig::default().redis_lease), value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = span(RedisConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub redis_lease: Duration,
     /// With a `rediss://` URL: a CA certificate (PEM) to trust for Redis besides the
     /// system's roots.
@@ -461,9 +461,6 @@ impl ServeArgs {
             ask_burst: self.ask_burst,
             metrics_tenant_labels: self.metrics_tenant_labels,
             metrics_auth: self.metrics_auth()?,
-            redis_lease: self.redis_lease,
-            redis_ca_file: self.redis_ca_file.clone(),
-            redis_cluster: self.redis_cluster,
             cors: CorsOrigins::parse(&self.cors_origins)?,
             public_url: self
                 .public_url
@@ -500,7 +497,14 @@ impl ServeArgs {
             secret_key_file: self.secret_key_file.clone(),
             backend: match (self.backend, &self.redis_url) {
                 (BackendKind::Memory, _) => BackendChoice::Memory,
-                (BackendKind::Redis, Some(url)) => BackendChoice::Redis { url: url.clone() },
+                (BackendKind::Redis, Some(url)) => BackendChoice::Redis {
+                    redis: RedisConfig {
+                        cluster: self.redis_cluster,
+                        lease: self.redis_lease,
+                        ..RedisConfig::new(url)
+                    },
+                    ca_file: self.redis_ca_file.clone(),
+                },
                 (BackendKind::Redis, None) => {
                     return Err("--backend redis needs --redis-url".into());
                 }

@@ -16,5 +16,5 @@ mod keys;
 mod store;
 
 pub use connection::{RedisTarget, redacted_url};
-pub use engine::{RedisBackend, RedisBackendConfig};
+pub use engine::{RedisBackend, RedisConfig};
 pub use store::RedisHookStore;

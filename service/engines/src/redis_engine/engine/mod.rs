@@ -48,7 +48,7 @@ mod node;
 mod slots;
 mod waiters;
 
-pub use config::RedisBackendConfig;
+pub use config::RedisConfig;
 use follow::*;
 use node::*;
 use slots::*;
@@ -69,7 +69,9 @@ struct Node {
     id: String,
     store: RedisStore,
     fanout: Fanout,
-    config: RedisBackendConfig,
+    config: RedisConfig,
+    /// The sizes, limits and windows of the state; every limit counts over all nodes.
+    settings: Settings,
     /// Calls waiting on this node, by (session, rpc_id).
     waiters: Mutex<Waiters>,
     /// Asks resolved since the last renewal, to take off this node's wait list then.
@@ -98,13 +100,14 @@ struct Node {
 }
 
 impl RedisBackend {
-    pub async fn connect(config: RedisBackendConfig) -> anyhow::Result<Self> {
+    /// Connects a node to the Redis of `config`, its state sized by `settings`.
+    pub async fn connect(config: RedisConfig, settings: Settings) -> anyhow::Result<Self> {
         let target = RedisTarget {
             url: config.url.clone(),
             cluster: config.cluster,
             ca_pem: config.ca_pem.clone(),
         };
-        let store = RedisStore::connect(target.clone(), config.settings.clone()).await?;
+        let store = RedisStore::connect(target.clone(), settings.clone()).await?;
         let fanout = Fanout::connect(target.clone()).await?;
         let id = Uuid::new_v4().simple().to_string();
         // The node's lease, before any ask it takes can rely on it.
@@ -114,6 +117,7 @@ impl RedisBackend {
             store,
             fanout,
             config,
+            settings,
             waiters: Mutex::default(),
             resolved_here: Mutex::default(),
             pumps: Mutex::default(),
@@ -382,8 +386,8 @@ impl Backend for RedisBackend {
             return Err(AskError::ShuttingDown);
         }
         let buffer = match &scope {
-            Scope::Session(_) => node.config.settings.subscriber_buffer,
-            Scope::Tenant(_) => node.config.settings.tenant_buffer,
+            Scope::Session(_) => node.settings.subscriber_buffer,
+            Scope::Tenant(_) => node.settings.tenant_buffer,
         };
         let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
         let follower = Follower {
@@ -398,7 +402,7 @@ impl Backend for RedisBackend {
                 let slot = SubscriberSlot::take(
                     &node,
                     keys.subscribers(),
-                    node.config.settings.max_subscribers_per_session,
+                    node.settings.max_subscribers_per_session,
                     AskError::too_many_subscribers,
                 )
                 .await?;
@@ -441,7 +445,7 @@ impl Backend for RedisBackend {
                 let slot = SubscriberSlot::take(
                     &node,
                     keys.all_sessions_subscribers(),
-                    node.config.settings.max_all_sessions_per_tenant,
+                    node.settings.max_all_sessions_per_tenant,
                     AskError::too_many_all_sessions,
                 )
                 .await?;

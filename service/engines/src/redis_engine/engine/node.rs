@@ -12,7 +12,7 @@ pub(super) async fn refresh_until_dropped(node: Weak<Node>) {
         let Some(node) = node.upgrade() else {
             return;
         };
-        let period = (node.config.settings.reconnect_grace / 3)
+        let period = (node.settings.reconnect_grace / 3)
             .min(node.config.lease / 3)
             .max(Duration::from_millis(50));
         if let Err(e) = node.refresh().await {
@@ -73,7 +73,7 @@ impl Node {
                 &self.id,
                 &renewal,
                 self.config.lease,
-                self.config.settings.reconnect_grace,
+                self.settings.reconnect_grace,
             )
             .await;
         if let Err(e) = renewed {
@@ -100,7 +100,7 @@ impl Node {
     pub(super) async fn hold_attended(&self, key: String) -> Result<(), AskError> {
         *self.attended.lock().entry(key.clone()).or_default() += 1;
         self.store
-            .set_presence(&key, &self.id, self.config.settings.reconnect_grace)
+            .set_presence(&key, &self.id, self.settings.reconnect_grace)
             .await
     }
 

@@ -1,22 +1,21 @@
 use std::sync::Arc;
 
-use super::*;
+use askgate_core::backend::Settings;
 use askgate_testing::RedisServer;
 
-use askgate_core::backend::Settings;
+use super::*;
 
 /// The conformance suite's sizes, on a Redis backend with its own redis-server.
 async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
     let redis = RedisServer::start().await;
-    let backend = backend(RedisBackendConfig::new(&redis.url), config).await;
+    let backend = backend(RedisConfig::new(&redis.url), config).await;
     (backend, Box::new(redis))
 }
 
-/// A backend with the conformance suite's sizes.
-async fn backend(mut settings: RedisBackendConfig, config: Settings) -> Arc<dyn Backend> {
-    settings.settings = config;
+/// A backend on `redis` with the conformance suite's sizes.
+async fn backend(redis: RedisConfig, settings: Settings) -> Arc<dyn Backend> {
     Arc::new(
-        RedisBackend::connect(settings)
+        RedisBackend::connect(redis, settings)
             .await
             .expect("redis backend"),
     )
@@ -32,9 +31,11 @@ mod cluster {
 
     async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
         let cluster = RedisCluster::start(3).await;
-        let mut settings = RedisBackendConfig::new(&cluster.url);
-        settings.cluster = true;
-        (backend(settings, config).await, Box::new(cluster))
+        let redis = RedisConfig {
+            cluster: true,
+            ..RedisConfig::new(&cluster.url)
+        };
+        (backend(redis, config).await, Box::new(cluster))
     }
 
     askgate_core::backend_conformance_suite!(make);
