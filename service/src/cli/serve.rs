@@ -329,6 +329,54 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The server configuration these flags describe; refuses values that cannot work.
     pub fn to_config(&self) -> Result<ServerConfig, String> {
+        self.check_positive()?;
+        self.check_durations()?;
+        Ok(ServerConfig {
+            settings: self.settings(),
+            limits: self.limits(),
+            max_wait: self.max_wait,
+            drain_timeout: self.drain_timeout,
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
+            connections: ConnectionLimits {
+                max_connections: self.max_connections,
+                idle_timeout: self.idle_timeout,
+                ..ConnectionLimits::default()
+            },
+            http2: Http2Limits {
+                max_concurrent_streams: self.http2_max_streams,
+                stream_window: self.http2_stream_window,
+                connection_window: self.http2_connection_window,
+            },
+            max_message_bytes: self.max_message_bytes,
+            agent_heartbeat: self.agent_heartbeat,
+            auth: self.auth_config()?,
+            tls: self.tls(),
+            ask_rate: self.ask_rate,
+            ask_burst: self.ask_burst,
+            metrics_tenant_labels: self.metrics_tenant_labels,
+            metrics_auth: self.metrics_auth()?,
+            cors: CorsOrigins::parse(&self.cors_origins)?,
+            public_url: self
+                .public_url
+                .as_deref()
+                .map(PublicUrl::parse)
+                .transpose()?,
+            console: self.console,
+            mcp: self.mcp,
+            max_mcp_sessions: self.max_mcp_sessions,
+            mcp_max_wait: self.mcp_max_wait,
+            webhooks: self.webhooks(),
+            default_notify: self.default_notify()?,
+            slack_api_url: self.slack_api_url.clone(),
+            secret_key_file: self.secret_key_file.clone(),
+            backend: self.backend()?,
+        })
+    }
+
+    /// Counts and sizes that cannot be zero.
+    fn check_positive(&self) -> Result<(), String> {
+        let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let positive = [
             ("--max-questions", self.max_questions),
             ("--max-options", self.max_options),
@@ -355,11 +403,11 @@ impl ServeArgs {
             ("--max-connections", self.max_connections),
             (
                 "--max-pending-bytes-per-tenant",
-                usize::try_from(self.max_pending_bytes_per_tenant).unwrap_or(usize::MAX),
+                bytes(self.max_pending_bytes_per_tenant),
             ),
             (
                 "--max-pending-bytes-per-session",
-                usize::try_from(self.max_pending_bytes_per_session).unwrap_or(usize::MAX),
+                bytes(self.max_pending_bytes_per_session),
             ),
             (
                 "--max-mcp-sessions-per-tenant",
@@ -378,164 +426,132 @@ impl ServeArgs {
                 self.webhook_concurrency_per_endpoint,
             ),
         ];
-        if let Some((flag, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{flag} must be at least 1"));
+        match positive.iter().find(|(_, v)| *v == 0) {
+            Some((flag, _)) => Err(format!("{flag} must be at least 1")),
+            None => Ok(()),
         }
-        if self.idle_timeout.is_zero() {
-            return Err("--idle-timeout must be longer than zero".into());
-        }
-        if self.agent_heartbeat.is_zero() {
-            return Err("--agent-heartbeat must be longer than zero".into());
-        }
-        if self.max_wait.is_zero() || self.max_wait.as_secs() > MAX_WAIT_SECS {
-            return Err("--max-wait must be longer than zero and at most 30 days".into());
-        }
-        for (flag, value) in [
+    }
+
+    /// Durations that cannot be zero, and those with bounds of their own.
+    fn check_durations(&self) -> Result<(), String> {
+        let longer_than_zero = [
+            ("--idle-timeout", self.idle_timeout),
+            ("--agent-heartbeat", self.agent_heartbeat),
             ("--webhook-retry-initial", self.webhook_retry_initial),
             ("--webhook-retry-max", self.webhook_retry_max),
             ("--webhook-retry-for", self.webhook_retry_for),
             ("--webhook-timeout", self.webhook_timeout),
-        ] {
-            if value.is_zero() {
-                return Err(format!("{flag} must be longer than zero"));
-            }
+            ("--mcp-max-wait", self.mcp_max_wait.unwrap_or(Duration::MAX)),
+        ];
+        if let Some((flag, _)) = longer_than_zero.iter().find(|(_, d)| d.is_zero()) {
+            return Err(format!("{flag} must be longer than zero"));
+        }
+        if self.max_wait.is_zero() || self.max_wait.as_secs() > MAX_WAIT_SECS {
+            return Err("--max-wait must be longer than zero and at most 30 days".into());
         }
         if self.webhook_retry_max < self.webhook_retry_initial {
             return Err("--webhook-retry-max must be at least --webhook-retry-initial".into());
         }
-        let notify = self.default_notify()?;
-        let limits = Limits {
+        Ok(())
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
             max_questions: self.max_questions,
             max_options: self.max_options,
             max_label_bytes: self.max_label_bytes,
             max_text_bytes: self.max_text_bytes,
             max_detail_bytes: self.max_detail_bytes,
             max_custom_bytes: self.max_custom_bytes,
-            max_labels: Limits::default().max_labels,
-        };
-        Ok(ServerConfig {
-            settings: Settings {
-                history_len: self.history_len,
-                subscriber_buffer: self.subscriber_buffer,
-                max_pending_per_session: self.max_pending_per_session,
-                max_pending_per_tenant: self.max_pending_per_tenant,
-                max_pending_bytes_per_tenant: self.max_pending_bytes_per_tenant,
-                max_pending_bytes_per_session: self.max_pending_bytes_per_session,
-                max_subscribers_per_session: self.max_subscribers_per_session,
-                max_all_sessions_per_tenant: self.max_all_sessions_per_tenant,
-                max_agents_per_tenant: self.max_agents_per_tenant,
-                max_sessions_per_tenant: self.max_sessions_per_tenant,
-                max_streams_per_tenant: self.max_streams_per_tenant,
-                max_mcp_sessions_per_tenant: self.max_mcp_sessions_per_tenant,
-                reconnect_grace: self.reconnect_grace,
-                request_retention: self.request_retention,
-                ..Settings::default()
+            ..Limits::default()
+        }
+    }
+
+    fn settings(&self) -> Settings {
+        Settings {
+            history_len: self.history_len,
+            subscriber_buffer: self.subscriber_buffer,
+            max_pending_per_session: self.max_pending_per_session,
+            max_pending_per_tenant: self.max_pending_per_tenant,
+            max_pending_bytes_per_tenant: self.max_pending_bytes_per_tenant,
+            max_pending_bytes_per_session: self.max_pending_bytes_per_session,
+            max_subscribers_per_session: self.max_subscribers_per_session,
+            max_all_sessions_per_tenant: self.max_all_sessions_per_tenant,
+            max_agents_per_tenant: self.max_agents_per_tenant,
+            max_sessions_per_tenant: self.max_sessions_per_tenant,
+            max_streams_per_tenant: self.max_streams_per_tenant,
+            max_mcp_sessions_per_tenant: self.max_mcp_sessions_per_tenant,
+            reconnect_grace: self.reconnect_grace,
+            request_retention: self.request_retention,
+            ..Settings::default()
+        }
+    }
+
+    fn webhooks(&self) -> WebhookConfig {
+        WebhookConfig {
+            allow_private: self.webhook_allow_private,
+            retry_initial: self.webhook_retry_initial,
+            retry_max: self.webhook_retry_max,
+            retry_for: self.webhook_retry_for,
+            timeout: self.webhook_timeout,
+            limits: StoreLimits {
+                max_endpoints: self.webhook_max_endpoints,
+                max_queued: self.webhook_max_queued,
+                keep_finished: self.webhook_keep,
             },
-            limits,
-            max_wait: self.max_wait,
-            drain_timeout: self.drain_timeout,
-            keepalive_interval: self.keepalive_interval,
-            keepalive_timeout: self.keepalive_timeout,
-            connections: ConnectionLimits {
-                max_connections: self.max_connections,
-                idle_timeout: self.idle_timeout,
-                ..ConnectionLimits::default()
-            },
-            http2: Http2Limits {
-                max_concurrent_streams: self.http2_max_streams,
-                stream_window: self.http2_stream_window,
-                connection_window: self.http2_connection_window,
-            },
-            max_message_bytes: self.max_message_bytes,
-            agent_heartbeat: self.agent_heartbeat,
-            auth: self.auth_config()?,
-            tls: match (&self.tls_cert, &self.tls_key) {
-                (Some(cert), Some(key)) => Some(TlsConfig {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                    client_ca: self.tls_client_ca.clone(),
-                }),
-                _ => None,
-            },
-            ask_rate: self.ask_rate,
-            ask_burst: self.ask_burst,
-            metrics_tenant_labels: self.metrics_tenant_labels,
-            metrics_auth: self.metrics_auth()?,
-            cors: CorsOrigins::parse(&self.cors_origins)?,
-            public_url: self
-                .public_url
-                .as_deref()
-                .map(PublicUrl::parse)
-                .transpose()?,
-            console: self.console,
-            mcp: self.mcp,
-            max_mcp_sessions: self.max_mcp_sessions,
-            mcp_max_wait: match self.mcp_max_wait {
-                Some(wait) if wait.is_zero() => {
-                    return Err("--mcp-max-wait must be longer than zero".into());
-                }
-                wait => wait,
-            },
-            webhooks: WebhookConfig {
-                allow_private: self.webhook_allow_private,
-                retry_initial: self.webhook_retry_initial,
-                retry_max: self.webhook_retry_max,
-                retry_for: self.webhook_retry_for,
-                timeout: self.webhook_timeout,
-                limits: StoreLimits {
-                    max_endpoints: self.webhook_max_endpoints,
-                    max_queued: self.webhook_max_queued,
-                    keep_finished: self.webhook_keep,
+            concurrency: self.webhook_concurrency,
+            per_tenant: self.webhook_concurrency_per_tenant,
+            per_endpoint: self.webhook_concurrency_per_endpoint,
+            ..WebhookConfig::default()
+        }
+    }
+
+    fn tls(&self) -> Option<TlsConfig> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsConfig {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn backend(&self) -> Result<BackendChoice, String> {
+        match (self.backend, &self.redis_url) {
+            (BackendKind::Memory, _) => Ok(BackendChoice::Memory),
+            (BackendKind::Redis, Some(url)) => Ok(BackendChoice::Redis {
+                redis: RedisConfig {
+                    cluster: self.redis_cluster,
+                    lease: self.redis_lease,
+                    ..RedisConfig::new(url)
                 },
-                concurrency: self.webhook_concurrency,
-                per_tenant: self.webhook_concurrency_per_tenant,
-                per_endpoint: self.webhook_concurrency_per_endpoint,
-                ..WebhookConfig::default()
-            },
-            default_notify: notify,
-            slack_api_url: self.slack_api_url.clone(),
-            secret_key_file: self.secret_key_file.clone(),
-            backend: match (self.backend, &self.redis_url) {
-                (BackendKind::Memory, _) => BackendChoice::Memory,
-                (BackendKind::Redis, Some(url)) => BackendChoice::Redis {
-                    redis: RedisConfig {
-                        cluster: self.redis_cluster,
-                        lease: self.redis_lease,
-                        ..RedisConfig::new(url)
-                    },
-                    ca_file: self.redis_ca_file.clone(),
-                },
-                (BackendKind::Redis, None) => {
-                    return Err("--backend redis needs --redis-url".into());
-                }
-            },
-        })
+                ca_file: self.redis_ca_file.clone(),
+            }),
+            (BackendKind::Redis, None) => Err("--backend redis needs --redis-url".into()),
+        }
     }
 
     /// `--notify-*`: the reminder schedule of asks that set none, held to the rules
-    /// of an ask's own.
+    /// of an ask's own (each interval none, 0, or at least a second).
     fn default_notify(&self) -> Result<NotifyPolicy, String> {
         let ms = |flag: &str, d: Duration| {
-            u32::try_from(d.as_millis()).map_err(|_| format!("{flag} must be under 49 days"))
+            let ms = u32::try_from(d.as_millis())
+                .map_err(|_| format!("{flag} must be under 49 days"))?;
+            match validate::notify_interval_allowed(ms) {
+                true => Ok(ms),
+                false => Err(format!(
+                    "{flag}: must be 0 or at least {}s",
+                    validate::MIN_NOTIFY_MS / 1000
+                )),
+            }
         };
-        let notify = NotifyPolicy {
+        Ok(NotifyPolicy {
             remind_after_ms: ms("--notify-remind-after", self.notify_remind_after)?,
             remind_every_ms: ms("--notify-remind-every", self.notify_remind_every)?,
             max_reminders: self.notify_max_reminders,
             escalate_after_ms: ms("--notify-escalate-after", self.notify_escalate_after)?,
-        };
-        match validate::notify_violations(&notify).first() {
-            Some(v) => Err(format!(
-                "--notify-{}: {}",
-                v.field
-                    .trim_start_matches("notify.")
-                    .trim_end_matches("_ms")
-                    .replace('_', "-"),
-                v.description
-                    .replace("0 (none) or at least 1000", "0 or at least 1s")
-            )),
-            None => Ok(notify),
-        }
+        })
     }
 
     fn metrics_auth(&self) -> Result<MetricsAuth, String> {
@@ -665,6 +681,28 @@ mod tests {
             .expect("valid");
         assert_eq!(config.limits.max_questions, 4);
         assert_eq!(config.max_wait, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_default_reminder_schedule_is_held_to_an_asks_rules_in_the_flags_words() {
+        let config = parse(&[
+            "--notify-remind-after",
+            "5m",
+            "--notify-escalate-after",
+            "1h",
+        ])
+        .to_config()
+        .expect("valid");
+        assert_eq!(config.default_notify.remind_after_ms, 300_000);
+        assert_eq!(config.default_notify.escalate_after_ms, 3_600_000);
+        let err = parse(&["--notify-remind-every", "500ms"])
+            .to_config()
+            .expect_err("under a second");
+        assert_eq!(err, "--notify-remind-every: must be 0 or at least 1s");
+        let err = parse(&["--mcp-max-wait", "0s"])
+            .to_config()
+            .expect_err("zero");
+        assert_eq!(err, "--mcp-max-wait must be longer than zero");
     }
 
     #[test]

@@ -112,6 +112,12 @@ fn too_long(field: &str, value: &str, max_bytes: usize) -> Option<Violation> {
 /// one tenant's pending asks cannot flood the sessions' events and its webhooks.
 pub const MIN_NOTIFY_MS: u32 = 1000;
 
+/// Whether one interval of a reminder schedule is allowed: none (0) or at least
+/// [`MIN_NOTIFY_MS`].
+pub fn notify_interval_allowed(ms: u32) -> bool {
+    ms == 0 || ms >= MIN_NOTIFY_MS
+}
+
 /// An ask's reminder schedule: every non-zero interval at least [`MIN_NOTIFY_MS`].
 pub fn notify_violations(notify: &NotifyPolicy) -> Vec<Violation> {
     [
@@ -120,7 +126,7 @@ pub fn notify_violations(notify: &NotifyPolicy) -> Vec<Violation> {
         ("notify.escalate_after_ms", notify.escalate_after_ms),
     ]
     .into_iter()
-    .filter(|(_, ms)| (1..MIN_NOTIFY_MS).contains(ms))
+    .filter(|(_, ms)| !notify_interval_allowed(*ms))
     .map(|(field, _)| {
         Violation::new(
             field,

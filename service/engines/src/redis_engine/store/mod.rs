@@ -41,6 +41,7 @@ use askgate_core::domain::{AskError, SessionKey, Settled};
 mod hooks;
 mod model;
 mod nodes;
+mod replies;
 mod scripts;
 
 pub use hooks::RedisHookStore;
@@ -49,6 +50,7 @@ pub use model::{
 };
 use model::{live_message, parse_seq};
 pub use nodes::Renewal;
+use replies::{Aborted, Claim, Refusal, Registered};
 use scripts::*;
 
 /// The session state of every node, in Redis.
@@ -297,16 +299,13 @@ impl RedisStore {
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(unavailable)?;
-            match admitted.as_str() {
-                "ok" => {}
-                "tenant_full" => return Err(self.tenant_full()),
-                "tenant_bytes_full" => return Err(self.tenant_bytes_full()),
-                "sessions_full" => return Err(self.sessions_full()),
-                other => {
-                    return Err(AskError::Internal(format!(
-                        "unexpected reply of the admission script: {other:?}"
-                    )));
-                }
+            if admitted != "ok" {
+                return Err(match Refusal::of(&admitted) {
+                    Some(refusal) => self.refused(refusal),
+                    None => AskError::Internal(format!(
+                        "unexpected reply of the admission script: {admitted:?}"
+                    )),
+                });
             }
         }
         let mut invocation = self.register.prepare_invoke();
@@ -363,21 +362,19 @@ impl RedisStore {
                 .arg(listing.mark_ttl.as_millis() as u64)
                 .arg(if listing.must_be_attended { "1" } else { "0" });
         }
-        let reply: Vec<redis::Value> = invocation
+        let registered: Registered = invocation
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
-        match text(0)?.as_str() {
-            "new" => {
-                let seq = parse_seq(&text(1)?)?;
-                let epoch = text(2)?;
+        match registered {
+            Registered::New { seq, epoch, held } => {
                 if cluster {
                     let message = live_message(&epoch, seq, b'Q', &bytes);
+                    let held = held.unwrap_or_default();
                     self.tenant_part(
                         &self.tenant_registered,
                         key,
-                        text(3)?,
+                        held,
                         message,
                         false,
                         bytes.len(),
@@ -386,29 +383,29 @@ impl RedisStore {
                 }
                 Ok(Registration::New { seq, epoch })
             }
-            "joined" => Ok(Registration::Joined { rpc_id: text(1)? }),
-            "recorded" => {
-                let bytes: Vec<u8> = reply_field(&reply, 2)?;
-                Ok(Registration::Recorded {
-                    rpc_id: text(1)?,
-                    resolved: decode(&bytes)?,
-                })
-            }
-            "full" => Err(AskError::TooManyPending(format!(
+            Registered::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
+            Registered::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
+                rpc_id,
+                resolved: decode(&resolved)?,
+            }),
+            Registered::Refused(refusal) => Err(self.refused(refusal)),
+        }
+    }
+
+    /// The error of a refused registration.
+    fn refused(&self, refusal: Refusal) -> AskError {
+        match refusal {
+            Refusal::SessionFull => AskError::TooManyPending(format!(
                 "at most {} pending asks per session",
                 self.config.max_pending_per_session
-            ))),
-            "tenant_full" => Err(self.tenant_full()),
-            "session_bytes_full" => Err(AskError::pending_bytes_full(
-                "session",
-                self.config.max_pending_bytes_per_session,
             )),
-            "tenant_bytes_full" => Err(self.tenant_bytes_full()),
-            "sessions_full" => Err(self.sessions_full()),
-            "no_provider" => Err(AskError::NoProvider),
-            other => Err(AskError::Internal(format!(
-                "unexpected script reply {other:?}"
-            ))),
+            Refusal::TenantFull => self.tenant_full(),
+            Refusal::SessionBytesFull => {
+                AskError::pending_bytes_full("session", self.config.max_pending_bytes_per_session)
+            }
+            Refusal::TenantBytesFull => self.tenant_bytes_full(),
+            Refusal::SessionsFull => self.sessions_full(),
+            Refusal::NoProvider => AskError::NoProvider,
         }
     }
 
@@ -505,7 +502,7 @@ impl RedisStore {
                 .key(tenant.pending())
                 .key(tenant.held_sessions());
         }
-        let reply: Vec<redis::Value> = invocation
+        let claim: Claim = invocation
             .arg(&resolved.rpc_id)
             .arg(&bytes)
             .arg(settled)
@@ -529,19 +526,22 @@ impl RedisStore {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let text = |i: usize| -> Result<String, AskError> { reply_field(&reply, i) };
-        match text(0)?.as_str() {
-            "claimed" => {
-                let seq = parse_seq(&text(1)?)?;
-                let epoch = text(2)?;
-                let asked: Vec<u8> = reply_field(&reply, 5)?;
+        match claim {
+            Claim::Won {
+                seq,
+                epoch,
+                asked,
+                session_left,
+                held,
+            } => {
                 if cluster {
                     let message = live_message(&epoch, seq, b'R', &bytes);
-                    let emptied = text(3)? == "0";
+                    let emptied = session_left.as_deref() == Some("0");
+                    let held = held.unwrap_or_default();
                     self.tenant_part(
                         &self.tenant_claimed,
                         key,
-                        text(4)?,
+                        held,
                         message,
                         emptied,
                         asked.len(),
@@ -550,12 +550,9 @@ impl RedisStore {
                 }
                 Ok(Claimed { seq, epoch, asked })
             }
-            "gone" => Err(AskError::NotPending {
-                settled: parse_settled(&text(1)?),
+            Claim::Gone { settled } => Err(AskError::NotPending {
+                settled: parse_settled(&settled),
             }),
-            other => Err(AskError::Internal(format!(
-                "unexpected script reply {other:?}"
-            ))),
         }
     }
 
@@ -577,7 +574,7 @@ impl RedisStore {
         request_id: &str,
         resolved: &Resolved,
     ) -> Result<RequestAbort, AskError> {
-        let reply: Vec<redis::Value> = scripts::ABORT_REQUEST
+        let aborted: Aborted = scripts::ABORT_REQUEST
             .key(SessionKeys::new(key).request(request_id))
             .arg(&resolved.rpc_id)
             .arg(resolved.encode_to_vec())
@@ -585,15 +582,11 @@ impl RedisStore {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let text = |at: usize| -> Result<String, AskError> { reply_field(&reply, at) };
-        match text(0)?.as_str() {
-            "pending" => Ok(RequestAbort::Pending(text(1)?)),
-            "ended" => Ok(RequestAbort::Ended),
-            "recorded" => Ok(RequestAbort::Recorded),
-            other => Err(AskError::Internal(format!(
-                "unexpected script reply {other:?}"
-            ))),
-        }
+        Ok(match aborted {
+            Aborted::Pending(rpc_id) => RequestAbort::Pending(rpc_id),
+            Aborted::Ended => RequestAbort::Ended,
+            Aborted::Recorded => RequestAbort::Recorded,
+        })
     }
 
     /// The stored `Requested` of a pending ask.

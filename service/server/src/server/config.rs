@@ -1,0 +1,281 @@
+//! What a node is made of, as its operator chose it: [`ServerConfig`], nested by
+//! owner (the engine's Redis, webhooks, limits), each default written once in the
+//! `Default` of the type that owns it; the command line takes its defaults from here.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use askgate_engines::{
+    memory::{MemoryBackend, MemoryHookStore},
+    redis_engine::{RedisBackend, RedisConfig, redacted_url},
+};
+use askgate_proto::v1::NotifyPolicy;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tracing::warn;
+
+use crate::{
+    auth::{
+        Authenticator,
+        jwt::{JwtVerifier, KeySource},
+        keys::KeyStore,
+    },
+    backend::{Backend, Settings, hooks::HookStore},
+    domain::Limits,
+    listener::ConnectionLimits,
+    origin::PublicUrl,
+    web::CorsOrigins,
+    webhooks::{WebhookConfig, slack::Slack},
+};
+
+/// Everything `run` needs; built from the command line by `cli`, or directly by tests.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub limits: Limits,
+    /// The sizes, limits and windows of the state, on either engine.
+    pub settings: Settings,
+    /// Longest an Ask waits when its caller set no deadline or a longer one.
+    pub max_wait: Duration,
+    /// How long shutdown waits for calls and connections to finish.
+    pub drain_timeout: Duration,
+    /// HTTP/2 PING interval, so dead peers (and their Asks) are noticed.
+    pub keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed.
+    pub keepalive_timeout: Duration,
+    /// HTTP/2 stream limit and flow-control windows.
+    pub http2: Http2Limits,
+    /// Connections at once, and how long one may idle (`--max-connections`,
+    /// `--idle-timeout`); its TCP keepalive is `keepalive_interval`.
+    pub connections: ConnectionLimits,
+    /// Largest request message accepted.
+    pub max_message_bytes: usize,
+    /// Interval of the heartbeats on an agent's Attach stream.
+    pub agent_heartbeat: Duration,
+    /// How callers authenticate.
+    pub auth: AuthConfig,
+    /// Server TLS (and mTLS); plaintext when `None`.
+    pub tls: Option<TlsConfig>,
+    /// Asks a tenant may start per second (sustained); bursts up to `ask_burst`.
+    pub ask_rate: u32,
+    pub ask_burst: u32,
+    /// Label metrics by tenant (more series; off by default).
+    pub metrics_tenant_labels: bool,
+    /// Who may scrape the metrics listener.
+    pub metrics_auth: MetricsAuth,
+    /// Where state lives: this process (default) or Redis, shared by several nodes.
+    pub backend: BackendChoice,
+    /// Which other origins' web pages may call the API over gRPC-Web
+    /// (`--allowed-origin`).
+    pub cors: CorsOrigins,
+    /// The URL this node is reached by from outside (`--public-url`): its host is
+    /// accepted on a loopback listener, its origin from browsers.
+    pub public_url: Option<PublicUrl>,
+    /// Serve the browser console at `/console/`.
+    pub console: bool,
+    /// Serve MCP over streamable HTTP at `/mcp`.
+    pub mcp: bool,
+    /// Longest one MCP tool call waits before it returns "still waiting".
+    pub mcp_max_wait: Option<Duration>,
+    /// MCP sessions this node holds at once, over all tenants.
+    pub max_mcp_sessions: usize,
+    /// Webhook delivery: retries, timeouts, per-tenant caps, private addresses.
+    pub webhooks: WebhookConfig,
+    /// The reminder schedule of asks that set none (all zero: none).
+    pub default_notify: NotifyPolicy,
+    /// Slack's Web API (`--slack-api-url`).
+    pub slack_api_url: String,
+    /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
+    /// key per process on the memory engine, and no Slack apps on Redis.
+    pub secret_key_file: Option<PathBuf>,
+}
+
+/// HTTP/2 limits of every connection (`--http2-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Streams (calls) open at once on one connection; each blocked Ask holds one.
+    pub max_concurrent_streams: u32,
+    /// Initial flow-control window of a stream, in bytes.
+    pub stream_window: u32,
+    /// Flow-control window of a connection, in bytes.
+    pub connection_window: u32,
+}
+
+impl Default for Http2Limits {
+    /// Room for the 100,000 blocked Asks a node is sized for on a single connection,
+    /// and windows large enough that a request of `--max-message-bytes` (4 MiB) or a
+    /// burst of many small ones is not held up waiting for WINDOW_UPDATEs. A window is
+    /// credit, not a buffer: memory is only used by data actually in flight.
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 100_000,
+            stream_window: 1024 * 1024,
+            connection_window: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// `--backend`: where askgate keeps its state. `Debug` hides a Redis password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// In this process (one node).
+    Memory,
+    /// In Redis (one server or a Cluster), shared by every node using it; with
+    /// `rediss://`, the CA in `ca_file` (PEM, read at start like every file the node
+    /// reads) is trusted besides the system's roots.
+    Redis {
+        redis: RedisConfig,
+        ca_file: Option<PathBuf>,
+    },
+}
+
+impl ServerConfig {
+    /// Slack: its Web API, and the key that seals apps' secrets.
+    pub(super) fn slack(&self) -> anyhow::Result<Slack> {
+        let key = match (&self.secret_key_file, &self.backend) {
+            (Some(path), _) => {
+                let (key, warning) = crate::auth::sealed::SealingKey::from_file(path)
+                    .with_context(|| format!("--secret-key-file {}", path.display()))?;
+                if let Some(warning) = warning {
+                    warn!("{warning}");
+                }
+                Some(Arc::new(key))
+            }
+            // The store dies with the process: a key of its own is as good as any.
+            (None, BackendChoice::Memory) => {
+                Some(Arc::new(crate::auth::sealed::SealingKey::ephemeral()?))
+            }
+            (None, BackendChoice::Redis { .. }) => None,
+        };
+        Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
+            .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))
+    }
+
+    /// The engine, and the webhook store beside it (in the same Redis, shared by every
+    /// node, or in this process).
+    pub(super) async fn backend(&self) -> anyhow::Result<(Arc<dyn Backend>, Arc<dyn HookStore>)> {
+        let limits = self.webhooks.limits;
+        Ok(match &self.backend {
+            BackendChoice::Memory => (
+                Arc::new(MemoryBackend::new(self.settings.clone())),
+                Arc::new(MemoryHookStore::new(limits)),
+            ),
+            BackendChoice::Redis { redis, ca_file } => {
+                let mut redis = redis.clone();
+                if let Some(path) = ca_file {
+                    redis.ca_pem = Some(std::fs::read(path).with_context(|| {
+                        format!("failed to read --redis-ca-file {}", path.display())
+                    })?);
+                }
+                let backend = RedisBackend::connect(redis.clone(), self.settings.clone())
+                    .await
+                    .with_context(|| {
+                        format!("failed to connect to redis at {}", redacted_url(&redis.url))
+                    })?;
+                let hooks = backend.hook_store(limits);
+                (Arc::new(backend), Arc::new(hooks))
+            }
+        })
+    }
+}
+
+/// Who may scrape the metrics (`--metrics-token-file`, `--metrics-allow-anonymous`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Anyone who reaches the listener: only on loopback unless `allow_remote`.
+    Anonymous { allow_remote: bool },
+    /// Scrapers send `authorization: Bearer <the token in this file>`.
+    Bearer(PathBuf),
+}
+
+/// How callers authenticate (`--auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthConfig {
+    /// Every caller is anonymous, in the default tenant, with every role. Only for
+    /// loopback listeners unless `allow_anonymous`.
+    None { allow_anonymous: bool },
+    /// API keys from a keys file (reloaded on SIGHUP).
+    Keys(PathBuf),
+    /// JWT bearer tokens.
+    Jwt {
+        key: KeySource,
+        issuer: Option<String>,
+        audience: Option<String>,
+    },
+}
+
+/// Server TLS files (PEM). With `client_ca`, clients must present a certificate it
+/// signed (mTLS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+impl AuthConfig {
+    pub(super) fn authenticator(&self) -> anyhow::Result<Authenticator> {
+        Ok(match self {
+            Self::None { .. } => Authenticator::None,
+            Self::Keys(path) => Authenticator::Keys(KeyStore::load(path)?),
+            Self::Jwt {
+                key,
+                issuer,
+                audience,
+            } => Authenticator::Jwt(JwtVerifier::new(key, issuer.clone(), audience.clone())?),
+        })
+    }
+}
+
+impl TlsConfig {
+    pub(super) fn server_config(&self) -> anyhow::Result<ServerTlsConfig> {
+        let read = |path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))
+        };
+        if let Some(warning) = crate::auth::secret::loose_permissions(&self.key) {
+            warn!("{warning}");
+        }
+        let mut tls = ServerTlsConfig::new()
+            .identity(Identity::from_pem(read(&self.cert)?, read(&self.key)?));
+        if let Some(ca) = &self.client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+        }
+        Ok(tls)
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            settings: Settings::default(),
+            max_wait: Duration::from_secs(3600),
+            drain_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(20),
+            keepalive_timeout: Duration::from_secs(10),
+            http2: Http2Limits::default(),
+            connections: ConnectionLimits::default(),
+            max_message_bytes: 4 * 1024 * 1024,
+            agent_heartbeat: Duration::from_secs(10),
+            auth: AuthConfig::None {
+                allow_anonymous: false,
+            },
+            tls: None,
+            ask_rate: 1000,
+            ask_burst: 2000,
+            metrics_tenant_labels: false,
+            metrics_auth: MetricsAuth::Anonymous {
+                allow_remote: false,
+            },
+            backend: BackendChoice::Memory,
+            cors: CorsOrigins::SameOrigin,
+            public_url: None,
+            console: true,
+            mcp: true,
+            mcp_max_wait: None,
+            max_mcp_sessions: 4096,
+            webhooks: WebhookConfig::default(),
+            slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
+            secret_key_file: None,
+            default_notify: NotifyPolicy::default(),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! One node, assembled: its use cases, deliveries and background tasks
+//! ([`Node::build`]), its services and HTTP layers ([`Node::serve`]), and its drain
+//! ([`Node::drain`]).
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use askgate_proto::v1::{
+    agents_server::AgentsServer, slack_server::SlackServer,
+    user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
+};
+use tokio::{net::TcpListener, sync::watch};
+use tonic::{service::interceptor::InterceptedService, transport::Server};
+use tonic_health::{ServingStatus, server::HealthReporter};
+use tracing::{info, warn};
+
+use super::{
+    config::{AuthConfig, MetricsAuth, ServerConfig},
+    tasks::{TaskGuard, follow_backend_health, reload_on_sighup, set_health},
+};
+use crate::{
+    api::{AgentsApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
+    auth::{Authenticator, Gate},
+    backend::Backend,
+    dispatch::Dispatch,
+    domain::status,
+    listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
+    mcp::{
+        Asker, McpSettings,
+        http::{McpBudget, McpLayer},
+    },
+    metrics::{Metrics, ScrapeToken},
+    origin::OriginPolicy,
+    questions::{AskRate, Questions},
+    slack::{Interactivity, SlackLayer},
+    web::ConsoleLayer,
+    webhooks::{HookTasks, Hooks},
+};
+
+/// The parts of a running node that its services share and its drain stops.
+pub(super) struct Node {
+    auth: Arc<Authenticator>,
+    metrics: Metrics,
+    backend: Arc<dyn Backend>,
+    hooks: Hooks,
+    hook_tasks: HookTasks,
+    questions: Questions,
+    gate: Gate,
+    health: HealthReporter,
+    health_task: TaskGuard,
+    draining: watch::Sender<bool>,
+    _reload_task: Option<TaskGuard>,
+}
+
+/// Refuses to serve anonymous callers off loopback unless told to.
+pub(super) fn refuse_anonymous_off_loopback(
+    auth: &AuthConfig,
+    local_addr: SocketAddr,
+) -> anyhow::Result<()> {
+    let AuthConfig::None { allow_anonymous } = *auth else {
+        return Ok(());
+    };
+    if local_addr.ip().is_loopback() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        allow_anonymous,
+        "refusing to serve without authentication on {local_addr}: use --auth keys or \
+         --auth jwt, or --allow-anonymous to accept anonymous callers from the network"
+    );
+    warn!(%local_addr, "serving WITHOUT authentication on a non-loopback address (--allow-anonymous)");
+    Ok(())
+}
+
+impl Node {
+    /// The engine, the webhook runtime, the use cases and the background tasks; health
+    /// reports SERVING once they are up.
+    pub(super) async fn build(config: &ServerConfig) -> anyhow::Result<Self> {
+        let auth = Arc::new(config.auth.authenticator()?);
+        let metrics = Metrics::new(config.metrics_tenant_labels);
+        let (backend, hook_store) = config.backend().await?;
+        if config.webhooks.allow_private {
+            warn!(
+                "webhook endpoints may be on loopback and private addresses (--webhook-allow-private)"
+            );
+        }
+        let (hooks, hook_tasks) = Hooks::start(
+            hook_store,
+            backend.clone(),
+            config.webhooks.clone(),
+            config.limits.clone(),
+            metrics.clone(),
+            config.slack()?,
+        );
+        let rate = AskRate {
+            per_second: config.ask_rate,
+            burst: config.ask_burst,
+        };
+        let questions = Questions::new(
+            backend.clone(),
+            config.limits.clone(),
+            metrics.clone(),
+            rate,
+        )
+        .with_hooks(hooks.store().clone())
+        .with_default_notify(config.default_notify)
+        .with_max_streams_per_tenant(config.settings.max_streams_per_tenant);
+        let gate = Gate::new(auth.clone(), metrics.clone());
+        let (draining, watching) = watch::channel(false);
+        let health = HealthReporter::new();
+        let health_task = TaskGuard(tokio::spawn(follow_backend_health(
+            backend.clone(),
+            health.clone(),
+            watching,
+        )));
+        set_health(&health, ServingStatus::Serving).await;
+        Ok(Self {
+            _reload_task: reload_on_sighup(auth.clone()),
+            auth,
+            metrics,
+            backend,
+            hooks,
+            hook_tasks,
+            questions,
+            gate,
+            health,
+            health_task,
+            draining,
+        })
+    }
+
+    /// Prometheus metrics on `listener`, scraped with the token of `auth` (if any).
+    pub(super) fn serve_metrics(
+        &self,
+        listener: Option<TcpListener>,
+        auth: &MetricsAuth,
+    ) -> anyhow::Result<Option<TaskGuard>> {
+        let Some(listener) = listener else {
+            return Ok(None);
+        };
+        let addr = listener
+            .local_addr()
+            .context("failed to read the metrics address")?;
+        let token = scrape_token(auth)?;
+        // The CLI refuses this first (exit 64); a library caller is refused here.
+        anyhow::ensure!(
+            token.is_some()
+                || addr.ip().is_loopback()
+                || *auth == MetricsAuth::Anonymous { allow_remote: true },
+            "refusing to serve metrics on {addr} without --metrics-token-file"
+        );
+        info!(%addr, authenticated = token.is_some(), "metrics listening");
+        Ok(Some(TaskGuard(tokio::spawn(crate::metrics::serve(
+            listener,
+            self.metrics.clone(),
+            self.backend.clone(),
+            token,
+        )))))
+    }
+
+    /// The gRPC services behind one dispatch: health, reflection, and askgate's
+    /// services, which authenticate in an interceptor, from the headers, before a
+    /// request's message is decoded.
+    fn services(&self, config: &ServerConfig) -> anyhow::Result<Dispatch> {
+        let draining = self.draining.subscribe();
+        let reflection_v1 = reflection()
+            .build_v1()
+            .context("failed to build the reflection service")?;
+        let reflection_v1alpha = reflection()
+            .build_v1alpha()
+            .context("failed to build the reflection service")?;
+        let gate = &self.gate;
+        let authenticate = {
+            let gate = gate.clone();
+            move |request| gate.authenticate(request)
+        };
+        let limit = config.max_message_bytes;
+        let agents = AgentsApi::new(
+            self.questions.clone(),
+            gate.clone(),
+            config.agent_heartbeat,
+            draining.clone(),
+        );
+        let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
+        let slack = SlackApi::new(self.hooks.clone(), gate.clone());
+        let questions =
+            UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
+        Ok(Dispatch::default()
+            .serve(health::service(self.health.clone(), draining))
+            .serve(reflection_v1)
+            .serve(reflection_v1alpha)
+            .serve(InterceptedService::new(
+                UserQuestionsServer::new(questions).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                AgentsServer::new(agents).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                WebhooksServer::new(webhooks).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                SlackServer::new(slack).max_decoding_message_size(limit),
+                authenticate,
+            )))
+    }
+
+    /// MCP over streamable HTTP at `/mcp`, unless turned off.
+    fn mcp(&self, config: &ServerConfig) -> Option<McpLayer> {
+        config.mcp.then(|| {
+            McpLayer::new(
+                Asker::Local {
+                    questions: self.questions.clone(),
+                    max_wait: config.max_wait,
+                },
+                McpSettings {
+                    max_wait: config.mcp_max_wait,
+                    ..McpSettings::default()
+                },
+                self.gate.clone(),
+                config.max_message_bytes,
+                self.backend.clone(),
+                McpBudget {
+                    per_tenant: config.settings.max_mcp_sessions_per_tenant,
+                    per_node: config.max_mcp_sessions,
+                },
+                &self.metrics,
+            )
+        })
+    }
+
+    /// Serves every entry of the node on `listener` until `stop` completes: gRPC (and
+    /// gRPC-Web), the console, MCP and Slack's interactivity, behind the origin policy.
+    pub(super) fn serve<S: Future<Output = ()>>(
+        &self,
+        listener: TcpListener,
+        local_addr: SocketAddr,
+        config: &ServerConfig,
+        stop: S,
+    ) -> anyhow::Result<impl Future<Output = Result<(), tonic::transport::Error>> + use<S>> {
+        let incoming = crate::listener::incoming(
+            listener,
+            ConnectionLimits {
+                tcp_keepalive: config.keepalive_interval,
+                ..config.connections
+            },
+            ConnectionMetrics {
+                open: self.metrics.connections().clone(),
+                refused: self.metrics.refused_connections().clone(),
+            },
+        );
+        let origin_policy = OriginPolicy::new(
+            local_addr.ip().is_loopback(),
+            config.public_url.clone(),
+            config.cors.clone(),
+        );
+        let interactivity = Interactivity::new(self.hooks.clone(), self.questions.clone());
+        Ok(transport(config)?
+            // A request in flight keeps its connection from being idle.
+            .layer(InFlightLayer)
+            // Every HTTP entry: who may name this node as Host, which pages may call it.
+            // First, so that nothing reads a refused request's body.
+            .layer(origin_policy)
+            // Browsers: CORS answers preflights for other origins' pages (none by
+            // default), the console's files are served beside the API, and gRPC-Web is
+            // translated.
+            .layer(tower::util::option_layer(config.cors.layer()))
+            .layer(tower::util::option_layer(
+                config.console.then_some(ConsoleLayer),
+            ))
+            // MCP over streamable HTTP at /mcp, beside the console.
+            .layer(tower::util::option_layer(self.mcp(config)))
+            // Slack's clicks and forms, each verified against its app's signing secret.
+            .layer(SlackLayer::new(interactivity))
+            .layer(tonic_web::GrpcWebLayer::new())
+            .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
+            .layer(tower::util::MapResponseLayer::new(
+                status::map_oversize_request,
+            ))
+            .serve_with_incoming_shutdown(self.services(config)?, incoming, stop))
+    }
+
+    /// The drain: health stops following the backend and reports NOT_SERVING (and only
+    /// then do health watches learn of the drain, delivering that status before they
+    /// end); new asks are refused, pending ones resolve DISPOSED, and the drain's
+    /// events reach the webhook store before the node goes (on Redis another node
+    /// delivers them).
+    pub(super) async fn drain(self, timeout: Duration) {
+        drop(self.health_task);
+        set_health(&self.health, ServingStatus::NotServing).await;
+        let _ = self.draining.send(true);
+        self.questions.shut_down().await;
+        self.hooks.flush(timeout).await;
+        drop(self.hook_tasks);
+        drop(self.auth);
+    }
+}
+
+/// The HTTP server's transport: TLS, HTTP/1.1 beside HTTP/2 (gRPC-Web), keepalive and
+/// the HTTP/2 limits.
+fn transport(config: &ServerConfig) -> anyhow::Result<Server> {
+    let mut server = Server::builder();
+    if let Some(tls) = &config.tls {
+        server = server
+            .tls_config(tls.server_config()?)
+            .context("invalid TLS configuration")?;
+    }
+    Ok(server
+        .accept_http1(true)
+        .http2_keepalive_interval(Some(config.keepalive_interval))
+        .http2_keepalive_timeout(Some(config.keepalive_timeout))
+        .max_concurrent_streams(Some(config.http2.max_concurrent_streams))
+        .initial_stream_window_size(Some(config.http2.stream_window))
+        .initial_connection_window_size(Some(config.http2.connection_window)))
+}
+
+/// The token scrapers must send, read from the file `--metrics-token-file` names.
+fn scrape_token(auth: &MetricsAuth) -> anyhow::Result<Option<ScrapeToken>> {
+    let MetricsAuth::Bearer(path) = auth else {
+        return Ok(None);
+    };
+    let (token, warning) =
+        crate::auth::secret::read_file(path).context("failed to read --metrics-token-file")?;
+    if let Some(warning) = warning {
+        warn!("{warning}");
+    }
+    anyhow::ensure!(!token.is_empty(), "{} is empty", path.display());
+    Ok(Some(ScrapeToken::new(&token)))
+}
+
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
