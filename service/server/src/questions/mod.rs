@@ -1,0 +1,327 @@
+//! The askgate use cases over a [`Backend`]: what `Ask`, `Answer`, `Cancel`,
+//! `Subscribe` and `ListPending` do, independent of gRPC. Handlers call this; tests can
+//! too.
+
+mod asking;
+
+use self::asking::schedules_something;
+
+use std::{
+    num::NonZeroU32,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use askgate_proto::v1::{
+    AbortRequest, AnswerRequest, CancelRequest, CancelSource, NotifyPolicy, Requested,
+    SubscribeRequest,
+};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use tokio_stream::StreamExt;
+
+use crate::{
+    auth,
+    backend::{
+        Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, Settings,
+        SubscribeOptions, events, hooks::HookStore,
+    },
+    domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
+    metrics::Metrics,
+};
+
+/// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
+#[derive(Debug)]
+pub struct AskFailure {
+    pub error: AskError,
+    pub rpc_id: Option<String>,
+}
+
+impl From<AskError> for AskFailure {
+    fn from(error: AskError) -> Self {
+        Self {
+            error,
+            rpc_id: None,
+        }
+    }
+}
+
+/// An ask that passed [`Questions::check_ask`], ready to be stored.
+pub struct CheckedAsk {
+    ask: Box<NewAsk>,
+    deadline: Instant,
+    started: Instant,
+}
+
+/// The per-tenant Ask rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskRate {
+    /// Asks per second, sustained.
+    pub per_second: u32,
+    /// Asks allowed at once above the sustained rate.
+    pub burst: u32,
+}
+
+type TenantLimiter = DefaultKeyedRateLimiter<String>;
+
+/// The handle the gRPC layer calls. Cheap to clone.
+#[derive(Clone)]
+pub struct Questions {
+    backend: Arc<dyn Backend>,
+    limits: Arc<Limits>,
+    metrics: Metrics,
+    ask_rate: Arc<TenantLimiter>,
+    rate_text: Arc<str>,
+    draining: Arc<AtomicBool>,
+    /// Webhook endpoints that count as providers (Semantics 8), when webhooks are on.
+    hooks: Option<Arc<dyn HookStore>>,
+    /// The reminder schedule of asks that set none.
+    default_notify: Option<NotifyPolicy>,
+    /// Subscribe streams one tenant may hold open, over every node.
+    max_streams_per_tenant: usize,
+}
+
+impl Questions {
+    pub fn new(backend: Arc<dyn Backend>, limits: Limits, metrics: Metrics, rate: AskRate) -> Self {
+        let per_second = NonZeroU32::new(rate.per_second).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(rate.burst.max(rate.per_second)).unwrap_or(per_second);
+        Self {
+            backend,
+            limits: Arc::new(limits),
+            metrics,
+            ask_rate: Arc::new(RateLimiter::keyed(
+                Quota::per_second(per_second).allow_burst(burst),
+            )),
+            rate_text: format!(
+                "at most {per_second} asks per second per tenant (bursts of {burst})"
+            )
+            .into(),
+            draining: Arc::new(AtomicBool::new(false)),
+            hooks: None,
+            default_notify: None,
+            max_streams_per_tenant: Settings::default().max_streams_per_tenant,
+        }
+    }
+
+    /// With webhooks: an ask that would fail NO_PROVIDER is held instead when one of
+    /// the tenant's endpoints provides (receives `ask.requested` for it).
+    pub fn with_hooks(mut self, hooks: Arc<dyn HookStore>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// The reminder schedule of asks that set none (all zero: none).
+    pub fn with_default_notify(mut self, notify: NotifyPolicy) -> Self {
+        self.default_notify = Some(notify).filter(schedules_something);
+        self
+    }
+
+    /// At most `max` Subscribe streams per tenant, over every node.
+    pub fn with_max_streams_per_tenant(mut self, max: usize) -> Self {
+        self.max_streams_per_tenant = max;
+        self
+    }
+
+    /// Validates a complete answer batch against the pending ask, then claims it.
+    pub async fn answer(
+        &self,
+        tenant: &str,
+        request: AnswerRequest,
+        by: &str,
+    ) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        validate::rpc_id(&request.rpc_id)?;
+        let key = SessionKey::new(tenant, request.session_id);
+        let claimed = async {
+            let questions = self.backend.questions(&key, &request.rpc_id).await?;
+            let answers = answer::normalize(&questions, request.answers, &self.limits)?;
+            self.backend
+                .claim(&key, &request.rpc_id, Outcome::answered(answers, by))
+                .await
+        }
+        .await;
+        self.count_conflict(tenant, claimed)
+    }
+
+    fn count_conflict(&self, tenant: &str, result: Result<(), AskError>) -> Result<(), AskError> {
+        if let Err(AskError::NotPending { .. }) = result {
+            self.metrics.answer_conflict(tenant);
+        }
+        result
+    }
+
+    /// Closes the whole batch without an answer; the reason reaches the agent.
+    pub async fn cancel(
+        &self,
+        tenant: &str,
+        request: CancelRequest,
+        by: &str,
+    ) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        validate::rpc_id(&request.rpc_id)?;
+        validate::text("reason", &request.reason, validate::MAX_CANCEL_REASON_BYTES)?;
+        let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
+        let source = CancelSource::try_from(request.source)
+            .map_err(|_| AskError::bad_request("source", "unknown cancel source"))?;
+        let key = SessionKey::new(tenant, request.session_id);
+        let claimed = self
+            .backend
+            .claim(
+                &key,
+                &request.rpc_id,
+                Outcome::cancelled_by(reason, by, source),
+            )
+            .await;
+        self.count_conflict(tenant, claimed)
+    }
+
+    /// The asking side gives up: the ask its `request_id` names resolves ABORTED at
+    /// once (docs/protocol.md "Semantics" 6), whatever its reattach grace. NOT_PENDING when no
+    /// such ask is pending.
+    pub async fn abort(&self, tenant: &str, request: AbortRequest) -> Result<(), AskError> {
+        validate::session_id("session_id", &request.session_id)?;
+        if request.request_id.is_empty() {
+            return Err(AskError::bad_request("request_id", "must not be empty"));
+        }
+        validate::text("request_id", &request.request_id, validate::MAX_ID_BYTES)?;
+        // An abort may record an outcome for an ask not asked yet: it spends the tenant's
+        // ask allowance, so that aborts of made-up request ids cannot fill the store.
+        if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
+            return Err(AskError::RateLimited(self.rate_text.to_string()));
+        }
+        let key = SessionKey::new(tenant, request.session_id);
+        // An abort that overtook its ask (the tool gave up before the Ask arrived) is
+        // recorded as that ask's outcome: the Ask then ends ABORTED at once, unseen.
+        let unasked = events::resolved(&key, &Uuid::now_v7().to_string(), &Outcome::aborted());
+        match self
+            .backend
+            .abort_request(&key, &request.request_id, unasked)
+            .await?
+        {
+            RequestAbort::Pending(rpc_id) => {
+                let claimed = self.backend.claim(&key, &rpc_id, Outcome::aborted()).await;
+                self.count_conflict(tenant, claimed)
+            }
+            RequestAbort::Ended => Err(AskError::not_pending()),
+            RequestAbort::Recorded => Ok(()),
+        }
+    }
+
+    /// `sessions`: the caller's session patterns when its credential is limited to some
+    /// sessions. An `all_sessions` subscription of such a caller carries only the events
+    /// of the sessions they match, and does not make the tenant's sessions attended.
+    pub async fn subscribe(
+        &self,
+        tenant: &str,
+        sessions: Option<&[String]>,
+        request: SubscribeRequest,
+    ) -> Result<EventStream, AskError> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let scope = if request.all_sessions {
+            if !request.session_id.is_empty() {
+                return Err(AskError::bad_request(
+                    "session_id",
+                    "must be empty when all_sessions is set",
+                ));
+            }
+            if request.exclusive {
+                return Err(AskError::bad_request(
+                    "exclusive",
+                    "an exclusive subscription holds one session; it cannot be all_sessions",
+                ));
+            }
+            Scope::Tenant(tenant.into())
+        } else {
+            validate::session_id("session_id", &request.session_id)?;
+            Scope::Session(SessionKey::new(tenant, request.session_id))
+        };
+        validate::text("after", &request.after, validate::MAX_ID_BYTES)?;
+        let patterns = match scope {
+            Scope::Tenant(_) => sessions.map(<[String]>::to_vec),
+            Scope::Session(_) => None,
+        };
+        let options = SubscribeOptions {
+            after: Some(request.after).filter(|a| !a.is_empty()),
+            exclusive: request.exclusive,
+            passive: patterns.is_some(),
+        };
+        let hold = self
+            .backend
+            .hold(tenant, Budget::Streams, self.max_streams_per_tenant)
+            .await?;
+        let events = self.backend.subscribe(scope, options).await?;
+        // The stream holds its unit of the tenant's budget until it is dropped.
+        let events: EventStream = Box::pin(events.map(move |item| {
+            let _held = &hold;
+            item
+        }));
+        Ok(match patterns {
+            None => events,
+            Some(patterns) => Box::pin(events.filter(move |item| {
+                match item {
+                    Ok(message) => events::session_of(message)
+                        .is_none_or(|session| patterns.iter().any(|p| auth::matches(p, session))),
+                    Err(_) => true,
+                }
+            })),
+        })
+    }
+
+    pub async fn list_pending(
+        &self,
+        tenant: &str,
+        session_id: String,
+    ) -> Result<Vec<Requested>, AskError> {
+        validate::session_id("session_id", &session_id)?;
+        self.backend
+            .list_pending(&SessionKey::new(tenant, session_id))
+            .await
+    }
+
+    /// Starts an agent lease (Agents.Attach).
+    pub async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent_agent_id: &str,
+        holder: &Holder,
+    ) -> Result<Attached, AskError> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        validate::agent_id("agent_id", agent_id)?;
+        if !parent_agent_id.is_empty() {
+            validate::agent_id("parent_agent_id", parent_agent_id)?;
+            if parent_agent_id == agent_id {
+                return Err(AskError::bad_request(
+                    "parent_agent_id",
+                    "an agent cannot be its own parent",
+                ));
+            }
+        }
+        self.backend
+            .attach(tenant, agent_id, parent_agent_id, holder)
+            .await
+    }
+
+    /// Ends an agent lease; its pending asks are ABORTED.
+    pub async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        self.backend.detach(tenant, agent_id, incarnation).await;
+    }
+
+    /// Shutdown: refuse new asks and subscriptions, resolve pending asks `DISPOSED`, end
+    /// every subscription.
+    pub async fn shut_down(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.backend.dispose_all().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

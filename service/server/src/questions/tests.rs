@@ -1,0 +1,177 @@
+use askgate_engines::memory::MemoryBackend;
+use std::time::Duration;
+
+use askgate_proto::v1::{
+    AskRequest, Question, QuestionOption, Resolution, subscribe_response::Event,
+};
+use async_trait::async_trait;
+use tokio::sync::Semaphore;
+use tokio_stream::StreamExt;
+
+use super::*;
+use crate::backend::{Registered, Settings, Stats};
+
+/// The memory backend, except that a registration, once the ask is stored and
+/// announced, waits for a permit before it returns: the window in which a Redis
+/// node has published `requested` but not yet read the script's reply.
+struct SlowRegistration {
+    inner: MemoryBackend,
+    permits: Arc<Semaphore>,
+}
+
+#[async_trait]
+impl Backend for SlowRegistration {
+    async fn hold(
+        &self,
+        tenant: &str,
+        budget: Budget,
+        max: usize,
+    ) -> Result<crate::backend::BudgetHold, AskError> {
+        self.inner.hold(tenant, budget, max).await
+    }
+    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+        let registered = self.inner.register(ask).await;
+        let _permit = self.permits.acquire().await.expect("open");
+        registered
+    }
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+        self.inner.questions(key, rpc_id).await
+    }
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), AskError> {
+        self.inner.claim(key, rpc_id, outcome).await
+    }
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+        self.inner.abandon(key, rpc_id).await
+    }
+    async fn subscribe(
+        &self,
+        scope: Scope,
+        options: SubscribeOptions,
+    ) -> Result<EventStream, AskError> {
+        self.inner.subscribe(scope, options).await
+    }
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+        self.inner.list_pending(key).await
+    }
+    async fn abort_request(
+        &self,
+        key: &SessionKey,
+        request_id: &str,
+        resolved: askgate_proto::v1::Resolved,
+    ) -> Result<crate::backend::RequestAbort, AskError> {
+        self.inner.abort_request(key, request_id, resolved).await
+    }
+    async fn notify(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        notice: askgate_proto::v1::subscribe_response::Event,
+    ) -> Result<Option<crate::backend::Noticed>, AskError> {
+        self.inner.notify(key, rpc_id, notice).await
+    }
+    fn set_tap(&self, tap: crate::backend::Tap) {
+        self.inner.set_tap(tap);
+    }
+    async fn attach(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        parent: &str,
+        holder: &Holder,
+    ) -> Result<Attached, AskError> {
+        self.inner.attach(tenant, agent_id, parent, holder).await
+    }
+    async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
+        self.inner.detach(tenant, agent_id, incarnation).await
+    }
+    async fn healthy(&self) -> bool {
+        self.inner.healthy().await
+    }
+    async fn stats(&self) -> Stats {
+        self.inner.stats().await
+    }
+    async fn dispose_all(&self) {
+        self.inner.dispose_all().await
+    }
+}
+
+async fn next(events: &mut EventStream) -> Event {
+    tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("an event within 10s")
+        .expect("the stream goes on")
+        .expect("no error")
+        .event
+        .clone()
+        .expect("an event")
+}
+
+#[tokio::test]
+async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
+    let permits = Arc::new(Semaphore::new(0));
+    let backend = Arc::new(SlowRegistration {
+        inner: MemoryBackend::new(Settings::default()),
+        permits: permits.clone(),
+    });
+    let questions = Questions::new(
+        backend.clone(),
+        Limits::default(),
+        Metrics::new(false),
+        AskRate {
+            per_second: 100,
+            burst: 100,
+        },
+    );
+    let mut events = questions
+        .subscribe(
+            "t",
+            None,
+            SubscribeRequest {
+                session_id: "s".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("subscribe");
+    assert!(matches!(next(&mut events).await, Event::Synced(_)));
+
+    let request = AskRequest {
+        session_id: "s".into(),
+        questions: vec![Question {
+            id: "q".into(),
+            question: "Go?".into(),
+            options: vec![QuestionOption {
+                label: "yes".into(),
+                description: None,
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let checked = questions
+        .check_ask("t", request, Instant::now() + Duration::from_secs(60))
+        .expect("a valid ask");
+    let asking = questions.clone();
+    let call = tokio::spawn(async move { asking.ask(checked).await });
+    let Event::Requested(requested) = next(&mut events).await else {
+        panic!("expected requested");
+    };
+
+    // The caller goes away before its node has seen the registration finish.
+    call.abort();
+    let _ = call.await;
+    permits.add_permits(1);
+
+    let Event::Resolved(resolved) = next(&mut events).await else {
+        panic!("expected resolved");
+    };
+    assert_eq!(resolved.rpc_id, requested.rpc_id);
+    assert_eq!(resolved.reason(), Resolution::Aborted);
+    let key = SessionKey::new("t", "s".to_owned());
+    assert!(backend.list_pending(&key).await.expect("list").is_empty());
+}
