@@ -26,18 +26,17 @@
 
 use std::time::Duration;
 
-use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
-use prost::Message as _;
+use askgate_proto::v1::Requested;
 use redis::{AsyncCommands, Script};
 
-use super::keys::{node_waits_key, wait_member};
 pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
 };
-use askgate_core::backend::{Holder, RequestAbort, Settings};
+use askgate_core::backend::{Holder, Settings};
 use askgate_core::domain::{AskError, SessionKey, Settled};
 
+mod asks;
 mod hooks;
 mod model;
 mod nodes;
@@ -45,12 +44,8 @@ mod replies;
 mod scripts;
 
 pub use hooks::RedisHookStore;
-pub use model::{
-    Claimed, Listing, Registration, Snapshot, StoredEvent, encode_notice, parse_event,
-};
-use model::{live_message, parse_seq};
+pub use model::{Claimed, Listing, Registration, Snapshot, StoredEvent, parse_event};
 pub use nodes::Renewal;
-use replies::{Aborted, Claim, Refusal, Registered};
 use scripts::*;
 
 /// The session state of every node, in Redis.
@@ -255,307 +250,6 @@ impl RedisStore {
         Duration::from_secs(self.idle_ttl_secs())
     }
 
-    /// Stores a new ask (or finds the one its request_id names) and publishes its
-    /// `requested` event, atomically.
-    ///
-    /// With `listing` (on one Redis; a cluster keeps the node's wait list in another
-    /// slot, so [`Self::list_waiter`] runs before) the same script puts the new ask on
-    /// the node's wait list and, for an ask that must be attended, checks that someone
-    /// follows the session (Semantics 8): one round trip for all of it.
-    pub async fn register(
-        &self,
-        key: &SessionKey,
-        requested: &Requested,
-        request_id: &str,
-        listing: Option<&Listing<'_>>,
-    ) -> Result<Registration, AskError> {
-        let keys = SessionKeys::new(key);
-        let request_key = keys.request(if request_id.is_empty() {
-            "-"
-        } else {
-            request_id
-        });
-        let tenant = TenantKeys::new(&key.tenant);
-        let cluster = self.conn.is_cluster();
-        let now = now_ms();
-        let bytes = requested.encode_to_vec();
-        if cluster {
-            // The tenant's keys live in another slot: its caps are checked before,
-            // the ask counted after (ADMIT_ASK, TENANT_REGISTERED).
-            let idle_ms = self.idle_ttl_secs() * 1000;
-            let admitted: String = self
-                .admit_ask
-                .key(tenant.pending())
-                .key(tenant.held_sessions())
-                .key(tenant.pending_bytes())
-                .arg(&*key.session_id)
-                .arg(now)
-                .arg(now + idle_ms)
-                .arg(self.config.max_sessions_per_tenant)
-                .arg(idle_ms)
-                .arg(self.config.max_pending_per_tenant)
-                .arg(bytes.len())
-                .arg(self.config.max_pending_bytes_per_tenant)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
-            if admitted != "ok" {
-                return Err(match Refusal::of(&admitted) {
-                    Some(refusal) => self.refused(refusal),
-                    None => AskError::Internal(format!(
-                        "unexpected reply of the admission script: {admitted:?}"
-                    )),
-                });
-            }
-        }
-        let mut invocation = self.register.prepare_invoke();
-        invocation
-            .key(keys.asks())
-            .key(keys.order())
-            .key(keys.rids())
-            .key(keys.events())
-            .key(keys.head())
-            .key(keys.epoch())
-            .key(request_key);
-        if !cluster {
-            invocation
-                .key(tenant.sessions())
-                .key(tenant.pending())
-                .key(tenant.held_sessions());
-        }
-        let listing = listing.filter(|_| !cluster);
-        if let Some(listing) = listing {
-            invocation
-                .key(node_waits_key(listing.node_id))
-                .key(keys.wait_mark(&requested.rpc_id))
-                .key(keys.attended())
-                .key(tenant.attended());
-        }
-        invocation
-            .arg(&requested.rpc_id)
-            .arg(&bytes)
-            .arg(request_id)
-            .arg(self.config.history_len.max(1))
-            .arg(self.config.max_pending_per_session)
-            .arg(uuid::Uuid::now_v7().simple().to_string())
-            .arg(keys.channel())
-            .arg(tenant.channel())
-            .arg(&*key.session_id)
-            .arg(self.idle_ttl_secs())
-            .arg(self.config.max_pending_per_tenant)
-            .arg(self.conn.publish_command())
-            .arg(now)
-            .arg(self.config.max_sessions_per_tenant)
-            .arg(keys.pending_bytes())
-            .arg(self.config.max_pending_bytes_per_session)
-            .arg(if cluster {
-                String::new()
-            } else {
-                tenant.pending_bytes()
-            })
-            .arg(self.config.max_pending_bytes_per_tenant);
-        if let Some(listing) = listing {
-            invocation
-                .arg(wait_member(key, &requested.rpc_id))
-                .arg(listing.node_id)
-                .arg(listing.grace.as_millis() as u64)
-                .arg(listing.mark_ttl.as_millis() as u64)
-                .arg(if listing.must_be_attended { "1" } else { "0" });
-        }
-        let registered: Registered = invocation
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        match registered {
-            Registered::New { seq, epoch, held } => {
-                if cluster {
-                    let message = live_message(&epoch, seq, b'Q', &bytes);
-                    let held = held.unwrap_or_default();
-                    self.tenant_part(
-                        &self.tenant_registered,
-                        key,
-                        held,
-                        message,
-                        false,
-                        bytes.len(),
-                    )
-                    .await;
-                }
-                Ok(Registration::New { seq, epoch })
-            }
-            Registered::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
-            Registered::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
-                rpc_id,
-                resolved: decode(&resolved)?,
-            }),
-            Registered::Refused(refusal) => Err(self.refused(refusal)),
-        }
-    }
-
-    /// The error of a refused registration.
-    fn refused(&self, refusal: Refusal) -> AskError {
-        match refusal {
-            Refusal::SessionFull => AskError::TooManyPending(format!(
-                "at most {} pending asks per session",
-                self.config.max_pending_per_session
-            )),
-            Refusal::TenantFull => self.tenant_full(),
-            Refusal::SessionBytesFull => {
-                AskError::pending_bytes_full("session", self.config.max_pending_bytes_per_session)
-            }
-            Refusal::TenantBytesFull => self.tenant_bytes_full(),
-            Refusal::SessionsFull => self.sessions_full(),
-            Refusal::NoProvider => AskError::NoProvider,
-        }
-    }
-
-    /// Appends a notice about a pending ask to its session's history and publishes
-    /// it: where it went and the ask's encoded `Requested`, or `None` when the ask is
-    /// no longer pending.
-    pub async fn notice(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-        notice: &Event,
-    ) -> Result<Option<Claimed>, AskError> {
-        let keys = SessionKeys::new(key);
-        let tenant = TenantKeys::new(&key.tenant);
-        let cluster = self.conn.is_cluster();
-        let bytes = encode_notice(notice);
-        let (kind, rank) = match notice {
-            Event::Reminder(reminder) => ("reminder", u64::from(reminder.count)),
-            _ => ("escalated", 1),
-        };
-        let reply: Vec<redis::Value> = NOTICE
-            .key(keys.asks())
-            .key(keys.events())
-            .key(keys.head())
-            .key(keys.epoch())
-            .arg(rpc_id)
-            .arg(&bytes)
-            .arg(self.config.history_len.max(1))
-            .arg(keys.channel())
-            .arg(self.conn.publish_command())
-            .arg(if cluster {
-                String::new()
-            } else {
-                tenant.channel()
-            })
-            .arg(self.idle_ttl_secs())
-            .arg(keys.notice_mark(rpc_id, kind))
-            .arg(rank)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        let first = match reply_field::<String>(&reply, 0)?.as_str() {
-            "sent" => true,
-            // Sent before, by a node that died before it recorded so: not again on the
-            // stream; the caller goes on from it (its webhooks, the next due time).
-            "again" => false,
-            _ => return Ok(None),
-        };
-        let seq = parse_seq(&reply_field::<String>(&reply, 1)?)?;
-        let epoch: String = reply_field(&reply, 2)?;
-        if cluster && first {
-            let message = live_message(&epoch, seq, b'N', &bytes);
-            let published = redis::cmd("SPUBLISH")
-                .arg(tenant.channel())
-                .arg(message)
-                .query_async::<()>(&mut self.conn.clone())
-                .await;
-            if let Err(e) = published {
-                tracing::warn!(tenant = %key.tenant, "publishing a notice to the tenant failed: {e}");
-            }
-        }
-        Ok(Some(Claimed {
-            seq,
-            epoch,
-            asked: reply_field(&reply, 3)?,
-        }))
-    }
-
-    /// First wins: removes the pending ask, records how it ended and publishes its
-    /// `resolved` event, atomically. A later claim gets NOT_PENDING with the first's
-    /// resolution while it is remembered.
-    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<Claimed, AskError> {
-        let keys = SessionKeys::new(key);
-        let settled = format!(
-            "{} {}",
-            resolved.reason().as_str_name(),
-            resolved.resolved_by
-        );
-        let tenant = TenantKeys::new(&key.tenant);
-        let cluster = self.conn.is_cluster();
-        let bytes = resolved.encode_to_vec();
-        let mut invocation = self.claim.prepare_invoke();
-        invocation
-            .key(keys.asks())
-            .key(keys.order())
-            .key(keys.rids())
-            .key(keys.events())
-            .key(keys.head())
-            .key(keys.epoch())
-            .key(keys.settled());
-        if !cluster {
-            invocation
-                .key(tenant.sessions())
-                .key(tenant.pending())
-                .key(tenant.held_sessions());
-        }
-        let claim: Claim = invocation
-            .arg(&resolved.rpc_id)
-            .arg(&bytes)
-            .arg(settled)
-            .arg(self.config.history_len.max(1))
-            .arg(self.config.request_retention.as_secs().max(1))
-            .arg(keys.channel())
-            .arg(keys.request(""))
-            .arg(tenant.channel())
-            .arg(&*key.session_id)
-            .arg(self.idle_ttl_secs())
-            .arg(self.conn.publish_command())
-            .arg(keys.wait_mark(&resolved.rpc_id))
-            .arg(now_ms())
-            .arg(keys.settled_order())
-            .arg(keys.pending_bytes())
-            .arg(if cluster {
-                String::new()
-            } else {
-                tenant.pending_bytes()
-            })
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        match claim {
-            Claim::Won {
-                seq,
-                epoch,
-                asked,
-                session_left,
-                held,
-            } => {
-                if cluster {
-                    let message = live_message(&epoch, seq, b'R', &bytes);
-                    let emptied = session_left.as_deref() == Some("0");
-                    let held = held.unwrap_or_default();
-                    self.tenant_part(
-                        &self.tenant_claimed,
-                        key,
-                        held,
-                        message,
-                        emptied,
-                        asked.len(),
-                    )
-                    .await;
-                }
-                Ok(Claimed { seq, epoch, asked })
-            }
-            Claim::Gone { settled } => Err(AskError::NotPending {
-                settled: parse_settled(&settled),
-            }),
-        }
-    }
-
     /// Checks the store's own connection (the connection manager replaces a broken one
     /// after its first failure, so health checks also keep it fresh).
     pub async fn ping(&self) -> bool {
@@ -564,29 +258,6 @@ impl RedisStore {
             .query_async::<String>(&mut conn)
             .await
             .is_ok()
-    }
-
-    /// [`askgate_core::backend::Backend::abort_request`] on this store (one script on the
-    /// session's slot, so it is atomic with REGISTER and CLAIM).
-    pub async fn abort_request(
-        &self,
-        key: &SessionKey,
-        request_id: &str,
-        resolved: &Resolved,
-    ) -> Result<RequestAbort, AskError> {
-        let aborted: Aborted = scripts::ABORT_REQUEST
-            .key(SessionKeys::new(key).request(request_id))
-            .arg(&resolved.rpc_id)
-            .arg(resolved.encode_to_vec())
-            .arg(self.config.request_retention.as_secs().max(1))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        Ok(match aborted {
-            Aborted::Pending(rpc_id) => RequestAbort::Pending(rpc_id),
-            Aborted::Ended => RequestAbort::Ended,
-            Aborted::Recorded => RequestAbort::Recorded,
-        })
     }
 
     /// The stored `Requested` of a pending ask.

@@ -92,11 +92,6 @@ pub fn encode_notice(event: &Event) -> Vec<u8> {
     .encode_to_vec()
 }
 
-pub(super) fn parse_seq(text: &str) -> Result<u64, AskError> {
-    text.parse()
-        .map_err(|_| AskError::Internal("bad seq".into()))
-}
-
 /// A published message, as the scripts build it: `<epoch> <seq> <Q|R><encoded event>`.
 pub(super) fn live_message(epoch: &str, seq: u64, kind: u8, event: &[u8]) -> Vec<u8> {
     let mut message = format!("{epoch} {seq} ").into_bytes();

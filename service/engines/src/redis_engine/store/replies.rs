@@ -144,6 +144,39 @@ impl FromRedisValue for Claim {
     }
 }
 
+/// What NOTICE did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Noticed {
+    /// Appended as event `seq` of `epoch` (`first`), or found appended before by a
+    /// node that died before it recorded so (not `first`: not again on the stream);
+    /// with the ask's encoded `Requested`.
+    Sent {
+        first: bool,
+        seq: u64,
+        epoch: String,
+        asked: Vec<u8>,
+    },
+    /// The ask is no longer pending.
+    Gone,
+}
+
+impl FromRedisValue for Noticed {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (tag, reply) = Reply::new(value)?;
+        let first = match tag.as_str() {
+            "sent" => true,
+            "again" => false,
+            _ => return Ok(Self::Gone),
+        };
+        Ok(Self::Sent {
+            first,
+            seq: reply.seq(1)?,
+            epoch: reply.get(2)?,
+            asked: reply.get(3)?,
+        })
+    }
+}
+
 /// What ABORT_REQUEST did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Aborted {

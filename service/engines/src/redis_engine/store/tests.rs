@@ -1,7 +1,8 @@
-use askgate_proto::v1::{Question, Resolution};
+use askgate_proto::v1::{Question, Resolution, Resolved, subscribe_response::Event};
+use askgate_testing::RedisServer;
+use prost::Message as _;
 
 use super::*;
-use askgate_testing::RedisServer;
 
 fn requested(rpc_id: &str) -> Requested {
     Requested {
