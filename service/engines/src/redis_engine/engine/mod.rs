@@ -18,7 +18,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{Question, Requested, Resolved, Unattended, subscribe_response::Event};
+use askgate_proto::v1::{Question, Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use prost::Message as _;
@@ -28,11 +28,11 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
-    fanout::{Fanout, LiveEvent, SESSION_BUFFER, TENANT_BUFFER},
+    fanout::{Fanout, LiveEvent},
     keys::{parse_wait_member, wait_member},
     store::{
-        Listing, RedisHookStore, RedisStore, RedisTarget, Registration, Renewal, SessionKeys,
-        StoredEvent, TenantKeys, now_ms,
+        RedisHookStore, RedisStore, RedisTarget, Renewal, SessionKeys, StoredEvent, TenantKeys,
+        now_ms,
     },
 };
 use askgate_core::backend::{
@@ -45,7 +45,9 @@ use askgate_core::domain::{AskError, NewAsk, Outcome, SessionKey};
 mod config;
 mod follow;
 mod node;
+mod register;
 mod slots;
+mod subscribe;
 mod waiters;
 
 pub use config::RedisConfig;
@@ -142,139 +144,6 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, AskError> {
-        let node = &self.node;
-        if node.closed.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
-        }
-        let key = ask.key.clone();
-        if let Some(agent) = &ask.agent {
-            node.check_caller(&key.tenant, agent).await?;
-        }
-        let rpc_id = Uuid::now_v7().to_string();
-        let waits_at_most = ask
-            .expires_at
-            .and_then(|t| t.duration_since(SystemTime::now()).ok())
-            .unwrap_or(node.config.lease * 6);
-        let spec = WaitSpec {
-            grace: ask.reattach_grace,
-            request_id: ask.request_id.clone(),
-            mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
-        };
-        let must_be_attended = ask.if_unattended == Unattended::Fail;
-        // On one Redis the registration script lists the ask on this node's wait list
-        // and checks Semantics 8 itself. On a cluster the wait list lives in another
-        // slot: the ask goes on it before it exists (if this node dies at any point
-        // after the script, the survivors still find it), with the unattended check in
-        // the same round trip.
-        let listed_by_script = !node.store.is_cluster();
-        // Whatever this call put in place under `rpc_id` is taken back on every exit
-        // but a new ask's (the guard is disarmed there).
-        let mut rollback = Rollback::new(node, &key, &rpc_id);
-        if !listed_by_script {
-            // Whatever part of the listing is written is swept as due if it fails.
-            rollback.listed = true;
-            let listed = node.list_waiter(&key, &rpc_id, &spec);
-            let attended = async {
-                match must_be_attended {
-                    true => node.store.attended(&key).await,
-                    false => Ok(true),
-                }
-            };
-            let (listed, attended) = tokio::join!(listed, attended);
-            listed?;
-            if !attended? {
-                return Err(AskError::NoProvider);
-            }
-        }
-        let requested = events::requested(&rpc_id, &mut ask);
-        // Listen first and wait under the new id, so an answer given the instant the
-        // ask is stored (on any node) cannot be missed.
-        let channel = SessionKeys::new(&key).channel();
-        let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
-        let outcome = node.add_waiter(&key, &rpc_id, &spec);
-        rollback.waiting = true;
-        let listing = Listing {
-            node_id: &node.id,
-            grace: spec.grace,
-            mark_ttl: spec.mark_ttl,
-            must_be_attended,
-        };
-        let registered = node
-            .store
-            .register(&key, &requested, &ask.request_id, Some(&listing))
-            .await;
-        // The script lists only a new ask; after an error, whatever it wrote is taken
-        // off (or swept as due).
-        rollback.listed |= registered.is_err();
-        let (rpc_id, outcome) = match registered {
-            Ok(Registration::New { seq, epoch }) => {
-                rollback.disarm();
-                if let Some(tap) = node.tap.get() {
-                    tap.report(Committed {
-                        tenant: key.tenant.clone(),
-                        message: message(cursor(&epoch, seq), Event::Requested(requested)),
-                        asked: None,
-                    });
-                }
-                (rpc_id, outcome)
-            }
-            Ok(Registration::Joined { rpc_id: joined }) => {
-                drop(rollback);
-                let outcome = node.add_waiter(&key, &joined, &spec);
-                // Waited on here from now on, before a sweep can find the ask's grace
-                // (after its first node died) over.
-                if let Err(e) = node.list_waiter(&key, &joined, &spec).await {
-                    node.waiters.lock().remove(&key, &joined);
-                    return Err(e);
-                }
-                // It may have resolved between the script and the wait: recover.
-                if node.store.pending_ask(&key, &joined).await.is_err() {
-                    node.recover_waiters(&key).await;
-                }
-                (joined, outcome)
-            }
-            Ok(Registration::Recorded {
-                rpc_id: recorded,
-                resolved,
-            }) => {
-                drop(rollback);
-                let (outcome_tx, outcome) = oneshot::channel();
-                let _ = outcome_tx.send(outcome_of(&resolved));
-                (recorded, outcome)
-            }
-            Err(e) => {
-                drop(rollback);
-                // Nothing waits on the channel this call followed: let it go.
-                drop(live);
-                node.fanout.release(&channel).await;
-                return Err(e);
-            }
-        };
-        self.ensure_pump(&key, live);
-        if let Some(agent) = &ask.agent {
-            node.store
-                .add_agent_ask(
-                    &key.tenant,
-                    &agent.agent_id,
-                    &agent.incarnation,
-                    &key,
-                    &rpc_id,
-                    node.config.lease * 6,
-                )
-                .await;
-            // A detach that ran meanwhile did not see this ask: abort it now. A failed
-            // claim leaves it to the call: its waiter still holds it, and the sweep
-            // aborts it once its caller is gone past the reattach grace.
-            if node.check_caller(&key.tenant, agent).await.is_err()
-                && let Err(e) = self.claim(&key, &rpc_id, Outcome::aborted()).await
-            {
-                debug!(%rpc_id, "aborting an ask of a detached agent failed: {e}");
-            }
-        }
-        Ok(Registered { rpc_id, outcome })
-    }
-
     /// Resolves the asks an agent made under `incarnation`: its lease ended.
     async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
         let node = &self.node;
@@ -286,12 +155,6 @@ impl RedisBackend {
             let key = SessionKey::new(tenant, session_id.as_str());
             // NOT_PENDING when it was resolved meanwhile: nothing to do.
             let _ = self.claim(&key, &rpc_id, Outcome::aborted()).await;
-        }
-    }
-
-    fn ensure_pump(&self, key: &SessionKey, live: broadcast::Receiver<Arc<LiveEvent>>) {
-        if self.node.pumps.lock().insert(key.clone()) {
-            tokio::spawn(pump(self.node.clone(), key.clone(), live));
         }
     }
 }
@@ -381,110 +244,7 @@ impl Backend for RedisBackend {
         scope: Scope,
         options: SubscribeOptions,
     ) -> Result<EventStream, AskError> {
-        let node = self.node.clone();
-        if node.closed.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
-        }
-        let buffer = match &scope {
-            Scope::Session(_) => node.settings.subscriber_buffer,
-            Scope::Tenant(_) => node.settings.tenant_buffer,
-        };
-        let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
-        let follower = Follower {
-            node: node.clone(),
-            events_tx: events_tx.clone(),
-            lost: node.fanout.watch_disconnections(),
-        };
-        let closing = node.closing.subscribe();
-        let (channel, attended, exclusive, slot, held_session, task) = match scope {
-            Scope::Session(key) => {
-                let keys = SessionKeys::new(&key);
-                let slot = SubscriberSlot::take(
-                    &node,
-                    keys.subscribers(),
-                    node.settings.max_subscribers_per_session,
-                    AskError::too_many_subscribers,
-                )
-                .await?;
-                let held_session = node.hold_session(&key).await?;
-                let exclusive = match options.exclusive {
-                    true => {
-                        let hold = keys.exclusive();
-                        if !node
-                            .store
-                            .take_exclusive(&hold, &node.id, node.config.lease)
-                            .await?
-                        {
-                            return Err(AskError::DuplicateProvider);
-                        }
-                        node.exclusive.lock().insert(hold.clone(), node.id.clone());
-                        Some(hold)
-                    }
-                    false => None,
-                };
-                let channel = keys.channel();
-                let attended = keys.attended();
-                let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
-                node.hold_attended(attended.clone()).await?;
-                let attended = Some(attended);
-                let task = tokio::spawn(async move {
-                    let ended = follower.session(key, options.after, live, closing).await;
-                    fail_subscription(&events_tx, ended).await;
-                });
-                (
-                    channel,
-                    attended,
-                    exclusive,
-                    Some(slot),
-                    Some(held_session),
-                    task,
-                )
-            }
-            Scope::Tenant(tenant) => {
-                let keys = TenantKeys::new(&tenant);
-                let slot = SubscriberSlot::take(
-                    &node,
-                    keys.all_sessions_subscribers(),
-                    node.settings.max_all_sessions_per_tenant,
-                    AskError::too_many_all_sessions,
-                )
-                .await?;
-                let channel = keys.channel();
-                let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
-                let attended = match options.passive {
-                    true => {
-                        node.passive.fetch_add(1, Ordering::Relaxed);
-                        None
-                    }
-                    false => {
-                        let attended = keys.attended();
-                        node.hold_attended(attended.clone()).await?;
-                        Some(attended)
-                    }
-                };
-                let reset_first = options.after.is_some();
-                let task = tokio::spawn(async move {
-                    let ended = follower
-                        .tenant(tenant.to_string(), reset_first, live, closing)
-                        .await;
-                    fail_subscription(&events_tx, ended).await;
-                });
-                (channel, attended, None, Some(slot), None, task)
-            }
-        };
-        Ok(Box::pin(HeldStream {
-            events: ReceiverStream::new(events_rx),
-            replay: VecDeque::new(),
-            _held: Held {
-                node,
-                channel,
-                attended,
-                exclusive,
-                _slot: slot,
-                held_session,
-                task,
-            },
-        }))
+        self.subscribe_now(scope, options).await
     }
 
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {

@@ -1,0 +1,206 @@
+//! Registering an ask on this node: listed where survivors find it, followed before
+//! it is stored (so that no answer can be missed), stored by one script, and waited
+//! on here; every exit but a new ask's takes back what it put in place ([`Rollback`]).
+
+use std::{sync::Arc, time::SystemTime};
+
+use askgate_core::{
+    backend::{
+        Backend, Committed, Registered,
+        events::{self, cursor, message, outcome_of},
+    },
+    domain::{AskError, NewAsk, Outcome, SessionKey},
+};
+use askgate_proto::v1::{AgentRef, Requested, Unattended, subscribe_response::Event};
+use tokio::sync::{broadcast, oneshot};
+use tracing::debug;
+use uuid::Uuid;
+
+use super::{Node, RedisBackend, Rollback, WaitSpec};
+use crate::redis_engine::{
+    fanout::{LiveEvent, SESSION_BUFFER},
+    store::{Listing, Registration, SessionKeys},
+};
+
+impl RedisBackend {
+    pub(super) async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, AskError> {
+        let node = &self.node;
+        if node.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(AskError::ShuttingDown);
+        }
+        let key = ask.key.clone();
+        if let Some(agent) = &ask.agent {
+            node.check_caller(&key.tenant, agent).await?;
+        }
+        let rpc_id = Uuid::now_v7().to_string();
+        let spec = wait_spec(node, &ask);
+        let must_be_attended = ask.if_unattended == Unattended::Fail;
+        // Whatever this call puts in place under `rpc_id` is taken back on every exit
+        // but a new ask's (the guard is disarmed there).
+        let mut rollback = Rollback::new(node, &key, &rpc_id);
+        // On one Redis the registration script lists the ask on this node's wait list
+        // and checks Semantics 8 itself. On a cluster the wait list lives in another
+        // slot: the ask goes on it before it exists (if this node dies at any point
+        // after the script, the survivors still find it), with the unattended check in
+        // the same round trip.
+        if node.store.is_cluster() {
+            // Whatever part of the listing is written is swept as due if it fails.
+            rollback.listed = true;
+            list_first(node, &key, &rpc_id, &spec, must_be_attended).await?;
+        }
+        let requested = events::requested(&rpc_id, &mut ask);
+        // Listen first and wait under the new id, so an answer given the instant the
+        // ask is stored (on any node) cannot be missed.
+        let channel = SessionKeys::new(&key).channel();
+        let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
+        let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        rollback.waiting = true;
+        let listing = Listing {
+            node_id: &node.id,
+            grace: spec.grace,
+            mark_ttl: spec.mark_ttl,
+            must_be_attended,
+        };
+        let registered = node
+            .store
+            .register(&key, &requested, &ask.request_id, Some(&listing))
+            .await;
+        // The script lists only a new ask; after an error, whatever it wrote is taken
+        // off (or swept as due).
+        rollback.listed |= registered.is_err();
+        let registration = match registered {
+            Ok(registration) => registration,
+            Err(e) => {
+                drop(rollback);
+                // Nothing waits on the channel this call followed: let it go.
+                drop(live);
+                node.fanout.release(&channel).await;
+                return Err(e);
+            }
+        };
+        if let Registration::New { .. } = registration {
+            rollback.disarm();
+        } else {
+            drop(rollback);
+        }
+        let (rpc_id, outcome) = self
+            .wait_on(&key, registration, rpc_id, outcome, requested, &spec)
+            .await?;
+        self.ensure_pump(&key, live);
+        if let Some(agent) = &ask.agent {
+            self.bind_to_agent(&key, &rpc_id, agent).await;
+        }
+        Ok(Registered { rpc_id, outcome })
+    }
+
+    /// What the call waits on for what the script did: its new ask (reported to the
+    /// tap), the pending ask its request_id names, or that ask's recorded outcome.
+    async fn wait_on(
+        &self,
+        key: &SessionKey,
+        registration: Registration,
+        rpc_id: String,
+        outcome: oneshot::Receiver<Outcome>,
+        requested: Requested,
+        spec: &WaitSpec,
+    ) -> Result<(String, oneshot::Receiver<Outcome>), AskError> {
+        let node = &self.node;
+        match registration {
+            Registration::New { seq, epoch } => {
+                if let Some(tap) = node.tap.get() {
+                    tap.report(Committed {
+                        tenant: key.tenant.clone(),
+                        message: message(cursor(&epoch, seq), Event::Requested(requested)),
+                        asked: None,
+                    });
+                }
+                Ok((rpc_id, outcome))
+            }
+            Registration::Joined { rpc_id: joined } => {
+                let outcome = node.add_waiter(key, &joined, spec);
+                // Waited on here from now on, before a sweep can find the ask's grace
+                // (after its first node died) over.
+                if let Err(e) = node.list_waiter(key, &joined, spec).await {
+                    node.waiters.lock().remove(key, &joined);
+                    return Err(e);
+                }
+                // It may have resolved between the script and the wait: recover.
+                if node.store.pending_ask(key, &joined).await.is_err() {
+                    node.recover_waiters(key).await;
+                }
+                Ok((joined, outcome))
+            }
+            Registration::Recorded { rpc_id, resolved } => {
+                let (outcome_tx, outcome) = oneshot::channel();
+                let _ = outcome_tx.send(outcome_of(&resolved));
+                Ok((rpc_id, outcome))
+            }
+        }
+    }
+
+    /// Counts the ask among its agent's, so that the agent's detach aborts it.
+    async fn bind_to_agent(&self, key: &SessionKey, rpc_id: &str, agent: &AgentRef) {
+        let node = &self.node;
+        node.store
+            .add_agent_ask(
+                &key.tenant,
+                &agent.agent_id,
+                &agent.incarnation,
+                key,
+                rpc_id,
+                node.config.lease * 6,
+            )
+            .await;
+        // A detach that ran meanwhile did not see this ask: abort it now. A failed
+        // claim leaves it to the call: its waiter still holds it, and the sweep aborts
+        // it once its caller is gone past the reattach grace.
+        if node.check_caller(&key.tenant, agent).await.is_err()
+            && let Err(e) = self.claim(key, rpc_id, Outcome::aborted()).await
+        {
+            debug!(%rpc_id, "aborting an ask of a detached agent failed: {e}");
+        }
+    }
+
+    pub(super) fn ensure_pump(&self, key: &SessionKey, live: broadcast::Receiver<Arc<LiveEvent>>) {
+        if self.node.pumps.lock().insert(key.clone()) {
+            tokio::spawn(super::pump(self.node.clone(), key.clone(), live));
+        }
+    }
+}
+
+/// How long the node's marks of a waiting call last, and its reattach grace.
+fn wait_spec(node: &Node, ask: &NewAsk) -> WaitSpec {
+    let waits_at_most = ask
+        .expires_at
+        .and_then(|t| t.duration_since(SystemTime::now()).ok())
+        .unwrap_or(node.config.lease * 6);
+    WaitSpec {
+        grace: ask.reattach_grace,
+        request_id: ask.request_id.clone(),
+        mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
+    }
+}
+
+/// On a cluster: lists the ask on this node's wait list before it exists, and checks
+/// in the same round trip that someone follows the session when it must be attended.
+async fn list_first(
+    node: &Arc<Node>,
+    key: &SessionKey,
+    rpc_id: &str,
+    spec: &WaitSpec,
+    must_be_attended: bool,
+) -> Result<(), AskError> {
+    let listed = node.list_waiter(key, rpc_id, spec);
+    let attended = async {
+        match must_be_attended {
+            true => node.store.attended(key).await,
+            false => Ok(true),
+        }
+    };
+    let (listed, attended) = tokio::join!(listed, attended);
+    listed?;
+    match attended? {
+        true => Ok(()),
+        false => Err(AskError::NoProvider),
+    }
+}
