@@ -35,98 +35,24 @@ impl RedisStore {
         listing: Option<&Listing<'_>>,
     ) -> Result<Registration, AskError> {
         let keys = SessionKeys::new(key);
-        let request_key = keys.request(if request_id.is_empty() {
-            "-"
-        } else {
-            request_id
-        });
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
         let now = now_ms();
         let bytes = requested.encode_to_vec();
         if cluster {
-            // The tenant's keys live in another slot: its caps are checked before,
-            // the ask counted after (ADMIT_ASK, TENANT_REGISTERED).
-            let idle_ms = self.idle_ttl_secs() * 1000;
-            let admitted: String = self
-                .admit_ask
-                .key(tenant.pending())
-                .key(tenant.held_sessions())
-                .key(tenant.pending_bytes())
-                .arg(&*key.session_id)
-                .arg(now)
-                .arg(now + idle_ms)
-                .arg(self.config.max_sessions_per_tenant)
-                .arg(idle_ms)
-                .arg(self.config.max_pending_per_tenant)
-                .arg(bytes.len())
-                .arg(self.config.max_pending_bytes_per_tenant)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
-            if admitted != "ok" {
-                return Err(match Refusal::of(&admitted) {
-                    Some(refusal) => self.refused(refusal),
-                    None => AskError::Internal(format!(
-                        "unexpected reply of the admission script: {admitted:?}"
-                    )),
-                });
-            }
+            self.admit_on_cluster(key, &tenant, now, bytes.len())
+                .await?;
         }
-        let mut invocation = self.register.prepare_invoke();
-        invocation
-            .key(keys.asks())
-            .key(keys.order())
-            .key(keys.rids())
-            .key(keys.events())
-            .key(keys.head())
-            .key(keys.epoch())
-            .key(request_key);
-        if !cluster {
-            invocation
-                .key(tenant.sessions())
-                .key(tenant.pending())
-                .key(tenant.held_sessions());
-        }
-        let listing = listing.filter(|_| !cluster);
-        if let Some(listing) = listing {
-            invocation
-                .key(node_waits_key(listing.node_id))
-                .key(keys.wait_mark(&requested.rpc_id))
-                .key(keys.attended())
-                .key(tenant.attended());
-        }
-        invocation
-            .arg(&requested.rpc_id)
-            .arg(&bytes)
-            .arg(request_id)
-            .arg(self.config.history_len.max(1))
-            .arg(self.config.max_pending_per_session)
-            .arg(uuid::Uuid::now_v7().simple().to_string())
-            .arg(keys.channel())
-            .arg(tenant.channel())
-            .arg(&*key.session_id)
-            .arg(self.idle_ttl_secs())
-            .arg(self.config.max_pending_per_tenant)
-            .arg(self.conn.publish_command())
-            .arg(now)
-            .arg(self.config.max_sessions_per_tenant)
-            .arg(keys.pending_bytes())
-            .arg(self.config.max_pending_bytes_per_session)
-            .arg(if cluster {
-                String::new()
-            } else {
-                tenant.pending_bytes()
-            })
-            .arg(self.config.max_pending_bytes_per_tenant);
-        if let Some(listing) = listing {
-            invocation
-                .arg(wait_member(key, &requested.rpc_id))
-                .arg(listing.node_id)
-                .arg(listing.grace.as_millis() as u64)
-                .arg(listing.mark_ttl.as_millis() as u64)
-                .arg(if listing.must_be_attended { "1" } else { "0" });
-        }
+        let call = Call {
+            key,
+            keys: &keys,
+            tenant: &tenant,
+            requested,
+            request_id,
+            bytes: &bytes,
+            now,
+        };
+        let invocation = self.register_invocation(&call, listing.filter(|_| !cluster));
         let registered: Registered = invocation
             .invoke_async(&mut self.conn.clone())
             .await
@@ -155,6 +81,109 @@ impl RedisStore {
             }),
             Registered::Refused(refusal) => Err(self.refused(refusal)),
         }
+    }
+
+    /// On a cluster the tenant's keys live in another slot: its caps are checked
+    /// before REGISTER (ADMIT_ASK), the ask counted after (TENANT_REGISTERED).
+    async fn admit_on_cluster(
+        &self,
+        key: &SessionKey,
+        tenant: &TenantKeys,
+        now: u64,
+        bytes: usize,
+    ) -> Result<(), AskError> {
+        let idle_ms = self.idle_ttl_secs() * 1000;
+        let admitted: String = self
+            .admit_ask
+            .key(tenant.pending())
+            .key(tenant.held_sessions())
+            .key(tenant.pending_bytes())
+            .arg(&*key.session_id)
+            .arg(now)
+            .arg(now + idle_ms)
+            .arg(self.config.max_sessions_per_tenant)
+            .arg(idle_ms)
+            .arg(self.config.max_pending_per_tenant)
+            .arg(bytes)
+            .arg(self.config.max_pending_bytes_per_tenant)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if admitted != "ok" {
+            return Err(match Refusal::of(&admitted) {
+                Some(refusal) => self.refused(refusal),
+                None => AskError::Internal(format!(
+                    "unexpected reply of the admission script: {admitted:?}"
+                )),
+            });
+        }
+        Ok(())
+    }
+
+    /// REGISTER's keys and arguments (scripts/register.lua reads them in this order).
+    fn register_invocation<'a>(
+        &'a self,
+        call: &Call<'_>,
+        listing: Option<&Listing<'_>>,
+    ) -> redis::ScriptInvocation<'a> {
+        let mut invocation = self.register.prepare_invoke();
+        invocation
+            .key(call.keys.asks())
+            .key(call.keys.order())
+            .key(call.keys.rids())
+            .key(call.keys.events())
+            .key(call.keys.head())
+            .key(call.keys.epoch())
+            .key(call.keys.request(if call.request_id.is_empty() {
+                "-"
+            } else {
+                call.request_id
+            }));
+        if !self.conn.is_cluster() {
+            invocation
+                .key(call.tenant.sessions())
+                .key(call.tenant.pending())
+                .key(call.tenant.held_sessions());
+        }
+        if let Some(listing) = listing {
+            invocation
+                .key(node_waits_key(listing.node_id))
+                .key(call.keys.wait_mark(&call.requested.rpc_id))
+                .key(call.keys.attended())
+                .key(call.tenant.attended());
+        }
+        invocation
+            .arg(&call.requested.rpc_id)
+            .arg(call.bytes)
+            .arg(call.request_id)
+            .arg(self.config.history_len.max(1))
+            .arg(self.config.max_pending_per_session)
+            .arg(uuid::Uuid::now_v7().simple().to_string())
+            .arg(call.keys.channel())
+            .arg(call.tenant.channel())
+            .arg(&*call.key.session_id)
+            .arg(self.idle_ttl_secs())
+            .arg(self.config.max_pending_per_tenant)
+            .arg(self.conn.publish_command())
+            .arg(call.now)
+            .arg(self.config.max_sessions_per_tenant)
+            .arg(call.keys.pending_bytes())
+            .arg(self.config.max_pending_bytes_per_session)
+            .arg(if self.conn.is_cluster() {
+                String::new()
+            } else {
+                call.tenant.pending_bytes()
+            })
+            .arg(self.config.max_pending_bytes_per_tenant);
+        if let Some(listing) = listing {
+            invocation
+                .arg(wait_member(call.key, &call.requested.rpc_id))
+                .arg(listing.node_id)
+                .arg(listing.grace.as_millis() as u64)
+                .arg(listing.mark_ttl.as_millis() as u64)
+                .arg(if listing.must_be_attended { "1" } else { "0" });
+        }
+        invocation
     }
 
     /// The error of a refused registration.
@@ -341,4 +370,15 @@ impl RedisStore {
             Aborted::Recorded => RequestAbort::Recorded,
         })
     }
+}
+
+/// What one REGISTER call is about.
+struct Call<'a> {
+    key: &'a SessionKey,
+    keys: &'a SessionKeys,
+    tenant: &'a TenantKeys,
+    requested: &'a Requested,
+    request_id: &'a str,
+    bytes: &'a [u8],
+    now: u64,
 }
