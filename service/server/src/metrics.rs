@@ -59,101 +59,105 @@ struct Inner {
     notices: Family<Labels, Counter>,
 }
 
+/// `metric`, registered under `name` with `help`.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     pub fn new(tenant_labels: bool) -> Self {
-        let mut registry = Registry::with_prefix("askgate");
-        let asks = Family::<Labels, Counter>::default();
-        registry.register("asks", "Asks by how they ended", asks.clone());
-        // 1 s to about 9 hours.
-        let human_wait = Family::<Labels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(1.0, 2.0, 16))
-        });
-        registry.register(
-            "human_wait_seconds",
-            "Time from an ask's registration to a human's answer or cancel",
-            human_wait.clone(),
-        );
-        let conflicts = Family::<Labels, Counter>::default();
-        registry.register(
-            "answer_conflicts",
-            "Answers and cancels that lost the race (NOT_PENDING)",
-            conflicts.clone(),
-        );
-        let auth_failures = Family::<Labels, Counter>::default();
-        registry.register(
-            "auth_failures",
-            "Refused credentials and calls, by reason",
-            auth_failures.clone(),
-        );
-        // 0.5 ms to about 4.6 hours (Ask waits for humans).
-        let rpc_duration = Family::<MethodLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.0005, 4.0, 13))
-        });
-        registry.register(
-            "rpc_duration_seconds",
-            "RPC handling time by method (Subscribe and Attach: until the stream opens)",
-            rpc_duration.clone(),
-        );
-        let pending = Gauge::default();
-        registry.register("pending_asks", "Asks waiting for a human", pending.clone());
-        let subscribers = Gauge::default();
-        registry.register("subscribers", "Open subscriptions", subscribers.clone());
-        let tasks = Gauge::default();
-        registry.register(
-            "runtime_tasks",
-            "Tasks alive in the node's async runtime (a steady load keeps it flat)",
-            tasks.clone(),
-        );
-        let mcp_sessions = Gauge::default();
-        registry.register(
-            "mcp_sessions",
-            "MCP sessions open on /mcp on this node",
-            mcp_sessions.clone(),
-        );
-        let connections = Gauge::default();
-        registry.register(
-            "connections",
-            "Client connections open on this node",
-            connections.clone(),
-        );
-        let refused_connections = Counter::default();
-        registry.register(
-            "refused_connections",
-            "Connections closed at once because the node held --max-connections",
-            refused_connections.clone(),
-        );
-        let webhook_deliveries = Family::<Labels, Counter>::default();
-        registry.register(
-            "webhook_deliveries",
-            "Webhook delivery attempts and events by outcome: delivered, retried, failed \
-             (retries used up, or the endpoint was deleted), dropped (a tenant's queue was \
-             full, or the node's intake)",
-            webhook_deliveries.clone(),
-        );
-        let notices = Family::<Labels, Counter>::default();
-        registry.register(
-            "notices",
-            "Reminders and escalations sent, by kind",
-            notices.clone(),
-        );
+        let mut r = Registry::with_prefix("askgate");
+        let inner = Inner {
+            asks: registered(&mut r, "asks", "Asks by how they ended", Family::default()),
+            // 1 s to about 9 hours.
+            human_wait: registered(
+                &mut r,
+                "human_wait_seconds",
+                "Time from an ask's registration to a human's answer or cancel",
+                Family::new_with_constructor(|| Histogram::new(exponential_buckets(1.0, 2.0, 16))),
+            ),
+            conflicts: registered(
+                &mut r,
+                "answer_conflicts",
+                "Answers and cancels that lost the race (NOT_PENDING)",
+                Family::default(),
+            ),
+            auth_failures: registered(
+                &mut r,
+                "auth_failures",
+                "Refused credentials and calls, by reason",
+                Family::default(),
+            ),
+            // 0.5 ms to about 4.6 hours (Ask waits for humans).
+            rpc_duration: registered(
+                &mut r,
+                "rpc_duration_seconds",
+                "RPC handling time by method (Subscribe and Attach: until the stream opens)",
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.0005, 4.0, 13))
+                }),
+            ),
+            pending: registered(
+                &mut r,
+                "pending_asks",
+                "Asks waiting for a human",
+                Gauge::default(),
+            ),
+            subscribers: registered(
+                &mut r,
+                "subscribers",
+                "Open subscriptions",
+                Gauge::default(),
+            ),
+            tasks: registered(
+                &mut r,
+                "runtime_tasks",
+                "Tasks alive in the node's async runtime (a steady load keeps it flat)",
+                Gauge::default(),
+            ),
+            mcp_sessions: registered(
+                &mut r,
+                "mcp_sessions",
+                "MCP sessions open on /mcp on this node",
+                Gauge::default(),
+            ),
+            connections: registered(
+                &mut r,
+                "connections",
+                "Client connections open on this node",
+                Gauge::default(),
+            ),
+            refused_connections: registered(
+                &mut r,
+                "refused_connections",
+                "Connections closed at once because the node held --max-connections",
+                Counter::default(),
+            ),
+            webhook_deliveries: registered(
+                &mut r,
+                "webhook_deliveries",
+                "Webhook delivery attempts and events by outcome: delivered, retried, failed \
+                 (retries used up, or the endpoint was deleted), dropped (a tenant's queue was \
+                 full, or the node's intake)",
+                Family::default(),
+            ),
+            notices: registered(
+                &mut r,
+                "notices",
+                "Reminders and escalations sent, by kind",
+                Family::default(),
+            ),
+            registry: r,
+            tenant_labels,
+        };
         Self {
-            inner: Arc::new(Inner {
-                webhook_deliveries,
-                notices,
-                registry,
-                tenant_labels,
-                asks,
-                human_wait,
-                conflicts,
-                auth_failures,
-                rpc_duration,
-                pending,
-                subscribers,
-                tasks,
-                mcp_sessions,
-                connections,
-                refused_connections,
-            }),
+            inner: Arc::new(inner),
         }
     }
 

@@ -2,6 +2,7 @@
 //! the domain error, and the values the backends store. No tonic, no storage, no I/O.
 
 pub mod answer;
+pub mod connect;
 pub mod error;
 pub mod limits;
 pub mod model;

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     backend::hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
-    domain::{AskError, Violation, echo, validate},
+    domain::{AskError, Violation, connect, echo},
 };
 
 /// Event types an endpoint may name (there are four; repeats are allowed, up to this).
@@ -25,8 +25,6 @@ const MAX_EVENT_TYPES: usize = 16;
 /// Deliveries listed at most (and by default) per call.
 const MAX_LISTED: usize = 1000;
 const DEFAULT_LISTED: usize = 100;
-/// Bytes of an endpoint's description.
-const MAX_DESCRIPTION_BYTES: usize = 1024;
 
 impl Hooks {
     /// Registers an endpoint after checking its URL (and that it is not internal,
@@ -65,10 +63,11 @@ impl Hooks {
         if request.events.is_empty() {
             events = EventType::ALL.to_vec();
         }
-        if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
-            violations.extend(e.violations().iter().cloned());
-        }
-        violations.extend(validate::labels(&request.labels, &self.inner.limits));
+        violations.extend(connect::described_filter(
+            &request.description,
+            &request.labels,
+            &self.inner.limits,
+        ));
         if !violations.is_empty() {
             return Err(AskError::BadRequest(violations));
         }

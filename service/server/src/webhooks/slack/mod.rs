@@ -26,15 +26,11 @@ use crate::{
         HookStore,
         records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
     },
-    domain::{AskError, Limits, Violation, validate},
+    domain::{AskError, Limits, connect},
 };
 
 /// How long where a message was posted is remembered: past any ask's life.
 const POSTED_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
-/// Bytes of a bot token, a signing secret, a channel, a session prefix, a description.
-const MAX_TOKEN_BYTES: usize = 512;
-const MAX_CHANNEL_BYTES: usize = 80;
-const MAX_DESCRIPTION_BYTES: usize = 1024;
 
 /// Slack for the whole server: its Web API and the key that seals apps' secrets.
 #[derive(Clone)]
@@ -129,44 +125,11 @@ impl Slack {
         limits: &Limits,
     ) -> Result<EndpointRecord, AskError> {
         let key = self.key()?;
-        let mut violations = Vec::new();
-        for (field, value) in [
-            ("bot_token", &request.bot_token),
-            ("signing_secret", &request.signing_secret),
-        ] {
-            if value.is_empty()
-                || value.len() > MAX_TOKEN_BYTES
-                || value.chars().any(char::is_whitespace)
-            {
-                violations.push(Violation::new(
-                    field,
-                    format!("required: at most {MAX_TOKEN_BYTES} bytes, without spaces"),
-                ));
-            }
-        }
-        let channel = request.channel.trim();
-        let channel_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '#');
-        if channel.is_empty()
-            || channel.len() > MAX_CHANNEL_BYTES
-            || !channel.chars().all(channel_ok)
-        {
-            violations.push(Violation::new(
-                "channel",
-                "required: a channel id such as C0123456789",
-            ));
-        }
-        if !request.session_prefix.is_empty()
-            && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
-        {
-            violations.extend(e.violations().iter().cloned());
-        }
-        if let Err(e) = validate::text("description", &request.description, MAX_DESCRIPTION_BYTES) {
-            violations.extend(e.violations().iter().cloned());
-        }
-        violations.extend(validate::labels(&request.labels, limits));
+        let violations = connect::slack_app(&request, limits);
         if !violations.is_empty() {
             return Err(AskError::BadRequest(violations));
         }
+        let channel = request.channel.trim();
         let token = Secret::new(request.bot_token);
         let checked = self
             .api
