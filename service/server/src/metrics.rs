@@ -59,6 +59,51 @@ struct Inner {
     notices: Family<Labels, Counter>,
 }
 
+/// The metrics of asks and calls, registered first.
+struct AskMetrics {
+    asks: Family<Labels, Counter>,
+    human_wait: Family<Labels, Histogram>,
+    conflicts: Family<Labels, Counter>,
+    auth_failures: Family<Labels, Counter>,
+    rpc_duration: Family<MethodLabel, Histogram>,
+}
+
+impl AskMetrics {
+    fn register(r: &mut Registry) -> Self {
+        Self {
+            asks: registered(r, "asks", "Asks by how they ended", Family::default()),
+            // 1 s to about 9 hours.
+            human_wait: registered(
+                r,
+                "human_wait_seconds",
+                "Time from an ask's registration to a human's answer or cancel",
+                Family::new_with_constructor(|| Histogram::new(exponential_buckets(1.0, 2.0, 16))),
+            ),
+            conflicts: registered(
+                r,
+                "answer_conflicts",
+                "Answers and cancels that lost the race (NOT_PENDING)",
+                Family::default(),
+            ),
+            auth_failures: registered(
+                r,
+                "auth_failures",
+                "Refused credentials and calls, by reason",
+                Family::default(),
+            ),
+            // 0.5 ms to about 4.6 hours (Ask waits for humans).
+            rpc_duration: registered(
+                r,
+                "rpc_duration_seconds",
+                "RPC handling time by method (Subscribe and Attach: until the stream opens)",
+                Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.0005, 4.0, 13))
+                }),
+            ),
+        }
+    }
+}
+
 /// `metric`, registered under `name` with `help`.
 fn registered<M: prometheus_client::registry::Metric + Clone>(
     registry: &mut Registry,
@@ -73,36 +118,13 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
 impl Metrics {
     pub fn new(tenant_labels: bool) -> Self {
         let mut r = Registry::with_prefix("askgate");
+        let asks = AskMetrics::register(&mut r);
         let inner = Inner {
-            asks: registered(&mut r, "asks", "Asks by how they ended", Family::default()),
-            // 1 s to about 9 hours.
-            human_wait: registered(
-                &mut r,
-                "human_wait_seconds",
-                "Time from an ask's registration to a human's answer or cancel",
-                Family::new_with_constructor(|| Histogram::new(exponential_buckets(1.0, 2.0, 16))),
-            ),
-            conflicts: registered(
-                &mut r,
-                "answer_conflicts",
-                "Answers and cancels that lost the race (NOT_PENDING)",
-                Family::default(),
-            ),
-            auth_failures: registered(
-                &mut r,
-                "auth_failures",
-                "Refused credentials and calls, by reason",
-                Family::default(),
-            ),
-            // 0.5 ms to about 4.6 hours (Ask waits for humans).
-            rpc_duration: registered(
-                &mut r,
-                "rpc_duration_seconds",
-                "RPC handling time by method (Subscribe and Attach: until the stream opens)",
-                Family::new_with_constructor(|| {
-                    Histogram::new(exponential_buckets(0.0005, 4.0, 13))
-                }),
-            ),
+            asks: asks.asks,
+            human_wait: asks.human_wait,
+            conflicts: asks.conflicts,
+            auth_failures: asks.auth_failures,
+            rpc_duration: asks.rpc_duration,
             pending: registered(
                 &mut r,
                 "pending_asks",

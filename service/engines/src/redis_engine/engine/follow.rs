@@ -181,36 +181,8 @@ impl Follower {
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
         mut closing: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), AskError> {
-        let resumed = match after.as_deref().and_then(parse_cursor) {
-            Some((e, seq)) => self
-                .node
-                .store
-                .events_after(&key, e, seq)
-                .await?
-                .map(|events| (e.to_owned(), seq, events)),
-            None => None,
-        };
-        let (mut epoch, mut last) = match resumed {
-            Some((epoch, last, events)) => {
-                let last = events.last().map_or(last, |(seq, _)| *seq);
-                let missed = events
-                    .into_iter()
-                    .map(|(seq, event)| message(cursor(&epoch, seq), event.to_event()));
-                let replay = events::resumed_replay(missed, cursor(&epoch, last));
-                if !self.send_all(replay).await {
-                    return Ok(());
-                }
-                (epoch, last)
-            }
-            None => {
-                if after.is_some() && !self.send(events::reset()).await {
-                    return Ok(());
-                }
-                match self.snapshot_session(&key).await? {
-                    Some(at) => at,
-                    None => return Ok(()),
-                }
-            }
+        let Some((mut epoch, mut last)) = self.start_session(&key, after).await? else {
+            return Ok(());
         };
         loop {
             let event = tokio::select! {
@@ -225,49 +197,107 @@ impl Follower {
                 }
                 event = live.recv() => event,
             };
-            let resync = match event {
-                Ok(event) => {
-                    if epoch.is_empty() {
-                        epoch = event.epoch.clone();
-                    }
-                    if event.epoch != epoch {
-                        true
-                    } else if event.seq <= last {
-                        false
-                    } else if event.seq == last + 1 {
-                        match self
-                            .forward(message(cursor(&epoch, event.seq), event.event.to_event()))
-                        {
-                            Forwarded::Sent => {
-                                last = event.seq;
-                                false
-                            }
-                            Forwarded::Behind => true,
-                            Forwarded::Closed => return Ok(()),
-                        }
-                    } else {
-                        match self.catch_up(&key, &epoch, last).await? {
-                            Some(new_last) => {
-                                last = new_last;
-                                false
-                            }
-                            None => true,
-                        }
-                    }
+            let event = match event {
+                Ok(event) => event,
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let Some(at) = self.resync_session(&key).await? else {
+                        return Ok(());
+                    };
+                    (epoch, last) = at;
+                    continue;
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => true,
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             };
-            if resync {
-                if !self.send(events::reset()).await {
-                    return Ok(());
-                }
-                (epoch, last) = match self.snapshot_session(&key).await? {
-                    Some(at) => at,
+            if epoch.is_empty() {
+                epoch = event.epoch.clone();
+            }
+            match self.take_live(&key, &epoch, last, &event).await? {
+                Step::Went(to) => last = to,
+                Step::Resync => match self.resync_session(&key).await? {
+                    Some(at) => (epoch, last) = at,
                     None => return Ok(()),
-                };
+                },
+                Step::End => return Ok(()),
             }
         }
+    }
+
+    /// Where a session's subscription starts: after the cursor it resumes from (the
+    /// events missed since, then `synced`), or a snapshot (after a `reset` when the
+    /// cursor could not be resumed). None when the subscriber left meanwhile.
+    async fn start_session(
+        &mut self,
+        key: &SessionKey,
+        after: Option<String>,
+    ) -> Result<Option<(String, u64)>, AskError> {
+        let resumed = match after.as_deref().and_then(parse_cursor) {
+            Some((e, seq)) => self
+                .node
+                .store
+                .events_after(key, e, seq)
+                .await?
+                .map(|events| (e.to_owned(), seq, events)),
+            None => None,
+        };
+        match resumed {
+            Some((epoch, last, events)) => {
+                let last = events.last().map_or(last, |(seq, _)| *seq);
+                let missed = events
+                    .into_iter()
+                    .map(|(seq, event)| message(cursor(&epoch, seq), event.to_event()));
+                let replay = events::resumed_replay(missed, cursor(&epoch, last));
+                Ok(self.send_all(replay).await.then_some((epoch, last)))
+            }
+            None => {
+                if after.is_some() && !self.send(events::reset()).await {
+                    return Ok(None);
+                }
+                self.snapshot_session(key).await
+            }
+        }
+    }
+
+    /// One live event of the session, at `last` of `epoch`: skipped when held
+    /// already, forwarded when it is the next, the history's events up to it when some
+    /// are missing; a resync when the epoch changed, the history cannot fill the gap,
+    /// or the subscriber fell behind.
+    async fn take_live(
+        &mut self,
+        key: &SessionKey,
+        epoch: &str,
+        last: u64,
+        event: &LiveEvent,
+    ) -> Result<Step, AskError> {
+        if event.epoch != epoch {
+            return Ok(Step::Resync);
+        }
+        if event.seq <= last {
+            return Ok(Step::Went(last));
+        }
+        if event.seq > last + 1 {
+            return Ok(match self.catch_up(key, epoch, last).await? {
+                Some(to) => Step::Went(to),
+                None => Step::Resync,
+            });
+        }
+        Ok(
+            match self.forward(message(cursor(epoch, event.seq), event.event.to_event())) {
+                Forwarded::Sent => Step::Went(event.seq),
+                Forwarded::Behind => Step::Resync,
+                Forwarded::Closed => Step::End,
+            },
+        )
+    }
+
+    /// `reset`, then a fresh snapshot of the session; None when the subscriber left.
+    async fn resync_session(
+        &mut self,
+        key: &SessionKey,
+    ) -> Result<Option<(String, u64)>, AskError> {
+        if !self.send(events::reset()).await {
+            return Ok(None);
+        }
+        self.snapshot_session(key).await
     }
 
     /// What an `all_sessions` subscriber gets for one live event of the tenant's channel:
@@ -330,6 +360,32 @@ impl Follower {
         self.forward(message(cursor(epoch, seq), stored.to_event()))
     }
 
+    /// Sends the pending asks of every session of the tenant, oldest first, then
+    /// `synced`, noting in `seen` where each session's snapshot stands; false when the
+    /// subscriber left.
+    async fn snapshot_tenant(
+        &mut self,
+        tenant: &str,
+        seen: &mut HashMap<String, (String, u64)>,
+    ) -> Result<bool, AskError> {
+        seen.clear();
+        let mut pending = Vec::new();
+        for session_id in self.node.store.tenant_sessions(tenant).await? {
+            let key = SessionKey::new(tenant, session_id.as_str());
+            let snapshot = self.node.store.snapshot(&key).await?;
+            for (seq, requested) in snapshot.pending {
+                pending.push((snapshot.epoch.clone(), seq, requested));
+            }
+            seen.insert(session_id, (snapshot.epoch, snapshot.head));
+        }
+        pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
+        let pending = pending.into_iter().map(|(epoch, seq, requested)| {
+            message(cursor(&epoch, seq), Event::Requested(requested))
+        });
+        let replay = events::snapshot_replay(false, pending, String::new());
+        Ok(self.send_all(replay).await)
+    }
+
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
     /// first), then live events, skipping those the snapshot already covered.
     pub(super) async fn tenant(
@@ -347,25 +403,10 @@ impl Follower {
                 return Ok(());
             }
             first = true;
-            seen.clear();
             // Events of sessions the snapshot does not cover count from here on (less a
             // margin for the nodes' clocks and the events in flight).
             let since = SystemTime::now() - UNSEEN_MARGIN;
-            let mut pending = Vec::new();
-            for session_id in self.node.store.tenant_sessions(&tenant).await? {
-                let key = SessionKey::new(tenant.as_str(), session_id.as_str());
-                let snapshot = self.node.store.snapshot(&key).await?;
-                for (seq, requested) in snapshot.pending {
-                    pending.push((snapshot.epoch.clone(), seq, requested));
-                }
-                seen.insert(session_id, (snapshot.epoch, snapshot.head));
-            }
-            pending.sort_by_key(|(_, _, r)| r.requested_at.map(|t| (t.seconds, t.nanos)));
-            let pending = pending.into_iter().map(|(epoch, seq, requested)| {
-                message(cursor(&epoch, seq), Event::Requested(requested))
-            });
-            let replay = events::snapshot_replay(false, pending, String::new());
-            if !self.send_all(replay).await {
+            if !self.snapshot_tenant(&tenant, &mut seen).await? {
                 return Ok(());
             }
             loop {
@@ -417,4 +458,14 @@ impl Follower {
             }
         }
     }
+}
+
+/// What one live event did to a session's subscription.
+enum Step {
+    /// The subscriber has everything up to this sequence number.
+    Went(u64),
+    /// It must start over from a snapshot.
+    Resync,
+    /// It is gone.
+    End,
 }
