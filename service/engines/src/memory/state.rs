@@ -256,6 +256,29 @@ impl Inner {
         Ok(agents)
     }
 
+    /// Counts a new pending ask of `bytes` against its tenant's caps.
+    fn count_pending(&self, tenant: &str, bytes: u64) -> Result<(), AskError> {
+        let mut tenants = self.tenants.lock();
+        let tenant = tenants
+            .get_mut(tenant)
+            .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
+        if tenant.pending >= self.config.max_pending_per_tenant {
+            return Err(AskError::TooManyPending(format!(
+                "at most {} pending asks per tenant",
+                self.config.max_pending_per_tenant
+            )));
+        }
+        if tenant.pending_bytes + bytes > self.config.max_pending_bytes_per_tenant {
+            return Err(AskError::pending_bytes_full(
+                "tenant",
+                self.config.max_pending_bytes_per_tenant,
+            ));
+        }
+        tenant.pending += 1;
+        tenant.pending_bytes += bytes;
+        Ok(())
+    }
+
     /// Stores a new ask after every check; the shard is locked by the caller.
     pub(super) fn store(&self, shard: &mut Shard, mut ask: NewAsk) -> Result<Registered, AskError> {
         let key = ask.key.clone();
@@ -285,26 +308,7 @@ impl Inner {
                 self.config.max_pending_bytes_per_session,
             ));
         }
-        {
-            let mut tenants = self.tenants.lock();
-            let tenant = tenants
-                .get_mut(&key.tenant)
-                .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
-            if tenant.pending >= self.config.max_pending_per_tenant {
-                return Err(AskError::TooManyPending(format!(
-                    "at most {} pending asks per tenant",
-                    self.config.max_pending_per_tenant
-                )));
-            }
-            if tenant.pending_bytes + bytes > self.config.max_pending_bytes_per_tenant {
-                return Err(AskError::pending_bytes_full(
-                    "tenant",
-                    self.config.max_pending_bytes_per_tenant,
-                ));
-            }
-            tenant.pending += 1;
-            tenant.pending_bytes += bytes;
-        }
+        self.count_pending(&key.tenant, bytes)?;
         session.pending_bytes += bytes;
         let message = session.push(self.config.history_len, Event::Requested(requested));
         if let Some(tap) = self.tap.get() {

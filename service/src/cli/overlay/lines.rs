@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 use askgate_client::{Client, Connection, Event};
-use askgate_proto::v1::SubscribeRequest;
+use askgate_proto::v1::{Question, SubscribeRequest};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
     sync::mpsc,
@@ -70,6 +70,12 @@ pub fn keys_of_line(overlay: &Overlay, line: &str) -> Option<Vec<Key>> {
         }
         return Some(keys);
     }
+    picked(overlay, question, line)
+}
+
+/// The keys of a line of option numbers (`2`, `1,3`): the whole selection, moving the
+/// cursor from the top of the list down to each option to toggle.
+fn picked(overlay: &Overlay, question: &Question, line: &str) -> Option<Vec<Key>> {
     let mut picks: Vec<usize> = Vec::new();
     for number in line.split(',') {
         let pick = number
@@ -312,10 +318,7 @@ async fn prompt_loop(
         }
         if !input_open && listed && lines.is_empty() && !queue.sending() {
             out.flush().await?;
-            return Ok(match queue.pending() {
-                pending if pending.is_empty() => Ended::Done,
-                pending => Ended::Unanswered(pending),
-            });
+            return Ok(ended(queue));
         }
         out.flush().await?;
         tokio::select! {
@@ -336,14 +339,7 @@ async fn prompt_loop(
                 if changed.is_err() {
                     anyhow::bail!("the subscription ended");
                 }
-                queue.notice = match &*connection.borrow() {
-                    Connection::Reconnecting(why) => {
-                        Some(format!("connection lost ({why}); reconnecting…"))
-                    }
-                    // Subscribed: questions asked from now on reach this prompt.
-                    Connection::Connected => Some(format!("following {scope}")),
-                    Connection::Connecting => None,
-                };
+                queue.notice = connection_notice(&connection.borrow(), scope);
             }
             Some((rpc_id, outcome)) = sent.recv() => {
                 queue.sent(&rpc_id, outcome);
@@ -352,6 +348,24 @@ async fn prompt_loop(
             () = &mut shutdown => return Ok(Ended::Done),
             () = &mut hangup => return Ok(Ended::Done),
         }
+    }
+}
+
+/// How the prompts end once input is over: done, or with the batches left unanswered.
+fn ended(queue: &Queue) -> Ended {
+    match queue.pending() {
+        pending if pending.is_empty() => Ended::Done,
+        pending => Ended::Unanswered(pending),
+    }
+}
+
+/// What the prompt says when its subscription's connection changes.
+fn connection_notice(connection: &Connection, scope: &str) -> Option<String> {
+    match connection {
+        Connection::Reconnecting(why) => Some(format!("connection lost ({why}); reconnecting…")),
+        // Subscribed: questions asked from now on reach this prompt.
+        Connection::Connected => Some(format!("following {scope}")),
+        Connection::Connecting => None,
     }
 }
 

@@ -319,50 +319,7 @@ pub fn question_message(at: &Ref, requested: &Requested) -> Value {
     match requested.questions.as_slice() {
         [question] => {
             blocks.extend(question_blocks(question, None, false));
-            let approve = approve_label(question);
-            if question.options.is_empty() {
-                blocks.push(
-                    json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
-                        button("Answer…", OPEN, at, Some("primary")), cancel,
-                    ]}),
-                );
-            } else if !question.multi_select {
-                let buttons: Vec<Value> = question
-                    .options
-                    .iter()
-                    .enumerate()
-                    .map(|(i, o)| {
-                        let style = (Some(o.label.as_str()) == approve).then_some("primary");
-                        button(&o.label, &choose_action(i), &at.with_option(i), style)
-                    })
-                    .collect();
-                for (n, chunk) in buttons.chunks(BUTTONS_PER_BLOCK).enumerate() {
-                    blocks.push(json!({
-                        "type": "actions", "block_id": format!("askgate.options.{n}"), "elements": chunk,
-                    }));
-                }
-                blocks.push(
-                    json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
-                        button("Other…", OPEN, at, None), cancel,
-                    ]}),
-                );
-            } else {
-                let element = match question.options.len() <= MAX_INLINE_OPTIONS {
-                    true => {
-                        json!({ "type": "checkboxes", "action_id": CHECKS, "options": options(question, true) })
-                    }
-                    false => json!({
-                        "type": "multi_static_select", "action_id": CHECKS,
-                        "placeholder": plain("Choose…", MAX_OPTION), "options": options(question, false),
-                    }),
-                };
-                blocks.push(
-                    json!({ "type": "actions", "block_id": CHECKS_BLOCK, "elements": [element] }),
-                );
-                blocks.push(json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
-                    button("Submit", SUBMIT, at, Some("primary")), button("Other…", OPEN, at, None), cancel,
-                ]}));
-            }
+            blocks.extend(one_question_controls(at, question, cancel));
         }
         questions => {
             // Room for the "more" line and the controls within Slack's cap.
@@ -390,6 +347,60 @@ pub fn question_message(at: &Ref, requested: &Requested) -> Value {
         }
     }
     json!({ "text": fallback(requested), "blocks": blocks })
+}
+
+/// The controls of a message that asks one question: its options as buttons (single
+/// select) or checkboxes (multi select), a form for free text, and Cancel.
+fn one_question_controls(at: &Ref, question: &Question, cancel: Value) -> Vec<Value> {
+    if question.options.is_empty() {
+        return vec![
+            json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                button("Answer…", OPEN, at, Some("primary")), cancel,
+            ]}),
+        ];
+    }
+    if question.multi_select {
+        let element = match question.options.len() <= MAX_INLINE_OPTIONS {
+            true => {
+                json!({ "type": "checkboxes", "action_id": CHECKS, "options": options(question, true) })
+            }
+            false => json!({
+                "type": "multi_static_select", "action_id": CHECKS,
+                "placeholder": plain("Choose…", MAX_OPTION), "options": options(question, false),
+            }),
+        };
+        return vec![
+            json!({ "type": "actions", "block_id": CHECKS_BLOCK, "elements": [element] }),
+            json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+                button("Submit", SUBMIT, at, Some("primary")), button("Other…", OPEN, at, None), cancel,
+            ]}),
+        ];
+    }
+    let approve = approve_label(question);
+    let buttons: Vec<Value> = question
+        .options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let style = (Some(o.label.as_str()) == approve).then_some("primary");
+            button(&o.label, &choose_action(i), &at.with_option(i), style)
+        })
+        .collect();
+    let mut blocks: Vec<Value> = buttons
+        .chunks(BUTTONS_PER_BLOCK)
+        .enumerate()
+        .map(|(n, chunk)| {
+            json!({
+                "type": "actions", "block_id": format!("askgate.options.{n}"), "elements": chunk,
+            })
+        })
+        .collect();
+    blocks.push(
+        json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
+            button("Other…", OPEN, at, None), cancel,
+        ]}),
+    );
+    blocks
 }
 
 /// Who resolved, for Slack: a Slack user as a mention, anyone else by name.
