@@ -61,16 +61,6 @@ pub struct IdArgs {
     pub id: String,
 }
 
-fn print<T: prost::Message>(name: &str, message: &T) -> ExitCode {
-    match json::to_json(name, message) {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail_local(format!("{e:#}"), 1),
-    }
-}
-
 /// A secret file's contents as text (its warning, if others may read it, to stderr).
 fn read_secret(path: &std::path::Path, what: &str) -> Result<String, ExitCode> {
     let (bytes, warning) =
@@ -114,9 +104,9 @@ pub async fn run(command: SlackCommand) -> ExitCode {
         (_, Some(request)) => client
             .connect_slack(request)
             .await
-            .map(|app| Some(print("askgate.v1.SlackApp", &app))),
+            .map(|app| Some(json::print("askgate.v1.SlackApp", &app))),
         (_, None) => client.list_slack_apps().await.map(|apps| {
-            Some(print(
+            Some(json::print(
                 "askgate.v1.ListSlackAppsResponse",
                 &ListSlackAppsResponse { apps },
             ))

@@ -10,7 +10,7 @@ use askgate_proto::v1::{
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{
-    common::{ConnectArgs, fail, fail_local, parse_pair},
+    common::{ConnectArgs, fail, parse_pair},
     json,
 };
 
@@ -87,16 +87,6 @@ pub struct DeliveriesArgs {
     pub limit: u32,
 }
 
-fn print<T: prost::Message>(name: &str, message: &T) -> ExitCode {
-    match json::to_json(name, message) {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail_local(format!("{e:#}"), 1),
-    }
-}
-
 pub async fn run(command: WebhooksCommand) -> ExitCode {
     let connect = match &command {
         WebhooksCommand::Add(a) => &a.connect,
@@ -118,12 +108,12 @@ pub async fn run(command: WebhooksCommand) -> ExitCode {
                 provides: args.provides,
             };
             match client.create_endpoint(request).await {
-                Ok(endpoint) => print("askgate.v1.Endpoint", &endpoint),
+                Ok(endpoint) => json::print("askgate.v1.Endpoint", &endpoint),
                 Err(e) => fail(&e),
             }
         }
         WebhooksCommand::List(_) => match client.list_endpoints().await {
-            Ok(endpoints) => print(
+            Ok(endpoints) => json::print(
                 "askgate.v1.ListEndpointsResponse",
                 &ListEndpointsResponse { endpoints },
             ),
@@ -146,7 +136,7 @@ pub async fn run(command: WebhooksCommand) -> ExitCode {
                 limit: args.limit,
             };
             match client.list_deliveries(filter).await {
-                Ok(deliveries) => print(
+                Ok(deliveries) => json::print(
                     "askgate.v1.ListDeliveriesResponse",
                     &ListDeliveriesResponse { deliveries },
                 ),
@@ -154,7 +144,7 @@ pub async fn run(command: WebhooksCommand) -> ExitCode {
             }
         }
         WebhooksCommand::Redeliver(args) => match client.redeliver(&args.id).await {
-            Ok(delivery) => print("askgate.v1.Delivery", &delivery),
+            Ok(delivery) => json::print("askgate.v1.Delivery", &delivery),
             Err(e) => fail(&e),
         },
     }
