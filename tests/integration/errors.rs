@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{AgentRef, AskRequest};
-use askgate_server::{ServerConfig, backend::Settings, domain::Limits};
+use askgate_server::{ServerConfig, backend::StateConfig, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, next_requested, subscribed, within};
@@ -240,9 +240,9 @@ on_every_backend!(
 
 async fn too_many_pending_per_session() {
     let server = TestServer::start_with(ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             max_pending_per_session: 1,
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..crate::support::test_config()
     })

@@ -446,7 +446,7 @@ async fn a_tenant_opening_mcp_sessions_stops_at_its_budget() {
         key: String::new(),
         session: "s",
     };
-    let budget = askgate_server::backend::Settings::default().max_mcp_sessions_per_tenant;
+    let budget = askgate_server::backend::StateConfig::default().max_mcp_sessions_per_tenant;
     // Warm up what every session shares (rmcp's and the allocator's first pages).
     let warm = mcp.open().await.expect("a session");
     let before = serve.rss().expect("rss");
@@ -546,7 +546,7 @@ async fn a_tenant_opening_streams_stops_at_its_budget() {
     };
     assert_eq!(refused.reason(), askgate_client::Reason::TooManySubscribers);
     let each = after.saturating_sub(before) / (STREAMS as u64 - 1);
-    let default = askgate_server::backend::Settings::default().max_streams_per_tenant as u64;
+    let default = askgate_server::backend::StateConfig::default().max_streams_per_tenant as u64;
     println!(
         "Subscribe streams: {each} bytes of RSS each; the default budget of {default} \
          bounds a tenant at {:.1} MiB per deployment",

@@ -4,7 +4,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use askgate_client::{Ask, Event, Reason, answer, question};
-use askgate_server::{ServerConfig, backend::Settings};
+use askgate_server::{ServerConfig, backend::StateConfig};
 use tokio::sync::Semaphore;
 
 use crate::support::{TestServer, next_event, next_requested, subscribed, within};
@@ -19,9 +19,9 @@ const STALLED_WINDOW: u32 = 65_535;
 
 async fn a_stalled_subscriber_gets_reset_and_the_current_snapshot() {
     let server = TestServer::start_with(ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             subscriber_buffer: SUBSCRIBER_BUFFER,
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..crate::support::test_config()
     })

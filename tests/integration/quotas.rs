@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use askgate_client::{Ask, Client, Reason, question};
-use askgate_server::{ServerConfig, backend::Settings, domain::Limits};
+use askgate_server::{ServerConfig, backend::StateConfig, domain::Limits};
 use tonic::Code;
 
 use crate::support::{TestServer, test_config, until_synced};
@@ -73,9 +73,9 @@ on_every_backend!(
 
 async fn pending_asks_per_tenant() {
     let server = TestServer::start_with(ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             max_pending_per_tenant: 2,
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..test_config()
     })
@@ -103,9 +103,9 @@ on_every_backend!(
 
 async fn subscribers_per_session() {
     let server = TestServer::start_with(ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             max_subscribers_per_session: 2,
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..test_config()
     })

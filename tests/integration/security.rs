@@ -10,7 +10,7 @@ use askgate_proto::v1::SubscribeRequest;
 use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
-    backend::Settings,
+    backend::StateConfig,
     server::{AuthConfig, MetricsAuth},
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
@@ -289,9 +289,9 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
 async fn a_session_limited_credential_follows_only_its_sessions() {
     let dir = TempDir::new();
     let config = ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             reconnect_grace: Duration::from_millis(100),
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..jwt_config(&dir)
     };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
-use askgate_server::{ServerConfig, backend::Settings};
+use askgate_server::{ServerConfig, backend::StateConfig};
 use tonic::Code;
 
 use crate::support::{TestServer, eventually, next_requested, subscribed, until_synced, within};
@@ -17,9 +17,9 @@ fn yes(session: &str) -> Ask {
 
 fn with_grace(grace: Duration) -> ServerConfig {
     ServerConfig {
-        settings: Settings {
+        settings: StateConfig {
             reconnect_grace: grace,
-            ..Settings::default()
+            ..StateConfig::default()
         },
         ..crate::support::test_config()
     }

@@ -99,7 +99,7 @@ pub async fn run(args: BotArgs) -> ExitCode {
 }
 
 async fn resolve(mut client: Client, args: BotArgs, requested: Requested) {
-    let (key, value) = super::hook::PERMISSION_LABEL;
+    let (key, value) = super::agent_hooks::PERMISSION_LABEL;
     let permission = requested.labels.get(key).is_some_and(|v| v == value);
     if permission && !args.approve_permissions {
         warn!(

@@ -9,7 +9,7 @@ use rmcp::ServiceExt as _;
 use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
 use askgate_server::{
     domain::validate,
-    mcp::{Asker, AskgateMcp, McpSettings, WaitingAsks},
+    mcp::{Asker, AskgateMcp, McpConfig, WaitingAsks},
 };
 
 #[derive(Debug, Clone, Args)]
@@ -50,7 +50,7 @@ pub async fn run(args: McpArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
-    let settings = McpSettings {
+    let settings = McpConfig {
         max_wait: args.mcp_max_wait,
         progress_interval: args.progress_interval,
         reattach_grace: args.reattach_grace,

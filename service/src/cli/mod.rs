@@ -9,6 +9,7 @@
 //! unavailable (server draining or
 //! unreachable); 64 invalid command line or configuration.
 
+mod agent_hooks;
 mod answer;
 mod ask;
 mod attach;
@@ -17,7 +18,6 @@ mod common;
 mod config;
 mod credentials;
 mod health;
-mod hook;
 mod json;
 mod log;
 mod mcp;
@@ -67,7 +67,7 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// Agent hooks that ask through askgate (`askgate hook claude-code`).
     #[command(subcommand)]
-    Hook(hook::HookCommand),
+    Hook(agent_hooks::HookCommand),
     /// Mint an HS256 JWT (for tests and demos).
     Token(credentials::TokenArgs),
     /// Manage an API keys file.
@@ -161,7 +161,7 @@ pub fn main() -> ExitCode {
             Command::Bot(args) => bot::run(args).await,
             Command::Attach(args) => attach::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
-            Command::Hook(command) => hook::run(command).await,
+            Command::Hook(command) => agent_hooks::run(command).await,
             Command::Token(args) => credentials::token(args),
             Command::Keys(command) => credentials::keys(command),
             Command::Health(args) => health::run(args).await,

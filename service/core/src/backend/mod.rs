@@ -9,7 +9,7 @@
 pub mod conformance;
 pub mod events;
 pub mod hooks;
-mod settings;
+mod state_config;
 
 use std::{pin::Pin, sync::Arc};
 
@@ -20,9 +20,9 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
 
-use crate::domain::{AskError, NewAsk, Outcome, SessionKey};
+use crate::domain::{Error, NewAsk, Outcome, SessionKey};
 
-pub use settings::Settings;
+pub use state_config::StateConfig;
 
 /// A notice sent about a pending ask.
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ impl Tap {
 /// cursor. The backend ends the stream itself at shutdown, and with an error when it
 /// can no longer follow the session (its store became unreachable): the subscriber
 /// then resumes from its last cursor, elsewhere or later.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<SubscribeResponse>, AskError>> + Send>>;
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<SubscribeResponse>, Error>> + Send>>;
 
 /// A stored ask (or the one a retry with the same request_id joined): its id and where
 /// its outcome will arrive.
@@ -187,12 +187,12 @@ impl Budget {
     }
 
     /// The refusal once `max` are held.
-    pub fn exhausted(self, max: usize) -> AskError {
+    pub fn exhausted(self, max: usize) -> Error {
         match self {
-            Self::Streams => AskError::TooManySubscribers(format!(
+            Self::Streams => Error::TooManySubscribers(format!(
                 "at most {max} Subscribe streams per tenant (--max-streams-per-tenant)"
             )),
-            Self::McpSessions => AskError::TooManySessions(format!(
+            Self::McpSessions => Error::TooManySessions(format!(
                 "at most {max} MCP sessions per tenant (--max-mcp-sessions-per-tenant): \
                  close unused ones with DELETE, or let them expire"
             )),
@@ -219,26 +219,25 @@ pub type BudgetHold = Box<dyn Send + Sync>;
 pub trait Backend: Send + Sync + 'static {
     /// Takes one unit of the tenant's `budget`, of which it may hold `max` at once over
     /// every node; refused with [`Budget::exhausted`] past that.
-    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError>;
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, Error>;
 
     /// Stores a validated ask, then broadcasts its `requested` event. In the same atomic
     /// step it checks the calling agent (CALLER_NOT_LIVE, DELEGATED_CALLER) and that
     /// someone follows the session (NO_PROVIDER, unless HOLD). A request_id already
     /// known in the session joins its pending ask (no second `requested`) or gets its
     /// recorded outcome.
-    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError>;
+    async fn register(&self, ask: NewAsk) -> Result<Registered, Error>;
 
     /// The questions of a pending ask, to validate an answer batch before the claim.
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError>;
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error>;
 
     /// First wins: removes the pending ask atomically, hands `outcome` to the waiting
     /// `Ask` and broadcasts `resolved`. A later or duplicate claim gets `NotPending`.
-    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome)
-    -> Result<(), AskError>;
+    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error>;
 
     /// Resolves the ask ABORTED unless a call still waits for it (one reattached
     /// through its request_id). Used when a dropped call's reattach grace runs out.
-    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError>;
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error>;
 
     /// Replay then follow: pending asks (or the events after `options.after`), `synced`,
     /// then live events, with no gap and no duplicate between replay and live.
@@ -246,10 +245,10 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         scope: Scope,
         options: SubscribeOptions,
-    ) -> Result<EventStream, AskError>;
+    ) -> Result<EventStream, Error>;
 
     /// The pending asks of a session, oldest first.
-    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError>;
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error>;
 
     /// An `Abort` of `request_id` in the session, in one atomic step: the rpc_id of its
     /// pending ask (which the caller then claims ABORTED), or that it already ended, or,
@@ -261,7 +260,7 @@ pub trait Backend: Send + Sync + 'static {
         key: &SessionKey,
         request_id: &str,
         resolved: Resolved,
-    ) -> Result<RequestAbort, AskError>;
+    ) -> Result<RequestAbort, Error>;
 
     /// Makes `agent_id` live under a fresh incarnation; a previous attach of the same
     /// agent is superseded and its pending asks are ABORTED. A live lease held by
@@ -273,7 +272,7 @@ pub trait Backend: Send + Sync + 'static {
         agent_id: &str,
         parent_agent_id: &str,
         holder: &Holder,
-    ) -> Result<Attached, AskError>;
+    ) -> Result<Attached, Error>;
 
     /// Ends the lease `incarnation` of `agent_id` (when it is still the live one) and
     /// resolves its pending asks ABORTED.
@@ -293,7 +292,7 @@ pub trait Backend: Send + Sync + 'static {
         key: &SessionKey,
         rpc_id: &str,
         notice: Event,
-    ) -> Result<Option<Noticed>, AskError>;
+    ) -> Result<Option<Noticed>, Error>;
 
     /// Reports every event committed from now on to `tap` (set once; later calls are
     /// ignored).
@@ -312,12 +311,12 @@ pub trait Backend: Send + Sync + 'static {
 pub fn live_caller<'a>(
     claimed: &askgate_proto::v1::AgentRef,
     lease: Option<(&str, &'a str)>,
-) -> Result<Option<&'a str>, AskError> {
+) -> Result<Option<&'a str>, Error> {
     match lease {
         Some((incarnation, parent)) if incarnation == claimed.incarnation => {
             Ok(Some(parent).filter(|p| !p.is_empty()))
         }
-        _ => Err(AskError::CallerNotLive),
+        _ => Err(Error::CallerNotLive),
     }
 }
 
@@ -339,7 +338,7 @@ mod tests {
             Ok(Some("planner"))
         );
         for stale in [None, Some(("1", "")), Some(("", "planner"))] {
-            assert_eq!(live_caller(&claimed, stale), Err(AskError::CallerNotLive));
+            assert_eq!(live_caller(&claimed, stale), Err(Error::CallerNotLive));
         }
     }
 }

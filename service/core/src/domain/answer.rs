@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use askgate_proto::v1::{Question, QuestionAnswer};
 
-use super::{AskError, Limits, Violation, echo};
+use super::{Error, Limits, Violation, echo};
 
 /// Checks a complete answer batch and returns it normalised, in question order:
 /// - every question answered exactly once, no unknown id;
@@ -19,7 +19,7 @@ pub fn normalize(
     questions: &[Question],
     answers: Vec<QuestionAnswer>,
     limits: &Limits,
-) -> Result<Vec<QuestionAnswer>, AskError> {
+) -> Result<Vec<QuestionAnswer>, Error> {
     let index: HashMap<&str, usize> = questions
         .iter()
         .enumerate()
@@ -65,7 +65,7 @@ pub fn normalize(
         }
     }
     if !violations.is_empty() {
-        return Err(AskError::BadAnswer(violations));
+        return Err(Error::BadAnswer(violations));
     }
     Ok(normalized.into_iter().flatten().collect())
 }
@@ -178,11 +178,11 @@ mod tests {
         ]
     }
 
-    fn run(answers: Vec<QuestionAnswer>) -> Result<Vec<QuestionAnswer>, AskError> {
+    fn run(answers: Vec<QuestionAnswer>) -> Result<Vec<QuestionAnswer>, Error> {
         normalize(&questions(), answers, &Limits::default())
     }
 
-    fn fields(result: Result<Vec<QuestionAnswer>, AskError>) -> Vec<String> {
+    fn fields(result: Result<Vec<QuestionAnswer>, Error>) -> Vec<String> {
         let err = result.expect_err("the batch must be refused");
         assert_eq!(err.reason(), "BAD_ANSWER");
         err.violations().iter().map(|v| v.field.clone()).collect()

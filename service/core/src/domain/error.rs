@@ -111,7 +111,7 @@ pub struct Settled {
     pub resolved_by: String,
 }
 
-impl AskError {
+impl Error {
     /// NOT_PENDING for an ask the server knows nothing about (any more).
     pub fn not_pending() -> Self {
         Self::NotPending { settled: None }
@@ -162,7 +162,7 @@ impl AskError {
 
 /// Why an askgate operation failed. Messages are the model-facing wording of docs/protocol.md.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AskError {
+pub enum Error {
     #[error("ask_user_question requires at least one question")]
     EmptyQuestions,
     #[error("invalid request: {}", Listed(.0))]
@@ -226,7 +226,7 @@ pub enum AskError {
     Internal(String),
 }
 
-impl AskError {
+impl Error {
     /// The `google.rpc.ErrorInfo` reason: the machine-routable name of the failure,
     /// one of the proto's `ErrorReason` values.
     pub fn error_reason(&self) -> ErrorReason {
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn cancelled_message_carries_the_reason_when_given() {
-        let with = AskError::AskCancelled {
+        let with = Error::AskCancelled {
             reason: Some("wrong branch".into()),
             origin: CancelSource::Unspecified,
         };
@@ -292,7 +292,7 @@ mod tests {
             with.to_string(),
             "the user cancelled the question: wrong branch"
         );
-        let without = AskError::AskCancelled {
+        let without = Error::AskCancelled {
             reason: None,
             origin: CancelSource::Unspecified,
         };
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn violations_are_listed_per_field() {
-        let err = AskError::BadRequest(vec![
+        let err = Error::BadRequest(vec![
             Violation::new("session_id", "must not be empty"),
             Violation::new("questions[0].id", "must not be empty"),
         ]);
@@ -317,7 +317,7 @@ mod tests {
         let many = (0..20)
             .map(|i| Violation::new(format!("f{i}"), "bad"))
             .collect();
-        let text = AskError::BadRequest(many).to_string();
+        let text = Error::BadRequest(many).to_string();
         assert!(text.ends_with("f7: bad; and 12 more"), "{text}");
         assert!(!text.contains("f8"), "{text}");
     }

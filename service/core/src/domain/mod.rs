@@ -10,6 +10,6 @@ pub mod shown;
 pub mod status;
 pub mod validate;
 
-pub use error::{AskError, Echo, Settled, Violation, bounded, echo};
+pub use error::{Echo, Error, Settled, Violation, bounded, echo};
 pub use limits::Limits;
 pub use model::{DEFAULT_TENANT, NewAsk, Outcome, SessionKey};

@@ -9,36 +9,36 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 use tracing::error;
 
-use crate::domain::{AskError, bounded, error::MAX_VIOLATIONS, validate};
+use crate::domain::{Error, bounded, error::MAX_VIOLATIONS, validate};
 
 /// The `ErrorInfo.domain` of every askgate error.
 pub const ERROR_DOMAIN: &str = "askgate";
 
 /// The gRPC code of each failure.
-pub fn code(error: &AskError) -> Code {
+pub fn code(error: &Error) -> Code {
     match error {
-        AskError::EmptyQuestions
-        | AskError::BadRequest(_)
-        | AskError::BadIntent(_)
-        | AskError::BadAnswer(_) => Code::InvalidArgument,
-        AskError::NoProvider | AskError::CallerNotLive | AskError::DelegatedCaller => {
+        Error::EmptyQuestions
+        | Error::BadRequest(_)
+        | Error::BadIntent(_)
+        | Error::BadAnswer(_) => Code::InvalidArgument,
+        Error::NoProvider | Error::CallerNotLive | Error::DelegatedCaller => {
             Code::FailedPrecondition
         }
-        AskError::DuplicateProvider => Code::AlreadyExists,
-        AskError::AskCancelled { .. } => Code::Aborted,
-        AskError::AskAborted => Code::Cancelled,
-        AskError::AskExpired => Code::DeadlineExceeded,
-        AskError::NotPending { .. } | AskError::NotFound(_) => Code::NotFound,
-        AskError::TooManyPending(_)
-        | AskError::TooManyWebhooks(_)
-        | AskError::TooManySubscribers(_)
-        | AskError::TooManyAgents(_)
-        | AskError::TooManySessions(_)
-        | AskError::RateLimited(_) => Code::ResourceExhausted,
-        AskError::Unauthenticated(_) => Code::Unauthenticated,
-        AskError::PermissionDenied(_) => Code::PermissionDenied,
-        AskError::ShuttingDown | AskError::BackendUnavailable(_) => Code::Unavailable,
-        AskError::Internal(_) => Code::Internal,
+        Error::DuplicateProvider => Code::AlreadyExists,
+        Error::AskCancelled { .. } => Code::Aborted,
+        Error::AskAborted => Code::Cancelled,
+        Error::AskExpired => Code::DeadlineExceeded,
+        Error::NotPending { .. } | Error::NotFound(_) => Code::NotFound,
+        Error::TooManyPending(_)
+        | Error::TooManyWebhooks(_)
+        | Error::TooManySubscribers(_)
+        | Error::TooManyAgents(_)
+        | Error::TooManySessions(_)
+        | Error::RateLimited(_) => Code::ResourceExhausted,
+        Error::Unauthenticated(_) => Code::Unauthenticated,
+        Error::PermissionDenied(_) => Code::PermissionDenied,
+        Error::ShuttingDown | Error::BackendUnavailable(_) => Code::Unavailable,
+        Error::Internal(_) => Code::Internal,
     }
 }
 
@@ -70,7 +70,7 @@ fn cut(text: &str, max: usize) -> String {
 
 /// Builds the status for `error`, naming the session and rpc where known. An invalid
 /// session_id or rpc_id is left out of the metadata rather than copied.
-pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> Status {
+pub fn to_status(error: &Error, session_id: &str, rpc_id: Option<&str>) -> Status {
     let code = code(error);
     if code == Code::Internal {
         error!(%error, session_id = %bounded(session_id), rpc_id = rpc_id.map(bounded).map(tracing::field::display), "internal error");
@@ -83,7 +83,7 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
         metadata.insert("rpc_id".to_owned(), rpc_id.to_owned());
     }
     match error {
-        AskError::NotPending {
+        Error::NotPending {
             settled: Some(settled),
         } => {
             let resolution = settled.resolution.as_str_name().to_owned();
@@ -93,7 +93,7 @@ pub fn to_status(error: &AskError, session_id: &str, rpc_id: Option<&str>) -> St
                 cut(&settled.resolved_by, MAX_METADATA_ID_BYTES),
             );
         }
-        AskError::AskCancelled { reason, origin } => {
+        Error::AskCancelled { reason, origin } => {
             if let Some(reason) = reason {
                 metadata.insert("reason".to_owned(), cut(reason, MAX_METADATA_REASON_BYTES));
             }
@@ -145,7 +145,7 @@ pub fn map_oversize_request(
         .message()
         .split_once(": ")
         .map_or(status.message(), |(_, detail)| detail);
-    let error = AskError::bad_request(
+    let error = Error::bad_request(
         "request",
         format!("the request message is too large ({description})"),
     );
@@ -162,54 +162,42 @@ mod tests {
     #[test]
     fn every_reason_gets_its_documented_code() {
         let table = [
-            (AskError::EmptyQuestions, Code::InvalidArgument),
-            (AskError::bad_request("f", "x"), Code::InvalidArgument),
+            (Error::EmptyQuestions, Code::InvalidArgument),
+            (Error::bad_request("f", "x"), Code::InvalidArgument),
             (
-                AskError::BadIntent(Violation::new("f", "x")),
+                Error::BadIntent(Violation::new("f", "x")),
                 Code::InvalidArgument,
             ),
-            (AskError::BadAnswer(vec![]), Code::InvalidArgument),
-            (AskError::NoProvider, Code::FailedPrecondition),
-            (AskError::DuplicateProvider, Code::AlreadyExists),
-            (AskError::CallerNotLive, Code::FailedPrecondition),
-            (AskError::DelegatedCaller, Code::FailedPrecondition),
+            (Error::BadAnswer(vec![]), Code::InvalidArgument),
+            (Error::NoProvider, Code::FailedPrecondition),
+            (Error::DuplicateProvider, Code::AlreadyExists),
+            (Error::CallerNotLive, Code::FailedPrecondition),
+            (Error::DelegatedCaller, Code::FailedPrecondition),
             (
-                AskError::AskCancelled {
+                Error::AskCancelled {
                     reason: None,
                     origin: CancelSource::Unspecified,
                 },
                 Code::Aborted,
             ),
-            (AskError::AskAborted, Code::Cancelled),
-            (AskError::AskExpired, Code::DeadlineExceeded),
-            (AskError::not_pending(), Code::NotFound),
+            (Error::AskAborted, Code::Cancelled),
+            (Error::AskExpired, Code::DeadlineExceeded),
+            (Error::not_pending(), Code::NotFound),
+            (Error::TooManyPending("x".into()), Code::ResourceExhausted),
+            (Error::ShuttingDown, Code::Unavailable),
+            (Error::BackendUnavailable("x".into()), Code::Unavailable),
             (
-                AskError::TooManyPending("x".into()),
+                Error::TooManySubscribers("x".into()),
                 Code::ResourceExhausted,
             ),
-            (AskError::ShuttingDown, Code::Unavailable),
-            (AskError::BackendUnavailable("x".into()), Code::Unavailable),
-            (
-                AskError::TooManySubscribers("x".into()),
-                Code::ResourceExhausted,
-            ),
-            (AskError::RateLimited("x".into()), Code::ResourceExhausted),
-            (AskError::TooManyAgents("x".into()), Code::ResourceExhausted),
-            (
-                AskError::TooManySessions("x".into()),
-                Code::ResourceExhausted,
-            ),
-            (AskError::NotFound("x".into()), Code::NotFound),
-            (
-                AskError::TooManyWebhooks("x".into()),
-                Code::ResourceExhausted,
-            ),
-            (AskError::Internal("x".into()), Code::Internal),
-            (AskError::Unauthenticated("x".into()), Code::Unauthenticated),
-            (
-                AskError::PermissionDenied("x".into()),
-                Code::PermissionDenied,
-            ),
+            (Error::RateLimited("x".into()), Code::ResourceExhausted),
+            (Error::TooManyAgents("x".into()), Code::ResourceExhausted),
+            (Error::TooManySessions("x".into()), Code::ResourceExhausted),
+            (Error::NotFound("x".into()), Code::NotFound),
+            (Error::TooManyWebhooks("x".into()), Code::ResourceExhausted),
+            (Error::Internal("x".into()), Code::Internal),
+            (Error::Unauthenticated("x".into()), Code::Unauthenticated),
+            (Error::PermissionDenied("x".into()), Code::PermissionDenied),
         ];
         // Every reason of the proto's ErrorReason is produced by some error, and no
         // error produces one that is not there.
@@ -231,7 +219,7 @@ mod tests {
 
     #[test]
     fn validation_failures_carry_field_violations() {
-        let error = AskError::BadAnswer(vec![Violation::new("answers[0].id", "unknown")]);
+        let error = Error::BadAnswer(vec![Violation::new("answers[0].id", "unknown")]);
         let details = to_status(&error, "s", None).get_error_details();
         let bad = details.bad_request().expect("BadRequest");
         assert_eq!(bad.field_violations[0].field, "answers[0].id");
@@ -251,12 +239,12 @@ mod tests {
         let mega = "é".repeat(512 * 1024);
         let violations = (0..100).map(|_| Violation::new(&mega, &mega)).collect();
         let cases = [
-            AskError::BadAnswer(violations),
-            AskError::AskCancelled {
+            Error::BadAnswer(violations),
+            Error::AskCancelled {
                 reason: Some(mega.clone()),
                 origin: CancelSource::UiClosed,
             },
-            AskError::NotPending {
+            Error::NotPending {
                 settled: Some(crate::domain::Settled {
                     resolution: Resolution::Answered,
                     resolved_by: mega.clone(),
@@ -282,7 +270,7 @@ mod tests {
 
     #[test]
     fn not_pending_names_the_remembered_resolution() {
-        let error = AskError::NotPending {
+        let error = Error::NotPending {
             settled: Some(crate::domain::Settled {
                 resolution: Resolution::Cancelled,
                 resolved_by: "ana".into(),

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use askgate_proto::v1::{AskRequest, NotifyPolicy, Question, intent};
 
-use super::{AskError, Limits, Violation, echo};
+use super::{Error, Limits, Violation, echo};
 
 /// Longest session id, in characters.
 pub const MAX_SESSION_ID_CHARS: usize = 128;
@@ -43,8 +43,8 @@ pub const MAX_CANCEL_REASON_BYTES: usize = 400;
 pub const MAX_REATTACH_GRACE_MS: u32 = 3_600_000;
 
 /// Checks a session id: 1-128 characters of `[A-Za-z0-9._:@/-]`.
-pub fn session_id(field: &str, id: &str) -> Result<(), AskError> {
-    session_id_violation(field, id).map_or(Ok(()), |v| Err(AskError::BadRequest(vec![v])))
+pub fn session_id(field: &str, id: &str) -> Result<(), Error> {
+    session_id_violation(field, id).map_or(Ok(()), |v| Err(Error::BadRequest(vec![v])))
 }
 
 fn session_id_violation(field: &str, id: &str) -> Option<Violation> {
@@ -74,18 +74,18 @@ fn is_session_id_char(c: char) -> bool {
 }
 
 /// Checks an agent id: the same alphabet and length as a session id.
-pub fn agent_id(field: &str, id: &str) -> Result<(), AskError> {
+pub fn agent_id(field: &str, id: &str) -> Result<(), Error> {
     session_id(field, id)
 }
 
 /// Checks an rpc_id named by Answer or Cancel. Its content is opaque; only its shape is
 /// checked so that absurd input is refused before any lookup.
-pub fn rpc_id(id: &str) -> Result<(), AskError> {
+pub fn rpc_id(id: &str) -> Result<(), Error> {
     if id.is_empty() {
-        return Err(AskError::bad_request("rpc_id", "must not be empty"));
+        return Err(Error::bad_request("rpc_id", "must not be empty"));
     }
     if id.len() > MAX_ID_BYTES {
-        return Err(AskError::bad_request(
+        return Err(Error::bad_request(
             "rpc_id",
             format!("must be at most {MAX_ID_BYTES} bytes"),
         ));
@@ -94,9 +94,9 @@ pub fn rpc_id(id: &str) -> Result<(), AskError> {
 }
 
 /// Checks a free-text field against a byte limit.
-pub fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), AskError> {
+pub fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), Error> {
     match too_long(field, value, max_bytes) {
-        Some(v) => Err(AskError::BadRequest(vec![v])),
+        Some(v) => Err(Error::BadRequest(vec![v])),
         None => Ok(()),
     }
 }
@@ -154,13 +154,13 @@ pub fn labels(labels: &HashMap<String, String>, limits: &Limits) -> Vec<Violatio
     violations
 }
 
-pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
+pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), Error> {
     let mut violations = Vec::new();
     violations.extend(session_id_violation("session_id", &request.session_id));
     if request.questions.is_empty() {
         return match violations.is_empty() {
-            true => Err(AskError::EmptyQuestions),
-            false => Err(AskError::BadRequest(violations)),
+            true => Err(Error::EmptyQuestions),
+            false => Err(Error::BadRequest(violations)),
         };
     }
     if request.questions.len() > limits.max_questions {
@@ -210,7 +210,7 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), AskError> {
     }
     violations.extend(labels(&request.labels, limits));
     if !violations.is_empty() {
-        return Err(AskError::BadRequest(violations));
+        return Err(Error::BadRequest(violations));
     }
     for (i, question) in request.questions.iter().enumerate() {
         intent(&format!("questions[{i}]"), question)?;
@@ -295,13 +295,13 @@ fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<
 
 /// docs/protocol.md, Semantics 9: a plan review names one of the question's option labels as
 /// the approval and carries the plan in `detail`.
-fn intent(path: &str, q: &Question) -> Result<(), AskError> {
+fn intent(path: &str, q: &Question) -> Result<(), Error> {
     let Some(intent::Kind::PlanReview(review)) = q.intent.as_ref().and_then(|i| i.kind.as_ref())
     else {
         return Ok(());
     };
     if !q.options.iter().any(|o| o.label == review.approve) {
-        return Err(AskError::BadIntent(Violation::new(
+        return Err(Error::BadIntent(Violation::new(
             format!("{path}.intent.plan_review.approve"),
             format!(
                 "{} is not an option label of this question; approve must name one",
@@ -310,7 +310,7 @@ fn intent(path: &str, q: &Question) -> Result<(), AskError> {
         )));
     }
     if q.detail.as_deref().is_none_or(|d| d.trim().is_empty()) {
-        return Err(AskError::BadIntent(Violation::new(
+        return Err(Error::BadIntent(Violation::new(
             format!("{path}.detail"),
             "a plan review needs the plan in detail",
         )));
@@ -347,11 +347,11 @@ mod tests {
         }
     }
 
-    fn fields(err: AskError) -> Vec<String> {
+    fn fields(err: Error) -> Vec<String> {
         err.violations().iter().map(|v| v.field.clone()).collect()
     }
 
-    fn check(req: &AskRequest) -> Result<(), AskError> {
+    fn check(req: &AskRequest) -> Result<(), Error> {
         ask(req, &Limits::default())
     }
 
@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn no_questions_is_empty_questions() {
-        assert_eq!(check(&request(vec![])), Err(AskError::EmptyQuestions));
+        assert_eq!(check(&request(vec![])), Err(Error::EmptyQuestions));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use askgate_core::{
         HookStore, Shares, StoreLimits,
         records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
     },
-    domain::AskError,
+    domain::Error,
 };
 
 /// The in-memory [`HookStore`].
@@ -68,8 +68,8 @@ fn due_by(index: &BTreeSet<(u64, String)>, now_ms: u64, limit: usize) -> Vec<(u6
         .collect()
 }
 
-fn not_found(what: &str) -> AskError {
-    AskError::NotFound(format!("no {what} with that id"))
+fn not_found(what: &str) -> Error {
+    Error::NotFound(format!("no {what} with that id"))
 }
 
 impl State {
@@ -101,11 +101,11 @@ impl State {
 
 #[async_trait]
 impl HookStore for MemoryHookStore {
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError> {
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error> {
         let mut state = self.state.lock();
         let list = state.endpoints.entry(endpoint.tenant.clone()).or_default();
         if list.len() >= self.limits.max_endpoints {
-            return Err(AskError::TooManyWebhooks(format!(
+            return Err(Error::TooManyWebhooks(format!(
                 "at most {} webhook endpoints per tenant",
                 self.limits.max_endpoints
             )));
@@ -114,7 +114,7 @@ impl HookStore for MemoryHookStore {
         Ok(())
     }
 
-    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError> {
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, Error> {
         Ok(self
             .state
             .lock()
@@ -124,7 +124,7 @@ impl HookStore for MemoryHookStore {
             .unwrap_or_default())
     }
 
-    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError> {
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, Error> {
         Ok(self
             .state
             .lock()
@@ -133,7 +133,7 @@ impl HookStore for MemoryHookStore {
             .and_then(|list| list.iter().find(|e| e.id == id).cloned()))
     }
 
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError> {
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
         let mut state = self.state.lock();
         let Some(list) = state.endpoints.get_mut(tenant) else {
             return Ok(false);
@@ -147,11 +147,7 @@ impl HookStore for MemoryHookStore {
         Ok(removed)
     }
 
-    async fn enqueue(
-        &self,
-        tenant: &str,
-        deliveries: &[DeliveryRecord],
-    ) -> Result<usize, AskError> {
+    async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord]) -> Result<usize, Error> {
         let mut state = self.state.lock();
         let state = &mut *state;
         let log = state.tenants.entry(tenant.to_owned()).or_default();
@@ -175,7 +171,7 @@ impl HookStore for MemoryHookStore {
         lease_until_ms: u64,
         limit: usize,
         shares: &Shares,
-    ) -> Result<Vec<DeliveryRecord>, AskError> {
+    ) -> Result<Vec<DeliveryRecord>, Error> {
         let mut shares = shares.clone();
         let mut state = self.state.lock();
         let due = due_by(&state.due, now_ms, Shares::SCAN);
@@ -198,7 +194,7 @@ impl HookStore for MemoryHookStore {
         Ok(claimed)
     }
 
-    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError> {
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, Error> {
         let mut state = self.state.lock();
         let Some(stored) = state.deliveries.get(&record.id) else {
             return Ok(false);
@@ -226,7 +222,7 @@ impl HookStore for MemoryHookStore {
         endpoint_id: Option<&str>,
         status: Option<Status>,
         limit: usize,
-    ) -> Result<Vec<DeliveryRecord>, AskError> {
+    ) -> Result<Vec<DeliveryRecord>, Error> {
         let state = self.state.lock();
         let Some(log) = state.tenants.get(tenant) else {
             return Ok(Vec::new());
@@ -249,7 +245,7 @@ impl HookStore for MemoryHookStore {
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
-    ) -> Result<DeliveryRecord, AskError> {
+    ) -> Result<DeliveryRecord, Error> {
         let mut state = self.state.lock();
         let state = &mut *state;
         let Some(delivery) = state.deliveries.get_mut(id).filter(|d| d.tenant == tenant) else {
@@ -258,7 +254,7 @@ impl HookStore for MemoryHookStore {
         let log = state.tenants.entry(tenant.to_owned()).or_default();
         if delivery.status != Status::Pending {
             if log.queued >= self.limits.max_queued {
-                return Err(AskError::TooManyWebhooks(format!(
+                return Err(Error::TooManyWebhooks(format!(
                     "at most {} queued webhook deliveries per tenant",
                     self.limits.max_queued
                 )));
@@ -274,7 +270,7 @@ impl HookStore for MemoryHookStore {
         Ok(redelivered)
     }
 
-    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError> {
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error> {
         let mut state = self.state.lock();
         let id = timer.id();
         if !state.timers.contains_key(&id) {
@@ -289,7 +285,7 @@ impl HookStore for MemoryHookStore {
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
-    ) -> Result<Vec<TimerRecord>, AskError> {
+    ) -> Result<Vec<TimerRecord>, Error> {
         let mut state = self.state.lock();
         let due = due_by(&state.timers_due, now_ms, limit);
         let mut claimed = Vec::with_capacity(due.len());
@@ -304,11 +300,7 @@ impl HookStore for MemoryHookStore {
         Ok(claimed)
     }
 
-    async fn finish_timer(
-        &self,
-        timer: &TimerRecord,
-        next_ms: Option<u64>,
-    ) -> Result<(), AskError> {
+    async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>) -> Result<(), Error> {
         let mut state = self.state.lock();
         let id = timer.id();
         let Some((at, _)) = state.timers.remove(&id) else {
@@ -322,7 +314,7 @@ impl HookStore for MemoryHookStore {
         Ok(())
     }
 
-    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError> {
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), Error> {
         let mut state = self.state.lock();
         if let Some((at, _)) = state.timers.remove(timer_id) {
             state.timers_due.remove(&(at, timer_id.to_owned()));
@@ -336,7 +328,7 @@ impl HookStore for MemoryHookStore {
         value: &str,
         ttl_ms: u64,
         only_new: bool,
-    ) -> Result<bool, AskError> {
+    ) -> Result<bool, Error> {
         let now = Instant::now();
         let mut state = self.state.lock();
         if only_new && state.notes.get(key).is_some_and(|(_, until)| *until > now) {
@@ -353,7 +345,7 @@ impl HookStore for MemoryHookStore {
         Ok(true)
     }
 
-    async fn note(&self, key: &str) -> Result<Option<String>, AskError> {
+    async fn note(&self, key: &str) -> Result<Option<String>, Error> {
         let state = self.state.lock();
         Ok(state
             .notes

@@ -42,10 +42,10 @@ use uuid::Uuid;
 
 use askgate_core::backend::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
-    Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
+    Registered, RequestAbort, Scope, StateConfig, Stats, SubscribeOptions, Tap,
     events::{self, Message, message},
 };
-use askgate_core::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
+use askgate_core::domain::{Error, NewAsk, Outcome, SessionKey, Settled};
 
 mod hooks;
 mod session;
@@ -66,7 +66,7 @@ pub struct MemoryBackend {
 }
 
 struct Inner {
-    config: Settings,
+    config: StateConfig,
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     tenants: Mutex<HashMap<Arc<str>, TenantState>>,
@@ -144,7 +144,7 @@ struct AgentLease {
 impl MemoryBackend {
     /// A new backend. Within a tokio runtime it also starts the sweeper that retires
     /// unused sessions and expired outcomes; the sweeper ends with the backend.
-    pub fn new(config: Settings) -> Self {
+    pub fn new(config: StateConfig) -> Self {
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
             .collect();
@@ -184,7 +184,7 @@ async fn sweep_until_dropped(inner: Weak<Inner>) {
 
 #[async_trait]
 impl Backend for MemoryBackend {
-    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError> {
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, Error> {
         let key = (Arc::<str>::from(tenant), budget);
         let mut budgets = self.inner.budgets.lock();
         let held = budgets.entry(key.clone()).or_default();
@@ -198,12 +198,12 @@ impl Backend for MemoryBackend {
         }))
     }
 
-    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
         let inner = &self.inner;
         let key = ask.key.clone();
         let mut shard = inner.shard(&key);
         if inner.is_closed() {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         if !ask.request_id.is_empty()
             && let Some(joined) = inner.rejoin(&mut shard, &key, &ask.request_id)
@@ -217,9 +217,9 @@ impl Backend for MemoryBackend {
         stored
     }
 
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
         let shard = self.inner.shard(key);
-        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let session = shard.sessions.get(key).ok_or_else(Error::not_pending)?;
         session
             .by_rpc_id
             .get(rpc_id)
@@ -229,14 +229,9 @@ impl Backend for MemoryBackend {
             .ok_or_else(|| session.not_pending(rpc_id))
     }
 
-    async fn claim(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), AskError> {
+    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
         let mut shard = self.inner.shard(key);
-        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let session = shard.sessions.get(key).ok_or_else(Error::not_pending)?;
         let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
             return Err(session.not_pending(rpc_id));
         };
@@ -245,9 +240,9 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         let mut shard = self.inner.shard(key);
-        let session = shard.sessions.get(key).ok_or_else(AskError::not_pending)?;
+        let session = shard.sessions.get(key).ok_or_else(Error::not_pending)?;
         let Some(&seq) = session.by_rpc_id.get(rpc_id) else {
             return Err(session.not_pending(rpc_id));
         };
@@ -266,7 +261,7 @@ impl Backend for MemoryBackend {
         &self,
         scope: Scope,
         options: SubscribeOptions,
-    ) -> Result<EventStream, AskError> {
+    ) -> Result<EventStream, Error> {
         let (replay, receiver) = match &scope {
             Scope::Session(key) => self.inner.follow_session(
                 key,
@@ -289,7 +284,7 @@ impl Backend for MemoryBackend {
         }))
     }
 
-    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error> {
         let shard = self.inner.shard(key);
         Ok(shard
             .sessions
@@ -308,9 +303,9 @@ impl Backend for MemoryBackend {
         key: &SessionKey,
         request_id: &str,
         resolved: Resolved,
-    ) -> Result<RequestAbort, AskError> {
+    ) -> Result<RequestAbort, Error> {
         if self.inner.is_closed() {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let mut shard = self.inner.shard(key);
         let request: RequestKey = (key.clone(), Arc::from(request_id));
@@ -340,9 +335,9 @@ impl Backend for MemoryBackend {
         agent_id: &str,
         parent_agent_id: &str,
         holder: &Holder,
-    ) -> Result<Attached, AskError> {
+    ) -> Result<Attached, Error> {
         if self.inner.is_closed() {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let incarnation = Uuid::now_v7().to_string();
         let (superseded_tx, superseded) = oneshot::channel();
@@ -358,7 +353,7 @@ impl Backend for MemoryBackend {
             let key = (Arc::<str>::from(tenant), agent_id.to_owned());
             match agents.get(&key) {
                 Some(current) if current.holder != holder.subject && !holder.may_take_over => {
-                    return Err(AskError::lease_held());
+                    return Err(Error::lease_held());
                 }
                 Some(_) => {}
                 // A new agent of the tenant: counted against its cap (the agents lock
@@ -366,12 +361,12 @@ impl Backend for MemoryBackend {
                 None => {
                     self.inner.tenant_sender(&key.0);
                     let mut tenants = self.inner.tenants.lock();
-                    let state = tenants.get_mut(&key.0).ok_or_else(|| {
-                        AskError::Internal("an agent's tenant has no state".into())
-                    })?;
+                    let state = tenants
+                        .get_mut(&key.0)
+                        .ok_or_else(|| Error::Internal("an agent's tenant has no state".into()))?;
                     let limit = self.inner.config.max_agents_per_tenant;
                     if state.agents >= limit {
-                        return Err(AskError::too_many_agents(limit));
+                        return Err(Error::too_many_agents(limit));
                     }
                     state.agents += 1;
                 }
@@ -444,7 +439,7 @@ impl Backend for MemoryBackend {
         key: &SessionKey,
         rpc_id: &str,
         notice: Event,
-    ) -> Result<Option<Noticed>, AskError> {
+    ) -> Result<Option<Noticed>, Error> {
         let mut shard = self.inner.shard(key);
         let Some(session) = shard.sessions.get_mut(key) else {
             return Ok(None);
@@ -494,7 +489,7 @@ impl Backend for MemoryBackend {
 mod tests {
     use super::*;
 
-    async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+    async fn make(config: StateConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
         (Arc::new(MemoryBackend::new(config)), Box::new(()))
     }
 

@@ -147,8 +147,8 @@ impl Session {
         })
     }
 
-    pub(super) fn not_pending(&self, rpc_id: &str) -> AskError {
-        AskError::NotPending {
+    pub(super) fn not_pending(&self, rpc_id: &str) -> Error {
+        Error::NotPending {
             settled: self.settled(rpc_id),
         }
     }

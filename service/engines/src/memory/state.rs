@@ -36,7 +36,7 @@ impl Inner {
         &self,
         shard: &'a mut Shard,
         key: &SessionKey,
-    ) -> Result<&'a mut Session, AskError> {
+    ) -> Result<&'a mut Session, Error> {
         use std::collections::hash_map::Entry;
         let vacant = match shard.sessions.entry(key.clone()) {
             Entry::Occupied(session) => return Ok(session.into_mut()),
@@ -47,9 +47,9 @@ impl Inner {
             let mut tenants = self.tenants.lock();
             let tenant = tenants
                 .get_mut(&key.tenant)
-                .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
+                .ok_or_else(|| Error::Internal("a session's tenant has no state".into()))?;
             if tenant.sessions >= self.config.max_sessions_per_tenant {
-                return Err(AskError::too_many_sessions(
+                return Err(Error::too_many_sessions(
                     self.config.max_sessions_per_tenant,
                 ));
             }
@@ -243,7 +243,7 @@ impl Inner {
         &self,
         tenant: &Arc<str>,
         agent: &AgentRef,
-    ) -> Result<MutexGuard<'_, HashMap<AgentKey, AgentLease>>, AskError> {
+    ) -> Result<MutexGuard<'_, HashMap<AgentKey, AgentLease>>, Error> {
         let agents = self.agents.lock();
         let lease = agents
             .get(&(tenant.clone(), agent.agent_id.clone()))
@@ -251,25 +251,25 @@ impl Inner {
         if let Some(parent) = askgate_core::backend::live_caller(agent, lease)?
             && agents.contains_key(&(tenant.clone(), parent.to_owned()))
         {
-            return Err(AskError::DelegatedCaller);
+            return Err(Error::DelegatedCaller);
         }
         Ok(agents)
     }
 
     /// Counts a new pending ask of `bytes` against its tenant's caps.
-    fn count_pending(&self, tenant: &str, bytes: u64) -> Result<(), AskError> {
+    fn count_pending(&self, tenant: &str, bytes: u64) -> Result<(), Error> {
         let mut tenants = self.tenants.lock();
         let tenant = tenants
             .get_mut(tenant)
-            .ok_or_else(|| AskError::Internal("a session's tenant has no state".into()))?;
+            .ok_or_else(|| Error::Internal("a session's tenant has no state".into()))?;
         if tenant.pending >= self.config.max_pending_per_tenant {
-            return Err(AskError::TooManyPending(format!(
+            return Err(Error::TooManyPending(format!(
                 "at most {} pending asks per tenant",
                 self.config.max_pending_per_tenant
             )));
         }
         if tenant.pending_bytes + bytes > self.config.max_pending_bytes_per_tenant {
-            return Err(AskError::pending_bytes_full(
+            return Err(Error::pending_bytes_full(
                 "tenant",
                 self.config.max_pending_bytes_per_tenant,
             ));
@@ -280,7 +280,7 @@ impl Inner {
     }
 
     /// Stores a new ask after every check; the shard is locked by the caller.
-    pub(super) fn store(&self, shard: &mut Shard, mut ask: NewAsk) -> Result<Registered, AskError> {
+    pub(super) fn store(&self, shard: &mut Shard, mut ask: NewAsk) -> Result<Registered, Error> {
         let key = ask.key.clone();
         let session = self.session(shard, &key)?;
         // The caller first, then the provider, then capacity. The agents guard is held
@@ -290,10 +290,10 @@ impl Inner {
             None => None,
         };
         if ask.if_unattended == Unattended::Fail && !self.attended(session, &key.tenant) {
-            return Err(AskError::NoProvider);
+            return Err(Error::NoProvider);
         }
         if session.pending.len() >= self.config.max_pending_per_session {
-            return Err(AskError::TooManyPending(format!(
+            return Err(Error::TooManyPending(format!(
                 "at most {} pending asks per session",
                 self.config.max_pending_per_session
             )));
@@ -303,7 +303,7 @@ impl Inner {
         // What the ask holds while pending, as the Redis engine counts it.
         let bytes = prost::Message::encoded_len(&requested) as u64;
         if session.pending_bytes + bytes > self.config.max_pending_bytes_per_session {
-            return Err(AskError::pending_bytes_full(
+            return Err(Error::pending_bytes_full(
                 "session",
                 self.config.max_pending_bytes_per_session,
             ));
@@ -357,10 +357,10 @@ impl Inner {
         after: Option<&str>,
         lagged: bool,
         take_exclusive: bool,
-    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
+    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), Error> {
         let mut shard = self.shard(key);
         if self.is_closed() {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let followed = self.follow_session_locked(&mut shard, key, after, lagged, take_exclusive);
         if followed.is_err() {
@@ -377,16 +377,16 @@ impl Inner {
         after: Option<&str>,
         lagged: bool,
         take_exclusive: bool,
-    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
+    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), Error> {
         let session = self.session(shard, key)?;
         if !lagged && session.subscribers() >= self.config.max_subscribers_per_session {
-            return Err(AskError::too_many_subscribers(
+            return Err(Error::too_many_subscribers(
                 self.config.max_subscribers_per_session,
             ));
         }
         if take_exclusive {
             if session.exclusive_held {
-                return Err(AskError::DuplicateProvider);
+                return Err(Error::DuplicateProvider);
             }
             session.exclusive_held = true;
         }
@@ -415,15 +415,15 @@ impl Inner {
         reset_first: bool,
         lagged: bool,
         passive: bool,
-    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), AskError> {
+    ) -> Result<(VecDeque<Message>, broadcast::Receiver<Message>), Error> {
         let shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
         if self.is_closed() {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let sender = self.tenant_sender(tenant);
         let limit = self.config.max_all_sessions_per_tenant;
         if !lagged && sender.receiver_count() >= limit {
-            return Err(AskError::too_many_all_sessions(limit));
+            return Err(Error::too_many_all_sessions(limit));
         }
         let receiver = sender.subscribe();
         if let Some(state) = self.tenants.lock().get_mut(tenant) {

@@ -33,7 +33,7 @@ impl Subscription {
 
 impl Stream for Subscription {
     /// Never an error: the memory backend cannot become unreachable.
-    type Item = Result<Message, AskError>;
+    type Item = Result<Message, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         loop {

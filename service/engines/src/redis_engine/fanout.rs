@@ -22,7 +22,7 @@ use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, warn};
 
 use super::store::{RedisConn, RedisStore, RedisTarget, StoredEvent, parse_event};
-use askgate_core::domain::AskError;
+use askgate_core::domain::Error;
 
 /// Live events of one session a local follower may fall behind before it must resync.
 pub const SESSION_BUFFER: usize = 1024;
@@ -38,8 +38,8 @@ pub struct LiveEvent {
 }
 
 /// Parses a published message: `<epoch> <seq> <entry>`.
-pub fn parse_live(payload: &[u8]) -> Result<LiveEvent, AskError> {
-    let bad = || AskError::Internal("malformed pub/sub message".into());
+pub fn parse_live(payload: &[u8]) -> Result<LiveEvent, Error> {
+    let bad = || Error::Internal("malformed pub/sub message".into());
     let space = payload.iter().position(|b| *b == b' ').ok_or_else(bad)?;
     let (epoch, rest) = (&payload[..space], &payload[space + 1..]);
     let space = rest.iter().position(|b| *b == b' ').ok_or_else(bad)?;
@@ -212,7 +212,7 @@ impl Fanout {
         &self,
         channel: &str,
         capacity: usize,
-    ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, AskError> {
+    ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, Error> {
         loop {
             let entry = self
                 .channels
@@ -244,7 +244,7 @@ impl Fanout {
                 debug!(channel, "following a session");
             }
             if !self.is_live() {
-                return Err(AskError::BackendUnavailable(
+                return Err(Error::BackendUnavailable(
                     "redis pub/sub is reconnecting".into(),
                 ));
             }
@@ -254,7 +254,7 @@ impl Fanout {
 
     /// SUBSCRIBE, tried again a few times when the connection just failed: after an
     /// outage the connection manager replaces a broken connection on its first error.
-    async fn subscribe_retrying(&self, channel: &str) -> Result<(), AskError> {
+    async fn subscribe_retrying(&self, channel: &str) -> Result<(), Error> {
         let mut pause = std::time::Duration::from_millis(50);
         let mut attempts = 0;
         loop {
@@ -266,9 +266,7 @@ impl Fanout {
                     pause *= 2;
                 }
                 Err(e) => {
-                    return Err(AskError::BackendUnavailable(format!(
-                        "redis subscribe: {e}"
-                    )));
+                    return Err(Error::BackendUnavailable(format!("redis subscribe: {e}")));
                 }
             }
         }
@@ -349,7 +347,7 @@ async fn dispatch(
 
 #[cfg(test)]
 mod tests {
-    use askgate_core::{backend::Settings, domain::SessionKey};
+    use askgate_core::{backend::StateConfig, domain::SessionKey};
     use askgate_proto::v1::{Requested, Resolution, Resolved};
     use askgate_testing::RedisServer;
 
@@ -359,7 +357,7 @@ mod tests {
     #[tokio::test]
     async fn events_written_by_one_node_reach_another_nodes_followers_in_order() {
         let redis = RedisServer::start().await;
-        let writer = RedisStore::connect(&redis.url, Settings::default())
+        let writer = RedisStore::connect(&redis.url, StateConfig::default())
             .await
             .expect("writer node");
         let reader = Fanout::connect(&redis.url).await.expect("reader node");
@@ -410,7 +408,7 @@ mod tests {
     async fn a_subscription_that_silently_stops_delivering_is_detected_and_repaired() {
         let redis = RedisServer::start().await;
         let fanout = Fanout::connect(&redis.url).await.expect("fanout");
-        let publisher = RedisStore::connect(RedisTarget::from(&redis.url), Settings::default())
+        let publisher = RedisStore::connect(RedisTarget::from(&redis.url), StateConfig::default())
             .await
             .expect("publisher");
         healthy_soon(&fanout, &publisher).await;

@@ -13,7 +13,7 @@ use tracing::instrument;
 use crate::{auth::Gate, domain::status};
 use crate::{
     auth::{Action, Principal},
-    domain::{AskError, bounded, validate},
+    domain::{Error, bounded, validate},
     webhooks::Hooks,
 };
 
@@ -33,14 +33,14 @@ impl WebhooksApi {
     }
 }
 
-pub(super) fn failed(error: AskError) -> Status {
+pub(super) fn failed(error: Error) -> Status {
     status::to_status(&error, "", None)
 }
 
 /// An id a caller sent: bounded before it reaches the store.
 pub(super) fn id(field: &str, id: &str) -> Result<(), Status> {
     if id.is_empty() {
-        return Err(failed(AskError::bad_request(field, "must not be empty")));
+        return Err(failed(Error::bad_request(field, "must not be empty")));
     }
     validate::text(field, id, validate::MAX_ID_BYTES).map_err(failed)
 }

@@ -23,7 +23,7 @@ use std::{
 use askgate_proto::v1::WhoAmIResponse;
 use tonic::metadata::MetadataMap;
 
-use crate::domain::{AskError, DEFAULT_TENANT};
+use crate::domain::{DEFAULT_TENANT, Error};
 
 /// What a credential may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,24 +141,24 @@ impl Principal {
     }
 
     /// Checks that this caller may do `action` on `session` (empty for none).
-    pub fn authorize(&self, action: Action, session: &str) -> Result<(), AskError> {
+    pub fn authorize(&self, action: Action, session: &str) -> Result<(), Error> {
         if let Some(role) = action.role()
             && !self.roles.iter().any(|r| *r == role || *r == Role::Admin)
         {
-            return Err(AskError::PermissionDenied(format!(
+            return Err(Error::PermissionDenied(format!(
                 "this call needs the {} role",
                 role.as_str()
             )));
         }
         match (&self.sessions, action) {
             (None, _) | (Some(_), Action::Attach | Action::SubscribeAll | Action::WhoAmI) => Ok(()),
-            (Some(_), Action::ManageWebhooks) => Err(AskError::PermissionDenied(
+            (Some(_), Action::ManageWebhooks) => Err(Error::PermissionDenied(
                 "webhooks see every session: they need a credential that is not limited to \
                  some sessions"
                     .into(),
             )),
             (Some(patterns), _) if patterns.iter().any(|p| matches(p, session)) => Ok(()),
-            (Some(_), _) => Err(AskError::PermissionDenied(
+            (Some(_), _) => Err(Error::PermissionDenied(
                 "this credential may not use that session".into(),
             )),
         }
@@ -240,8 +240,8 @@ impl Failure {
         }
     }
 
-    pub fn into_error(self) -> AskError {
-        AskError::Unauthenticated(self.message().into())
+    pub fn into_error(self) -> Error {
+        Error::Unauthenticated(self.message().into())
     }
 }
 

@@ -36,7 +36,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use tower::{Layer, Service};
 
-use super::{Asker, AskgateMcp, McpSettings, WaitingAsks};
+use super::{Asker, AskgateMcp, McpConfig, WaitingAsks};
 use crate::{
     auth::{Action, Gate, Principal},
     backend::{Backend, Budget, BudgetHold},
@@ -135,7 +135,7 @@ impl Sessions {
             )
             .await
             .map_err(|e| match e {
-                crate::domain::AskError::BackendUnavailable(_) => {
+                crate::domain::Error::BackendUnavailable(_) => {
                     (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                 }
                 e => (StatusCode::TOO_MANY_REQUESTS, e.to_string()),
@@ -201,7 +201,7 @@ impl McpLayer {
     /// layer is dropped.
     pub fn new(
         asker: Asker,
-        settings: McpSettings,
+        settings: McpConfig,
         gate: Gate,
         max_body_bytes: usize,
         backend: Arc<dyn Backend>,

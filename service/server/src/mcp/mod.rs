@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tonic::Code;
 
-use crate::{domain::AskError, questions::Questions};
+use crate::{domain::Error, questions::Questions};
 
 /// How long an ask's outcome stays for `await_user_answer` after it is known.
 const OUTCOME_RETENTION: Duration = Duration::from_secs(600);
@@ -52,7 +52,7 @@ pub const AWAIT_TOOL: &str = "await_user_answer";
 
 /// How the MCP server asks.
 #[derive(Debug, Clone)]
-pub struct McpSettings {
+pub struct McpConfig {
     /// Longest one tool call waits before it returns "still waiting"; `None`: until
     /// the ask is resolved.
     pub max_wait: Option<Duration>,
@@ -63,7 +63,7 @@ pub struct McpSettings {
     pub reattach_grace: Duration,
 }
 
-impl Default for McpSettings {
+impl Default for McpConfig {
     fn default() -> Self {
         Self {
             max_wait: None,
@@ -115,12 +115,12 @@ pub type WaitingAsks = Arc<Mutex<HashMap<(Scope, String), Waiting>>>;
 #[derive(Clone)]
 pub struct AskgateMcp {
     asker: Asker,
-    settings: Arc<McpSettings>,
+    settings: Arc<McpConfig>,
     waiting: WaitingAsks,
 }
 
 impl AskgateMcp {
-    pub fn new(asker: Asker, settings: Arc<McpSettings>, waiting: WaitingAsks) -> Self {
+    pub fn new(asker: Asker, settings: Arc<McpConfig>, waiting: WaitingAsks) -> Self {
         Self {
             asker,
             settings,
@@ -442,7 +442,7 @@ fn still_waiting(ask_id: &str) -> ToolOutput {
 }
 
 /// A refusal of this server's own use cases, as the tool's output.
-fn refused(error: &AskError) -> ToolOutput {
+fn refused(error: &Error) -> ToolOutput {
     ToolOutput::failed(
         error.error_reason(),
         crate::domain::status::code(error),

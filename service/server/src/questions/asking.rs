@@ -14,7 +14,7 @@ use tracing::{Instrument, Span, debug};
 use super::{AskFailure, CheckedAsk, Questions};
 use crate::{
     backend::Backend,
-    domain::{AskError, NewAsk, Outcome, SessionKey, validate},
+    domain::{Error, NewAsk, Outcome, SessionKey, validate},
     metrics::Metrics,
 };
 
@@ -26,7 +26,7 @@ impl Questions {
         tenant: &str,
         request: AskRequest,
         deadline: Instant,
-    ) -> Result<CheckedAsk, AskError> {
+    ) -> Result<CheckedAsk, Error> {
         let started = Instant::now();
         let checked = self.new_ask(tenant, request, deadline);
         if let Err(error) = &checked {
@@ -44,13 +44,13 @@ impl Questions {
         tenant: &str,
         request: AskRequest,
         deadline: Instant,
-    ) -> Result<NewAsk, AskError> {
+    ) -> Result<NewAsk, Error> {
         if self.draining.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         validate::ask(&request, &self.limits)?;
         if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
-            return Err(AskError::RateLimited(self.rate_text.to_string()));
+            return Err(Error::RateLimited(self.rate_text.to_string()));
         }
         let if_unattended = request.if_unattended();
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -87,11 +87,11 @@ impl Questions {
         let (outcome, waited) = match &result {
             Ok(_) => ("ANSWERED", Some(started.elapsed())),
             Err(AskFailure {
-                error: AskError::AskCancelled { .. },
+                error: Error::AskCancelled { .. },
                 ..
             }) => ("CANCELLED", Some(started.elapsed())),
             Err(AskFailure {
-                error: AskError::AskExpired,
+                error: Error::AskExpired,
                 ..
             }) => ("EXPIRED", None),
             Err(failure) => (failure.error.reason(), None),
@@ -135,22 +135,22 @@ impl Questions {
             error,
             rpc_id: Some(rpc_id.clone()),
         };
-        let outcome = outcome
-            .map_err(|_| fail(AskError::Internal("ask dropped without an outcome".into())))?;
+        let outcome =
+            outcome.map_err(|_| fail(Error::Internal("ask dropped without an outcome".into())))?;
         match outcome.resolution {
             Resolution::Answered => Ok(AskResponse {
                 rpc_id,
                 answers: outcome.answers,
                 resolved_by: outcome.resolved_by,
             }),
-            Resolution::Cancelled => Err(fail(AskError::AskCancelled {
+            Resolution::Cancelled => Err(fail(Error::AskCancelled {
                 reason: outcome.cancel_reason,
                 origin: outcome.cancel_source,
             })),
-            Resolution::Aborted => Err(fail(AskError::AskAborted)),
-            Resolution::Expired => Err(fail(AskError::AskExpired)),
-            Resolution::Disposed => Err(fail(AskError::ShuttingDown)),
-            Resolution::Unspecified => Err(fail(AskError::Internal(
+            Resolution::Aborted => Err(fail(Error::AskAborted)),
+            Resolution::Expired => Err(fail(Error::AskExpired)),
+            Resolution::Disposed => Err(fail(Error::ShuttingDown)),
+            Resolution::Unspecified => Err(fail(Error::Internal(
                 "ask resolved without a resolution".into(),
             ))),
         }
@@ -184,7 +184,7 @@ impl Questions {
                 ..NewAsk::clone(&ask)
             };
             match backend.register(*ask).await {
-                Err(AskError::NoProvider)
+                Err(Error::NoProvider)
                     if hooks
                         .provides(&held.key.tenant, &held.key.session_id, &held.labels)
                         .await =>
@@ -195,22 +195,21 @@ impl Questions {
             }
         });
         // The memory backend finishes in one poll: no task for it.
-        let result =
-            match std::future::poll_fn(|cx| Poll::Ready(registering.as_mut().poll(cx))).await {
-                Poll::Ready(result) => result,
-                Poll::Pending => {
-                    let mut handover = Handover {
-                        task: Some(tokio::spawn(registering.in_current_span())),
-                        settle: Some(settle),
-                    };
-                    let joined = handover.task.as_mut().expect("just set").await;
-                    handover.task = None;
-                    settle = handover.settle.take().expect("just set");
-                    joined.unwrap_or_else(|e| {
-                        Err(AskError::Internal(format!("registration failed: {e}")))
-                    })
-                }
-            };
+        let result = match std::future::poll_fn(|cx| Poll::Ready(registering.as_mut().poll(cx)))
+            .await
+        {
+            Poll::Ready(result) => result,
+            Poll::Pending => {
+                let mut handover = Handover {
+                    task: Some(tokio::spawn(registering.in_current_span())),
+                    settle: Some(settle),
+                };
+                let joined = handover.task.as_mut().expect("just set").await;
+                handover.task = None;
+                settle = handover.settle.take().expect("just set");
+                joined.unwrap_or_else(|e| Err(Error::Internal(format!("registration failed: {e}"))))
+            }
+        };
         match result {
             Ok(registered) => {
                 let rpc_id = registered.rpc_id.clone();
@@ -232,7 +231,7 @@ pub(super) fn schedules_something(notify: &NotifyPolicy) -> bool {
 /// A registration in flight on its own task, with what settles the ask should the call
 /// be dropped before the registration finishes.
 struct Handover {
-    task: Option<tokio::task::JoinHandle<Result<crate::backend::Registered, AskError>>>,
+    task: Option<tokio::task::JoinHandle<Result<crate::backend::Registered, Error>>>,
     settle: Option<SettleOnDrop>,
 }
 

@@ -27,22 +27,22 @@ use tokio_stream::StreamExt;
 use crate::{
     auth,
     backend::{
-        Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, Settings,
+        Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, StateConfig,
         SubscribeOptions, events, hooks::HookStore,
     },
-    domain::{AskError, Limits, NewAsk, Outcome, SessionKey, answer, validate},
+    domain::{Error, Limits, NewAsk, Outcome, SessionKey, answer, validate},
     metrics::Metrics,
 };
 
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
 #[derive(Debug)]
 pub struct AskFailure {
-    pub error: AskError,
+    pub error: Error,
     pub rpc_id: Option<String>,
 }
 
-impl From<AskError> for AskFailure {
-    fn from(error: AskError) -> Self {
+impl From<Error> for AskFailure {
+    fn from(error: Error) -> Self {
         Self {
             error,
             rpc_id: None,
@@ -103,7 +103,7 @@ impl Questions {
             draining: Arc::new(AtomicBool::new(false)),
             hooks: None,
             default_notify: None,
-            max_streams_per_tenant: Settings::default().max_streams_per_tenant,
+            max_streams_per_tenant: StateConfig::default().max_streams_per_tenant,
         }
     }
 
@@ -132,7 +132,7 @@ impl Questions {
         tenant: &str,
         request: AnswerRequest,
         by: &str,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
         let key = SessionKey::new(tenant, request.session_id);
@@ -147,8 +147,8 @@ impl Questions {
         self.count_conflict(tenant, claimed)
     }
 
-    fn count_conflict(&self, tenant: &str, result: Result<(), AskError>) -> Result<(), AskError> {
-        if let Err(AskError::NotPending { .. }) = result {
+    fn count_conflict(&self, tenant: &str, result: Result<(), Error>) -> Result<(), Error> {
+        if let Err(Error::NotPending { .. }) = result {
             self.metrics.answer_conflict(tenant);
         }
         result
@@ -160,13 +160,13 @@ impl Questions {
         tenant: &str,
         request: CancelRequest,
         by: &str,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
         validate::text("reason", &request.reason, validate::MAX_CANCEL_REASON_BYTES)?;
         let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
         let source = CancelSource::try_from(request.source)
-            .map_err(|_| AskError::bad_request("source", "unknown cancel source"))?;
+            .map_err(|_| Error::bad_request("source", "unknown cancel source"))?;
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = self
             .backend
@@ -182,16 +182,16 @@ impl Questions {
     /// The asking side gives up: the ask its `request_id` names resolves ABORTED at
     /// once (docs/protocol.md "Semantics" 6), whatever its reattach grace. NOT_PENDING when no
     /// such ask is pending.
-    pub async fn abort(&self, tenant: &str, request: AbortRequest) -> Result<(), AskError> {
+    pub async fn abort(&self, tenant: &str, request: AbortRequest) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         if request.request_id.is_empty() {
-            return Err(AskError::bad_request("request_id", "must not be empty"));
+            return Err(Error::bad_request("request_id", "must not be empty"));
         }
         validate::text("request_id", &request.request_id, validate::MAX_ID_BYTES)?;
         // An abort may record an outcome for an ask not asked yet: it spends the tenant's
         // ask allowance, so that aborts of made-up request ids cannot fill the store.
         if self.ask_rate.check_key(&tenant.to_owned()).is_err() {
-            return Err(AskError::RateLimited(self.rate_text.to_string()));
+            return Err(Error::RateLimited(self.rate_text.to_string()));
         }
         let key = SessionKey::new(tenant, request.session_id);
         // An abort that overtook its ask (the tool gave up before the Ask arrived) is
@@ -206,7 +206,7 @@ impl Questions {
                 let claimed = self.backend.claim(&key, &rpc_id, Outcome::aborted()).await;
                 self.count_conflict(tenant, claimed)
             }
-            RequestAbort::Ended => Err(AskError::not_pending()),
+            RequestAbort::Ended => Err(Error::not_pending()),
             RequestAbort::Recorded => Ok(()),
         }
     }
@@ -219,19 +219,19 @@ impl Questions {
         tenant: &str,
         sessions: Option<&[String]>,
         request: SubscribeRequest,
-    ) -> Result<EventStream, AskError> {
+    ) -> Result<EventStream, Error> {
         if self.draining.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let scope = if request.all_sessions {
             if !request.session_id.is_empty() {
-                return Err(AskError::bad_request(
+                return Err(Error::bad_request(
                     "session_id",
                     "must be empty when all_sessions is set",
                 ));
             }
             if request.exclusive {
-                return Err(AskError::bad_request(
+                return Err(Error::bad_request(
                     "exclusive",
                     "an exclusive subscription holds one session; it cannot be all_sessions",
                 ));
@@ -277,7 +277,7 @@ impl Questions {
         &self,
         tenant: &str,
         session_id: String,
-    ) -> Result<Vec<Requested>, AskError> {
+    ) -> Result<Vec<Requested>, Error> {
         validate::session_id("session_id", &session_id)?;
         self.backend
             .list_pending(&SessionKey::new(tenant, session_id))
@@ -291,15 +291,15 @@ impl Questions {
         agent_id: &str,
         parent_agent_id: &str,
         holder: &Holder,
-    ) -> Result<Attached, AskError> {
+    ) -> Result<Attached, Error> {
         if self.draining.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         validate::agent_id("agent_id", agent_id)?;
         if !parent_agent_id.is_empty() {
             validate::agent_id("parent_agent_id", parent_agent_id)?;
             if parent_agent_id == agent_id {
-                return Err(AskError::bad_request(
+                return Err(Error::bad_request(
                     "parent_agent_id",
                     "an agent cannot be its own parent",
                 ));

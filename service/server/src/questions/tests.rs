@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 
 use super::*;
-use crate::backend::{Registered, Settings, Stats};
+use crate::backend::{Registered, StateConfig, Stats};
 
 /// The memory backend, except that a registration, once the ask is stored and
 /// announced, waits for a permit before it returns: the window in which a Redis
@@ -26,36 +26,31 @@ impl Backend for SlowRegistration {
         tenant: &str,
         budget: Budget,
         max: usize,
-    ) -> Result<crate::backend::BudgetHold, AskError> {
+    ) -> Result<crate::backend::BudgetHold, Error> {
         self.inner.hold(tenant, budget, max).await
     }
-    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
         let registered = self.inner.register(ask).await;
         let _permit = self.permits.acquire().await.expect("open");
         registered
     }
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
         self.inner.questions(key, rpc_id).await
     }
-    async fn claim(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), AskError> {
+    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
         self.inner.claim(key, rpc_id, outcome).await
     }
-    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         self.inner.abandon(key, rpc_id).await
     }
     async fn subscribe(
         &self,
         scope: Scope,
         options: SubscribeOptions,
-    ) -> Result<EventStream, AskError> {
+    ) -> Result<EventStream, Error> {
         self.inner.subscribe(scope, options).await
     }
-    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error> {
         self.inner.list_pending(key).await
     }
     async fn abort_request(
@@ -63,7 +58,7 @@ impl Backend for SlowRegistration {
         key: &SessionKey,
         request_id: &str,
         resolved: askgate_proto::v1::Resolved,
-    ) -> Result<crate::backend::RequestAbort, AskError> {
+    ) -> Result<crate::backend::RequestAbort, Error> {
         self.inner.abort_request(key, request_id, resolved).await
     }
     async fn notify(
@@ -71,7 +66,7 @@ impl Backend for SlowRegistration {
         key: &SessionKey,
         rpc_id: &str,
         notice: askgate_proto::v1::subscribe_response::Event,
-    ) -> Result<Option<crate::backend::Noticed>, AskError> {
+    ) -> Result<Option<crate::backend::Noticed>, Error> {
         self.inner.notify(key, rpc_id, notice).await
     }
     fn set_tap(&self, tap: crate::backend::Tap) {
@@ -83,7 +78,7 @@ impl Backend for SlowRegistration {
         agent_id: &str,
         parent: &str,
         holder: &Holder,
-    ) -> Result<Attached, AskError> {
+    ) -> Result<Attached, Error> {
         self.inner.attach(tenant, agent_id, parent, holder).await
     }
     async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
@@ -115,7 +110,7 @@ async fn next(events: &mut EventStream) -> Event {
 async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
     let permits = Arc::new(Semaphore::new(0));
     let backend = Arc::new(SlowRegistration {
-        inner: MemoryBackend::new(Settings::default()),
+        inner: MemoryBackend::new(StateConfig::default()),
         permits: permits.clone(),
     });
     let questions = Questions::new(

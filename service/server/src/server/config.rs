@@ -19,7 +19,7 @@ use crate::{
         jwt::{JwtVerifier, KeySource},
         keys::KeyStore,
     },
-    backend::{Backend, Settings, hooks::HookStore},
+    backend::{Backend, StateConfig, hooks::HookStore},
     domain::Limits,
     listener::ConnectionLimits,
     origin::PublicUrl,
@@ -32,7 +32,7 @@ use crate::{
 pub struct ServerConfig {
     pub limits: Limits,
     /// The sizes, limits and windows of the state, on either engine.
-    pub settings: Settings,
+    pub settings: StateConfig,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     pub max_wait: Duration,
     /// How long shutdown waits for calls and connections to finish.
@@ -246,7 +246,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            settings: Settings::default(),
+            settings: StateConfig::default(),
             max_wait: Duration::from_secs(3600),
             drain_timeout: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(20),

@@ -26,7 +26,7 @@ use crate::{
     domain::status,
     listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
     mcp::{
-        Asker, McpSettings,
+        Asker, McpConfig,
         http::{McpBudget, McpLayer},
     },
     metrics::{Metrics, ScrapeToken},
@@ -215,9 +215,9 @@ impl Node {
                     questions: self.questions.clone(),
                     max_wait: config.max_wait,
                 },
-                McpSettings {
+                McpConfig {
                     max_wait: config.mcp_max_wait,
-                    ..McpSettings::default()
+                    ..McpConfig::default()
                 },
                 self.gate.clone(),
                 config.max_message_bytes,

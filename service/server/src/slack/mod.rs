@@ -32,7 +32,7 @@ use tracing::{debug, warn};
 use crate::webhooks::slack::blocks::{self, Ref};
 use crate::{
     backend::hooks::records::EndpointRecord,
-    domain::{AskError, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, validate::MAX_CANCEL_REASON_BYTES},
     questions::Questions,
     webhooks::Hooks,
 };
@@ -276,7 +276,7 @@ impl Interactivity {
     }
 
     /// The ask a ref names, while it is pending.
-    async fn pending(&self, at: &Ref) -> Result<Option<Requested>, AskError> {
+    async fn pending(&self, at: &Ref) -> Result<Option<Requested>, Error> {
         let pending = self
             .questions
             .list_pending(&at.tenant, at.session.clone())
@@ -284,12 +284,7 @@ impl Interactivity {
         Ok(pending.into_iter().find(|r| r.rpc_id == at.rpc))
     }
 
-    async fn answer(
-        &self,
-        at: &Ref,
-        answers: Vec<QuestionAnswer>,
-        who: &str,
-    ) -> Result<(), AskError> {
+    async fn answer(&self, at: &Ref, answers: Vec<QuestionAnswer>, who: &str) -> Result<(), Error> {
         let request = AnswerRequest {
             session_id: at.session.clone(),
             rpc_id: at.rpc.clone(),
@@ -387,7 +382,7 @@ impl Interactivity {
                     let answers = form_answers(values, &requested);
                     (self.answer(at, answers, who).await, "q0")
                 }
-                Ok(None) => (Err(AskError::not_pending()), "q0"),
+                Ok(None) => (Err(Error::not_pending()), "q0"),
                 Err(e) => (Err(e), "q0"),
             },
             Some(blocks::CANCEL_VIEW) => {
@@ -413,12 +408,12 @@ impl Interactivity {
             Ok(()) => ok(),
             Err(e) => {
                 let message = match e {
-                    AskError::NotPending { settled: Some(s) } => format!(
+                    Error::NotPending { settled: Some(s) } => format!(
                         "Too late: {} by {} already.",
                         s.resolution.as_str_name().to_lowercase(),
                         blocks::cut(&s.resolved_by, 100)
                     ),
-                    AskError::NotPending { settled: None } => {
+                    Error::NotPending { settled: None } => {
                         "This question was resolved already.".to_owned()
                     }
                     e => blocks::cut(&e.to_string(), 300),

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     backend::hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
-    domain::{AskError, Violation, connect, echo},
+    domain::{Error, Violation, connect, echo},
 };
 
 /// Event types an endpoint may name (there are four; repeats are allowed, up to this).
@@ -33,7 +33,7 @@ impl Hooks {
         &self,
         tenant: &str,
         request: CreateEndpointRequest,
-    ) -> Result<Endpoint, AskError> {
+    ) -> Result<Endpoint, Error> {
         let mut violations = Vec::new();
         let target = Target::parse(request.url.trim());
         if let Err(e) = &target {
@@ -41,7 +41,7 @@ impl Hooks {
         }
         let mut events = Vec::new();
         if request.events.len() > MAX_EVENT_TYPES {
-            return Err(AskError::bad_request(
+            return Err(Error::bad_request(
                 "events",
                 format!("at most {MAX_EVENT_TYPES} event types"),
             ));
@@ -69,16 +69,16 @@ impl Hooks {
             &self.inner.limits,
         ));
         if !violations.is_empty() {
-            return Err(AskError::BadRequest(violations));
+            return Err(Error::BadRequest(violations));
         }
-        let target = target.map_err(|e| AskError::bad_request("url", e))?;
+        let target = target.map_err(|e| Error::bad_request("url", e))?;
         let resolved = tokio::time::timeout(
             self.inner.config.timeout,
             self.inner.sender.resolve(&target),
         )
         .await
         .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
-        resolved.map_err(|e| AskError::bad_request("url", e))?;
+        resolved.map_err(|e| Error::bad_request("url", e))?;
         // Two random UUIDs: 244 bits from the OS's generator.
         let mut key = [0u8; 32];
         key[..16].copy_from_slice(Uuid::new_v4().as_bytes());
@@ -107,7 +107,7 @@ impl Hooks {
     }
 
     /// The tenant's endpoints, oldest first, without their secrets.
-    pub async fn list_endpoints(&self, tenant: &str) -> Result<Vec<Endpoint>, AskError> {
+    pub async fn list_endpoints(&self, tenant: &str) -> Result<Vec<Endpoint>, Error> {
         Ok(self
             .inner
             .store
@@ -119,19 +119,19 @@ impl Hooks {
             .collect())
     }
 
-    pub async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<(), AskError> {
+    pub async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<(), Error> {
         self.delete(tenant, id, false).await
     }
 
     /// Deletes a webhook endpoint (`slack` false) or a Slack app (true); NOT_FOUND for
     /// the other kind, as for a missing one.
-    async fn delete(&self, tenant: &str, id: &str, slack: bool) -> Result<(), AskError> {
+    async fn delete(&self, tenant: &str, id: &str, slack: bool) -> Result<(), Error> {
         let what = if slack {
             "Slack app"
         } else {
             "webhook endpoint"
         };
-        let not_found = || AskError::NotFound(format!("no {what} with that id"));
+        let not_found = || Error::NotFound(format!("no {what} with that id"));
         let store = &self.inner.store;
         match store.endpoint(tenant, id).await? {
             Some(record) if record.slack.is_some() == slack => {}
@@ -148,7 +148,7 @@ impl Hooks {
         &self,
         tenant: &str,
         request: ConnectSlackRequest,
-    ) -> Result<SlackApp, AskError> {
+    ) -> Result<SlackApp, Error> {
         let record = self
             .inner
             .slack
@@ -156,16 +156,16 @@ impl Hooks {
             .await?;
         self.inner.store.create_endpoint(&record).await?;
         debug!(app = %record.id, "Slack app connected");
-        slack::app_of(&record).ok_or_else(|| AskError::Internal("not a Slack app".into()))
+        slack::app_of(&record).ok_or_else(|| Error::Internal("not a Slack app".into()))
     }
 
     /// The tenant's Slack apps, oldest first, without their secrets.
-    pub async fn list_slack_apps(&self, tenant: &str) -> Result<Vec<SlackApp>, AskError> {
+    pub async fn list_slack_apps(&self, tenant: &str) -> Result<Vec<SlackApp>, Error> {
         let endpoints = self.inner.store.endpoints(tenant).await?;
         Ok(endpoints.iter().filter_map(slack::app_of).collect())
     }
 
-    pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), AskError> {
+    pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), Error> {
         self.delete(tenant, id, true).await
     }
 
@@ -173,7 +173,7 @@ impl Hooks {
         &self,
         tenant: &str,
         request: &ListDeliveriesRequest,
-    ) -> Result<Vec<Delivery>, AskError> {
+    ) -> Result<Vec<Delivery>, Error> {
         let status = match request.status() {
             DeliveryStatus::Unspecified => None,
             DeliveryStatus::Pending => Some(Status::Pending),
@@ -196,7 +196,7 @@ impl Hooks {
     }
 
     /// Sends a delivery again, with the same `webhook-id` and a fresh retry period.
-    pub async fn redeliver(&self, tenant: &str, id: &str) -> Result<Delivery, AskError> {
+    pub async fn redeliver(&self, tenant: &str, id: &str) -> Result<Delivery, Error> {
         let now = now_ms();
         let record = self
             .inner

@@ -22,7 +22,7 @@ use crate::{
         Asked, Committed,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
     },
-    domain::AskError,
+    domain::Error,
 };
 
 /// Events the intake may hold before an engine's reports are dropped.
@@ -38,9 +38,9 @@ pub(super) fn payload(
     event: &impl prost::Message,
     cursor: &str,
     reminder: Option<u32>,
-) -> Result<String, AskError> {
+) -> Result<String, Error> {
     let mut data = crate::protojson::to_value(message_name, event)
-        .map_err(|e| AskError::Internal(format!("webhook payload: {e:#}")))?;
+        .map_err(|e| Error::Internal(format!("webhook payload: {e:#}")))?;
     if let Some(fields) = data.as_object_mut() {
         fields.insert("cursor".into(), cursor.into());
         if let Some(count) = reminder {
@@ -64,8 +64,8 @@ impl Inner {
         event_type: EventType,
         requested: &Requested,
         resolved: Option<&Resolved>,
-        body: impl FnOnce() -> Result<String, AskError>,
-    ) -> Result<(), AskError> {
+        body: impl FnOnce() -> Result<String, Error>,
+    ) -> Result<(), Error> {
         let wanting: Vec<_> = endpoints
             .iter()
             .filter(|e| e.wants(event_type, &requested.session_id, &requested.labels))
@@ -124,11 +124,7 @@ impl Inner {
 
     /// Turns one committed event into deliveries to the tenant's `endpoints`, and
     /// starts or stops its ask's timer.
-    async fn take(
-        &self,
-        committed: Committed,
-        endpoints: &[EndpointRecord],
-    ) -> Result<(), AskError> {
+    async fn take(&self, committed: Committed, endpoints: &[EndpointRecord]) -> Result<(), Error> {
         let tenant = &*committed.tenant;
         match &committed.message.event {
             Some(Event::Requested(requested)) => {
@@ -193,8 +189,7 @@ impl Inner {
 pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
     let mut batch = Vec::with_capacity(INTAKE_BATCH);
     while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
-        let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, AskError>> =
-            HashMap::new();
+        let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, Error>> = HashMap::new();
         for committed in batch.drain(..) {
             let tenant = committed.tenant.clone();
             if !endpoints.contains_key(&tenant) {

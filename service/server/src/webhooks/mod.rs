@@ -45,7 +45,7 @@ pub use self::config::WebhookConfig;
 use self::{intake::INTAKE_QUEUE, send::Sender, slack::Slack};
 use crate::{
     backend::{Backend, Tap, hooks::HookStore},
-    domain::{AskError, Limits},
+    domain::{Error, Limits},
     metrics::Metrics,
 };
 
@@ -158,7 +158,7 @@ impl Hooks {
 struct Streak(bool);
 
 impl Streak {
-    fn failed(&mut self, what: &str, error: &AskError) {
+    fn failed(&mut self, what: &str, error: &Error) {
         if std::mem::replace(&mut self.0, true) {
             debug!("{what} failed again: {error}");
         } else {

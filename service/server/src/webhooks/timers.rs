@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     backend::hooks::records::{Due, EventType, TimerRecord},
-    domain::{AskError, SessionKey},
+    domain::{Error, SessionKey},
 };
 
 /// How long a node holds a claimed timer (sending a notice is quick).
@@ -30,7 +30,7 @@ impl Inner {
         tenant: &str,
         requested: &Requested,
         notify: &NotifyPolicy,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         // Rounded up to the millisecond: a notice is never sent before its time after
         // the ask's `requested_at`.
         let asked_ms = requested
@@ -59,7 +59,7 @@ impl Inner {
     }
 
     /// Sends a timer's due notice (unless its ask is resolved) and schedules the next.
-    async fn fire(&self, mut timer: TimerRecord) -> Result<(), AskError> {
+    async fn fire(&self, mut timer: TimerRecord) -> Result<(), Error> {
         let Some((_, due)) = timer.next() else {
             return self.store.finish_timer(&timer, None).await;
         };

@@ -4,7 +4,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use askgate_server::{
-    backend::Settings,
+    backend::StateConfig,
     domain::Limits,
     listener::ConnectionLimits,
     server::{RedisConfig, ServerConfig},
@@ -120,36 +120,36 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = ServerConfig::default().ask_burst)]
     pub ask_burst: u32,
     /// Pending asks one tenant may hold over all its sessions.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = Settings::default().max_pending_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = StateConfig::default().max_pending_per_tenant)]
     pub max_pending_per_tenant: usize,
     /// Bytes the pending asks of one tenant may hold over every node (their questions,
     /// options, details and labels as encoded); an ask past it is refused
     /// TOO_MANY_PENDING.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_TENANT", default_value_t = Settings::default().max_pending_bytes_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_TENANT", default_value_t = StateConfig::default().max_pending_bytes_per_tenant)]
     pub max_pending_bytes_per_tenant: u64,
     /// Bytes the pending asks of one session may hold.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_SESSION", default_value_t = Settings::default().max_pending_bytes_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_BYTES_PER_SESSION", default_value_t = StateConfig::default().max_pending_bytes_per_session)]
     pub max_pending_bytes_per_session: u64,
     /// Open subscriptions one session may have.
-    #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = Settings::default().max_subscribers_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_SUBSCRIBERS_PER_SESSION", default_value_t = StateConfig::default().max_subscribers_per_session)]
     pub max_subscribers_per_session: usize,
     /// Open `all_sessions` subscriptions one tenant may have.
-    #[arg(long, env = "ASKGATE_MAX_ALL_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_all_sessions_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_ALL_SESSIONS_PER_TENANT", default_value_t = StateConfig::default().max_all_sessions_per_tenant)]
     pub max_all_sessions_per_tenant: usize,
     /// Agents one tenant may have attached at once.
-    #[arg(long, env = "ASKGATE_MAX_AGENTS_PER_TENANT", default_value_t = Settings::default().max_agents_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_AGENTS_PER_TENANT", default_value_t = StateConfig::default().max_agents_per_tenant)]
     pub max_agents_per_tenant: usize,
     /// Sessions one tenant may hold state in at once (pending asks, subscribers, or a
     /// history kept for resume).
-    #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_sessions_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_SESSIONS_PER_TENANT", default_value_t = StateConfig::default().max_sessions_per_tenant)]
     pub max_sessions_per_tenant: usize,
     /// Subscribe streams (of one session or all) one tenant may have open at once, over
     /// every node.
-    #[arg(long, env = "ASKGATE_MAX_STREAMS_PER_TENANT", default_value_t = Settings::default().max_streams_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_STREAMS_PER_TENANT", default_value_t = StateConfig::default().max_streams_per_tenant)]
     pub max_streams_per_tenant: usize,
     /// MCP sessions one tenant may have open on /mcp at once, over every node (each
     /// holds some 60 KB until it is deleted or idles out); past it `initialize` gets 429.
-    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS_PER_TENANT", default_value_t = Settings::default().max_mcp_sessions_per_tenant)]
+    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS_PER_TENANT", default_value_t = StateConfig::default().max_mcp_sessions_per_tenant)]
     pub max_mcp_sessions_per_tenant: usize,
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = span(ServerConfig::default().max_wait), value_parser = parse_duration)]
@@ -203,23 +203,23 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_MAX_CUSTOM_BYTES", default_value_t = Limits::default().max_custom_bytes)]
     pub max_custom_bytes: usize,
     /// Pending asks one session may hold.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = Settings::default().max_pending_per_session)]
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = StateConfig::default().max_pending_per_session)]
     pub max_pending_per_session: usize,
     /// Events each session keeps for cursor resume.
-    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = Settings::default().history_len)]
+    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = StateConfig::default().history_len)]
     pub history_len: usize,
     /// How long a session counts as attended after its last subscriber left (so a UI
     /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
-    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(Settings::default().reconnect_grace), value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(StateConfig::default().reconnect_grace), value_parser = parse_duration)]
     pub reconnect_grace: Duration,
     /// How long the outcome of an ask with a request_id is kept for a retrying call.
-    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = span(Settings::default().request_retention), value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = span(StateConfig::default().request_retention), value_parser = parse_duration)]
     pub request_retention: Duration,
     /// Interval of the heartbeats on an agent's Attach stream.
     #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = span(ServerConfig::default().agent_heartbeat), value_parser = parse_duration)]
     pub agent_heartbeat: Duration,
     /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
-    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = Settings::default().subscriber_buffer)]
+    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = StateConfig::default().subscriber_buffer)]
     pub subscriber_buffer: usize,
     /// A web origin (`https://app.example.com`) whose pages may call the API over
     /// gRPC-Web; repeat it, or give `*` for any origin. Without it, only pages served

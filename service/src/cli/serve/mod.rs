@@ -12,7 +12,7 @@ use askgate_proto::v1::NotifyPolicy;
 use askgate_server::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
-    backend::{Settings, hooks::StoreLimits},
+    backend::{StateConfig, hooks::StoreLimits},
     domain::{Limits, validate},
     listener::ConnectionLimits,
     origin::PublicUrl,
@@ -165,8 +165,8 @@ impl ServeArgs {
         }
     }
 
-    fn settings(&self) -> Settings {
-        Settings {
+    fn settings(&self) -> StateConfig {
+        StateConfig {
             history_len: self.history_len,
             subscriber_buffer: self.subscriber_buffer,
             max_pending_per_session: self.max_pending_per_session,
@@ -181,7 +181,7 @@ impl ServeArgs {
             max_mcp_sessions_per_tenant: self.max_mcp_sessions_per_tenant,
             reconnect_grace: self.reconnect_grace,
             request_retention: self.request_retention,
-            ..Settings::default()
+            ..StateConfig::default()
         }
     }
 

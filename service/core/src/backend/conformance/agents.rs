@@ -8,7 +8,7 @@ pub async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
     let never = ask_with("s", |a| a.agent = agent("ghost", "1"));
     assert!(matches!(
         backend.register(never).await,
-        Err(AskError::CallerNotLive)
+        Err(Error::CallerNotLive)
     ));
 
     let first = backend
@@ -33,7 +33,7 @@ pub async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
     let stale = ask_with("s", |a| a.agent = agent("a", &first.incarnation));
     assert!(matches!(
         backend.register(stale).await,
-        Err(AskError::CallerNotLive)
+        Err(Error::CallerNotLive)
     ));
 
     // Detaching ends the lease and aborts what it asked.
@@ -47,7 +47,7 @@ pub async fn rule_7_only_the_live_incarnation_may_ask(make: impl Make) {
     let detached = ask_with("s", |a| a.agent = agent("a", &second.incarnation));
     assert!(matches!(
         backend.register(detached).await,
-        Err(AskError::CallerNotLive)
+        Err(Error::CallerNotLive)
     ));
 }
 
@@ -66,7 +66,7 @@ pub async fn a_lease_belongs_to_its_subject(make: impl Make) {
 
     let stolen = backend.attach("tenant", "a", "", &holder("intruder")).await;
     assert!(
-        matches!(stolen, Err(AskError::PermissionDenied(_))),
+        matches!(stolen, Err(Error::PermissionDenied(_))),
         "{stolen:?}"
     );
     // Untouched: the owner's incarnation still asks, its ask still pending.
@@ -99,7 +99,7 @@ pub async fn a_lease_belongs_to_its_subject(make: impl Make) {
     // The admin now holds it; once it detaches, anyone may attach.
     assert!(matches!(
         backend.attach("tenant", "a", "", &holder("owner")).await,
-        Err(AskError::PermissionDenied(_))
+        Err(Error::PermissionDenied(_))
     ));
     backend.detach("tenant", "a", &replaced.incarnation).await;
     backend
@@ -121,7 +121,7 @@ pub async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
     let child_ask = || ask_with("s", |a| a.agent = agent("child", &child.incarnation));
     assert!(matches!(
         backend.register(child_ask()).await,
-        Err(AskError::DelegatedCaller)
+        Err(Error::DelegatedCaller)
     ));
     // Only the live link counts: once the parent detaches, the child may ask.
     backend
@@ -138,14 +138,14 @@ pub async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
     });
     assert!(matches!(
         backend.register(other).await,
-        Err(AskError::CallerNotLive)
+        Err(Error::CallerNotLive)
     ));
 }
 
 pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        Settings {
+        StateConfig {
             reconnect_grace: Duration::from_millis(200),
             ..Default::default()
         },
@@ -154,7 +154,7 @@ pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl M
     let fail = || ask_with("s", |a| a.if_unattended = Unattended::Fail);
     assert!(matches!(
         backend.register(fail()).await,
-        Err(AskError::NoProvider)
+        Err(Error::NoProvider)
     ));
     backend
         .register(ask("s"))
@@ -172,7 +172,7 @@ pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl M
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         match backend.register(fail()).await {
-            Err(AskError::NoProvider) => break,
+            Err(Error::NoProvider) => break,
             Ok(_) => {}
             Err(e) => panic!("{e}"),
         }
@@ -292,5 +292,5 @@ pub async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
     drop(registered);
     backend.abandon(&key("s"), &rpc_id).await.expect("abandon");
     let err = backend.claim(&key("s"), &rpc_id, answered()).await;
-    assert!(matches!(err, Err(AskError::NotPending { .. })));
+    assert!(matches!(err, Err(Error::NotPending { .. })));
 }

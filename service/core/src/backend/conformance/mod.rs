@@ -11,24 +11,24 @@ use askgate_proto::v1::{
 };
 use tokio_stream::StreamExt;
 
-use crate::backend::{Backend, EventStream, Scope, Settings, SubscribeOptions};
-use crate::domain::{AskError, NewAsk, Outcome, SessionKey, Settled};
+use crate::backend::{Backend, EventStream, Scope, StateConfig, SubscribeOptions};
+use crate::domain::{Error, NewAsk, Outcome, SessionKey, Settled};
 
 /// A backend under test and a guard that keeps what it needs (a Redis server) alive.
 pub type Made = (Arc<dyn Backend>, Box<dyn std::any::Any + Send>);
 
-/// Makes an engine's backend with the suite's sizes (`Settings`, mapped by the
+/// Makes an engine's backend with the suite's sizes (`StateConfig`, mapped by the
 /// engine to its own settings): an async fn of the engine's tests.
 pub trait Make: Copy {
-    fn make(self, config: Settings) -> impl Future<Output = Made>;
+    fn make(self, config: StateConfig) -> impl Future<Output = Made>;
 }
 
 impl<F, Fut> Make for F
 where
-    F: Fn(Settings) -> Fut + Copy,
+    F: Fn(StateConfig) -> Fut + Copy,
     Fut: Future<Output = Made>,
 {
-    fn make(self, config: Settings) -> impl Future<Output = Made> {
+    fn make(self, config: StateConfig) -> impl Future<Output = Made> {
         self(config)
     }
 }
@@ -86,12 +86,12 @@ pub use agents::*;
 pub use semantics::*;
 pub use tenancy::*;
 
-async fn backend(make: impl Make, config: Settings) -> Made {
+async fn backend(make: impl Make, config: StateConfig) -> Made {
     make.make(config).await
 }
 
 async fn default_backend(make: impl Make) -> Made {
-    backend(make, Settings::default()).await
+    backend(make, StateConfig::default()).await
 }
 
 fn key(session: &str) -> SessionKey {

@@ -30,7 +30,7 @@ pub async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Ma
         .await;
     assert_eq!(
         again,
-        Err(AskError::NotPending {
+        Err(Error::NotPending {
             settled: Some(Settled {
                 resolution: Resolution::Answered,
                 resolved_by: "tester".into(),
@@ -40,7 +40,7 @@ pub async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Ma
     let wrong_session = backend
         .claim(&key("t"), &registered.rpc_id, answered())
         .await;
-    assert!(matches!(wrong_session, Err(AskError::NotPending { .. })));
+    assert!(matches!(wrong_session, Err(Error::NotPending { .. })));
 }
 
 pub async fn concurrent_claims_have_exactly_one_winner(make: impl Make) {
@@ -138,7 +138,7 @@ pub async fn a_held_cursor_resumes_and_an_unknown_one_resets(make: impl Make) {
 pub async fn a_lagging_subscriber_gets_reset_and_the_snapshot(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        Settings {
+        StateConfig {
             subscriber_buffer: 4,
             ..Default::default()
         },
@@ -184,7 +184,7 @@ pub async fn one_exclusive_subscriber_per_session(make: impl Make) {
     let second = backend
         .subscribe(Scope::Session(key("s")), exclusive.clone())
         .await;
-    assert!(matches!(second, Err(AskError::DuplicateProvider)));
+    assert!(matches!(second, Err(Error::DuplicateProvider)));
     drop(first);
     // Releasing may take a moment on a shared store: wait, within a bound.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -195,7 +195,7 @@ pub async fn one_exclusive_subscriber_per_session(make: impl Make) {
         {
             Ok(_) => break,
             Err(e) => {
-                assert!(matches!(e, AskError::DuplicateProvider), "{e}");
+                assert!(matches!(e, Error::DuplicateProvider), "{e}");
                 assert!(
                     tokio::time::Instant::now() < deadline,
                     "the hold was never released"
@@ -209,7 +209,7 @@ pub async fn one_exclusive_subscriber_per_session(make: impl Make) {
 pub async fn the_pending_limit_is_per_session(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        Settings {
+        StateConfig {
             max_pending_per_session: 2,
             ..Default::default()
         },
@@ -218,7 +218,7 @@ pub async fn the_pending_limit_is_per_session(make: impl Make) {
     backend.register(ask("s")).await.expect("first");
     backend.register(ask("s")).await.expect("second");
     let third = backend.register(ask("s")).await;
-    assert!(matches!(third, Err(AskError::TooManyPending(_))));
+    assert!(matches!(third, Err(Error::TooManyPending(_))));
     backend.register(ask("t")).await.expect("another session");
 }
 
@@ -248,12 +248,12 @@ pub async fn dispose_resolves_everything_and_ends_every_stream(make: impl Make) 
     }
     assert!(matches!(
         backend.register(ask("s")).await,
-        Err(AskError::ShuttingDown)
+        Err(Error::ShuttingDown)
     ));
     assert!(matches!(
         backend
             .subscribe(Scope::Session(key("s")), SubscribeOptions::default())
             .await,
-        Err(AskError::ShuttingDown)
+        Err(Error::ShuttingDown)
     ));
 }

@@ -43,11 +43,11 @@ pub async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make)
         );
         assert_eq!(
             backend.questions(&other, &registered.rpc_id).await,
-            Err(AskError::not_pending()),
+            Err(Error::not_pending()),
             "{pair}"
         );
         let stolen = backend.claim(&other, &registered.rpc_id, answered()).await;
-        assert!(matches!(stolen, Err(AskError::NotPending { .. })), "{pair}");
+        assert!(matches!(stolen, Err(Error::NotPending { .. })), "{pair}");
 
         backend
             .claim(
@@ -85,7 +85,7 @@ pub async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make)
 pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: impl Make) {
     let (backend, _guard) = backend(
         make,
-        Settings {
+        StateConfig {
             max_sessions_per_tenant: 2,
             max_agents_per_tenant: 2,
             max_all_sessions_per_tenant: 1,
@@ -105,7 +105,7 @@ pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: i
             .map(|_| ()),
     ] {
         assert!(
-            matches!(refused, Err(AskError::TooManySessions(_))),
+            matches!(refused, Err(Error::TooManySessions(_))),
             "{refused:?}"
         );
     }
@@ -128,7 +128,7 @@ pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: i
         .expect("b");
     let refused = backend.attach("tenant", "c", "", &holder("w")).await;
     assert!(
-        matches!(refused, Err(AskError::TooManyAgents(_))),
+        matches!(refused, Err(Error::TooManyAgents(_))),
         "{refused:?}"
     );
     let _a_again = backend
@@ -151,7 +151,7 @@ pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: i
     let first_all = all().await.expect("one all_sessions stream");
     let refused = all().await.map(|_| ());
     assert!(
-        matches!(refused, Err(AskError::TooManySubscribers(_))),
+        matches!(refused, Err(Error::TooManySubscribers(_))),
         "{refused:?}"
     );
     drop(first_all);
@@ -159,7 +159,7 @@ pub async fn per_tenant_caps_on_sessions_agents_and_all_sessions_streams(make: i
     loop {
         match all().await {
             Ok(_) => break,
-            Err(AskError::TooManySubscribers(_)) if tokio::time::Instant::now() < deadline => {
+            Err(Error::TooManySubscribers(_)) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => panic!("the slot of an ended stream was not freed: {e:?}"),
@@ -176,7 +176,7 @@ pub async fn budgets_are_held_per_tenant_and_given_back(make: impl Make) {
     let _second = backend.hold("acme", Budget::Streams, 2).await.expect("two");
     let refused = backend.hold("acme", Budget::Streams, 2).await.map(|_| ());
     assert!(
-        matches!(refused, Err(AskError::TooManySubscribers(ref m)) if m.contains("--max-streams-per-tenant")),
+        matches!(refused, Err(Error::TooManySubscribers(ref m)) if m.contains("--max-streams-per-tenant")),
         "{refused:?}"
     );
     let _other_tenant = backend
@@ -207,7 +207,7 @@ pub async fn pending_bytes_are_budgeted_per_session_and_tenant(make: impl Make) 
     };
     let (backend, _guard) = backend(
         make,
-        Settings {
+        StateConfig {
             max_pending_bytes_per_session: 3_000,
             max_pending_bytes_per_tenant: 5_000,
             ..Default::default()
@@ -217,13 +217,13 @@ pub async fn pending_bytes_are_budgeted_per_session_and_tenant(make: impl Make) 
     let first = backend.register(sized("s1", 2_000)).await.expect("fits");
     let over_session = backend.register(sized("s1", 2_000)).await.map(|_| ());
     assert!(
-        matches!(over_session, Err(AskError::TooManyPending(ref m)) if m.contains("per-session")),
+        matches!(over_session, Err(Error::TooManyPending(ref m)) if m.contains("per-session")),
         "{over_session:?}"
     );
     let _second = backend.register(sized("s2", 2_000)).await.expect("fits");
     let over_tenant = backend.register(sized("s3", 2_000)).await.map(|_| ());
     assert!(
-        matches!(over_tenant, Err(AskError::TooManyPending(ref m)) if m.contains("per-tenant")),
+        matches!(over_tenant, Err(Error::TooManyPending(ref m)) if m.contains("per-tenant")),
         "{over_tenant:?}"
     );
     backend

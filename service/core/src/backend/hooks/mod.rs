@@ -12,7 +12,7 @@ pub mod records;
 use async_trait::async_trait;
 
 use self::records::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
-use crate::domain::AskError;
+use crate::domain::Error;
 
 /// The per-tenant bounds a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,12 +68,12 @@ impl Shares {
 #[async_trait]
 pub trait HookStore: Send + Sync + 'static {
     /// Adds an endpoint; TOO_MANY_WEBHOOKS past `max_endpoints`.
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError>;
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error>;
 
     /// The tenant's endpoints, oldest first.
-    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError>;
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, Error>;
 
-    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError>;
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, Error>;
 
     /// Whether one of the tenant's endpoints provides for an ask in `session` with
     /// `labels` (Semantics 8): it counts as someone who will answer. An unreadable
@@ -97,12 +97,11 @@ pub trait HookStore: Send + Sync + 'static {
 
     /// Removes an endpoint; whether it was there. Its pending deliveries end FAILED
     /// at their next attempt.
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError>;
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error>;
 
     /// Queues new pending deliveries of one tenant, as many as its queue has room
     /// for; returns how many were queued.
-    async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord])
-    -> Result<usize, AskError>;
+    async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord]) -> Result<usize, Error>;
 
     /// Hands out up to `limit` deliveries due at `now_ms`, oldest first, each with its
     /// attempts bumped and leased until `lease_until_ms`; one whose tenant or endpoint
@@ -114,12 +113,12 @@ pub trait HookStore: Send + Sync + 'static {
         lease_until_ms: u64,
         limit: usize,
         shares: &Shares,
-    ) -> Result<Vec<DeliveryRecord>, AskError>;
+    ) -> Result<Vec<DeliveryRecord>, Error>;
 
     /// Records the outcome of an attempt: `record` as updated by the node that made
     /// it (status, error, next attempt). Dropped when the delivery was handed out
     /// again meanwhile (its attempts moved on), or is gone; `Ok(false)` then.
-    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError>;
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, Error>;
 
     /// The tenant's deliveries, newest first.
     async fn deliveries(
@@ -128,7 +127,7 @@ pub trait HookStore: Send + Sync + 'static {
         endpoint_id: Option<&str>,
         status: Option<Status>,
         limit: usize,
-    ) -> Result<Vec<DeliveryRecord>, AskError>;
+    ) -> Result<Vec<DeliveryRecord>, Error>;
 
     /// Makes a delivery of the tenant pending again, due at once, retried until
     /// `retry_until_ms`. NOT_FOUND when the tenant has no such delivery;
@@ -139,10 +138,10 @@ pub trait HookStore: Send + Sync + 'static {
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
-    ) -> Result<DeliveryRecord, AskError>;
+    ) -> Result<DeliveryRecord, Error>;
 
     /// Adds an ask's reminder timer, due at `due_ms`; an ask's timer is added once.
-    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError>;
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error>;
 
     /// Hands out up to `limit` timers due at `now_ms`, leased until `lease_until_ms`.
     async fn claim_timers(
@@ -150,14 +149,13 @@ pub trait HookStore: Send + Sync + 'static {
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
-    ) -> Result<Vec<TimerRecord>, AskError>;
+    ) -> Result<Vec<TimerRecord>, Error>;
 
     /// Stores a timer's progress and its next due time, or removes it (`None`).
-    async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>)
-    -> Result<(), AskError>;
+    async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>) -> Result<(), Error>;
 
     /// Removes an ask's timer (its ask was resolved).
-    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError>;
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), Error>;
 
     /// Keeps `value` under `key` for `ttl_ms` (where a Slack message was posted, a
     /// request seen); with `only_new`, only if the key is not there yet. Whether it
@@ -168,10 +166,10 @@ pub trait HookStore: Send + Sync + 'static {
         value: &str,
         ttl_ms: u64,
         only_new: bool,
-    ) -> Result<bool, AskError>;
+    ) -> Result<bool, Error>;
 
     /// A note's value, while it lasts.
-    async fn note(&self, key: &str) -> Result<Option<String>, AskError>;
+    async fn note(&self, key: &str) -> Result<Option<String>, Error>;
 }
 
 /// The contract every store must keep, stamped into `#[tokio::test]`s per store by
@@ -185,7 +183,7 @@ pub mod conformance {
 
     /// One conformance test, given a fresh store.
     pub type Test =
-        fn(Arc<dyn HookStore>) -> Pin<Box<dyn Future<Output = Result<(), AskError>> + Send>>;
+        fn(Arc<dyn HookStore>) -> Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 
     /// `hook_store_conformance!(on_each)`: one test per rule, each handing a closure to
     /// `on_each(test: Test)`, which runs it against every store it makes.
@@ -249,7 +247,7 @@ pub mod conformance {
     /// passed-over deliveries stay due for the next claim.
     pub async fn claims_keep_each_tenant_and_endpoint_to_its_share(
         store: &dyn HookStore,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let at = |tenant: &str, endpoint: &str, id: &str, ms| DeliveryRecord {
             endpoint_id: endpoint.into(),
             ..delivery(tenant, id, ms)
@@ -311,16 +309,11 @@ pub mod conformance {
         }
     }
 
-    pub async fn endpoints_are_per_tenant_and_capped(
-        store: &dyn HookStore,
-    ) -> Result<(), AskError> {
+    pub async fn endpoints_are_per_tenant_and_capped(store: &dyn HookStore) -> Result<(), Error> {
         store.create_endpoint(&endpoint("a", "e1")).await?;
         store.create_endpoint(&endpoint("a", "e2")).await?;
         let third = store.create_endpoint(&endpoint("a", "e3")).await;
-        assert!(
-            matches!(third, Err(AskError::TooManyWebhooks(_))),
-            "{third:?}"
-        );
+        assert!(matches!(third, Err(Error::TooManyWebhooks(_))), "{third:?}");
         store.create_endpoint(&endpoint("b", "e1")).await?;
         let ids = |list: Vec<EndpointRecord>| list.into_iter().map(|e| e.id).collect::<Vec<_>>();
         assert_eq!(ids(store.endpoints("a").await?), ["e1", "e2"]);
@@ -336,7 +329,7 @@ pub mod conformance {
 
     pub async fn deliveries_are_leased_finished_and_listed(
         store: &dyn HookStore,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let queued = store
             .enqueue(
                 "a",
@@ -419,7 +412,7 @@ pub mod conformance {
 
     pub async fn failed_deliveries_are_redelivered_and_old_ones_trimmed(
         store: &dyn HookStore,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         store.enqueue("a", &[delivery("a", "d1", 10)]).await?;
         let mut d1 = store
             .claim_deliveries(10, 100, 10, &Shares::unlimited())
@@ -437,7 +430,7 @@ pub mod conformance {
 
         // Another tenant cannot see or redeliver it.
         let foreign = store.redeliver("b", "d1", 50, 500).await;
-        assert!(matches!(foreign, Err(AskError::NotFound(_))), "{foreign:?}");
+        assert!(matches!(foreign, Err(Error::NotFound(_))), "{foreign:?}");
         let again = store.redeliver("a", "d1", 50, 500).await?;
         assert_eq!(
             (again.status, again.next_attempt_ms, again.retry_until_ms),
@@ -468,13 +461,13 @@ pub mod conformance {
         let kept = store.deliveries("a", None, None, 10).await?;
         assert_eq!(kept.len(), 2, "{kept:?}");
         let missing = store.redeliver("a", "d1", 300, 400).await;
-        assert!(matches!(missing, Err(AskError::NotFound(_))), "{missing:?}");
+        assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
         Ok(())
     }
 
     pub async fn timers_are_leased_advanced_and_cancelled(
         store: &dyn HookStore,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let timer = TimerRecord {
             tenant: "a".into(),
             session_id: "s".into(),
@@ -514,7 +507,7 @@ pub mod conformance {
         Ok(())
     }
 
-    pub async fn notes_are_kept_once_and_expire(store: &dyn HookStore) -> Result<(), AskError> {
+    pub async fn notes_are_kept_once_and_expire(store: &dyn HookStore) -> Result<(), Error> {
         assert_eq!(store.note("a").await?, None);
         assert!(store.put_note("a", "1", 60_000, true).await?);
         assert!(!store.put_note("a", "2", 60_000, true).await?, "only new");
@@ -526,7 +519,7 @@ pub mod conformance {
             while store.note("short").await?.is_some() {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
-            Ok::<_, AskError>(())
+            Ok::<_, Error>(())
         })
         .await;
         assert!(matches!(gone, Ok(Ok(()))), "a note expires after its ttl");

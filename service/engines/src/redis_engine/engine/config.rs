@@ -4,7 +4,7 @@ use super::*;
 
 /// Where the Redis backend keeps its state, and how long a node's leases last. Its
 /// `Debug` shows the URL without its password. The sizes and windows of the state
-/// ([`Settings`]) are the same on both engines and given apart.
+/// ([`StateConfig`]) are the same on both engines and given apart.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     /// `redis://` or `rediss://`; with `cluster`, some of the cluster's nodes,

@@ -20,7 +20,7 @@ pub(super) enum Delivery {
     Many(VecDeque<Message>),
 }
 
-pub(super) type DeliveryTx = mpsc::Sender<Result<Delivery, AskError>>;
+pub(super) type DeliveryTx = mpsc::Sender<Result<Delivery, Error>>;
 
 /// Where a subscriber's events go, and what it has sent so far.
 pub(super) struct Follower {
@@ -34,15 +34,15 @@ pub(super) struct Follower {
 
 /// Ends a subscription whose follower failed with its error (the subscriber gets the
 /// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
-pub(super) async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), AskError>) {
+pub(super) async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), Error>) {
     if let Err(e) = ended {
         debug!("subscription failed: {e}");
         let _ = events_tx.send(Err(e)).await;
     }
 }
 
-pub(super) fn lost_subscription() -> AskError {
-    AskError::BackendUnavailable(
+pub(super) fn lost_subscription() -> Error {
+    Error::BackendUnavailable(
         "this node lost its redis subscription; resume from the last cursor".into(),
     )
 }
@@ -137,7 +137,7 @@ impl Follower {
     pub(super) async fn snapshot_session(
         &self,
         key: &SessionKey,
-    ) -> Result<Option<(String, u64)>, AskError> {
+    ) -> Result<Option<(String, u64)>, Error> {
         let snapshot = self.node.store.snapshot(key).await?;
         let pending = snapshot.pending.into_iter().map(|(seq, requested)| {
             message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
@@ -158,7 +158,7 @@ impl Follower {
         key: &SessionKey,
         epoch: &str,
         last: u64,
-    ) -> Result<Option<u64>, AskError> {
+    ) -> Result<Option<u64>, Error> {
         let Some(events) = self.node.store.events_after(key, epoch, last).await? else {
             return Ok(None);
         };
@@ -180,7 +180,7 @@ impl Follower {
         after: Option<String>,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
         mut closing: tokio::sync::watch::Receiver<bool>,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let Some((mut epoch, mut last)) = self.start_session(&key, after).await? else {
             return Ok(());
         };
@@ -229,7 +229,7 @@ impl Follower {
         &mut self,
         key: &SessionKey,
         after: Option<String>,
-    ) -> Result<Option<(String, u64)>, AskError> {
+    ) -> Result<Option<(String, u64)>, Error> {
         let resumed = match after.as_deref().and_then(parse_cursor) {
             Some((e, seq)) => self
                 .node
@@ -267,7 +267,7 @@ impl Follower {
         epoch: &str,
         last: u64,
         event: &LiveEvent,
-    ) -> Result<Step, AskError> {
+    ) -> Result<Step, Error> {
         if event.epoch != epoch {
             return Ok(Step::Resync);
         }
@@ -290,10 +290,7 @@ impl Follower {
     }
 
     /// `reset`, then a fresh snapshot of the session; None when the subscriber left.
-    async fn resync_session(
-        &mut self,
-        key: &SessionKey,
-    ) -> Result<Option<(String, u64)>, AskError> {
+    async fn resync_session(&mut self, key: &SessionKey) -> Result<Option<(String, u64)>, Error> {
         if !self.send(events::reset()).await {
             return Ok(None);
         }
@@ -313,7 +310,7 @@ impl Follower {
         seen: &HashMap<String, (String, u64)>,
         event: &LiveEvent,
         since: SystemTime,
-    ) -> Result<TenantStep, AskError> {
+    ) -> Result<TenantStep, Error> {
         let session_id = session_of(&event.event);
         let key = || SessionKey::new(tenant, session_id);
         let store = &self.node.store;
@@ -367,7 +364,7 @@ impl Follower {
         &mut self,
         tenant: &str,
         seen: &mut HashMap<String, (String, u64)>,
-    ) -> Result<bool, AskError> {
+    ) -> Result<bool, Error> {
         seen.clear();
         let mut pending = Vec::new();
         for session_id in self.node.store.tenant_sessions(tenant).await? {
@@ -394,7 +391,7 @@ impl Follower {
         reset_first: bool,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
         mut closing: tokio::sync::watch::Receiver<bool>,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         // session_id → (epoch, last sequence number sent or covered)
         let mut seen: HashMap<String, (String, u64)> = HashMap::new();
         let mut first = reset_first;

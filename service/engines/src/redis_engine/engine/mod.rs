@@ -37,10 +37,10 @@ use super::{
 };
 use askgate_core::backend::{
     Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
-    Registered, RequestAbort, Scope, Settings, Stats, SubscribeOptions, Tap,
+    Registered, RequestAbort, Scope, StateConfig, Stats, SubscribeOptions, Tap,
     events::{self, Message, cursor, message, outcome_of, parse_cursor},
 };
-use askgate_core::domain::{AskError, NewAsk, Outcome, SessionKey};
+use askgate_core::domain::{Error, NewAsk, Outcome, SessionKey};
 
 mod config;
 mod follow;
@@ -73,7 +73,7 @@ struct Node {
     fanout: Fanout,
     config: RedisConfig,
     /// The sizes, limits and windows of the state; every limit counts over all nodes.
-    settings: Settings,
+    settings: StateConfig,
     /// Calls waiting on this node, by (session, rpc_id).
     waiters: Mutex<Waiters>,
     /// Asks resolved since the last renewal, to take off this node's wait list then.
@@ -103,7 +103,7 @@ struct Node {
 
 impl RedisBackend {
     /// Connects a node to the Redis of `config`, its state sized by `settings`.
-    pub async fn connect(config: RedisConfig, settings: Settings) -> anyhow::Result<Self> {
+    pub async fn connect(config: RedisConfig, settings: StateConfig) -> anyhow::Result<Self> {
         let target = RedisTarget {
             url: config.url.clone(),
             cluster: config.cluster,
@@ -161,7 +161,7 @@ impl RedisBackend {
 
 #[async_trait]
 impl Backend for RedisBackend {
-    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, AskError> {
+    async fn hold(&self, tenant: &str, budget: Budget, max: usize) -> Result<BudgetHold, Error> {
         let slot = SubscriberSlot::take(
             &self.node,
             TenantKeys::new(tenant).budget(budget.name()),
@@ -172,7 +172,7 @@ impl Backend for RedisBackend {
         Ok(Box::new(slot))
     }
 
-    async fn register(&self, ask: NewAsk) -> Result<Registered, AskError> {
+    async fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
         // Once the script has stored the ask, the steps after it must finish even if
         // the caller goes away meanwhile (its call cancelled): otherwise the ask would
         // be stored with nobody to abort it. So registration runs on its own task.
@@ -197,23 +197,18 @@ impl Backend for RedisBackend {
         });
         result_rx
             .await
-            .map_err(|_| AskError::Internal("registration task ended without a result".into()))?
+            .map_err(|_| Error::Internal("registration task ended without a result".into()))?
     }
 
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, AskError> {
+    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
         Ok(self.node.store.pending_ask(key, rpc_id).await?.questions)
     }
 
-    async fn claim(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-        outcome: Outcome,
-    ) -> Result<(), AskError> {
+    async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
         self.node.claim(key, rpc_id, outcome).await
     }
 
-    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), AskError> {
+    async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         let node = &self.node;
         let waiting_here = {
             let mut waiters = node.waiters.lock();
@@ -243,11 +238,11 @@ impl Backend for RedisBackend {
         &self,
         scope: Scope,
         options: SubscribeOptions,
-    ) -> Result<EventStream, AskError> {
+    ) -> Result<EventStream, Error> {
         self.subscribe_now(scope, options).await
     }
 
-    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+    async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error> {
         self.node.store.pending(key).await
     }
 
@@ -256,9 +251,9 @@ impl Backend for RedisBackend {
         key: &SessionKey,
         request_id: &str,
         resolved: Resolved,
-    ) -> Result<RequestAbort, AskError> {
+    ) -> Result<RequestAbort, Error> {
         if self.node.closed.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         self.node
             .store
@@ -272,10 +267,10 @@ impl Backend for RedisBackend {
         agent_id: &str,
         parent_agent_id: &str,
         holder: &Holder,
-    ) -> Result<Attached, AskError> {
+    ) -> Result<Attached, Error> {
         let node = &self.node;
         if node.closed.load(Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let incarnation = Uuid::now_v7().to_string();
         let previous = node
@@ -353,12 +348,12 @@ impl Backend for RedisBackend {
         key: &SessionKey,
         rpc_id: &str,
         notice: Event,
-    ) -> Result<Option<Noticed>, AskError> {
+    ) -> Result<Option<Noticed>, Error> {
         let Some(sent) = self.node.store.notice(key, rpc_id, &notice).await? else {
             return Ok(None);
         };
         let requested = Requested::decode(sent.asked.as_slice())
-            .map_err(|e| AskError::Internal(format!("corrupt ask in redis: {e}")))?;
+            .map_err(|e| Error::Internal(format!("corrupt ask in redis: {e}")))?;
         Ok(Some(Noticed {
             message: message(cursor(&sent.epoch, sent.seq), notice),
             requested,

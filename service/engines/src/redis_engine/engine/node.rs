@@ -38,7 +38,7 @@ impl Node {
         (self.config.lease.as_millis() as u64).max(1)
     }
 
-    pub(super) async fn refresh(&self) -> Result<(), AskError> {
+    pub(super) async fn refresh(&self) -> Result<(), Error> {
         let resolved = std::mem::take(&mut *self.resolved_here.lock());
         let leases: Vec<((String, String), String)> = self
             .leases
@@ -97,7 +97,7 @@ impl Node {
 
     /// Holds a presence key (renewed by the refresh loop while held) and sets it now,
     /// so the session counts as attended from this subscription on.
-    pub(super) async fn hold_attended(&self, key: String) -> Result<(), AskError> {
+    pub(super) async fn hold_attended(&self, key: String) -> Result<(), Error> {
         *self.attended.lock().entry(key.clone()).or_default() += 1;
         self.store
             .set_presence(&key, &self.id, self.settings.reconnect_grace)
@@ -107,10 +107,7 @@ impl Node {
     /// Admits a followed session among its tenant's sessions holding state (refused
     /// TOO_MANY_SESSIONS when the tenant holds as many as it may) and renews it while
     /// this node follows it.
-    pub(super) async fn hold_session(
-        &self,
-        key: &SessionKey,
-    ) -> Result<(String, String), AskError> {
+    pub(super) async fn hold_session(&self, key: &SessionKey) -> Result<(String, String), Error> {
         self.store
             .admit_session(key, now_ms() + self.lease_ms())
             .await?;
@@ -148,7 +145,7 @@ impl Node {
         &self,
         tenant: &str,
         agent: &askgate_proto::v1::AgentRef,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let (incarnation, parent) = self.store.agent(tenant, &agent.agent_id).await?;
         let lease = incarnation
             .as_deref()
@@ -156,7 +153,7 @@ impl Node {
         if let Some(parent) = askgate_core::backend::live_caller(agent, lease)?
             && self.store.agent_attached(tenant, parent).await?
         {
-            return Err(AskError::DelegatedCaller);
+            return Err(Error::DelegatedCaller);
         }
         Ok(())
     }
@@ -187,7 +184,7 @@ impl Node {
         key: &SessionKey,
         rpc_id: &str,
         outcome: Outcome,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let resolved = events::resolved(key, rpc_id, &outcome);
         // The script also deletes the ask's wait mark. Should the ask be on the sweep
         // list (its first node died), it stays there until due, when the sweep finds
@@ -210,7 +207,7 @@ impl Node {
     /// Asks whose callers all went away: once their reattach grace is over and no live
     /// node waits on them, they resolve ABORTED. Every node sweeps; the claim script
     /// lets one win.
-    pub(super) async fn sweep_abandoned(&self) -> Result<Vec<(SessionKey, String)>, AskError> {
+    pub(super) async fn sweep_abandoned(&self) -> Result<Vec<(SessionKey, String)>, Error> {
         self.take_over_dead_nodes().await?;
         let mut abandoned = Vec::new();
         for member in self.store.take_due(100).await? {
@@ -234,7 +231,7 @@ impl Node {
     /// sweep list, due when its reattach grace is over; a call that reattached on a
     /// live node meanwhile keeps it. A batch per node per sweep; the node is forgotten
     /// once its list is empty.
-    pub(super) async fn take_over_dead_nodes(&self) -> Result<(), AskError> {
+    pub(super) async fn take_over_dead_nodes(&self) -> Result<(), Error> {
         for node_id in self.store.dead_nodes(10).await? {
             if node_id != self.id {
                 self.store.take_over(&node_id, 100).await?;
@@ -250,7 +247,7 @@ impl Node {
         key: &SessionKey,
         rpc_id: &str,
         ask: &WaitSpec,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         self.store
             .list_waiter(&self.id, key, rpc_id, ask.grace, ask.mark_ttl)
             .await

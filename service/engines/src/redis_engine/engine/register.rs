@@ -9,7 +9,7 @@ use askgate_core::{
         Backend, Committed, Registered,
         events::{self, cursor, message, outcome_of},
     },
-    domain::{AskError, NewAsk, Outcome, SessionKey},
+    domain::{Error, NewAsk, Outcome, SessionKey},
 };
 use askgate_proto::v1::{AgentRef, Requested, Unattended, subscribe_response::Event};
 use tokio::sync::{broadcast, oneshot};
@@ -23,10 +23,10 @@ use crate::redis_engine::{
 };
 
 impl RedisBackend {
-    pub(super) async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, AskError> {
+    pub(super) async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, Error> {
         let node = &self.node;
         if node.closed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let key = ask.key.clone();
         if let Some(agent) = &ask.agent {
@@ -103,7 +103,7 @@ impl RedisBackend {
         outcome: oneshot::Receiver<Outcome>,
         requested: Requested,
         spec: &WaitSpec,
-    ) -> Result<(String, oneshot::Receiver<Outcome>), AskError> {
+    ) -> Result<(String, oneshot::Receiver<Outcome>), Error> {
         let node = &self.node;
         match registration {
             Registration::New { seq, epoch } => {
@@ -189,7 +189,7 @@ async fn list_first(
     rpc_id: &str,
     spec: &WaitSpec,
     must_be_attended: bool,
-) -> Result<(), AskError> {
+) -> Result<(), Error> {
     let listed = node.list_waiter(key, rpc_id, spec);
     let attended = async {
         match must_be_attended {
@@ -201,6 +201,6 @@ async fn list_first(
     listed?;
     match attended? {
         true => Ok(()),
-        false => Err(AskError::NoProvider),
+        false => Err(Error::NoProvider),
     }
 }

@@ -18,8 +18,8 @@ impl SubscriberSlot {
         node: &Arc<Node>,
         subs: String,
         max: usize,
-        full: impl FnOnce(usize) -> AskError,
-    ) -> Result<Self, AskError> {
+        full: impl FnOnce(usize) -> Error,
+    ) -> Result<Self, Error> {
         let member = format!("{}:{}", node.id, Uuid::new_v4().simple());
         if !node
             .store
@@ -93,14 +93,14 @@ impl Drop for Held {
 
 /// A subscription's stream: the follower task's output, holding its resources.
 pub(super) struct HeldStream {
-    pub(super) events: ReceiverStream<Result<Delivery, AskError>>,
+    pub(super) events: ReceiverStream<Result<Delivery, Error>>,
     /// The rest of a replay delivered at once.
     pub(super) replay: VecDeque<Message>,
     pub(super) _held: Held,
 }
 
 impl tokio_stream::Stream for HeldStream {
-    type Item = Result<Message, AskError>;
+    type Item = Result<Message, Error>;
 
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,

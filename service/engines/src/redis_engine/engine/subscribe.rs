@@ -6,7 +6,7 @@ use std::{collections::VecDeque, sync::Arc};
 
 use askgate_core::{
     backend::{EventStream, Scope, SubscribeOptions},
-    domain::{AskError, SessionKey},
+    domain::{Error, SessionKey},
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -22,10 +22,10 @@ impl RedisBackend {
         &self,
         scope: Scope,
         options: SubscribeOptions,
-    ) -> Result<EventStream, AskError> {
+    ) -> Result<EventStream, Error> {
         let node = self.node.clone();
         if node.closed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(AskError::ShuttingDown);
+            return Err(Error::ShuttingDown);
         }
         let buffer = match &scope {
             Scope::Session(_) => node.settings.subscriber_buffer,
@@ -58,13 +58,13 @@ async fn session(
     options: SubscribeOptions,
     follower: Follower,
     closing: watch::Receiver<bool>,
-) -> Result<Held, AskError> {
+) -> Result<Held, Error> {
     let keys = SessionKeys::new(&key);
     let slot = SubscriberSlot::take(
         &node,
         keys.subscribers(),
         node.settings.max_subscribers_per_session,
-        AskError::too_many_subscribers,
+        Error::too_many_subscribers,
     )
     .await?;
     let held_session = node.hold_session(&key).await?;
@@ -76,7 +76,7 @@ async fn session(
                 .take_exclusive(&hold, &node.id, node.config.lease)
                 .await?
             {
-                return Err(AskError::DuplicateProvider);
+                return Err(Error::DuplicateProvider);
             }
             node.exclusive.lock().insert(hold.clone(), node.id.clone());
             Some(hold)
@@ -111,13 +111,13 @@ async fn tenant_wide(
     options: SubscribeOptions,
     follower: Follower,
     closing: watch::Receiver<bool>,
-) -> Result<Held, AskError> {
+) -> Result<Held, Error> {
     let keys = TenantKeys::new(&tenant);
     let slot = SubscriberSlot::take(
         &node,
         keys.all_sessions_subscribers(),
         node.settings.max_all_sessions_per_tenant,
-        AskError::too_many_all_sessions,
+        Error::too_many_all_sessions,
     )
     .await?;
     let channel = keys.channel();

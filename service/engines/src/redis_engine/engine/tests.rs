@@ -1,19 +1,19 @@
 use std::sync::Arc;
 
-use askgate_core::backend::Settings;
+use askgate_core::backend::StateConfig;
 use askgate_testing::RedisServer;
 
 use super::*;
 
 /// The conformance suite's sizes, on a Redis backend with its own redis-server.
-async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+async fn make(config: StateConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
     let redis = RedisServer::start().await;
     let backend = backend(RedisConfig::new(&redis.url), config).await;
     (backend, Box::new(redis))
 }
 
 /// A backend on `redis` with the conformance suite's sizes.
-async fn backend(redis: RedisConfig, settings: Settings) -> Arc<dyn Backend> {
+async fn backend(redis: RedisConfig, settings: StateConfig) -> Arc<dyn Backend> {
     Arc::new(
         RedisBackend::connect(redis, settings)
             .await
@@ -29,7 +29,7 @@ mod cluster {
     use super::*;
     use askgate_testing::RedisCluster;
 
-    async fn make(config: Settings) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+    async fn make(config: StateConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
         let cluster = RedisCluster::start(3).await;
         let redis = RedisConfig {
             cluster: true,

@@ -4,7 +4,7 @@
 
 use askgate_core::{
     backend::RequestAbort,
-    domain::{AskError, SessionKey},
+    domain::{Error, SessionKey},
 };
 use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use prost::Message as _;
@@ -33,7 +33,7 @@ impl RedisStore {
         requested: &Requested,
         request_id: &str,
         listing: Option<&Listing<'_>>,
-    ) -> Result<Registration, AskError> {
+    ) -> Result<Registration, Error> {
         let keys = SessionKeys::new(key);
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
@@ -91,7 +91,7 @@ impl RedisStore {
         tenant: &TenantKeys,
         now: u64,
         bytes: usize,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let idle_ms = self.idle_ttl_secs() * 1000;
         let admitted: String = self
             .admit_ask
@@ -112,7 +112,7 @@ impl RedisStore {
         if admitted != "ok" {
             return Err(match Refusal::of(&admitted) {
                 Some(refusal) => self.refused(refusal),
-                None => AskError::Internal(format!(
+                None => Error::Internal(format!(
                     "unexpected reply of the admission script: {admitted:?}"
                 )),
             });
@@ -187,19 +187,19 @@ impl RedisStore {
     }
 
     /// The error of a refused registration.
-    fn refused(&self, refusal: Refusal) -> AskError {
+    fn refused(&self, refusal: Refusal) -> Error {
         match refusal {
-            Refusal::SessionFull => AskError::TooManyPending(format!(
+            Refusal::SessionFull => Error::TooManyPending(format!(
                 "at most {} pending asks per session",
                 self.config.max_pending_per_session
             )),
             Refusal::TenantFull => self.tenant_full(),
             Refusal::SessionBytesFull => {
-                AskError::pending_bytes_full("session", self.config.max_pending_bytes_per_session)
+                Error::pending_bytes_full("session", self.config.max_pending_bytes_per_session)
             }
             Refusal::TenantBytesFull => self.tenant_bytes_full(),
             Refusal::SessionsFull => self.sessions_full(),
-            Refusal::NoProvider => AskError::NoProvider,
+            Refusal::NoProvider => Error::NoProvider,
         }
     }
 
@@ -211,7 +211,7 @@ impl RedisStore {
         key: &SessionKey,
         rpc_id: &str,
         notice: &Event,
-    ) -> Result<Option<Claimed>, AskError> {
+    ) -> Result<Option<Claimed>, Error> {
         let keys = SessionKeys::new(key);
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
@@ -269,7 +269,7 @@ impl RedisStore {
     /// First wins: removes the pending ask, records how it ended and publishes its
     /// `resolved` event, atomically. A later claim gets NOT_PENDING with the first's
     /// resolution while it is remembered.
-    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<Claimed, AskError> {
+    pub async fn claim(&self, key: &SessionKey, resolved: &Resolved) -> Result<Claimed, Error> {
         let keys = SessionKeys::new(key);
         let settled = format!(
             "{} {}",
@@ -342,7 +342,7 @@ impl RedisStore {
                 }
                 Ok(Claimed { seq, epoch, asked })
             }
-            Claim::Gone { settled } => Err(AskError::NotPending {
+            Claim::Gone { settled } => Err(Error::NotPending {
                 settled: parse_settled(&settled),
             }),
         }
@@ -355,7 +355,7 @@ impl RedisStore {
         key: &SessionKey,
         request_id: &str,
         resolved: &Resolved,
-    ) -> Result<RequestAbort, AskError> {
+    ) -> Result<RequestAbort, Error> {
         let aborted: Aborted = scripts::ABORT_REQUEST
             .key(SessionKeys::new(key).request(request_id))
             .arg(&resolved.rpc_id)

@@ -12,7 +12,7 @@ use askgate_core::{
         HookStore, Shares, StoreLimits,
         records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
     },
-    domain::AskError,
+    domain::Error,
 };
 
 use super::{RedisConn, scripts::hook_scripts::*, unavailable};
@@ -37,17 +37,17 @@ impl RedisHookStore {
     }
 }
 
-fn to_json<T: Serialize>(value: &T) -> Result<String, AskError> {
-    serde_json::to_string(value).map_err(|e| AskError::Internal(format!("encoding a record: {e}")))
+fn to_json<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("encoding a record: {e}")))
 }
 
-fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, AskError> {
+fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, Error> {
     serde_json::from_str(json)
-        .map_err(|e| AskError::Internal(format!("corrupt webhook record in redis: {e}")))
+        .map_err(|e| Error::Internal(format!("corrupt webhook record in redis: {e}")))
 }
 
-fn too_many_queued(max: usize) -> AskError {
-    AskError::TooManyWebhooks(format!(
+fn too_many_queued(max: usize) -> Error {
+    Error::TooManyWebhooks(format!(
         "at most {max} queued webhook deliveries per tenant"
     ))
 }
@@ -61,7 +61,7 @@ fn status_code(status: Status) -> &'static str {
 }
 
 /// Decodes `json, attempts` pairs of a claim.
-fn claimed(reply: Vec<redis::Value>) -> Result<Vec<DeliveryRecord>, AskError> {
+fn claimed(reply: Vec<redis::Value>) -> Result<Vec<DeliveryRecord>, Error> {
     reply
         .chunks(2)
         .map(|pair| {
@@ -76,7 +76,7 @@ fn claimed(reply: Vec<redis::Value>) -> Result<Vec<DeliveryRecord>, AskError> {
 
 #[async_trait]
 impl HookStore for RedisHookStore {
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), AskError> {
+    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error> {
         let reply: String = CREATE_ENDPOINT
             .key(HookKeys::endpoints(&endpoint.tenant))
             .arg(&endpoint.id)
@@ -87,14 +87,14 @@ impl HookStore for RedisHookStore {
             .map_err(unavailable)?;
         match reply.as_str() {
             "ok" => Ok(()),
-            _ => Err(AskError::TooManyWebhooks(format!(
+            _ => Err(Error::TooManyWebhooks(format!(
                 "at most {} webhook endpoints per tenant",
                 self.limits.max_endpoints
             ))),
         }
     }
 
-    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, AskError> {
+    async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, Error> {
         let values: Vec<String> = self
             .conn()
             .hvals(HookKeys::endpoints(tenant))
@@ -108,7 +108,7 @@ impl HookStore for RedisHookStore {
         Ok(endpoints)
     }
 
-    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, AskError> {
+    async fn endpoint(&self, tenant: &str, id: &str) -> Result<Option<EndpointRecord>, Error> {
         let json: Option<String> = self
             .conn()
             .hget(HookKeys::endpoints(tenant), id)
@@ -117,7 +117,7 @@ impl HookStore for RedisHookStore {
         json.as_deref().map(from_json).transpose()
     }
 
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, AskError> {
+    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
         let removed: usize = self
             .conn()
             .hdel(HookKeys::endpoints(tenant), id)
@@ -126,11 +126,7 @@ impl HookStore for RedisHookStore {
         Ok(removed > 0)
     }
 
-    async fn enqueue(
-        &self,
-        tenant: &str,
-        deliveries: &[DeliveryRecord],
-    ) -> Result<usize, AskError> {
+    async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord]) -> Result<usize, Error> {
         if deliveries.is_empty() {
             return Ok(0);
         }
@@ -164,7 +160,7 @@ impl HookStore for RedisHookStore {
         lease_until_ms: u64,
         limit: usize,
         shares: &Shares,
-    ) -> Result<Vec<DeliveryRecord>, AskError> {
+    ) -> Result<Vec<DeliveryRecord>, Error> {
         let mut invocation = CLAIM.prepare_invoke();
         invocation
             .key(HookKeys::due())
@@ -191,7 +187,7 @@ impl HookStore for RedisHookStore {
         claimed(reply)
     }
 
-    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, AskError> {
+    async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, Error> {
         let recorded: i64 = FINISH
             .key(HookKeys::due())
             .key(HookKeys::deliveries())
@@ -220,7 +216,7 @@ impl HookStore for RedisHookStore {
         endpoint_id: Option<&str>,
         status: Option<Status>,
         limit: usize,
-    ) -> Result<Vec<DeliveryRecord>, AskError> {
+    ) -> Result<Vec<DeliveryRecord>, Error> {
         let mut found = Vec::new();
         let mut start = 0;
         while found.len() < limit {
@@ -264,8 +260,8 @@ impl HookStore for RedisHookStore {
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
-    ) -> Result<DeliveryRecord, AskError> {
-        let not_found = || AskError::NotFound("no delivery with that id".into());
+    ) -> Result<DeliveryRecord, Error> {
+        let not_found = || Error::NotFound("no delivery with that id".into());
         let (json, attempts): (Option<String>, Option<u32>) = redis::pipe()
             .hget(HookKeys::deliveries(), id)
             .hget(HookKeys::attempts(), id)
@@ -300,7 +296,7 @@ impl HookStore for RedisHookStore {
         }
     }
 
-    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), AskError> {
+    async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error> {
         self.timer_op("schedule", &timer.id(), &to_json(timer)?, Some(due_ms))
             .await
     }
@@ -310,7 +306,7 @@ impl HookStore for RedisHookStore {
         now_ms: u64,
         lease_until_ms: u64,
         limit: usize,
-    ) -> Result<Vec<TimerRecord>, AskError> {
+    ) -> Result<Vec<TimerRecord>, Error> {
         let reply: Vec<String> = CLAIM_TIMERS
             .key(HookKeys::timers_due())
             .key(HookKeys::timers())
@@ -323,11 +319,7 @@ impl HookStore for RedisHookStore {
         reply.iter().map(|json| from_json(json)).collect()
     }
 
-    async fn finish_timer(
-        &self,
-        timer: &TimerRecord,
-        next_ms: Option<u64>,
-    ) -> Result<(), AskError> {
+    async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>) -> Result<(), Error> {
         self.timer_op("finish", &timer.id(), &to_json(timer)?, next_ms)
             .await
     }
@@ -338,7 +330,7 @@ impl HookStore for RedisHookStore {
         value: &str,
         ttl_ms: u64,
         only_new: bool,
-    ) -> Result<bool, AskError> {
+    ) -> Result<bool, Error> {
         let mut command = redis::cmd("SET");
         command
             .arg(HookKeys::note(key))
@@ -355,14 +347,14 @@ impl HookStore for RedisHookStore {
         Ok(stored.is_some())
     }
 
-    async fn note(&self, key: &str) -> Result<Option<String>, AskError> {
+    async fn note(&self, key: &str) -> Result<Option<String>, Error> {
         self.conn()
             .get(HookKeys::note(key))
             .await
             .map_err(unavailable)
     }
 
-    async fn cancel_timer(&self, timer_id: &str) -> Result<(), AskError> {
+    async fn cancel_timer(&self, timer_id: &str) -> Result<(), Error> {
         self.timer_op("cancel", timer_id, "", None).await
     }
 }
@@ -374,7 +366,7 @@ impl RedisHookStore {
         id: &str,
         json: &str,
         due_ms: Option<u64>,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let _: String = TIMER
             .key(HookKeys::timers_due())
             .key(HookKeys::timers())

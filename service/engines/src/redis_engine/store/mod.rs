@@ -33,8 +33,8 @@ pub use super::{
     connection::{RedisConn, RedisTarget},
     keys::{SessionKeys, TenantKeys},
 };
-use askgate_core::backend::{Holder, Settings};
-use askgate_core::domain::{AskError, SessionKey, Settled};
+use askgate_core::backend::{Holder, StateConfig};
+use askgate_core::domain::{Error, SessionKey, Settled};
 
 mod asks;
 mod hooks;
@@ -52,7 +52,7 @@ use scripts::*;
 #[derive(Clone)]
 pub struct RedisStore {
     conn: RedisConn,
-    config: Settings,
+    config: StateConfig,
     register: Script,
     claim: Script,
     tenant_registered: Script,
@@ -71,27 +71,27 @@ pub fn now_ms() -> u64 {
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
 /// is a fault of ours.
-pub fn unavailable(error: redis::RedisError) -> AskError {
+pub fn unavailable(error: redis::RedisError) -> Error {
     if error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()
         || error.is_timeout()
         || error.is_unrecoverable_error()
     {
-        AskError::BackendUnavailable(error.to_string())
+        Error::BackendUnavailable(error.to_string())
     } else {
-        AskError::Internal(format!("redis: {error}"))
+        Error::Internal(format!("redis: {error}"))
     }
 }
 
-fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, AskError> {
-    M::decode(bytes).map_err(|e| AskError::Internal(format!("corrupt entry in redis: {e}")))
+fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Error> {
+    M::decode(bytes).map_err(|e| Error::Internal(format!("corrupt entry in redis: {e}")))
 }
 
 /// Field `i` of a script's reply, as `T`.
-fn reply_field<T: redis::FromRedisValue>(reply: &[redis::Value], i: usize) -> Result<T, AskError> {
+fn reply_field<T: redis::FromRedisValue>(reply: &[redis::Value], i: usize) -> Result<T, Error> {
     redis::from_redis_value_ref(reply.get(i).unwrap_or(&redis::Value::Nil))
-        .map_err(|e| AskError::Internal(format!("unexpected script reply: {e}")))
+        .map_err(|e| Error::Internal(format!("unexpected script reply: {e}")))
 }
 
 fn parse_settled(text: &str) -> Option<Settled> {
@@ -104,7 +104,10 @@ fn parse_settled(text: &str) -> Option<Settled> {
 
 impl RedisStore {
     /// Connects to the target; reconnects by itself later.
-    pub async fn connect(target: impl Into<RedisTarget>, config: Settings) -> anyhow::Result<Self> {
+    pub async fn connect(
+        target: impl Into<RedisTarget>,
+        config: StateConfig,
+    ) -> anyhow::Result<Self> {
         let conn = target.into().connect(None).await?;
         Ok(Self {
             conn,
@@ -135,7 +138,7 @@ impl RedisStore {
         parent_agent_id: &str,
         holder: &Holder,
         lease: Duration,
-    ) -> Result<Option<String>, AskError> {
+    ) -> Result<Option<String>, Error> {
         let keys = TenantKeys::new(tenant);
         let max = self.config.max_agents_per_tenant;
         let reply: Vec<String> = self
@@ -154,12 +157,12 @@ impl RedisStore {
             .await
             .map_err(unavailable)?;
         match reply.as_slice() {
-            [state] if state == "held" => Err(AskError::lease_held()),
-            [state] if state == "full" => Err(AskError::too_many_agents(max)),
+            [state] if state == "held" => Err(Error::lease_held()),
+            [state] if state == "full" => Err(Error::too_many_agents(max)),
             [state, previous] if state == "attached" => {
                 Ok(Some(previous.clone()).filter(|p| !p.is_empty()))
             }
-            _ => Err(AskError::Internal(format!(
+            _ => Err(Error::Internal(format!(
                 "unexpected reply of the attach script: {reply:?}"
             ))),
         }
@@ -167,7 +170,7 @@ impl RedisStore {
 
     /// Counts `key`'s session among its tenant's sessions holding state until `until`
     /// (or later, if it already is), unless the tenant holds as many as it may.
-    pub async fn admit_session(&self, key: &SessionKey, until_ms: u64) -> Result<(), AskError> {
+    pub async fn admit_session(&self, key: &SessionKey, until_ms: u64) -> Result<(), Error> {
         let admitted: i64 = self
             .admit_session
             .key(TenantKeys::new(&key.tenant).held_sessions())
@@ -185,8 +188,8 @@ impl RedisStore {
         }
     }
 
-    fn sessions_full(&self) -> AskError {
-        AskError::too_many_sessions(self.config.max_sessions_per_tenant)
+    fn sessions_full(&self) -> Error {
+        Error::too_many_sessions(self.config.max_sessions_per_tenant)
     }
 
     /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED
@@ -228,12 +231,12 @@ impl RedisStore {
         self.conn.is_cluster()
     }
 
-    fn tenant_bytes_full(&self) -> AskError {
-        AskError::pending_bytes_full("tenant", self.config.max_pending_bytes_per_tenant)
+    fn tenant_bytes_full(&self) -> Error {
+        Error::pending_bytes_full("tenant", self.config.max_pending_bytes_per_tenant)
     }
 
-    fn tenant_full(&self) -> AskError {
-        AskError::TooManyPending(format!(
+    fn tenant_full(&self) -> Error {
+        Error::TooManyPending(format!(
             "at most {} pending asks per tenant",
             self.config.max_pending_per_tenant
         ))
@@ -261,7 +264,7 @@ impl RedisStore {
     }
 
     /// The stored `Requested` of a pending ask.
-    pub async fn pending_ask(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, AskError> {
+    pub async fn pending_ask(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         let (bytes, settled): (Option<Vec<u8>>, Option<String>) = redis::pipe()
@@ -272,14 +275,14 @@ impl RedisStore {
             .map_err(unavailable)?;
         match bytes {
             Some(bytes) => decode(&bytes),
-            None => Err(AskError::NotPending {
+            None => Err(Error::NotPending {
                 settled: settled.as_deref().and_then(parse_settled),
             }),
         }
     }
 
     /// The pending asks of a session, oldest first.
-    pub async fn pending(&self, key: &SessionKey) -> Result<Vec<Requested>, AskError> {
+    pub async fn pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error> {
         Ok(self
             .snapshot(key)
             .await?
@@ -291,7 +294,7 @@ impl RedisStore {
 
     /// The session's pending asks as of its last event, read in one transaction so the
     /// two agree: live events after `head` are exactly the changes since.
-    pub async fn snapshot(&self, key: &SessionKey) -> Result<Snapshot, AskError> {
+    pub async fn snapshot(&self, key: &SessionKey) -> Result<Snapshot, Error> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         type Read = (
@@ -312,7 +315,7 @@ impl RedisStore {
             .into_iter()
             .filter_map(|(id, seq)| Some((seq, asks.remove(&id)?)))
             .map(|(seq, bytes)| Ok((seq, decode(&bytes)?)))
-            .collect::<Result<_, AskError>>()?;
+            .collect::<Result<_, Error>>()?;
         Ok(Snapshot {
             epoch: epoch.unwrap_or_default(),
             head: head.unwrap_or(0),
@@ -321,7 +324,7 @@ impl RedisStore {
     }
 
     /// Sessions of a tenant that may have pending asks.
-    pub async fn tenant_sessions(&self, tenant: &str) -> Result<Vec<String>, AskError> {
+    pub async fn tenant_sessions(&self, tenant: &str) -> Result<Vec<String>, Error> {
         let mut conn = self.conn.clone();
         let sessions = TenantKeys::new(tenant).sessions();
         match self.conn.is_cluster() {
@@ -333,7 +336,7 @@ impl RedisStore {
     }
 
     /// Every event the session's history still holds, oldest first.
-    pub async fn history(&self, key: &SessionKey) -> Result<Vec<StoredEvent>, AskError> {
+    pub async fn history(&self, key: &SessionKey) -> Result<Vec<StoredEvent>, Error> {
         let mut conn = self.conn.clone();
         let entries: Vec<Vec<u8>> = conn
             .lrange(SessionKeys::new(key).events(), 0, -1)
@@ -350,7 +353,7 @@ impl RedisStore {
         key: &SessionKey,
         epoch: &str,
         seq: u64,
-    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, Error> {
         self.held_events(key, epoch, Some(seq)).await
     }
 
@@ -360,7 +363,7 @@ impl RedisStore {
         &self,
         key: &SessionKey,
         epoch: &str,
-    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, Error> {
         self.held_events(key, epoch, None).await
     }
 
@@ -369,7 +372,7 @@ impl RedisStore {
         key: &SessionKey,
         epoch: &str,
         after: Option<u64>,
-    ) -> Result<Option<Vec<(u64, StoredEvent)>>, AskError> {
+    ) -> Result<Option<Vec<(u64, StoredEvent)>>, Error> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
         let (stored_epoch, head, entries): (Option<String>, Option<u64>, Vec<Vec<u8>>) =

@@ -4,7 +4,7 @@ use askgate_proto::v1::{Requested, Resolved, SubscribeResponse, subscribe_respon
 use prost::Message as _;
 
 use super::decode;
-use askgate_core::domain::AskError;
+use askgate_core::domain::Error;
 
 /// What registering an ask did.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,14 +110,14 @@ pub struct Claimed {
 }
 
 /// Decodes a history entry (or the payload of a pub/sub message after its prefix).
-pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, AskError> {
+pub fn parse_event(entry: &[u8]) -> Result<StoredEvent, Error> {
     match entry.split_first() {
         Some((b'Q', payload)) => Ok(StoredEvent::Requested(decode(payload)?)),
         Some((b'R', payload)) => Ok(StoredEvent::Resolved(decode(payload)?)),
         Some((b'N', payload)) => decode::<SubscribeResponse>(payload)?
             .event
             .map(StoredEvent::Notice)
-            .ok_or_else(|| AskError::Internal("empty notice in redis".into())),
-        _ => Err(AskError::Internal("corrupt history entry in redis".into())),
+            .ok_or_else(|| Error::Internal("empty notice in redis".into())),
+        _ => Err(Error::Internal("corrupt history entry in redis".into())),
     }
 }

@@ -16,7 +16,7 @@ use super::{RedisStore, now_ms, scripts::TAKE_SLOT, unavailable};
 use crate::redis_engine::keys::{
     NODES_KEY, SessionKeys, TenantKeys, WAITS_KEY, node_waits_key, wait_member,
 };
-use askgate_core::domain::{AskError, SessionKey};
+use askgate_core::domain::{Error, SessionKey};
 
 /// What a node renews in one round (one pipeline on a single server, one command at a
 /// time on a cluster).
@@ -43,7 +43,7 @@ impl RedisStore {
     }
 
     /// Starts or renews a node's lease, before any ask it takes can rely on it.
-    pub async fn start_node_lease(&self, node_id: &str, lease: Duration) -> Result<(), AskError> {
+    pub async fn start_node_lease(&self, node_id: &str, lease: Duration) -> Result<(), Error> {
         let mut conn = self.conn.clone();
         conn.zadd(NODES_KEY, node_id, now_ms() + Self::ms(lease))
             .await
@@ -66,7 +66,7 @@ impl RedisStore {
         renewal: &Renewal,
         lease: Duration,
         grace: Duration,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let (lease_ms, expires) = (Self::ms(lease), now_ms() + Self::ms(lease));
         let mut commands = Vec::new();
         for key in &renewal.presence {
@@ -143,7 +143,7 @@ impl RedisStore {
         key: &str,
         node_id: &str,
         grace: Duration,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let mut conn = self.conn.clone();
         redis::cmd("SET")
             .arg(key)
@@ -156,7 +156,7 @@ impl RedisStore {
     }
 
     /// Whether someone follows the session (its presence, or its tenant's).
-    pub async fn attended(&self, key: &SessionKey) -> Result<bool, AskError> {
+    pub async fn attended(&self, key: &SessionKey) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
         let present: u64 = redis::cmd("EXISTS")
             .arg(SessionKeys::new(key).attended())
@@ -173,7 +173,7 @@ impl RedisStore {
         hold: &str,
         node_id: &str,
         lease: Duration,
-    ) -> Result<bool, AskError> {
+    ) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
         let taken: Option<String> = redis::cmd("SET")
             .arg(hold)
@@ -203,7 +203,7 @@ impl RedisStore {
         member: &str,
         max: usize,
         lease: Duration,
-    ) -> Result<bool, AskError> {
+    ) -> Result<bool, Error> {
         let now = now_ms();
         let taken: i64 = TAKE_SLOT
             .key(subs)
@@ -235,7 +235,7 @@ impl RedisStore {
         rpc_id: &str,
         grace: Duration,
         mark_ttl: Duration,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let mark = SessionKeys::new(key).wait_mark(rpc_id);
         // Keys of several slots: commands at once rather than one pipeline, which a
         // cluster would refuse.
@@ -253,7 +253,7 @@ impl RedisStore {
         node_id: &str,
         key: &SessionKey,
         rpc_id: &str,
-    ) -> Result<(), AskError> {
+    ) -> Result<(), Error> {
         let commands = vec![
             redis::Cmd::srem(node_waits_key(node_id), wait_member(key, rpc_id)),
             redis::Cmd::hdel(SessionKeys::new(key).wait_mark(rpc_id), node_id),
@@ -262,11 +262,7 @@ impl RedisStore {
     }
 
     /// The nodes whose lease is running that wait on the ask.
-    pub async fn live_waiters(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-    ) -> Result<Vec<String>, AskError> {
+    pub async fn live_waiters(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<String>, Error> {
         let mut conn = self.conn.clone();
         let nodes: Vec<String> = conn
             .hkeys(SessionKeys::new(key).wait_mark(rpc_id))
@@ -291,7 +287,7 @@ impl RedisStore {
     }
 
     /// Up to `limit` entries of the sweep list that are due, taken off it.
-    pub async fn take_due(&self, limit: usize) -> Result<Vec<String>, AskError> {
+    pub async fn take_due(&self, limit: usize) -> Result<Vec<String>, Error> {
         let mut conn = self.conn.clone();
         let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
             .arg(WAITS_KEY)
@@ -312,7 +308,7 @@ impl RedisStore {
     }
 
     /// Puts a wait list entry back on a node's list (it is back and still waits).
-    pub async fn relist(&self, node_id: &str, member: &str) -> Result<(), AskError> {
+    pub async fn relist(&self, node_id: &str, member: &str) -> Result<(), Error> {
         let mut conn = self.conn.clone();
         conn.sadd(node_waits_key(node_id), member)
             .await
@@ -320,7 +316,7 @@ impl RedisStore {
     }
 
     /// Up to `limit` nodes whose lease has ended.
-    pub async fn dead_nodes(&self, limit: usize) -> Result<Vec<String>, AskError> {
+    pub async fn dead_nodes(&self, limit: usize) -> Result<Vec<String>, Error> {
         let mut conn = self.conn.clone();
         redis::cmd("ZRANGEBYSCORE")
             .arg(NODES_KEY)
@@ -337,7 +333,7 @@ impl RedisStore {
     /// Takes up to `limit` entries off a dead node's wait list, putting each on the
     /// sweep list, due when its reattach grace (as its mark says) is over; forgets the
     /// node once its list is empty. How many were taken.
-    pub async fn take_over(&self, node_id: &str, limit: usize) -> Result<usize, AskError> {
+    pub async fn take_over(&self, node_id: &str, limit: usize) -> Result<usize, Error> {
         let mut conn = self.conn.clone();
         let members: Vec<String> = redis::cmd("SPOP")
             .arg(node_waits_key(node_id))
@@ -371,7 +367,7 @@ impl RedisStore {
         &self,
         tenant: &str,
         agent_id: &str,
-    ) -> Result<(Option<String>, Option<String>), AskError> {
+    ) -> Result<(Option<String>, Option<String>), Error> {
         let agent = TenantKeys::new(tenant).agent(agent_id);
         redis::pipe()
             .hget(&agent, "inc")
@@ -382,7 +378,7 @@ impl RedisStore {
     }
 
     /// Whether an agent is attached.
-    pub async fn agent_attached(&self, tenant: &str, agent_id: &str) -> Result<bool, AskError> {
+    pub async fn agent_attached(&self, tenant: &str, agent_id: &str) -> Result<bool, Error> {
         let mut conn = self.conn.clone();
         conn.exists(TenantKeys::new(tenant).agent(agent_id))
             .await
@@ -454,7 +450,7 @@ impl RedisStore {
     }
 
     /// Publishes on a channel (the fan-out's liveness probe).
-    pub async fn publish(&self, channel: &str, message: u64) -> Result<(), AskError> {
+    pub async fn publish(&self, channel: &str, message: u64) -> Result<(), Error> {
         redis::cmd(self.conn.publish_command())
             .arg(channel)
             .arg(message)

@@ -32,10 +32,10 @@ fn key() -> SessionKey {
 }
 
 async fn store(redis: &RedisServer) -> RedisStore {
-    store_with(redis, Settings::default()).await
+    store_with(redis, StateConfig::default()).await
 }
 
-async fn store_with(redis: &RedisServer, config: Settings) -> RedisStore {
+async fn store_with(redis: &RedisServer, config: StateConfig) -> RedisStore {
     RedisStore::connect(&redis.url, config)
         .await
         .expect("connect")
@@ -79,7 +79,7 @@ async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() 
         .await;
     assert_eq!(
         late,
-        Err(AskError::NotPending {
+        Err(Error::NotPending {
             settled: Some(Settled {
                 resolution: Resolution::Answered,
                 resolved_by: "ana".into()
@@ -176,9 +176,9 @@ async fn history_is_trimmed_and_an_old_cursor_must_reset() {
     let redis = RedisServer::start().await;
     let store = store_with(
         &redis,
-        Settings {
+        StateConfig {
             history_len: 4,
-            ..Settings::default()
+            ..StateConfig::default()
         },
     )
     .await;
@@ -260,9 +260,9 @@ async fn the_pending_limit_is_enforced_in_the_script() {
     let redis = RedisServer::start().await;
     let store = store_with(
         &redis,
-        Settings {
+        StateConfig {
             max_pending_per_session: 1,
-            ..Settings::default()
+            ..StateConfig::default()
         },
     )
     .await;
@@ -271,7 +271,7 @@ async fn the_pending_limit_is_enforced_in_the_script() {
         .await
         .expect("first");
     let full = store.register(&key(), &requested("r2"), "", None).await;
-    assert!(matches!(full, Err(AskError::TooManyPending(_))));
+    assert!(matches!(full, Err(Error::TooManyPending(_))));
 }
 
 #[tokio::test]
@@ -280,9 +280,9 @@ async fn a_busy_session_remembers_how_its_last_history_len_asks_ended_not_every_
     let history_len = 3;
     let store = store_with(
         &redis,
-        Settings {
+        StateConfig {
             history_len,
-            ..Settings::default()
+            ..StateConfig::default()
         },
     )
     .await;
@@ -304,7 +304,7 @@ async fn a_busy_session_remembers_how_its_last_history_len_asks_ended_not_every_
                 .claim(&key(), &resolved(rpc_id, Resolution::Cancelled, "bo"))
                 .await
             {
-                Err(AskError::NotPending { settled }) => settled,
+                Err(Error::NotPending { settled }) => settled,
                 other => panic!("{rpc_id} is not pending any more, got {other:?}"),
             }
         }

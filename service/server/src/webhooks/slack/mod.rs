@@ -26,7 +26,7 @@ use crate::{
         HookStore,
         records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
     },
-    domain::{AskError, Limits, connect},
+    domain::{Error, Limits, connect},
 };
 
 /// How long where a message was posted is remembered: past any ask's life.
@@ -53,11 +53,8 @@ fn posted_key(app: &str, rpc_id: &str) -> String {
 
 /// What a Slack delivery carries: the ask, and (for an update) its resolution, in
 /// proto3 JSON.
-pub fn delivery_body(
-    requested: &Requested,
-    resolved: Option<&Resolved>,
-) -> Result<String, AskError> {
-    let failed = |e: anyhow::Error| AskError::Internal(format!("a Slack delivery's body: {e:#}"));
+pub fn delivery_body(requested: &Requested, resolved: Option<&Resolved>) -> Result<String, Error> {
+    let failed = |e: anyhow::Error| Error::Internal(format!("a Slack delivery's body: {e:#}"));
     let mut body = json!({
         "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
     });
@@ -80,9 +77,9 @@ impl Slack {
         })
     }
 
-    fn key(&self) -> Result<&SealingKey, AskError> {
+    fn key(&self) -> Result<&SealingKey, Error> {
         self.key.as_deref().ok_or_else(|| {
-            AskError::PermissionDenied(
+            Error::PermissionDenied(
                 "this server keeps no Slack secrets: start every node with --secret-key-file"
                     .into(),
             )
@@ -123,11 +120,11 @@ impl Slack {
         tenant: &str,
         request: ConnectSlackRequest,
         limits: &Limits,
-    ) -> Result<EndpointRecord, AskError> {
+    ) -> Result<EndpointRecord, Error> {
         let key = self.key()?;
         let violations = connect::slack_app(&request, limits);
         if !violations.is_empty() {
-            return Err(AskError::BadRequest(violations));
+            return Err(Error::BadRequest(violations));
         }
         let channel = request.channel.trim();
         let token = Secret::new(request.bot_token);
@@ -136,7 +133,7 @@ impl Slack {
             .call(&token, "auth.test", &json!({}))
             .await
             .map_err(|e| {
-                AskError::bad_request("bot_token", format!("Slack refused the token: {e}"))
+                Error::bad_request("bot_token", format!("Slack refused the token: {e}"))
             })?;
         let team_id = checked
             .get("team_id")
@@ -146,7 +143,7 @@ impl Slack {
         let id = format!("sl_{}", Uuid::now_v7().simple());
         let seal = |what: &str, secret: &Secret| {
             key.seal(&context(tenant, &id, what), secret)
-                .map_err(|e| AskError::Internal(e.to_string()))
+                .map_err(|e| Error::Internal(e.to_string()))
         };
         let slack = SlackTarget {
             team_id,

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// The sizes, limits and windows of askgate's state, which both engines take (the
 /// memory engine also its number of locks). The defaults are the flags' defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct StateConfig {
     /// The memory engine's independent locks; sessions hash onto them.
     pub shards: usize,
     /// Events each session keeps for cursor resume.
@@ -42,7 +42,7 @@ pub struct Settings {
     pub request_retention: Duration,
 }
 
-impl Default for Settings {
+impl Default for StateConfig {
     fn default() -> Self {
         Self {
             shards: 64,
