@@ -5,9 +5,10 @@
 //!   a Block Kit message to the channel, and notes where it went;
 //! - the ask's `resolved`, from whatever channel, becomes a delivery that updates that
 //!   message in place (who answered what, or how it ended) and removes its controls;
-//! - clicks and forms come back to `/slack/interactivity` ([`crate::slack`]), are verified
-//!   against the app's signing secret, and go through `Answer` or `Cancel` like any
-//!   other human's (first valid resolution wins), as `slack:<team>/<user>`.
+//! - clicks and forms come back to `/slack/interactivity` (the Slack ingress, beside
+//!   the gRPC API), are verified against the app's signing secret, and go through
+//!   `Answer` or `Cancel` like any other human's (first valid resolution wins), as
+//!   `slack:<team>/<user>`.
 
 pub mod api;
 pub mod blocks;
