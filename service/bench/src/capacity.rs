@@ -85,52 +85,10 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     for _ in 0..args.connections {
         clients.push(Client::connect(node.url.clone()).await?);
     }
-    let hold = |session: String| {
-        Ask::new(&session)
-            .question(question("q", "Hold on?").choice("yes"))
-            .hold_unattended()
-            .no_retry()
-    };
-    let mut calls = tokio::task::JoinSet::new();
-    let sessions = (0..args.pending).map(|i| format!("cap-{}", i % args.sessions));
-    let big = std::iter::repeat_n("cap-big".to_owned(), args.big);
-    for (i, session) in sessions.chain(big).enumerate() {
-        let mut client = clients[i % clients.len()].clone();
-        let ask = hold(session);
-        calls.spawn(async move { client.ask(ask).await });
-    }
     let total = args.pending + args.big;
-    let started = Instant::now();
-    while pending_asks(&metrics).await? < total as u64 {
-        if let Some(Ok(Err(e))) = calls.try_join_next() {
-            bail!("an ask failed: {e}");
-        }
-        if started.elapsed() > Duration::from_secs(300) {
-            bail!("the asks were not all pending within 5 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // The node counts an ask as soon as its call waits, which on Redis is a moment
-    // before the ask is stored: wait until every session lists all of its asks.
-    let mut lister = clients[0].clone();
-    let mut sessions: Vec<String> = (0..args.sessions.min(args.pending))
-        .map(|i| format!("cap-{i}"))
-        .collect();
-    sessions.push("cap-big".to_owned());
-    let mut stored = 0;
-    for session in &sessions {
-        loop {
-            let listed = lister.list_pending(session).await?.len();
-            if listed == expected_in(session, &args) {
-                stored += listed;
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(300) {
-                bail!("the asks of {session} were not all stored within 5 minutes");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let (mut calls, started) = hold_asks(&clients, &args, &metrics).await?;
+    let lister = clients[0].clone();
+    let stored = wait_stored(lister.clone(), &args, started).await?;
     if stored != total {
         bail!("{stored} asks stored, {total} expected");
     }
@@ -144,24 +102,8 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
         peak.saturating_sub(idle) as f64 / total as f64
     );
 
-    let mut subscriber = clients[0].clone();
-    let started = Instant::now();
-    let mut events = subscriber.subscribe_session("cap-big").await?;
-    let mut replayed = 0;
-    loop {
-        match events.next().await {
-            Some(Ok(Event::Synced { .. })) => break,
-            Some(Ok(_)) => replayed += 1,
-            Some(Err(e)) => return Err(e.into()),
-            None => bail!("the subscription ended before synced"),
-        }
-    }
-    println!(
-        "a new subscriber on the session holding {}: synced after {replayed} replayed, in {:.1} ms",
-        args.big,
-        started.elapsed().as_secs_f64() * 1000.0
-    );
-    drop(events);
+    let subscriber = clients[0].clone();
+    replay_busy_session(subscriber.clone(), args.big).await?;
 
     // Dropping the calls aborts their asks.
     calls.abort_all();
@@ -176,6 +118,91 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     drop((clients, subscriber, lister));
     let when = "after the clients' connections closed too";
     report_fall(&node, peak, Instant::now(), args.settle, when).await?;
+    Ok(())
+}
+
+/// Every ask of the run, held by calls that wait on them, until the node counts them
+/// all pending; the calls, and when they started.
+async fn hold_asks(
+    clients: &[Client],
+    args: &CapacityArgs,
+    metrics: &str,
+) -> anyhow::Result<(Calls, Instant)> {
+    let total = args.pending + args.big;
+    let hold = |session: String| {
+        Ask::new(&session)
+            .question(question("q", "Hold on?").choice("yes"))
+            .hold_unattended()
+            .no_retry()
+    };
+    let mut calls = tokio::task::JoinSet::new();
+    let sessions = (0..args.pending).map(|i| format!("cap-{}", i % args.sessions));
+    let big = std::iter::repeat_n("cap-big".to_owned(), args.big);
+    for (i, session) in sessions.chain(big).enumerate() {
+        let mut client = clients[i % clients.len()].clone();
+        let ask = hold(session);
+        calls.spawn(async move { client.ask(ask).await });
+    }
+    let started = Instant::now();
+    while pending_asks(metrics).await? < total as u64 {
+        if let Some(Ok(Err(e))) = calls.try_join_next() {
+            bail!("an ask failed: {e}");
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            bail!("the asks were not all pending within 5 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok((calls, started))
+}
+
+type Calls = tokio::task::JoinSet<Result<askgate_proto::v1::AskResponse, askgate_client::Error>>;
+
+/// Waits until every session lists all of its asks (the node counts an ask as soon as
+/// its call waits, which on Redis is a moment before the ask is stored); how many.
+async fn wait_stored(
+    mut lister: Client,
+    args: &CapacityArgs,
+    started: Instant,
+) -> anyhow::Result<usize> {
+    let mut sessions: Vec<String> = (0..args.sessions.min(args.pending))
+        .map(|i| format!("cap-{i}"))
+        .collect();
+    sessions.push("cap-big".to_owned());
+    let mut stored = 0;
+    for session in &sessions {
+        loop {
+            let listed = lister.list_pending(session).await?.len();
+            if listed == expected_in(session, args) {
+                stored += listed;
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(300) {
+                bail!("the asks of {session} were not all stored within 5 minutes");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(stored)
+}
+
+/// A new subscriber of the session holding `big` asks: how long its replay takes.
+async fn replay_busy_session(mut subscriber: Client, big: usize) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut events = subscriber.subscribe_session("cap-big").await?;
+    let mut replayed = 0;
+    loop {
+        match events.next().await {
+            Some(Ok(Event::Synced { .. })) => break,
+            Some(Ok(_)) => replayed += 1,
+            Some(Err(e)) => return Err(e.into()),
+            None => bail!("the subscription ended before synced"),
+        }
+    }
+    println!(
+        "a new subscriber on the session holding {big}: synced after {replayed} replayed, in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     Ok(())
 }
 

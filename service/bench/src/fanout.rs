@@ -51,8 +51,46 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     }
     let asks = args.events / 2;
     let expected = 2 * asks;
+    let readers = subscribe(&clients, args.subscribers, expected).await?;
+    let cpu_before = node.cpu()?;
+    let started = Instant::now();
+    drive(&clients, asks).await?;
+    let latency = merged(readers).await?;
+    let elapsed = started.elapsed();
+    let cpu = node.cpu()?.saturating_sub(cpu_before);
+    let delivered = (expected * args.subscribers) as f64;
+    let ms = |q: f64| Duration::from_micros(latency.value_at_quantile(q)).as_secs_f64() * 1000.0;
+    println!(
+        "askgate-bench fanout ({} backend)",
+        backend_name(args.backend)
+    );
+    println!(
+        "{expected} events to {} subscribers of one session in {:.2} s: {delivered:.0} deliveries, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        args.subscribers,
+        elapsed.as_secs_f64(),
+        ms(0.50),
+        ms(0.99),
+        ms(1.0),
+    );
+    println!(
+        "server CPU {:.2} s: {:.2} µs per delivered event",
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / delivered
+    );
+    Ok(())
+}
+
+type Readers = tokio::task::JoinSet<anyhow::Result<Histogram<u64>>>;
+
+/// `subscribers` subscriptions to the session, each synced before the next opens,
+/// each reading `expected` events and recording their latency.
+async fn subscribe(
+    clients: &[Client],
+    subscribers: usize,
+    expected: usize,
+) -> anyhow::Result<Readers> {
     let mut readers = tokio::task::JoinSet::new();
-    for i in 0..args.subscribers {
+    for i in 0..subscribers {
         let connection = i % clients.len();
         let mut client = clients[connection].clone();
         let synced = async {
@@ -96,8 +134,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
         });
     }
 
-    let cpu_before = node.cpu()?;
-    let started = Instant::now();
+    Ok(readers)
+}
+
+/// `asks` asks made one after the other, each cancelled once it is requested.
+async fn drive(clients: &[Client], asks: usize) -> anyhow::Result<()> {
     let asker = clients[0].clone();
     let mut canceller = clients[1 % clients.len()].clone();
     let mut watch = canceller.subscribe_session(SESSION).await?;
@@ -131,6 +172,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
             .filter(|e| e.reason() == Reason::AskCancelled)
             .with_context(|| format!("ask {n} did not end ASK_CANCELLED"))?;
     }
+    Ok(())
+}
+
+/// The subscribers' latencies, merged once each has every event.
+async fn merged(mut readers: Readers) -> anyhow::Result<Histogram<u64>> {
     let mut latency: Histogram<u64> = new_histogram();
     let merged = async {
         while let Some(reader) = readers.join_next().await {
@@ -143,26 +189,5 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
     tokio::time::timeout(STEP, merged).await.with_context(|| {
         format!("subscribers still lacked events {STEP:?} after the last one was sent")
     })??;
-    let elapsed = started.elapsed();
-    let cpu = node.cpu()?.saturating_sub(cpu_before);
-    let delivered = (expected * args.subscribers) as f64;
-    let ms = |q: f64| Duration::from_micros(latency.value_at_quantile(q)).as_secs_f64() * 1000.0;
-    println!(
-        "askgate-bench fanout ({} backend)",
-        backend_name(args.backend)
-    );
-    println!(
-        "{expected} events to {} subscribers of one session in {:.2} s: {delivered:.0} deliveries, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        args.subscribers,
-        elapsed.as_secs_f64(),
-        ms(0.50),
-        ms(0.99),
-        ms(1.0),
-    );
-    println!(
-        "server CPU {:.2} s: {:.2} µs per delivered event",
-        cpu.as_secs_f64(),
-        cpu.as_secs_f64() * 1e6 / delivered
-    );
-    Ok(())
+    Ok(latency)
 }

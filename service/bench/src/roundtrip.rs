@@ -196,18 +196,7 @@ async fn measure(
     asks.cpu = Cpu::now(nodes)?.per_call_since(&before, asks.latency.len() as usize);
     let redis_commands = match (redis, commands_before) {
         (Some(url), Some(before)) => {
-            let after = commandstats(url).await?;
-            let count = asks.latency.len() as f64;
-            Some(
-                after
-                    .into_iter()
-                    .map(|(name, calls)| {
-                        let ran = calls - before.get(&name).copied().unwrap_or(0);
-                        (name, ran as f64 / count)
-                    })
-                    .filter(|(_, per_ask)| *per_ask > 0.0)
-                    .collect(),
-            )
+            Some(commands_per_ask(url, &before, asks.latency.len()).await?)
         }
         _ => None,
     };
@@ -237,6 +226,23 @@ async fn measure(
         checks,
         redis_commands,
     })
+}
+
+/// Redis's commands per ask since `before` (its `INFO commandstats`), by command.
+async fn commands_per_ask(
+    url: &str,
+    before: &BTreeMap<String, u64>,
+    asks: u64,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let after = commandstats(url).await?;
+    Ok(after
+        .into_iter()
+        .map(|(name, calls)| {
+            let ran = calls - before.get(&name).copied().unwrap_or(0);
+            (name, ran as f64 / asks as f64)
+        })
+        .filter(|(_, per_ask)| *per_ask > 0.0)
+        .collect())
 }
 
 /// `total` calls made by `concurrency` workers (`call(worker)` makes one), each worker

@@ -23,7 +23,7 @@ use clap::Args;
 use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
-use askgate_testing::RedisServer;
+use askgate_testing::{RedisServer, ServeProcess};
 
 use crate::{
     BenchBackend, backend_name,
@@ -121,8 +121,20 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     }
     let progress = Arc::new(Progress::default());
     let mut load = tokio::task::JoinSet::new();
+    spawn_askers(&mut load, &clients, &args, &progress);
+    spawn_answerer(&mut load, &clients, &args);
+    spawn_subscribers(&mut load, &clients, &args, &progress);
+    print_header(&args, redis_url.is_some());
+    let after_warm_up = sample(&args, &node, &metrics, &progress, redis_url.as_deref()).await?;
+    load.abort_all();
+    summarize(&progress, &after_warm_up);
+    Ok(())
+}
 
-    // Askers: each keeps one ask waiting, asking again as soon as it resolves.
+type Load = tokio::task::JoinSet<()>;
+
+/// Askers: each keeps one ask waiting, asking again as soon as it resolves.
+fn spawn_askers(load: &mut Load, clients: &[Client], args: &SoakArgs, progress: &Arc<Progress>) {
     for i in 0..args.waiting {
         let mut client = clients[i % clients.len()].clone();
         let session = format!("soak-{}", i % args.sessions);
@@ -154,9 +166,11 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             }
         });
     }
+}
 
-    // The answerer: follows every session and answers the oldest asks it saw, at a
-    // steady rate.
+/// The answerer: follows every session and answers the oldest asks it saw, at a
+/// steady rate.
+fn spawn_answerer(load: &mut Load, clients: &[Client], args: &SoakArgs) {
     let seen: Arc<Mutex<VecDeque<(String, String)>>> = Arc::default();
     {
         let mut client = clients[0].clone();
@@ -195,9 +209,16 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             }
         });
     }
+}
 
-    // Subscribers: each follows a session, drops its stream every interval (spread
-    // over it) and resumes from its last cursor.
+/// Subscribers: each follows a session, drops its stream every interval (spread over
+/// it) and resumes from its last cursor.
+fn spawn_subscribers(
+    load: &mut Load,
+    clients: &[Client],
+    args: &SoakArgs,
+    progress: &Arc<Progress>,
+) {
     for i in 0..args.subscribers {
         let mut client = clients[i % clients.len()].clone();
         let session = format!("soak-{}", i % args.sessions);
@@ -239,7 +260,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             }
         });
     }
+}
 
+fn print_header(args: &SoakArgs, redis: bool) {
     println!(
         "askgate-bench soak ({} backend): {} waiting asks over {} sessions, {} answered/s, \
          {} subscribers reconnecting every {:?}, for {:?}; the node keeps outcomes for {:?} \
@@ -256,12 +279,19 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     );
     println!(
         "  time   RSS MiB   tasks   pending      asked   answered    expired   resumed   reset   failed{}",
-        if redis_url.is_some() {
-            "  Redis MiB"
-        } else {
-            ""
-        }
+        if redis { "  Redis MiB" } else { "" }
     );
+}
+
+/// Samples the node every interval until the run is over; the samples after the
+/// warm-up: RSS, tasks and Redis's memory.
+async fn sample(
+    args: &SoakArgs,
+    node: &ServeProcess,
+    metrics: &str,
+    progress: &Progress,
+    redis_url: Option<&str>,
+) -> anyhow::Result<Vec<(f64, u64, Option<f64>)>> {
     let started = Instant::now();
     let mut after_warm_up: Vec<(f64, u64, Option<f64>)> = Vec::new();
     let mut tick = tokio::time::interval(args.every);
@@ -269,9 +299,9 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     while started.elapsed() < args.duration {
         tick.tick().await;
         let rss = node.rss()? as f64 / MIB;
-        let tasks = gauge(&metrics, "askgate_runtime_tasks").await?;
-        let pending = gauge(&metrics, "askgate_pending_asks").await?;
-        let redis_memory = match &redis_url {
+        let tasks = gauge(metrics, "askgate_runtime_tasks").await?;
+        let pending = gauge(metrics, "askgate_pending_asks").await?;
+        let redis_memory = match redis_url {
             Some(url) => Some(crate::redis_used_memory(url).await? as f64 / MIB),
             None => None,
         };
@@ -294,7 +324,11 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             after_warm_up.push((rss, tasks, redis_memory));
         }
     }
-    load.abort_all();
+    Ok(after_warm_up)
+}
+
+/// The failures by kind, and how far memory and tasks moved after the warm-up.
+fn summarize(progress: &Progress, after_warm_up: &[(f64, u64, Option<f64>)]) {
     for (kind, (count, first)) in progress.failures.lock().iter() {
         println!("failed: {count} x {kind}, the first: {first}");
     }
@@ -323,5 +357,4 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     } else {
         println!("no figures after the warm-up: run longer than --warm-up");
     }
-    Ok(())
 }
