@@ -185,15 +185,14 @@ export class Session {
     const reconnecting = (why: string): void => {
       this.connection = { kind: "reconnecting", why, attempt };
       attempt += 1;
-      // The next stream starts over: its snapshot, then live events.
+      // The next stream (the first one starts so) begins with its snapshot, then live
+      // events.
       this.seen.clear();
       this.live = false;
       this.options.onChange();
     };
     while (!this.stopped.signal.aborted) {
       try {
-        this.seen.clear();
-        this.live = false;
         const events = this.client.follow({
           ...(this.inbox ? { allSessions: true } : { sessionId: this.options.sessionId }),
           after: this.cursor,

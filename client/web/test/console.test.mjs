@@ -332,6 +332,9 @@ test("a per-session token in the URL authenticates, and leaves the address bar",
   const { code, json, stderr } = await agent.result();
   assert.equal(code, 0, stderr);
   assert.equal(json.resolved_by, "alice@example.com", JSON.stringify(json));
+  // The page takes the batch's `resolved` (and puts its address bar right) before it
+  // is sent elsewhere: a history update racing the navigation would cancel it.
+  await shows(page, "notice", "Answer sent");
 
   // The same token does not open another session.
   await page.goto(`${url}/console/#/sessions/other`);

@@ -11,6 +11,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 import grpc
 
 from ._errors import AskgateError, Reason
+from .v1 import askgate_pb2_grpc as rpc
 
 DEFAULT_ADDR = "http://127.0.0.1:50051"
 
@@ -125,3 +126,14 @@ class Retries:
         if self.deadline is not None:
             pause = min(pause, max(self.deadline - now, 0.0))
         return pause
+
+
+class Stubs:
+    """A channel and the stubs of askgate's services on it (both clients' runtimes)."""
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self.questions = rpc.UserQuestionsStub(channel)
+        self.agents = rpc.AgentsStub(channel)
+        self.webhooks = rpc.WebhooksStub(channel)
+        self.slack = rpc.SlackStub(channel)

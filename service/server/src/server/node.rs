@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     api::{AgentsApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
-    auth::{Authenticator, Gate},
+    auth::Gate,
     backend::Backend,
     dispatch::Dispatch,
     domain::status,
@@ -39,7 +39,6 @@ use crate::{
 
 /// The parts of a running node that its services share and its drain stops.
 pub(super) struct Node {
-    auth: Arc<Authenticator>,
     metrics: Metrics,
     backend: Arc<dyn Backend>,
     hooks: Hooks,
@@ -115,8 +114,7 @@ impl Node {
         )));
         set_health(&health, ServingStatus::Serving).await;
         Ok(Self {
-            _reload_task: reload_on_sighup(auth.clone()),
-            auth,
+            _reload_task: reload_on_sighup(auth),
             metrics,
             backend,
             hooks,
@@ -294,7 +292,6 @@ impl Node {
         self.questions.shut_down().await;
         self.hooks.flush(timeout).await;
         drop(self.hook_tasks);
-        drop(self.auth);
     }
 }
 

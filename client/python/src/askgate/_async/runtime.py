@@ -10,9 +10,8 @@ from typing import Any, Optional
 import grpc
 import grpc.aio
 
-from .._connection import Target
+from .._connection import Stubs, Target
 from .._errors import AskgateError
-from ..v1 import askgate_pb2_grpc as rpc
 
 RpcError = grpc.aio.AioRpcError
 sleep = asyncio.sleep
@@ -24,17 +23,6 @@ the client belongs to that loop from then on: using it from another loop while t
 is open raises `RuntimeError` (make one client per loop). Once that loop is closed
 (`asyncio.run` returned), the next loop to use the client opens a new channel. `await
 client.close()` (or `async with`) when done. Cancelling a call (its task) drops it."""
-
-
-class Stubs:
-    """A channel and the stubs of askgate's services on it."""
-
-    def __init__(self, channel: Any) -> None:
-        self.channel = channel
-        self.questions = rpc.UserQuestionsStub(channel)
-        self.agents = rpc.AgentsStub(channel)
-        self.webhooks = rpc.WebhooksStub(channel)
-        self.slack = rpc.SlackStub(channel)
 
 
 class Channel:

@@ -10,9 +10,8 @@ from typing import Any, Optional
 
 import grpc
 
-from .._connection import Target
+from .._connection import Stubs, Target
 from .._errors import AskgateError
-from ..v1 import askgate_pb2_grpc as rpc
 
 RpcError = grpc.RpcError
 sleep = time.sleep
@@ -22,17 +21,6 @@ CLIENT_DOC = """A connection to askgate, for agents (`ask`, `attach`) and for UI
 
 `addr` defaults to `ASKGATE_ADDR` (else `http://127.0.0.1:50051`), `token` to
 `ASKGATE_TOKEN` (or the file `ASKGATE_TOKEN_FILE` names)."""
-
-
-class Stubs:
-    """A channel and the stubs of askgate's services on it."""
-
-    def __init__(self, channel: Any) -> None:
-        self.channel = channel
-        self.questions = rpc.UserQuestionsStub(channel)
-        self.agents = rpc.AgentsStub(channel)
-        self.webhooks = rpc.WebhooksStub(channel)
-        self.slack = rpc.SlackStub(channel)
 
 
 class Channel:

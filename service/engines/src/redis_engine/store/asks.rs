@@ -13,7 +13,7 @@ use super::{
     Claimed, Listing, RedisStore, Registration, SessionKeys, TenantKeys, decode,
     model::{encode_notice, live_message},
     now_ms, parse_settled,
-    replies::{Aborted, Claim, Noticed, Refusal, Registered},
+    replies::{AbortReply, ClaimReply, NoticeReply, Refusal, RegisterReply},
     scripts::{self, *},
     unavailable,
 };
@@ -53,12 +53,12 @@ impl RedisStore {
             now,
         };
         let invocation = self.register_invocation(&call, listing.filter(|_| !cluster));
-        let registered: Registered = invocation
+        let registered: RegisterReply = invocation
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
         match registered {
-            Registered::New { seq, epoch, held } => {
+            RegisterReply::New { seq, epoch, held } => {
                 if cluster {
                     let message = live_message(&epoch, seq, b'Q', &bytes);
                     let held = held.unwrap_or_default();
@@ -74,12 +74,12 @@ impl RedisStore {
                 }
                 Ok(Registration::New { seq, epoch })
             }
-            Registered::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
-            Registered::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
+            RegisterReply::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
+            RegisterReply::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
                 rpc_id,
                 resolved: decode(&resolved)?,
             }),
-            Registered::Refused(refusal) => Err(self.refused(refusal)),
+            RegisterReply::Refused(refusal) => Err(self.refused(refusal)),
         }
     }
 
@@ -220,7 +220,7 @@ impl RedisStore {
             Event::Reminder(reminder) => ("reminder", u64::from(reminder.count)),
             _ => ("escalated", 1),
         };
-        let noticed: Noticed = NOTICE
+        let noticed: NoticeReply = NOTICE
             .key(keys.asks())
             .key(keys.events())
             .key(keys.head())
@@ -243,7 +243,7 @@ impl RedisStore {
             .map_err(unavailable)?;
         // Sent before, by a node that died before it recorded so: not again on the
         // stream; the caller goes on from it (its webhooks, the next due time).
-        let Noticed::Sent {
+        let NoticeReply::Sent {
             first,
             seq,
             epoch,
@@ -294,7 +294,7 @@ impl RedisStore {
                 .key(tenant.pending())
                 .key(tenant.held_sessions());
         }
-        let claim: Claim = invocation
+        let claim: ClaimReply = invocation
             .arg(&resolved.rpc_id)
             .arg(&bytes)
             .arg(settled)
@@ -319,7 +319,7 @@ impl RedisStore {
             .await
             .map_err(unavailable)?;
         match claim {
-            Claim::Won {
+            ClaimReply::Won {
                 seq,
                 epoch,
                 asked,
@@ -342,7 +342,7 @@ impl RedisStore {
                 }
                 Ok(Claimed { seq, epoch, asked })
             }
-            Claim::Gone { settled } => Err(Error::NotPending {
+            ClaimReply::Gone { settled } => Err(Error::NotPending {
                 settled: parse_settled(&settled),
             }),
         }
@@ -356,7 +356,7 @@ impl RedisStore {
         request_id: &str,
         resolved: &Resolved,
     ) -> Result<RequestAbort, Error> {
-        let aborted: Aborted = scripts::ABORT_REQUEST
+        let aborted: AbortReply = scripts::ABORT_REQUEST
             .key(SessionKeys::new(key).request(request_id))
             .arg(&resolved.rpc_id)
             .arg(resolved.encode_to_vec())
@@ -365,9 +365,9 @@ impl RedisStore {
             .await
             .map_err(unavailable)?;
         Ok(match aborted {
-            Aborted::Pending(rpc_id) => RequestAbort::Pending(rpc_id),
-            Aborted::Ended => RequestAbort::Ended,
-            Aborted::Recorded => RequestAbort::Recorded,
+            AbortReply::Pending(rpc_id) => RequestAbort::Pending(rpc_id),
+            AbortReply::Ended => RequestAbort::Ended,
+            AbortReply::Recorded => RequestAbort::Recorded,
         })
     }
 }

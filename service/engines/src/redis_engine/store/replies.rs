@@ -64,7 +64,7 @@ impl Refusal {
 
 /// What REGISTER did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Registered {
+pub enum RegisterReply {
     /// Stored as event `seq` of the session's `epoch`; on a cluster, with the
     /// session's mark of the tenant's held sessions (the tenant's part follows).
     New {
@@ -84,7 +84,7 @@ pub enum Registered {
     Refused(Refusal),
 }
 
-impl FromRedisValue for Registered {
+impl FromRedisValue for RegisterReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let (tag, reply) = Reply::new(value)?;
         Ok(match tag.as_str() {
@@ -109,7 +109,7 @@ impl FromRedisValue for Registered {
 
 /// What CLAIM did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
+pub enum ClaimReply {
     /// This claim won: event `seq` of `epoch`, with the ask's encoded `Requested`;
     /// on a cluster, whether the session still has pending asks and its mark of the
     /// tenant's held sessions (the tenant's part follows).
@@ -125,7 +125,7 @@ pub enum Claim {
     Gone { settled: String },
 }
 
-impl FromRedisValue for Claim {
+impl FromRedisValue for ClaimReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let (tag, reply) = Reply::new(value)?;
         match tag.as_str() {
@@ -146,7 +146,7 @@ impl FromRedisValue for Claim {
 
 /// What NOTICE did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Noticed {
+pub enum NoticeReply {
     /// Appended as event `seq` of `epoch` (`first`), or found appended before by a
     /// node that died before it recorded so (not `first`: not again on the stream);
     /// with the ask's encoded `Requested`.
@@ -160,7 +160,7 @@ pub enum Noticed {
     Gone,
 }
 
-impl FromRedisValue for Noticed {
+impl FromRedisValue for NoticeReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let (tag, reply) = Reply::new(value)?;
         let first = match tag.as_str() {
@@ -179,7 +179,7 @@ impl FromRedisValue for Noticed {
 
 /// What ABORT_REQUEST did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Aborted {
+pub enum AbortReply {
     /// The request's ask is pending: its rpc_id (the caller claims it).
     Pending(String),
     /// The request's ask was resolved already.
@@ -188,7 +188,7 @@ pub enum Aborted {
     Recorded,
 }
 
-impl FromRedisValue for Aborted {
+impl FromRedisValue for AbortReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let (tag, reply) = Reply::new(value)?;
         match tag.as_str() {
@@ -216,35 +216,35 @@ mod tests {
     #[test]
     fn each_tag_becomes_its_variant_with_its_fields() {
         assert_eq!(
-            Registered::from_redis_value(reply(&["new", "7", "e1"])).expect("new"),
-            Registered::New {
+            RegisterReply::from_redis_value(reply(&["new", "7", "e1"])).expect("new"),
+            RegisterReply::New {
                 seq: 7,
                 epoch: "e1".into(),
                 held: None
             }
         );
         assert_eq!(
-            Registered::from_redis_value(reply(&["no_provider"])).expect("refused"),
-            Registered::Refused(Refusal::NoProvider)
+            RegisterReply::from_redis_value(reply(&["no_provider"])).expect("refused"),
+            RegisterReply::Refused(Refusal::NoProvider)
         );
         assert_eq!(
-            Claim::from_redis_value(reply(&["gone", "ANSWERED ana"])).expect("gone"),
-            Claim::Gone {
+            ClaimReply::from_redis_value(reply(&["gone", "ANSWERED ana"])).expect("gone"),
+            ClaimReply::Gone {
                 settled: "ANSWERED ana".into()
             }
         );
         assert_eq!(
-            Aborted::from_redis_value(reply(&["pending", "r1"])).expect("pending"),
-            Aborted::Pending("r1".into())
+            AbortReply::from_redis_value(reply(&["pending", "r1"])).expect("pending"),
+            AbortReply::Pending("r1".into())
         );
     }
 
     #[test]
     fn an_unknown_tag_or_a_bad_field_is_an_error_naming_it() {
-        let err = Registered::from_redis_value(reply(&["what"])).expect_err("unknown");
+        let err = RegisterReply::from_redis_value(reply(&["what"])).expect_err("unknown");
         assert!(err.to_string().contains("\"what\""), "{err}");
-        let err = Claim::from_redis_value(reply(&["claimed", "x", "e"])).expect_err("bad seq");
+        let err = ClaimReply::from_redis_value(reply(&["claimed", "x", "e"])).expect_err("bad seq");
         assert!(err.to_string().contains("bad sequence number"), "{err}");
-        assert!(Aborted::from_redis_value(Value::Nil).is_err());
+        assert!(AbortReply::from_redis_value(Value::Nil).is_err());
     }
 }
