@@ -2,15 +2,25 @@
 //! live events merged with the session's history by sequence number, with `reset` when
 //! a gap cannot be filled; for one session or for a tenant's `all_sessions`.
 
-use super::*;
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
-/// What a new waiter needs to know of its ask.
-pub(super) struct WaitSpec {
-    pub(super) grace: Duration,
-    pub(super) request_id: String,
-    /// How long the ask's mark is kept: past the ask's deadline, its grace and a lease.
-    pub(super) mark_ttl: Duration,
-}
+use askgate_core::{
+    backend::events::{self, Message, cursor, message, parse_cursor},
+    domain::{Error, SessionKey},
+};
+use askgate_proto::v1::subscribe_response::Event;
+use tokio::{
+    sync::{broadcast, mpsc, watch},
+    task::JoinHandle,
+};
+use tracing::debug;
+
+use super::node::Node;
+use crate::redis_engine::{fanout::LiveEvent, store::StoredEvent};
 
 /// What a follower hands its subscriber's stream: a live event, or a whole replay at
 /// once (one hand-over between tasks for thousands of pending asks, rather than one
@@ -20,35 +30,31 @@ pub(super) enum Delivery {
     Many(VecDeque<Message>),
 }
 
-pub(super) type DeliveryTx = mpsc::Sender<Result<Delivery, Error>>;
+type DeliveryTx = mpsc::Sender<Result<Delivery, Error>>;
+
+/// The receiving end of a follower: what its subscriber's stream reads.
+pub(super) type DeliveryRx = mpsc::Receiver<Result<Delivery, Error>>;
 
 /// Where a subscriber's events go, and what it has sent so far.
 pub(super) struct Follower {
-    pub(super) node: Arc<Node>,
-    pub(super) events_tx: DeliveryTx,
+    node: Arc<Node>,
+    events_tx: DeliveryTx,
     /// Changes when this node's pub/sub connection is lost: what was published
     /// meanwhile never arrived, so the subscription ends UNAVAILABLE and the
     /// subscriber resumes from its cursor (through a healthy node, or once Redis is back).
-    pub(super) lost: tokio::sync::watch::Receiver<u64>,
+    lost: watch::Receiver<u64>,
+    /// Changes to true when the node drains.
+    closing: watch::Receiver<bool>,
 }
 
-/// Ends a subscription whose follower failed with its error (the subscriber gets the
-/// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
-pub(super) async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), Error>) {
-    if let Err(e) = ended {
-        debug!("subscription failed: {e}");
-        let _ = events_tx.send(Err(e)).await;
-    }
-}
-
-pub(super) fn lost_subscription() -> Error {
+fn lost_subscription() -> Error {
     Error::BackendUnavailable(
         "this node lost its redis subscription; resume from the last cursor".into(),
     )
 }
 
 /// What an `all_sessions` follower does with one live event (see `tenant_step`).
-pub(super) enum TenantStep {
+enum TenantStep {
     /// It has the event already.
     Skip,
     /// Forward this event.
@@ -59,22 +65,19 @@ pub(super) enum TenantStep {
     Reset,
 }
 
-pub(super) fn session_of(event: &StoredEvent) -> &str {
+fn session_of(event: &StoredEvent) -> &str {
     event.session_id()
 }
 
 /// How far before an `all_sessions` subscription's snapshot the events of a session it
 /// did not cover still count: the nodes' clock skew and the events in flight.
-pub(super) const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
+const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
 
 /// The events of a session first seen by an `all_sessions` subscriber: those since
 /// `since` (by the ask's own timestamps), never a `resolved` without its `requested`.
 /// The history holds the live event that revealed the session (the scripts write
 /// before they publish).
-pub(super) fn since_subscribed(
-    events: Vec<(u64, StoredEvent)>,
-    since: SystemTime,
-) -> Vec<(u64, StoredEvent)> {
+fn since_subscribed(events: Vec<(u64, StoredEvent)>, since: SystemTime) -> Vec<(u64, StoredEvent)> {
     let at = |t: &Option<prost_types::Timestamp>| {
         t.and_then(|t| SystemTime::try_from(t).ok())
             .unwrap_or(SystemTime::UNIX_EPOCH)
@@ -95,7 +98,7 @@ pub(super) fn since_subscribed(
 }
 
 /// What forwarding a live event did.
-pub(super) enum Forwarded {
+enum Forwarded {
     Sent,
     /// The subscriber's buffer is full: it fell behind and must be reset.
     Behind,
@@ -103,8 +106,48 @@ pub(super) enum Forwarded {
 }
 
 impl Follower {
+    /// A follower on `node` with room for `buffer` deliveries, and its receiving end.
+    pub(super) fn new(node: Arc<Node>, buffer: usize) -> (Self, DeliveryRx) {
+        let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
+        let follower = Self {
+            lost: node.fanout().watch_disconnections(),
+            closing: node.closing(),
+            node,
+            events_tx,
+        };
+        (follower, events_rx)
+    }
+
+    /// Follows one session on a task of its own (see [`Follower::session`]).
+    pub(super) fn spawn_session(
+        self,
+        key: SessionKey,
+        after: Option<String>,
+        live: broadcast::Receiver<Arc<LiveEvent>>,
+    ) -> JoinHandle<()> {
+        let events_tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            let ended = self.session(key, after, live).await;
+            fail_subscription(&events_tx, ended).await;
+        })
+    }
+
+    /// Follows every session of a tenant on a task of its own (see [`Follower::tenant`]).
+    pub(super) fn spawn_tenant(
+        self,
+        tenant: String,
+        reset_first: bool,
+        live: broadcast::Receiver<Arc<LiveEvent>>,
+    ) -> JoinHandle<()> {
+        let events_tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            let ended = self.tenant(tenant, reset_first, live).await;
+            fail_subscription(&events_tx, ended).await;
+        })
+    }
+
     /// Sends, waiting for room (replays and snapshots).
-    pub(super) async fn send(&self, message: Message) -> bool {
+    async fn send(&self, message: Message) -> bool {
         self.events_tx
             .send(Ok(Delivery::One(message)))
             .await
@@ -112,7 +155,7 @@ impl Follower {
     }
 
     /// Sends a replay as one delivery, waiting for room.
-    pub(super) async fn send_all(&self, messages: VecDeque<Message>) -> bool {
+    async fn send_all(&self, messages: VecDeque<Message>) -> bool {
         messages.is_empty()
             || self
                 .events_tx
@@ -123,7 +166,7 @@ impl Follower {
 
     /// Forwards a live event without waiting: a subscriber that cannot keep up gets
     /// `reset` and a snapshot instead of an ever-growing queue.
-    pub(super) fn forward(&self, message: Message) -> Forwarded {
+    fn forward(&self, message: Message) -> Forwarded {
         match self.events_tx.try_send(Ok(Delivery::One(message))) {
             Ok(()) => Forwarded::Sent,
             Err(mpsc::error::TrySendError::Full(_)) => Forwarded::Behind,
@@ -134,11 +177,8 @@ impl Follower {
     /// The pending asks of a session as `requested` events with their own cursors, then
     /// `synced`; returns the epoch and sequence number the snapshot reflects, or None
     /// when the subscriber is gone.
-    pub(super) async fn snapshot_session(
-        &self,
-        key: &SessionKey,
-    ) -> Result<Option<(String, u64)>, Error> {
-        let snapshot = self.node.store.snapshot(key).await?;
+    async fn snapshot_session(&self, key: &SessionKey) -> Result<Option<(String, u64)>, Error> {
+        let snapshot = self.node.store().snapshot(key).await?;
         let pending = snapshot.pending.into_iter().map(|(seq, requested)| {
             message(cursor(&snapshot.epoch, seq), Event::Requested(requested))
         });
@@ -153,13 +193,13 @@ impl Follower {
     /// Sends the stored events after `last` (a gap in the live stream, or the final
     /// catch-up at shutdown); returns the new last sequence number, or None when the
     /// history no longer holds them (the caller resets).
-    pub(super) async fn catch_up(
+    async fn catch_up(
         &self,
         key: &SessionKey,
         epoch: &str,
         last: u64,
     ) -> Result<Option<u64>, Error> {
-        let Some(events) = self.node.store.events_after(key, epoch, last).await? else {
+        let Some(events) = self.node.store().events_after(key, epoch, last).await? else {
             return Ok(None);
         };
         let last = events.last().map_or(last, |(seq, _)| *seq);
@@ -174,12 +214,11 @@ impl Follower {
     /// Replay then follow one session, merging live events with the history by
     /// sequence number: no gap, no duplicate; `reset` and a snapshot when the history
     /// cannot fill a gap or the epoch changed.
-    pub(super) async fn session(
+    async fn session(
         mut self,
         key: SessionKey,
         after: Option<String>,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
-        mut closing: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), Error> {
         let Some((mut epoch, mut last)) = self.start_session(&key, after).await? else {
             return Ok(());
@@ -188,7 +227,7 @@ impl Follower {
             let event = tokio::select! {
                 () = self.events_tx.closed() => return Ok(()),
                 _ = self.lost.changed() => return Err(lost_subscription()),
-                _ = closing.changed() => {
+                _ = self.closing.changed() => {
                     // Shutdown: deliver what was written up to now, then end.
                     if !epoch.is_empty() {
                         self.catch_up(&key, &epoch, last).await?;
@@ -233,7 +272,7 @@ impl Follower {
         let resumed = match after.as_deref().and_then(parse_cursor) {
             Some((e, seq)) => self
                 .node
-                .store
+                .store()
                 .events_after(key, e, seq)
                 .await?
                 .map(|events| (e.to_owned(), seq, events)),
@@ -304,7 +343,7 @@ impl Follower {
     /// events of one session can arrive out of order). For a session the snapshot did
     /// not cover, the history's events since `since`, keeping each ask's `requested`
     /// before its `resolved`. A reset when the history cannot fill a gap.
-    pub(super) async fn tenant_step(
+    async fn tenant_step(
         &self,
         tenant: &str,
         seen: &HashMap<String, (String, u64)>,
@@ -313,7 +352,7 @@ impl Follower {
     ) -> Result<TenantStep, Error> {
         let session_id = session_of(&event.event);
         let key = || SessionKey::new(tenant, session_id);
-        let store = &self.node.store;
+        let store = self.node.store();
         Ok(match seen.get(session_id) {
             Some((epoch, last)) if *epoch == event.epoch => {
                 if event.seq <= *last {
@@ -340,7 +379,7 @@ impl Follower {
 
     /// Forwards one event of a session to an `all_sessions` subscriber and notes it as
     /// the last one of its session.
-    pub(super) fn forward_tenant(
+    fn forward_tenant(
         &self,
         seen: &mut HashMap<String, (String, u64)>,
         epoch: &str,
@@ -367,9 +406,9 @@ impl Follower {
     ) -> Result<bool, Error> {
         seen.clear();
         let mut pending = Vec::new();
-        for session_id in self.node.store.tenant_sessions(tenant).await? {
+        for session_id in self.node.store().tenant_sessions(tenant).await? {
             let key = SessionKey::new(tenant, session_id.as_str());
-            let snapshot = self.node.store.snapshot(&key).await?;
+            let snapshot = self.node.store().snapshot(&key).await?;
             for (seq, requested) in snapshot.pending {
                 pending.push((snapshot.epoch.clone(), seq, requested));
             }
@@ -385,12 +424,11 @@ impl Follower {
 
     /// All sessions of a tenant: a snapshot of every session's pending asks (oldest
     /// first), then live events, skipping those the snapshot already covered.
-    pub(super) async fn tenant(
+    async fn tenant(
         mut self,
         tenant: String,
         reset_first: bool,
         mut live: broadcast::Receiver<Arc<LiveEvent>>,
-        mut closing: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), Error> {
         // session_id → (epoch, last sequence number sent or covered)
         let mut seen: HashMap<String, (String, u64)> = HashMap::new();
@@ -410,7 +448,7 @@ impl Follower {
                 let event = tokio::select! {
                     () = self.events_tx.closed() => return Ok(()),
                     _ = self.lost.changed() => return Err(lost_subscription()),
-                    _ = closing.changed() => {
+                    _ = self.closing.changed() => {
                         for (session_id, (epoch, last)) in seen.clone() {
                             let key = SessionKey::new(tenant.as_str(), session_id.as_str());
                             if !epoch.is_empty() {
@@ -465,4 +503,13 @@ enum Step {
     Resync,
     /// It is gone.
     End,
+}
+
+/// Ends a subscription whose follower failed with its error (the subscriber gets the
+/// status, e.g. UNAVAILABLE, instead of a clean end it would take for a shutdown).
+async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), Error>) {
+    if let Err(e) = ended {
+        debug!("subscription failed: {e}");
+        let _ = events_tx.send(Err(e)).await;
+    }
 }

@@ -9,57 +9,39 @@
 //! reattach grace), agent leases and exclusive holds. A node that dies stops refreshing,
 //! so what it held expires.
 
-use std::{
-    collections::{HashMap, HashSet, VecDeque},
-    sync::{
-        Arc, Weak,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    },
-    time::{Duration, SystemTime},
-};
+use std::{sync::Arc, time::Duration};
 
+use askgate_core::{
+    backend::{
+        Attached, Backend, Budget, BudgetHold, EventStream, Holder, Noticed, Registered,
+        RequestAbort, Scope, StateConfig, Stats, SubscribeOptions, Tap,
+        events::{cursor, message},
+    },
+    domain::{Error, NewAsk, Outcome, SessionKey},
+};
 use askgate_proto::v1::{Question, Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
-use parking_lot::Mutex;
 use prost::Message as _;
-use tokio::sync::{broadcast, mpsc, oneshot};
-use tokio_stream::wrappers::ReceiverStream;
-use tracing::{debug, warn};
+use tokio::sync::oneshot;
+use tracing::debug;
 use uuid::Uuid;
 
-use super::{
-    fanout::{Fanout, LiveEvent},
-    keys::{parse_wait_member, wait_member},
-    store::{
-        RedisHookStore, RedisStore, RedisTarget, Renewal, SessionKeys, StoredEvent, TenantKeys,
-        now_ms,
-    },
-};
-use askgate_core::backend::{
-    Asked, Attached, Backend, Budget, BudgetHold, Committed, EventStream, Holder, Noticed,
-    Registered, RequestAbort, Scope, StateConfig, Stats, SubscribeOptions, Tap,
-    events::{self, Message, cursor, message, outcome_of, parse_cursor},
-};
-use askgate_core::domain::{Error, NewAsk, Outcome, SessionKey};
+use super::store::{RedisHookStore, TenantKeys};
 
 mod config;
 mod follow;
+mod leases;
 mod node;
+mod pump;
 mod register;
 mod slots;
 mod subscribe;
+mod upkeep;
 mod waiters;
 
 pub use config::RedisConfig;
-use follow::*;
-use node::*;
-use slots::*;
-use waiters::*;
-
-/// An agent lease held on this node: its incarnation, and who to tell when a newer
-/// attach replaces it.
-type LocalLease = (String, Option<oneshot::Sender<()>>);
-type WaiterKey = (SessionKey, String);
+use node::Node;
+use slots::SubscriberSlot;
 
 /// The Redis [`Backend`].
 #[derive(Clone)]
@@ -67,88 +49,24 @@ pub struct RedisBackend {
     node: Arc<Node>,
 }
 
-struct Node {
-    id: String,
-    store: RedisStore,
-    fanout: Fanout,
-    config: RedisConfig,
-    /// The sizes, limits and windows of the state; every limit counts over all nodes.
-    settings: StateConfig,
-    /// Calls waiting on this node, by (session, rpc_id).
-    waiters: Mutex<Waiters>,
-    /// Asks resolved since the last renewal, to take off this node's wait list then.
-    resolved_here: Mutex<Vec<String>>,
-    /// Sessions whose pump delivers outcomes to this node's waiters.
-    pumps: Mutex<HashSet<SessionKey>>,
-    /// Presence keys this node keeps alive, with how many local holders each has.
-    attended: Mutex<HashMap<String, usize>>,
-    /// Open subscriptions that hold no presence (`SubscribeOptions::passive`).
-    passive: AtomicUsize,
-    /// Agent leases held on this node: (tenant, agent_id) → incarnation, and who to tell
-    /// when a newer attach replaces it.
-    leases: Mutex<HashMap<(String, String), LocalLease>>,
-    exclusive: Mutex<HashMap<String, String>>,
-    /// This node's subscriber slots (see [`SubscriberSlot`]): member → the session's
-    /// (or the tenant's) `subs` key.
-    subscribers: Mutex<HashMap<String, String>>,
-    /// Sessions this node's subscribers follow, in their tenant's held sessions:
-    /// (that key, session_id) → how many local subscribers. Renewed with the leases.
-    held_sessions: Mutex<HashMap<(String, String), usize>>,
-    closed: AtomicBool,
-    /// Set at shutdown: subscriptions deliver what was written, then end.
-    closing: tokio::sync::watch::Sender<bool>,
-    /// Where the events this node commits are reported, once set.
-    tap: std::sync::OnceLock<Tap>,
-}
-
 impl RedisBackend {
     /// Connects a node to the Redis of `config`, its state sized by `settings`.
     pub async fn connect(config: RedisConfig, settings: StateConfig) -> anyhow::Result<Self> {
-        let target = RedisTarget {
-            url: config.url.clone(),
-            cluster: config.cluster,
-            ca_pem: config.ca_pem.clone(),
-        };
-        let store = RedisStore::connect(target.clone(), settings.clone()).await?;
-        let fanout = Fanout::connect(target.clone()).await?;
-        let id = Uuid::new_v4().simple().to_string();
-        // The node's lease, before any ask it takes can rely on it.
-        store.start_node_lease(&id, config.lease).await?;
-        let node = Arc::new(Node {
-            id,
-            store,
-            fanout,
-            config,
-            settings,
-            waiters: Mutex::default(),
-            resolved_here: Mutex::default(),
-            pumps: Mutex::default(),
-            attended: Mutex::default(),
-            passive: AtomicUsize::new(0),
-            leases: Mutex::default(),
-            exclusive: Mutex::default(),
-            subscribers: Mutex::default(),
-            held_sessions: Mutex::default(),
-            closed: AtomicBool::new(false),
-            closing: tokio::sync::watch::channel(false).0,
-            tap: std::sync::OnceLock::new(),
-        });
-        tokio::spawn(refresh_until_dropped(Arc::downgrade(&node)));
-        Ok(Self { node })
+        Ok(Self {
+            node: Node::start(config, settings).await?,
+        })
     }
 
     /// The webhook store on this backend's Redis, seen by every node.
     pub fn hook_store(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
-        self.node.store.hooks(limits)
+        self.node.store().hooks(limits)
     }
-}
 
-impl RedisBackend {
     /// Resolves the asks an agent made under `incarnation`: its lease ended.
     async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
-        let node = &self.node;
-        for (session_id, rpc_id) in node
-            .store
+        for (session_id, rpc_id) in self
+            .node
+            .store()
             .take_agent_asks(tenant, agent_id, incarnation)
             .await
         {
@@ -201,7 +119,7 @@ impl Backend for RedisBackend {
     }
 
     async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
-        Ok(self.node.store.pending_ask(key, rpc_id).await?.questions)
+        Ok(self.node.store().pending_ask(key, rpc_id).await?.questions)
     }
 
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
@@ -210,25 +128,11 @@ impl Backend for RedisBackend {
 
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         let node = &self.node;
-        let waiting_here = {
-            let mut waiters = node.waiters.lock();
-            match waiters.get_mut(key, rpc_id) {
-                Some(wait) => {
-                    wait.senders.retain(|s| !s.is_closed());
-                    let live = !wait.senders.is_empty();
-                    if !live {
-                        waiters.remove(key, rpc_id);
-                    }
-                    live
-                }
-                None => false,
-            }
-        };
-        if waiting_here {
+        if node.waiting().still_waited(key, rpc_id) {
             return Ok(());
         }
-        node.store.unlist_waiter(&node.id, key, rpc_id).await?;
-        if !node.store.live_waiters(key, rpc_id).await?.is_empty() {
+        node.store().unlist_waiter(node.id(), key, rpc_id).await?;
+        if !node.store().live_waiters(key, rpc_id).await?.is_empty() {
             return Ok(());
         }
         self.claim(key, rpc_id, Outcome::aborted()).await
@@ -243,7 +147,7 @@ impl Backend for RedisBackend {
     }
 
     async fn list_pending(&self, key: &SessionKey) -> Result<Vec<Requested>, Error> {
-        self.node.store.pending(key).await
+        self.node.store().pending(key).await
     }
 
     async fn abort_request(
@@ -252,11 +156,9 @@ impl Backend for RedisBackend {
         request_id: &str,
         resolved: Resolved,
     ) -> Result<RequestAbort, Error> {
-        if self.node.closed.load(Ordering::Acquire) {
-            return Err(Error::ShuttingDown);
-        }
+        self.node.check_open()?;
         self.node
-            .store
+            .store()
             .abort_request(key, request_id, &resolved)
             .await
     }
@@ -269,12 +171,10 @@ impl Backend for RedisBackend {
         holder: &Holder,
     ) -> Result<Attached, Error> {
         let node = &self.node;
-        if node.closed.load(Ordering::Acquire) {
-            return Err(Error::ShuttingDown);
-        }
+        node.check_open()?;
         let incarnation = Uuid::now_v7().to_string();
         let previous = node
-            .store
+            .store()
             .attach_agent(
                 tenant,
                 agent_id,
@@ -284,14 +184,9 @@ impl Backend for RedisBackend {
                 Duration::from_millis(node.lease_ms()),
             )
             .await?;
-        let (superseded_tx, superseded) = oneshot::channel();
-        let replaced = node.leases.lock().insert(
-            (tenant.to_owned(), agent_id.to_owned()),
-            (incarnation.clone(), Some(superseded_tx)),
-        );
-        if let Some((_, Some(old))) = replaced {
-            let _ = old.send(());
-        }
+        let superseded = node
+            .leases()
+            .attach_agent((tenant.to_owned(), agent_id.to_owned()), &incarnation);
         if let Some(previous) = previous {
             debug!(agent_id, old = %previous, "attach supersedes the previous lease");
             self.abort_agent_asks(tenant, agent_id, &previous).await;
@@ -304,15 +199,10 @@ impl Backend for RedisBackend {
 
     async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
         let node = &self.node;
-        {
-            let mut leases = node.leases.lock();
-            let key = (tenant.to_owned(), agent_id.to_owned());
-            if leases.get(&key).is_some_and(|(inc, _)| inc == incarnation) {
-                leases.remove(&key);
-            }
-        }
+        node.leases()
+            .detach_agent(&(tenant.to_owned(), agent_id.to_owned()), incarnation);
         // On failure the lease expires: nobody renews it now.
-        node.store
+        node.store()
             .end_agent_lease(tenant, agent_id, incarnation)
             .await;
         self.abort_agent_asks(tenant, agent_id, incarnation).await;
@@ -324,8 +214,8 @@ impl Backend for RedisBackend {
         // delivers (the probe).
         let node = &self.node;
         let check = async {
-            let store = node.store.ping().await;
-            let probe = node.fanout.probe(&node.store).await;
+            let store = node.store().ping().await;
+            let probe = node.fanout().probe(node.store()).await;
             store && probe
         };
         matches!(
@@ -335,12 +225,7 @@ impl Backend for RedisBackend {
     }
 
     async fn stats(&self) -> Stats {
-        let node = &self.node;
-        Stats {
-            pending: node.waiters.lock().len(),
-            subscribers: node.attended.lock().values().sum::<usize>()
-                + node.passive.load(Ordering::Relaxed),
-        }
+        self.node.stats()
     }
 
     async fn notify(
@@ -349,7 +234,7 @@ impl Backend for RedisBackend {
         rpc_id: &str,
         notice: Event,
     ) -> Result<Option<Noticed>, Error> {
-        let Some(sent) = self.node.store.notice(key, rpc_id, &notice).await? else {
+        let Some(sent) = self.node.store().notice(key, rpc_id, &notice).await? else {
             return Ok(None);
         };
         let requested = Requested::decode(sent.asked.as_slice())
@@ -361,40 +246,11 @@ impl Backend for RedisBackend {
     }
 
     fn set_tap(&self, tap: Tap) {
-        let _ = self.node.tap.set(tap);
+        self.node.set_tap(tap);
     }
 
     async fn dispose_all(&self) {
-        let node = &self.node;
-        node.closed.store(true, Ordering::Release);
-        let waiting: Vec<(WaiterKey, bool)> = node
-            .waiters
-            .lock()
-            .iter()
-            .map(|(key, rpc_id, e)| ((key.clone(), rpc_id.clone()), !e.request_id.is_empty()))
-            .collect();
-        for ((key, rpc_id), reattachable) in waiting {
-            if reattachable {
-                // Handed over: the call is told to retry with its request_id (through
-                // another node); the ask stays pending, and the survivors abort it if
-                // nobody comes back within its reattach grace.
-                if let Some(entry) = node.waiters.lock().remove(&key, &rpc_id) {
-                    for waiter in entry.senders {
-                        let _ = waiter.send(Outcome::disposed());
-                    }
-                }
-            } else {
-                // Nobody can reattach to an ask without a request_id: dispose of it. Should
-                // that fail, the survivors abort it once this node's lease has ended.
-                if let Err(e) = self.claim(&key, &rpc_id, Outcome::disposed()).await {
-                    debug!(%rpc_id, "disposing of an ask failed: {e}");
-                }
-            }
-        }
-        // End this node's lease now: the survivors take over its wait list at once
-        // rather than a lease later (each handed-over ask gets its reattach grace).
-        node.store.end_node_lease(&node.id).await;
-        let _ = node.closing.send(true);
+        self.node.drain().await;
     }
 }
 

@@ -2,7 +2,10 @@
 //! it is stored (so that no answer can be missed), stored by one script, and waited
 //! on here; every exit but a new ask's takes back what it put in place ([`Rollback`]).
 
-use std::{sync::Arc, time::SystemTime};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use askgate_core::{
     backend::{
@@ -12,22 +15,20 @@ use askgate_core::{
     domain::{Error, NewAsk, Outcome, SessionKey},
 };
 use askgate_proto::v1::{AgentRef, Requested, Unattended, subscribe_response::Event};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::{Node, RedisBackend, Rollback, WaitSpec};
+use super::{RedisBackend, node::Node, pump};
 use crate::redis_engine::{
-    fanout::{LiveEvent, SESSION_BUFFER},
+    fanout::SESSION_BUFFER,
     store::{Listing, Registration, SessionKeys},
 };
 
 impl RedisBackend {
     pub(super) async fn register_now(&self, mut ask: NewAsk) -> Result<Registered, Error> {
         let node = &self.node;
-        if node.closed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(Error::ShuttingDown);
-        }
+        node.check_open()?;
         let key = ask.key.clone();
         if let Some(agent) = &ask.agent {
             node.check_caller(&key.tenant, agent).await?;
@@ -43,7 +44,7 @@ impl RedisBackend {
         // slot: the ask goes on it before it exists (if this node dies at any point
         // after the script, the survivors still find it), with the unattended check in
         // the same round trip.
-        if node.store.is_cluster() {
+        if node.store().is_cluster() {
             // Whatever part of the listing is written is swept as due if it fails.
             rollback.listed = true;
             list_first(node, &key, &rpc_id, &spec, must_be_attended).await?;
@@ -52,17 +53,17 @@ impl RedisBackend {
         // Listen first and wait under the new id, so an answer given the instant the
         // ask is stored (on any node) cannot be missed.
         let channel = SessionKeys::new(&key).channel();
-        let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
-        let outcome = node.add_waiter(&key, &rpc_id, &spec);
+        let live = node.fanout().follow(&channel, SESSION_BUFFER).await?;
+        let outcome = node.waiting().add(&key, &rpc_id, &spec.request_id);
         rollback.waiting = true;
         let listing = Listing {
-            node_id: &node.id,
+            node_id: node.id(),
             grace: spec.grace,
             mark_ttl: spec.mark_ttl,
             must_be_attended,
         };
         let registered = node
-            .store
+            .store()
             .register(&key, &requested, &ask.request_id, Some(&listing))
             .await;
         // The script lists only a new ask; after an error, whatever it wrote is taken
@@ -74,7 +75,7 @@ impl RedisBackend {
                 drop(rollback);
                 // Nothing waits on the channel this call followed: let it go.
                 drop(live);
-                node.fanout.release(&channel).await;
+                node.fanout().release(&channel).await;
                 return Err(e);
             }
         };
@@ -86,7 +87,7 @@ impl RedisBackend {
         let (rpc_id, outcome) = self
             .wait_on(&key, registration, rpc_id, outcome, requested, &spec)
             .await?;
-        self.ensure_pump(&key, live);
+        pump::ensure(node, &key, live);
         if let Some(agent) = &ask.agent {
             self.bind_to_agent(&key, &rpc_id, agent).await;
         }
@@ -107,25 +108,26 @@ impl RedisBackend {
         let node = &self.node;
         match registration {
             Registration::New { seq, epoch } => {
-                if let Some(tap) = node.tap.get() {
-                    tap.report(Committed {
-                        tenant: key.tenant.clone(),
-                        message: message(cursor(&epoch, seq), Event::Requested(requested)),
-                        asked: None,
-                    });
-                }
+                node.report(|| Committed {
+                    tenant: key.tenant.clone(),
+                    message: message(cursor(&epoch, seq), Event::Requested(requested)),
+                    asked: None,
+                });
                 Ok((rpc_id, outcome))
             }
             Registration::Joined { rpc_id: joined } => {
-                let outcome = node.add_waiter(key, &joined, spec);
+                let outcome = node.waiting().add(key, &joined, &spec.request_id);
                 // Waited on here from now on, before a sweep can find the ask's grace
                 // (after its first node died) over.
-                if let Err(e) = node.list_waiter(key, &joined, spec).await {
-                    node.waiters.lock().remove(key, &joined);
+                if let Err(e) = node
+                    .list_waiter(key, &joined, spec.grace, spec.mark_ttl)
+                    .await
+                {
+                    node.waiting().forget(key, &joined);
                     return Err(e);
                 }
                 // It may have resolved between the script and the wait: recover.
-                if node.store.pending_ask(key, &joined).await.is_err() {
+                if node.store().pending_ask(key, &joined).await.is_err() {
                     node.recover_waiters(key).await;
                 }
                 Ok((joined, outcome))
@@ -141,14 +143,14 @@ impl RedisBackend {
     /// Counts the ask among its agent's, so that the agent's detach aborts it.
     async fn bind_to_agent(&self, key: &SessionKey, rpc_id: &str, agent: &AgentRef) {
         let node = &self.node;
-        node.store
+        node.store()
             .add_agent_ask(
                 &key.tenant,
                 &agent.agent_id,
                 &agent.incarnation,
                 key,
                 rpc_id,
-                node.config.lease * 6,
+                node.lease() * 6,
             )
             .await;
         // A detach that ran meanwhile did not see this ask: abort it now. A failed
@@ -160,12 +162,14 @@ impl RedisBackend {
             debug!(%rpc_id, "aborting an ask of a detached agent failed: {e}");
         }
     }
+}
 
-    pub(super) fn ensure_pump(&self, key: &SessionKey, live: broadcast::Receiver<Arc<LiveEvent>>) {
-        if self.node.pumps.lock().insert(key.clone()) {
-            tokio::spawn(super::pump(self.node.clone(), key.clone(), live));
-        }
-    }
+/// What a new waiter needs to know of its ask.
+struct WaitSpec {
+    grace: Duration,
+    request_id: String,
+    /// How long the ask's mark is kept: past the ask's deadline, its grace and a lease.
+    mark_ttl: Duration,
 }
 
 /// How long the node's marks of a waiting call last, and its reattach grace.
@@ -173,11 +177,11 @@ fn wait_spec(node: &Node, ask: &NewAsk) -> WaitSpec {
     let waits_at_most = ask
         .expires_at
         .and_then(|t| t.duration_since(SystemTime::now()).ok())
-        .unwrap_or(node.config.lease * 6);
+        .unwrap_or(node.lease() * 6);
     WaitSpec {
         grace: ask.reattach_grace,
         request_id: ask.request_id.clone(),
-        mark_ttl: waits_at_most + ask.reattach_grace + node.config.lease * 2,
+        mark_ttl: waits_at_most + ask.reattach_grace + node.lease() * 2,
     }
 }
 
@@ -190,10 +194,10 @@ async fn list_first(
     spec: &WaitSpec,
     must_be_attended: bool,
 ) -> Result<(), Error> {
-    let listed = node.list_waiter(key, rpc_id, spec);
+    let listed = node.list_waiter(key, rpc_id, spec.grace, spec.mark_ttl);
     let attended = async {
         match must_be_attended {
-            true => node.store.attended(key).await,
+            true => node.store().attended(key).await,
             false => Ok(true),
         }
     };
@@ -202,5 +206,46 @@ async fn list_first(
     match attended? {
         true => Ok(()),
         false => Err(Error::NoProvider),
+    }
+}
+
+/// What a registration put in place under its new rpc_id, taken back when it drops
+/// unless [`Rollback::disarm`]ed: the node's wait-list entry (`listed`) and the local
+/// waiter (`waiting`). Every exit of the registration but a new ask's unwinds through
+/// it, early returns and a dropped call alike.
+struct Rollback<'a> {
+    node: &'a Arc<Node>,
+    key: &'a SessionKey,
+    rpc_id: &'a str,
+    listed: bool,
+    waiting: bool,
+}
+
+impl<'a> Rollback<'a> {
+    fn new(node: &'a Arc<Node>, key: &'a SessionKey, rpc_id: &'a str) -> Self {
+        Self {
+            node,
+            key,
+            rpc_id,
+            listed: false,
+            waiting: false,
+        }
+    }
+
+    /// The ask is registered: keep everything.
+    fn disarm(mut self) {
+        self.listed = false;
+        self.waiting = false;
+    }
+}
+
+impl Drop for Rollback<'_> {
+    fn drop(&mut self) {
+        if self.listed {
+            self.node.unlist(self.key, self.rpc_id);
+        }
+        if self.waiting {
+            self.node.waiting().forget(self.key, self.rpc_id);
+        }
     }
 }

@@ -1,17 +1,29 @@
 //! Subscribing on this node: the slot and holds a subscription takes (subscriber caps,
-//! presence, an exclusive hold), the channel it follows, and the task that merges its
-//! live events with the session's (or the tenant's) history.
+//! presence, an exclusive hold), the channel it follows, the task that merges its live
+//! events with the session's (or the tenant's) history, and the stream that holds all
+//! of it while it lives.
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{
+    collections::VecDeque,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use askgate_core::{
-    backend::{EventStream, Scope, SubscribeOptions},
+    backend::{EventStream, Scope, SubscribeOptions, events::Message},
     domain::{Error, SessionKey},
 };
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::task::JoinHandle;
+use tokio_stream::{Stream, wrappers::ReceiverStream};
 
-use super::{Follower, Held, HeldStream, Node, RedisBackend, SubscriberSlot, fail_subscription};
+use super::{
+    RedisBackend,
+    follow::{Delivery, Follower},
+    leases::HeldSession,
+    node::Node,
+    slots::SubscriberSlot,
+};
 use crate::redis_engine::{
     fanout::{SESSION_BUFFER, TENANT_BUFFER},
     store::{SessionKeys, TenantKeys},
@@ -24,23 +36,15 @@ impl RedisBackend {
         options: SubscribeOptions,
     ) -> Result<EventStream, Error> {
         let node = self.node.clone();
-        if node.closed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(Error::ShuttingDown);
-        }
+        node.check_open()?;
         let buffer = match &scope {
-            Scope::Session(_) => node.settings.subscriber_buffer,
-            Scope::Tenant(_) => node.settings.tenant_buffer,
+            Scope::Session(_) => node.settings().subscriber_buffer,
+            Scope::Tenant(_) => node.settings().tenant_buffer,
         };
-        let (events_tx, events_rx) = mpsc::channel(buffer.max(1));
-        let follower = Follower {
-            node: node.clone(),
-            events_tx,
-            lost: node.fanout.watch_disconnections(),
-        };
-        let closing = node.closing.subscribe();
+        let (follower, events_rx) = Follower::new(node.clone(), buffer);
         let held = match scope {
-            Scope::Session(key) => session(node, key, options, follower, closing).await?,
-            Scope::Tenant(tenant) => tenant_wide(node, tenant, options, follower, closing).await?,
+            Scope::Session(key) => session(node, key, options, follower).await?,
+            Scope::Tenant(tenant) => tenant_wide(node, tenant, options, follower).await?,
         };
         Ok(Box::pin(HeldStream {
             events: ReceiverStream::new(events_rx),
@@ -57,50 +61,29 @@ async fn session(
     key: SessionKey,
     options: SubscribeOptions,
     follower: Follower,
-    closing: watch::Receiver<bool>,
 ) -> Result<Held, Error> {
     let keys = SessionKeys::new(&key);
     let slot = SubscriberSlot::take(
         &node,
         keys.subscribers(),
-        node.settings.max_subscribers_per_session,
+        node.settings().max_subscribers_per_session,
         Error::too_many_subscribers,
     )
     .await?;
-    let held_session = node.hold_session(&key).await?;
-    let exclusive = match options.exclusive {
-        true => {
-            let hold = keys.exclusive();
-            if !node
-                .store
-                .take_exclusive(&hold, &node.id, node.config.lease)
-                .await?
-            {
-                return Err(Error::DuplicateProvider);
-            }
-            node.exclusive.lock().insert(hold.clone(), node.id.clone());
-            Some(hold)
-        }
-        false => None,
-    };
-    let channel = keys.channel();
-    let attended = keys.attended();
-    let live = node.fanout.follow(&channel, SESSION_BUFFER).await?;
-    node.hold_attended(attended.clone()).await?;
-    let events_tx = follower.events_tx.clone();
-    let task = tokio::spawn(async move {
-        let ended = follower.session(key, options.after, live, closing).await;
-        fail_subscription(&events_tx, ended).await;
-    });
-    Ok(Held {
-        node,
-        channel,
-        attended: Some(attended),
-        exclusive,
-        _slot: Some(slot),
-        held_session: Some(held_session),
-        task,
-    })
+    let mut held = Held::new(node.clone(), keys.channel(), slot);
+    held.session = Some(node.hold_session(&key).await?);
+    if options.exclusive {
+        let hold = keys.exclusive();
+        node.hold_exclusive(&hold).await?;
+        held.exclusive = Some(hold);
+    }
+    let live = node.fanout().follow(&held.channel, SESSION_BUFFER).await?;
+    held.following = true;
+    // Noted before it is set: a failed SET still counts here until let go.
+    let attended = held.attended.insert(keys.attended());
+    node.hold_attended(attended).await?;
+    held.task = Some(follower.spawn_session(key, options.after, live));
+    Ok(held)
 }
 
 /// A subscription to every session of a tenant: its slot among the tenant's, and
@@ -110,45 +93,120 @@ async fn tenant_wide(
     tenant: Arc<str>,
     options: SubscribeOptions,
     follower: Follower,
-    closing: watch::Receiver<bool>,
 ) -> Result<Held, Error> {
     let keys = TenantKeys::new(&tenant);
     let slot = SubscriberSlot::take(
         &node,
         keys.all_sessions_subscribers(),
-        node.settings.max_all_sessions_per_tenant,
+        node.settings().max_all_sessions_per_tenant,
         Error::too_many_all_sessions,
     )
     .await?;
-    let channel = keys.channel();
-    let live = node.fanout.follow(&channel, TENANT_BUFFER).await?;
-    let attended = match options.passive {
-        true => {
-            node.passive
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            None
-        }
-        false => {
-            let attended = keys.attended();
-            node.hold_attended(attended.clone()).await?;
-            Some(attended)
-        }
-    };
+    let mut held = Held::new(node.clone(), keys.channel(), slot);
+    let live = node.fanout().follow(&held.channel, TENANT_BUFFER).await?;
+    held.following = true;
+    if options.passive {
+        node.leases().join_passive();
+        held.passive = true;
+    } else {
+        let attended = held.attended.insert(keys.attended());
+        node.hold_attended(attended).await?;
+    }
     let reset_first = options.after.is_some();
-    let events_tx = follower.events_tx.clone();
-    let task = tokio::spawn(async move {
-        let ended = follower
-            .tenant(tenant.to_string(), reset_first, live, closing)
-            .await;
-        fail_subscription(&events_tx, ended).await;
-    });
-    Ok(Held {
-        node,
-        channel,
-        attended,
-        exclusive: None,
-        _slot: Some(slot),
-        held_session: None,
-        task,
-    })
+    held.task = Some(follower.spawn_tenant(tenant.to_string(), reset_first, live));
+    Ok(held)
+}
+
+/// What a subscription holds on this node, each part noted as it is taken and let go
+/// when the subscription ends (its stream dropped) or fails to start.
+struct Held {
+    node: Arc<Node>,
+    /// The channel it follows, once `following`.
+    channel: String,
+    following: bool,
+    _slot: SubscriberSlot,
+    /// The presence it holds; `None` for a passive one.
+    attended: Option<String>,
+    passive: bool,
+    exclusive: Option<String>,
+    /// The session in its tenant's held sessions (see `Node::hold_session`).
+    session: Option<HeldSession>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Held {
+    fn new(node: Arc<Node>, channel: String, slot: SubscriberSlot) -> Self {
+        Self {
+            node,
+            channel,
+            following: false,
+            _slot: slot,
+            attended: None,
+            passive: false,
+            exclusive: None,
+            session: None,
+            task: None,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+        let leases = self.node.leases();
+        if let Some(attended) = &self.attended {
+            leases.leave(attended);
+        }
+        if self.passive {
+            leases.leave_passive();
+        }
+        if let Some(held) = self.session.take() {
+            leases.release_session(&held);
+        }
+        let node = self.node.clone();
+        let channel = self.following.then(|| std::mem::take(&mut self.channel));
+        let exclusive = self.exclusive.take();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Some(hold) = exclusive {
+                    node.release_exclusive(&hold).await;
+                }
+                if let Some(channel) = channel {
+                    node.fanout().release(&channel).await;
+                }
+            });
+        }
+    }
+}
+
+/// A subscription's stream: the follower task's output, holding its resources.
+struct HeldStream {
+    events: ReceiverStream<Result<Delivery, Error>>,
+    /// The rest of a replay delivered at once.
+    replay: VecDeque<Message>,
+    _held: Held,
+}
+
+impl Stream for HeldStream {
+    type Item = Result<Message, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            if let Some(message) = self.replay.pop_front() {
+                return Poll::Ready(Some(Ok(message)));
+            }
+            return match Pin::new(&mut self.events).poll_next(cx) {
+                Poll::Ready(Some(Ok(Delivery::One(message)))) => Poll::Ready(Some(Ok(message))),
+                Poll::Ready(Some(Ok(Delivery::Many(messages)))) => {
+                    self.replay = messages;
+                    continue;
+                }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
 }
