@@ -1,10 +1,11 @@
 //! Where the Redis engine's Redis is and how long a node's leases last.
 
-use super::*;
+use std::time::Duration;
 
 /// Where the Redis backend keeps its state, and how long a node's leases last. Its
 /// `Debug` shows the URL without its password. The sizes and windows of the state
-/// ([`StateConfig`]) are the same on both engines and given apart.
+/// ([`StateConfig`](askgate_core::backend::StateConfig)) are the same on both engines
+/// and given apart.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     /// `redis://` or `rediss://`; with `cluster`, some of the cluster's nodes,
