@@ -1,67 +1,57 @@
-//! One session's state under its shard's lock: pending asks, the bounded history of
-//! its events (for cursor resume), recorded outcomes of request ids.
+//! One session's state, under its shard's lock: its pending asks, the bounded history
+//! of its events (for cursor resume), its subscribers' channel and exclusive hold.
 
-use super::*;
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::Arc,
+    time::Duration,
+};
 
-#[derive(Default)]
-pub(super) struct Shard {
-    pub(super) sessions: HashMap<SessionKey, Session>,
-    /// Unused sessions waiting out their reconnect grace, by when it ends.
-    pub(super) retiring: VecDeque<(Instant, SessionKey)>,
-    /// Asks by (session, request_id), for retries.
-    pub(super) requests: HashMap<RequestKey, RequestState>,
-    /// Recorded outcomes by when they expire.
-    pub(super) request_expiry: VecDeque<(Instant, RequestKey)>,
-}
-
-/// A request id in its session; the id shared by the map and the expiry queue.
-pub(super) type RequestKey = (SessionKey, Arc<str>);
-
-pub(super) enum RequestState {
-    Pending {
-        rpc_id: String,
-    },
-    /// The ask's `resolved` event, the one in the history (it holds the rpc_id and
-    /// the outcome): a finished request costs its key and a reference.
-    Done {
-        resolved: Message,
-        expires: Instant,
-    },
-}
+use askgate_core::{
+    backend::events::{self, Message, message},
+    domain::{Error, Outcome, Settled},
+};
+use askgate_proto::v1::{AgentRef, Requested, subscribe_response::Event};
+use tokio::{
+    sync::{broadcast, oneshot},
+    time::Instant,
+};
 
 pub(super) struct Session {
-    pub(super) epoch: u64,
+    epoch: u64,
     /// Sequence number of the last event.
-    pub(super) head: u64,
+    head: u64,
     /// Pending asks by the sequence number of their `requested` event: oldest first.
     /// Boxed, so a tree node's eleven slots cost a pointer each, not an ask each
     /// (most sessions hold one or two asks).
-    pub(super) pending: BTreeMap<u64, Box<PendingAsk>>,
-    pub(super) by_rpc_id: HashMap<Arc<str>, u64>,
+    pending: BTreeMap<u64, Box<PendingAsk>>,
+    by_rpc_id: HashMap<Arc<str>, u64>,
     /// The last `history_len` events, oldest first, with their sequence numbers.
-    pub(super) history: VecDeque<(u64, Message)>,
+    history: VecDeque<(u64, Message)>,
     /// The channel to the session's own subscribers, made by the first of them and
     /// dropped with the last: a channel preallocates its whole buffer, and most
     /// sessions are only ever followed through their tenant's channel.
-    pub(super) events_tx: Option<broadcast::Sender<Message>>,
-    pub(super) tenant_tx: broadcast::Sender<Message>,
-    pub(super) exclusive_held: bool,
+    events_tx: Option<broadcast::Sender<Message>>,
+    tenant_tx: broadcast::Sender<Message>,
+    exclusive_held: bool,
     /// Bytes its pending asks hold (their encoded `requested`).
-    pub(super) pending_bytes: u64,
+    pending_bytes: u64,
     /// When the last subscriber left (None: never subscribed, or subscribed now).
-    pub(super) left_at: Option<Instant>,
+    left_at: Option<Instant>,
 }
 
+/// An ask waiting for its outcome.
 pub(super) struct PendingAsk {
-    pub(super) order: u64,
+    /// Its place among all the engine's pending asks, for `all_sessions` replay.
+    pub order: u64,
     /// The encoded size of its `requested`: what it counts in its budgets.
-    pub(super) bytes: u64,
+    pub bytes: u64,
     /// The `requested` event, replayed as is (same rpc_id, same cursor).
-    pub(super) requested: Message,
+    pub requested: Message,
     /// The calls waiting for the outcome: the Ask, and retries that joined it.
-    pub(super) waiters: Vec<oneshot::Sender<Outcome>>,
+    pub waiters: Vec<oneshot::Sender<Outcome>>,
     /// Empty when the ask has none.
-    pub(super) request_id: Arc<str>,
+    pub request_id: Arc<str>,
 }
 
 impl PendingAsk {
@@ -89,11 +79,30 @@ pub(super) fn parse_cursor(cursor: &str) -> Option<(u64, u64)> {
     Some((u64::from_str_radix(epoch, 16).ok()?, seq))
 }
 
+/// Whether `since` is less than `grace` ago.
 pub(super) fn within(since: Option<Instant>, grace: Duration) -> bool {
     since.is_some_and(|t| t.elapsed() < grace)
 }
 
 impl Session {
+    /// A new session of the incarnation `epoch`, publishing to its tenant's channel too.
+    pub(super) fn new(epoch: u64, tenant_tx: broadcast::Sender<Message>) -> Self {
+        Self {
+            epoch,
+            head: 0,
+            pending: BTreeMap::new(),
+            by_rpc_id: HashMap::new(),
+            history: VecDeque::new(),
+            events_tx: None,
+            tenant_tx,
+            exclusive_held: false,
+            pending_bytes: 0,
+            left_at: None,
+        }
+    }
+
+    /// Appends an event (keeping the last `history_len`) and sends it to the session's
+    /// and the tenant's subscribers.
     pub(super) fn push(&mut self, history_len: usize, event: Event) -> Message {
         self.head += 1;
         let msg = message(cursor(self.epoch, self.head), event);
@@ -120,6 +129,86 @@ impl Session {
         self.pending.values().map(|ask| &**ask)
     }
 
+    /// How many asks are pending.
+    pub(super) fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The pending ask `rpc_id`, or NOT_PENDING (with how it ended, when remembered).
+    pub(super) fn pending(&self, rpc_id: &str) -> Result<&PendingAsk, Error> {
+        self.by_rpc_id
+            .get(rpc_id)
+            .and_then(|seq| self.pending.get(seq))
+            .map(|ask| &**ask)
+            .ok_or_else(|| self.not_pending(rpc_id))
+    }
+
+    /// The `requested` event of the pending ask `rpc_id`, or NOT_PENDING.
+    pub(super) fn requested(&self, rpc_id: &str) -> Result<&Requested, Error> {
+        self.pending(rpc_id)?
+            .requested()
+            .ok_or_else(|| self.not_pending(rpc_id))
+    }
+
+    /// Joins a call to the pending ask `rpc_id`; false when it is not pending.
+    pub(super) fn join(&mut self, rpc_id: &str, waiter: oneshot::Sender<Outcome>) -> bool {
+        let Some(ask) = self
+            .by_rpc_id
+            .get(rpc_id)
+            .and_then(|seq| self.pending.get_mut(seq))
+        else {
+            return false;
+        };
+        ask.waiters.retain(|w| !w.is_closed());
+        ask.waiters.push(waiter);
+        true
+    }
+
+    /// Refused with TOO_MANY_PENDING or PENDING_BYTES when one more ask of `bytes`
+    /// would exceed the session's caps.
+    pub(super) fn check_room(
+        &self,
+        max_pending: usize,
+        max_bytes: u64,
+        bytes: u64,
+    ) -> Result<(), Error> {
+        if self.pending.len() >= max_pending {
+            return Err(Error::TooManyPending(format!(
+                "at most {max_pending} pending asks per session"
+            )));
+        }
+        if self.pending_bytes + bytes > max_bytes {
+            return Err(Error::pending_bytes_full("session", max_bytes));
+        }
+        Ok(())
+    }
+
+    /// Adds an ask whose `requested` was just pushed (it is the head event).
+    pub(super) fn add_pending(&mut self, rpc_id: &str, ask: PendingAsk) {
+        self.pending_bytes += ask.bytes;
+        self.by_rpc_id.insert(rpc_id.into(), self.head);
+        self.pending.insert(self.head, Box::new(ask));
+    }
+
+    /// Takes the pending ask `rpc_id` out; None when it is not pending.
+    pub(super) fn take_pending(&mut self, rpc_id: &str) -> Option<PendingAsk> {
+        let seq = self.by_rpc_id.remove(rpc_id)?;
+        let ask = *self.pending.remove(&seq)?;
+        self.pending_bytes = self.pending_bytes.saturating_sub(ask.bytes);
+        Some(ask)
+    }
+
+    /// The rpc_ids of every pending ask.
+    pub(super) fn pending_rpc_ids(&self) -> Vec<String> {
+        self.by_rpc_id.keys().map(|id| id.to_string()).collect()
+    }
+
+    /// Whether a call still waits for the pending ask `rpc_id`.
+    pub(super) fn waited_for(&self, rpc_id: &str) -> bool {
+        self.pending(rpc_id)
+            .is_ok_and(|ask| ask.waiters.iter().any(|w| !w.is_closed()))
+    }
+
     /// The events after `after`, when the history still holds all of them.
     pub(super) fn events_after(&self, after: &str) -> Option<Vec<Message>> {
         let (epoch, seq) = parse_cursor(after)?;
@@ -137,7 +226,7 @@ impl Session {
     }
 
     /// How a finished ask ended, while the history still remembers it.
-    pub(super) fn settled(&self, rpc_id: &str) -> Option<Settled> {
+    fn settled(&self, rpc_id: &str) -> Option<Settled> {
         self.history.iter().rev().find_map(|(_, m)| match &m.event {
             Some(Event::Resolved(r)) if r.rpc_id == rpc_id => Some(Settled {
                 resolution: r.reason(),
@@ -151,6 +240,54 @@ impl Session {
         Error::NotPending {
             settled: self.settled(rpc_id),
         }
+    }
+
+    /// A new subscriber of the session (within `max` of them unless `lagged`: a
+    /// resync keeps its place), holding the exclusive hold if `take_exclusive`.
+    pub(super) fn subscribe(
+        &mut self,
+        max: usize,
+        lagged: bool,
+        take_exclusive: bool,
+        buffer: usize,
+    ) -> Result<broadcast::Receiver<Message>, Error> {
+        if !lagged && self.subscribers() >= max {
+            return Err(Error::too_many_subscribers(max));
+        }
+        if take_exclusive {
+            if self.exclusive_held {
+                return Err(Error::DuplicateProvider);
+            }
+            self.exclusive_held = true;
+        }
+        let receiver = self
+            .events_tx
+            .get_or_insert_with(|| broadcast::channel(buffer.max(1)).0)
+            .subscribe();
+        self.left_at = None;
+        Ok(receiver)
+    }
+
+    /// A subscriber left (its receiver dropped already): the reconnect grace counts
+    /// from the last one's leaving.
+    pub(super) fn unsubscribed(&mut self, exclusive: bool) {
+        if exclusive {
+            self.exclusive_held = false;
+        }
+        if self.subscribers() == 0 {
+            self.events_tx = None;
+            self.left_at = Some(Instant::now());
+        }
+    }
+
+    /// Someone subscribed to the session now or less than `grace` ago.
+    pub(super) fn followed_within(&self, grace: Duration) -> bool {
+        self.subscribers() > 0 || within(self.left_at, grace)
+    }
+
+    /// When the last subscriber left (None: never subscribed, or subscribed now).
+    pub(super) fn left_at(&self) -> Option<Instant> {
+        self.left_at
     }
 
     /// No pending ask, no subscriber, no exclusive hold.

@@ -1,21 +1,64 @@
 //! A subscriber's stream: the replay first, then live events from the broadcast
 //! channel. A subscriber that falls behind gets `reset` and a fresh snapshot.
 
-use super::*;
+use std::{
+    collections::VecDeque,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use askgate_core::{
+    backend::{Scope, SubscribeOptions, events::Message},
+    domain::Error,
+};
+use tokio_stream::{
+    Stream,
+    wrappers::{BroadcastStream, errors::BroadcastStreamRecvError},
+};
+use tracing::warn;
+
+use super::state::Inner;
 
 /// A subscriber's stream: the replay first, then live events from the broadcast
 /// channel. A subscriber that falls behind gets `reset` and a fresh snapshot.
 pub(super) struct Subscription {
-    pub(super) inner: Arc<Inner>,
-    pub(super) scope: Scope,
-    pub(super) exclusive: bool,
-    pub(super) passive: bool,
-    pub(super) replay: VecDeque<Message>,
-    pub(super) live: Option<BroadcastStream<Message>>,
+    inner: Arc<Inner>,
+    scope: Scope,
+    exclusive: bool,
+    passive: bool,
+    replay: VecDeque<Message>,
+    live: Option<BroadcastStream<Message>>,
 }
 
 impl Subscription {
-    pub(super) fn resync(&mut self) -> bool {
+    /// Starts following `scope` as `options` say.
+    pub(super) fn start(
+        inner: Arc<Inner>,
+        scope: Scope,
+        options: &SubscribeOptions,
+    ) -> Result<Self, Error> {
+        let (replay, receiver) = match &scope {
+            Scope::Session(key) => {
+                inner.follow_session(key, options.after.as_deref(), false, options.exclusive)?
+            }
+            Scope::Tenant(tenant) => {
+                inner.follow_tenant(tenant, options.after.is_some(), false, options.passive)?
+            }
+        };
+        Ok(Self {
+            inner,
+            scope,
+            exclusive: options.exclusive,
+            passive: options.passive,
+            replay,
+            live: Some(BroadcastStream::new(receiver)),
+        })
+    }
+
+    /// After a lag: `reset`, a fresh snapshot, and a new receiver; false when the
+    /// scope cannot be followed any more (shutdown).
+    fn resync(&mut self) -> bool {
         let follow = match &self.scope {
             Scope::Session(key) => self.inner.follow_session(key, None, true, false),
             Scope::Tenant(tenant) => self.inner.follow_tenant(tenant, true, true, self.passive),
