@@ -9,9 +9,9 @@
 //! gaps and duplicates, and makes the caller and provider checks of `register` atomic
 //! with the store.
 //!
-//! The state's parts own their data: [`session`] a session's, [`shard`] a shard's
-//! sessions and request ids, [`tenants`] and [`agents`] what counts per tenant and
-//! the leases; [`state`] holds them and does what spans them, in one lock order.
+//! The state's parts own their data: `session` a session's, `shard` a shard's
+//! sessions and request ids, `tenants` and `agents` what counts per tenant and
+//! the leases; `state` holds them and does what spans them, in one lock order.
 
 use std::{collections::HashMap, sync::Arc};
 

@@ -17,8 +17,8 @@ use std::{
 
 use askgate_core::{
     backend::{
-        Asked, Committed, Holder, Noticed, Registered, RequestAbort, Scope, StateConfig, Stats,
-        Tap,
+        Asked, Attached, Committed, Holder, Noticed, Registered, RequestAbort, Scope, StateConfig,
+        Stats, Tap,
         events::{self, Message, message},
     },
     domain::{Error, NewAsk, Outcome, SessionKey},
@@ -38,7 +38,6 @@ use super::{
     shard::{RequestState, Shard},
     tenants::Tenants,
 };
-use askgate_core::backend::Attached;
 
 /// How often expired state (unused sessions, recorded outcomes) is swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
