@@ -15,7 +15,10 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::tenants::Tenants;
+use super::{
+    journal::{AttachedAgent, Change, Journal},
+    tenants::Tenants,
+};
 
 /// An agent of a tenant: (tenant, agent_id).
 type AgentKey = (Arc<str>, String);
@@ -24,9 +27,11 @@ type AgentKey = (Arc<str>, String);
 pub(super) type AskKeys = HashSet<(SessionKey, String)>;
 
 /// The agent registry. Lock order: `agents`, then the tenants'.
-#[derive(Default)]
 pub(super) struct Agents {
     agents: Mutex<HashMap<AgentKey, AgentLease>>,
+    /// Where leases are recorded, on a durable engine: under the agents lock, so the
+    /// store sees them in the order they happened.
+    journal: Option<Journal>,
 }
 
 struct AgentLease {
@@ -46,6 +51,28 @@ pub(super) struct CheckedCaller<'a> {
 }
 
 impl Agents {
+    pub(super) fn new(journal: Option<Journal>) -> Self {
+        Self {
+            agents: Mutex::default(),
+            journal,
+        }
+    }
+
+    /// A lease as a store kept it, with the pending asks made under it.
+    pub(super) fn restore(&self, tenants: &Tenants, agent: AttachedAgent, asks: AskKeys) {
+        let _ = tenants.admit_agent(&agent.tenant, usize::MAX);
+        let lease = AgentLease {
+            incarnation: agent.incarnation,
+            parent_agent_id: agent.parent_agent_id,
+            holder: agent.holder,
+            asks,
+            superseded: None,
+        };
+        self.agents
+            .lock()
+            .insert((agent.tenant, agent.agent_id), lease);
+    }
+
     /// Attaches the agent with a new incarnation, replacing its lease if `holder` may;
     /// a new agent counts against its tenant's `max`. Returns the asks of the lease it
     /// replaced (to abort), whose holder was told.
@@ -78,6 +105,15 @@ impl Agents {
             asks: HashSet::new(),
             superseded: Some(superseded_tx),
         };
+        if let Some(journal) = &self.journal {
+            journal.record(Change::AgentAttached(AttachedAgent {
+                tenant: key.0.clone(),
+                agent_id: key.1.clone(),
+                incarnation: incarnation.clone(),
+                parent_agent_id: lease.parent_agent_id.clone(),
+                holder: lease.holder.clone(),
+            }));
+        }
         let previous = agents.insert(key, lease);
         drop(agents);
         let replaced = match previous {
@@ -111,6 +147,12 @@ impl Agents {
             return None;
         }
         tenants.agent_gone(tenant);
+        if let Some(journal) = &self.journal {
+            journal.record(Change::AgentDetached {
+                tenant: key.0.clone(),
+                agent_id: key.1.clone(),
+            });
+        }
         agents.remove(&key).map(|lease| lease.asks)
     }
 

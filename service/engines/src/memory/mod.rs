@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 
 mod agents;
 mod hooks;
+pub mod journal;
 mod session;
 mod shard;
 mod state;
@@ -51,9 +52,33 @@ impl MemoryBackend {
     /// unused sessions and expired outcomes; the sweeper ends with the backend.
     pub fn new(config: StateConfig) -> Self {
         Self {
-            inner: Inner::new(config),
+            inner: Inner::new(config, None),
             budgets: Arc::default(),
         }
+    }
+
+    /// A backend whose every change goes to `journal` before it is acknowledged (the
+    /// sqlite engine), starting from the state a store kept. Returns the restored
+    /// pending asks whose agent's lease is gone, to abort.
+    pub fn durable(
+        config: StateConfig,
+        journal: journal::Journal,
+        stored: journal::Stored,
+    ) -> (Self, Vec<(SessionKey, String)>) {
+        let inner = Inner::new(config, Some(journal));
+        let orphans = inner.restore(stored).into_iter().collect();
+        let backend = Self {
+            inner,
+            budgets: Arc::default(),
+        };
+        (backend, orphans)
+    }
+}
+
+impl MemoryBackend {
+    /// Once every change so far is on disk, on a durable engine (at once otherwise).
+    pub async fn synced(&self) -> Result<(), Error> {
+        self.inner.synced().await
     }
 }
 
@@ -103,7 +128,8 @@ impl Backend for MemoryBackend {
     }
 
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
-        self.inner.claim(key, rpc_id, outcome)
+        self.inner.claim(key, rpc_id, outcome)?;
+        self.inner.synced().await
     }
 
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
@@ -129,7 +155,9 @@ impl Backend for MemoryBackend {
         request_id: &str,
         resolved: Resolved,
     ) -> Result<RequestAbort, Error> {
-        self.inner.abort_request(key, request_id, resolved)
+        let recorded = self.inner.abort_request(key, request_id, resolved)?;
+        self.inner.synced().await?;
+        Ok(recorded)
     }
 
     async fn attach(
@@ -139,7 +167,11 @@ impl Backend for MemoryBackend {
         parent_agent_id: &str,
         holder: &Holder,
     ) -> Result<Attached, Error> {
-        self.inner.attach(tenant, agent_id, parent_agent_id, holder)
+        let attached = self
+            .inner
+            .attach(tenant, agent_id, parent_agent_id, holder)?;
+        self.inner.synced().await?;
+        Ok(attached)
     }
 
     async fn detach(&self, tenant: &str, agent_id: &str, incarnation: &str) {
@@ -147,7 +179,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn healthy(&self) -> bool {
-        true
+        self.inner.healthy()
     }
 
     async fn stats(&self) -> Stats {
@@ -169,6 +201,8 @@ impl Backend for MemoryBackend {
 
     async fn dispose_all(&self) {
         self.inner.dispose_all();
+        // A durable engine's last changes are on disk before the node exits.
+        let _ = self.inner.synced().await;
     }
 }
 

@@ -101,6 +101,44 @@ impl Session {
         }
     }
 
+    /// A session as a store kept it: its incarnation, last sequence number, history
+    /// (oldest first) and pending asks by the sequence number of their `requested`.
+    /// Restored sessions count as just left by their subscribers: they wait out the
+    /// reconnect grace from now.
+    pub(super) fn restore(
+        epoch: u64,
+        head: u64,
+        history: VecDeque<(u64, Message)>,
+        pending: impl IntoIterator<Item = (u64, String, PendingAsk)>,
+        tenant_tx: broadcast::Sender<Message>,
+    ) -> Self {
+        let mut session = Self::new(epoch, tenant_tx);
+        session.head = head;
+        session.history = history;
+        session.left_at = Some(Instant::now());
+        for (seq, rpc_id, ask) in pending {
+            session.pending_bytes += ask.bytes;
+            session.by_rpc_id.insert(rpc_id.into(), seq);
+            session.pending.insert(seq, Box::new(ask));
+        }
+        session
+    }
+
+    /// Sequence number of the last event.
+    pub(super) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Tells every call waiting on the session's asks that the ask was handed over
+    /// (`outcome`, DISPOSED): they retry with its request_id, and the ask stays.
+    pub(super) fn hand_over(&mut self, outcome: &Outcome) {
+        for ask in self.pending.values_mut() {
+            for waiter in ask.waiters.drain(..) {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+    }
+
     /// Appends an event (keeping the last `history_len`) and sends it to the session's
     /// and the tenant's subscribers.
     pub(super) fn push(&mut self, history_len: usize, event: Event) -> Message {
@@ -201,6 +239,12 @@ impl Session {
     /// The rpc_ids of every pending ask.
     pub(super) fn pending_rpc_ids(&self) -> Vec<String> {
         self.by_rpc_id.keys().map(|id| id.to_string()).collect()
+    }
+
+    /// Whether a retry can reattach to the pending ask `rpc_id` (it has a request_id).
+    pub(super) fn reattachable(&self, rpc_id: &str) -> bool {
+        self.pending(rpc_id)
+            .is_ok_and(|ask| !ask.request_id.is_empty())
     }
 
     /// Whether a call still waits for the pending ask `rpc_id`.

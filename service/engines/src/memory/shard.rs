@@ -24,7 +24,7 @@ pub(super) struct Shard {
 }
 
 /// A request id in its session; the id shared by the map and the expiry queue.
-type RequestKey = (SessionKey, Arc<str>);
+pub(super) type RequestKey = (SessionKey, Arc<str>);
 
 /// What a request id names.
 pub(super) enum RequestState {
@@ -131,8 +131,8 @@ impl Shard {
             .insert(request, RequestState::Done { resolved, expires });
     }
 
-    /// Forgets the recorded outcomes that expired by `now`.
-    pub(super) fn expire_requests(&mut self, now: Instant) {
+    /// Forgets the recorded outcomes that expired by `now`; hands them to `expired`.
+    pub(super) fn expire_requests(&mut self, now: Instant, mut expired: impl FnMut(RequestKey)) {
         while self
             .request_expiry
             .front()
@@ -145,7 +145,19 @@ impl Shard {
                 && *expires <= now
             {
                 self.requests.remove(&request);
+                expired(request);
             }
         }
+    }
+
+    /// Puts a restored session in place, to retire when unused past `retire_at`.
+    pub(super) fn restore_session(
+        &mut self,
+        key: SessionKey,
+        session: Session,
+        retire_at: Instant,
+    ) {
+        self.retiring.push_back((retire_at, key.clone()));
+        self.sessions.insert(key, session);
     }
 }

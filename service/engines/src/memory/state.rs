@@ -6,7 +6,7 @@
 //! tenants; each step optional, never the other way round.
 
 use std::{
-    collections::VecDeque,
+    collections::{HashMap, VecDeque},
     hash::{BuildHasher, RandomState},
     sync::{
         Arc, OnceLock, Weak,
@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use super::{
     agents::{Agents, AskKeys},
+    journal::{AddedAsk, Change, Journal, Stored, StoredRequestState},
     session::{PendingAsk, Session},
     shard::{RequestState, Shard},
     tenants::Tenants,
@@ -60,12 +61,14 @@ pub(super) struct Inner {
     next_order: AtomicU64,
     /// Where committed events are reported, once set.
     tap: OnceLock<Tap>,
+    /// Where every change goes before it is acknowledged, on a durable engine.
+    journal: Option<Journal>,
 }
 
 impl Inner {
     /// New state. Within a tokio runtime it also starts the sweeper that retires unused
     /// sessions and expired outcomes; the sweeper ends with the state.
-    pub(super) fn new(config: StateConfig) -> Arc<Self> {
+    pub(super) fn new(config: StateConfig, journal: Option<Journal>) -> Arc<Self> {
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
             .collect();
@@ -77,11 +80,12 @@ impl Inner {
             config,
             shards,
             hasher: RandomState::new(),
-            agents: Agents::default(),
+            agents: Agents::new(journal.clone()),
             closed: AtomicBool::new(false),
             next_epoch: AtomicU64::new(epoch_base),
             next_order: AtomicU64::new(0),
             tap: OnceLock::new(),
+            journal,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
@@ -94,10 +98,14 @@ impl Inner {
         self.shards[index].lock()
     }
 
+    /// SHUTTING_DOWN once closed; BACKEND_UNAVAILABLE once the store failed.
     fn check_open(&self) -> Result<(), Error> {
-        match self.closed.load(Ordering::Acquire) {
-            true => Err(Error::ShuttingDown),
-            false => Ok(()),
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::ShuttingDown);
+        }
+        match &self.journal {
+            Some(journal) => journal.check(),
+            None => Ok(()),
         }
     }
 
@@ -105,10 +113,59 @@ impl Inner {
         let _ = self.tap.set(tap);
     }
 
-    fn report(&self, committed: impl FnOnce() -> Committed) {
-        if let Some(tap) = self.tap.get() {
-            tap.report(committed());
+    /// Reports a committed event, once it is durable.
+    fn report(&self, committed: impl FnOnce() -> Committed + Send + 'static) {
+        let Some(tap) = self.tap.get() else {
+            return;
+        };
+        match &self.journal {
+            None => tap.report(committed()),
+            Some(journal) => {
+                let tap = tap.clone();
+                journal.then(move || tap.report(committed()));
+            }
         }
+    }
+
+    /// Records a change, on a durable engine.
+    fn record(&self, change: impl FnOnce() -> Change) {
+        if let Some(journal) = &self.journal {
+            journal.record(change());
+        }
+    }
+
+    /// Runs `action` once every change so far is durable (at once on memory).
+    fn once_durable(&self, action: impl FnOnce() + Send + 'static) {
+        match &self.journal {
+            None => action(),
+            Some(journal) => journal.then(action),
+        }
+    }
+
+    /// Once every change so far is durable: what acknowledges a change waits for this.
+    pub(super) async fn synced(&self) -> Result<(), Error> {
+        match &self.journal {
+            None => Ok(()),
+            Some(journal) => journal.synced().await,
+        }
+    }
+
+    /// Whether the store still takes changes.
+    pub(super) fn healthy(&self) -> bool {
+        self.journal.as_ref().is_none_or(|j| j.check().is_ok())
+    }
+
+    /// Appends an event to the session, recorded.
+    fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
+        let history_len = self.config.history_len;
+        let message = session.push(history_len, event);
+        self.record(|| Change::Event {
+            key: key.clone(),
+            seq: session.head(),
+            message: message.clone(),
+            history_len,
+        });
+        message
     }
 
     pub(super) fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
@@ -186,9 +243,17 @@ impl Inner {
                 Ok(RequestAbort::Ended)
             }
             _ => {
-                let expires = Instant::now() + self.config.request_retention;
+                let retention = self.config.request_retention;
                 let recorded = message(String::new(), Event::Resolved(resolved));
-                shard.record_done(key, request_id.into(), recorded, expires);
+                let request_id: Arc<str> = request_id.into();
+                self.record(|| Change::RequestDone {
+                    key: key.clone(),
+                    request_id: request_id.clone(),
+                    resolved: recorded.clone(),
+                    expires: SystemTime::now() + retention,
+                });
+                shard.record_done(key, request_id, recorded, Instant::now() + retention);
+                drop(shard);
                 Ok(RequestAbort::Recorded)
             }
         }
@@ -247,12 +312,14 @@ impl Inner {
         let session = shard.session_mut(key)?;
         let requested = session.requested(rpc_id).ok()?.clone();
         Some(Noticed {
-            message: session.push(self.config.history_len, notice),
+            message: self.push(session, key, notice),
             requested,
         })
     }
 
-    /// Shutdown: every pending ask ends DISPOSED, every session and lease goes.
+    /// Shutdown: pending asks end DISPOSED, every session and lease goes. On a durable
+    /// engine an ask with a request_id is handed over instead: its calls are told it
+    /// was DISPOSED (they retry with its request_id) and it stays in the store, pending.
     pub(super) fn dispose_all(&self) {
         self.closed.store(true, Ordering::Release);
         let mut disposed = 0usize;
@@ -260,11 +327,22 @@ impl Inner {
             let mut shard = shard.lock();
             let pending: Vec<(SessionKey, String)> = shard
                 .sessions()
-                .flat_map(|(key, s)| s.pending_rpc_ids().into_iter().map(|id| (key.clone(), id)))
+                .flat_map(|(key, s)| {
+                    s.pending_rpc_ids()
+                        .into_iter()
+                        .filter(|id| self.journal.is_none() || !s.reattachable(id))
+                        .map(|id| (key.clone(), id))
+                })
                 .collect();
             disposed += pending.len();
             for (key, rpc_id) in pending {
                 let _ = self.resolve(&mut shard, &key, &rpc_id, Outcome::disposed());
+            }
+            let keys: Vec<SessionKey> = shard.sessions().map(|(key, _)| key.clone()).collect();
+            for key in keys {
+                if let Some(session) = shard.session_mut(&key) {
+                    session.hand_over(&Outcome::disposed());
+                }
             }
             shard.clear_sessions();
         }
@@ -284,6 +362,10 @@ impl Inner {
                 .tenants
                 .admit_session(&key.tenant, self.config.max_sessions_per_tenant)?;
             let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
+            self.record(|| Change::SessionOpened {
+                key: key.clone(),
+                epoch,
+            });
             Ok(Session::new(epoch, tenant_tx))
         })
     }
@@ -300,6 +382,7 @@ impl Inner {
     fn retire_if_unused(&self, shard: &mut Shard, key: &SessionKey) {
         if shard.retire_if_unused(key, self.config.reconnect_grace) {
             self.tenants.session_gone(&key.tenant);
+            self.record(|| Change::SessionRetired { key: key.clone() });
         }
     }
 
@@ -309,7 +392,9 @@ impl Inner {
             for key in shard.due_retiring(now) {
                 self.retire_if_unused(&mut shard, &key);
             }
-            shard.expire_requests(now);
+            shard.expire_requests(now, |(key, request_id)| {
+                self.record(|| Change::RequestExpired { key, request_id });
+            });
         }
     }
 
@@ -330,22 +415,38 @@ impl Inner {
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         self.tenants.release_pending(&key.tenant, ask.bytes);
-        let message = session.push(self.config.history_len, Event::Resolved(resolved));
+        self.record(|| Change::AskRemoved {
+            key: key.clone(),
+            rpc_id: rpc_id.to_owned(),
+        });
+        let message = self.push(session, key, Event::Resolved(resolved));
         if let Some(agent) = ask.agent() {
             self.agents.release_ask(key, rpc_id, agent);
         }
-        // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
-        for waiter in ask.waiters {
-            let _ = waiter.send(outcome.clone());
-        }
         if !ask.request_id.is_empty() {
-            let expires = Instant::now() + self.config.request_retention;
+            let retention = self.config.request_retention;
+            self.record(|| Change::RequestDone {
+                key: key.clone(),
+                request_id: ask.request_id.clone(),
+                resolved: message.clone(),
+                expires: SystemTime::now() + retention,
+            });
+            let expires = Instant::now() + retention;
             shard.record_done(key, ask.request_id, message.clone(), expires);
         }
-        self.report(|| Committed {
-            tenant: key.tenant.clone(),
+        // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
+        let waiters = ask.waiters;
+        self.once_durable(move || {
+            for waiter in waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+        });
+        let tenant = key.tenant.clone();
+        let asked = Some(Asked::Event(ask.requested));
+        self.report(move || Committed {
+            tenant,
             message,
-            asked: Some(Asked::Event(ask.requested)),
+            asked,
         });
         Ok(())
     }
@@ -392,18 +493,32 @@ impl Inner {
             config.max_pending_per_tenant,
             config.max_pending_bytes_per_tenant,
         )?;
-        let message = session.push(config.history_len, Event::Requested(requested));
-        self.report(|| Committed {
-            tenant: key.tenant.clone(),
-            message: message.clone(),
+        let message = self.push(session, &key, Event::Requested(requested));
+        let (tenant, reported) = (key.tenant.clone(), message.clone());
+        self.report(move || Committed {
+            tenant,
+            message: reported,
             asked: None,
         });
         let (outcome_tx, outcome) = oneshot::channel();
         let request_id: Arc<str> = ask.request_id.as_str().into();
+        let order = self.next_order.fetch_add(1, Ordering::Relaxed);
+        self.record(|| {
+            Change::AskAdded(Box::new(AddedAsk {
+                key: key.clone(),
+                rpc_id: rpc_id.clone(),
+                seq: session.head(),
+                order,
+                bytes,
+                request_id: request_id.clone(),
+                requested: message.clone(),
+                reattach_grace: ask.reattach_grace,
+            }))
+        });
         session.add_pending(
             &rpc_id,
             PendingAsk {
-                order: self.next_order.fetch_add(1, Ordering::Relaxed),
+                order,
                 bytes,
                 requested: message,
                 waiters: vec![outcome_tx],
@@ -414,6 +529,11 @@ impl Inner {
             caller.record(&key, &rpc_id, agent);
         }
         if !request_id.is_empty() {
+            self.record(|| Change::RequestPending {
+                key: key.clone(),
+                request_id: request_id.clone(),
+                rpc_id: rpc_id.clone(),
+            });
             shard.record_pending(&key, request_id, &rpc_id);
         }
         Ok(Registered { rpc_id, outcome })
@@ -505,6 +625,87 @@ impl Inner {
             }
             Scope::Tenant(tenant) => self.tenants.unsubscribed(tenant, passive),
         }
+    }
+}
+
+impl Inner {
+    /// Puts the state a store kept in place, before the engine serves: sessions with
+    /// their histories and pending asks (which wait out the reconnect grace from now),
+    /// request records, agent leases. Returns the pending asks whose agent's lease is
+    /// gone, to abort.
+    pub(super) fn restore(&self, stored: Stored) -> AskKeys {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let retire_at = now + self.config.reconnect_grace;
+        // The pending asks made under each lease: (tenant, agent_id, incarnation).
+        let mut by_lease: HashMap<(Arc<str>, String, String), AskKeys> = HashMap::new();
+        let (mut epochs, mut orders) = (0, 0);
+        for session in stored.sessions {
+            let key = session.key;
+            let Ok(tenant_tx) = self.tenants.admit_session(&key.tenant, usize::MAX) else {
+                continue;
+            };
+            epochs = epochs.max(session.epoch + 1);
+            let mut pending = Vec::with_capacity(session.asks.len());
+            for ask in session.asks {
+                orders = orders.max(ask.order + 1);
+                let _ = self
+                    .tenants
+                    .count_pending(&key.tenant, ask.bytes, usize::MAX, u64::MAX);
+                let asked = PendingAsk {
+                    order: ask.order,
+                    bytes: ask.bytes,
+                    requested: ask.requested,
+                    waiters: Vec::new(),
+                    request_id: ask.request_id,
+                };
+                if let Some(agent) = asked.agent() {
+                    let lease = (
+                        key.tenant.clone(),
+                        agent.agent_id.clone(),
+                        agent.incarnation.clone(),
+                    );
+                    let ask_key = (key.clone(), ask.rpc_id.clone());
+                    by_lease.entry(lease).or_default().insert(ask_key);
+                }
+                pending.push((ask.seq, ask.rpc_id, asked));
+            }
+            let history = session.history.into();
+            let restored =
+                Session::restore(session.epoch, session.head, history, pending, tenant_tx);
+            self.shard(&key).restore_session(key, restored, retire_at);
+        }
+        self.next_epoch.fetch_max(epochs, Ordering::Relaxed);
+        self.next_order.fetch_max(orders, Ordering::Relaxed);
+        let mut requests = stored.requests;
+        requests.sort_by_key(|r| match &r.state {
+            StoredRequestState::Pending { .. } => SystemTime::UNIX_EPOCH,
+            StoredRequestState::Done { expires, .. } => *expires,
+        });
+        for request in requests {
+            let mut shard = self.shard(&request.key);
+            match request.state {
+                StoredRequestState::Pending { rpc_id } => {
+                    shard.record_pending(&request.key, request.request_id, &rpc_id);
+                }
+                StoredRequestState::Done { resolved, expires } => {
+                    let Ok(left) = expires.duration_since(wall) else {
+                        continue;
+                    };
+                    shard.record_done(&request.key, request.request_id, resolved, now + left);
+                }
+            }
+        }
+        for agent in stored.agents {
+            let lease = (
+                agent.tenant.clone(),
+                agent.agent_id.clone(),
+                agent.incarnation.clone(),
+            );
+            let asks = by_lease.remove(&lease).unwrap_or_default();
+            self.agents.restore(&self.tenants, agent, asks);
+        }
+        by_lease.into_values().flatten().collect()
     }
 }
 

@@ -1,0 +1,253 @@
+//! Where the memory engine's changes go when its state is made durable (the sqlite
+//! engine's write-ahead store): each change as it happens, under the locks that order
+//! it, and what must wait until the changes before it are on disk.
+//!
+//! The journal is the sending half; a writer (the sqlite engine's) takes its entries
+//! in order, makes each group of changes durable at once, and only then runs the
+//! actions queued behind them: an outcome handed to a waiting call, an event reported
+//! to the webhooks, an acknowledgement awaited by [`Journal::synced`]. A writer that
+//! fails stops: nothing queued after the failure is acknowledged.
+
+use std::{
+    sync::{Arc, OnceLock, mpsc},
+    time::{Duration, SystemTime},
+};
+
+use askgate_core::{
+    backend::{
+        events::Message,
+        hooks::records::{DeliveryRecord, EndpointRecord, TimerRecord},
+    },
+    domain::{Error, SessionKey},
+};
+use tokio::sync::oneshot;
+
+/// A change to the state, as the store keeps it.
+#[derive(Debug)]
+pub enum Change {
+    /// A session got state: its incarnation.
+    SessionOpened { key: SessionKey, epoch: u64 },
+    /// A session was dropped with its history (its request records stay).
+    SessionRetired { key: SessionKey },
+    /// The session's event `seq`; the store keeps the last `history_len`.
+    Event {
+        key: SessionKey,
+        seq: u64,
+        message: Message,
+        history_len: usize,
+    },
+    /// A new pending ask: its `requested` event is the session's event `seq`.
+    AskAdded(Box<AddedAsk>),
+    /// The ask is no longer pending.
+    AskRemoved { key: SessionKey, rpc_id: String },
+    /// The request id names the pending ask `rpc_id`.
+    RequestPending {
+        key: SessionKey,
+        request_id: Arc<str>,
+        rpc_id: String,
+    },
+    /// The request id's ask ended with `resolved`, remembered until `expires`.
+    RequestDone {
+        key: SessionKey,
+        request_id: Arc<str>,
+        resolved: Message,
+        expires: SystemTime,
+    },
+    /// The request id's record expired.
+    RequestExpired {
+        key: SessionKey,
+        request_id: Arc<str>,
+    },
+    /// An agent's lease, replacing any before it.
+    AgentAttached(AttachedAgent),
+    /// The agent's lease ended.
+    AgentDetached { tenant: Arc<str>, agent_id: String },
+    /// A change to webhooks and channels.
+    Hook(HookChange),
+}
+
+/// A change to the hook store's records.
+#[derive(Debug)]
+pub enum HookChange {
+    /// An endpoint, at `position` among its tenant's (oldest first).
+    EndpointPut {
+        position: u64,
+        record: Box<EndpointRecord>,
+    },
+    EndpointDeleted {
+        tenant: String,
+        id: String,
+    },
+    /// A delivery (made at `position`, for listing in order), due at `due_ms` when
+    /// pending.
+    DeliveryPut {
+        position: u64,
+        due_ms: Option<u64>,
+        record: Box<DeliveryRecord>,
+    },
+    /// A finished delivery trimmed away.
+    DeliveryDeleted {
+        id: String,
+    },
+    TimerPut {
+        due_ms: u64,
+        record: TimerRecord,
+    },
+    TimerDeleted {
+        id: String,
+    },
+    NotePut {
+        key: String,
+        value: String,
+        expires_ms: u64,
+    },
+    /// The notes that expired by `by_ms`.
+    NotesExpired {
+        by_ms: u64,
+    },
+}
+
+/// A pending ask as the store keeps it.
+#[derive(Debug, Clone)]
+pub struct AddedAsk {
+    pub key: SessionKey,
+    pub rpc_id: String,
+    pub seq: u64,
+    /// Its place among the pending asks of every session, for `all_sessions` replay.
+    pub order: u64,
+    /// What it counts in its budgets.
+    pub bytes: u64,
+    /// Empty for none.
+    pub request_id: Arc<str>,
+    pub requested: Message,
+    /// How long it stays answerable once its call has gone (Semantics 10).
+    pub reattach_grace: Duration,
+}
+
+/// An agent's lease as the store keeps it.
+#[derive(Debug, Clone)]
+pub struct AttachedAgent {
+    pub tenant: Arc<str>,
+    pub agent_id: String,
+    pub incarnation: String,
+    pub parent_agent_id: String,
+    pub holder: String,
+}
+
+/// What a journal carries to its writer, in order.
+pub enum Entry {
+    Change(Change),
+    /// Runs once every change before it is durable.
+    Then(Box<dyn FnOnce() + Send>),
+    /// Answered once every change before it is durable.
+    Synced(oneshot::Sender<()>),
+}
+
+/// The sending half: cheap to call under the state's locks (one channel send).
+#[derive(Clone)]
+pub struct Journal {
+    entries: mpsc::Sender<Entry>,
+    /// Why the writer stopped, once it did.
+    failure: Arc<OnceLock<String>>,
+}
+
+/// The writer's half: the entries in order, and where it says why it stopped.
+pub struct JournalReader {
+    pub entries: mpsc::Receiver<Entry>,
+    failure: Arc<OnceLock<String>>,
+}
+
+impl Journal {
+    pub fn new() -> (Self, JournalReader) {
+        let (entries, received) = mpsc::channel();
+        let failure = Arc::new(OnceLock::new());
+        let reader = JournalReader {
+            entries: received,
+            failure: failure.clone(),
+        };
+        (Self { entries, failure }, reader)
+    }
+
+    /// Records a change. Called in the order the changes happen: under the lock that
+    /// orders them.
+    pub fn record(&self, change: Change) {
+        // A writer that is gone has failed (and said so) or the engine is closing.
+        let _ = self.entries.send(Entry::Change(change));
+    }
+
+    /// Runs `action` once every change recorded so far is durable; never, when the
+    /// writer fails first.
+    pub fn then(&self, action: impl FnOnce() + Send + 'static) {
+        let _ = self.entries.send(Entry::Then(Box::new(action)));
+    }
+
+    /// Once every change recorded so far is durable: BACKEND_UNAVAILABLE when the
+    /// writer failed.
+    pub async fn synced(&self) -> Result<(), Error> {
+        let (done, synced) = oneshot::channel();
+        let _ = self.entries.send(Entry::Synced(done));
+        synced.await.map_err(|_| self.failed())
+    }
+
+    /// BACKEND_UNAVAILABLE with why the writer stopped, when it did.
+    pub fn check(&self) -> Result<(), Error> {
+        match self.failure.get() {
+            Some(_) => Err(self.failed()),
+            None => Ok(()),
+        }
+    }
+
+    fn failed(&self) -> Error {
+        let why = self
+            .failure
+            .get()
+            .map_or("the store's writer stopped", String::as_str);
+        Error::BackendUnavailable(format!("{why}; restart the node"))
+    }
+}
+
+impl JournalReader {
+    /// The writer stopped for `why`: nothing after this is acknowledged.
+    pub fn fail(&self, why: String) {
+        let _ = self.failure.set(why);
+    }
+}
+
+/// The state a store kept, to restore before the engine serves.
+#[derive(Debug, Default)]
+pub struct Stored {
+    pub sessions: Vec<StoredSession>,
+    pub requests: Vec<StoredRequest>,
+    pub agents: Vec<AttachedAgent>,
+}
+
+/// A session as the store kept it.
+#[derive(Debug)]
+pub struct StoredSession {
+    pub key: SessionKey,
+    pub epoch: u64,
+    /// Sequence number of its last event.
+    pub head: u64,
+    /// Its last events, oldest first.
+    pub history: Vec<(u64, Message)>,
+    pub asks: Vec<AddedAsk>,
+}
+
+/// A request id's record as the store kept it.
+#[derive(Debug)]
+pub struct StoredRequest {
+    pub key: SessionKey,
+    pub request_id: Arc<str>,
+    pub state: StoredRequestState,
+}
+
+#[derive(Debug)]
+pub enum StoredRequestState {
+    Pending {
+        rpc_id: String,
+    },
+    Done {
+        resolved: Message,
+        expires: SystemTime,
+    },
+}

@@ -1,0 +1,164 @@
+//! Reading the store at start: the state of asks, as the memory engine restores it.
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, UNIX_EPOCH},
+};
+
+use askgate_core::{backend::events::Message, domain::SessionKey};
+use askgate_proto::v1::SubscribeResponse;
+use prost::Message as _;
+use rusqlite::{Connection, Row};
+
+use crate::memory::journal::{
+    AddedAsk, AttachedAgent, Stored, StoredRequest, StoredRequestState, StoredSession,
+};
+
+/// Why the store's content cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("reading the store failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store holds a corrupt {what}: {why}")]
+    Corrupt { what: &'static str, why: String },
+}
+
+/// Everything the store holds of asks: sessions with their histories and pending asks,
+/// request records, agent leases.
+pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
+    let mut sessions: HashMap<(String, String), StoredSession> = HashMap::new();
+    let mut rows = conn.prepare("SELECT tenant, session_id, epoch, head FROM sessions")?;
+    for row in rows.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, i64>(3)?,
+        ))
+    })? {
+        let (tenant, session_id, epoch, head) = row?;
+        let session = StoredSession {
+            key: SessionKey::new(tenant.as_str(), session_id.as_str()),
+            epoch: epoch as u64,
+            head: head as u64,
+            history: Vec::new(),
+            asks: Vec::new(),
+        };
+        sessions.insert((tenant, session_id), session);
+    }
+    let mut rows = conn.prepare(
+        "SELECT tenant, session_id, seq, message FROM events ORDER BY tenant, session_id, seq",
+    )?;
+    for row in rows.query_map([], |row| {
+        Ok((keys(row)?, row.get::<_, i64>(2)?, row.get::<_, Vec<u8>>(3)?))
+    })? {
+        let (key, seq, message) = row?;
+        if let Some(session) = sessions.get_mut(&key) {
+            session
+                .history
+                .push((seq as u64, decode(&message, "event")?));
+        }
+    }
+    let mut rows = conn.prepare(
+        "SELECT tenant, session_id, rpc_id, seq, ord, bytes, request_id, reattach_grace_ms, \
+         requested FROM asks ORDER BY ord",
+    )?;
+    for row in rows.query_map([], |row| {
+        Ok((
+            keys(row)?,
+            row.get::<_, String>(2)?,
+            [
+                row.get::<_, i64>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, i64>(5)?,
+            ],
+            row.get::<_, String>(6)?,
+            row.get::<_, i64>(7)?,
+            row.get::<_, Vec<u8>>(8)?,
+        ))
+    })? {
+        let (key, rpc_id, [seq, order, bytes], request_id, grace_ms, requested) = row?;
+        let Some(session) = sessions.get_mut(&key) else {
+            continue;
+        };
+        session.asks.push(AddedAsk {
+            key: session.key.clone(),
+            rpc_id,
+            seq: seq as u64,
+            order: order as u64,
+            bytes: bytes as u64,
+            request_id: request_id.into(),
+            requested: decode(&requested, "ask")?,
+            reattach_grace: Duration::from_millis(grace_ms as u64),
+        });
+    }
+    Ok(Stored {
+        sessions: sessions.into_values().collect(),
+        requests: requests(conn)?,
+        agents: agents(conn)?,
+    })
+}
+
+fn requests(conn: &Connection) -> Result<Vec<StoredRequest>, LoadError> {
+    let mut requests = Vec::new();
+    let mut rows = conn.prepare(
+        "SELECT tenant, session_id, request_id, rpc_id, resolved, expires_ms FROM requests",
+    )?;
+    for row in rows.query_map([], |row| {
+        Ok((
+            keys(row)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, Option<String>>(3)?,
+            row.get::<_, Option<Vec<u8>>>(4)?,
+            row.get::<_, Option<i64>>(5)?,
+        ))
+    })? {
+        let ((tenant, session_id), request_id, rpc_id, resolved, expires_ms) = row?;
+        let state = match (rpc_id, resolved) {
+            (Some(rpc_id), _) => StoredRequestState::Pending { rpc_id },
+            (None, Some(resolved)) => StoredRequestState::Done {
+                resolved: decode(&resolved, "request record")?,
+                expires: UNIX_EPOCH + Duration::from_millis(expires_ms.unwrap_or(0) as u64),
+            },
+            (None, None) => continue,
+        };
+        requests.push(StoredRequest {
+            key: SessionKey::new(tenant.as_str(), session_id.as_str()),
+            request_id: Arc::from(request_id.as_str()),
+            state,
+        });
+    }
+    Ok(requests)
+}
+
+fn agents(conn: &Connection) -> Result<Vec<AttachedAgent>, LoadError> {
+    let mut rows =
+        conn.prepare("SELECT tenant, agent_id, incarnation, parent_agent_id, holder FROM agents")?;
+    let agents = rows
+        .query_map([], |row| {
+            Ok(AttachedAgent {
+                tenant: Arc::from(row.get::<_, String>(0)?.as_str()),
+                agent_id: row.get(1)?,
+                incarnation: row.get(2)?,
+                parent_agent_id: row.get(3)?,
+                holder: row.get(4)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(agents)
+}
+
+/// A row's (tenant, session_id), its first two columns.
+fn keys(row: &Row<'_>) -> rusqlite::Result<(String, String)> {
+    Ok((row.get(0)?, row.get(1)?))
+}
+
+fn decode(bytes: &[u8], what: &'static str) -> Result<Message, LoadError> {
+    SubscribeResponse::decode(bytes)
+        .map(Arc::new)
+        .map_err(|e| LoadError::Corrupt {
+            what,
+            why: e.to_string(),
+        })
+}

@@ -1,0 +1,224 @@
+//! The durable engine of one node: the memory engine's structures serve, and an
+//! embedded SQLite store (WAL mode, every commit synced) is their write-ahead store.
+//!
+//! Every change of the memory engine's state (and of the hook store's) goes to a
+//! [`Journal`](crate::memory::journal::Journal) under the lock that orders it; one
+//! writer thread ([`writer`]) writes all the changes queued meanwhile in one
+//! transaction (group commit), syncs, and only then lets what waited on them happen:
+//! an outcome reaching the waiting call, an event reaching the webhooks, an `Answer`
+//! or `Cancel` replying. So whatever was acknowledged is on disk, even after kill -9.
+//! At start the store is read back ([`load`]) into the memory structures.
+//!
+//! After a restart: pending asks are pending with the same rpc_id, and each waits out
+//! its reattach grace from now (a retry with its request_id joins it), or ends at once
+//! (EXPIRED past its deadline, ABORTED without a grace or when its agent's lease is
+//! gone); recorded outcomes answer retries; sessions keep their histories, so
+//! subscribers resume from their cursors; agent leases end a reconnect grace after
+//! the restart unless their agent attached again meanwhile.
+
+mod dir;
+mod load;
+mod schema;
+mod writer;
+
+use std::{
+    path::Path,
+    time::{Duration, SystemTime},
+};
+
+use askgate_core::{
+    backend::{Backend, StateConfig, events::Message, hooks::StoreLimits},
+    domain::{Outcome, SessionKey},
+};
+use askgate_proto::v1::subscribe_response::Event;
+use rusqlite::{Connection, OpenFlags};
+use tracing::{debug, info};
+
+pub use dir::{DataDir, DirError, STORE_FILE};
+
+use crate::memory::{
+    MemoryBackend, MemoryHookStore,
+    journal::{Journal, Stored},
+};
+
+/// The engine on a data directory: its backend and its hook store, both written
+/// through the same store.
+pub struct SqliteEngine {
+    backend: MemoryBackend,
+    hooks: MemoryHookStore,
+}
+
+impl SqliteEngine {
+    /// Opens the store in the data directory `path` (made if missing), restores what it
+    /// holds and starts its writer. The directory is held (no other process can open
+    /// it) until the engine is dropped.
+    pub async fn open(
+        path: &Path,
+        config: StateConfig,
+        limits: StoreLimits,
+    ) -> anyhow::Result<Self> {
+        let dir = DataDir::open(path)?;
+        let started = std::time::Instant::now();
+        let (conn, stored) = {
+            let file = dir.store();
+            tokio::task::spawn_blocking(move || read(&file)).await??
+        };
+        let settle = Settle::of(&stored, config.reconnect_grace);
+        let (journal, reader) = Journal::new();
+        std::thread::Builder::new()
+            .name("askgate-store".into())
+            .spawn(move || {
+                // The directory stays held for as long as the writer runs: as long as
+                // any part of the engine lives.
+                let _dir = dir;
+                writer::run(conn, reader);
+            })?;
+        let (backend, orphans) = MemoryBackend::durable(config, journal, stored);
+        info!(
+            pending = settle.asks.len(),
+            agents = settle.agents.len(),
+            elapsed = ?started.elapsed(),
+            "restored the store"
+        );
+        settle.start(backend.clone(), orphans);
+        Ok(Self {
+            backend,
+            hooks: MemoryHookStore::new(limits),
+        })
+    }
+
+    pub fn backend(&self) -> MemoryBackend {
+        self.backend.clone()
+    }
+
+    pub fn hook_store(self) -> MemoryHookStore {
+        self.hooks
+    }
+}
+
+/// Opens the store file (made if missing), migrates it and reads what it holds.
+fn read(file: &Path) -> anyhow::Result<(Connection, Stored)> {
+    let mut conn = open(file)?;
+    schema::migrate(&mut conn)?;
+    let stored = load::asks(&conn)?;
+    Ok((conn, stored))
+}
+
+/// A connection to the store: WAL mode, every commit synced.
+fn open(file: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        file,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| anyhow::anyhow!("{} is not a usable store: {e}", file.display()))?;
+    anyhow::ensure!(
+        mode.eq_ignore_ascii_case("wal"),
+        "{} cannot be put in WAL mode (it is in {mode} mode)",
+        file.display()
+    );
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // A backup reading meanwhile holds the write lock for a moment at most.
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+/// What the restored state still has to settle: pending asks whose calls are gone,
+/// and leases whose agents are.
+struct Settle {
+    /// (session, rpc_id, deadline, reattach grace)
+    asks: Vec<(SessionKey, String, Option<SystemTime>, Duration)>,
+    /// (tenant, agent_id, incarnation)
+    agents: Vec<(String, String, String)>,
+    /// How long a restored lease waits for its agent to attach again.
+    grace: Duration,
+}
+
+impl Settle {
+    fn of(stored: &Stored, grace: Duration) -> Self {
+        let asks = stored
+            .sessions
+            .iter()
+            .flat_map(|s| s.asks.iter())
+            .map(|ask| {
+                let deadline = deadline(&ask.requested);
+                (
+                    ask.key.clone(),
+                    ask.rpc_id.clone(),
+                    deadline,
+                    ask.reattach_grace,
+                )
+            })
+            .collect();
+        let agents = stored
+            .agents
+            .iter()
+            .map(|a| {
+                (
+                    a.tenant.to_string(),
+                    a.agent_id.clone(),
+                    a.incarnation.clone(),
+                )
+            })
+            .collect();
+        Self {
+            asks,
+            agents,
+            grace,
+        }
+    }
+
+    /// Settles each restored ask as the server settles an ask whose call went away
+    /// (EXPIRED past its deadline; ABORTED at once without a reattach grace, else once
+    /// the grace from now has passed with no call reattached), aborts the `orphans`
+    /// (asks whose agent's lease is gone) and ends each restored lease after the
+    /// grace unless its agent attached again.
+    fn start(self, backend: MemoryBackend, orphans: Vec<(SessionKey, String)>) {
+        let now = SystemTime::now();
+        for (key, rpc_id, deadline, grace) in self.asks {
+            let backend = backend.clone();
+            let expired = deadline.is_some_and(|d| d <= now);
+            tokio::spawn(async move {
+                let settled = match (expired, grace.is_zero()) {
+                    (true, _) => backend.claim(&key, &rpc_id, Outcome::expired()).await,
+                    (false, true) => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
+                    (false, false) => {
+                        tokio::time::sleep(grace).await;
+                        backend.abandon(&key, &rpc_id).await
+                    }
+                };
+                if settled.is_ok() {
+                    debug!(%rpc_id, "a restored ask whose call was gone is settled");
+                }
+            });
+        }
+        for (key, rpc_id) in orphans {
+            let backend = backend.clone();
+            tokio::spawn(async move {
+                let _ = backend.claim(&key, &rpc_id, Outcome::aborted()).await;
+            });
+        }
+        for (tenant, agent_id, incarnation) in self.agents {
+            let backend = backend.clone();
+            let grace = self.grace;
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                backend.detach(&tenant, &agent_id, &incarnation).await;
+            });
+        }
+    }
+}
+
+/// An ask's deadline, as its `requested` event states it.
+fn deadline(requested: &Message) -> Option<SystemTime> {
+    match &requested.event {
+        Some(Event::Requested(r)) => r.expires_at.and_then(|t| SystemTime::try_from(t).ok()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

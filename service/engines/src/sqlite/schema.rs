@@ -1,0 +1,113 @@
+//! The store's tables, versioned by SQLite's `user_version`: each migration takes the
+//! store one version forward, in one transaction, at start. A store written by a newer
+//! askgate than this one is refused.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// The migrations, in order: the one at index `i` takes the store from version `i` to
+/// `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: the state of asks (as the memory engine serves it) and of webhooks.
+    "
+    CREATE TABLE sessions (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        head INTEGER NOT NULL,
+        PRIMARY KEY (tenant, session_id)
+    ) WITHOUT ROWID;
+    -- Each session's last events (its history), encoded SubscribeResponse messages.
+    CREATE TABLE events (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message BLOB NOT NULL,
+        PRIMARY KEY (tenant, session_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE asks (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        rpc_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ord INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        reattach_grace_ms INTEGER NOT NULL,
+        requested BLOB NOT NULL,
+        PRIMARY KEY (tenant, session_id, rpc_id)
+    ) WITHOUT ROWID;
+    -- A request id names a pending ask (rpc_id) or the outcome of a finished one
+    -- (resolved, kept until expires_ms).
+    CREATE TABLE requests (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        rpc_id TEXT,
+        resolved BLOB,
+        expires_ms INTEGER,
+        PRIMARY KEY (tenant, session_id, request_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE agents (
+        tenant TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        incarnation TEXT NOT NULL,
+        parent_agent_id TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        PRIMARY KEY (tenant, agent_id)
+    ) WITHOUT ROWID;
+    -- Webhooks and channels: the hook store's records, as JSON.
+    CREATE TABLE endpoints (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE deliveries (
+        id TEXT PRIMARY KEY NOT NULL,
+        position INTEGER NOT NULL,
+        due_ms INTEGER,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE timers (
+        id TEXT PRIMARY KEY NOT NULL,
+        due_ms INTEGER NOT NULL,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE notes (
+        key TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    ",
+];
+
+/// The version this askgate writes.
+pub const VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Why a store cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error(
+        "the store was written by a newer askgate (schema version {found}; this one knows \
+         up to {VERSION}): run that version, or restore a backup"
+    )]
+    Newer { found: u32 },
+    #[error("the store cannot be read or migrated: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Takes the store to [`VERSION`], one migration per transaction.
+pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
+    let found: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > VERSION {
+        return Err(SchemaError::Newer { found });
+    }
+    for (version, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(migration)?;
+        tx.pragma_update(None, "user_version", version as u32 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

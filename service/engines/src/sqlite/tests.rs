@@ -1,0 +1,200 @@
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use askgate_core::{
+    backend::{Backend, Scope, StateConfig, SubscribeOptions, hooks::StoreLimits},
+    domain::{NewAsk, Outcome, SessionKey},
+};
+use askgate_proto::v1::{Question, Resolution, Unattended, subscribe_response::Event};
+use tokio_stream::StreamExt;
+
+use super::SqliteEngine;
+
+/// A data directory of a test's own, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("askgate-sqlite-{}", uuid::Uuid::new_v4().simple()));
+        Self(dir)
+    }
+
+    /// A crash image of this store, as kill -9 would leave it: the database and its
+    /// write-ahead log as they are on disk now, in a new directory.
+    fn crash_copy(&self) -> Scratch {
+        let copy = Scratch::new();
+        std::fs::create_dir_all(&copy.0).expect("copy dir");
+        for name in ["askgate.db", "askgate.db-wal"] {
+            let from = self.0.join(name);
+            if from.exists() {
+                std::fs::copy(&from, copy.0.join(name)).expect("copy the store");
+            }
+        }
+        copy
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn limits() -> StoreLimits {
+    StoreLimits {
+        max_endpoints: 16,
+        max_queued: 1000,
+        keep_finished: 100,
+    }
+}
+
+async fn open(dir: &Scratch, config: StateConfig) -> SqliteEngine {
+    SqliteEngine::open(&dir.0, config, limits())
+        .await
+        .expect("open the store")
+}
+
+async fn make(config: StateConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+    let dir = Scratch::new();
+    let engine = open(&dir, config).await;
+    (Arc::new(engine.backend()), Box::new(dir))
+}
+
+askgate_core::backend_conformance_suite!(make);
+
+fn key(session: &str) -> SessionKey {
+    SessionKey::new("tenant", session)
+}
+
+fn ask(session: &str, request_id: &str, grace: Duration) -> NewAsk {
+    NewAsk {
+        key: key(session),
+        questions: vec![Question {
+            id: "q".into(),
+            question: "Deploy?".into(),
+            ..Default::default()
+        }],
+        agent: None,
+        labels: Default::default(),
+        expires_at: None,
+        request_id: request_id.into(),
+        if_unattended: Unattended::Hold,
+        reattach_grace: grace,
+        notify: None,
+    }
+}
+
+#[tokio::test]
+async fn a_pending_ask_and_a_recorded_outcome_survive_a_crash() {
+    let dir = Scratch::new();
+    let engine = open(&dir, StateConfig::default()).await;
+    let backend = engine.backend();
+    let pending = backend
+        .register(ask("s", "pending-one", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    let answered = backend
+        .register(ask("s", "answered-one", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    backend
+        .claim(&key("s"), &answered.rpc_id, Outcome::aborted())
+        .await
+        .expect("claim: acknowledged once durable");
+    let copy = dir.crash_copy();
+
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    let listed = restored.list_pending(&key("s")).await.expect("list");
+    assert_eq!(listed.len(), 1, "the pending ask is back: {listed:?}");
+    assert_eq!(listed[0].rpc_id, pending.rpc_id, "with its rpc_id");
+    let retried = restored
+        .register(ask("s", "pending-one", Duration::from_secs(60)))
+        .await
+        .expect("a retry joins");
+    assert_eq!(retried.rpc_id, pending.rpc_id);
+    let recorded = restored
+        .register(ask("s", "answered-one", Duration::from_secs(60)))
+        .await
+        .expect("a retry of the answered one");
+    assert_eq!(recorded.rpc_id, answered.rpc_id);
+    let outcome = recorded.outcome.await.expect("the recorded outcome");
+    assert_eq!(outcome.resolution, Resolution::Aborted);
+    restored
+        .claim(&key("s"), &pending.rpc_id, Outcome::aborted())
+        .await
+        .expect("the restored ask is answerable");
+    assert_eq!(
+        retried.outcome.await.expect("outcome").resolution,
+        Resolution::Aborted
+    );
+}
+
+#[tokio::test]
+async fn a_subscriber_resumes_its_cursor_after_a_crash() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    let first = backend
+        .register(ask("s", "", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    let mut stream = backend
+        .subscribe(Scope::Session(key("s")), SubscribeOptions::default())
+        .await
+        .expect("subscribe");
+    let mut cursor = String::new();
+    while let Some(Ok(message)) = stream.next().await {
+        cursor = message.cursor.clone();
+        if matches!(message.event, Some(Event::Synced(_))) {
+            break;
+        }
+    }
+    backend
+        .claim(&key("s"), &first.rpc_id, Outcome::aborted())
+        .await
+        .expect("claim");
+    let copy = dir.crash_copy();
+
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    let mut resumed = restored
+        .subscribe(
+            Scope::Session(key("s")),
+            SubscribeOptions {
+                after: Some(cursor),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("resume");
+    let next = tokio::time::timeout(Duration::from_secs(5), resumed.next())
+        .await
+        .expect("an event within 5 s")
+        .expect("the stream is open")
+        .expect("no error");
+    let Some(Event::Resolved(resolved)) = &next.event else {
+        panic!("expected the missed resolved event, not a reset: {next:?}");
+    };
+    assert_eq!(resolved.rpc_id, first.rpc_id);
+}
+
+#[tokio::test]
+async fn an_ask_without_a_grace_ends_aborted_at_restart() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    let pending = backend
+        .register(ask("s", "r", Duration::ZERO))
+        .await
+        .expect("register");
+    backend.synced().await.expect("on disk");
+    let copy = dir.crash_copy();
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    let retried = restored
+        .register(ask("s", "r", Duration::ZERO))
+        .await
+        .expect("a retry");
+    assert_eq!(retried.rpc_id, pending.rpc_id);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), retried.outcome)
+        .await
+        .expect("settled within 5 s")
+        .expect("outcome");
+    assert_eq!(outcome.resolution, Resolution::Aborted);
+}
