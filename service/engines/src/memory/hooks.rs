@@ -1,9 +1,10 @@
 //! The webhook store of a single node: records in this process, behind one mutex that
-//! is never held across an `.await`.
+//! is never held across an `.await`. On a durable engine each change is also recorded
+//! in its [`Journal`], under that mutex, and a write is acknowledged once on disk.
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use async_trait::async_trait;
@@ -17,10 +18,13 @@ use askgate_core::{
     domain::Error,
 };
 
+use super::journal::{Change, HookChange, Journal, StoredHooks};
+
 /// The in-memory [`HookStore`].
 pub struct MemoryHookStore {
     limits: StoreLimits,
     state: Mutex<State>,
+    journal: Option<Journal>,
 }
 
 #[derive(Default)]
@@ -39,6 +43,8 @@ struct State {
     notes: HashMap<String, (String, Instant)>,
     /// The size at which expired notes are next swept out.
     sweep_at: usize,
+    /// The next endpoint's or delivery's place, for listing in order after a restore.
+    next_position: u64,
 }
 
 #[derive(Default)]
@@ -54,8 +60,61 @@ impl MemoryHookStore {
         Self {
             limits,
             state: Mutex::default(),
+            journal: None,
         }
     }
+
+    /// A store whose every change goes to `journal`, starting from what a store kept.
+    pub fn durable(limits: StoreLimits, journal: Journal, stored: StoredHooks) -> Self {
+        let mut state = State::default();
+        state.restore(stored);
+        Self {
+            limits,
+            state: Mutex::new(state),
+            journal: Some(journal),
+        }
+    }
+
+    /// Records a change, on a durable engine: under the state's lock, so the store sees
+    /// the changes in the order they happened.
+    fn record(&self, change: impl FnOnce() -> HookChange) {
+        if let Some(journal) = &self.journal {
+            journal.record(Change::Hook(change()));
+        }
+    }
+
+    /// Changes the state under its lock, then (on a durable engine) waits until the
+    /// change is on disk: the lock is never held across the wait.
+    async fn change<T>(
+        &self,
+        change: impl FnOnce(&mut State) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let done = change(&mut self.state.lock())?;
+        if let Some(journal) = &self.journal {
+            journal.synced().await?;
+        }
+        Ok(done)
+    }
+}
+
+/// The delivery `id` as it stands, to record (made at `position` when new; a stored
+/// one keeps its place).
+fn delivery_change(state: &State, id: &str, position: u64) -> HookChange {
+    match state.deliveries.get(id) {
+        Some(record) => HookChange::DeliveryPut {
+            position,
+            due_ms: state.due_at.get(id).copied(),
+            record: Box::new(record.clone()),
+        },
+        None => HookChange::DeliveryDeleted { id: id.to_owned() },
+    }
+}
+
+/// Now, in milliseconds since the epoch: how the store keeps a note's expiry.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The first `limit` entries of a (due, id) index due by `now_ms`.
@@ -84,8 +143,9 @@ impl State {
         }
     }
 
-    /// Forgets the oldest finished deliveries of `tenant` beyond `keep`.
-    fn trim(&mut self, tenant: &str, keep: usize) {
+    /// Forgets the oldest finished deliveries of `tenant` beyond `keep`; hands their
+    /// ids to `trimmed`.
+    fn trim(&mut self, tenant: &str, keep: usize, mut trimmed: impl FnMut(String)) {
         let Some(log) = self.tenants.get_mut(tenant) else {
             return;
         };
@@ -95,23 +155,71 @@ impl State {
             };
             self.deliveries.remove(&id);
             log.ids.retain(|i| *i != id);
+            trimmed(id);
         }
+    }
+
+    /// Puts what a store kept in place.
+    fn restore(&mut self, stored: StoredHooks) {
+        let mut last = 0;
+        for (position, endpoint) in stored.endpoints {
+            last = last.max(position);
+            let list = self.endpoints.entry(endpoint.tenant.clone()).or_default();
+            list.push(endpoint);
+        }
+        for (position, due_ms, delivery) in stored.deliveries {
+            last = last.max(position);
+            let log = self.tenants.entry(delivery.tenant.clone()).or_default();
+            log.ids.push_back(delivery.id.clone());
+            match delivery.status {
+                Status::Pending => log.queued += 1,
+                _ => {
+                    log.finished
+                        .insert((delivery.last_attempt_ms, delivery.id.clone()));
+                }
+            }
+            if delivery.status == Status::Pending {
+                self.set_due(&delivery.id, due_ms.or(Some(delivery.next_attempt_ms)));
+            }
+            self.deliveries.insert(delivery.id.clone(), delivery);
+        }
+        for (due_ms, timer) in stored.timers {
+            let id = timer.id();
+            self.timers_due.insert((due_ms, id.clone()));
+            self.timers.insert(id, (due_ms, timer));
+        }
+        let (now, wall) = (Instant::now(), now_ms());
+        for (key, value, expires_ms) in stored.notes {
+            if expires_ms > wall {
+                let until = now + Duration::from_millis(expires_ms - wall);
+                self.notes.insert(key, (value, until));
+            }
+        }
+        self.next_position = last + 1;
     }
 }
 
 #[async_trait]
 impl HookStore for MemoryHookStore {
     async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error> {
-        let mut state = self.state.lock();
-        let list = state.endpoints.entry(endpoint.tenant.clone()).or_default();
-        if list.len() >= self.limits.max_endpoints {
-            return Err(Error::TooManyWebhooks(format!(
-                "at most {} webhook endpoints per tenant",
-                self.limits.max_endpoints
-            )));
-        }
-        list.push(endpoint.clone());
-        Ok(())
+        self.change(|state| {
+            let list = state.endpoints.entry(endpoint.tenant.clone()).or_default();
+            if list.len() >= self.limits.max_endpoints {
+                return Err(Error::TooManyWebhooks(format!(
+                    "at most {} webhook endpoints per tenant",
+                    self.limits.max_endpoints
+                )));
+            }
+            list.push(endpoint.clone());
+            let position = state.next_position;
+            state.next_position += 1;
+            self.record(|| HookChange::EndpointPut {
+                position,
+                record: Box::new(endpoint.clone()),
+            });
+            Ok(())
+        })
+        .await
     }
 
     async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, Error> {
@@ -134,35 +242,47 @@ impl HookStore for MemoryHookStore {
     }
 
     async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
-        let mut state = self.state.lock();
-        let Some(list) = state.endpoints.get_mut(tenant) else {
-            return Ok(false);
-        };
-        let before = list.len();
-        list.retain(|e| e.id != id);
-        let removed = list.len() < before;
-        if list.is_empty() {
-            state.endpoints.remove(tenant);
-        }
-        Ok(removed)
+        self.change(|state| {
+            let Some(list) = state.endpoints.get_mut(tenant) else {
+                return Ok(false);
+            };
+            let before = list.len();
+            list.retain(|e| e.id != id);
+            let removed = list.len() < before;
+            if list.is_empty() {
+                state.endpoints.remove(tenant);
+            }
+            if removed {
+                self.record(|| HookChange::EndpointDeleted {
+                    tenant: tenant.to_owned(),
+                    id: id.to_owned(),
+                });
+            }
+            Ok(removed)
+        })
+        .await
     }
 
     async fn enqueue(&self, tenant: &str, deliveries: &[DeliveryRecord]) -> Result<usize, Error> {
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        let log = state.tenants.entry(tenant.to_owned()).or_default();
-        let room = self.limits.max_queued.saturating_sub(log.queued);
-        let taken = deliveries.len().min(room);
-        log.queued += taken;
-        log.ids
-            .extend(deliveries[..taken].iter().map(|d| d.id.clone()));
-        for delivery in &deliveries[..taken] {
-            state.set_due(&delivery.id, Some(delivery.next_attempt_ms));
-            state
-                .deliveries
-                .insert(delivery.id.clone(), delivery.clone());
-        }
-        Ok(taken)
+        self.change(|state| {
+            let log = state.tenants.entry(tenant.to_owned()).or_default();
+            let room = self.limits.max_queued.saturating_sub(log.queued);
+            let taken = deliveries.len().min(room);
+            log.queued += taken;
+            log.ids
+                .extend(deliveries[..taken].iter().map(|d| d.id.clone()));
+            for delivery in &deliveries[..taken] {
+                state.set_due(&delivery.id, Some(delivery.next_attempt_ms));
+                state
+                    .deliveries
+                    .insert(delivery.id.clone(), delivery.clone());
+                let position = state.next_position;
+                state.next_position += 1;
+                self.record(|| delivery_change(state, &delivery.id, position));
+            }
+            Ok(taken)
+        })
+        .await
     }
 
     async fn claim_deliveries(
@@ -190,30 +310,39 @@ impl HookStore for MemoryHookStore {
             delivery.attempts += 1;
             claimed.push(delivery.clone());
             state.set_due(&id, Some(lease_until_ms));
+            // Not waited on: after a crash the delivery is made again (same id).
+            self.record(|| delivery_change(&state, &id, 0));
         }
         Ok(claimed)
     }
 
     async fn finish_attempt(&self, record: &DeliveryRecord) -> Result<bool, Error> {
-        let mut state = self.state.lock();
-        let Some(stored) = state.deliveries.get(&record.id) else {
-            return Ok(false);
-        };
-        if stored.attempts != record.attempts || stored.status != Status::Pending {
-            return Ok(false);
-        }
-        state.deliveries.insert(record.id.clone(), record.clone());
-        if record.status == Status::Pending {
-            state.set_due(&record.id, Some(record.next_attempt_ms));
-            return Ok(true);
-        }
-        state.set_due(&record.id, None);
-        let log = state.tenants.entry(record.tenant.clone()).or_default();
-        log.queued = log.queued.saturating_sub(1);
-        log.finished
-            .insert((record.last_attempt_ms, record.id.clone()));
-        state.trim(&record.tenant, self.limits.keep_finished);
-        Ok(true)
+        self.change(|state| {
+            let Some(stored) = state.deliveries.get(&record.id) else {
+                return Ok(false);
+            };
+            if stored.attempts != record.attempts || stored.status != Status::Pending {
+                return Ok(false);
+            }
+            state.deliveries.insert(record.id.clone(), record.clone());
+            if record.status == Status::Pending {
+                state.set_due(&record.id, Some(record.next_attempt_ms));
+            } else {
+                state.set_due(&record.id, None);
+                let log = state.tenants.entry(record.tenant.clone()).or_default();
+                log.queued = log.queued.saturating_sub(1);
+                log.finished
+                    .insert((record.last_attempt_ms, record.id.clone()));
+            }
+            self.record(|| delivery_change(state, &record.id, 0));
+            if record.status != Status::Pending {
+                state.trim(&record.tenant, self.limits.keep_finished, |id| {
+                    self.record(|| HookChange::DeliveryDeleted { id });
+                });
+            }
+            Ok(true)
+        })
+        .await
     }
 
     async fn deliveries(
@@ -246,38 +375,46 @@ impl HookStore for MemoryHookStore {
         now_ms: u64,
         retry_until_ms: u64,
     ) -> Result<DeliveryRecord, Error> {
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        let Some(delivery) = state.deliveries.get_mut(id).filter(|d| d.tenant == tenant) else {
-            return Err(not_found("delivery"));
-        };
-        let log = state.tenants.entry(tenant.to_owned()).or_default();
-        if delivery.status != Status::Pending {
-            if log.queued >= self.limits.max_queued {
-                return Err(Error::TooManyWebhooks(format!(
-                    "at most {} queued webhook deliveries per tenant",
-                    self.limits.max_queued
-                )));
+        self.change(|state| {
+            let Some(delivery) = state.deliveries.get_mut(id).filter(|d| d.tenant == tenant) else {
+                return Err(not_found("delivery"));
+            };
+            let log = state.tenants.entry(tenant.to_owned()).or_default();
+            if delivery.status != Status::Pending {
+                if log.queued >= self.limits.max_queued {
+                    return Err(Error::TooManyWebhooks(format!(
+                        "at most {} queued webhook deliveries per tenant",
+                        self.limits.max_queued
+                    )));
+                }
+                log.queued += 1;
+                log.finished.retain(|(_, finished)| finished.as_str() != id);
             }
-            log.queued += 1;
-            log.finished.retain(|(_, finished)| finished.as_str() != id);
-        }
-        delivery.status = Status::Pending;
-        delivery.next_attempt_ms = now_ms;
-        delivery.retry_until_ms = retry_until_ms;
-        let redelivered = delivery.clone();
-        state.set_due(id, Some(now_ms));
-        Ok(redelivered)
+            delivery.status = Status::Pending;
+            delivery.next_attempt_ms = now_ms;
+            delivery.retry_until_ms = retry_until_ms;
+            let redelivered = delivery.clone();
+            state.set_due(id, Some(now_ms));
+            self.record(|| delivery_change(state, id, 0));
+            Ok(redelivered)
+        })
+        .await
     }
 
     async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error> {
-        let mut state = self.state.lock();
-        let id = timer.id();
-        if !state.timers.contains_key(&id) {
-            state.timers_due.insert((due_ms, id.clone()));
-            state.timers.insert(id, (due_ms, timer.clone()));
-        }
-        Ok(())
+        self.change(|state| {
+            let id = timer.id();
+            if !state.timers.contains_key(&id) {
+                state.timers_due.insert((due_ms, id.clone()));
+                state.timers.insert(id, (due_ms, timer.clone()));
+                self.record(|| HookChange::TimerPut {
+                    due_ms,
+                    record: Box::new(timer.clone()),
+                });
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn claim_timers(
@@ -294,6 +431,10 @@ impl HookStore for MemoryHookStore {
             if let Some((at, timer)) = state.timers.get_mut(&entry.1) {
                 *at = lease_until_ms;
                 claimed.push(timer.clone());
+                self.record(|| HookChange::TimerPut {
+                    due_ms: lease_until_ms,
+                    record: Box::new(timer.clone()),
+                });
                 state.timers_due.insert((lease_until_ms, entry.1));
             }
         }
@@ -301,25 +442,39 @@ impl HookStore for MemoryHookStore {
     }
 
     async fn finish_timer(&self, timer: &TimerRecord, next_ms: Option<u64>) -> Result<(), Error> {
-        let mut state = self.state.lock();
-        let id = timer.id();
-        let Some((at, _)) = state.timers.remove(&id) else {
-            return Ok(());
-        };
-        state.timers_due.remove(&(at, id.clone()));
-        if let Some(next) = next_ms {
-            state.timers_due.insert((next, id.clone()));
-            state.timers.insert(id, (next, timer.clone()));
-        }
-        Ok(())
+        self.change(|state| {
+            let id = timer.id();
+            let Some((at, _)) = state.timers.remove(&id) else {
+                return Ok(());
+            };
+            state.timers_due.remove(&(at, id.clone()));
+            match next_ms {
+                Some(next) => {
+                    state.timers_due.insert((next, id.clone()));
+                    state.timers.insert(id, (next, timer.clone()));
+                    self.record(|| HookChange::TimerPut {
+                        due_ms: next,
+                        record: Box::new(timer.clone()),
+                    });
+                }
+                None => self.record(|| HookChange::TimerDeleted { id }),
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn cancel_timer(&self, timer_id: &str) -> Result<(), Error> {
-        let mut state = self.state.lock();
-        if let Some((at, _)) = state.timers.remove(timer_id) {
-            state.timers_due.remove(&(at, timer_id.to_owned()));
-        }
-        Ok(())
+        self.change(|state| {
+            if let Some((at, _)) = state.timers.remove(timer_id) {
+                state.timers_due.remove(&(at, timer_id.to_owned()));
+                self.record(|| HookChange::TimerDeleted {
+                    id: timer_id.to_owned(),
+                });
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn put_note(
@@ -330,19 +485,27 @@ impl HookStore for MemoryHookStore {
         only_new: bool,
     ) -> Result<bool, Error> {
         let now = Instant::now();
-        let mut state = self.state.lock();
-        if only_new && state.notes.get(key).is_some_and(|(_, until)| *until > now) {
-            return Ok(false);
-        }
-        if state.notes.len() >= state.sweep_at {
-            state.notes.retain(|_, (_, until)| *until > now);
-            state.sweep_at = (state.notes.len() * 2).max(1024);
-        }
-        let until = now + Duration::from_millis(ttl_ms);
-        state
-            .notes
-            .insert(key.to_owned(), (value.to_owned(), until));
-        Ok(true)
+        self.change(|state| {
+            if only_new && state.notes.get(key).is_some_and(|(_, until)| *until > now) {
+                return Ok(false);
+            }
+            if state.notes.len() >= state.sweep_at {
+                state.notes.retain(|_, (_, until)| *until > now);
+                state.sweep_at = (state.notes.len() * 2).max(1024);
+                self.record(|| HookChange::NotesExpired { by_ms: now_ms() });
+            }
+            let until = now + Duration::from_millis(ttl_ms);
+            state
+                .notes
+                .insert(key.to_owned(), (value.to_owned(), until));
+            self.record(|| HookChange::NotePut {
+                key: key.to_owned(),
+                value: value.to_owned(),
+                expires_ms: now_ms().saturating_add(ttl_ms),
+            });
+            Ok(true)
+        })
+        .await
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>, Error> {

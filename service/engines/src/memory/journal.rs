@@ -91,7 +91,7 @@ pub enum HookChange {
     },
     TimerPut {
         due_ms: u64,
-        record: TimerRecord,
+        record: Box<TimerRecord>,
     },
     TimerDeleted {
         id: String,
@@ -250,4 +250,17 @@ pub enum StoredRequestState {
         resolved: Message,
         expires: SystemTime,
     },
+}
+
+/// The hook store's records as the store kept them.
+#[derive(Debug, Default)]
+pub struct StoredHooks {
+    /// (position, endpoint), in order.
+    pub endpoints: Vec<(u64, EndpointRecord)>,
+    /// (position, due_ms, delivery), in order.
+    pub deliveries: Vec<(u64, Option<u64>, DeliveryRecord)>,
+    /// (due_ms, timer)
+    pub timers: Vec<(u64, TimerRecord)>,
+    /// (key, value, expires_ms)
+    pub notes: Vec<(String, String, u64)>,
 }

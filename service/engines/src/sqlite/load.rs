@@ -12,7 +12,7 @@ use prost::Message as _;
 use rusqlite::{Connection, Row};
 
 use crate::memory::journal::{
-    AddedAsk, AttachedAgent, Stored, StoredRequest, StoredRequestState, StoredSession,
+    AddedAsk, AttachedAgent, Stored, StoredHooks, StoredRequest, StoredRequestState, StoredSession,
 };
 
 /// Why the store's content cannot be read.
@@ -147,6 +147,62 @@ fn agents(conn: &Connection) -> Result<Vec<AttachedAgent>, LoadError> {
         })?
         .collect::<Result<_, _>>()?;
     Ok(agents)
+}
+
+/// Everything the store holds of webhooks and channels: endpoints and deliveries in
+/// their order, timers, notes.
+pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
+    let mut stored = StoredHooks::default();
+    let mut rows = conn.prepare("SELECT position, record FROM endpoints ORDER BY position")?;
+    for row in rows.query_map([], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+    })? {
+        let (position, record) = row?;
+        stored
+            .endpoints
+            .push((position as u64, json(&record, "endpoint")?));
+    }
+    let mut rows =
+        conn.prepare("SELECT position, due_ms, record FROM deliveries ORDER BY position")?;
+    for row in rows.query_map([], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, Option<i64>>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })? {
+        let (position, due_ms, record) = row?;
+        let delivery = json(&record, "delivery")?;
+        stored
+            .deliveries
+            .push((position as u64, due_ms.map(|d| d as u64), delivery));
+    }
+    let mut rows = conn.prepare("SELECT due_ms, record FROM timers")?;
+    for row in rows.query_map([], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+    })? {
+        let (due_ms, record) = row?;
+        stored.timers.push((due_ms as u64, json(&record, "timer")?));
+    }
+    let mut rows = conn.prepare("SELECT key, value, expires_ms FROM notes")?;
+    for row in rows.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })? {
+        let (key, value, expires_ms) = row?;
+        stored.notes.push((key, value, expires_ms as u64));
+    }
+    Ok(stored)
+}
+
+fn json<T: serde::de::DeserializeOwned>(record: &str, what: &'static str) -> Result<T, LoadError> {
+    serde_json::from_str(record).map_err(|e| LoadError::Corrupt {
+        what,
+        why: e.to_string(),
+    })
 }
 
 /// A row's (tenant, session_id), its first two columns.

@@ -38,7 +38,7 @@ pub use dir::{DataDir, DirError, STORE_FILE};
 
 use crate::memory::{
     MemoryBackend, MemoryHookStore,
-    journal::{Journal, Stored},
+    journal::{Journal, Stored, StoredHooks},
 };
 
 /// The engine on a data directory: its backend and its hook store, both written
@@ -59,7 +59,7 @@ impl SqliteEngine {
     ) -> anyhow::Result<Self> {
         let dir = DataDir::open(path)?;
         let started = std::time::Instant::now();
-        let (conn, stored) = {
+        let (conn, stored, hooks) = {
             let file = dir.store();
             tokio::task::spawn_blocking(move || read(&file)).await??
         };
@@ -73,6 +73,7 @@ impl SqliteEngine {
                 let _dir = dir;
                 writer::run(conn, reader);
             })?;
+        let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks);
         let (backend, orphans) = MemoryBackend::durable(config, journal, stored);
         info!(
             pending = settle.asks.len(),
@@ -81,10 +82,7 @@ impl SqliteEngine {
             "restored the store"
         );
         settle.start(backend.clone(), orphans);
-        Ok(Self {
-            backend,
-            hooks: MemoryHookStore::new(limits),
-        })
+        Ok(Self { backend, hooks })
     }
 
     pub fn backend(&self) -> MemoryBackend {
@@ -97,11 +95,12 @@ impl SqliteEngine {
 }
 
 /// Opens the store file (made if missing), migrates it and reads what it holds.
-fn read(file: &Path) -> anyhow::Result<(Connection, Stored)> {
+fn read(file: &Path) -> anyhow::Result<(Connection, Stored, StoredHooks)> {
     let mut conn = open(file)?;
     schema::migrate(&mut conn)?;
     let stored = load::asks(&conn)?;
-    Ok((conn, stored))
+    let hooks = load::hooks(&conn)?;
+    Ok((conn, stored, hooks))
 }
 
 /// A connection to the store: WAL mode, every commit synced.

@@ -198,3 +198,146 @@ async fn an_ask_without_a_grace_ends_aborted_at_restart() {
         .expect("outcome");
     assert_eq!(outcome.resolution, Resolution::Aborted);
 }
+
+mod hooks {
+    use std::sync::Arc;
+
+    use askgate_core::{
+        backend::{
+            StateConfig,
+            hooks::{
+                HookStore, Shares,
+                conformance::{LIMITS, Test},
+                records::{DeliveryRecord, EndpointRecord, EventType, Status, TimerRecord},
+            },
+        },
+        hook_store_conformance,
+    };
+
+    use super::{Scratch, SqliteEngine};
+
+    async fn on_each(test: Test) {
+        let dir = Scratch::new();
+        let engine = SqliteEngine::open(&dir.0, StateConfig::default(), LIMITS)
+            .await
+            .expect("open the store");
+        test(Arc::new(engine.hook_store()))
+            .await
+            .expect("the sqlite store keeps the contract");
+    }
+
+    hook_store_conformance!(on_each);
+
+    fn endpoint() -> EndpointRecord {
+        EndpointRecord {
+            id: "ep_1".into(),
+            tenant: "tenant".into(),
+            url: "https://hooks.example/in".into(),
+            events: vec![EventType::Requested],
+            description: "ops".into(),
+            labels: Default::default(),
+            secret: "whsec_c2VjcmV0".into(),
+            provides: false,
+            created_ms: 1,
+            session_prefix: String::new(),
+            slack: None,
+        }
+    }
+
+    fn delivery(id: &str) -> DeliveryRecord {
+        DeliveryRecord {
+            id: id.into(),
+            tenant: "tenant".into(),
+            endpoint_id: "ep_1".into(),
+            event_type: EventType::Requested,
+            session_id: "s".into(),
+            rpc_id: "r".into(),
+            body: "{}".into(),
+            status: Status::Pending,
+            attempts: 0,
+            last_error: String::new(),
+            created_ms: 1,
+            retry_until_ms: u64::MAX,
+            next_attempt_ms: 0,
+            last_attempt_ms: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn endpoints_deliveries_timers_and_notes_survive_a_crash() {
+        let dir = Scratch::new();
+        let engine = SqliteEngine::open(&dir.0, StateConfig::default(), LIMITS)
+            .await
+            .expect("open");
+        let store = engine.hook_store();
+        store.create_endpoint(&endpoint()).await.expect("endpoint");
+        let queued = store
+            .enqueue("tenant", &[delivery("d1"), delivery("d2")])
+            .await
+            .expect("enqueue");
+        assert_eq!(queued, 2);
+        let claimed = store
+            .claim_deliveries(10, 20, 1, &Shares::unlimited())
+            .await
+            .expect("claim");
+        let mut done = claimed[0].clone();
+        done.status = Status::Delivered;
+        done.last_attempt_ms = 15;
+        assert!(store.finish_attempt(&done).await.expect("finish"));
+        let timer = TimerRecord {
+            tenant: "tenant".into(),
+            session_id: "s".into(),
+            rpc_id: "r".into(),
+            asked_ms: 1,
+            remind_after_ms: 100,
+            remind_every_ms: 0,
+            max_reminders: 1,
+            escalate_after_ms: 0,
+            reminders: 0,
+            escalated: false,
+        };
+        store.schedule(&timer, 500).await.expect("schedule");
+        assert!(
+            store
+                .put_note("slack:msg", "C1/123.4", 60_000, true)
+                .await
+                .expect("note")
+        );
+        let copy = dir.crash_copy();
+
+        let restored = SqliteEngine::open(&copy.0, StateConfig::default(), LIMITS)
+            .await
+            .expect("reopen")
+            .hook_store();
+        assert_eq!(
+            restored.endpoints("tenant").await.expect("list"),
+            vec![endpoint()]
+        );
+        let listed = restored
+            .deliveries("tenant", None, None, 10)
+            .await
+            .expect("deliveries");
+        let statuses: Vec<(String, Status)> =
+            listed.iter().map(|d| (d.id.clone(), d.status)).collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("d2".into(), Status::Pending),
+                ("d1".into(), Status::Delivered)
+            ],
+            "newest first, as they were"
+        );
+        let due = restored
+            .claim_deliveries(30, 40, 10, &Shares::unlimited())
+            .await
+            .expect("claim after the restart");
+        assert_eq!(due.len(), 1, "the pending one is still to deliver: {due:?}");
+        assert_eq!(due[0].id, "d2", "with the same webhook-id");
+        let timers = restored.claim_timers(600, 700, 10).await.expect("timers");
+        assert_eq!(timers, vec![timer]);
+        assert_eq!(
+            restored.note("slack:msg").await.expect("note").as_deref(),
+            Some("C1/123.4")
+        );
+    }
+}
