@@ -54,7 +54,7 @@ trap cleanup EXIT
 # The log exists before the server starts: the loop below may read it before the
 # background job has opened it.
 : >"$work/serve.log"
-"$askgate" serve --listen 127.0.0.1:0 --log info \
+"$askgate" serve --listen 127.0.0.1:0 --log info --backend memory \
   --ask-rate 1000000000 --ask-burst 1000000000 2>"$work/serve.log" &
 pids+=($!)
 addr=""

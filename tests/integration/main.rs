@@ -8,6 +8,7 @@ mod abort;
 mod agents;
 mod answers;
 mod cli;
+mod durability;
 mod errors;
 mod fanout;
 mod first_wins;

@@ -352,6 +352,8 @@ pub fn askgate_command(args: &[&str]) -> tokio::process::Command {
         .env_remove("ASKGATE_ADDR")
         .env_remove("ASKGATE_SESSION")
         .env("ASKGATE_LOG", "warn")
+        // Tests choose their engine: memory unless `args` say otherwise.
+        .env("ASKGATE_BACKEND", "memory")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

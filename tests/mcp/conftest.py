@@ -65,7 +65,8 @@ class Askgate:
     def spawn(
         self, *args: str, stdin: Any = subprocess.DEVNULL, log: str = "warn"
     ) -> subprocess.Popen[str]:
-        env = {**os.environ, "ASKGATE_LOG": log}
+        # Tests choose their engine: memory unless `args` say otherwise.
+        env = {**os.environ, "ASKGATE_LOG": log, "ASKGATE_BACKEND": "memory"}
         for name in ("ASKGATE_ADDR", "ASKGATE_SESSION", "ASKGATE_TOKEN"):
             env.pop(name, None)
         process = subprocess.Popen(

@@ -69,8 +69,10 @@ export async function askgateOutput(args) {
 /** `askgate serve` on an ephemeral port; `addr` once started. */
 export class Server {
   static async start(args = []) {
+    // Tests choose their engine: memory unless `args` say otherwise.
     const child = spawn(ASKGATE, ["serve", "--listen", "127.0.0.1:0", "--log", "info", ...args], {
       stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, ASKGATE_BACKEND: "memory" },
     });
     const addr = await within(
       "askgate serve to listen",

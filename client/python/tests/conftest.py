@@ -22,7 +22,8 @@ WAIT = 20.0
 
 class Server:
     def __init__(self, *args: str) -> None:
-        env = {**os.environ, "ASKGATE_LOG": "info"}
+        # Tests choose their engine: memory unless `args` say otherwise.
+        env = {**os.environ, "ASKGATE_LOG": "info", "ASKGATE_BACKEND": "memory"}
         self.process = subprocess.Popen(
             [ASKGATE, "serve", "--listen", "127.0.0.1:0", *args],
             stdout=subprocess.DEVNULL,

@@ -129,7 +129,8 @@ export class Harness {
   spawn(args) {
     const child = spawn(ASKGATE, args, {
       stdio: ["pipe", "pipe", "pipe"],
-      env: { ...process.env, NO_COLOR: "1", ASKGATE_LOG: "info" },
+      // Tests choose their engine: memory unless `args` say otherwise.
+      env: { ...process.env, NO_COLOR: "1", ASKGATE_LOG: "info", ASKGATE_BACKEND: "memory" },
     });
     child.stdout.setEncoding("utf8");
     child.stderr.setEncoding("utf8");

@@ -286,6 +286,8 @@ impl ServeProcess {
         };
         let mut child = tokio::process::Command::new(askgate)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            // Tests choose their engine: memory unless `args` say otherwise.
+            .env("ASKGATE_BACKEND", "memory")
             .args(log)
             .args(args)
             .stdin(std::process::Stdio::null())

@@ -92,6 +92,11 @@ impl SqliteEngine {
     pub fn hook_store(self) -> MemoryHookStore {
         self.hooks
     }
+
+    /// The backend and the hook store, for a server.
+    pub fn into_parts(self) -> (MemoryBackend, MemoryHookStore) {
+        (self.backend, self.hooks)
+    }
 }
 
 /// Opens the store file (made if missing), migrates it and reads what it holds.

@@ -75,6 +75,27 @@ impl SealingKey {
         Ok((Self::new(&bytes)?, warning))
     }
 
+    /// The key in `path`, made there (32 random bytes in hex, readable by its owner
+    /// only) when the file does not exist; whether it was made now.
+    pub fn kept_in(path: &Path) -> anyhow::Result<(Self, bool)> {
+        if path.exists() {
+            let (key, _) = Self::from_file(path)?;
+            return Ok((key, false));
+        }
+        let mut bytes = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| anyhow::anyhow!("the system's random source failed"))?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path)?;
+        std::io::Write::write_all(&mut file, hex::encode(bytes).as_bytes())?;
+        file.sync_all()?;
+        Ok((Self::new(&bytes)?, true))
+    }
+
     /// `secret` sealed for `context` (what it is and whose): base64 of nonce and
     /// ciphertext with its tag.
     pub fn seal(&self, context: &str, secret: &Secret) -> Result<String, SealError> {

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use askgate_engines::{
     memory::{MemoryBackend, MemoryHookStore},
     redis_engine::{RedisBackend, RedisConfig, redacted_url},
+    sqlite::SqliteEngine,
 };
 use askgate_proto::v1::NotifyPolicy;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -116,7 +117,10 @@ impl Default for Http2Limits {
 /// `--backend`: where askgate keeps its state. `Debug` hides a Redis password.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// In this process (one node).
+    /// In this process, written through to a SQLite store in `data_dir` (one node):
+    /// what it acknowledged survives a crash.
+    Sqlite { data_dir: PathBuf },
+    /// In this process (one node), gone at a restart.
     Memory,
     /// In Redis (one server or a Cluster), shared by every node using it; with
     /// `rediss://`, the CA in `ca_file` (PEM, read at start like every file the node
@@ -126,6 +130,10 @@ pub enum BackendChoice {
         ca_file: Option<PathBuf>,
     },
 }
+
+/// With `--backend sqlite` and no `--secret-key-file`: the key that seals Slack apps'
+/// secrets, in the data directory.
+pub const KEY_FILE: &str = "secret.key";
 
 impl ServerConfig {
     /// Slack: its Web API, and the key that seals apps' secrets.
@@ -143,6 +151,21 @@ impl ServerConfig {
             (None, BackendChoice::Memory) => {
                 Some(Arc::new(crate::auth::sealed::SealingKey::ephemeral()?))
             }
+            // The store outlives the process: so must the key, kept beside it.
+            (None, BackendChoice::Sqlite { data_dir }) => {
+                let path = data_dir.join(KEY_FILE);
+                let (key, made) = crate::auth::sealed::SealingKey::kept_in(&path)
+                    .with_context(|| format!("the sealing key {}", path.display()))?;
+                if made {
+                    warn!(
+                        "no --secret-key-file: Slack apps' secrets are sealed with a key made \
+                         in {}; back it up with the data directory, or pass \
+                         --secret-key-file",
+                        path.display()
+                    );
+                }
+                Some(Arc::new(key))
+            }
             (None, BackendChoice::Redis { .. }) => None,
         };
         Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
@@ -154,6 +177,13 @@ impl ServerConfig {
     pub(super) async fn backend(&self) -> anyhow::Result<(Arc<dyn Backend>, Arc<dyn HookStore>)> {
         let limits = self.webhooks.limits;
         Ok(match &self.backend {
+            BackendChoice::Sqlite { data_dir } => {
+                let engine = SqliteEngine::open(data_dir, self.settings.clone(), limits)
+                    .await
+                    .with_context(|| format!("--data-dir {}", data_dir.display()))?;
+                let (backend, hooks) = engine.into_parts();
+                (Arc::new(backend), Arc::new(hooks))
+            }
             BackendChoice::Memory => (
                 Arc::new(MemoryBackend::new(self.settings.clone())),
                 Arc::new(MemoryHookStore::new(limits)),

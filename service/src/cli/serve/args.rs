@@ -17,7 +17,11 @@ use crate::cli::common::{parse_duration, span};
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
+    /// One node; what it acknowledged survives a crash (in --data-dir).
+    Sqlite,
+    /// One node; nothing kept across a restart (tests, benchmarks).
     Memory,
+    /// Several nodes sharing one Redis.
     Redis,
 }
 
@@ -45,9 +49,14 @@ pub struct ServeArgs {
     /// How callers authenticate.
     #[arg(long, env = "ASKGATE_AUTH", value_enum, default_value = "none")]
     pub auth: AuthMode,
-    /// Where state lives: `memory` (this process) or `redis` (shared by several nodes).
-    #[arg(long, env = "ASKGATE_BACKEND", value_enum, default_value = "memory")]
+    /// Where state lives: `sqlite` (this node, on disk in --data-dir), `memory` (this
+    /// process, gone at a restart) or `redis` (shared by several nodes).
+    #[arg(long, env = "ASKGATE_BACKEND", value_enum, default_value = "sqlite")]
     pub backend: BackendKind,
+    /// With --backend sqlite: the data directory (made 0700 if missing), held by one
+    /// askgate process at a time.
+    #[arg(long, env = "ASKGATE_DATA_DIR", default_value = "askgate-data")]
+    pub data_dir: PathBuf,
     /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS); with
     /// --redis-cluster, the comma-separated URLs of some of the cluster's nodes.
     #[arg(long, env = "ASKGATE_REDIS_URL")]

@@ -217,6 +217,9 @@ impl ServeArgs {
 
     fn backend(&self) -> Result<BackendChoice, String> {
         match (self.backend, &self.redis_url) {
+            (BackendKind::Sqlite, _) => Ok(BackendChoice::Sqlite {
+                data_dir: self.data_dir.clone(),
+            }),
             (BackendKind::Memory, _) => Ok(BackendChoice::Memory),
             (BackendKind::Redis, Some(url)) => Ok(BackendChoice::Redis {
                 redis: RedisConfig {
