@@ -18,7 +18,7 @@ use askgate_proto::v1::{CreateEndpointRequest, QuestionAnswer};
 use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
-use crate::support::{ServeProcess, TempDir, eventually, within};
+use crate::support::{ServeProcess, TempDir, askgate, eventually, finish, within};
 
 /// Agents asking at once, each in a session of its own.
 const AGENTS: usize = 6;
@@ -178,6 +178,8 @@ async fn operator(url: String, round: usize, acknowledged: Arc<Acknowledged>) {
             .lock()
             .insert(endpoint.id.clone(), true);
         if let Some(old) = previous.replace(endpoint.id) {
+            // Sent, it may be gone or not until the server says.
+            acknowledged.endpoints.lock().remove(&old);
             if client.delete_endpoint(&old).await.is_err() {
                 return;
             }
@@ -280,4 +282,139 @@ async fn kill_9_under_load_loses_no_acknowledged_answer_or_endpoint() {
     }
     let node = start(data).await;
     check(&node, &acknowledged).await;
+}
+
+/// What `askgate serve --backend sqlite --data-dir DIR` says when it cannot start.
+async fn refused(data: &str) -> (i32, String) {
+    let serve = askgate(&["serve", "--backend", "sqlite", "--data-dir", data]);
+    let (code, _, stderr) = finish(serve).await;
+    (code, stderr)
+}
+
+/// docs/operations.md: one process per data directory; a directory that cannot be
+/// used, a store from a newer askgate or a corrupt one is a clear error, never a panic.
+#[tokio::test]
+async fn bad_data_directories_are_clear_errors() {
+    let dir = TempDir::new();
+    let data = dir.0.join("data");
+    let data = data.to_str().expect("a UTF-8 path");
+    let first = start(data).await;
+    let (code, stderr) = refused(data).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("in use by another askgate process") && stderr.contains(data),
+        "the refusal names the directory: {stderr}"
+    );
+    let mut client = first.client().await;
+    client.list_pending("still-serving").await.expect("the first keeps serving");
+    drop(first);
+
+    let file = dir.file("a-file", "not a directory");
+    let file = file.to_str().expect("a UTF-8 path");
+    let (code, stderr) = refused(file).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("is not a directory") && stderr.contains(file), "{stderr}");
+
+    let under_a_file = format!("{file}/data");
+    let (code, stderr) = refused(&under_a_file).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("cannot use the data directory"), "{stderr}");
+
+    let newer = dir.0.join("newer");
+    std::fs::create_dir(&newer).expect("mkdir");
+    let conn = rusqlite::Connection::open(newer.join("askgate.db")).expect("a store");
+    conn.pragma_update(None, "user_version", 999).expect("a newer schema");
+    drop(conn);
+    let (code, stderr) = refused(newer.to_str().expect("UTF-8")).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("newer askgate") && stderr.contains("999"), "{stderr}");
+
+    let corrupt = dir.0.join("corrupt");
+    std::fs::create_dir(&corrupt).expect("mkdir");
+    std::fs::write(corrupt.join("askgate.db"), vec![0x5a; 8192]).expect("garbage");
+    let (code, stderr) = refused(corrupt.to_str().expect("UTF-8")).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("not a usable store"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `askgate backup` copies the store while the node serves; a node started on the copy
+/// has the pending asks, the recorded answers and the endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_while_serving_restores() {
+    let dir = TempDir::new();
+    let data = dir.0.join("data");
+    let data = data.to_str().expect("a UTF-8 path");
+    let node = start(data).await;
+    let mut client = node.client().await;
+    let endpoint = client
+        .create_endpoint(CreateEndpointRequest {
+            url: "http://127.0.0.1:9/hook".into(),
+            events: vec!["ask.resolved".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("endpoint");
+    let mut human = node.client().await;
+    let mut events = human.subscribe_session("backed-up").await.expect("subscribe");
+    let mut asking = node.client().await;
+    let answered = tokio::spawn(async move {
+        asking
+            .ask(ask("backed-up", "answered", Duration::from_secs(60)))
+            .await
+    });
+    let rpc_id = crate::support::next_requested(&mut events).await;
+    human
+        .answer(
+            "backed-up",
+            &rpc_id,
+            vec![QuestionAnswer {
+                id: "deploy".into(),
+                selected: vec!["yes".into()],
+                custom: None,
+            }],
+        )
+        .await
+        .expect("answer");
+    within("the answered ask", answered)
+        .await
+        .expect("join")
+        .expect("answered");
+    let mut asking = node.client().await;
+    let _pending = tokio::spawn(async move {
+        asking
+            .ask(ask("backed-up", "pending", Duration::from_secs(600)))
+            .await
+    });
+    eventually("the second ask pending", || {
+        let mut client = client.clone();
+        async move {
+            let pending = client.list_pending("backed-up").await.ok()?;
+            (pending.len() == 1).then_some(())
+        }
+    })
+    .await;
+
+    let copy = dir.0.join("copy.db");
+    let copy = copy.to_str().expect("UTF-8");
+    let (code, _, stderr) = finish(askgate(&["backup", "--data-dir", data, "--out", copy])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = finish(askgate(&["backup", "--data-dir", data, "--out", copy])).await;
+    assert_ne!(code, 0, "an existing copy is not overwritten: {stderr}");
+    drop(node);
+
+    let restored = dir.0.join("restored");
+    std::fs::create_dir(&restored).expect("mkdir");
+    std::fs::copy(copy, restored.join("askgate.db")).expect("restore the copy");
+    let node = start(restored.to_str().expect("UTF-8")).await;
+    let mut client = node.client().await;
+    let pending = client.list_pending("backed-up").await.expect("pending");
+    assert_eq!(pending.len(), 1, "the pending ask is in the copy: {pending:?}");
+    let recorded = client
+        .ask(ask("backed-up", "answered", Duration::from_secs(5)))
+        .await
+        .expect("the recorded answer is in the copy");
+    assert_eq!(recorded.answers[0].selected, vec!["yes".to_owned()]);
+    let listed = client.list_endpoints().await.expect("endpoints");
+    assert!(listed.iter().any(|e| e.id == endpoint.id), "{listed:?}");
 }

@@ -13,6 +13,7 @@ mod agent_hooks;
 mod answer;
 mod ask;
 mod attach;
+mod backup;
 mod bot;
 mod common;
 mod config;
@@ -48,8 +49,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the service (in-memory backend).
+    /// Run the service (state in --data-dir by default; see --backend).
     Serve(Box<ServeArgs>),
+    /// Copy a sqlite data directory's store while its node serves (a consistent
+    /// copy, restorable with --data-dir).
+    Backup(backup::BackupArgs),
     /// Ask questions and wait for the answer; prints the answer as JSON.
     Ask(Box<ask::AskArgs>),
     /// Follow a session (or all sessions) and print events as JSON lines.
@@ -154,6 +158,7 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve::run(*args).await,
+            Command::Backup(args) => backup::run(args).await,
             Command::Ask(args) => ask::run(*args).await,
             Command::Watch(args) => watch::run_watch(args).await,
             Command::Pending(args) => watch::run_pending(args).await,

@@ -16,6 +16,7 @@
 //! subscribers resume from their cursors; agent leases end a reconnect grace after
 //! the restart unless their agent attached again meanwhile.
 
+mod backup;
 mod dir;
 mod load;
 mod schema;
@@ -34,6 +35,7 @@ use askgate_proto::v1::subscribe_response::Event;
 use rusqlite::{Connection, OpenFlags};
 use tracing::{debug, info};
 
+pub use backup::{Copied, backup};
 pub use dir::{DataDir, DirError, STORE_FILE};
 
 use crate::memory::{
@@ -108,8 +110,16 @@ fn read(file: &Path) -> anyhow::Result<(Connection, Stored, StoredHooks)> {
     Ok((conn, stored, hooks))
 }
 
-/// A connection to the store: WAL mode, every commit synced.
+/// A connection to the store: WAL mode, every commit synced. A new store's file is
+/// made readable by its owner only (its log and shared memory take its mode).
 fn open(file: &Path) -> anyhow::Result<Connection> {
+    if !file.exists() {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(file)?;
+    }
     let conn = Connection::open_with_flags(
         file,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -125,6 +135,8 @@ fn open(file: &Path) -> anyhow::Result<Connection> {
         file.display()
     );
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // The log is reused after each checkpoint; past a burst it is cut back to this.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     // A backup reading meanwhile holds the write lock for a moment at most.
     conn.busy_timeout(Duration::from_secs(5))?;
     Ok(conn)

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 pub use self::config::{
-    AuthConfig, BackendChoice, Http2Limits, MetricsAuth, ServerConfig, TlsConfig,
+    AuthConfig, BackendChoice, Http2Limits, KEY_FILE, MetricsAuth, ServerConfig, TlsConfig,
 };
 use self::node::{Node, refuse_anonymous_off_loopback};
 /// Where a Redis backend's Redis is (`BackendChoice::Redis`).
