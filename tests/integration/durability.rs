@@ -306,14 +306,20 @@ async fn bad_data_directories_are_clear_errors() {
         "the refusal names the directory: {stderr}"
     );
     let mut client = first.client().await;
-    client.list_pending("still-serving").await.expect("the first keeps serving");
+    client
+        .list_pending("still-serving")
+        .await
+        .expect("the first keeps serving");
     drop(first);
 
     let file = dir.file("a-file", "not a directory");
     let file = file.to_str().expect("a UTF-8 path");
     let (code, stderr) = refused(file).await;
     assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("is not a directory") && stderr.contains(file), "{stderr}");
+    assert!(
+        stderr.contains("is not a directory") && stderr.contains(file),
+        "{stderr}"
+    );
 
     let under_a_file = format!("{file}/data");
     let (code, stderr) = refused(&under_a_file).await;
@@ -323,11 +329,15 @@ async fn bad_data_directories_are_clear_errors() {
     let newer = dir.0.join("newer");
     std::fs::create_dir(&newer).expect("mkdir");
     let conn = rusqlite::Connection::open(newer.join("askgate.db")).expect("a store");
-    conn.pragma_update(None, "user_version", 999).expect("a newer schema");
+    conn.pragma_update(None, "user_version", 999)
+        .expect("a newer schema");
     drop(conn);
     let (code, stderr) = refused(newer.to_str().expect("UTF-8")).await;
     assert_ne!(code, 0, "{stderr}");
-    assert!(stderr.contains("newer askgate") && stderr.contains("999"), "{stderr}");
+    assert!(
+        stderr.contains("newer askgate") && stderr.contains("999"),
+        "{stderr}"
+    );
 
     let corrupt = dir.0.join("corrupt");
     std::fs::create_dir(&corrupt).expect("mkdir");
@@ -356,7 +366,10 @@ async fn a_backup_taken_while_serving_restores() {
         .await
         .expect("endpoint");
     let mut human = node.client().await;
-    let mut events = human.subscribe_session("backed-up").await.expect("subscribe");
+    let mut events = human
+        .subscribe_session("backed-up")
+        .await
+        .expect("subscribe");
     let mut asking = node.client().await;
     let answered = tokio::spawn(async move {
         asking
@@ -409,7 +422,11 @@ async fn a_backup_taken_while_serving_restores() {
     let node = start(restored.to_str().expect("UTF-8")).await;
     let mut client = node.client().await;
     let pending = client.list_pending("backed-up").await.expect("pending");
-    assert_eq!(pending.len(), 1, "the pending ask is in the copy: {pending:?}");
+    assert_eq!(
+        pending.len(),
+        1,
+        "the pending ask is in the copy: {pending:?}"
+    );
     let recorded = client
         .ask(ask("backed-up", "answered", Duration::from_secs(5)))
         .await
@@ -417,4 +434,92 @@ async fn a_backup_taken_while_serving_restores() {
     assert_eq!(recorded.answers[0].selected, vec!["yes".to_owned()]);
     let listed = client.list_endpoints().await.expect("endpoints");
     assert!(listed.iter().any(|e| e.id == endpoint.id), "{listed:?}");
+}
+
+/// Sessions and asks per session of the torn-write test: enough answers at once that
+/// the writer commits them in large groups.
+const BURST_SESSIONS: usize = 20;
+const BURST_ASKS: usize = 50;
+
+/// A kill -9 in the middle of large group commits: the store is never left torn (the
+/// node starts, every ask is either still pending or answered), and every answer the
+/// server acknowledged is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kill_during_large_group_commits_tears_nothing() {
+    let dir = TempDir::new();
+    let data = dir.0.join("data");
+    let data = data.to_str().expect("a UTF-8 path");
+    let mut rng = Rng::seeded();
+    let node = start(data).await;
+    let mut asks = Vec::new();
+    for s in 0..BURST_SESSIONS {
+        for n in 0..BURST_ASKS {
+            let mut client = node.client().await;
+            let (session, request_id) = (format!("burst-{s}"), format!("ask-{n}"));
+            asks.push(tokio::spawn(async move {
+                let _ = client
+                    .ask(ask(&session, &request_id, Duration::from_secs(600)))
+                    .await;
+            }));
+        }
+    }
+    let client = node.client().await;
+    let mut pending = Vec::new();
+    for s in 0..BURST_SESSIONS {
+        let session = format!("burst-{s}");
+        let listed = eventually("every ask of the session pending", || {
+            let (mut client, session) = (client.clone(), session.clone());
+            async move {
+                let listed = client.list_pending(&session).await.ok()?;
+                (listed.len() == BURST_ASKS).then_some(listed)
+            }
+        })
+        .await;
+        pending.extend(listed);
+    }
+    let acknowledged = Arc::new(Acknowledged::default());
+    let mut answers = Vec::new();
+    for requested in pending {
+        let (mut client, acknowledged) = (client.clone(), acknowledged.clone());
+        answers.push(tokio::spawn(async move {
+            let answer = vec![QuestionAnswer {
+                id: "deploy".into(),
+                selected: vec!["yes".into()],
+                custom: None,
+            }];
+            if client
+                .answer(&requested.session_id, &requested.rpc_id, answer)
+                .await
+                .is_ok()
+            {
+                let request_id = requested.labels["request"].clone();
+                let key = (requested.session_id.clone(), request_id);
+                acknowledged.answers.lock().insert(key, "yes".into());
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
+    node.signal("KILL");
+    for task in answers.into_iter().chain(asks) {
+        within("a client to notice the kill", task)
+            .await
+            .expect("client task");
+    }
+    drop(node);
+
+    let node = start(data).await;
+    check(&node, &acknowledged).await;
+    let mut client = node.client().await;
+    let mut settled = 0;
+    for s in 0..BURST_SESSIONS {
+        let session = format!("burst-{s}");
+        let still = client.list_pending(&session).await.expect("pending");
+        settled += BURST_ASKS - still.len();
+    }
+    eprintln!(
+        "torn-write test: {} answers acknowledged before the kill, {settled} asks answered \
+         after the restart, the rest pending",
+        acknowledged.answers.lock().len()
+    );
+    assert!(settled >= acknowledged.answers.lock().len());
 }
