@@ -14,7 +14,11 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use crate::{BenchBackend, backend_name, measured_node, start_one};
+use crate::{
+    BenchBackend, backend_name, measured_node,
+    nodes::{DataDir, start_node},
+    start_one,
+};
 use askgate_testing::ServeProcess;
 
 #[derive(Debug, Args)]
@@ -104,6 +108,10 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
 
     let subscriber = clients[0].clone();
     replay_busy_session(subscriber.clone(), args.big).await?;
+    if let Some(dir) = _redis.downcast_ref::<DataDir>() {
+        let limits = (per_session.as_str(), per_tenant.as_str());
+        start_from_backup(dir, limits, total, &args.node_args).await?;
+    }
 
     // Dropping the calls aborts their asks.
     calls.abort_all();
@@ -184,6 +192,49 @@ async fn wait_stored(
         }
     }
     Ok(stored)
+}
+
+/// On sqlite: the store with every ask pending, copied by `askgate backup` while the
+/// node serves and started as a second node: its size, and how long until SERVING.
+async fn start_from_backup(
+    dir: &DataDir,
+    (per_session, per_tenant): (&str, &str),
+    total: usize,
+    node_args: &[String],
+) -> anyhow::Result<()> {
+    let copy = DataDir::new()?;
+    std::fs::create_dir_all(&copy.0)?;
+    let out = copy.0.join("askgate.db");
+    let started = Instant::now();
+    let status = tokio::process::Command::new(crate::nodes::askgate()?)
+        .arg("backup")
+        .arg("--data-dir")
+        .arg(&dir.0)
+        .arg("--out")
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "askgate backup failed: {status}");
+    let copied = started.elapsed();
+    let metrics = free_port()?;
+    let mut args = copy.args();
+    args.extend(
+        measured_node(&metrics, per_session, per_tenant)
+            .iter()
+            .map(|a| (*a).to_owned()),
+    );
+    args.extend(node_args.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = start_node(&args).await?;
+    let serving = serving_after(&node).await?;
+    println!(
+        "the store with {total} pending asks: {:.1} MiB; copied by askgate backup in {:.1} s; a node started on the copy: SERVING in {:.0} ms",
+        dir.store_bytes() as f64 / MIB,
+        copied.as_secs_f64(),
+        serving.as_secs_f64() * 1000.0
+    );
+    Ok(())
 }
 
 /// A new subscriber of the session holding `big` asks: how long its replay takes.

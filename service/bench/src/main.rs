@@ -53,6 +53,8 @@ enum Scenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchBackend {
     Memory,
+    /// One node writing through to a SQLite store in a data directory of the run's.
+    Sqlite,
     Redis,
     /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
     Cluster,

@@ -52,10 +52,15 @@ pub async fn start_redis_check() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The askgate binary the bench drives.
+pub fn askgate() -> anyhow::Result<&'static std::path::Path> {
+    Ok(ASKGATE.get().context("the askgate binary was not chosen")?)
+}
+
 /// `askgate serve` from the chosen binary, with the per-tenant Ask rate lifted (the
 /// bench's askers share one tenant) and `extra` flags.
 pub async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
-    let askgate = ASKGATE.get().context("the askgate binary was not chosen")?;
+    let askgate = askgate()?;
     let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
     args.extend(extra);
     ServeProcess::spawn(askgate, &args).await
@@ -94,6 +99,10 @@ pub async fn start_one(
     };
     let (mut args, redis): (Vec<String>, Box<dyn std::any::Any>) = match backend {
         BenchBackend::Memory => (Vec::new(), Box::new(())),
+        BenchBackend::Sqlite => {
+            let dir = DataDir::new()?;
+            (dir.args(), Box::new(dir))
+        }
         BenchBackend::Redis => {
             let redis = start_redis().await?;
             (redis_args(&redis.url, false), Box::new(redis))
@@ -107,6 +116,47 @@ pub async fn start_one(
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Ok((start_node(&args).await?, redis))
+}
+
+/// A sqlite node's data directory, removed when dropped.
+pub struct DataDir(pub std::path::PathBuf);
+
+impl DataDir {
+    pub fn new() -> anyhow::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "askgate-bench-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        Ok(Self(path))
+    }
+
+    /// `--backend sqlite --data-dir <it>`.
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--backend".into(),
+            "sqlite".into(),
+            "--data-dir".into(),
+            self.0.display().to_string(),
+        ]
+    }
+
+    /// The store's size: the database and its write-ahead log.
+    pub fn store_bytes(&self) -> u64 {
+        ["askgate.db", "askgate.db-wal"]
+            .iter()
+            .filter_map(|name| std::fs::metadata(self.0.join(name)).ok())
+            .map(|meta| meta.len())
+            .sum()
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The backend's name as the tables print it.

@@ -28,7 +28,9 @@ use askgate_testing::{RedisServer, ServeProcess};
 use crate::{
     BenchBackend, backend_name,
     capacity::{free_port, gauge},
-    measured_node, start_one,
+    measured_node,
+    nodes::DataDir,
+    start_one,
 };
 
 #[derive(Debug, Args)]
@@ -111,10 +113,15 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         "--history-len",
         &history_len,
     ]);
-    let (node, redis) = start_one(args.backend, &node_args).await?;
-    let redis_url = redis
-        .downcast_ref::<RedisServer>()
-        .map(|redis| redis.url.clone());
+    let (node, held) = start_one(args.backend, &node_args).await?;
+    let outside = match (
+        held.downcast_ref::<RedisServer>(),
+        held.downcast_ref::<DataDir>(),
+    ) {
+        (Some(redis), _) => Some(Outside::Redis(&redis.url)),
+        (_, Some(dir)) => Some(Outside::Store(dir)),
+        _ => None,
+    };
     let mut clients = Vec::new();
     for _ in 0..args.connections {
         clients.push(Client::connect(node.url.clone()).await?);
@@ -124,10 +131,10 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     spawn_askers(&mut load, &clients, &args, &progress);
     spawn_answerer(&mut load, &clients, &args);
     spawn_subscribers(&mut load, &clients, &args, &progress);
-    print_header(&args, redis_url.is_some());
-    let after_warm_up = sample(&args, &node, &metrics, &progress, redis_url.as_deref()).await?;
+    print_header(&args, outside.as_ref());
+    let after_warm_up = sample(&args, &node, &metrics, &progress, outside.as_ref()).await?;
     load.abort_all();
-    summarize(&progress, &after_warm_up);
+    summarize(&progress, &after_warm_up, outside.as_ref());
     Ok(())
 }
 
@@ -262,7 +269,7 @@ fn spawn_subscribers(
     }
 }
 
-fn print_header(args: &SoakArgs, redis: bool) {
+fn print_header(args: &SoakArgs, outside: Option<&Outside<'_>>) {
     println!(
         "askgate-bench soak ({} backend): {} waiting asks over {} sessions, {} answered/s, \
          {} subscribers reconnecting every {:?}, for {:?}; the node keeps outcomes for {:?} \
@@ -279,7 +286,7 @@ fn print_header(args: &SoakArgs, redis: bool) {
     );
     println!(
         "  time   RSS MiB   tasks   pending      asked   answered    expired   resumed   reset   failed{}",
-        if redis { "  Redis MiB" } else { "" }
+        outside.map_or(String::new(), |o| format!(" {:>10}", o.heading()))
     );
 }
 
@@ -290,7 +297,7 @@ async fn sample(
     node: &ServeProcess,
     metrics: &str,
     progress: &Progress,
-    redis_url: Option<&str>,
+    outside: Option<&Outside<'_>>,
 ) -> anyhow::Result<Vec<(f64, u64, Option<f64>)>> {
     let started = Instant::now();
     let mut after_warm_up: Vec<(f64, u64, Option<f64>)> = Vec::new();
@@ -301,8 +308,8 @@ async fn sample(
         let rss = node.rss()? as f64 / MIB;
         let tasks = gauge(metrics, "askgate_runtime_tasks").await?;
         let pending = gauge(metrics, "askgate_pending_asks").await?;
-        let redis_memory = match redis_url {
-            Some(url) => Some(crate::redis_used_memory(url).await? as f64 / MIB),
+        let redis_memory = match outside {
+            Some(outside) => Some(outside.mib().await?),
             None => None,
         };
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -328,7 +335,11 @@ async fn sample(
 }
 
 /// The failures by kind, and how far memory and tasks moved after the warm-up.
-fn summarize(progress: &Progress, after_warm_up: &[(f64, u64, Option<f64>)]) {
+fn summarize(
+    progress: &Progress,
+    after_warm_up: &[(f64, u64, Option<f64>)],
+    outside: Option<&Outside<'_>>,
+) {
     for (kind, (count, first)) in progress.failures.lock().iter() {
         println!("failed: {count} x {kind}, the first: {first}");
     }
@@ -348,13 +359,44 @@ fn summarize(progress: &Progress, after_warm_up: &[(f64, u64, Option<f64>)]) {
             first.1,
             last.1
         );
-        if let (Some(first), Some(last)) = (first.2, last.2) {
+        if let (Some(first), Some(last), Some(outside)) = (first.2, last.2, outside) {
             println!(
-                "Redis after the warm-up: {first:.1} to {last:.1} MiB ({:+.1}%)",
+                "{} after the warm-up: {first:.1} to {last:.1} MiB ({:+.1}%)",
+                outside.name(),
                 (last / first - 1.0) * 100.0
             );
         }
     } else {
         println!("no figures after the warm-up: run longer than --warm-up");
+    }
+}
+
+/// What holds a node's state outside it, sized at every sample: Redis's memory, or the
+/// sqlite store's files.
+enum Outside<'a> {
+    Redis(&'a str),
+    Store(&'a DataDir),
+}
+
+impl Outside<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Redis(_) => "Redis",
+            Self::Store(_) => "The store (database and log)",
+        }
+    }
+
+    fn heading(&self) -> &'static str {
+        match self {
+            Self::Redis(_) => "Redis MiB",
+            Self::Store(_) => "store MiB",
+        }
+    }
+
+    async fn mib(&self) -> anyhow::Result<f64> {
+        Ok(match self {
+            Self::Redis(url) => crate::redis_used_memory(url).await? as f64 / MIB,
+            Self::Store(dir) => dir.store_bytes() as f64 / MIB,
+        })
     }
 }

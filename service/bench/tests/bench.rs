@@ -39,7 +39,7 @@ async fn finish(child: tokio::process::Child) -> (i32, String, String) {
 }
 
 #[tokio::test]
-async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_checks() {
+async fn bench_roundtrip_measures_memory_sqlite_and_three_redis_nodes_beside_health_checks() {
     let bench = bench(&["roundtrip", "--asks", "200", "--concurrency", "8"]);
     let (code, stdout, stderr) = finish(bench).await;
     assert_eq!(code, 0, "{stderr}");
@@ -52,18 +52,21 @@ async fn bench_roundtrip_measures_memory_and_three_redis_nodes_beside_health_che
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    let (memory, redis) = (row("memory"), row("redis"));
-    assert_eq!((memory[1].as_str(), redis[1].as_str()), ("1", "3"), "nodes");
-    for figures in [&memory, &redis] {
+    let (memory, sqlite, redis) = (row("memory"), row("sqlite"), row("redis"));
+    let nodes = [&memory, &sqlite, &redis].map(|row| row[1].as_str());
+    assert_eq!(nodes, ["1", "1", "3"], "nodes");
+    for figures in [&memory, &sqlite, &redis] {
         assert_eq!(figures[2], "8", "concurrency: {stdout}");
         let asks_per_sec: f64 = figures[3].parse().expect("asks/s");
         let checks_per_sec: f64 = figures[6].parse().expect("checks/s");
         assert!(asks_per_sec > 0.0 && checks_per_sec > 0.0, "{stdout}");
     }
-    assert!(
-        stdout.contains("redis/memory at concurrency 8: throughput"),
-        "{stdout}"
-    );
+    for ratio in [
+        "redis/memory at concurrency 8: throughput",
+        "sqlite/memory at concurrency 8: throughput",
+    ] {
+        assert!(stdout.contains(ratio), "no {ratio:?} in:\n{stdout}");
+    }
 }
 
 #[tokio::test]
@@ -89,6 +92,32 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         "synced after 50 replayed",
         "after the asks resolved",
         "after the clients' connections closed too",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    // On sqlite (a data directory of its own), with a node started on a backup.
+    let on_sqlite = bench(&[
+        "capacity",
+        "--backend",
+        "sqlite",
+        "--pending",
+        "100",
+        "--sessions",
+        "5",
+        "--big",
+        "20",
+        "--connections",
+        "2",
+        "--settle",
+        "1s",
+    ]);
+    let (code, stdout, stderr) = finish(on_sqlite).await;
+    assert_eq!(code, 0, "{stderr}");
+    for line in [
+        "(sqlite backend",
+        "120 pending asks over 5 sessions",
+        "the store with 120 pending asks",
+        "a node started on the copy: SERVING in",
     ] {
         assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
     }
