@@ -1,7 +1,8 @@
 """deploy/check.sh's last step: what no schema checks.
 
-- deploy/compose.yaml has Redis with AOF, three askgate nodes on the redis backend
-  built from deploy/Dockerfile, and the bot behind its own profile;
+- deploy/compose.yaml has one askgate node on the sqlite backend with its data
+  directory in a volume; behind the profile `redis`, Redis with AOF and three nodes on
+  the redis backend; all built from deploy/Dockerfile; the bot behind its own profile;
 - every ASKGATE_* variable named in deploy/ (compose, Dockerfile, manifests, rendered
   chart) or in deploy/README.md is one the askgate binary reads, and the compose file's
   variables and ports are all in that guide;
@@ -60,17 +61,29 @@ def main():
     compose_path = ROOT / "deploy/compose.yaml"
     compose = yaml.safe_load(compose_path.read_text())
     services = compose.get("services", {})
-    for name in ["redis", "askgate-1", "askgate-2", "askgate-3", "bot"]:
+    for name in ["askgate", "redis", "askgate-1", "askgate-2", "askgate-3", "bot"]:
         if name not in services:
             fail(f"compose.yaml has no service {name}")
+    single = services.get("askgate", {})
+    single_env = single.get("environment", {})
+    data_dir = single_env.get("ASKGATE_DATA_DIR", "")
+    if single_env.get("ASKGATE_BACKEND") != "sqlite" or single.get("profiles"):
+        fail("compose.yaml: the default node (askgate) is not on the sqlite backend")
+    if not any(str(v).endswith(f":{data_dir}") for v in single.get("volumes", [])) or not data_dir:
+        fail("compose.yaml: the sqlite node's data directory is not a volume")
     redis = services.get("redis", {})
     if "--appendonly" not in redis.get("command", []):
         fail("compose.yaml: redis runs without AOF (--appendonly yes)")
+    for name in ["redis", "askgate-1", "askgate-2", "askgate-3"]:
+        if services.get(name, {}).get("profiles") != ["redis"]:
+            fail(f"compose.yaml: {name} is not behind the profile `redis`")
     for name in ["askgate-1", "askgate-2", "askgate-3"]:
         node = services.get(name, {})
         env = node.get("environment", {})
         if env.get("ASKGATE_BACKEND") != "redis" or not str(env.get("ASKGATE_REDIS_URL", "")).startswith("redis://redis:"):
             fail(f"compose.yaml: {name} is not on the redis backend at the redis service")
+    for name in ["askgate", "askgate-1", "askgate-2", "askgate-3"]:
+        node = services.get(name, {})
         if node.get("build", {}).get("dockerfile") != "deploy/Dockerfile":
             fail(f"compose.yaml: {name} is not built from deploy/Dockerfile")
         for port in node.get("ports", []):

@@ -40,13 +40,15 @@ rendered=$(mktemp -d)
 trap 'rm -rf "$rendered"' EXIT
 chart=deploy/helm/askgate
 secret=$(printf 'x%.0s' $(seq 40))
-# Value sets: the defaults (with the secret they require), API keys with TLS and
-# mTLS, one in-memory node, and everything optional turned off.
+# Value sets: the defaults (one sqlite node, with the secret they require), three
+# nodes over Redis as deploy/kubernetes has them, API keys with TLS and mTLS, one
+# in-memory node, and everything optional turned off.
 declare -A scenarios=(
   [default]="--set auth.jwtSecret=$secret --set secretKey.value=$(printf '0%.0s' $(seq 64))"
   [keys-tls]="--set auth.mode=keys --set auth.keysJson={} --set metrics.auth=token --set metrics.tokenSecret=askgate-metrics --set tls.enabled=true --set tls.secretName=askgate-tls --set tls.clientCA=true --set corsOrigins={https://app.example.com} --set settings.max-pending-per-tenant=20000"
+  [redis]="--set backend=redis --set replicaCount=3 --set autoscaling.enabled=true --set auth.jwtSecret=$secret --set secretKey.value=$(printf '0%.0s' $(seq 64))"
   [memory]="--set backend=memory --set replicaCount=1 --set autoscaling.enabled=false --set auth.mode=none --set auth.allowAnonymous=true"
-  [minimal]="--set auth.existingSecret=mine --set redis.existingSecret=mine --set secretKey.existingSecret=mine --set metrics.enabled=false --set networkPolicy.enabled=false --set podDisruptionBudget.enabled=false --set autoscaling.enabled=false --set service.headless=false"
+  [minimal]="--set auth.existingSecret=mine --set persistence.existingClaim=mine --set redis.existingSecret=mine --set secretKey.existingSecret=mine --set metrics.enabled=false --set networkPolicy.enabled=false --set podDisruptionBudget.enabled=false --set autoscaling.enabled=false --set service.headless=false"
 )
 step "helm lint"
 for name in "${!scenarios[@]}"; do
@@ -64,9 +66,11 @@ done
 if helm template askgate "$chart" >/dev/null 2>&1; then
   echo "the chart rendered without the JWT secret it requires" >&2; exit 1
 fi
-if helm template askgate "$chart" --set auth.jwtSecret="$secret" --set backend=memory >/dev/null 2>&1; then
-  echo "the chart rendered several in-memory replicas" >&2; exit 1
-fi
+for backend in memory sqlite; do
+  if helm template askgate "$chart" --set auth.jwtSecret="$secret" --set backend=$backend --set replicaCount=3 >/dev/null 2>&1; then
+    echo "the chart rendered several $backend replicas" >&2; exit 1
+  fi
+done
 if helm template askgate "$chart" --set auth.jwtSecret="$secret" --set metrics.auth=token >/dev/null 2>&1; then
   echo "the chart rendered token-protected metrics without a token Secret" >&2; exit 1
 fi

@@ -35,11 +35,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* What the values cannot mean, refused before anything is applied. */}}
 {{- define "askgate.validate" -}}
-{{- if not (has .Values.backend (list "memory" "redis")) -}}
-{{- fail "backend must be memory or redis" -}}
+{{- if not (has .Values.backend (list "sqlite" "memory" "redis")) -}}
+{{- fail "backend must be sqlite, memory or redis" -}}
 {{- end -}}
-{{- if and (eq .Values.backend "memory") (or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled) -}}
-{{- fail "backend memory keeps state in each process: set replicaCount 1 and autoscaling.enabled false, or use backend redis" -}}
+{{- if and (ne .Values.backend "redis") (or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled) -}}
+{{- fail (printf "backend %s keeps state in one process: set replicaCount 1 and autoscaling.enabled false, or use backend redis" .Values.backend) -}}
 {{- end -}}
 {{- if and (eq .Values.backend "redis") (not .Values.redis.url) (not .Values.redis.existingSecret) -}}
 {{- fail "backend redis needs redis.url or redis.existingSecret" -}}
