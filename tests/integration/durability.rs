@@ -246,7 +246,7 @@ async fn kill_9_under_load_loses_no_acknowledged_answer_or_endpoint() {
     let acknowledged = Arc::new(Acknowledged::default());
     let mut rng = Rng::seeded();
     for round in 0..ROUNDS {
-        let node = start(data).await;
+        let mut node = start(data).await;
         check(&node, &acknowledged).await;
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
@@ -273,12 +273,13 @@ async fn kill_9_under_load_loses_no_acknowledged_answer_or_endpoint() {
         tokio::time::sleep(Duration::from_millis(50 + rng.below(700))).await;
         node.signal("KILL");
         stop.store(true, Ordering::SeqCst);
+        // Its data directory is free once it is gone.
+        node.exit_code().await;
         for task in tasks {
             within("a client to notice the kill", task)
                 .await
                 .expect("client task");
         }
-        drop(node);
     }
     let node = start(data).await;
     check(&node, &acknowledged).await;
@@ -414,7 +415,6 @@ async fn a_backup_taken_while_serving_restores() {
     assert_eq!(code, 0, "{stderr}");
     let (code, _, stderr) = finish(askgate(&["backup", "--data-dir", data, "--out", copy])).await;
     assert_ne!(code, 0, "an existing copy is not overwritten: {stderr}");
-    drop(node);
 
     let restored = dir.0.join("restored");
     std::fs::create_dir(&restored).expect("mkdir");
@@ -450,7 +450,7 @@ async fn a_kill_during_large_group_commits_tears_nothing() {
     let data = dir.0.join("data");
     let data = data.to_str().expect("a UTF-8 path");
     let mut rng = Rng::seeded();
-    let node = start(data).await;
+    let mut node = start(data).await;
     let mut asks = Vec::new();
     for s in 0..BURST_SESSIONS {
         for n in 0..BURST_ASKS {
@@ -500,12 +500,12 @@ async fn a_kill_during_large_group_commits_tears_nothing() {
     }
     tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
     node.signal("KILL");
+    node.exit_code().await;
     for task in answers.into_iter().chain(asks) {
         within("a client to notice the kill", task)
             .await
             .expect("client task");
     }
-    drop(node);
 
     let node = start(data).await;
     check(&node, &acknowledged).await;

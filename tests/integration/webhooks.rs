@@ -976,6 +976,92 @@ async fn on_redis_a_killed_node_loses_no_delivery_and_no_reminder() {
     assert!(seen.values().all(|n| *n == 1), "delivered twice: {seen:?}");
 }
 
+/// The sqlite engine: a delivery whose endpoint was down when the node was killed -9
+/// goes out after the restart with the same `webhook-id`, and a reminder schedule goes
+/// on.
+#[tokio::test]
+async fn on_sqlite_a_killed_node_loses_no_delivery_and_no_reminder() {
+    let dir = TempDir::new();
+    let data = dir.0.join("data");
+    let data = data.to_str().expect("a UTF-8 path");
+    let receiver = Receiver::start().await;
+    let flags = [
+        "--backend",
+        "sqlite",
+        "--data-dir",
+        data,
+        "--webhook-allow-private",
+        "--webhook-timeout",
+        "2s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+    ];
+    let mut first = ServeProcess::start_with(&flags).await;
+    let mut admin = first.client().await;
+    let created = admin
+        .create_endpoint(endpoint(receiver.url("/n"), &["ask.requested"]))
+        .await
+        .expect("create");
+    receiver
+        .configure(
+            "/n",
+            &created.secret,
+            &["503", "503", "503", "503", "503", "503", "503", "503"],
+        )
+        .await;
+    let ask = one_question("s")
+        .hold_unattended()
+        .request_id("kept")
+        .reattach_grace(Duration::from_secs(60))
+        .notify(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            5,
+            Duration::ZERO,
+        );
+    let _lost = ask_in_background(first.client().await, ask);
+    let refused = receiver.wait_for("a refused attempt", |_| true).await;
+    let id = refused[0].id.clone();
+    first.signal("KILL");
+    // Its data directory is free once it is gone.
+    first.exit_code().await;
+    receiver.configure("/n", &created.secret, &[]).await;
+    let second = ServeProcess::start_with(&flags).await;
+    let received = receiver
+        .wait_for("the delivery after the restart", |r| {
+            r.id == id && r.answered == "ok"
+        })
+        .await;
+    assert!(received.iter().all(|r| r.verified), "{received:?}");
+    let admin = second.client().await;
+    eventually("the delivery delivered", || async {
+        let mut admin = admin.clone();
+        deliveries(&mut admin, &created.id)
+            .await
+            .into_iter()
+            .find(|d| d.id == id && d.status() == DeliveryStatus::Delivered)
+    })
+    .await;
+    // The restored ask's reminders go on: the schedule was in the store.
+    let mut events = second
+        .client()
+        .await
+        .subscribe_session("s")
+        .await
+        .expect("subscribe");
+    let reminded = within("a reminder after the restart", async {
+        loop {
+            if let Event::Reminder { reminder, .. } = next_event(&mut events).await {
+                return reminder.count;
+            }
+        }
+    })
+    .await;
+    assert!(reminded >= 1, "{reminded}");
+}
+
 /// Tenant A's 20 endpoints on a tarpit (it accepts and never answers) with a backlog
 /// of deliveries; tenant B's delivery is not held behind them: a tenant may use only a
 /// share of a node's delivery slots. The test prints how long B's delivery took and

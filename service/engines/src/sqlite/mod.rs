@@ -105,6 +105,7 @@ impl SqliteEngine {
 fn read(file: &Path) -> anyhow::Result<(Connection, Stored, StoredHooks)> {
     let mut conn = open(file)?;
     schema::migrate(&mut conn)?;
+    load::prune(&conn)?;
     let stored = load::asks(&conn)?;
     let hooks = load::hooks(&conn)?;
     Ok((conn, stored, hooks))
