@@ -1,5 +1,5 @@
-//! The sqlite engine under kill -9: agents ask with request_ids, a human answers, an
-//! operator adds webhook endpoints, and the node is killed at a random moment, again
+//! The sqlite engine under kill -9: agents ask with request_ids, a human answers or
+//! cancels, an operator adds and removes webhook endpoints, and the node is killed at a random moment, again
 //! and again. After each restart every answer the server acknowledged is there (a
 //! retried Ask by request_id gets it, the same answer, never a second one) and every
 //! endpoint it acknowledged is listed.
@@ -34,6 +34,9 @@ struct Acknowledged {
     /// Asks the server let the human answer a second time.
     twice: Mutex<Vec<(String, String)>>,
 }
+
+/// What the human's record holds for an ask it cancelled.
+const CANCELLED: &str = "(cancelled)";
 
 /// A small PRNG (xorshift), seeded from the clock and printed, so a failing run can
 /// be repeated with ASKGATE_CRASH_SEED.
@@ -111,8 +114,8 @@ async fn agent(url: String, index: usize, round: usize, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Answers every ask it sees, "yes" or "no" by the rpc_id, and notes each answer the
-/// server acknowledged with the ask's request_id.
+/// Answers every ask it sees, "yes" or "no", or cancels it, by the rpc_id, and notes
+/// each resolution the server acknowledged with the ask's request_id.
 async fn human(url: String, acknowledged: Arc<Acknowledged>) {
     let Ok(mut client) = Client::connect(url).await else {
         return;
@@ -128,20 +131,24 @@ async fn human(url: String, acknowledged: Arc<Acknowledged>) {
         let Some(request_id) = requested.labels.get("request") else {
             continue;
         };
-        let label = match requested.rpc_id.bytes().last().unwrap_or(0) % 2 {
+        let label = match requested.rpc_id.bytes().last().unwrap_or(0) % 3 {
             0 => "yes",
-            _ => "no",
+            1 => "no",
+            _ => CANCELLED,
         };
-        let answers = vec![QuestionAnswer {
-            id: "deploy".into(),
-            selected: vec![label.into()],
-            custom: None,
-        }];
-        if answering
-            .answer(&requested.session_id, &requested.rpc_id, answers)
-            .await
-            .is_ok()
-        {
+        let (session, rpc_id) = (&requested.session_id, &requested.rpc_id);
+        let resolved = match label {
+            CANCELLED => answering.cancel(session, rpc_id, "not now").await,
+            _ => {
+                let answers = vec![QuestionAnswer {
+                    id: "deploy".into(),
+                    selected: vec![label.into()],
+                    custom: None,
+                }];
+                answering.answer(session, rpc_id, answers).await
+            }
+        };
+        if resolved.is_ok() {
             let key = (requested.session_id.clone(), request_id.clone());
             if acknowledged
                 .answers
@@ -200,10 +207,18 @@ async fn check(node: &ServeProcess, acknowledged: &Acknowledged) {
         // A recorded outcome comes back at once; a lost one would leave the retry
         // waiting for a human.
         let retry = ask(session, request_id, Duration::from_secs(5));
-        let response = client
-            .ask(retry)
-            .await
-            .unwrap_or_else(|e| panic!("{session}/{request_id} lost its answer: {e}"));
+        let response = client.ask(retry).await;
+        if label == CANCELLED {
+            let error = response.expect_err("a cancelled ask stays cancelled");
+            assert_eq!(
+                error.reason(),
+                askgate_client::Reason::AskCancelled,
+                "{session}/{request_id} lost its cancel: {error}"
+            );
+            continue;
+        }
+        let response =
+            response.unwrap_or_else(|e| panic!("{session}/{request_id} lost its answer: {e}"));
         let selected = &response.answers[0].selected;
         assert_eq!(
             selected,
