@@ -495,11 +495,6 @@ impl Inner {
         )?;
         let message = self.push(session, &key, Event::Requested(requested));
         let (tenant, reported) = (key.tenant.clone(), message.clone());
-        self.report(move || Committed {
-            tenant,
-            message: reported,
-            asked: None,
-        });
         let (outcome_tx, outcome) = oneshot::channel();
         let request_id: Arc<str> = ask.request_id.as_str().into();
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
@@ -536,6 +531,12 @@ impl Inner {
             });
             shard.record_pending(&key, request_id, &rpc_id);
         }
+        // Reported once everything above is durable (on a durable engine).
+        self.report(move || Committed {
+            tenant,
+            message: reported,
+            asked: None,
+        });
         Ok(Registered { rpc_id, outcome })
     }
 
