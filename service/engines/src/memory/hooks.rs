@@ -84,11 +84,15 @@ impl MemoryHookStore {
     }
 
     /// Changes the state under its lock, then (on a durable engine) waits until the
-    /// change is on disk: the lock is never held across the wait.
+    /// change is on disk: the lock is never held across a wait, and a writer that is
+    /// behind is waited for first.
     async fn change<T>(
         &self,
         change: impl FnOnce(&mut State) -> Result<T, Error>,
     ) -> Result<T, Error> {
+        if let Some(journal) = &self.journal {
+            journal.room().await;
+        }
         let done = change(&mut self.state.lock())?;
         if let Some(journal) = &self.journal {
             journal.synced().await?;

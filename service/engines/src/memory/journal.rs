@@ -9,7 +9,11 @@
 //! fails stops: nothing queued after the failure is acknowledged.
 
 use std::{
-    sync::{Arc, OnceLock, mpsc},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
     time::{Duration, SystemTime},
 };
 
@@ -20,7 +24,7 @@ use askgate_core::{
     },
     domain::{Error, SessionKey},
 };
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 /// A change to the state, as the store keeps it.
 #[derive(Debug)]
@@ -143,55 +147,92 @@ pub enum Entry {
     Synced(oneshot::Sender<()>),
 }
 
+/// The entries the writer may have waiting before new work waits for it
+/// ([`Journal::room`]): two of its largest groups, so that it always has the next
+/// group at hand, while a burst faster than the disk holds a bounded queue.
+pub const BACKLOG: usize = 32 * 1024;
+
 /// The sending half: cheap to call under the state's locks (one channel send).
 #[derive(Clone)]
 pub struct Journal {
     entries: mpsc::Sender<Entry>,
-    /// Why the writer stopped, once it did.
-    failure: Arc<OnceLock<String>>,
+    shared: Arc<Shared>,
 }
 
-/// The writer's half: the entries in order, and where it says why it stopped.
+/// The writer's half: the entries in order, and where it says how far it got.
 pub struct JournalReader {
     pub entries: mpsc::Receiver<Entry>,
-    failure: Arc<OnceLock<String>>,
+    shared: Arc<Shared>,
+}
+
+/// What the two halves share.
+#[derive(Default)]
+struct Shared {
+    /// Why the writer stopped, once it did.
+    failure: OnceLock<String>,
+    /// Entries sent and not yet handled by the writer.
+    backlog: AtomicUsize,
+    /// Woken when the backlog falls under [`BACKLOG`], or the writer stops.
+    drained: Notify,
 }
 
 impl Journal {
     pub fn new() -> (Self, JournalReader) {
         let (entries, received) = mpsc::channel();
-        let failure = Arc::new(OnceLock::new());
+        let shared = Arc::new(Shared::default());
         let reader = JournalReader {
             entries: received,
-            failure: failure.clone(),
+            shared: shared.clone(),
         };
-        (Self { entries, failure }, reader)
+        (Self { entries, shared }, reader)
+    }
+
+    fn send(&self, entry: Entry) {
+        self.shared.backlog.fetch_add(1, Ordering::AcqRel);
+        // A writer that is gone has failed (and said so) or the engine is closing.
+        let _ = self.entries.send(entry);
     }
 
     /// Records a change. Called in the order the changes happen: under the lock that
     /// orders them.
     pub fn record(&self, change: Change) {
-        // A writer that is gone has failed (and said so) or the engine is closing.
-        let _ = self.entries.send(Entry::Change(change));
+        self.send(Entry::Change(change));
     }
 
     /// Runs `action` once every change recorded so far is durable; never, when the
     /// writer fails first.
     pub fn then(&self, action: impl FnOnce() + Send + 'static) {
-        let _ = self.entries.send(Entry::Then(Box::new(action)));
+        self.send(Entry::Then(Box::new(action)));
     }
 
     /// Once every change recorded so far is durable: BACKEND_UNAVAILABLE when the
     /// writer failed.
     pub async fn synced(&self) -> Result<(), Error> {
         let (done, synced) = oneshot::channel();
-        let _ = self.entries.send(Entry::Synced(done));
+        self.send(Entry::Synced(done));
         synced.await.map_err(|_| self.failed())
+    }
+
+    /// Waits while the writer has [`BACKLOG`] entries or more waiting: work that comes
+    /// faster than the disk takes it waits here, before it takes any lock, instead of
+    /// queueing without bound. At once when the writer has stopped (the work then
+    /// fails).
+    pub async fn room(&self) {
+        loop {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            let backlog = self.shared.backlog.load(Ordering::Acquire);
+            if backlog < BACKLOG || self.shared.failure.get().is_some() {
+                return;
+            }
+            drained.await;
+        }
     }
 
     /// BACKEND_UNAVAILABLE with why the writer stopped, when it did.
     pub fn check(&self) -> Result<(), Error> {
-        match self.failure.get() {
+        match self.shared.failure.get() {
             Some(_) => Err(self.failed()),
             None => Ok(()),
         }
@@ -199,6 +240,7 @@ impl Journal {
 
     fn failed(&self) -> Error {
         let why = self
+            .shared
             .failure
             .get()
             .map_or("the store's writer stopped", String::as_str);
@@ -207,9 +249,18 @@ impl Journal {
 }
 
 impl JournalReader {
+    /// The writer handled `count` more entries.
+    pub fn handled(&self, count: usize) {
+        let before = self.shared.backlog.fetch_sub(count, Ordering::AcqRel);
+        if before.saturating_sub(count) < BACKLOG {
+            self.shared.drained.notify_waiters();
+        }
+    }
+
     /// The writer stopped for `why`: nothing after this is acknowledged.
     pub fn fail(&self, why: String) {
-        let _ = self.failure.set(why);
+        let _ = self.shared.failure.set(why);
+        self.shared.drained.notify_waiters();
     }
 }
 
@@ -263,4 +314,57 @@ pub struct StoredHooks {
     pub timers: Vec<(u64, TimerRecord)>,
     /// (key, value, expires_ms)
     pub notes: Vec<(String, String, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        future::Future,
+        task::{Context, Poll, Waker},
+        time::Duration,
+    };
+
+    use super::*;
+
+    /// Whether `future` completes at its first poll.
+    fn ready_now(future: impl Future) -> bool {
+        let mut future = std::pin::pin!(future);
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(future.as_mut().poll(&mut cx), Poll::Ready(_))
+    }
+
+    #[tokio::test]
+    async fn work_waits_for_room_while_the_writer_is_a_backlog_behind() {
+        let (journal, reader) = Journal::new();
+        assert!(ready_now(journal.room()), "an empty journal has room");
+        for _ in 0..BACKLOG {
+            journal.then(|| {});
+        }
+        assert!(!ready_now(journal.room()), "a full backlog has none");
+        let waiting = tokio::spawn({
+            let journal = journal.clone();
+            async move { journal.room().await }
+        });
+        // The test's runtime has one thread: the waiter runs (and waits) now.
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "it waits");
+        reader.handled(1);
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiter is woken once the writer catches up")
+            .expect("join");
+        assert!(ready_now(journal.room()));
+    }
+
+    #[tokio::test]
+    async fn a_stopped_writer_lets_work_through_to_fail() {
+        let (journal, reader) = Journal::new();
+        for _ in 0..BACKLOG {
+            journal.then(|| {});
+        }
+        reader.fail("disk full".into());
+        assert!(ready_now(journal.room()));
+        let refused = journal.check().expect_err("refused");
+        assert!(refused.to_string().contains("disk full"), "{refused}");
+    }
 }

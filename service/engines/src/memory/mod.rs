@@ -120,6 +120,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
+        self.inner.room().await;
         self.inner.register(ask)
     }
 
@@ -128,6 +129,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
+        self.inner.room().await;
         self.inner.claim(key, rpc_id, outcome)?;
         self.inner.synced().await
     }
@@ -192,6 +194,7 @@ impl Backend for MemoryBackend {
         rpc_id: &str,
         notice: Event,
     ) -> Result<Option<Noticed>, Error> {
+        self.inner.room().await;
         Ok(self.inner.notify(key, rpc_id, notice))
     }
 

@@ -150,6 +150,13 @@ impl Inner {
         }
     }
 
+    /// Waits while a durable engine's writer is behind (see `Journal::room`).
+    pub(super) async fn room(&self) {
+        if let Some(journal) = &self.journal {
+            journal.room().await;
+        }
+    }
+
     /// Whether the store still takes changes.
     pub(super) fn healthy(&self) -> bool {
         self.journal.as_ref().is_none_or(|j| j.check().is_ok())

@@ -30,6 +30,7 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
                 Err(_) => break,
             }
         }
+        let handled = changes.len() + waiting.len();
         if !changes.is_empty() {
             if let Err(e) = write(&mut conn, &changes) {
                 let why = format!("writing to the store failed: {e}");
@@ -50,6 +51,7 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
                 Entry::Change(_) => {}
             }
         }
+        reader.handled(handled);
     }
 }
 
