@@ -199,6 +199,49 @@ async fn an_ask_without_a_grace_ends_aborted_at_restart() {
     assert_eq!(outcome.resolution, Resolution::Aborted);
 }
 
+/// Semantics 7 across a crash: a restored lease ends a reconnect grace after the
+/// restart (its agent did not attach again), and the asks made under it end ABORTED.
+#[tokio::test]
+async fn a_restored_lease_nobody_renews_ends_with_its_asks() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    let holder = askgate_core::backend::Holder {
+        subject: "worker".into(),
+        may_take_over: false,
+    };
+    let attached = backend
+        .attach("tenant", "agent-1", "", &holder)
+        .await
+        .expect("attach");
+    let mut under_lease = ask("s", "leased", Duration::from_secs(600));
+    under_lease.agent = Some(askgate_proto::v1::AgentRef {
+        agent_id: "agent-1".into(),
+        incarnation: attached.incarnation.clone(),
+    });
+    let pending = backend
+        .register(under_lease.clone())
+        .await
+        .expect("register");
+    backend.synced().await.expect("on disk");
+    let copy = dir.crash_copy();
+
+    let config = StateConfig {
+        reconnect_grace: Duration::from_millis(300),
+        ..StateConfig::default()
+    };
+    let restored = open(&copy, config).await.backend();
+    let retried = restored
+        .register(under_lease)
+        .await
+        .expect("a retry joins the restored ask");
+    assert_eq!(retried.rpc_id, pending.rpc_id);
+    let outcome = tokio::time::timeout(Duration::from_secs(10), retried.outcome)
+        .await
+        .expect("the lease ends within 10 s")
+        .expect("outcome");
+    assert_eq!(outcome.resolution, Resolution::Aborted);
+}
+
 mod hooks {
     use std::sync::Arc;
 
