@@ -418,6 +418,12 @@ fn print_table(results: &[Figures]) {
             ratio(ask.client, check.client),
         );
     }
+    print_ratios(results);
+    print_redis_commands(results);
+}
+
+/// Each backend but memory against memory, at each concurrency, with its targets.
+fn print_ratios(results: &[Figures]) {
     let p50 = |f: &Figures| f.asks.p(0.50).as_secs_f64();
     for shared in results.iter().filter(|f| f.backend != BenchBackend::Memory) {
         let Some(memory) = results
@@ -443,5 +449,4 @@ fn print_table(results: &[Figures]) {
             ),
         }
     }
-    print_redis_commands(results);
 }

@@ -13,7 +13,11 @@
 //! sessions and request ids, `tenants` and `agents` what counts per tenant and
 //! the leases; `state` holds them and does what spans them, in one lock order.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+    time::Duration,
+};
 
 use askgate_core::{
     backend::{
@@ -27,6 +31,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 mod agents;
+mod durable;
 mod hooks;
 pub mod journal;
 mod session;
@@ -51,8 +56,16 @@ impl MemoryBackend {
     /// A new backend. Within a tokio runtime it also starts the sweeper that retires
     /// unused sessions and expired outcomes; the sweeper ends with the backend.
     pub fn new(config: StateConfig) -> Self {
+        Self::start(Inner::new(config, None))
+    }
+
+    /// The backend over `inner`, with its sweeper (within a tokio runtime).
+    fn start(inner: Arc<Inner>) -> Self {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
+        }
         Self {
-            inner: Inner::new(config, None),
+            inner,
             budgets: Arc::default(),
         }
     }
@@ -67,11 +80,7 @@ impl MemoryBackend {
     ) -> (Self, Vec<(SessionKey, String)>) {
         let inner = Inner::new(config, Some(journal));
         let orphans = inner.restore(stored).into_iter().collect();
-        let backend = Self {
-            inner,
-            budgets: Arc::default(),
-        };
-        (backend, orphans)
+        (Self::start(inner), orphans)
     }
 }
 
@@ -79,6 +88,22 @@ impl MemoryBackend {
     /// Once every change so far is on disk, on a durable engine (at once otherwise).
     pub async fn synced(&self) -> Result<(), Error> {
         self.inner.synced().await
+    }
+}
+
+/// How often expired state (unused sessions, recorded outcomes) is swept.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Sweeps the state every [`SWEEP_INTERVAL`] until it is dropped.
+async fn sweep_until_dropped(inner: Weak<Inner>) {
+    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.sweep(tokio::time::Instant::now());
     }
 }
 

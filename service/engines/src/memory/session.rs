@@ -11,6 +11,8 @@ use askgate_core::{
     backend::events::{self, Message, message},
     domain::{Error, Outcome, Settled},
 };
+
+use super::journal::StoredSession;
 use askgate_proto::v1::{AgentRef, Requested, subscribe_response::Event};
 use tokio::{
     sync::{broadcast, oneshot},
@@ -101,27 +103,51 @@ impl Session {
         }
     }
 
-    /// A session as a store kept it: its incarnation, last sequence number, history
-    /// (oldest first) and pending asks by the sequence number of their `requested`.
-    /// Restored sessions count as just left by their subscribers: they wait out the
-    /// reconnect grace from now.
-    pub(super) fn restore(
-        epoch: u64,
-        head: u64,
-        history: VecDeque<(u64, Message)>,
-        pending: impl IntoIterator<Item = (u64, String, PendingAsk)>,
-        tenant_tx: broadcast::Sender<Message>,
-    ) -> Self {
-        let mut session = Self::new(epoch, tenant_tx);
-        session.head = head;
-        session.history = history;
+    /// A session as a store kept it, with its history and pending asks (whose calls
+    /// are gone). Restored sessions count as just left by their subscribers: they wait
+    /// out the reconnect grace from now.
+    pub(super) fn restore(stored: StoredSession, tenant_tx: broadcast::Sender<Message>) -> Self {
+        let mut session = Self::new(stored.epoch, tenant_tx);
+        session.head = stored.head;
+        session.history = stored.history.into();
         session.left_at = Some(Instant::now());
-        for (seq, rpc_id, ask) in pending {
+        for ask in stored.asks {
             session.pending_bytes += ask.bytes;
-            session.by_rpc_id.insert(rpc_id.into(), seq);
-            session.pending.insert(seq, Box::new(ask));
+            session
+                .by_rpc_id
+                .insert(ask.rpc_id.as_str().into(), ask.seq);
+            let pending = PendingAsk {
+                order: ask.order,
+                bytes: ask.bytes,
+                requested: ask.requested,
+                waiters: Vec::new(),
+                request_id: ask.request_id,
+            };
+            session.pending.insert(ask.seq, Box::new(pending));
         }
         session
+    }
+
+    /// The pending asks made by agents: each one's agent and rpc_id.
+    pub(super) fn asks_of_agents(&self) -> impl Iterator<Item = (&AgentRef, &str)> {
+        self.by_rpc_id.iter().filter_map(|(rpc_id, seq)| {
+            let agent = self.pending.get(seq)?.agent()?;
+            Some((agent, &**rpc_id))
+        })
+    }
+
+    /// What the pending asks hold: how many, and their bytes.
+    pub(super) fn pending_size(&self) -> (usize, u64) {
+        (self.pending.len(), self.pending_bytes)
+    }
+
+    /// The place after the last of its pending asks among all the engine's.
+    pub(super) fn next_order(&self) -> u64 {
+        self.pending
+            .values()
+            .map(|ask| ask.order + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Sequence number of the last event.
@@ -165,6 +191,14 @@ impl Session {
     /// The pending asks, oldest first.
     pub(super) fn snapshot(&self) -> impl Iterator<Item = &PendingAsk> {
         self.pending.values().map(|ask| &**ask)
+    }
+
+    /// The `requested` events of the pending asks, oldest first.
+    pub(super) fn requested_all(&self) -> Vec<Requested> {
+        self.snapshot()
+            .filter_map(PendingAsk::requested)
+            .cloned()
+            .collect()
     }
 
     /// How many asks are pending.
@@ -251,6 +285,20 @@ impl Session {
     pub(super) fn waited_for(&self, rpc_id: &str) -> bool {
         self.pending(rpc_id)
             .is_ok_and(|ask| ask.waiters.iter().any(|w| !w.is_closed()))
+    }
+
+    /// What a subscriber gets first: the events after `after` (then `synced`) when the
+    /// history still holds them, else `reset` (after a lag, or for a cursor it cannot
+    /// resume) and a snapshot of the pending asks.
+    pub(super) fn replay(&self, after: Option<&str>, lagged: bool) -> VecDeque<Message> {
+        match after.and_then(|a| self.events_after(a)) {
+            Some(missed) => events::resumed_replay(missed, self.head_cursor()),
+            None => events::snapshot_replay(
+                lagged || after.is_some(),
+                self.snapshot().map(|p| p.requested.clone()),
+                self.head_cursor(),
+            ),
+        }
     }
 
     /// The events after `after`, when the history still holds all of them.

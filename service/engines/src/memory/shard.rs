@@ -5,12 +5,22 @@
 use std::{
     collections::{HashMap, VecDeque, hash_map::Entry},
     sync::Arc,
+    time::SystemTime,
 };
 
-use askgate_core::{backend::events::Message, domain::SessionKey};
-use tokio::time::Instant;
+use askgate_core::{
+    backend::events::Message,
+    backend::{Registered, RequestAbort, events},
+    domain::{Outcome, SessionKey},
+};
+use askgate_proto::v1::subscribe_response::Event;
+use tokio::{sync::oneshot, time::Instant};
+use tracing::debug;
 
-use super::session::Session;
+use super::{
+    journal::{StoredRequest, StoredRequestState},
+    session::{PendingAsk, Session},
+};
 
 #[derive(Default)]
 pub(super) struct Shard {
@@ -27,7 +37,7 @@ pub(super) struct Shard {
 pub(super) type RequestKey = (SessionKey, Arc<str>);
 
 /// What a request id names.
-pub(super) enum RequestState {
+enum RequestState {
     Pending {
         rpc_id: String,
     },
@@ -60,14 +70,50 @@ impl Shard {
         }
     }
 
-    pub(super) fn sessions(&self) -> impl Iterator<Item = (&SessionKey, &Session)> {
-        self.sessions.iter()
+    /// Forgets every session (their senders with them: subscribers receive what is
+    /// queued, then their stream ends), telling the calls still waiting on their asks
+    /// `outcome`.
+    pub(super) fn clear_sessions(&mut self, outcome: &Outcome) {
+        for session in self.sessions.values_mut() {
+            session.hand_over(outcome);
+        }
+        self.sessions.clear();
     }
 
-    /// Forgets every session (their senders with them: subscribers receive what is
-    /// queued, then their stream ends).
-    pub(super) fn clear_sessions(&mut self) {
-        self.sessions.clear();
+    /// The pending asks `which` keeps: (session, rpc_id).
+    pub(super) fn pending_asks(
+        &self,
+        which: impl Fn(&Session, &str) -> bool,
+    ) -> Vec<(SessionKey, String)> {
+        self.sessions
+            .iter()
+            .flat_map(|(key, session)| {
+                let ids = session.pending_rpc_ids().into_iter();
+                ids.filter(|id| which(session, id))
+                    .map(|id| (key.clone(), id))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The pending asks of the tenant's sessions.
+    pub(super) fn pending_of<'a>(
+        &'a self,
+        tenant: &'a str,
+    ) -> impl Iterator<Item = &'a PendingAsk> {
+        self.sessions
+            .iter()
+            .filter(move |(key, _)| &*key.tenant == tenant)
+            .flat_map(|(_, session)| session.snapshot())
+    }
+
+    /// The pending asks and the sessions' own subscribers.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        self.sessions
+            .values()
+            .fold((0, 0), |(pending, subscribers), s| {
+                (pending + s.pending_len(), subscribers + s.subscribers())
+            })
     }
 
     /// Drops the session if it is unused and was last followed more than `grace` ago;
@@ -106,8 +152,20 @@ impl Shard {
     }
 
     /// What the request id names in the session, if anything.
-    pub(super) fn request(&self, key: &SessionKey, request_id: &str) -> Option<&RequestState> {
+    fn request(&self, key: &SessionKey, request_id: &str) -> Option<&RequestState> {
         self.requests.get(&(key.clone(), Arc::from(request_id)))
+    }
+
+    /// What aborting an ask by its request id finds: its pending ask, or that it ended
+    /// (its outcome still kept); None when the request id is free.
+    pub(super) fn known_request(&self, key: &SessionKey, request_id: &str) -> Option<RequestAbort> {
+        match self.request(key, request_id)? {
+            RequestState::Pending { rpc_id } => Some(RequestAbort::Pending(rpc_id.clone())),
+            RequestState::Done { expires, .. } if *expires > Instant::now() => {
+                Some(RequestAbort::Ended)
+            }
+            RequestState::Done { .. } => None,
+        }
     }
 
     /// The request id names the pending ask `rpc_id`.
@@ -160,4 +218,67 @@ impl Shard {
         self.retiring.push_back((retire_at, key.clone()));
         self.sessions.insert(key, session);
     }
+
+    /// A retry of a known request: joins its pending ask or returns its recorded
+    /// outcome. `None` when the request is new (or its record expired).
+    pub(super) fn rejoin(&mut self, key: &SessionKey, request_id: &str) -> Option<Registered> {
+        let (outcome_tx, outcome) = oneshot::channel();
+        match self.request(key, request_id)? {
+            RequestState::Pending { rpc_id } => {
+                let rpc_id = rpc_id.clone();
+                if !self.session_mut(key)?.join(&rpc_id, outcome_tx) {
+                    return None;
+                }
+                debug!(%rpc_id, request_id, "a retry joined its pending ask");
+                Some(Registered { rpc_id, outcome })
+            }
+            RequestState::Done { resolved, expires } if *expires > Instant::now() => {
+                let Some(Event::Resolved(resolved)) = &resolved.event else {
+                    return None;
+                };
+                let _ = outcome_tx.send(events::outcome_of(resolved));
+                debug!(rpc_id = %resolved.rpc_id, request_id, "a retry got its recorded outcome");
+                Some(Registered {
+                    rpc_id: resolved.rpc_id.clone(),
+                    outcome,
+                })
+            }
+            RequestState::Done { .. } => None,
+        }
+    }
+
+    /// A request record as a store kept it; one that expired meanwhile is dropped.
+    pub(super) fn restore_request(
+        &mut self,
+        request: StoredRequest,
+        now: Instant,
+        wall: SystemTime,
+    ) {
+        match request.state {
+            StoredRequestState::Pending { rpc_id } => {
+                self.record_pending(&request.key, request.request_id, &rpc_id);
+            }
+            StoredRequestState::Done { resolved, expires } => {
+                if let Ok(left) = expires.duration_since(wall) {
+                    self.record_done(&request.key, request.request_id, resolved, now + left);
+                }
+            }
+        }
+    }
+}
+
+/// A new `all_sessions` subscriber's replay: `reset` first if asked, then the pending
+/// asks of every session of the tenant, oldest first, then `synced`.
+pub(super) fn tenant_replay(
+    shards: &[&Shard],
+    tenant: &str,
+    reset_first: bool,
+) -> VecDeque<Message> {
+    let mut pending: Vec<&PendingAsk> = shards
+        .iter()
+        .flat_map(|shard| shard.pending_of(tenant))
+        .collect();
+    pending.sort_by_key(|p| p.order);
+    let pending = pending.into_iter().map(|p| p.requested.clone());
+    events::snapshot_replay(reset_first, pending, String::new())
 }

@@ -9,10 +9,10 @@ use std::{
     collections::{HashMap, VecDeque},
     hash::{BuildHasher, RandomState},
     sync::{
-        Arc, OnceLock, Weak,
+        Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
 use askgate_core::{
@@ -34,14 +34,12 @@ use uuid::Uuid;
 
 use super::{
     agents::{Agents, AskKeys},
+    durable::Durable,
     journal::{AddedAsk, Change, Journal, Stored, StoredRequestState},
     session::{PendingAsk, Session},
-    shard::{RequestState, Shard},
+    shard::{Shard, tenant_replay},
     tenants::Tenants,
 };
-
-/// How often expired state (unused sessions, recorded outcomes) is swept.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A replay and the receiver of the live events after it, taken under the same lock.
 pub(super) type Followed = (VecDeque<Message>, broadcast::Receiver<Message>);
@@ -59,15 +57,12 @@ pub(super) struct Inner {
     next_epoch: AtomicU64,
     /// Orders pending asks across sessions for `all_sessions` replay.
     next_order: AtomicU64,
-    /// Where committed events are reported, once set.
-    tap: OnceLock<Tap>,
-    /// Where every change goes before it is acknowledged, on a durable engine.
-    journal: Option<Journal>,
+    /// Where changes and committed events go.
+    durable: Durable,
 }
 
 impl Inner {
-    /// New state. Within a tokio runtime it also starts the sweeper that retires unused
-    /// sessions and expired outcomes; the sweeper ends with the state.
+    /// New state, with nothing in it (see `restore`).
     pub(super) fn new(config: StateConfig, journal: Option<Journal>) -> Arc<Self> {
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
@@ -75,22 +70,17 @@ impl Inner {
         let epoch_base = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        let inner = Arc::new(Self {
+        Arc::new(Self {
             tenants: Tenants::new(config.tenant_buffer),
             config,
             shards,
             hasher: RandomState::new(),
             agents: Agents::new(journal.clone()),
+            durable: Durable::new(journal),
             closed: AtomicBool::new(false),
             next_epoch: AtomicU64::new(epoch_base),
             next_order: AtomicU64::new(0),
-            tap: OnceLock::new(),
-            journal,
-        });
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(sweep_until_dropped(Arc::downgrade(&inner)));
-        }
-        inner
+        })
     }
 
     fn shard(&self, key: &SessionKey) -> MutexGuard<'_, Shard> {
@@ -103,70 +93,33 @@ impl Inner {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }
-        match &self.journal {
-            Some(journal) => journal.check(),
-            None => Ok(()),
-        }
+        self.durable.check()
     }
 
     pub(super) fn set_tap(&self, tap: Tap) {
-        let _ = self.tap.set(tap);
-    }
-
-    /// Reports a committed event, once it is durable.
-    fn report(&self, committed: impl FnOnce() -> Committed + Send + 'static) {
-        let Some(tap) = self.tap.get() else {
-            return;
-        };
-        match &self.journal {
-            None => tap.report(committed()),
-            Some(journal) => {
-                let tap = tap.clone();
-                journal.then(move || tap.report(committed()));
-            }
-        }
-    }
-
-    /// Records a change, on a durable engine.
-    fn record(&self, change: impl FnOnce() -> Change) {
-        if let Some(journal) = &self.journal {
-            journal.record(change());
-        }
-    }
-
-    /// Runs `action` once every change so far is durable (at once on memory).
-    fn once_durable(&self, action: impl FnOnce() + Send + 'static) {
-        match &self.journal {
-            None => action(),
-            Some(journal) => journal.then(action),
-        }
+        self.durable.set_tap(tap);
     }
 
     /// Once every change so far is durable: what acknowledges a change waits for this.
     pub(super) async fn synced(&self) -> Result<(), Error> {
-        match &self.journal {
-            None => Ok(()),
-            Some(journal) => journal.synced().await,
-        }
+        self.durable.synced().await
     }
 
     /// Waits while a durable engine's writer is behind (see `Journal::room`).
     pub(super) async fn room(&self) {
-        if let Some(journal) = &self.journal {
-            journal.room().await;
-        }
+        self.durable.room().await;
     }
 
     /// Whether the store still takes changes.
     pub(super) fn healthy(&self) -> bool {
-        self.journal.as_ref().is_none_or(|j| j.check().is_ok())
+        self.durable.check().is_ok()
     }
 
     /// Appends an event to the session, recorded.
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
         let history_len = self.config.history_len;
         let message = session.push(history_len, event);
-        self.record(|| Change::Event {
+        self.durable.record(|| Change::Event {
             key: key.clone(),
             seq: session.head(),
             message: message.clone(),
@@ -180,7 +133,7 @@ impl Inner {
         let mut shard = self.shard(&key);
         self.check_open()?;
         if !ask.request_id.is_empty()
-            && let Some(joined) = rejoin(&mut shard, &key, &ask.request_id)
+            && let Some(joined) = shard.rejoin(&key, &ask.request_id)
         {
             return Ok(joined);
         }
@@ -203,21 +156,29 @@ impl Inner {
         rpc_id: &str,
         outcome: Outcome,
     ) -> Result<(), Error> {
-        let mut shard = self.shard(key);
-        self.resolve(&mut shard, key, rpc_id, outcome)?;
-        self.retire_if_unused(&mut shard, key);
-        Ok(())
+        self.settle(&mut self.shard(key), key, rpc_id, outcome)
     }
 
     /// ABORTED unless a call still waits for the ask.
     pub(super) fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         let mut shard = self.shard(key);
         let session = shard.session(key).ok_or_else(Error::not_pending)?;
-        session.pending(rpc_id)?;
-        if !session.waited_for(rpc_id) {
-            self.resolve(&mut shard, key, rpc_id, Outcome::aborted())?;
-            self.retire_if_unused(&mut shard, key);
+        match session.waited_for(rpc_id) {
+            true => Ok(()),
+            false => self.settle(&mut shard, key, rpc_id, Outcome::aborted()),
         }
+    }
+
+    /// Resolves the ask, then retires its session if nothing holds it any more.
+    fn settle(
+        &self,
+        shard: &mut Shard,
+        key: &SessionKey,
+        rpc_id: &str,
+        outcome: Outcome,
+    ) -> Result<(), Error> {
+        self.resolve(shard, key, rpc_id, outcome)?;
+        self.retire_if_unused(shard, key);
         Ok(())
     }
 
@@ -225,12 +186,7 @@ impl Inner {
         let shard = self.shard(key);
         shard
             .session(key)
-            .map(|s| {
-                s.snapshot()
-                    .filter_map(PendingAsk::requested)
-                    .cloned()
-                    .collect()
-            })
+            .map(Session::requested_all)
             .unwrap_or_default()
     }
 
@@ -244,26 +200,20 @@ impl Inner {
     ) -> Result<RequestAbort, Error> {
         self.check_open()?;
         let mut shard = self.shard(key);
-        match shard.request(key, request_id) {
-            Some(RequestState::Pending { rpc_id }) => Ok(RequestAbort::Pending(rpc_id.clone())),
-            Some(RequestState::Done { expires, .. }) if *expires > Instant::now() => {
-                Ok(RequestAbort::Ended)
-            }
-            _ => {
-                let retention = self.config.request_retention;
-                let recorded = message(String::new(), Event::Resolved(resolved));
-                let request_id: Arc<str> = request_id.into();
-                self.record(|| Change::RequestDone {
-                    key: key.clone(),
-                    request_id: request_id.clone(),
-                    resolved: recorded.clone(),
-                    expires: SystemTime::now() + retention,
-                });
-                shard.record_done(key, request_id, recorded, Instant::now() + retention);
-                drop(shard);
-                Ok(RequestAbort::Recorded)
-            }
+        if let Some(known) = shard.known_request(key, request_id) {
+            return Ok(known);
         }
+        let retention = self.config.request_retention;
+        let recorded = message(String::new(), Event::Resolved(resolved));
+        let request_id: Arc<str> = request_id.into();
+        self.durable.record(|| Change::RequestDone {
+            key: key.clone(),
+            request_id: request_id.clone(),
+            resolved: recorded.clone(),
+            expires: SystemTime::now() + retention,
+        });
+        shard.record_done(key, request_id, recorded, Instant::now() + retention);
+        Ok(RequestAbort::Recorded)
     }
 
     pub(super) fn attach(
@@ -302,15 +252,15 @@ impl Inner {
     }
 
     pub(super) fn stats(&self) -> Stats {
-        let mut stats = Stats::default();
+        let mut stats = Stats {
+            pending: 0,
+            subscribers: self.tenants.subscribers(),
+        };
         for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for (_, session) in shard.sessions() {
-                stats.pending += session.pending_len();
-                stats.subscribers += session.subscribers();
-            }
+            let (pending, subscribers) = shard.lock().counts();
+            stats.pending += pending;
+            stats.subscribers += subscribers;
         }
-        stats.subscribers += self.tenants.subscribers();
         stats
     }
 
@@ -332,26 +282,14 @@ impl Inner {
         let mut disposed = 0usize;
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let pending: Vec<(SessionKey, String)> = shard
-                .sessions()
-                .flat_map(|(key, s)| {
-                    s.pending_rpc_ids()
-                        .into_iter()
-                        .filter(|id| self.journal.is_none() || !s.reattachable(id))
-                        .map(|id| (key.clone(), id))
-                })
-                .collect();
+            let durable = self.durable.is_durable();
+            let pending = shard.pending_asks(|s, id| !durable || !s.reattachable(id));
             disposed += pending.len();
             for (key, rpc_id) in pending {
                 let _ = self.resolve(&mut shard, &key, &rpc_id, Outcome::disposed());
             }
-            let keys: Vec<SessionKey> = shard.sessions().map(|(key, _)| key.clone()).collect();
-            for key in keys {
-                if let Some(session) = shard.session_mut(&key) {
-                    session.hand_over(&Outcome::disposed());
-                }
-            }
-            shard.clear_sessions();
+            // What is left is handed over: its calls retry with the request_id.
+            shard.clear_sessions(&Outcome::disposed());
         }
         self.tenants.clear();
         self.agents.clear();
@@ -369,7 +307,7 @@ impl Inner {
                 .tenants
                 .admit_session(&key.tenant, self.config.max_sessions_per_tenant)?;
             let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
-            self.record(|| Change::SessionOpened {
+            self.durable.record(|| Change::SessionOpened {
                 key: key.clone(),
                 epoch,
             });
@@ -389,18 +327,21 @@ impl Inner {
     fn retire_if_unused(&self, shard: &mut Shard, key: &SessionKey) {
         if shard.retire_if_unused(key, self.config.reconnect_grace) {
             self.tenants.session_gone(&key.tenant);
-            self.record(|| Change::SessionRetired { key: key.clone() });
+            self.durable
+                .record(|| Change::SessionRetired { key: key.clone() });
         }
     }
 
-    fn sweep(&self, now: Instant) {
+    /// Retires the sessions whose grace is over and forgets the expired outcomes.
+    pub(super) fn sweep(&self, now: Instant) {
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             for key in shard.due_retiring(now) {
                 self.retire_if_unused(&mut shard, &key);
             }
             shard.expire_requests(now, |(key, request_id)| {
-                self.record(|| Change::RequestExpired { key, request_id });
+                self.durable
+                    .record(|| Change::RequestExpired { key, request_id });
             });
         }
     }
@@ -422,7 +363,7 @@ impl Inner {
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         self.tenants.release_pending(&key.tenant, ask.bytes);
-        self.record(|| Change::AskRemoved {
+        self.durable.record(|| Change::AskRemoved {
             key: key.clone(),
             rpc_id: rpc_id.to_owned(),
         });
@@ -432,7 +373,7 @@ impl Inner {
         }
         if !ask.request_id.is_empty() {
             let retention = self.config.request_retention;
-            self.record(|| Change::RequestDone {
+            self.durable.record(|| Change::RequestDone {
                 key: key.clone(),
                 request_id: ask.request_id.clone(),
                 resolved: message.clone(),
@@ -443,14 +384,14 @@ impl Inner {
         }
         // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
         let waiters = ask.waiters;
-        self.once_durable(move || {
+        self.durable.once_durable(move || {
             for waiter in waiters {
                 let _ = waiter.send(outcome.clone());
             }
         });
         let tenant = key.tenant.clone();
         let asked = Some(Asked::Event(ask.requested));
-        self.report(move || Committed {
+        self.durable.report(move || Committed {
             tenant,
             message,
             asked,
@@ -461,13 +402,8 @@ impl Inner {
     /// Resolves the given asks ABORTED: their agent's lease ended.
     fn abort_all(&self, asks: AskKeys) {
         for (key, rpc_id) in asks {
-            let mut shard = self.shard(&key);
-            if self
-                .resolve(&mut shard, &key, &rpc_id, Outcome::aborted())
-                .is_ok()
-            {
-                self.retire_if_unused(&mut shard, &key);
-            }
+            // NOT_PENDING when it was resolved meanwhile: nothing to do.
+            let _ = self.settle(&mut self.shard(&key), &key, &rpc_id, Outcome::aborted());
         }
     }
 
@@ -505,7 +441,7 @@ impl Inner {
         let (outcome_tx, outcome) = oneshot::channel();
         let request_id: Arc<str> = ask.request_id.as_str().into();
         let order = self.next_order.fetch_add(1, Ordering::Relaxed);
-        self.record(|| {
+        self.durable.record(|| {
             Change::AskAdded(Box::new(AddedAsk {
                 key: key.clone(),
                 rpc_id: rpc_id.clone(),
@@ -531,7 +467,7 @@ impl Inner {
             caller.record(&key, &rpc_id, agent);
         }
         if !request_id.is_empty() {
-            self.record(|| Change::RequestPending {
+            self.durable.record(|| Change::RequestPending {
                 key: key.clone(),
                 request_id: request_id.clone(),
                 rpc_id: rpc_id.clone(),
@@ -539,7 +475,7 @@ impl Inner {
             shard.record_pending(&key, request_id, &rpc_id);
         }
         // Reported once everything above is durable (on a durable engine).
-        self.report(move || Committed {
+        self.durable.report(move || Committed {
             tenant,
             message: reported,
             asked: None,
@@ -558,38 +494,21 @@ impl Inner {
     ) -> Result<Followed, Error> {
         let mut shard = self.shard(key);
         self.check_open()?;
-        let followed = self.follow_session_locked(&mut shard, key, after, lagged, take_exclusive);
+        let config = &self.config;
+        let followed = self.session(&mut shard, key).and_then(|session| {
+            let receiver = session.subscribe(
+                config.max_subscribers_per_session,
+                lagged,
+                take_exclusive,
+                config.subscriber_buffer,
+            )?;
+            Ok((session.replay(after, lagged), receiver))
+        });
         if followed.is_err() {
             // A session made only for this subscription does not stay.
             self.retire_if_unused(&mut shard, key);
         }
         followed
-    }
-
-    fn follow_session_locked(
-        &self,
-        shard: &mut Shard,
-        key: &SessionKey,
-        after: Option<&str>,
-        lagged: bool,
-        take_exclusive: bool,
-    ) -> Result<Followed, Error> {
-        let session = self.session(shard, key)?;
-        let receiver = session.subscribe(
-            self.config.max_subscribers_per_session,
-            lagged,
-            take_exclusive,
-            self.config.subscriber_buffer,
-        )?;
-        let replay = match after.and_then(|a| session.events_after(a)) {
-            Some(missed) => events::resumed_replay(missed, session.head_cursor()),
-            None => events::snapshot_replay(
-                lagged || after.is_some(),
-                session.snapshot().map(|p| p.requested.clone()),
-                session.head_cursor(),
-            ),
-        };
-        Ok((replay, receiver))
     }
 
     /// Starts (or restarts) following every session of a tenant. All shards are locked
@@ -605,19 +524,8 @@ impl Inner {
         self.check_open()?;
         let limit = self.config.max_all_sessions_per_tenant;
         let receiver = self.tenants.subscribe(tenant, limit, lagged, passive)?;
-        let mut pending: Vec<&PendingAsk> = shards
-            .iter()
-            .flat_map(|shard| shard.sessions())
-            .filter(|(key, _)| key.tenant == *tenant)
-            .flat_map(|(_, session)| session.snapshot())
-            .collect();
-        pending.sort_by_key(|p| p.order);
-        let replay = events::snapshot_replay(
-            reset_first,
-            pending.into_iter().map(|p| p.requested.clone()),
-            String::new(),
-        );
-        Ok((replay, receiver))
+        let shards: Vec<&Shard> = shards.iter().map(|shard| &**shard).collect();
+        Ok((tenant_replay(&shards, tenant, reset_first), receiver))
     }
 
     /// A subscription ended: note when the scope lost its last subscriber (the
@@ -634,75 +542,48 @@ impl Inner {
             Scope::Tenant(tenant) => self.tenants.unsubscribed(tenant, passive),
         }
     }
-}
 
-impl Inner {
     /// Puts the state a store kept in place, before the engine serves: sessions with
     /// their histories and pending asks (which wait out the reconnect grace from now),
     /// request records, agent leases. Returns the pending asks whose agent's lease is
     /// gone, to abort.
     pub(super) fn restore(&self, stored: Stored) -> AskKeys {
-        let now = Instant::now();
-        let wall = SystemTime::now();
-        let retire_at = now + self.config.reconnect_grace;
+        let retire_at = Instant::now() + self.config.reconnect_grace;
         // The pending asks made under each lease: (tenant, agent_id, incarnation).
         let mut by_lease: HashMap<(Arc<str>, String, String), AskKeys> = HashMap::new();
         let (mut epochs, mut orders) = (0, 0);
         for session in stored.sessions {
-            let key = session.key;
+            let key = session.key.clone();
             let Ok(tenant_tx) = self.tenants.admit_session(&key.tenant, usize::MAX) else {
                 continue;
             };
             epochs = epochs.max(session.epoch + 1);
-            let mut pending = Vec::with_capacity(session.asks.len());
-            for ask in session.asks {
-                orders = orders.max(ask.order + 1);
-                let _ = self
-                    .tenants
-                    .count_pending(&key.tenant, ask.bytes, usize::MAX, u64::MAX);
-                let asked = PendingAsk {
-                    order: ask.order,
-                    bytes: ask.bytes,
-                    requested: ask.requested,
-                    waiters: Vec::new(),
-                    request_id: ask.request_id,
-                };
-                if let Some(agent) = asked.agent() {
-                    let lease = (
-                        key.tenant.clone(),
-                        agent.agent_id.clone(),
-                        agent.incarnation.clone(),
-                    );
-                    let ask_key = (key.clone(), ask.rpc_id.clone());
-                    by_lease.entry(lease).or_default().insert(ask_key);
-                }
-                pending.push((ask.seq, ask.rpc_id, asked));
+            let session = Session::restore(session, tenant_tx);
+            orders = orders.max(session.next_order());
+            let (count, bytes) = session.pending_size();
+            self.tenants.restore_pending(&key.tenant, count, bytes);
+            for (agent, rpc_id) in session.asks_of_agents() {
+                let lease = (
+                    key.tenant.clone(),
+                    agent.agent_id.clone(),
+                    agent.incarnation.clone(),
+                );
+                let ask = (key.clone(), rpc_id.to_owned());
+                by_lease.entry(lease).or_default().insert(ask);
             }
-            let history = session.history.into();
-            let restored =
-                Session::restore(session.epoch, session.head, history, pending, tenant_tx);
-            self.shard(&key).restore_session(key, restored, retire_at);
+            self.shard(&key).restore_session(key, session, retire_at);
         }
         self.next_epoch.fetch_max(epochs, Ordering::Relaxed);
         self.next_order.fetch_max(orders, Ordering::Relaxed);
         let mut requests = stored.requests;
+        // Oldest expiry first, as the shards' expiry queues hold them.
         requests.sort_by_key(|r| match &r.state {
             StoredRequestState::Pending { .. } => SystemTime::UNIX_EPOCH,
             StoredRequestState::Done { expires, .. } => *expires,
         });
+        let (now, wall) = (Instant::now(), SystemTime::now());
         for request in requests {
-            let mut shard = self.shard(&request.key);
-            match request.state {
-                StoredRequestState::Pending { rpc_id } => {
-                    shard.record_pending(&request.key, request.request_id, &rpc_id);
-                }
-                StoredRequestState::Done { resolved, expires } => {
-                    let Ok(left) = expires.duration_since(wall) else {
-                        continue;
-                    };
-                    shard.record_done(&request.key, request.request_id, resolved, now + left);
-                }
-            }
+            self.shard(&request.key).restore_request(request, now, wall);
         }
         for agent in stored.agents {
             let lease = (
@@ -714,45 +595,5 @@ impl Inner {
             self.agents.restore(&self.tenants, agent, asks);
         }
         by_lease.into_values().flatten().collect()
-    }
-}
-
-/// A retry of a known request: joins its pending ask or returns its recorded outcome.
-/// `None` when the request is new (or its record expired).
-fn rejoin(shard: &mut Shard, key: &SessionKey, request_id: &str) -> Option<Registered> {
-    let (outcome_tx, outcome) = oneshot::channel();
-    match shard.request(key, request_id)? {
-        RequestState::Pending { rpc_id } => {
-            let rpc_id = rpc_id.clone();
-            if !shard.session_mut(key)?.join(&rpc_id, outcome_tx) {
-                return None;
-            }
-            debug!(%rpc_id, request_id, "a retry joined its pending ask");
-            Some(Registered { rpc_id, outcome })
-        }
-        RequestState::Done { resolved, expires } if *expires > Instant::now() => {
-            let Some(Event::Resolved(resolved)) = &resolved.event else {
-                return None;
-            };
-            let _ = outcome_tx.send(events::outcome_of(resolved));
-            debug!(rpc_id = %resolved.rpc_id, request_id, "a retry got its recorded outcome");
-            Some(Registered {
-                rpc_id: resolved.rpc_id.clone(),
-                outcome,
-            })
-        }
-        RequestState::Done { .. } => None,
-    }
-}
-
-async fn sweep_until_dropped(inner: Weak<Inner>) {
-    let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        inner.sweep(Instant::now());
     }
 }

@@ -120,6 +120,14 @@ impl Tenants {
         })
     }
 
+    /// Restored pending asks of the tenant: `count` of them holding `bytes`.
+    pub(super) fn restore_pending(&self, tenant: &Arc<str>, count: usize, bytes: u64) {
+        self.with(tenant, |state| {
+            state.pending += count;
+            state.pending_bytes += bytes;
+        });
+    }
+
     /// A pending ask of `bytes` ended.
     pub(super) fn release_pending(&self, tenant: &str, bytes: u64) {
         self.existing(tenant, |state| {

@@ -1,0 +1,88 @@
+//! Where the engine's changes and committed events go: on a durable engine, the
+//! journal first, and whatever acknowledges a change only once it is on disk; on the
+//! memory engine, nowhere, and at once.
+
+use std::sync::OnceLock;
+
+use askgate_core::{
+    backend::{Committed, Tap},
+    domain::Error,
+};
+
+use super::journal::{Change, Journal};
+
+pub(super) struct Durable {
+    /// Where every change goes before it is acknowledged, on a durable engine.
+    journal: Option<Journal>,
+    /// Where committed events are reported, once set.
+    tap: OnceLock<Tap>,
+}
+
+impl Durable {
+    pub(super) fn new(journal: Option<Journal>) -> Self {
+        Self {
+            journal,
+            tap: OnceLock::new(),
+        }
+    }
+
+    pub(super) fn is_durable(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    pub(super) fn set_tap(&self, tap: Tap) {
+        let _ = self.tap.set(tap);
+    }
+
+    /// Records a change, on a durable engine. Called under the lock that orders it.
+    pub(super) fn record(&self, change: impl FnOnce() -> Change) {
+        if let Some(journal) = &self.journal {
+            journal.record(change());
+        }
+    }
+
+    /// Reports a committed event, once it is durable.
+    pub(super) fn report(&self, committed: impl FnOnce() -> Committed + Send + 'static) {
+        let Some(tap) = self.tap.get() else {
+            return;
+        };
+        match &self.journal {
+            None => tap.report(committed()),
+            Some(journal) => {
+                let tap = tap.clone();
+                journal.then(move || tap.report(committed()));
+            }
+        }
+    }
+
+    /// Runs `action` once every change so far is durable (at once on memory).
+    pub(super) fn once_durable(&self, action: impl FnOnce() + Send + 'static) {
+        match &self.journal {
+            None => action(),
+            Some(journal) => journal.then(action),
+        }
+    }
+
+    /// Once every change so far is durable: what acknowledges a change waits for this.
+    pub(super) async fn synced(&self) -> Result<(), Error> {
+        match &self.journal {
+            None => Ok(()),
+            Some(journal) => journal.synced().await,
+        }
+    }
+
+    /// Waits while a durable engine's writer is behind (see `Journal::room`).
+    pub(super) async fn room(&self) {
+        if let Some(journal) = &self.journal {
+            journal.room().await;
+        }
+    }
+
+    /// BACKEND_UNAVAILABLE once the store failed.
+    pub(super) fn check(&self) -> Result<(), Error> {
+        match &self.journal {
+            Some(journal) => journal.check(),
+            None => Ok(()),
+        }
+    }
+}
