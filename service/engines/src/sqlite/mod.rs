@@ -189,20 +189,26 @@ impl Settle {
     }
 
     /// Settles each restored ask as the server settles an ask whose call went away
-    /// (EXPIRED past its deadline; ABORTED at once without a reattach grace, else once
-    /// the grace from now has passed with no call reattached), aborts the `orphans`
+    /// (EXPIRED at its deadline when that comes first; ABORTED at once without a
+    /// reattach grace, else once the grace from now has passed with no call
+    /// reattached), aborts the `orphans`
     /// (asks whose agent's lease is gone) and ends each restored lease after the
     /// grace unless its agent attached again.
     fn start(self, backend: MemoryBackend, orphans: Vec<(SessionKey, String)>) {
         let now = SystemTime::now();
         for (key, rpc_id, deadline, grace) in self.asks {
             let backend = backend.clone();
-            let expired = deadline.is_some_and(|d| d <= now);
+            // How long until its deadline (zero: past it), if it has one.
+            let left = deadline.map(|d| d.duration_since(now).unwrap_or(Duration::ZERO));
             tokio::spawn(async move {
-                let settled = match (expired, grace.is_zero()) {
-                    (true, _) => backend.claim(&key, &rpc_id, Outcome::expired()).await,
-                    (false, true) => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
-                    (false, false) => {
+                let settled = match left {
+                    Some(left) if left < grace || left.is_zero() => {
+                        // Its deadline comes first: it ends EXPIRED then.
+                        tokio::time::sleep(left).await;
+                        backend.claim(&key, &rpc_id, Outcome::expired()).await
+                    }
+                    _ if grace.is_zero() => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
+                    _ => {
                         tokio::time::sleep(grace).await;
                         backend.abandon(&key, &rpc_id).await
                     }

@@ -199,6 +199,27 @@ async fn an_ask_without_a_grace_ends_aborted_at_restart() {
     assert_eq!(outcome.resolution, Resolution::Aborted);
 }
 
+/// A restored ask whose deadline comes before the end of its reattach grace ends
+/// EXPIRED at its deadline.
+#[tokio::test]
+async fn a_restored_ask_expires_at_its_deadline() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    let mut soon = ask("s", "soon", Duration::from_secs(600));
+    soon.expires_at = Some(std::time::SystemTime::now() + Duration::from_millis(500));
+    let pending = backend.register(soon.clone()).await.expect("register");
+    backend.synced().await.expect("on disk");
+    let copy = dir.crash_copy();
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    let retried = restored.register(soon).await.expect("a retry joins");
+    assert_eq!(retried.rpc_id, pending.rpc_id);
+    let outcome = tokio::time::timeout(Duration::from_secs(10), retried.outcome)
+        .await
+        .expect("settled within 10 s")
+        .expect("outcome");
+    assert_eq!(outcome.resolution, Resolution::Expired);
+}
+
 /// Semantics 7 across a crash: a restored lease ends a reconnect grace after the
 /// restart (its agent did not attach again), and the asks made under it end ABORTED.
 #[tokio::test]
