@@ -176,14 +176,14 @@ impl State {
             let log = self.tenants.entry(delivery.tenant.clone()).or_default();
             log.ids.push_back(delivery.id.clone());
             match delivery.status {
-                Status::Pending => log.queued += 1,
+                Status::Pending => {
+                    log.queued += 1;
+                    self.set_due(&delivery.id, due_ms.or(Some(delivery.next_attempt_ms)));
+                }
                 _ => {
                     log.finished
                         .insert((delivery.last_attempt_ms, delivery.id.clone()));
                 }
-            }
-            if delivery.status == Status::Pending {
-                self.set_due(&delivery.id, due_ms.or(Some(delivery.next_attempt_ms)));
             }
             self.deliveries.insert(delivery.id.clone(), delivery);
         }
