@@ -263,6 +263,47 @@ async fn a_restored_lease_nobody_renews_ends_with_its_asks() {
     assert_eq!(outcome.resolution, Resolution::Aborted);
 }
 
+/// A write that fails stops the writer: nothing after it is acknowledged, new writes
+/// are refused BACKEND_UNAVAILABLE, the engine reports itself unhealthy, and the data
+/// directory stays held.
+#[tokio::test]
+async fn a_failed_write_stops_acknowledging_and_keeps_the_directory() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    assert!(backend.healthy().await);
+    // Another connection takes a table away: the writer's next insert fails.
+    let other = rusqlite::Connection::open(dir.0.join("askgate.db")).expect("a connection");
+    other
+        .busy_timeout(Duration::from_secs(5))
+        .expect("busy timeout");
+    other.execute_batch("DROP TABLE asks").expect("drop");
+    let registered = backend
+        .register(ask("s", "", Duration::ZERO))
+        .await
+        .expect("registered in memory");
+    let refused = backend.synced().await.expect_err("not on disk");
+    assert!(
+        matches!(refused, askgate_core::domain::Error::BackendUnavailable(_)),
+        "{refused}"
+    );
+    assert!(!backend.healthy().await);
+    let claim = backend
+        .claim(&key("s"), &registered.rpc_id, Outcome::aborted())
+        .await;
+    assert!(claim.is_err(), "a claim is not acknowledged: {claim:?}");
+    let again = backend.register(ask("s", "", Duration::ZERO)).await;
+    assert!(
+        matches!(
+            again,
+            Err(askgate_core::domain::Error::BackendUnavailable(_))
+        ),
+        "new work is refused: {:?}",
+        again.err()
+    );
+    let held = super::DataDir::open(&dir.0).expect_err("still held");
+    assert!(matches!(held, super::DirError::InUse(_)), "{held}");
+}
+
 mod hooks {
     use std::sync::Arc;
 

@@ -36,7 +36,11 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
                 let why = format!("writing to the store failed: {e}");
                 error!("{why}; no further change is acknowledged");
                 reader.fail(why);
-                // What waited is dropped unrun: its waiters see the failure.
+                // What waited is dropped unrun: its waiters see the failure. What comes
+                // later is dropped too, until the engine is gone (the data directory
+                // stays held meanwhile: this node still serves it).
+                drop(waiting);
+                while reader.entries.recv().is_ok() {}
                 return;
             }
             debug!(changes = changes.len(), "group committed");
