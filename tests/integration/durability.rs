@@ -1,8 +1,9 @@
 //! The sqlite engine under kill -9: agents ask with request_ids, a human answers or
-//! cancels, an operator adds and removes webhook endpoints, and the node is killed at a random moment, again
-//! and again. After each restart every answer the server acknowledged is there (a
-//! retried Ask by request_id gets it, the same answer, never a second one) and every
-//! endpoint it acknowledged is listed.
+//! cancels, an operator adds and removes webhook endpoints, an auditor notes the asks
+//! it knows are on disk, and the node is killed at a random moment, again and again.
+//! After each restart every answer the server acknowledged is there (a retried Ask by
+//! request_id gets it, the same answer, never a second one), every endpoint change it
+//! acknowledged holds, and every ask known to be on disk is pending or resolved.
 
 use std::{
     collections::HashMap,
@@ -33,6 +34,9 @@ struct Acknowledged {
     endpoints: Mutex<HashMap<String, bool>>,
     /// Asks the server let the human answer a second time.
     twice: Mutex<Vec<(String, String)>>,
+    /// Asks listed pending before an acknowledged write: on disk, since the store
+    /// keeps changes in order. By rpc_id: (session, request_id).
+    pending: Mutex<HashMap<String, (String, String)>>,
 }
 
 /// What the human's record holds for an ask it cancelled.
@@ -114,8 +118,9 @@ async fn agent(url: String, index: usize, round: usize, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Answers every ask it sees, "yes" or "no", or cancels it, by the rpc_id, and notes
-/// each resolution the server acknowledged with the ask's request_id.
+/// Answers every ask it sees but the first agent's, "yes" or "no", or cancels it, by
+/// the rpc_id, and notes each resolution the server acknowledged with the ask's
+/// request_id.
 async fn human(url: String, acknowledged: Arc<Acknowledged>) {
     let Ok(mut client) = Client::connect(url).await else {
         return;
@@ -131,6 +136,10 @@ async fn human(url: String, acknowledged: Arc<Acknowledged>) {
         let Some(request_id) = requested.labels.get("request") else {
             continue;
         };
+        // The first agent's asks stay pending, across every kill.
+        if requested.session_id == session(0) {
+            continue;
+        }
         let label = match requested.rpc_id.bytes().last().unwrap_or(0) % 3 {
             0 => "yes",
             1 => "no",
@@ -196,12 +205,73 @@ async fn operator(url: String, round: usize, acknowledged: Arc<Acknowledged>) {
     }
 }
 
+/// Lists the agents' pending asks, then makes an acknowledged write (an abort by a
+/// request id nobody asked with): once it is acknowledged, the asks listed before it
+/// are on disk. Until the node dies.
+async fn auditor(url: String, acknowledged: Arc<Acknowledged>) {
+    let Ok(mut client) = Client::connect(url).await else {
+        return;
+    };
+    for n in 0.. {
+        let mut listed = Vec::new();
+        for index in 0..AGENTS {
+            let Ok(pending) = client.list_pending(&session(index)).await else {
+                return;
+            };
+            listed.extend(pending);
+        }
+        if client
+            .abort("barrier", &format!("barrier-{n}"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        for requested in listed {
+            let request_id = requested.labels.get("request").cloned().unwrap_or_default();
+            let noted = (requested.session_id, request_id);
+            acknowledged.pending.lock().insert(requested.rpc_id, noted);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every ask known to be on disk is still pending, or resolved with a recorded outcome.
+async fn check_pending(client: &mut Client, acknowledged: &Acknowledged) {
+    let known = acknowledged.pending.lock().clone();
+    let mut listed = std::collections::HashSet::new();
+    for index in 0..AGENTS {
+        let pending = client.list_pending(&session(index)).await.expect("pending");
+        listed.extend(pending.into_iter().map(|r| r.rpc_id));
+    }
+    for (rpc_id, (session, request_id)) in &known {
+        if listed.contains(rpc_id) {
+            continue;
+        }
+        let retry = ask(session, request_id, Duration::from_secs(5));
+        match client.ask(retry).await {
+            Ok(response) => assert_eq!(&response.rpc_id, rpc_id, "{session}/{request_id}"),
+            Err(e) => assert_eq!(
+                e.reason(),
+                askgate_client::Reason::AskCancelled,
+                "the pending ask {rpc_id} ({session}/{request_id}) was lost: {e}"
+            ),
+        }
+    }
+    eprintln!(
+        "after a kill -9: {} asks that were on disk, {} of them still pending, none lost",
+        known.len(),
+        known.keys().filter(|id| listed.contains(*id)).count()
+    );
+}
+
 /// Every acknowledged answer comes back to a retry by its request_id, unchanged; every
-/// acknowledged endpoint is listed.
+/// acknowledged endpoint is listed; every ask known to be on disk is there.
 async fn check(node: &ServeProcess, acknowledged: &Acknowledged) {
     let twice = acknowledged.twice.lock().clone();
     assert!(twice.is_empty(), "asks answered twice: {twice:?}");
     let mut client = node.client().await;
+    check_pending(&mut client, acknowledged).await;
     let answers = acknowledged.answers.lock().clone();
     for ((session, request_id), label) in &answers {
         // A recorded outcome comes back at once; a lost one would leave the retry
@@ -266,6 +336,10 @@ async fn kill_9_under_load_loses_no_acknowledged_answer_or_endpoint() {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(human(node.url.clone(), acknowledged.clone())));
+        tasks.push(tokio::spawn(auditor(
+            node.url.clone(),
+            acknowledged.clone(),
+        )));
         tasks.push(tokio::spawn(operator(
             node.url.clone(),
             round,
