@@ -8,4 +8,5 @@
 //!   the suites every engine passes.
 
 pub mod backend;
+pub mod clock;
 pub mod domain;

@@ -4,7 +4,7 @@
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
@@ -17,6 +17,8 @@ use askgate_core::{
     },
     domain::Error,
 };
+
+use askgate_core::clock::now_ms;
 
 use super::journal::{Change, HookChange, Journal, StoredHooks};
 
@@ -112,13 +114,6 @@ fn delivery_change(state: &State, id: &str, position: u64) -> HookChange {
         },
         None => HookChange::DeliveryDeleted { id: id.to_owned() },
     }
-}
-
-/// Now, in milliseconds since the epoch: how the store keeps a note's expiry.
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The first `limit` entries of a (due, id) index due by `now_ms`.

@@ -3,7 +3,7 @@
 use std::{
     collections::HashMap,
     sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, UNIX_EPOCH},
 };
 
 use askgate_core::{backend::events::Message, domain::SessionKey};
@@ -27,9 +27,7 @@ pub enum LoadError {
 /// Drops what expired while the node was down (recorded outcomes, notes): the running
 /// node forgets them as they expire, and a restart must not keep them for good.
 pub fn prune(conn: &Connection) -> Result<(), LoadError> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = askgate_core::clock::now_ms() as i64;
     conn.execute(
         "DELETE FROM requests WHERE resolved IS NOT NULL AND expires_ms <= ?1",
         [now],

@@ -5,9 +5,7 @@
 //! writes (BACKEND_UNAVAILABLE) and reports itself unhealthy, and what is on disk is
 //! what the last successful commit left.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use askgate_core::domain::SessionKey;
+use askgate_core::{clock::epoch_ms, domain::SessionKey};
 use prost::Message as _;
 use rusqlite::{Connection, Transaction, params};
 use tracing::{debug, error};
@@ -137,7 +135,7 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 &*key.session_id,
                 &**request_id,
                 resolved.encode_to_vec(),
-                ms(*expires),
+                epoch_ms(*expires) as i64,
             ])?;
         }
         Change::RequestExpired { key, request_id } => {
@@ -279,13 +277,6 @@ fn hook(tx: &Transaction<'_>, change: &HookChange) -> rusqlite::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Milliseconds since the epoch.
-pub fn ms(at: SystemTime) -> i64 {
-    at.duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as i64
 }
 
 /// A hook store record as the store keeps it.

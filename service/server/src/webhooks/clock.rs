@@ -2,11 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use askgate_core::clock::now_ms;
 
 pub fn millis(d: Duration) -> u64 {
     d.as_millis().try_into().unwrap_or(u64::MAX)

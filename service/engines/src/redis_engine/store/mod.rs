@@ -63,11 +63,7 @@ pub struct RedisStore {
 }
 
 /// Milliseconds since the epoch on this node's clock: lease expiries are scored by it.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use askgate_core::clock::now_ms;
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
 /// is a fault of ours.
