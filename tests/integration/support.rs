@@ -534,39 +534,4 @@ where
     .await
 }
 
-/// A fresh directory for a test's files, removed when dropped.
-pub struct TempDir(pub std::path::PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("askgate-test-{}", uuid_like()));
-        std::fs::create_dir_all(&path).expect("create a temp dir");
-        Self(path)
-    }
-
-    /// Writes `contents` to `name` in the directory and returns its path.
-    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> std::path::PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).expect("write a temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    )
-}
+pub use askgate_testing::TempDir;

@@ -203,13 +203,12 @@ async fn start_from_backup(
     node_args: &[String],
 ) -> anyhow::Result<()> {
     let copy = DataDir::new()?;
-    std::fs::create_dir_all(&copy.0)?;
-    let out = copy.0.join("askgate.db");
+    let out = copy.path().join("askgate.db");
     let started = Instant::now();
     let status = tokio::process::Command::new(crate::nodes::askgate()?)
         .arg("backup")
         .arg("--data-dir")
-        .arg(&dir.0)
+        .arg(dir.path())
         .arg("--out")
         .arg(&out)
         .stderr(std::process::Stdio::null())

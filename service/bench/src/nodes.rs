@@ -119,18 +119,15 @@ pub async fn start_one(
 }
 
 /// A sqlite node's data directory, removed when dropped.
-pub struct DataDir(pub std::path::PathBuf);
+pub struct DataDir(askgate_testing::TempDir);
 
 impl DataDir {
     pub fn new() -> anyhow::Result<Self> {
-        let path = std::env::temp_dir().join(format!(
-            "askgate-bench-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos()
-        ));
-        Ok(Self(path))
+        Ok(Self(askgate_testing::TempDir::new()))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0.0
     }
 
     /// `--backend sqlite --data-dir <it>`.
@@ -139,7 +136,7 @@ impl DataDir {
             "--backend".into(),
             "sqlite".into(),
             "--data-dir".into(),
-            self.0.display().to_string(),
+            self.path().display().to_string(),
         ]
     }
 
@@ -147,15 +144,9 @@ impl DataDir {
     pub fn store_bytes(&self) -> u64 {
         ["askgate.db", "askgate.db-wal"]
             .iter()
-            .filter_map(|name| std::fs::metadata(self.0.join(name)).ok())
+            .filter_map(|name| std::fs::metadata(self.path().join(name)).ok())
             .map(|meta| meta.len())
             .sum()
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

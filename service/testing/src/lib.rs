@@ -399,3 +399,34 @@ impl Drop for ServeProcess {
         self.drain.abort();
     }
 }
+
+/// A fresh directory for a test's or a benchmark's files, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let name = format!("askgate-test-{}", uuid::Uuid::new_v4().simple());
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&path).expect("create a temp dir");
+        Self(path)
+    }
+
+    /// Writes `contents` to `name` in the directory and returns its path.
+    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> std::path::PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write a temp file");
+        path
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -90,15 +90,10 @@ fn create_private(path: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("askgate-dir-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        dir
-    }
-
     #[test]
     fn a_missing_directory_is_made_private_and_held_by_one_opener() {
-        let dir = scratch("held");
+        let scratch = askgate_testing::TempDir::new();
+        let dir = scratch.0.join("data");
         let held = DataDir::open(&dir).expect("first open");
         #[cfg(unix)]
         {
@@ -111,15 +106,13 @@ mod tests {
         assert!(second.to_string().contains(&dir.display().to_string()));
         drop(held);
         DataDir::open(&dir).expect("free again once the first let go");
-        fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]
     fn a_file_is_not_a_data_directory() {
-        let dir = scratch("file");
-        fs::write(&dir, b"x").expect("a file");
+        let scratch = askgate_testing::TempDir::new();
+        let dir = scratch.file("data", b"x");
         let refused = DataDir::open(&dir).expect_err("a file is refused");
         assert!(matches!(refused, DirError::NotADirectory(_)), "{refused}");
-        fs::remove_file(&dir).expect("clean up");
     }
 }

@@ -1,4 +1,4 @@
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use askgate_core::{
     backend::{Backend, Scope, StateConfig, SubscribeOptions, hooks::StoreLimits},
@@ -10,34 +10,19 @@ use tokio_stream::StreamExt;
 use super::SqliteEngine;
 
 /// A data directory of a test's own, removed when dropped.
-struct Scratch(PathBuf);
+type Scratch = askgate_testing::TempDir;
 
-impl Scratch {
-    fn new() -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("askgate-sqlite-{}", uuid::Uuid::new_v4().simple()));
-        Self(dir)
-    }
-
-    /// A crash image of this store, as kill -9 would leave it: the database and its
-    /// write-ahead log as they are on disk now, in a new directory.
-    fn crash_copy(&self) -> Scratch {
-        let copy = Scratch::new();
-        std::fs::create_dir_all(&copy.0).expect("copy dir");
-        for name in ["askgate.db", "askgate.db-wal"] {
-            let from = self.0.join(name);
-            if from.exists() {
-                std::fs::copy(&from, copy.0.join(name)).expect("copy the store");
-            }
+/// A crash image of the store in `dir`, as kill -9 would leave it: the database and
+/// its write-ahead log as they are on disk now, in a new directory.
+fn crash_copy(dir: &Scratch) -> Scratch {
+    let copy = Scratch::new();
+    for name in ["askgate.db", "askgate.db-wal"] {
+        let from = dir.0.join(name);
+        if from.exists() {
+            std::fs::copy(&from, copy.0.join(name)).expect("copy the store");
         }
-        copy
     }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    copy
 }
 
 fn limits() -> StoreLimits {
@@ -101,7 +86,7 @@ async fn a_pending_ask_and_a_recorded_outcome_survive_a_crash() {
         .claim(&key("s"), &answered.rpc_id, Outcome::aborted())
         .await
         .expect("claim: acknowledged once durable");
-    let copy = dir.crash_copy();
+    let copy = crash_copy(&dir);
 
     let restored = open(&copy, StateConfig::default()).await.backend();
     let listed = restored.list_pending(&key("s")).await.expect("list");
@@ -152,7 +137,7 @@ async fn a_subscriber_resumes_its_cursor_after_a_crash() {
         .claim(&key("s"), &first.rpc_id, Outcome::aborted())
         .await
         .expect("claim");
-    let copy = dir.crash_copy();
+    let copy = crash_copy(&dir);
 
     let restored = open(&copy, StateConfig::default()).await.backend();
     let mut resumed = restored
@@ -185,7 +170,7 @@ async fn an_ask_without_a_grace_ends_aborted_at_restart() {
         .await
         .expect("register");
     backend.synced().await.expect("on disk");
-    let copy = dir.crash_copy();
+    let copy = crash_copy(&dir);
     let restored = open(&copy, StateConfig::default()).await.backend();
     let retried = restored
         .register(ask("s", "r", Duration::ZERO))
@@ -209,7 +194,7 @@ async fn a_restored_ask_expires_at_its_deadline() {
     soon.expires_at = Some(std::time::SystemTime::now() + Duration::from_millis(500));
     let pending = backend.register(soon.clone()).await.expect("register");
     backend.synced().await.expect("on disk");
-    let copy = dir.crash_copy();
+    let copy = crash_copy(&dir);
     let restored = open(&copy, StateConfig::default()).await.backend();
     let retried = restored.register(soon).await.expect("a retry joins");
     assert_eq!(retried.rpc_id, pending.rpc_id);
@@ -244,7 +229,7 @@ async fn a_restored_lease_nobody_renews_ends_with_its_asks() {
         .await
         .expect("register");
     backend.synced().await.expect("on disk");
-    let copy = dir.crash_copy();
+    let copy = crash_copy(&dir);
 
     let config = StateConfig {
         reconnect_grace: Duration::from_millis(300),
@@ -319,7 +304,7 @@ mod hooks {
         hook_store_conformance,
     };
 
-    use super::{Scratch, SqliteEngine};
+    use super::{Scratch, SqliteEngine, crash_copy};
 
     async fn on_each(test: Test) {
         let dir = Scratch::new();
@@ -408,7 +393,7 @@ mod hooks {
                 .await
                 .expect("note")
         );
-        let copy = dir.crash_copy();
+        let copy = crash_copy(&dir);
 
         let restored = SqliteEngine::open(&copy.0, StateConfig::default(), LIMITS)
             .await
