@@ -1,7 +1,19 @@
-//! Support for tests and benchmarks: real `redis-server`s and Redis Clusters to point a
-//! Redis backend at, and `askgate serve` as a child process.
+//! Support for tests and benchmarks: real `redis-server`s, Redis Clusters and Redis
+//! primaries with replicas and Sentinels to point a Redis backend at, and `askgate serve` as a child process.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
+
+mod sentinel;
+
+pub use sentinel::{MASTER as SENTINEL_MASTER, RedisFailover};
+
+/// A loopback port free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
 
 /// A real `redis-server` on a free loopback port in a temporary directory; stopped (and
 /// its directory removed) when dropped.
@@ -66,10 +78,7 @@ impl RedisServer {
         for _ in 0..5 {
             let dir = std::env::temp_dir().join(format!("askgate-redis-{}", uuid::Uuid::new_v4()));
             std::fs::create_dir_all(&dir).expect("temp dir");
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
+            let port = free_port();
             let mut server = Self {
                 child: spawn(&dir, port, tls, &flags),
                 dir,

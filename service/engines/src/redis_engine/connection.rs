@@ -1,5 +1,6 @@
-//! Connections to Redis: where it is (one server or a cluster, TLS), and one connection
-//! type both kinds share. Redis URLs are shown only redacted.
+//! Connections to Redis: where it is (one server, a primary named by Sentinels, or a
+//! cluster; TLS), and one connection type all kinds share. Redis URLs are shown only
+//! redacted.
 //!
 //! Why redis-rs: it is the actively maintained Redis client for Rust (regular
 //! releases), async on tokio, with a `ConnectionManager` that reconnects by itself,
@@ -12,13 +13,18 @@ use redis::aio::ConnectionManager;
 
 /// Where Redis is: its URL (`redis://`, or `rediss://` for TLS), or with `cluster` the
 /// comma-separated URLs of some Redis Cluster nodes (the client discovers the rest and
-/// follows resharding and failover), and for TLS a CA certificate (PEM) to trust besides
-/// the system's roots.
+/// follows resharding and failover), or with `sentinel_master` the comma-separated URLs
+/// of Redis Sentinels and the name of the primary they watch (the connection follows
+/// their failovers; the URLs' credentials, database and TLS serve for the primary too),
+/// and for TLS a CA certificate (PEM) to trust besides the system's roots.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisTarget {
     pub url: String,
     pub cluster: bool,
+    pub sentinel_master: Option<String>,
     pub ca_pem: Option<Vec<u8>>,
+    /// The longest wait for one reply (longer than any `WAIT` the store sends).
+    pub response_timeout: Duration,
 }
 
 impl std::fmt::Debug for RedisTarget {
@@ -26,6 +32,7 @@ impl std::fmt::Debug for RedisTarget {
         f.debug_struct("RedisTarget")
             .field("url", &redacted_url(&self.url))
             .field("cluster", &self.cluster)
+            .field("sentinel_master", &self.sentinel_master)
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
             .finish()
     }
@@ -60,7 +67,9 @@ impl From<&str> for RedisTarget {
         Self {
             url: url.to_owned(),
             cluster: false,
+            sentinel_master: None,
             ca_pem: None,
+            response_timeout: RESPONSE_TIMEOUT,
         }
     }
 }
@@ -111,8 +120,11 @@ impl RedisTarget {
     /// A connection for commands and scripts; with `push`, a RESP3 connection whose
     /// pub/sub messages go there and whose subscriptions survive reconnects.
     pub async fn connect(&self, push: Option<PushSender>) -> redis::RedisResult<RedisConn> {
+        if let Some(master) = &self.sentinel_master {
+            return self.connect_sentinel(master, push).await;
+        }
         if !self.cluster {
-            let mut config = manager_config();
+            let mut config = manager_config().set_response_timeout(Some(self.response_timeout));
             if let Some(push) = push.clone() {
                 config = config.set_push_sender(push).set_automatic_resubscription();
             }
@@ -124,7 +136,7 @@ impl RedisTarget {
         let seeds: Vec<&str> = self.url.split(',').map(str::trim).collect();
         let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
             .connection_timeout(Duration::from_secs(2))
-            .response_timeout(RESPONSE_TIMEOUT)
+            .response_timeout(self.response_timeout)
             .retries(3)
             .min_retry_wait(50)
             .max_retry_wait(1000);
@@ -140,6 +152,51 @@ impl RedisTarget {
             builder.build()?.get_async_connection().await?,
         ))
     }
+
+    /// A connection to the primary the Sentinels of `url` name `master`.
+    async fn connect_sentinel(
+        &self,
+        master: &str,
+        push: Option<PushSender>,
+    ) -> redis::RedisResult<RedisConn> {
+        use redis::{IntoConnectionInfo, ProtocolVersion, TlsMode, sentinel::*};
+        let infos = self
+            .url
+            .split(',')
+            .map(|url| url.trim().into_connection_info())
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        let Some(first) = infos.first().map(|i| i.redis_settings().clone()) else {
+            return Err((redis::ErrorKind::InvalidClientConfig, "no Sentinel URL").into());
+        };
+        let addrs = infos.iter().map(|i| i.addr().clone());
+        let mut builder = SentinelClientBuilder::new(addrs, master, SentinelServerType::Master)?
+            .set_client_to_redis_db(first.db());
+        if let Some(user) = first.username() {
+            builder = builder
+                .set_client_to_redis_username(user)
+                .set_client_to_sentinel_username(user);
+        }
+        if let Some(password) = first.password() {
+            builder = builder
+                .set_client_to_redis_password(password)
+                .set_client_to_sentinel_password(password);
+        }
+        if push.is_some() {
+            builder = builder.set_client_to_redis_protocol(ProtocolVersion::RESP3);
+        }
+        if self.tls() {
+            builder = builder
+                .set_client_to_redis_tls_mode(TlsMode::Secure)
+                .set_client_to_sentinel_tls_mode(TlsMode::Secure)
+                .set_client_to_redis_certificates(self.certificates())
+                .set_client_to_sentinel_certificates(self.certificates());
+        }
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(self.response_timeout));
+        let conn = super::sentinel::SentinelConn::connect(builder.build()?, config, push).await?;
+        Ok(RedisConn::Sentinel(conn))
+    }
 }
 
 /// A connection to one Redis server (reconnecting by itself) or to a Redis Cluster
@@ -149,6 +206,7 @@ impl RedisTarget {
 pub enum RedisConn {
     Single(ConnectionManager),
     Cluster(redis::cluster_async::ClusterConnection),
+    Sentinel(super::sentinel::SentinelConn),
 }
 
 impl RedisConn {
@@ -160,25 +218,24 @@ impl RedisConn {
     /// message goes to the channel's shard only, not to every node of the cluster).
     pub fn publish_command(&self) -> &'static str {
         match self {
-            Self::Single(_) => "PUBLISH",
+            Self::Single(_) | Self::Sentinel(_) => "PUBLISH",
             Self::Cluster(_) => "SPUBLISH",
         }
     }
 
-    pub async fn subscribe(&mut self, channels: impl redis::ToRedisArgs) -> redis::RedisResult<()> {
+    pub async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
-            Self::Single(conn) => conn.subscribe(channels).await,
-            Self::Cluster(conn) => conn.ssubscribe(channels).await,
+            Self::Single(conn) => conn.subscribe(channel).await,
+            Self::Cluster(conn) => conn.ssubscribe(channel).await,
+            Self::Sentinel(conn) => conn.subscribe(channel).await,
         }
     }
 
-    pub async fn unsubscribe(
-        &mut self,
-        channels: impl redis::ToRedisArgs,
-    ) -> redis::RedisResult<()> {
+    pub async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
-            Self::Single(conn) => conn.unsubscribe(channels).await,
-            Self::Cluster(conn) => conn.sunsubscribe(channels).await,
+            Self::Single(conn) => conn.unsubscribe(channel).await,
+            Self::Cluster(conn) => conn.sunsubscribe(channel).await,
+            Self::Sentinel(conn) => conn.unsubscribe(channel).await,
         }
     }
 
@@ -187,7 +244,7 @@ impl RedisConn {
     /// must stay within one slot there. Replies are ignored; the first error is returned.
     pub async fn run_all(&self, commands: Vec<redis::Cmd>) -> redis::RedisResult<()> {
         match self {
-            Self::Single(conn) => {
+            Self::Single(_) | Self::Sentinel(_) => {
                 let mut pipe = redis::pipe();
                 for command in commands {
                     pipe.add_command(command).ignore();
@@ -195,7 +252,7 @@ impl RedisConn {
                 if pipe.is_empty() {
                     return Ok(());
                 }
-                pipe.query_async::<()>(&mut conn.clone()).await
+                pipe.query_async::<()>(&mut self.clone()).await
             }
             Self::Cluster(conn) => {
                 let mut running = tokio::task::JoinSet::new();
@@ -225,6 +282,7 @@ impl redis::aio::ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Sentinel(conn) => Box::pin(conn.command(cmd)),
         }
     }
 
@@ -237,6 +295,7 @@ impl redis::aio::ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Sentinel(conn) => Box::pin(conn.pipeline(pipeline, offset, count)),
         }
     }
 
@@ -244,6 +303,7 @@ impl redis::aio::ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
+            Self::Sentinel(_) => 0,
         }
     }
 }
@@ -259,8 +319,8 @@ pub fn manager_config() -> redis::aio::ConnectionManagerConfig {
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
 }
 
-/// The longest wait for one reply from Redis.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest wait for one reply from Redis, unless a longer `WAIT` needs more.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

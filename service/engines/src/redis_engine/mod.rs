@@ -1,8 +1,9 @@
-//! The Redis engine: askgate's state shared between nodes in Redis (one server or a
-//! Redis Cluster). docs/architecture.md describes the path of an ask, the keys, the
+//! The Redis engine: askgate's state shared between nodes in Redis (one server, a
+//! primary watched by Sentinels, or a Redis Cluster). docs/architecture.md describes the path of an ask, the keys, the
 //! scripts and the leases.
 //!
-//! - `connection`: where Redis is and the connection both kinds (server, cluster) share;
+//! - `connection`: where Redis is and the connection every kind (server, Sentinels,
+//!   cluster) shares; `sentinel`: the one that follows the Sentinels' failovers;
 //! - `keys`: every key name;
 //! - `store`: the storage layer, the one module that sends Redis commands (its scripts
 //!   are the `.lua` files of `scripts/`);
@@ -13,8 +14,9 @@ mod connection;
 mod engine;
 mod fanout;
 mod keys;
+mod sentinel;
 mod store;
 
 pub use connection::{RedisTarget, redacted_url};
 pub use engine::{RedisBackend, RedisConfig};
-pub use store::RedisHookStore;
+pub use store::{RedisHookStore, WaitPolicy};

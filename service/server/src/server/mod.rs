@@ -17,7 +17,7 @@ pub use self::config::{
 };
 use self::node::{Node, refuse_anonymous_off_loopback};
 /// Where a Redis backend's Redis is (`BackendChoice::Redis`).
-pub use askgate_engines::redis_engine::RedisConfig;
+pub use askgate_engines::redis_engine::{RedisConfig, WaitPolicy};
 
 /// Serves askgate on `listener` until `shutdown` completes, then drains: health goes
 /// NOT_SERVING, new asks are refused SHUTTING_DOWN, pending asks resolve DISPOSED, the

@@ -7,7 +7,7 @@ use askgate_server::{
     backend::StateConfig,
     domain::Limits,
     listener::ConnectionLimits,
-    server::{RedisConfig, ServerConfig},
+    server::{RedisConfig, ServerConfig, WaitPolicy},
     webhooks::WebhookConfig,
 };
 use clap::{Args, ValueEnum};
@@ -69,6 +69,29 @@ pub struct ServeArgs {
     /// node's waiting asks are aborted that long, plus their reattach grace, after).
     #[arg(long, env = "ASKGATE_REDIS_LEASE", default_value = span(RedisConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub redis_lease: Duration,
+    /// --redis-url names Redis Sentinels (comma-separated), which watch the primary of
+    /// this name: the nodes find it through them and follow its failovers.
+    #[arg(
+        long,
+        env = "ASKGATE_REDIS_SENTINEL_MASTER",
+        conflicts_with = "redis_cluster"
+    )]
+    pub redis_sentinel_master: Option<String>,
+    /// Every write that acknowledges something (an ask, an answer, an attach, an
+    /// endpoint change, a delivery's outcome) waits until this many replicas hold it
+    /// (Redis WAIT), so that a failover cannot lose it. 0: no waiting.
+    #[arg(long, env = "ASKGATE_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    pub redis_wait_replicas: u32,
+    /// Acknowledging writes also wait until the primary's append-only file (and the
+    /// replicas' of --redis-wait-replicas) is fsynced (Redis WAITAOF: Redis 7.2 or
+    /// newer, with `appendonly yes`).
+    #[arg(long, env = "ASKGATE_REDIS_WAIT_FSYNC")]
+    pub redis_wait_fsync: bool,
+    /// The longest an acknowledging write waits for --redis-wait-replicas or
+    /// --redis-wait-fsync; past it the call fails UNAVAILABLE (the write may or may not
+    /// survive a failover; retrying is safe).
+    #[arg(long, env = "ASKGATE_REDIS_WAIT_TIMEOUT", default_value = span(WaitPolicy::DEFAULT_TIMEOUT), value_parser = parse_duration)]
+    pub redis_wait_timeout: Duration,
     /// With a `rediss://` URL: a CA certificate (PEM) to trust for Redis besides the
     /// system's roots.
     #[arg(long, env = "ASKGATE_REDIS_CA_FILE")]

@@ -18,7 +18,7 @@ use askgate_server::{
     origin::PublicUrl,
     server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, RedisConfig, ServerConfig, TlsConfig,
-        run_with_metrics,
+        WaitPolicy, run_with_metrics,
     },
     web::CorsOrigins,
     webhooks::WebhookConfig,
@@ -224,13 +224,28 @@ impl ServeArgs {
             (BackendKind::Redis, Some(url)) => Ok(BackendChoice::Redis {
                 redis: RedisConfig {
                     cluster: self.redis_cluster,
+                    sentinel_master: self.redis_sentinel_master.clone(),
                     lease: self.redis_lease,
+                    wait: self.redis_wait()?,
                     ..RedisConfig::new(url)
                 },
                 ca_file: self.redis_ca_file.clone(),
             }),
             (BackendKind::Redis, None) => Err("--backend redis needs --redis-url".into()),
         }
+    }
+
+    /// `--redis-wait-*`: what acknowledging writes wait for.
+    fn redis_wait(&self) -> Result<WaitPolicy, String> {
+        let timeout = self.redis_wait_timeout;
+        if timeout < Duration::from_millis(1) || timeout > Duration::from_secs(60) {
+            return Err("--redis-wait-timeout must be between 1ms and 60s".into());
+        }
+        Ok(WaitPolicy {
+            replicas: self.redis_wait_replicas,
+            fsync: self.redis_wait_fsync,
+            timeout,
+        })
     }
 
     /// `--notify-*`: the reminder schedule of asks that set none, held to the rules

@@ -30,7 +30,7 @@ use super::{
 };
 use crate::redis_engine::{
     fanout::Fanout,
-    store::{RedisStore, RedisTarget, StoredEvent, TenantKeys, now_ms},
+    store::{RedisStore, StoredEvent, TenantKeys, now_ms},
 };
 
 /// A node: what it shares with every node (the store, the fanout) and what is its own.
@@ -57,12 +57,10 @@ impl Node {
         config: RedisConfig,
         settings: StateConfig,
     ) -> anyhow::Result<Arc<Self>> {
-        let target = RedisTarget {
-            url: config.url.clone(),
-            cluster: config.cluster,
-            ca_pem: config.ca_pem.clone(),
-        };
-        let store = RedisStore::connect(target.clone(), settings.clone()).await?;
+        let target = config.target();
+        let store = RedisStore::connect(target.clone(), settings.clone())
+            .await?
+            .waiting(config.wait);
         let fanout = Fanout::connect(target).await?;
         let id = Uuid::new_v4().simple().to_string();
         // The node's lease, before any ask it takes can rely on it.

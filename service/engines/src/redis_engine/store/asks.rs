@@ -54,7 +54,7 @@ impl RedisStore {
         };
         let invocation = self.register_invocation(&call, listing.filter(|_| !cluster));
         let registered: RegisterReply = invocation
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         match registered {
@@ -315,7 +315,7 @@ impl RedisStore {
             } else {
                 tenant.pending_bytes()
             })
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         match claim {
@@ -361,7 +361,7 @@ impl RedisStore {
             .arg(&resolved.rpc_id)
             .arg(resolved.encode_to_vec())
             .arg(self.config.request_retention.as_secs().max(1))
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         Ok(match aborted {

@@ -15,7 +15,7 @@ use askgate_core::{
     domain::Error,
 };
 
-use super::{RedisConn, scripts::hook_scripts::*, unavailable};
+use super::{RedisConn, WaitPolicy, scripts::hook_scripts::*, unavailable, wait::Acked};
 use crate::redis_engine::keys::HookKeys;
 
 /// Deliveries read per round trip while listing.
@@ -25,15 +25,25 @@ const LIST_PAGE: isize = 200;
 pub struct RedisHookStore {
     conn: RedisConn,
     limits: StoreLimits,
+    wait: WaitPolicy,
 }
 
 impl RedisHookStore {
-    pub fn new(conn: RedisConn, limits: StoreLimits) -> Self {
-        Self { conn, limits }
+    pub fn new(conn: RedisConn, limits: StoreLimits, wait: WaitPolicy) -> Self {
+        Self { conn, limits, wait }
     }
 
     fn conn(&self) -> RedisConn {
         self.conn.clone()
+    }
+
+    /// The connection for a write that acknowledges something (an endpoint change,
+    /// queued deliveries, an attempt's outcome, a note): it waits as the policy says.
+    fn acked(&self) -> Acked {
+        Acked {
+            conn: self.conn.clone(),
+            policy: self.wait,
+        }
     }
 }
 
@@ -82,7 +92,7 @@ impl HookStore for RedisHookStore {
             .arg(&endpoint.id)
             .arg(to_json(endpoint)?)
             .arg(self.limits.max_endpoints)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         match reply.as_str() {
@@ -119,7 +129,7 @@ impl HookStore for RedisHookStore {
 
     async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
         let removed: usize = self
-            .conn()
+            .acked()
             .hdel(HookKeys::endpoints(tenant), id)
             .await
             .map_err(unavailable)?;
@@ -149,7 +159,7 @@ impl HookStore for RedisHookStore {
                 .arg(&delivery.endpoint_id);
         }
         invocation
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)
     }
@@ -204,7 +214,7 @@ impl HookStore for RedisHookStore {
             .arg(record.last_attempt_ms)
             .arg(&record.tenant)
             .arg(self.limits.keep_finished)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         Ok(recorded == 1)
@@ -286,7 +296,7 @@ impl HookStore for RedisHookStore {
             .arg(now_ms)
             .arg(tenant)
             .arg(self.limits.max_queued)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         match reply.as_str() {
@@ -341,7 +351,7 @@ impl HookStore for RedisHookStore {
             command.arg("NX");
         }
         let stored: Option<String> = command
-            .query_async(&mut self.conn())
+            .query_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         Ok(stored.is_some())
@@ -374,7 +384,7 @@ impl RedisHookStore {
             .arg(id)
             .arg(json)
             .arg(due_ms.map(|d| d.to_string()).unwrap_or_default())
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         Ok(())
@@ -398,19 +408,43 @@ mod tests {
             .connect(None)
             .await
             .expect("connect to redis");
-        test(Arc::new(RedisHookStore::new(conn, LIMITS)))
-            .await
-            .expect("the store keeps the contract on one server");
+        test(Arc::new(RedisHookStore::new(
+            conn,
+            LIMITS,
+            super::WaitPolicy::default(),
+        )))
+        .await
+        .expect("the store keeps the contract on one server");
         let cluster = RedisCluster::start(3).await;
         let target = RedisTarget {
-            url: cluster.url.clone(),
             cluster: true,
-            ca_pem: None,
+            ..RedisTarget::from(&cluster.url)
         };
         let conn = target.connect(None).await.expect("connect to the cluster");
-        test(Arc::new(RedisHookStore::new(conn, LIMITS)))
+        test(Arc::new(RedisHookStore::new(
+            conn,
+            LIMITS,
+            super::WaitPolicy::default(),
+        )))
+        .await
+        .expect("the store keeps the contract on a cluster");
+        // Through Sentinels, every acknowledging write waiting for the replica.
+        let failover = askgate_testing::RedisFailover::start(1).await;
+        let target = RedisTarget {
+            sentinel_master: Some(askgate_testing::SENTINEL_MASTER.into()),
+            ..RedisTarget::from(&failover.url)
+        };
+        let conn = target
+            .connect(None)
             .await
-            .expect("the store keeps the contract on a cluster");
+            .expect("connect through Sentinels");
+        let wait = super::WaitPolicy {
+            replicas: 1,
+            ..super::WaitPolicy::default()
+        };
+        test(Arc::new(RedisHookStore::new(conn, LIMITS, wait)))
+            .await
+            .expect("the store keeps the contract waiting for a replica");
     }
 
     askgate_core::hook_store_conformance!(on_each);

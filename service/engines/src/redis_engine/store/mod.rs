@@ -42,11 +42,13 @@ mod model;
 mod nodes;
 mod replies;
 mod scripts;
+mod wait;
 
 pub use hooks::RedisHookStore;
 pub use model::{Claimed, Listing, Registration, Snapshot, StoredEvent, parse_event};
 pub use nodes::Renewal;
 use scripts::*;
+pub use wait::WaitPolicy;
 
 /// The session state of every node, in Redis.
 #[derive(Clone)]
@@ -60,6 +62,8 @@ pub struct RedisStore {
     attach_agent: Script,
     admit_session: Script,
     admit_ask: Script,
+    /// What acknowledging writes wait for.
+    wait: WaitPolicy,
 }
 
 /// Milliseconds since the epoch on this node's clock: lease expiries are scored by it.
@@ -69,6 +73,7 @@ pub use askgate_core::clock::now_ms;
 /// is a fault of ours.
 pub fn unavailable(error: redis::RedisError) -> Error {
     if error.is_io_error()
+        || error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || error.is_connection_dropped()
         || error.is_connection_refusal()
         || error.is_timeout()
@@ -115,12 +120,28 @@ impl RedisStore {
             attach_agent: Script::new(ATTACH_AGENT),
             admit_session: Script::new(ADMIT_SESSION),
             admit_ask: Script::new(ADMIT_ASK),
+            wait: WaitPolicy::default(),
         })
+    }
+
+    /// Makes acknowledging writes wait as `policy` says (replicas, fsync).
+    pub fn waiting(mut self, policy: WaitPolicy) -> Self {
+        self.wait = policy;
+        self
+    }
+
+    /// The connection for a write that acknowledges something: it waits as the
+    /// policy says.
+    fn acked(&self) -> wait::Acked {
+        wait::Acked {
+            conn: self.conn.clone(),
+            policy: self.wait,
+        }
     }
 
     /// The webhook store on this store's connection.
     pub fn hooks(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
-        RedisHookStore::new(self.conn.clone(), limits)
+        RedisHookStore::new(self.conn.clone(), limits, self.wait)
     }
 
     /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),
@@ -149,7 +170,7 @@ impl RedisStore {
             .arg(agent_id)
             .arg(now_ms())
             .arg(max)
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         match reply.as_slice() {

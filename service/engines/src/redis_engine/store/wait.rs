@@ -1,0 +1,259 @@
+//! Acknowledged writes that survive a failover: `WAIT` (and `WAITAOF`) after each.
+//!
+//! Redis replicates asynchronously: a primary answers a write before any replica holds
+//! it, so a failover can lose the last writes askgate acknowledged. With a policy that
+//! asks for it, each acknowledging write is sent in one pipeline with `WAIT N timeout`
+//! (or `WAITAOF 1 N timeout`, which also waits for the append-only files' fsync), and
+//! the call succeeds only when enough replicas confirmed it. The two go in one pipeline
+//! on one connection on purpose: `WAIT` counts the writes of its own connection, so a
+//! `WAIT` sent after a reconnection (say, to the replica just promoted) would count
+//! nothing and succeed at once. In one pipeline, a connection lost between the two
+//! fails the call instead.
+//!
+//! A write that timed out waiting may or may not have reached a replica, and it did
+//! reach the primary: the error says so, and a retry is safe (a registration joins its
+//! request_id, a claim that won already answers NOT_PENDING naming who won).
+
+use std::time::Duration;
+
+use redis::{Value, aio::ConnectionLike};
+
+use super::RedisConn;
+
+/// What an acknowledging write waits for before its call is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Replicas that must hold the write (`--redis-wait-replicas`).
+    pub replicas: u32,
+    /// The primary's append-only file, and those replicas', fsynced too
+    /// (`--redis-wait-fsync`; Redis 7.2 or newer, with `appendonly yes`).
+    pub fsync: bool,
+    /// The longest wait (`--redis-wait-timeout`): past it the call fails UNAVAILABLE.
+    pub timeout: Duration,
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self {
+            replicas: 0,
+            fsync: false,
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl WaitPolicy {
+    /// `--redis-wait-timeout` unless told otherwise.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+    /// Whether writes wait for anything.
+    pub fn waits(&self) -> bool {
+        self.replicas > 0 || self.fsync
+    }
+
+    /// How long a reply may take: a `WAIT` may take its whole timeout.
+    pub fn response_timeout(&self) -> Duration {
+        let base = super::super::connection::RESPONSE_TIMEOUT;
+        match self.waits() {
+            true => base.max(self.timeout + Duration::from_secs(3)),
+            false => base,
+        }
+    }
+
+    fn millis(&self) -> u64 {
+        u64::try_from(self.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    fn command(&self) -> redis::Cmd {
+        let mut cmd = match self.fsync {
+            true => {
+                let mut cmd = redis::cmd("WAITAOF");
+                cmd.arg(1);
+                cmd
+            }
+            false => redis::cmd("WAIT"),
+        };
+        cmd.arg(self.replicas).arg(self.millis());
+        cmd
+    }
+
+    /// Checks the reply of [`Self::command`].
+    fn check(&self, reply: Value) -> redis::RedisResult<()> {
+        let reply = reply.extract_error()?;
+        let (local, replicas): (i64, i64) = match self.fsync {
+            true => redis::from_redis_value(reply)?,
+            false => (1, redis::from_redis_value(reply)?),
+        };
+        if local >= 1 && replicas >= i64::from(self.replicas) {
+            return Ok(());
+        }
+        let what = match self.fsync {
+            true => "fsynced on the primary and",
+            false => "held by",
+        };
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "write not acknowledged in time",
+            format!(
+                "the write was not {what} {} replica(s) within {:?} (confirmed: {replicas}); \
+                 it may or may not survive a failover, and retrying the call is safe",
+                self.replicas, self.timeout
+            ),
+        )))
+    }
+}
+
+/// A connection whose every command is followed by the policy's wait, in one pipeline.
+/// For the store's acknowledging writes: the scripts that register, claim, attach,
+/// change an endpoint or finish a delivery.
+#[derive(Clone)]
+pub(crate) struct Acked {
+    pub(super) conn: RedisConn,
+    pub(super) policy: WaitPolicy,
+}
+
+impl ConnectionLike for Acked {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        if !self.policy.waits() {
+            return self.conn.req_packed_command(cmd);
+        }
+        Box::pin(async move {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd.clone())
+                .add_command(self.policy.command());
+            let mut replies = self.conn.req_packed_commands(&pipe, 0, 2).await?;
+            let waited = replies.pop().unwrap_or(Value::Nil);
+            let reply = replies.pop().unwrap_or(Value::Nil).extract_error()?;
+            self.policy.check(waited)?;
+            Ok(reply)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        if !self.policy.waits() {
+            return self.conn.req_packed_commands(pipeline, offset, count);
+        }
+        Box::pin(async move {
+            let mut pipe = pipeline.clone();
+            pipe.add_command(self.policy.command());
+            let mut replies = self
+                .conn
+                .req_packed_commands(&pipe, offset, count + 1)
+                .await?;
+            let waited = replies.pop().unwrap_or(Value::Nil);
+            self.policy.check(waited)?;
+            Ok(replies)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use askgate_core::{
+        backend::StateConfig,
+        domain::{Error, SessionKey},
+    };
+    use askgate_proto::v1::{Requested, Resolution, Resolved};
+    use askgate_testing::{RedisFailover, SENTINEL_MASTER};
+
+    use super::WaitPolicy;
+    use crate::redis_engine::store::{RedisStore, RedisTarget, Registration};
+
+    fn requested(rpc_id: &str) -> Requested {
+        Requested {
+            rpc_id: rpc_id.into(),
+            session_id: "s".into(),
+            ..Default::default()
+        }
+    }
+
+    async fn store(redis: &RedisFailover, policy: WaitPolicy) -> RedisStore {
+        let target = RedisTarget {
+            sentinel_master: Some(SENTINEL_MASTER.into()),
+            response_timeout: policy.response_timeout(),
+            ..RedisTarget::from(&redis.url)
+        };
+        RedisStore::connect(target, StateConfig::default())
+            .await
+            .expect("connect through the Sentinels")
+            .waiting(policy)
+    }
+
+    #[tokio::test]
+    async fn acknowledged_writes_wait_for_replicas_and_survive_the_primarys_death() {
+        let mut redis = RedisFailover::start(1).await;
+        let key = SessionKey::new("acme", "s");
+        let one = WaitPolicy {
+            replicas: 1,
+            ..WaitPolicy::default()
+        };
+        let store = store(&redis, one).await;
+        let registered = store.register(&key, &requested("r1"), "", None).await;
+        assert!(
+            matches!(registered, Ok(Registration::New { .. })),
+            "{registered:?}"
+        );
+
+        // More replicas than there are: the write is on the primary, but the call says
+        // it may not survive, within the timeout.
+        let two = WaitPolicy {
+            replicas: 2,
+            timeout: Duration::from_millis(300),
+            ..WaitPolicy::default()
+        };
+        let impatient = self::store(&redis, two).await;
+        let refused = impatient.register(&key, &requested("r2"), "", None).await;
+        match refused {
+            Err(Error::BackendUnavailable(message)) => {
+                assert!(message.contains("may or may not survive"), "{message}");
+            }
+            other => panic!("expected UNAVAILABLE, got {other:?}"),
+        }
+
+        let resolved = Resolved {
+            rpc_id: "r1".into(),
+            session_id: "s".into(),
+            reason: Resolution::Answered.into(),
+            resolved_by: "ana".into(),
+            ..Default::default()
+        };
+        store.claim(&key, &resolved).await.expect("claim");
+
+        // The primary dies; the replica that acknowledged the claim is promoted, and
+        // the store follows the Sentinels to it.
+        redis.kill_primary().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let after = loop {
+            match store.pending_ask(&key, "r1").await {
+                Err(Error::BackendUnavailable(_)) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => break other,
+            }
+        };
+        match after {
+            Err(Error::NotPending {
+                settled: Some(settled),
+            }) => assert_eq!(settled.resolved_by, "ana"),
+            other => panic!("the acknowledged claim was lost: {other:?}"),
+        }
+        // And the promoted primary takes writes, waiting for no replica it lacks.
+        let zero = self::store(&redis, WaitPolicy::default()).await;
+        zero.register(&key, &requested("r3"), "", None)
+            .await
+            .expect("a write on the promoted primary");
+    }
+}
