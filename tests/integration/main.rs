@@ -7,6 +7,7 @@ mod support;
 mod abort;
 mod agents;
 mod answers;
+mod chaos;
 mod cli;
 mod durability;
 mod errors;

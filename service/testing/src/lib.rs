@@ -4,8 +4,10 @@
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 mod sentinel;
+mod toxiproxy;
 
 pub use sentinel::{MASTER as SENTINEL_MASTER, RedisFailover};
+pub use toxiproxy::Toxiproxy;
 
 /// A loopback port free a moment ago.
 fn free_port() -> u16 {

@@ -37,21 +37,42 @@ impl RedisFailover {
     /// Starts the servers and the Sentinels, and waits (at most 20 s) until every
     /// replica is in sync and every Sentinel sees them all.
     pub async fn start(replicas: usize) -> Self {
+        Self::start_with(replicas, None).await
+    }
+
+    /// [`Self::start`], each replica reading the primary's stream through a proxy of
+    /// `link` named `replication-<i>`: to make replication lag, or cut it.
+    pub async fn start_with(replicas: usize, link: Option<&crate::Toxiproxy>) -> Self {
         let primary = RedisServer::start().await;
+        let primary_port = primary.port;
         let mut servers = vec![primary];
-        for _ in 0..replicas {
+        for i in 0..replicas {
+            let port = match link {
+                Some(proxy) => {
+                    let upstream = format!("127.0.0.1:{primary_port}");
+                    proxy.proxy(&format!("replication-{i}"), &upstream).await
+                }
+                None => primary_port,
+            };
             let flags = crate::flags(&[
                 "--appendonly",
                 "no",
                 "--replicaof",
                 "127.0.0.1",
-                &servers[0].port.to_string(),
+                &port.to_string(),
             ]);
             servers.push(RedisServer::start_with(flags, None).await);
         }
+        // A Sentinel points a replica whose master address is not the primary's (one
+        // reading through a proxy) at the primary itself, once the failover timeout has
+        // passed since it met the replica: with proxies, that is put off for a minute.
+        let failover_timeout = match link {
+            Some(_) => Duration::from_secs(60),
+            None => Duration::from_secs(5),
+        };
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            sentinels.push(Sentinel::start(servers[0].port).await);
+            sentinels.push(Sentinel::start(primary_port, failover_timeout).await);
         }
         let failover = Self {
             url: sentinels
@@ -164,7 +185,7 @@ async fn query(url: &str, cmd: &mut redis::Cmd) -> redis::RedisResult<String> {
 }
 
 impl Sentinel {
-    async fn start(primary_port: u16) -> Self {
+    async fn start(primary_port: u16, failover_timeout: Duration) -> Self {
         for _ in 0..5 {
             let dir =
                 std::env::temp_dir().join(format!("askgate-sentinel-{}", uuid::Uuid::new_v4()));
@@ -178,9 +199,10 @@ impl Sentinel {
                     "port {port}\nbind 127.0.0.1\ndir {dir}\n\
                      sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n\
                      sentinel down-after-milliseconds {MASTER} 1000\n\
-                     sentinel failover-timeout {MASTER} 5000\n\
+                     sentinel failover-timeout {MASTER} {failover_timeout}\n\
                      sentinel parallel-syncs {MASTER} 1\n",
-                    dir = dir.display()
+                    dir = dir.display(),
+                    failover_timeout = failover_timeout.as_millis(),
                 ),
             )
             .expect("sentinel.conf");

@@ -101,6 +101,12 @@ impl SessionKeys {
 
     /// Which nodes' calls wait on the ask, each with the ask's reattach grace (ms);
     /// deleted by the claim that resolves it.
+    /// A key written only so that a `WAIT` after it covers what came before it on the
+    /// session's shard (an outcome about to be handed to an agent).
+    pub fn barrier(&self) -> String {
+        self.key("barrier")
+    }
+
     pub fn wait_mark(&self, rpc_id: &str) -> String {
         self.key(&format!("w:{rpc_id}"))
     }

@@ -89,7 +89,22 @@ impl SentinelConn {
             return Ok(current);
         }
         let generation = self.0.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        let client = self.0.sentinels.lock().await.async_get_client().await?;
+        // During a failover the Sentinels may name no primary for a moment, or one
+        // that is gone: both are a Redis out of reach for now.
+        let client = self
+            .0
+            .sentinels
+            .lock()
+            .await
+            .async_get_client()
+            .await
+            .map_err(|e| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no Redis primary reachable through the Sentinels",
+                    e.to_string(),
+                ))
+            })?;
         let mut config = self.0.config.clone();
         if let Some(push) = &self.0.push {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

@@ -29,6 +29,7 @@ use uuid::Uuid;
 use super::store::{RedisHookStore, TenantKeys};
 
 mod config;
+mod confirm;
 mod follow;
 mod leases;
 mod node;

@@ -60,7 +60,8 @@ impl Node {
         let target = config.target();
         let store = RedisStore::connect(target.clone(), settings.clone())
             .await?
-            .waiting(config.wait);
+            .waiting(&target, config.wait)
+            .await?;
         let fanout = Fanout::connect(target).await?;
         let id = Uuid::new_v4().simple().to_string();
         // The node's lease, before any ask it takes can rely on it.
@@ -186,11 +187,24 @@ impl Node {
         let Ok(events) = self.store.history(key).await else {
             return;
         };
+        let mut unresolved: std::collections::HashSet<String> = rpc_ids.into_iter().collect();
         for event in events {
             if let StoredEvent::Resolved(resolved) = event
-                && rpc_ids.contains(&resolved.rpc_id)
+                && unresolved.remove(&resolved.rpc_id)
             {
                 self.waiting.deliver(key, &resolved);
+            }
+        }
+        // An ask neither resolved nor pending is gone: a Redis failover lost it (its
+        // registration was not yet on the replica promoted). Its calls are handed
+        // over: they retry with its request_id, which registers it again.
+        for rpc_id in unresolved {
+            if self.waiting.is_stored(key, &rpc_id)
+                && let Err(Error::NotPending { settled: None }) =
+                    self.store.pending_ask(key, &rpc_id).await
+            {
+                tracing::warn!(%rpc_id, "an ask waited on here is gone from Redis (lost in a failover?)");
+                self.waiting.hand_over(key, &rpc_id);
             }
         }
     }

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::{RedisBackend, node::Node, pump};
+use super::{RedisBackend, confirm, node::Node, pump};
 use crate::redis_engine::{
     fanout::SESSION_BUFFER,
     store::{Listing, Registration, SessionKeys},
@@ -91,6 +91,12 @@ impl RedisBackend {
         if let Some(agent) = &ask.agent {
             self.bind_to_agent(&key, &rpc_id, agent).await;
         }
+        let waited = confirm::Waited {
+            key,
+            rpc_id: rpc_id.clone(),
+            request_id: spec.request_id.clone(),
+        };
+        let outcome = confirm::confirmed(node, waited, outcome);
         Ok(Registered { rpc_id, outcome })
     }
 
@@ -108,6 +114,7 @@ impl RedisBackend {
         let node = &self.node;
         match registration {
             Registration::New { seq, epoch } => {
+                node.waiting().stored(key, &rpc_id);
                 node.report(|| Committed {
                     tenant: key.tenant.clone(),
                     message: message(cursor(&epoch, seq), Event::Requested(requested)),
@@ -117,6 +124,7 @@ impl RedisBackend {
             }
             Registration::Joined { rpc_id: joined } => {
                 let outcome = node.waiting().add(key, &joined, &spec.request_id);
+                node.waiting().stored(key, &joined);
                 // Waited on here from now on, before a sweep can find the ask's grace
                 // (after its first node died) over.
                 if let Err(e) = node

@@ -102,6 +102,21 @@ impl Waiting {
         self.calls.lock().rpc_ids(key)
     }
 
+    /// Notes that the ask is in Redis (its registration returned, or it was joined).
+    pub(super) fn stored(&self, key: &SessionKey, rpc_id: &str) {
+        if let Some(entry) = self.calls.lock().get_mut(key, rpc_id) {
+            entry.stored = true;
+        }
+    }
+
+    /// Whether the ask waited on here is known to be in Redis.
+    pub(super) fn is_stored(&self, key: &SessionKey, rpc_id: &str) -> bool {
+        self.calls
+            .lock()
+            .get_mut(key, rpc_id)
+            .is_some_and(|e| e.stored)
+    }
+
     /// Every ask waited on here.
     pub(super) fn asks(&self) -> Vec<WaitedAsk> {
         self.calls.lock().asks()
@@ -160,6 +175,9 @@ struct WaitEntry {
     senders: Vec<oneshot::Sender<Outcome>>,
     /// Empty when no retry can ever reattach to the ask.
     request_id: String,
+    /// The ask is known to be in Redis (its registration returned): missing there
+    /// later, it was lost.
+    stored: bool,
 }
 
 /// The calls waiting on this node, by session and then rpc_id: a session's pump asks
@@ -186,6 +204,7 @@ impl Calls {
                 entry.insert(WaitEntry {
                     senders: Vec::new(),
                     request_id: request_id.to_owned(),
+                    stored: false,
                 })
             }
         }

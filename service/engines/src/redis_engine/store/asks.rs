@@ -348,6 +348,28 @@ impl RedisStore {
         }
     }
 
+    /// How the ask ended as far as the store knows once every write before this call
+    /// is as durable as the wait policy asks (the read goes with a write the policy's
+    /// `WAIT` covers): its settled text (`RESOLUTION resolved_by`, empty if not
+    /// recorded) and whether it is pending. An outcome a failover lost shows so.
+    pub async fn confirm(&self, key: &SessionKey, rpc_id: &str) -> Result<(String, bool), Error> {
+        let keys = SessionKeys::new(key);
+        let (settled, pending): (String, i64) = scripts::CONFIRM
+            .key(keys.settled())
+            .key(keys.asks())
+            .key(keys.barrier())
+            .arg(rpc_id)
+            .invoke_async(&mut self.acked())
+            .await
+            .map_err(unavailable)?;
+        Ok((settled, pending == 1))
+    }
+
+    /// Whether acknowledging writes wait for replicas or fsync.
+    pub fn waits(&self) -> bool {
+        self.acked.waits()
+    }
+
     /// [`askgate_core::backend::Backend::abort_request`] on this store (one script on the
     /// session's slot, so it is atomic with REGISTER and CLAIM).
     pub async fn abort_request(

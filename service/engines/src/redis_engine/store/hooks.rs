@@ -15,7 +15,8 @@ use askgate_core::{
     domain::Error,
 };
 
-use super::{RedisConn, WaitPolicy, scripts::hook_scripts::*, unavailable, wait::Acked};
+pub(crate) use super::wait::Acked;
+use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::redis_engine::keys::HookKeys;
 
 /// Deliveries read per round trip while listing.
@@ -25,12 +26,17 @@ const LIST_PAGE: isize = 200;
 pub struct RedisHookStore {
     conn: RedisConn,
     limits: StoreLimits,
-    wait: WaitPolicy,
+    acked: Acked,
 }
 
 impl RedisHookStore {
-    pub fn new(conn: RedisConn, limits: StoreLimits, wait: WaitPolicy) -> Self {
-        Self { conn, limits, wait }
+    /// The store on `conn`, its acknowledging writes sent through `acked`.
+    pub(crate) fn new(conn: RedisConn, limits: StoreLimits, acked: Acked) -> Self {
+        Self {
+            conn,
+            limits,
+            acked,
+        }
     }
 
     fn conn(&self) -> RedisConn {
@@ -40,10 +46,7 @@ impl RedisHookStore {
     /// The connection for a write that acknowledges something (an endpoint change,
     /// queued deliveries, an attempt's outcome, a note): it waits as the policy says.
     fn acked(&self) -> Acked {
-        Acked {
-            conn: self.conn.clone(),
-            policy: self.wait,
-        }
+        self.acked.clone()
     }
 }
 
@@ -409,9 +412,9 @@ mod tests {
             .await
             .expect("connect to redis");
         test(Arc::new(RedisHookStore::new(
-            conn,
+            conn.clone(),
             LIMITS,
-            super::WaitPolicy::default(),
+            Acked::plain(conn),
         )))
         .await
         .expect("the store keeps the contract on one server");
@@ -422,9 +425,9 @@ mod tests {
         };
         let conn = target.connect(None).await.expect("connect to the cluster");
         test(Arc::new(RedisHookStore::new(
-            conn,
+            conn.clone(),
             LIMITS,
-            super::WaitPolicy::default(),
+            Acked::plain(conn),
         )))
         .await
         .expect("the store keeps the contract on a cluster");
@@ -438,11 +441,14 @@ mod tests {
             .connect(None)
             .await
             .expect("connect through Sentinels");
-        let wait = super::WaitPolicy {
+        let wait = crate::redis_engine::WaitPolicy {
             replicas: 1,
-            ..super::WaitPolicy::default()
+            ..Default::default()
         };
-        test(Arc::new(RedisHookStore::new(conn, LIMITS, wait)))
+        let acked = Acked::connect(conn.clone(), &target, wait)
+            .await
+            .expect("a connection for acknowledged writes");
+        test(Arc::new(RedisHookStore::new(conn, LIMITS, acked)))
             .await
             .expect("the store keeps the contract waiting for a replica");
     }

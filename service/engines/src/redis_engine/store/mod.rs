@@ -62,8 +62,8 @@ pub struct RedisStore {
     attach_agent: Script,
     admit_session: Script,
     admit_ask: Script,
-    /// What acknowledging writes wait for.
-    wait: WaitPolicy,
+    /// Where acknowledging writes go (and what they wait for).
+    acked: wait::Acked,
 }
 
 /// Milliseconds since the epoch on this node's clock: lease expiries are scored by it.
@@ -111,6 +111,7 @@ impl RedisStore {
     ) -> anyhow::Result<Self> {
         let conn = target.into().connect(None).await?;
         Ok(Self {
+            acked: wait::Acked::plain(conn.clone()),
             conn,
             config,
             register: Script::new(REGISTER),
@@ -120,28 +121,29 @@ impl RedisStore {
             attach_agent: Script::new(ATTACH_AGENT),
             admit_session: Script::new(ADMIT_SESSION),
             admit_ask: Script::new(ADMIT_ASK),
-            wait: WaitPolicy::default(),
         })
     }
 
-    /// Makes acknowledging writes wait as `policy` says (replicas, fsync).
-    pub fn waiting(mut self, policy: WaitPolicy) -> Self {
-        self.wait = policy;
-        self
+    /// Makes acknowledging writes wait as `policy` says (replicas, fsync), on a
+    /// connection of their own to `target` when they wait at all.
+    pub async fn waiting(
+        mut self,
+        target: &RedisTarget,
+        policy: WaitPolicy,
+    ) -> anyhow::Result<Self> {
+        self.acked = wait::Acked::connect(self.conn.clone(), target, policy).await?;
+        Ok(self)
     }
 
     /// The connection for a write that acknowledges something: it waits as the
     /// policy says.
     fn acked(&self) -> wait::Acked {
-        wait::Acked {
-            conn: self.conn.clone(),
-            policy: self.wait,
-        }
+        self.acked.clone()
     }
 
     /// The webhook store on this store's connection.
     pub fn hooks(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
-        RedisHookStore::new(self.conn.clone(), limits, self.wait)
+        RedisHookStore::new(self.conn.clone(), limits, self.acked.clone())
     }
 
     /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),

@@ -53,6 +53,11 @@ pub(super) static TAKE_SLOT: std::sync::LazyLock<Script> =
 pub(super) static ABORT_REQUEST: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/abort_request.lua")));
 
+/// An outcome about to reach an agent, confirmed durable: how the ask ended and whether
+/// it is pending, read behind a write the store's `WAIT` covers (`store/wait.rs`).
+pub(super) static CONFIRM: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/confirm.lua")));
+
 /// A notice (reminder, escalation) about a pending ask: append it, publish it.
 pub(super) static NOTICE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));

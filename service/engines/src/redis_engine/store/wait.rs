@@ -105,13 +105,100 @@ impl WaitPolicy {
     }
 }
 
-/// A connection whose every command is followed by the policy's wait, in one pipeline.
-/// For the store's acknowledging writes: the scripts that register, claim, attach,
-/// change an endpoint or finish a delivery.
+/// Where acknowledging writes go when they must wait: a connection of their own, so
+/// that a `WAIT` (which holds its connection until replicas answer, or its timeout)
+/// never delays reads, lease renewals or pub/sub; and on one server (or the Sentinels'
+/// primary) one task that sends the writes that arrived meanwhile as one pipeline
+/// ending with one `WAIT`, so that waiting costs one replication round trip per batch,
+/// not per write (group commit). On a cluster, whose pipelines keep to one slot, each
+/// write goes with its own `WAIT`.
 #[derive(Clone)]
 pub(crate) struct Acked {
-    pub(super) conn: RedisConn,
-    pub(super) policy: WaitPolicy,
+    conn: RedisConn,
+    policy: WaitPolicy,
+    batches: Option<tokio::sync::mpsc::UnboundedSender<Queued>>,
+}
+
+type Queued = (
+    redis::Cmd,
+    tokio::sync::oneshot::Sender<redis::RedisResult<Value>>,
+);
+
+/// Writes one batch may hold.
+const BATCH: usize = 512;
+
+impl Acked {
+    /// Whether the writes wait for anything.
+    pub(super) fn waits(&self) -> bool {
+        self.policy.waits()
+    }
+
+    /// Sends acknowledging writes to `conn` as is, with no policy.
+    pub(super) fn plain(conn: RedisConn) -> Self {
+        Self {
+            conn,
+            policy: WaitPolicy::default(),
+            batches: None,
+        }
+    }
+
+    /// Acknowledging writes on a connection of their own to `target`, waiting as
+    /// `policy` says; as is on `conn` when it says nothing.
+    pub(super) async fn connect(
+        conn: RedisConn,
+        target: &super::RedisTarget,
+        policy: WaitPolicy,
+    ) -> redis::RedisResult<Self> {
+        if !policy.waits() {
+            return Ok(Self::plain(conn));
+        }
+        let conn = target.connect(None).await?;
+        let batches = match conn.is_cluster() {
+            true => None,
+            false => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                tokio::spawn(send_batches(conn.clone(), policy, rx));
+                Some(tx)
+            }
+        };
+        Ok(Self {
+            conn,
+            policy,
+            batches,
+        })
+    }
+}
+
+/// Sends the queued writes, those that arrived meanwhile as one pipeline with one
+/// wait, until every sender is gone.
+async fn send_batches(
+    mut conn: RedisConn,
+    policy: WaitPolicy,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<Queued>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while queue.recv_many(&mut batch, BATCH).await > 0 {
+        let mut pipe = redis::pipe();
+        for (cmd, _) in &batch {
+            pipe.add_command(cmd.clone());
+        }
+        pipe.add_command(policy.command());
+        let count = batch.len() + 1;
+        match conn.req_packed_commands(&pipe, 0, count).await {
+            Ok(mut replies) => {
+                let waited = policy.check(replies.pop().unwrap_or(Value::Nil));
+                for ((_, reply_to), reply) in batch.drain(..).zip(replies) {
+                    let reply = waited.clone().and_then(|()| reply.extract_error());
+                    let _ = reply_to.send(reply);
+                }
+            }
+            Err(error) => {
+                for (_, reply_to) in batch.drain(..) {
+                    let _ = reply_to.send(Err(error.clone()));
+                }
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Acked {
@@ -120,6 +207,13 @@ impl ConnectionLike for Acked {
             return self.conn.req_packed_command(cmd);
         }
         Box::pin(async move {
+            if let Some(batches) = &self.batches {
+                let (reply_to, reply) = tokio::sync::oneshot::channel();
+                let gone =
+                    || redis::RedisError::from((redis::ErrorKind::Io, "the write queue is gone"));
+                batches.send((cmd.clone(), reply_to)).map_err(|_| gone())?;
+                return reply.await.map_err(|_| gone())?;
+            }
             let mut pipe = redis::pipe();
             pipe.add_command(cmd.clone())
                 .add_command(self.policy.command());
@@ -140,6 +234,8 @@ impl ConnectionLike for Acked {
         if !self.policy.waits() {
             return self.conn.req_packed_commands(pipeline, offset, count);
         }
+        // A pipeline of acknowledging writes, with its wait at the end (not for
+        // MULTI/EXEC pipelines, which the store sends as plain commands).
         Box::pin(async move {
             let mut pipe = pipeline.clone();
             pipe.add_command(self.policy.command());
@@ -186,10 +282,12 @@ mod tests {
             response_timeout: policy.response_timeout(),
             ..RedisTarget::from(&redis.url)
         };
-        RedisStore::connect(target, StateConfig::default())
+        RedisStore::connect(target.clone(), StateConfig::default())
             .await
             .expect("connect through the Sentinels")
-            .waiting(policy)
+            .waiting(&target, policy)
+            .await
+            .expect("a connection for acknowledged writes")
     }
 
     #[tokio::test]

@@ -1,0 +1,105 @@
+//! Chaos on Redis: real redis-servers, Sentinels and toxiproxy between them, two
+//! askgate nodes under load, and faults: the primary killed (kill -9) and a replica
+//! promoted, with and without `--redis-wait-replicas 1`. Each run counts what was
+//! acknowledged and lost (`load.rs`), and prints its figures (docs/operations.md,
+//! "Faults and what they cost").
+
+mod load;
+
+use std::time::{Duration, Instant};
+
+use askgate_testing::{RedisFailover, SENTINEL_MASTER, Toxiproxy};
+
+use self::load::{Load, Report};
+use crate::support::ServeProcess;
+
+/// How long the replicas are cut off from the primary before it dies: what it
+/// acknowledged meanwhile, it alone held.
+const CUT_OFF: Duration = Duration::from_millis(500);
+
+/// Replicas of the primary: one is promoted, the other follows it, so that writes
+/// waiting for a replica go on after the failover.
+const REPLICAS: usize = 2;
+
+/// Answers acknowledged before the primary dies, and after.
+const ANSWERS: usize = 20;
+
+/// Nodes on the Sentinels of `redis`, with `extra` flags.
+async fn nodes(redis: &RedisFailover, extra: &[&str]) -> Vec<ServeProcess> {
+    let mut flags = vec![
+        "--redis-sentinel-master",
+        SENTINEL_MASTER,
+        "--redis-lease",
+        "3s",
+    ];
+    flags.extend(extra);
+    ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await
+}
+
+/// Waits until every node serves a read and a write again; how long that took.
+async fn serving_again(nodes: &[ServeProcess], since: Instant) -> Duration {
+    for node in nodes {
+        crate::support::eventually("the node to serve again", || async {
+            let mut client = askgate_client::Client::connect_lazy(node.url.clone()).ok()?;
+            client.list_pending("probe").await.ok()?;
+            // An abort by a request_id never used: a write that records an outcome.
+            let fresh = format!("probe-{}", uuid::Uuid::new_v4());
+            client.abort("probe", &fresh).await.ok()
+        })
+        .await;
+    }
+    since.elapsed()
+}
+
+/// The primary's death under load: agents ask and humans answer on two nodes, the
+/// replicas lose their link to the primary for [`CUT_OFF`] (asynchronous replication
+/// falls behind so), the primary is killed and the Sentinels promote a replica.
+/// Returns what was lost.
+async fn primary_killed_under_load(extra: &[&str]) -> Report {
+    let proxy = Toxiproxy::start().await;
+    let mut redis = RedisFailover::start_with(REPLICAS, Some(&proxy)).await;
+    let nodes = nodes(&redis, extra).await;
+    let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+    let load = Load::start(&urls);
+    load.flowing("answers before the failover", 0, ANSWERS)
+        .await;
+
+    for replica in 0..REPLICAS {
+        proxy
+            .set_enabled(&format!("replication-{replica}"), false)
+            .await;
+    }
+    // The load goes on while the primary is alone.
+    tokio::time::sleep(CUT_OFF).await;
+    let promoted = redis.kill_primary().await;
+    let killed = Instant::now() - promoted;
+    let serving = serving_again(&nodes, killed).await;
+    let before = load.answered();
+    load.flowing("answers after the failover", before, ANSWERS)
+        .await;
+    let ledger = load.stop().await;
+    let client = nodes[0].client().await;
+    let report = load::check(&client, &ledger).await;
+    eprintln!(
+        "primary killed ({extra:?}): promoted after {promoted:?}, every node serving after \
+         {serving:?}; {report:?}"
+    );
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_wait_replicas_the_primarys_death_loses_no_acknowledged_answer() {
+    let report = primary_killed_under_load(&["--redis-wait-replicas", "1"]).await;
+    assert!(report.is_clean(), "{report:?}");
+}
+
+/// The same run without `--redis-wait-replicas`: what the flag prevents. The answers
+/// acknowledged while the replicas were cut off die with the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_wait_replicas_the_primarys_death_loses_acknowledged_answers() {
+    let report = primary_killed_under_load(&[]).await;
+    assert!(
+        report.lost + report.twice > 0,
+        "an asynchronous failover lost nothing this time: {report:?}"
+    );
+}
