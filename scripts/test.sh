@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole askgate test suite. Installs what the tests need and a fresh machine lacks
-# (redis-server and redis-cli, tmux, chromium, a Python venv with the MCP SDK), then
-# runs every test of the workspace (the webhook tests with a Python receiver that
+# (redis-server and redis-cli, tmux, chromium, toxiproxy, a Python venv with the MCP
+# SDK), then runs every test of the workspace (the chaos tests with toxiproxy, Redis
+# replicas and Sentinels, in their short form; the webhook tests with a Python receiver that
 # verifies signatures with the Standard Webhooks reference library, the Slack tests with
 # a fake Slack that checks Block Kit with the official Slack SDK), the MCP tests
 # (tests/mcp: the official MCP Python SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
@@ -32,6 +33,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # The tests start their own redis-server processes on free ports; a system service the
 # package may have started is not used.
+
+# toxiproxy (Shopify's fault-injecting TCP proxy, a Go binary) for the chaos tests
+# (tests/integration/chaos): built once with `go install` into Go's bin directory.
+if [ -z "${ASKGATE_TOXIPROXY:-}" ]; then
+  command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null 2>&1 || { echo "go is missing: install Go to build toxiproxy for the chaos tests" >&2; exit 1; }
+  gobin="$(go env GOBIN)"
+  [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+  export ASKGATE_TOXIPROXY="$gobin/server"
+  if [ ! -x "$ASKGATE_TOXIPROXY" ]; then
+    echo "==> installing toxiproxy (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0)"
+    go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+  fi
+fi
 
 # A venv at $1 with the packages of the requirements file $2, made once and made again
 # when the file changes.

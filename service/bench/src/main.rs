@@ -56,6 +56,9 @@ pub enum BenchBackend {
     /// One node writing through to a SQLite store in a data directory of the run's.
     Sqlite,
     Redis,
+    /// A Redis primary with one replica started for the run, every acknowledging write
+    /// waiting for the replica (`--redis-wait-replicas 1`).
+    RedisWait,
     /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
     Cluster,
 }

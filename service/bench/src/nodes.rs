@@ -107,6 +107,13 @@ pub async fn start_one(
             let redis = start_redis().await?;
             (redis_args(&redis.url, false), Box::new(redis))
         }
+        BenchBackend::RedisWait => {
+            start_redis_check().await?;
+            let redis = askgate_testing::RedisFailover::start(1).await;
+            let mut args = redis_args(&redis.servers[0].url, false);
+            args.extend(WAIT_ARGS.iter().map(|a| (*a).to_owned()));
+            (args, Box::new(redis))
+        }
         BenchBackend::Cluster => {
             start_redis_check().await?;
             let cluster = askgate_testing::RedisCluster::start(3).await;
@@ -152,19 +159,28 @@ impl DataDir {
 
 /// The backend's name as the tables print it.
 pub fn backend_name(backend: BenchBackend) -> String {
-    format!("{backend:?}").to_lowercase()
+    use clap::ValueEnum;
+    backend
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
 }
+
+/// The flags of the `redis-wait` nodes.
+pub const WAIT_ARGS: [&str; 2] = ["--redis-wait-replicas", "1"];
 
 /// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).
 pub async fn redis_nodes(
     url: &str,
     cluster: bool,
     count: usize,
+    extra: &[&str],
 ) -> anyhow::Result<Vec<ServeProcess>> {
     let mut args = vec!["--backend", "redis", "--redis-url", url];
     if cluster {
         args.push("--redis-cluster");
     }
+    args.extend(extra);
     let mut nodes = Vec::new();
     for _ in 0..count {
         nodes.push(start_node(&args).await?);

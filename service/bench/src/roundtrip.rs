@@ -20,7 +20,10 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use crate::{
     BenchBackend,
-    nodes::{commandstats, new_histogram, redis_nodes, start_node, start_redis, start_redis_check},
+    nodes::{
+        WAIT_ARGS, backend_name, commandstats, new_histogram, redis_nodes, start_node, start_redis,
+        start_redis_check,
+    },
 };
 
 #[derive(Debug, Args)]
@@ -137,12 +140,21 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
                     }
                 };
                 redis_url = Some(url.clone());
-                redis_nodes(&url, false, args.nodes).await?
+                redis_nodes(&url, false, args.nodes, &[]).await?
+            }
+            BenchBackend::RedisWait => {
+                start_redis_check().await?;
+                let redis = askgate_testing::RedisFailover::start(1).await;
+                let url = redis.servers[0].url.clone();
+                redis_url = Some(url.clone());
+                let nodes = redis_nodes(&url, false, args.nodes, &WAIT_ARGS).await?;
+                _own_redis = Box::new(redis);
+                nodes
             }
             BenchBackend::Cluster => {
                 start_redis_check().await?;
                 let cluster = askgate_testing::RedisCluster::start(3).await;
-                let nodes = redis_nodes(&cluster.url, true, args.nodes).await?;
+                let nodes = redis_nodes(&cluster.url, true, args.nodes, &[]).await?;
                 _own_redis = Box::new(cluster);
                 nodes
             }
@@ -376,7 +388,7 @@ fn print_table(results: &[Figures]) {
     for f in results {
         println!(
             "{:<8} {:>5} {:>4} {:>9.0} {:>8} {:>8} {:>9.0} {:>8} {:>8} {:>8.2}x {:>8.2}x",
-            format!("{:?}", f.backend).to_lowercase(),
+            backend_name(f.backend),
             f.nodes,
             f.concurrency,
             f.asks.per_sec,
@@ -407,7 +419,7 @@ fn print_table(results: &[Figures]) {
         let (ask, check) = (f.asks.cpu, f.checks.cpu);
         println!(
             "{:<8} {:>5} {:>4} {:>11.0} {:>11.0} {:>8.2}x {:>11.0} {:>11.0} {:>8.2}x",
-            format!("{:?}", f.backend).to_lowercase(),
+            backend_name(f.backend),
             f.nodes,
             f.concurrency,
             us(ask.server),
@@ -432,7 +444,7 @@ fn print_ratios(results: &[Figures]) {
         else {
             continue;
         };
-        let name = format!("{:?}", shared.backend).to_lowercase();
+        let name = backend_name(shared.backend);
         let throughput = shared.asks.per_sec / memory.asks.per_sec;
         match shared.backend {
             // One node on disk: under load at least half of memory's rate; one call at a

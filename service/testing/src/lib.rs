@@ -51,6 +51,15 @@ impl RedisServer {
         Self::start_with(flags(&["--appendonly", "no"]), None).await
     }
 
+    /// Starts one that accepts `DEBUG` (`DEBUG SLEEP` stops it answering for a while).
+    pub async fn start_debuggable() -> Self {
+        Self::start_with(
+            flags(&["--appendonly", "no", "--enable-debug-command", "yes"]),
+            None,
+        )
+        .await
+    }
+
     /// Starts one that writes every change to its append-only file before it replies
     /// (`appendfsync always`): what it acknowledged survives [`RedisServer::kill`].
     pub async fn start_durable() -> Self {

@@ -228,12 +228,21 @@ pub async fn check(client: &Client, ledger: &Ledger) -> Report {
         let mut client = client.clone();
         retries.spawn(async move {
             let (session, request_id) = key;
-            let retry = ask(&session, &request_id, Duration::from_secs(3));
-            match client.ask(retry).await {
-                Ok(response) if response.answers[0].selected == [label] => Ok(()),
-                Ok(_) => Err(true),
-                Err(_) => Err(false),
+            // Retried while the node says "retry", as a client would.
+            for _ in 0..50 {
+                let retry = ask(&session, &request_id, Duration::from_secs(3));
+                match client.ask(retry).await {
+                    Ok(response) if response.answers[0].selected == [label.clone()] => {
+                        return Ok(());
+                    }
+                    Ok(_) => return Err(true),
+                    Err(e) if e.reason() == askgate_client::Reason::BackendUnavailable => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(_) => return Err(false),
+                }
             }
+            Err(false)
         });
     }
     while let Some(retried) = retries.join_next().await {
