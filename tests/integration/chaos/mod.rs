@@ -127,3 +127,26 @@ async fn without_wait_replicas_the_primarys_death_loses_acknowledged_answers() {
         "an asynchronous failover lost nothing this time: {report:?}"
     );
 }
+
+/// `--redis-wait-fsync` needs WAITAOF: a Redis without it (older than 7.2, or without an
+/// append-only file) stops the node at its start, saying why.
+#[tokio::test]
+async fn wait_fsync_on_a_redis_without_waitaof_is_refused_at_start() {
+    let redis = askgate_testing::RedisServer::start().await;
+    let serve = crate::support::askgate(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--backend",
+        "redis",
+        "--redis-url",
+        &redis.url,
+        "--redis-wait-fsync",
+    ]);
+    let (code, _, stderr) = crate::support::finish(serve).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--redis-wait-fsync needs WAITAOF"),
+        "{stderr}"
+    );
+}

@@ -152,7 +152,24 @@ impl Acked {
         if !policy.waits() {
             return Ok(Self::plain(conn));
         }
-        let conn = target.connect(None).await?;
+        let mut conn = target.connect(None).await?;
+        if policy.fsync {
+            // Refused by a Redis older than 7.2, or without an append-only file: say
+            // so now, not at the first answer.
+            let checked: redis::RedisResult<Value> = redis::cmd("WAITAOF")
+                .arg(1)
+                .arg(0)
+                .arg(1000)
+                .query_async(&mut conn)
+                .await;
+            if let Err(e) = checked.and_then(Value::extract_error) {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "--redis-wait-fsync needs WAITAOF (Redis 7.2 or newer, with appendonly yes)",
+                    e.to_string(),
+                )));
+            }
+        }
         let batches = match conn.is_cluster() {
             true => None,
             false => {
