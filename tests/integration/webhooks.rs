@@ -1161,3 +1161,79 @@ on_every_backend!(
     #[tokio::test]
     one_tenants_slow_endpoints_do_not_starve_another
 );
+
+/// docs/webhooks.md: a node killed between committing events and queueing their
+/// deliveries loses none of them. The human's answers go through the node that dies the
+/// moment the last one is acknowledged, with its intake still busy; the events wait in
+/// their sessions' outboxes and the survivor queues them once a lease has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_redis_a_node_killed_between_commit_and_queueing_loses_no_delivery() {
+    const ASKS: usize = 300;
+    const SESSIONS: usize = 10;
+    let redis = RedisServer::start().await;
+    let receiver = Receiver::start().await;
+    let flags = ["--webhook-allow-private", "--redis-lease", "2s"];
+    let mut nodes = ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await;
+    let doomed = nodes.pop().expect("two nodes");
+    let survivor = nodes.pop().expect("two nodes");
+    let mut admin = survivor.client().await;
+    let created = admin
+        .create_endpoint(endpoint(receiver.url("/c"), &["ask.resolved"]))
+        .await
+        .expect("create");
+    receiver.configure("/c", &created.secret, &[]).await;
+    let asking = survivor.client().await;
+    let _asks: Vec<_> = (0..ASKS)
+        .map(|i| {
+            let ask = one_question(&format!("c-{}", i % SESSIONS)).hold_unattended();
+            ask_in_background(asking.clone(), ask)
+        })
+        .collect();
+    let human = doomed.client().await;
+    let pending = eventually("every ask pending", || async {
+        let mut all = Vec::new();
+        for s in 0..SESSIONS {
+            let mut human = human.clone();
+            all.extend(human.list_pending(&format!("c-{s}")).await.ok()?);
+        }
+        (all.len() == ASKS).then_some(all)
+    })
+    .await;
+    let mut answering = tokio::task::JoinSet::new();
+    for requested in pending {
+        let mut human = human.clone();
+        answering.spawn(async move {
+            let answers = vec![answer::select("q", ["yes"])];
+            human
+                .answer(&requested.session_id, &requested.rpc_id, answers)
+                .await
+                .map(|_| requested.rpc_id)
+        });
+    }
+    let mut acknowledged = std::collections::HashSet::new();
+    while let Some(answered) = answering.join_next().await {
+        if let Ok(rpc_id) = answered.expect("an answer") {
+            acknowledged.insert(rpc_id);
+        }
+    }
+    doomed.signal("KILL");
+    assert_eq!(acknowledged.len(), ASKS, "every answer was acknowledged");
+    let received = eventually("a delivery of every acknowledged answer", || async {
+        let received = receiver.received().await;
+        let delivered: std::collections::HashSet<&str> = received
+            .iter()
+            .filter(|r| r.verified && r.event_type() == "ask.resolved")
+            .map(Received::rpc_id)
+            .collect();
+        acknowledged
+            .iter()
+            .all(|id| delivered.contains(id.as_str()))
+            .then_some(received.len())
+    })
+    .await;
+    eprintln!(
+        "{} answers acknowledged by the killed node, every one delivered ({} deliveries)",
+        acknowledged.len(),
+        received
+    );
+}

@@ -42,6 +42,16 @@ pub struct Committed {
     /// For a `resolved` event: the ask it ended (its labels and notify policy, which
     /// `resolved` does not repeat).
     pub asked: Option<Asked>,
+    /// Where the engine keeps the event until its deliveries are queued (an outbox, on
+    /// Redis): given back through [`Backend::queued`] once they are.
+    pub outbox: Option<OutboxEntry>,
+}
+
+/// An event in an engine's outbox: its session and its id there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    pub key: SessionKey,
+    pub id: String,
 }
 
 /// The ask a `resolved` event ended, as the engine holds it.
@@ -297,6 +307,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Reports every event committed from now on to `tap` (set once; later calls are
     /// ignored).
     fn set_tap(&self, tap: Tap);
+
+    /// The deliveries of these reported events are queued: an engine that keeps
+    /// committed events in an outbox until then forgets them (one that does not has
+    /// nothing to do). An event never given back here is reported again later.
+    async fn queued(&self, _done: Vec<OutboxEntry>) {}
 
     /// Shutdown: refuses new asks and subscriptions, resolves every pending ask
     /// `DISPOSED` and ends every subscription once its last events are delivered.

@@ -392,6 +392,7 @@ impl Inner {
         let tenant = key.tenant.clone();
         let asked = Some(Asked::Event(ask.requested));
         self.durable.report(move || Committed {
+            outbox: None,
             tenant,
             message,
             asked,
@@ -476,6 +477,7 @@ impl Inner {
         }
         // Reported once everything above is durable (on a durable engine).
         self.durable.report(move || Committed {
+            outbox: None,
             tenant,
             message: reported,
             asked: None,

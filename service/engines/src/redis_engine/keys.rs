@@ -101,6 +101,31 @@ impl SessionKeys {
 
     /// Which nodes' calls wait on the ask, each with the ask's reattach grace (ms);
     /// deleted by the claim that resolves it.
+    /// The session's committed events whose webhook and channel deliveries are not yet
+    /// queued: `<epoch> <seq>` → when committed (ms).
+    pub fn outbox(&self) -> String {
+        self.key("outbox")
+    }
+
+    /// What the outbox's events are: `<epoch> <seq>` → the event's entry (`Q`/`R` +
+    /// encoded), and for a `resolved` event `<epoch> <seq> a` → the ask it ended.
+    pub fn outbox_data(&self) -> String {
+        self.key("outbox-data")
+    }
+
+    /// The index of sessions whose outbox holds events, in this session's slot: one key
+    /// for every session on one Redis (`ag:outboxes`), one per cluster slot on a
+    /// cluster (a hash tag of the same slot as the session's).
+    pub fn outbox_index(&self, cluster: bool) -> String {
+        match cluster {
+            false => OUTBOXES_KEY.to_owned(),
+            true => {
+                let slot = redis::cluster_routing::Slot::for_key(&self.tag);
+                format!("ag:{{{}}}:outboxes", slot_tags()[&slot])
+            }
+        }
+    }
+
     /// A key written only so that a `WAIT` after it covers what came before it on the
     /// session's shard (an outcome about to be handed to an agent).
     pub fn barrier(&self) -> String {
@@ -303,6 +328,47 @@ pub const WAITS_KEY: &str = "ag:waits";
 /// the survivors of a node whose lease ended take over its wait list.
 pub const NODES_KEY: &str = "ag:nodes";
 
+/// On one Redis: the sessions whose outbox holds events, scored by when the oldest may
+/// be due for a sweep ([`SessionKeys::outbox_index`]).
+pub const OUTBOXES_KEY: &str = "ag:outboxes";
+
+/// On a cluster, every slot's outbox index: [`SessionKeys::outbox_index`] of each slot.
+pub fn outbox_indexes() -> impl Iterator<Item = String> {
+    slot_tags()
+        .values()
+        .map(|tag| format!("ag:{{{tag}}}:outboxes"))
+}
+
+/// For every Redis Cluster slot, a short hash tag that maps to it: the key of a slot's
+/// outbox index can then live in the slot of the sessions it indexes. Found once, by
+/// trying tags until every slot has one.
+fn slot_tags() -> &'static std::collections::HashMap<redis::cluster_routing::Slot, String> {
+    use redis::cluster_routing::Slot;
+    static TAGS: std::sync::OnceLock<std::collections::HashMap<Slot, String>> =
+        std::sync::OnceLock::new();
+    TAGS.get_or_init(|| {
+        const SLOTS: usize = 16384;
+        let mut tags = std::collections::HashMap::with_capacity(SLOTS);
+        let mut n = 0u64;
+        while tags.len() < SLOTS {
+            let tag = format!("o{n:x}");
+            tags.entry(Slot::for_key(&tag)).or_insert(tag);
+            n += 1;
+        }
+        tags
+    })
+}
+
+/// A session in an outbox index: `<tenant>\u{1f}<session>`.
+pub fn outbox_member(key: &SessionKey) -> String {
+    format!("{}\u{1f}{}", key.tenant, key.session_id)
+}
+
+pub fn parse_outbox_member(member: &str) -> Option<SessionKey> {
+    let (tenant, session) = member.split_once('\u{1f}')?;
+    Some(SessionKey::new(tenant, session))
+}
+
 /// The asks a node's calls wait on, for the survivors should it die.
 pub fn node_waits_key(node_id: &str) -> String {
     format!("ag:node:{node_id}:waits")
@@ -324,6 +390,23 @@ mod tests {
 
     fn key() -> SessionKey {
         SessionKey::new("acme{x}", "team/s-1")
+    }
+
+    #[test]
+    fn a_slots_outbox_index_lives_in_the_slot_of_its_sessions() {
+        use redis::cluster_routing::Slot;
+        for (tenant, session) in [("acme", "s"), ("acme{x}", "team/s-1"), ("t", "")] {
+            let keys = SessionKeys::new(&SessionKey::new(tenant, session));
+            assert_eq!(
+                Slot::for_key(keys.outbox_index(true)),
+                Slot::for_key(keys.asks()),
+                "{tenant}/{session}"
+            );
+            assert_eq!(keys.outbox_index(false), OUTBOXES_KEY);
+        }
+        assert_eq!(outbox_indexes().count(), 16384);
+        let member = outbox_member(&key());
+        assert_eq!(parse_outbox_member(&member), Some(key()));
     }
 
     #[test]

@@ -190,8 +190,12 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
     let mut batch = Vec::with_capacity(INTAKE_BATCH);
     while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
         let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, Error>> = HashMap::new();
-        for committed in batch.drain(..) {
+        // Events in the engine's outbox whose deliveries are queued: given back.
+        let mut queued = Vec::new();
+        let mut taken_here = 0;
+        for mut committed in batch.drain(..) {
             let tenant = committed.tenant.clone();
+            let outbox = committed.outbox.take();
             if !endpoints.contains_key(&tenant) {
                 let read = inner.store.endpoints(&tenant).await;
                 endpoints.insert(tenant.clone(), read);
@@ -200,11 +204,23 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
                 Ok(list) => inner.take(committed, list).await,
                 Err(e) => Err(e.clone()),
             };
-            if let Err(e) = taken {
-                inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
-                warn!(%tenant, "queueing webhook deliveries failed: {e}");
+            match taken {
+                Ok(()) => queued.extend(outbox),
+                // An event in an outbox is queued later, by a sweep; another is lost.
+                Err(e) if outbox.is_some() => {
+                    warn!(%tenant, "queueing webhook deliveries failed (retried from the outbox): {e}");
+                }
+                Err(e) => {
+                    inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
+                    warn!(%tenant, "queueing webhook deliveries failed: {e}");
+                }
             }
-            inner.in_intake.fetch_sub(1, Ordering::AcqRel);
+            taken_here += 1;
         }
+        if !queued.is_empty() {
+            inner.backend.queued(queued).await;
+        }
+        // Only now: a flush at shutdown waits until the outbox knows too.
+        inner.in_intake.fetch_sub(taken_here, Ordering::AcqRel);
     }
 }

@@ -33,6 +33,7 @@ mod confirm;
 mod follow;
 mod leases;
 mod node;
+mod outbox;
 mod pump;
 mod register;
 mod slots;
@@ -248,6 +249,10 @@ impl Backend for RedisBackend {
 
     fn set_tap(&self, tap: Tap) {
         self.node.set_tap(tap);
+    }
+
+    async fn queued(&self, done: Vec<askgate_core::backend::OutboxEntry>) {
+        outbox::queued(&self.node, done).await;
     }
 
     async fn dispose_all(&self) {

@@ -12,7 +12,7 @@ use std::{
 
 use askgate_core::{
     backend::{
-        Asked, Committed, StateConfig, Stats, Tap,
+        Asked, Committed, OutboxEntry, StateConfig, Stats, Tap,
         events::{self, cursor, message},
     },
     domain::{Error, Outcome, SessionKey},
@@ -134,6 +134,8 @@ impl Node {
     }
 
     pub(super) fn set_tap(&self, tap: Tap) {
+        // Deliveries are queued from now on: committed events go through the outbox.
+        self.store.use_outbox();
         let _ = self.tap.set(tap);
     }
 
@@ -168,6 +170,7 @@ impl Node {
         self.waiting.deliver(key, &resolved);
         self.report(|| Committed {
             tenant: key.tenant.clone(),
+            outbox: Some(outbox_entry(key, &claimed.epoch, claimed.seq)),
             message: message(
                 cursor(&claimed.epoch, claimed.seq),
                 Event::Resolved(resolved),
@@ -310,5 +313,13 @@ impl Node {
         // rather than a lease later (each handed-over ask gets its reattach grace).
         self.store.end_node_lease(&self.id).await;
         let _ = self.closing.send(true);
+    }
+}
+
+/// The outbox entry of the session's event `seq` of `epoch`.
+pub(super) fn outbox_entry(key: &SessionKey, epoch: &str, seq: u64) -> OutboxEntry {
+    OutboxEntry {
+        key: key.clone(),
+        id: format!("{epoch} {seq}"),
     }
 }

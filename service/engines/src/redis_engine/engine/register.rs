@@ -117,6 +117,7 @@ impl RedisBackend {
                 node.waiting().stored(key, &rpc_id);
                 node.report(|| Committed {
                     tenant: key.tenant.clone(),
+                    outbox: Some(super::node::outbox_entry(key, &epoch, seq)),
                     message: message(cursor(&epoch, seq), Event::Requested(requested)),
                     asked: None,
                 });

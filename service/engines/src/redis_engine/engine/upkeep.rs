@@ -1,7 +1,7 @@
 //! What a node does every few seconds: renew what it holds (its lease, presence,
 //! waiter marks, agent leases, exclusive holds, slots), notice agent leases a newer
 //! attach on another node replaced, take over dead nodes' waiters and abort the asks
-//! whose callers all went away.
+//! whose callers all went away, and queue the deliveries of events left in the outbox.
 
 use std::{
     sync::{Arc, Weak},
@@ -17,7 +17,7 @@ use crate::redis_engine::keys::parse_wait_member;
 /// Renews and sweeps every third of the shorter of the lease and the reconnect grace,
 /// until the node is dropped.
 pub(super) async fn renew_until_dropped(node: Weak<Node>) {
-    loop {
+    for round in 0.. {
         let Some(node) = node.upgrade() else {
             return;
         };
@@ -36,6 +36,9 @@ pub(super) async fn renew_until_dropped(node: Weak<Node>) {
                 }
             }
             Err(e) => warn!("sweeping abandoned asks failed: {e}"),
+        }
+        if let Err(e) = super::outbox::sweep(&node, round, period).await {
+            warn!("sweeping the outbox failed: {e}");
         }
         drop(node);
         tokio::time::sleep(period).await;

@@ -3,9 +3,11 @@
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
 --       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
 --       settled_order session_bytes tenant_bytes
+--       outbox outbox_data outbox_index outbox_member (or four '')
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark and the settled order share the session's hash tag, so they live in
--- this slot.
+-- this slot. With an outbox, the event (and the ask it ended) goes into the session's
+-- outbox in the same step, as in REGISTER.
 local tenant = KEYS[8] ~= nil
 local asked = redis.call('HGET', KEYS[1], ARGV[1])
 if not asked then
@@ -57,6 +59,15 @@ if tenant then
 end
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
+end
+if ARGV[17] ~= '' then
+  local id = epoch .. ' ' .. seq
+  redis.call('ZADD', ARGV[17], ARGV[13], id)
+  redis.call('HSET', ARGV[18], id, event, id .. ' a', asked)
+  redis.call('EXPIRE', ARGV[17], ARGV[10])
+  redis.call('EXPIRE', ARGV[18], ARGV[10])
+  redis.call('ZADD', ARGV[19], 'NX', ARGV[13], ARGV[20])
+  redis.call('EXPIRE', ARGV[19], ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call(ARGV[11], ARGV[6], message)

@@ -5,7 +5,8 @@
 --       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
 --       now_ms max_tenant_sessions session_bytes max_session_bytes tenant_bytes
 --       max_tenant_bytes
---       [wait_member node_id grace_ms mark_ttl_ms must_be_attended]
+--       [wait_member node_id grace_ms mark_ttl_ms must_be_attended] (or five '')
+--       outbox outbox_data outbox_index outbox_member (or four '')
 -- session_bytes and tenant_bytes name the counters of what pending asks hold (the
 -- session's shares its hash tag; the tenant's is used only with the tenant's keys):
 -- a new ask's `requested` must fit within both budgets.
@@ -14,6 +15,9 @@
 -- the script (TENANT_REGISTERED). With the node's keys (one Redis only) the script also
 -- puts a new ask on the node's wait list and, for an ask that must be attended, checks
 -- that someone follows the session or its tenant (else the node listed it before).
+-- With an outbox (a node that queues webhook and channel deliveries) the new event goes
+-- into the session's outbox in the same step, and the session into its slot's outbox
+-- index: its deliveries are queued even if the node dies right after (OUTBOX_*).
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
 if listing and ARGV[23] == '1' and redis.call('EXISTS', KEYS[13], KEYS[14]) == 0 then
@@ -81,6 +85,15 @@ end
 -- A session's history lives as long as it is used, then expires.
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6]}) do
   redis.call('EXPIRE', key, ARGV[10])
+end
+if ARGV[24] ~= '' then
+  local id = epoch .. ' ' .. seq
+  redis.call('ZADD', ARGV[24], ARGV[13], id)
+  redis.call('HSET', ARGV[25], id, event)
+  redis.call('EXPIRE', ARGV[24], ARGV[10])
+  redis.call('EXPIRE', ARGV[25], ARGV[10])
+  redis.call('ZADD', ARGV[26], 'NX', ARGV[13], ARGV[27])
+  redis.call('EXPIRE', ARGV[26], ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call(ARGV[12], ARGV[7], message)

@@ -182,6 +182,13 @@ impl RedisStore {
                 .arg(listing.grace.as_millis() as u64)
                 .arg(listing.mark_ttl.as_millis() as u64)
                 .arg(if listing.must_be_attended { "1" } else { "0" });
+        } else {
+            for _ in 0..5 {
+                invocation.arg("");
+            }
+        }
+        for arg in self.outbox_args(call.keys, call.key) {
+            invocation.arg(arg);
         }
         invocation
     }
@@ -315,6 +322,7 @@ impl RedisStore {
             } else {
                 tenant.pending_bytes()
             })
+            .arg(&self.outbox_args(&keys, key))
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;

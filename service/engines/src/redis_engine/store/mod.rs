@@ -40,6 +40,7 @@ mod asks;
 mod hooks;
 mod model;
 mod nodes;
+mod outbox;
 mod replies;
 mod scripts;
 mod wait;
@@ -47,6 +48,7 @@ mod wait;
 pub use hooks::RedisHookStore;
 pub use model::{Claimed, Listing, Registration, Snapshot, StoredEvent, parse_event};
 pub use nodes::Renewal;
+pub use outbox::Taken;
 use scripts::*;
 pub use wait::WaitPolicy;
 
@@ -64,6 +66,9 @@ pub struct RedisStore {
     admit_ask: Script,
     /// Where acknowledging writes go (and what they wait for).
     acked: wait::Acked,
+    /// Whether committed events go into their session's outbox (`outbox.rs`): once
+    /// the node queues deliveries.
+    outbox: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Milliseconds since the epoch on this node's clock: lease expiries are scored by it.
@@ -112,6 +117,7 @@ impl RedisStore {
         let conn = target.into().connect(None).await?;
         Ok(Self {
             acked: wait::Acked::plain(conn.clone()),
+            outbox: Default::default(),
             conn,
             config,
             register: Script::new(REGISTER),
