@@ -62,8 +62,13 @@ struct Call {
 #[derive(Default)]
 struct FakeState {
     calls: Vec<Call>,
-    /// Posts still to leave unanswered.
+    /// Posts still to leave unanswered (the message is not posted).
     hang_posts: usize,
+    /// Posts still to take but leave unanswered (the message is posted: the poster
+    /// never hears of it).
+    post_then_hang: usize,
+    /// Every message posted: channel, ts and metadata, for `conversations.history`.
+    history: Vec<Value>,
     next_ts: u64,
 }
 
@@ -117,9 +122,10 @@ impl BlockKit {
     }
 }
 
-/// A fake Slack Web API on 127.0.0.1: `auth.test`, `chat.postMessage`, `chat.update`
-/// and `views.open`, each checking `authorization: Bearer TOKEN`, and each message or
-/// view checked against Block Kit's rules.
+/// A fake Slack Web API on 127.0.0.1: `auth.test`, `chat.postMessage`, `chat.update`,
+/// `views.open` and `conversations.history` (form arguments only, as Slack's reference
+/// says), each checking `authorization: Bearer TOKEN`, and each message or view
+/// checked against Block Kit's rules (and its metadata against Slack's).
 struct FakeSlack {
     url: String,
     state: Arc<Mutex<FakeState>>,
@@ -176,16 +182,34 @@ impl FakeSlack {
             .headers()
             .get("authorization")
             .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+        let form = request
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes() == b"application/x-www-form-urlencoded");
         let body = request
             .into_body()
             .collect()
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let refused = match authorized {
-            true => rules.lock().await.check(&method, &body).await,
-            false => None,
+        // Slack's reading methods take form arguments only: a JSON body's are ignored.
+        let body: Value = match form {
+            true => form_urlencoded::parse(&body)
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            false => serde_json::from_slice(&body).unwrap_or(Value::Null),
+        };
+        let refused = match (authorized, method.as_str()) {
+            (false, _) => None,
+            (true, "conversations.history") if !form || body["channel"].as_str().is_none() => {
+                Some((
+                    "channel_not_found".to_owned(),
+                    "conversations.history takes form arguments, with a channel".to_owned(),
+                ))
+            }
+            (true, "conversations.history") => None,
+            (true, _) => rules.lock().await.check(&method, &body).await,
         };
         let (reply, hang) = {
             let mut state = state.lock();
@@ -215,7 +239,27 @@ impl FakeSlack {
                         state.next_ts += 1;
                         let ts = format!("1700000000.{:06}", state.next_ts);
                         call.ts = Some(ts.clone());
+                        let posted = json!({ "channel": body["channel"], "ts": ts, "metadata": body["metadata"] });
+                        state.history.push(posted);
+                        if state.post_then_hang > 0 {
+                            state.post_then_hang -= 1;
+                            call.hung = true;
+                        }
                         json!({ "ok": true, "channel": body["channel"], "ts": ts, "message": { "blocks": body["blocks"] } })
+                    }
+                    "conversations.history" => {
+                        let with_metadata = body["include_all_metadata"] == "true";
+                        let messages: Vec<Value> = state
+                            .history
+                            .iter()
+                            .rev()
+                            .filter(|m| m["channel"] == body["channel"])
+                            .map(|m| match with_metadata {
+                                true => json!({ "type": "message", "ts": m["ts"], "metadata": m["metadata"] }),
+                                false => json!({ "type": "message", "ts": m["ts"] }),
+                            })
+                            .collect();
+                        json!({ "ok": true, "messages": messages, "has_more": false })
                     }
                     "chat.update" => {
                         json!({ "ok": true, "channel": body["channel"], "ts": body["ts"] })
@@ -1018,6 +1062,81 @@ async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
     assert_eq!(
         kill, 1,
         "the killed node's message was posted once by a survivor"
+    );
+}
+
+/// docs/slack.md: a node that dies after Slack took its post but before it heard the
+/// reply (and noted where the message went) does not make the message posted twice:
+/// the survivor's attempt finds it in the channel's history by its metadata, and the
+/// answer updates that message.
+#[tokio::test]
+async fn on_redis_a_post_whose_reply_died_with_its_node_is_not_posted_twice() {
+    let redis = RedisServer::start().await;
+    let fake = FakeSlack::start().await;
+    let dir = TempDir::new();
+    let key = dir.file("secret.key", SECRET_KEY);
+    let key = key.to_str().expect("path");
+    let flags = [
+        "--slack-api-url",
+        &fake.url,
+        "--secret-key-file",
+        key,
+        "--webhook-timeout",
+        "2s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+        "--redis-lease",
+        "2s",
+    ];
+    let first = ServeProcess::redis_nodes(&redis.url, false, 1, &flags)
+        .await
+        .remove(0);
+    let mut admin = slack_admin(first.url.clone()).await;
+    admin
+        .connect_slack(connect_request())
+        .await
+        .expect("connect");
+    fake.state.lock().post_then_hang = 1;
+    let call = in_background(
+        first.client().await,
+        deploy("ops/twice").reattach_grace(Duration::from_secs(60)),
+    );
+    let posted = fake
+        .wait_for("the post Slack took", "chat.postMessage", |c| c.hung)
+        .await;
+    let survivors = ServeProcess::redis_nodes(&redis.url, false, 1, &flags).await;
+    first.signal("KILL");
+    drop(call);
+
+    fake.wait_for("the survivor's look-up", "conversations.history", |c| {
+        c.body["include_all_metadata"] == "true"
+    })
+    .await;
+    let addr: SocketAddr = survivors[0]
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("addr");
+    let yes = control(&posted.body, "askgate.choose", Some("yes"));
+    assert_eq!(
+        interact(addr, &click("askgate.choose", &yes, &posted.body))
+            .await
+            .0,
+        200
+    );
+    fake.updated(posted.ts.as_deref().expect("ts")).await;
+    let posts = fake
+        .calls("chat.postMessage")
+        .into_iter()
+        .filter(|c| c.body.to_string().contains("ops/twice"))
+        .count();
+    assert_eq!(posts, 1, "the message was posted once");
+    assert_eq!(
+        posted.body["metadata"]["event_type"], "askgate_ask",
+        "{}",
+        posted.body
     );
 }
 

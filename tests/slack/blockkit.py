@@ -17,7 +17,10 @@ does not check but Slack's reference states:
 - a block or element the SDK does not know, or a field it would drop, is refused
   (Slack answers `invalid_blocks` for unknown fields too);
 - each method's required arguments are there: `channel` (and `ts` for an update),
-  `trigger_id` for a view.
+  `trigger_id` for a view;
+- a message's `metadata` has an alphanumeric `event_type` and an object
+  `event_payload` (Slack answers `invalid_metadata_format`), read with the SDK's
+  `Metadata` model.
 
 Run as a program, it reads one JSON request per line on stdin,
 `{"method": "chat.postMessage", "body": {...}}`, and writes one verdict per line on
@@ -28,12 +31,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import warnings
 from typing import Any, Iterator, Optional
 
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
+from slack_sdk.models.metadata import Metadata
 from slack_sdk.models.views import View
 
 MAX_MESSAGE_BLOCKS = 50
@@ -133,8 +138,23 @@ def check_blocks(blocks: Any, where: str, limit: int) -> None:
     _check_with_sdk(blocks, where)
 
 
+def check_metadata(metadata: Any) -> None:
+    """A message's `metadata`: `{"event_type": "...", "event_payload": {...}}`."""
+    if not isinstance(metadata, dict) or set(metadata) != {"event_type", "event_payload"}:
+        raise Refused("invalid_metadata_format", "metadata holds event_type and event_payload")
+    event_type = metadata["event_type"]
+    if not isinstance(event_type, str) or not re.fullmatch(r"[A-Za-z0-9_]+", event_type):
+        raise Refused("invalid_metadata_format", f"event_type {event_type!r} is not alphanumeric")
+    payload = metadata["event_payload"]
+    if not isinstance(payload, dict):
+        raise Refused("invalid_metadata_format", "event_payload is not an object")
+    Metadata(event_type=event_type, event_payload=payload).to_dict()
+
+
 def check_message(body: dict) -> None:
     """A `chat.postMessage` or `chat.update` body."""
+    if "metadata" in body:
+        check_metadata(body["metadata"])
     text = body.get("text")
     blocks = body.get("blocks")
     if blocks is None and not text:

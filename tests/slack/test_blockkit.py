@@ -176,3 +176,18 @@ def test_each_method_needs_its_arguments() -> None:
     no_trigger = modal(SECTION)
     del no_trigger["trigger_id"]
     assert refused("views.open", no_trigger).startswith("invalid_trigger_id")
+
+
+def test_metadata_has_an_alphanumeric_event_type_and_an_object_payload() -> None:
+    metadata = {"event_type": "askgate_ask", "event_payload": {"rpc_id": "r1"}}
+    assert blockkit.check("chat.postMessage", {**message(SECTION), "metadata": metadata}) is None
+    for bad in (
+        {"event_type": "has space", "event_payload": {}},
+        {"event_type": "", "event_payload": {}},
+        {"event_type": "a", "event_payload": ["list"]},
+        {"event_type": "a"},
+        "text",
+    ):
+        assert refused("chat.postMessage", {**message(SECTION), "metadata": bad}).startswith(
+            "invalid_metadata_format"
+        )

@@ -138,8 +138,8 @@ impl Sender {
         Ok(addrs)
     }
 
-    /// POSTs `body` with `headers`; the response's status and (the start of) its body,
-    /// or what went wrong.
+    /// POSTs `body` with `headers` (JSON unless they give a `content-type`); the
+    /// response's status and (the start of) its body, or what went wrong.
     pub async fn post(
         &self,
         target: &Target,
@@ -181,13 +181,17 @@ impl Sender {
             Some(port) => format!("{}:{port}", target.uri.host().unwrap_or_default()),
             None => target.uri.host().unwrap_or_default().to_owned(),
         };
-        let mut request = Request::post(path)
-            .header(header::HOST, host)
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(
-                header::USER_AGENT,
-                concat!("askgate-webhooks/", env!("CARGO_PKG_VERSION")),
-            );
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        let mut request = Request::post(path).header(header::HOST, host);
+        if !typed {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        request = request.header(
+            header::USER_AGENT,
+            concat!("askgate-webhooks/", env!("CARGO_PKG_VERSION")),
+        );
         for (name, value) in headers {
             request = request.header(*name, value);
         }

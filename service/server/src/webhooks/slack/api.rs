@@ -1,6 +1,6 @@
 //! The few Slack Web API methods askgate calls (`auth.test`, `chat.postMessage`,
-//! `chat.update`, `views.open`): a JSON POST with the app's bot token, and Slack's
-//! `{"ok": ..., "error": ...}` reply. The base URL is the operator's
+//! `chat.update`, `views.open`, and `conversations.history`, which takes a form): a
+//! POST with the app's bot token, and Slack's `{"ok": ..., "error": ...}` reply. The base URL is the operator's
 //! (`--slack-api-url`, `https://slack.com/api` by default), so it may be on a private
 //! address (a proxy, or a test's fake).
 
@@ -40,11 +40,42 @@ impl WebApi {
     /// Calls `method` with `body`; Slack's reply when it says `ok`, else what went wrong
     /// (Slack's error code, an HTTP status, a connection error).
     pub async fn call(&self, token: &Secret, method: &str, body: &Value) -> Result<Value, String> {
-        let target = Target::parse(&format!("{}/{method}", self.base))?;
         let headers = [("authorization", format!("Bearer {}", token.expose()))];
+        self.send(method, &headers, Bytes::from(body.to_string()))
+            .await
+    }
+
+    /// Calls `method` with form-encoded `args`: for the methods that take no JSON body
+    /// (`conversations.history`).
+    pub async fn call_form(
+        &self,
+        token: &Secret,
+        method: &str,
+        args: &[(&str, &str)],
+    ) -> Result<Value, String> {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(args)
+            .finish();
+        let headers = [
+            ("authorization", format!("Bearer {}", token.expose())),
+            (
+                "content-type",
+                "application/x-www-form-urlencoded".to_owned(),
+            ),
+        ];
+        self.send(method, &headers, Bytes::from(body)).await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        headers: &[(&'static str, String)],
+        body: Bytes,
+    ) -> Result<Value, String> {
+        let target = Target::parse(&format!("{}/{method}", self.base))?;
         let (status, reply) = self
             .sender
-            .post(&target, &headers, Bytes::from(body.to_string()))
+            .post(&target, headers, body)
             .await
             .map_err(|e| format!("Slack {method}: {e}"))?;
         if status == http::StatusCode::TOO_MANY_REQUESTS {

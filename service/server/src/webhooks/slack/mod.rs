@@ -17,7 +17,7 @@ use std::{sync::Arc, time::Duration};
 
 use askgate_proto::v1::{ConnectSlackRequest, Requested, Resolved, SlackApp};
 use serde_json::{Value, json};
-use tracing::debug;
+use tracing::{debug, warn};
 use uuid::Uuid;
 
 use self::{api::WebApi, blocks::Ref};
@@ -46,6 +46,18 @@ pub struct Slack {
 fn context(tenant: &str, app: &str, what: &str) -> String {
     serde_json::json!(["slack", tenant, app, what]).to_string()
 }
+
+/// The note that an attempt to post an ask's message began.
+fn attempt_key(app: &str, rpc_id: &str) -> String {
+    format!("slack-post:{app}:{rpc_id}")
+}
+
+/// The `event_type` of the metadata on askgate's messages, whose payload names the ask:
+/// what finds a message posted by an attempt that never heard Slack's reply.
+const METADATA_EVENT: &str = "askgate_ask";
+
+/// Messages of the channel a look-up reads at most (pages of 200, newest first).
+const LOOKUP_PAGES: usize = 5;
 
 /// The note of where an ask's message went: `{"channel", "ts"}`.
 fn posted_key(app: &str, rpc_id: &str) -> String {
@@ -189,6 +201,21 @@ impl Slack {
                 if posted.is_some() {
                     return Ok(());
                 }
+                // An earlier attempt may have posted it unseen (its node died before it
+                // noted Slack's reply): then the message is found, not posted again.
+                let attempt = attempt_key(&app.id, &delivery.rpc_id);
+                let first = store
+                    .put_note(&attempt, "1", POSTED_TTL_MS, true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !first && let Some(place) = self.find_posted(&token, target, delivery).await {
+                    store
+                        .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    debug!(app = %app.id, rpc_id = %delivery.rpc_id, "found the message an earlier attempt posted");
+                    return Ok(());
+                }
                 let at = Ref {
                     tenant: app.tenant.clone(),
                     app: app.id.clone(),
@@ -199,6 +226,10 @@ impl Slack {
                 let mut message = blocks::question_message(&at, &requested);
                 message["channel"] = target.channel.clone().into();
                 message["unfurl_links"] = false.into();
+                message["metadata"] = json!({
+                    "event_type": METADATA_EVENT,
+                    "event_payload": { "rpc_id": delivery.rpc_id },
+                });
                 let reply = self.api.call(&token, "chat.postMessage", &message).await?;
                 let place = json!({ "channel": reply["channel"], "ts": reply["ts"] });
                 if place["ts"].as_str().is_none() {
@@ -230,6 +261,59 @@ impl Slack {
             }
             other => Err(format!("a Slack app does not take {}", other.as_str())),
         }
+    }
+}
+
+impl Slack {
+    /// The message an earlier attempt of `delivery` posted, found in the channel's
+    /// history (since the delivery was made) by its metadata: `{"channel", "ts"}`.
+    /// `None` when it is not there, or the history cannot be read (the app lacks
+    /// `channels:history`): then the message is posted (again).
+    async fn find_posted(
+        &self,
+        token: &Secret,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Option<Value> {
+        let oldest = format!("{}.000000", (delivery.created_ms / 1000).saturating_sub(60));
+        let mut cursor = String::new();
+        for _ in 0..LOOKUP_PAGES {
+            let mut args = vec![
+                ("channel", target.channel.as_str()),
+                ("oldest", oldest.as_str()),
+                ("include_all_metadata", "true"),
+                ("limit", "200"),
+            ];
+            if !cursor.is_empty() {
+                args.push(("cursor", cursor.as_str()));
+            }
+            let page = match self
+                .api
+                .call_form(token, "conversations.history", &args)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    warn!(rpc_id = %delivery.rpc_id, "looking up an earlier post failed, posting: {e}");
+                    return None;
+                }
+            };
+            let found = page["messages"].as_array().into_iter().flatten().find(|m| {
+                m["metadata"]["event_type"] == METADATA_EVENT
+                    && m["metadata"]["event_payload"]["rpc_id"] == delivery.rpc_id.as_str()
+            });
+            if let Some(message) = found {
+                return Some(json!({ "channel": target.channel, "ts": message["ts"] }));
+            }
+            cursor = page["response_metadata"]["next_cursor"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if cursor.is_empty() {
+                return None;
+            }
+        }
+        None
     }
 }
 
