@@ -13,8 +13,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use askgate_core::domain::{Outcome, SessionKey};
-use askgate_proto::v1::Resolution;
+use askgate_core::{
+    backend::events::outcome_of,
+    domain::{Outcome, SessionKey},
+};
+use askgate_proto::v1::{Resolution, Resolved};
 use tokio::sync::oneshot;
 use tracing::warn;
 
@@ -62,9 +65,11 @@ async fn confirm(
         let Some((settled, pending)) = recorded(&node, &waited, &confirmed).await else {
             return;
         };
-        let expected = format!("{} {}", got.resolution.as_str_name(), got.resolved_by);
-        // Neither recorded nor pending: recorded long ago and trimmed since.
-        if settled == expected || (settled.is_empty() && !pending) {
+        // The same outcome, answers and all (two people, or one person twice, may have
+        // answered differently on each side of a failover); or neither recorded nor
+        // pending: recorded long ago and forgotten since.
+        let same = settled.as_ref().is_some_and(|r| outcome_of(r) == got);
+        if same || (settled.is_none() && !pending) {
             let _ = confirmed.send(got);
             return;
         }
@@ -82,7 +87,7 @@ async fn recorded(
     node: &Node,
     waited: &Waited,
     confirmed: &oneshot::Sender<Outcome>,
-) -> Option<(String, bool)> {
+) -> Option<(Option<Resolved>, bool)> {
     let mut pause = Duration::from_millis(50);
     loop {
         match node.store().confirm(&waited.key, &waited.rpc_id).await {

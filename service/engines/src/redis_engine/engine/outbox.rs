@@ -22,18 +22,20 @@ use crate::redis_engine::store::{StoredEvent, Taken, parse_event};
 /// at a share of them.
 const CLUSTER_PASS: Duration = Duration::from_secs(60);
 
-/// The deliveries of `done` are queued: they leave their outboxes, a round trip per
-/// session. A failure leaves them for a sweep (their deliveries may then be queued
+/// The deliveries of `done` are queued: they leave their outboxes (one round trip on
+/// one Redis). A failure leaves them for a sweep (their deliveries may then be queued
 /// twice: webhooks are at least once).
 pub(super) async fn queued(node: &Node, done: Vec<OutboxEntry>) {
     let mut by_session: HashMap<SessionKey, Vec<String>> = HashMap::new();
     for entry in done {
         by_session.entry(entry.key).or_default().push(entry.id);
     }
-    for (key, ids) in by_session {
-        if let Err(e) = node.store().outbox_done(&key, &ids).await {
-            debug!("taking queued events out of the outbox failed: {e}");
-        }
+    if let Err(e) = node
+        .store()
+        .outbox_done(by_session.into_iter().collect())
+        .await
+    {
+        debug!("taking queued events out of the outbox failed: {e}");
     }
 }
 

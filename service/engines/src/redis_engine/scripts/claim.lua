@@ -32,13 +32,14 @@ local epoch = redis.call('GET', KEYS[6]) or ''
 local event = 'R' .. ARGV[2]
 redis.call('RPUSH', KEYS[4], event)
 redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
-redis.call('HSET', KEYS[7], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[7], ARGV[1], ARGV[3], ARGV[1] .. ' r', ARGV[2])
 redis.call('EXPIRE', KEYS[7], ARGV[5])
 -- The session remembers how its last history_len asks ended, as its history does: a
 -- busy session's settled hash would otherwise grow for as long as it stays busy.
 redis.call('RPUSH', ARGV[14], ARGV[1])
 while redis.call('LLEN', ARGV[14]) > tonumber(ARGV[4]) do
-  redis.call('HDEL', KEYS[7], redis.call('LPOP', ARGV[14]))
+  local forgotten = redis.call('LPOP', ARGV[14])
+  redis.call('HDEL', KEYS[7], forgotten, forgotten .. ' r')
 end
 redis.call('EXPIRE', ARGV[14], ARGV[5])
 local request_id = redis.call('HGET', KEYS[3], ARGV[1])

@@ -358,11 +358,15 @@ impl RedisStore {
 
     /// How the ask ended as far as the store knows once every write before this call
     /// is as durable as the wait policy asks (the read goes with a write the policy's
-    /// `WAIT` covers): its settled text (`RESOLUTION resolved_by`, empty if not
-    /// recorded) and whether it is pending. An outcome a failover lost shows so.
-    pub async fn confirm(&self, key: &SessionKey, rpc_id: &str) -> Result<(String, bool), Error> {
+    /// `WAIT` covers): its `resolved` event (`None` if not recorded, or no longer) and
+    /// whether it is pending. An outcome a failover lost shows so.
+    pub async fn confirm(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+    ) -> Result<(Option<Resolved>, bool), Error> {
         let keys = SessionKeys::new(key);
-        let (settled, pending): (String, i64) = scripts::CONFIRM
+        let (settled, pending): (Vec<u8>, i64) = scripts::CONFIRM
             .key(keys.settled())
             .key(keys.asks())
             .key(keys.barrier())
@@ -370,6 +374,10 @@ impl RedisStore {
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
+        let settled = match settled.is_empty() {
+            true => None,
+            false => Some(super::decode(&settled)?),
+        };
         Ok((settled, pending == 1))
     }
 

@@ -62,20 +62,39 @@ impl RedisStore {
         ]
     }
 
-    /// The deliveries of the session's events `ids` are queued: they leave its outbox.
-    pub async fn outbox_done(&self, key: &SessionKey, ids: &[String]) -> Result<(), Error> {
-        let keys = SessionKeys::new(key);
-        let mut invocation = DONE.prepare_invoke();
-        invocation
-            .key(keys.outbox())
-            .key(keys.outbox_data())
-            .key(keys.outbox_index(self.is_cluster()))
-            .arg(outbox_member(key))
-            .arg(ids);
-        invocation
-            .invoke_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)
+    /// The deliveries of these events are queued: they leave their outboxes. One
+    /// round trip on one Redis; on a cluster one per session, at once.
+    pub async fn outbox_done(&self, done: Vec<(SessionKey, Vec<String>)>) -> Result<(), Error> {
+        let cluster = self.is_cluster();
+        let invoke = |sessions: &[(SessionKey, Vec<String>)]| {
+            let mut invocation = DONE.prepare_invoke();
+            for (key, ids) in sessions {
+                let keys = SessionKeys::new(key);
+                invocation
+                    .key(keys.outbox())
+                    .key(keys.outbox_data())
+                    .key(keys.outbox_index(cluster))
+                    .arg(outbox_member(key))
+                    .arg(ids.len())
+                    .arg(ids);
+            }
+            let mut conn = self.conn.clone();
+            async move { invocation.invoke_async::<()>(&mut conn).await }
+        };
+        if !cluster {
+            return invoke(&done).await.map_err(unavailable);
+        }
+        let mut calls = tokio::task::JoinSet::new();
+        for session in done.chunks(1) {
+            calls.spawn(invoke(session));
+        }
+        let mut outcome = Ok(());
+        while let Some(call) = calls.join_next().await {
+            if let Ok(Err(e)) = call {
+                outcome = Err(unavailable(e));
+            }
+        }
+        outcome
     }
 
     /// The outbox indexes a sweep looks at: the one key on one Redis; on a cluster the
