@@ -29,22 +29,22 @@ use crate::support::{
 
 /// One request the receiver got.
 #[derive(Debug, Clone, Deserialize)]
-struct Received {
+pub(crate) struct Received {
     path: String,
     /// `webhook-id`.
-    id: String,
+    pub(crate) id: String,
     /// When it arrived (seconds since the epoch, the receiver's clock).
     at: f64,
     /// How the receiver answered: "ok", a status, "hang" or "close".
     answered: String,
-    verified: bool,
+    pub(crate) verified: bool,
     error: Option<String>,
     /// The verified JSON payload.
     payload: Option<Value>,
 }
 
 impl Received {
-    fn event_type(&self) -> &str {
+    pub(crate) fn event_type(&self) -> &str {
         self.payload
             .as_ref()
             .and_then(|p| p["type"].as_str())
@@ -55,19 +55,19 @@ impl Received {
         self.payload.as_ref().map_or(&Value::Null, |p| &p["data"])
     }
 
-    fn rpc_id(&self) -> &str {
+    pub(crate) fn rpc_id(&self) -> &str {
         self.data()["rpcId"].as_str().unwrap_or("")
     }
 }
 
 /// The receiver process, killed when dropped.
-struct Receiver {
+pub(crate) struct Receiver {
     child: tokio::process::Child,
     port: u16,
 }
 
 impl Receiver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::start_on(0).await
     }
 
@@ -93,7 +93,7 @@ impl Receiver {
         Self { child, port }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
@@ -103,12 +103,12 @@ impl Receiver {
 
     /// How `path` answers: its secret, and a script of answers ("ok", a status,
     /// "hang", "close"), then "ok".
-    async fn configure(&self, path: &str, secret: &str, script: &[&str]) {
+    pub(crate) async fn configure(&self, path: &str, secret: &str, script: &[&str]) {
         let body = serde_json::json!({"path": path, "secret": secret, "script": script});
         http(self.port, "POST", "/_control/paths", Some(body)).await;
     }
 
-    async fn received(&self) -> Vec<Received> {
+    pub(crate) async fn received(&self) -> Vec<Received> {
         serde_json::from_value(http(self.port, "GET", "/_control/received", None).await)
             .expect("the receiver's record")
     }

@@ -4,6 +4,8 @@
 //! so a second resolution shows), and each side notes what the server acknowledged.
 //! The check afterwards asks again by every acknowledged request_id: a recorded
 //! outcome comes back at once, unchanged; a lost one would leave the retry waiting.
+//! A webhook endpoint takes every `ask.resolved`: each kept answer's event must reach
+//! it, once.
 
 use std::{
     collections::HashMap,
@@ -19,7 +21,7 @@ use askgate_proto::v1::QuestionAnswer;
 use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
-use crate::support::within;
+use crate::{support::within, webhooks::Receiver};
 
 /// Agents asking at once, each in a session of its own.
 pub const AGENTS: usize = 6;
@@ -30,8 +32,9 @@ type Key = (String, String);
 /// What the server acknowledged, and what the agents got.
 #[derive(Default)]
 pub struct Ledger {
-    /// Answers a human was told were taken.
+    /// Answers a human was told were taken, and the rpc_id of their ask.
     pub answered: Mutex<HashMap<Key, String>>,
+    pub rpc_ids: Mutex<HashMap<Key, String>>,
     /// Asks whose answer was acknowledged twice (to either human).
     pub twice: Mutex<Vec<Key>>,
     /// What each agent's Ask returned.
@@ -49,11 +52,19 @@ pub struct Report {
     pub twice: usize,
     /// Asks whose agent got another answer than the acknowledged one.
     pub different: usize,
+    /// Acknowledged answers (kept) whose `ask.resolved` never reached the webhook.
+    pub deliveries_lost: usize,
+    /// Asks whose `ask.resolved` reached the webhook as more than one delivery.
+    pub deliveries_doubled: usize,
 }
 
 impl Report {
     pub fn is_clean(&self) -> bool {
-        self.lost == 0 && self.twice == 0 && self.different == 0
+        self.lost == 0
+            && self.twice == 0
+            && self.different == 0
+            && self.deliveries_lost == 0
+            && self.deliveries_doubled == 0
     }
 }
 
@@ -82,6 +93,23 @@ fn ask(session: &str, request_id: &str, timeout: Duration) -> Ask {
 /// What human `index` answers: its own label.
 fn label(index: usize) -> &'static str {
     ["yes", "no"][index % 2]
+}
+
+/// A webhook receiver taking every `ask.resolved` of the tenant, registered through
+/// the node at `url` (started with `--webhook-allow-private`).
+pub async fn webhook(url: &str) -> Receiver {
+    let receiver = Receiver::start().await;
+    let mut admin = Client::connect(url.to_owned()).await.expect("connect");
+    let created = admin
+        .create_endpoint(askgate_proto::v1::CreateEndpointRequest {
+            url: receiver.url("/chaos"),
+            events: vec!["ask.resolved".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("create the endpoint");
+    receiver.configure("/chaos", &created.secret, &[]).await;
+    receiver
 }
 
 impl Load {
@@ -193,6 +221,10 @@ async fn human(url: String, label: &'static str, ledger: Arc<Ledger>) {
                     .await;
                 match answered {
                     Ok(_) => {
+                        ledger
+                            .rpc_ids
+                            .lock()
+                            .insert(key.clone(), requested.rpc_id.clone());
                         let previous = ledger.answered.lock().insert(key.clone(), label.into());
                         if previous.is_some() {
                             ledger.twice.lock().push(key.clone());
@@ -211,8 +243,8 @@ async fn human(url: String, label: &'static str, ledger: Arc<Ledger>) {
 }
 
 /// Counts what the run lost, asking through `client` (all at once: a lost answer
-/// costs its retry a timeout).
-pub async fn check(client: &Client, ledger: &Ledger) -> Report {
+/// costs its retry a timeout), and what the webhook `receiver` got.
+pub async fn check(client: &Client, ledger: &Ledger, receiver: &Receiver) -> Report {
     let answered = ledger.answered.lock().clone();
     let got = ledger.got.lock().clone();
     let mut report = Report {
@@ -233,7 +265,7 @@ pub async fn check(client: &Client, ledger: &Ledger) -> Report {
                 let retry = ask(&session, &request_id, Duration::from_secs(3));
                 match client.ask(retry).await {
                     Ok(response) if response.answers[0].selected == [label.clone()] => {
-                        return Ok(());
+                        return Ok((session, request_id));
                     }
                     Ok(_) => return Err(true),
                     Err(e) if e.reason() == askgate_client::Reason::BackendUnavailable => {
@@ -245,12 +277,50 @@ pub async fn check(client: &Client, ledger: &Ledger) -> Report {
             Err(false)
         });
     }
+    let mut kept = Vec::new();
     while let Some(retried) = retries.join_next().await {
         match retried.expect("a retry") {
-            Ok(()) => {}
+            Ok(key) => kept.push(key),
             Err(true) => report.different += 1,
             Err(false) => report.lost += 1,
         }
     }
+    let rpc_ids = ledger.rpc_ids.lock().clone();
+    let kept: Vec<String> = kept
+        .iter()
+        .filter_map(|k| rpc_ids.get(k).cloned())
+        .collect();
+    let (lost, doubled) = deliveries(receiver, &kept).await;
+    report.deliveries_lost = lost;
+    report.deliveries_doubled = doubled;
     report
+}
+
+/// Of the asks `rpc_ids`, those whose `ask.resolved` the receiver never got (waiting
+/// up to 20 s for the last), and those it got as more than one delivery.
+async fn deliveries(receiver: &Receiver, rpc_ids: &[String]) -> (usize, usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut by_ask: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+        for r in receiver.received().await {
+            if r.verified && r.event_type() == "ask.resolved" {
+                by_ask
+                    .entry(r.rpc_id().to_owned())
+                    .or_default()
+                    .insert(r.id.clone());
+            }
+        }
+        let lost = rpc_ids
+            .iter()
+            .filter(|id| !by_ask.contains_key(*id))
+            .count();
+        let doubled = rpc_ids
+            .iter()
+            .filter(|id| by_ask.get(*id).is_some_and(|d| d.len() > 1))
+            .count();
+        if lost == 0 || std::time::Instant::now() > deadline {
+            return (lost, doubled);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

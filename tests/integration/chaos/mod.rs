@@ -39,6 +39,7 @@ async fn nodes(redis: &RedisFailover, extra: &[&str]) -> Vec<ServeProcess> {
         SENTINEL_MASTER,
         "--redis-lease",
         "3s",
+        "--webhook-allow-private",
     ];
     flags.extend(extra);
     ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await
@@ -80,6 +81,7 @@ async fn primary_killed_under_load(extra: &[&str]) -> Report {
     let proxy = Toxiproxy::start().await;
     let mut redis = RedisFailover::start_with(REPLICAS, Some(&proxy)).await;
     let nodes = nodes(&redis, extra).await;
+    let receiver = load::webhook(&nodes[0].url).await;
     let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
     let load = Load::start(&urls);
     load.flowing("answers before the failover", 0, ANSWERS)
@@ -100,7 +102,7 @@ async fn primary_killed_under_load(extra: &[&str]) -> Report {
         .await;
     let ledger = load.stop().await;
     let client = nodes[0].client().await;
-    let report = load::check(&client, &ledger).await;
+    let report = load::check(&client, &ledger, &receiver).await;
     eprintln!(
         "primary killed ({extra:?}): promoted after {promoted:?}, every node serving after \
          {serving:?}; {report:?}"

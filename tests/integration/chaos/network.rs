@@ -20,6 +20,7 @@ struct Rig {
     proxy: Toxiproxy,
     redis: RedisServer,
     nodes: Vec<ServeProcess>,
+    receiver: crate::webhooks::Receiver,
     load: Load,
 }
 
@@ -35,9 +36,10 @@ impl Rig {
         for i in 0..2 {
             let port = proxy.proxy(&format!("node-{i}"), upstream).await;
             let url = format!("redis://127.0.0.1:{port}/");
-            let flags = ["--redis-lease", "3s"];
+            let flags = ["--redis-lease", "3s", "--webhook-allow-private"];
             nodes.extend(ServeProcess::redis_nodes(&url, false, 1, &flags).await);
         }
+        let receiver = load::webhook(&nodes[0].url).await;
         let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
         let load = Load::start(&urls);
         load.flowing("answers before the fault", 0, ANSWERS).await;
@@ -45,6 +47,7 @@ impl Rig {
             proxy,
             redis,
             nodes,
+            receiver,
             load,
         }
     }
@@ -59,7 +62,7 @@ impl Rig {
             .await;
         let ledger = self.load.stop().await;
         let client = self.nodes[0].client().await;
-        let report = load::check(&client, &ledger).await;
+        let report = load::check(&client, &ledger, &self.receiver).await;
         eprintln!("{fault}: every node serving {serving:?} after it ended; {report:?}");
         drop(self.redis);
         report

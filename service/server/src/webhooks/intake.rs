@@ -55,17 +55,35 @@ pub(super) fn payload(
     Ok(body.to_string())
 }
 
+/// An event to fan out: its kind, and for one that may be queued twice (taken from an
+/// outbox after its node was slow, or died after queueing it) its name (a session and a
+/// cursor): its deliveries then get ids of their own, which the store does not queue
+/// twice.
+pub(super) struct Fanned<'a> {
+    pub kind: EventType,
+    pub id: Option<&'a str>,
+}
+
+/// The id of the delivery of `event` (a session and a cursor) to `endpoint`: the same
+/// whichever node queues it.
+fn delivery_id(tenant: &str, event: &str, endpoint: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{tenant}\u{1f}{event}\u{1f}{endpoint}"));
+    format!("msg_{}", hex::encode(&digest[..16]))
+}
+
 impl Inner {
     /// Queues one delivery of the event per endpoint of the tenant that wants it.
     pub(super) async fn fan_out(
         &self,
         tenant: &str,
         endpoints: &[EndpointRecord],
-        event_type: EventType,
+        event: Fanned<'_>,
         requested: &Requested,
         resolved: Option<&Resolved>,
         body: impl FnOnce() -> Result<String, Error>,
     ) -> Result<(), Error> {
+        let event_type = event.kind;
         let wanting: Vec<_> = endpoints
             .iter()
             .filter(|e| e.wants(event_type, &requested.session_id, &requested.labels))
@@ -86,7 +104,10 @@ impl Inner {
         let deliveries: Vec<_> = wanting
             .iter()
             .map(|endpoint| DeliveryRecord {
-                id: format!("msg_{}", Uuid::now_v7().simple()),
+                id: match event.id {
+                    Some(event) => delivery_id(tenant, event, &endpoint.id),
+                    None => format!("msg_{}", Uuid::now_v7().simple()),
+                },
                 tenant: tenant.to_owned(),
                 endpoint_id: endpoint.id.clone(),
                 event_type,
@@ -123,8 +144,13 @@ impl Inner {
     }
 
     /// Turns one committed event into deliveries to the tenant's `endpoints`, and
-    /// starts or stops its ask's timer.
-    async fn take(&self, committed: Committed, endpoints: &[EndpointRecord]) -> Result<(), Error> {
+    /// starts or stops its ask's timer. `event` names it when it may come twice.
+    async fn take(
+        &self,
+        committed: Committed,
+        endpoints: &[EndpointRecord],
+        event: Option<&str>,
+    ) -> Result<(), Error> {
         let tenant = &*committed.tenant;
         match &committed.message.event {
             Some(Event::Requested(requested)) => {
@@ -140,15 +166,12 @@ impl Inner {
                         None,
                     )
                 };
-                self.fan_out(
-                    tenant,
-                    endpoints,
-                    EventType::Requested,
-                    requested,
-                    None,
-                    body,
-                )
-                .await
+                let fanned = Fanned {
+                    kind: EventType::Requested,
+                    id: event,
+                };
+                self.fan_out(tenant, endpoints, fanned, requested, None, body)
+                    .await
             }
             Some(Event::Resolved(resolved)) => {
                 let asked = committed.asked.as_ref().and_then(Asked::requested);
@@ -168,15 +191,12 @@ impl Inner {
                         None,
                     )
                 };
-                self.fan_out(
-                    tenant,
-                    endpoints,
-                    EventType::Resolved,
-                    asked,
-                    Some(resolved),
-                    body,
-                )
-                .await
+                let fanned = Fanned {
+                    kind: EventType::Resolved,
+                    id: event,
+                };
+                self.fan_out(tenant, endpoints, fanned, asked, Some(resolved), body)
+                    .await
             }
             _ => Ok(()),
         }
@@ -196,12 +216,15 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
         for mut committed in batch.drain(..) {
             let tenant = committed.tenant.clone();
             let outbox = committed.outbox.take();
+            let event = outbox
+                .as_ref()
+                .map(|o| format!("{}\u{1f}{}", o.key.session_id, committed.message.cursor));
             if !endpoints.contains_key(&tenant) {
                 let read = inner.store.endpoints(&tenant).await;
                 endpoints.insert(tenant.clone(), read);
             }
             let taken = match &endpoints[&tenant] {
-                Ok(list) => inner.take(committed, list).await,
+                Ok(list) => inner.take(committed, list, event.as_deref()).await,
                 Err(e) => Err(e.clone()),
             };
             match taken {

@@ -109,7 +109,11 @@ impl Inner {
             )
         };
         let endpoints = self.store.endpoints(&timer.tenant).await?;
-        self.fan_out(&timer.tenant, &endpoints, event_type, requested, None, body)
+        let fanned = super::intake::Fanned {
+            kind: event_type,
+            id: None,
+        };
+        self.fan_out(&timer.tenant, &endpoints, fanned, requested, None, body)
             .await?;
         self.store
             .finish_timer(&timer, timer.next().map(|(at, _)| at))
