@@ -1168,12 +1168,23 @@ on_every_backend!(
 /// their sessions' outboxes and the survivor queues them once a lease has passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn on_redis_a_node_killed_between_commit_and_queueing_loses_no_delivery() {
+    let redis = RedisServer::start().await;
+    killed_between_commit_and_queueing(&redis.url, false).await;
+}
+
+/// The same on a Redis Cluster, whose outbox index is one per slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_redis_cluster_a_node_killed_between_commit_and_queueing_loses_no_delivery() {
+    let cluster = askgate_testing::RedisCluster::start(3).await;
+    killed_between_commit_and_queueing(&cluster.url, true).await;
+}
+
+async fn killed_between_commit_and_queueing(url: &str, cluster: bool) {
     const ASKS: usize = 300;
     const SESSIONS: usize = 10;
-    let redis = RedisServer::start().await;
     let receiver = Receiver::start().await;
     let flags = ["--webhook-allow-private", "--redis-lease", "2s"];
-    let mut nodes = ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await;
+    let mut nodes = ServeProcess::redis_nodes(url, cluster, 2, &flags).await;
     let doomed = nodes.pop().expect("two nodes");
     let survivor = nodes.pop().expect("two nodes");
     let mut admin = survivor.client().await;
