@@ -47,6 +47,18 @@ pub struct Committed {
     pub outbox: Option<OutboxEntry>,
 }
 
+impl Committed {
+    /// An event no outbox keeps.
+    pub fn new(tenant: Arc<str>, message: events::Message, asked: Option<Asked>) -> Self {
+        Self {
+            tenant,
+            message,
+            asked,
+            outbox: None,
+        }
+    }
+}
+
 /// An event in an engine's outbox: its session and its id there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {

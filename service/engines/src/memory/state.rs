@@ -391,12 +391,8 @@ impl Inner {
         });
         let tenant = key.tenant.clone();
         let asked = Some(Asked::Event(ask.requested));
-        self.durable.report(move || Committed {
-            outbox: None,
-            tenant,
-            message,
-            asked,
-        });
+        self.durable
+            .report(move || Committed::new(tenant, message, asked));
         Ok(())
     }
 
@@ -476,12 +472,8 @@ impl Inner {
             shard.record_pending(&key, request_id, &rpc_id);
         }
         // Reported once everything above is durable (on a durable engine).
-        self.durable.report(move || Committed {
-            outbox: None,
-            tenant,
-            message: reported,
-            asked: None,
-        });
+        self.durable
+            .report(move || Committed::new(tenant, reported, None));
         Ok(Registered { rpc_id, outcome })
     }
 

@@ -201,19 +201,10 @@ impl Slack {
                 if posted.is_some() {
                     return Ok(());
                 }
-                // An earlier attempt may have posted it unseen (its node died before it
-                // noted Slack's reply): then the message is found, not posted again.
-                let attempt = attempt_key(&app.id, &delivery.rpc_id);
-                let first = store
-                    .put_note(&attempt, "1", POSTED_TTL_MS, true)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if !first && let Some(place) = self.find_posted(&token, target, delivery).await {
-                    store
-                        .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    debug!(app = %app.id, rpc_id = %delivery.rpc_id, "found the message an earlier attempt posted");
+                if self
+                    .posted_unseen(store, &token, app, target, delivery)
+                    .await?
+                {
                     return Ok(());
                 }
                 let at = Ref {
@@ -265,6 +256,38 @@ impl Slack {
 }
 
 impl Slack {
+    /// Whether an earlier attempt of `delivery` posted its message unseen (its node
+    /// died before it noted Slack's reply): then the message is found and noted, not
+    /// posted again. The first attempt notes that posting began.
+    async fn posted_unseen(
+        &self,
+        store: &dyn HookStore,
+        token: &Secret,
+        app: &EndpointRecord,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Result<bool, String> {
+        let attempt = attempt_key(&app.id, &delivery.rpc_id);
+        let first = store
+            .put_note(&attempt, "1", POSTED_TTL_MS, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        let place = match first {
+            true => return Ok(false),
+            false => self.find_posted(token, target, delivery).await,
+        };
+        let Some(place) = place else {
+            return Ok(false);
+        };
+        let posted_at = posted_key(&app.id, &delivery.rpc_id);
+        store
+            .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        debug!(app = %app.id, rpc_id = %delivery.rpc_id, "found the message an earlier attempt posted");
+        Ok(true)
+    }
+
     /// The message an earlier attempt of `delivery` posted, found in the channel's
     /// history (since the delivery was made) by its metadata: `{"channel", "ts"}`.
     /// `None` when it is not there, or the history cannot be read (the app lacks
