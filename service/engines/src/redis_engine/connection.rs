@@ -80,8 +80,7 @@ impl From<&String> for RedisTarget {
     }
 }
 
-/// Where a connection's pub/sub messages go (RESP3 push messages).
-pub type PushSender = tokio::sync::mpsc::UnboundedSender<redis::PushInfo>;
+pub use super::sentinel::PushSender;
 
 impl RedisTarget {
     fn tls(&self) -> bool {

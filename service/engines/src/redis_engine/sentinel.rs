@@ -24,7 +24,8 @@ use redis::{
 };
 use tracing::{info, warn};
 
-use super::connection::PushSender;
+/// Where a connection's pub/sub messages go (RESP3 push messages).
+pub type PushSender = tokio::sync::mpsc::UnboundedSender<PushInfo>;
 
 /// A connection to the Sentinels' current primary. Cheap to clone; clones share it.
 #[derive(Clone)]
