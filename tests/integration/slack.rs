@@ -255,8 +255,8 @@ impl FakeSlack {
                             .rev()
                             .filter(|m| m["channel"] == body["channel"])
                             .map(|m| match with_metadata {
-                                true => json!({ "type": "message", "ts": m["ts"], "metadata": m["metadata"] }),
-                                false => json!({ "type": "message", "ts": m["ts"] }),
+                                true => json!({ "type": "message", "user": "UBOT", "ts": m["ts"], "metadata": m["metadata"] }),
+                                false => json!({ "type": "message", "user": "UBOT", "ts": m["ts"] }),
                             })
                             .collect();
                         json!({ "ok": true, "messages": messages, "has_more": false })

@@ -107,15 +107,11 @@ impl SentinelConn {
                 ))
             })?;
         let mut config = self.0.config.clone();
-        if let Some(push) = &self.0.push {
+        let mut pushes = None;
+        if self.0.push.is_some() {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             config = config.set_push_sender(tx);
-            tokio::spawn(forward(
-                Arc::downgrade(&self.0),
-                generation,
-                rx,
-                push.clone(),
-            ));
+            pushes = Some(rx);
         }
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
@@ -123,6 +119,16 @@ impl SentinelConn {
         let channels: Vec<String> = self.0.channels.lock().iter().cloned().collect();
         for channel in &channels {
             conn.subscribe(channel).await?;
+        }
+        // Only a connection made forwards its messages (and makes the next one when it
+        // closes): a failed attempt leaves nothing behind.
+        if let (Some(rx), Some(push)) = (pushes, &self.0.push) {
+            tokio::spawn(forward(
+                Arc::downgrade(&self.0),
+                generation,
+                rx,
+                push.clone(),
+            ));
         }
         if generation > 1 {
             info!(

@@ -11,88 +11,69 @@
 //! durable. An outcome the failover lost shows as the ask pending again (or ended
 //! otherwise): the call then waits for the ask again.
 
-use std::{sync::Arc, time::Duration};
-
-use askgate_core::{
-    backend::events::outcome_of,
-    domain::{Outcome, SessionKey},
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
 };
+
+use askgate_core::backend::events::outcome_of;
 use askgate_proto::v1::{Resolution, Resolved};
-use tokio::sync::oneshot;
 use tracing::warn;
 
-use super::{node::Node, pump};
+use super::{node::Node, pump, waiters::Delivery};
 use crate::redis_engine::{fanout::SESSION_BUFFER, store::SessionKeys};
 
-/// What a call waits under: enough to wait again.
-#[derive(Clone)]
-pub(super) struct Waited {
-    pub key: SessionKey,
-    pub rpc_id: String,
-    pub request_id: String,
-}
-
-/// `outcome`, handed over only once confirmed durable when the store's writes wait
-/// for replicas; as is otherwise.
-pub(super) fn confirmed(
-    node: &Arc<Node>,
-    waited: Waited,
-    outcome: oneshot::Receiver<Outcome>,
-) -> oneshot::Receiver<Outcome> {
+/// When the store's writes wait for replicas, every outcome this node hands to a call
+/// goes through [`confirm`] first. The call stays the node's to watch until then: a
+/// call that goes away is seen gone (and its ask aborted as abandoned) as before.
+pub(super) fn install(node: &Arc<Node>) {
     if !node.store().waits() {
-        return outcome;
+        return;
     }
-    let (confirmed_tx, confirmed) = oneshot::channel();
-    tokio::spawn(confirm(node.clone(), waited, outcome, confirmed_tx));
-    confirmed
+    let weak: Weak<Node> = Arc::downgrade(node);
+    node.waiting().confirm_with(Box::new(move |delivery| {
+        // Handed over: the call retries through another node, which confirms there.
+        if delivery.outcome.resolution == Resolution::Disposed {
+            let _ = delivery.call.send(delivery.outcome);
+            return;
+        }
+        if let Some(node) = weak.upgrade() {
+            tokio::spawn(confirm(node, delivery));
+        }
+    }));
 }
 
-async fn confirm(
-    node: Arc<Node>,
-    waited: Waited,
-    mut outcome: oneshot::Receiver<Outcome>,
-    confirmed: oneshot::Sender<Outcome>,
-) {
-    loop {
-        let Ok(got) = outcome.await else {
-            return;
-        };
-        // Handed over: the call retries through another node, which confirms there.
-        if got.resolution == Resolution::Disposed {
-            let _ = confirmed.send(got);
-            return;
-        }
-        let Some((settled, pending)) = recorded(&node, &waited, &confirmed).await else {
-            return;
-        };
-        // The same outcome, answers and all (two people, or one person twice, may have
-        // answered differently on each side of a failover); or neither recorded nor
-        // pending: recorded long ago and forgotten since.
-        let same = settled.as_ref().is_some_and(|r| outcome_of(r) == got);
-        if same || (settled.is_none() && !pending) {
-            let _ = confirmed.send(got);
-            return;
-        }
-        warn!(
-            rpc_id = %waited.rpc_id,
-            "an outcome was lost in a Redis failover before it was durable; waiting for the ask again"
-        );
-        outcome = wait_again(&node, &waited, &confirmed).await;
+/// Hands the delivery's outcome to its call once it is durable; waits for the ask again
+/// if a failover lost it.
+async fn confirm(node: Arc<Node>, delivery: Delivery) {
+    let Some((settled, pending)) = recorded(&node, &delivery).await else {
+        return;
+    };
+    // The same outcome, answers and all (two people, or one person twice, may have
+    // answered differently on each side of a failover); or neither recorded nor
+    // pending: recorded long ago and forgotten since.
+    let same = settled
+        .as_ref()
+        .is_some_and(|r| outcome_of(r) == delivery.outcome);
+    if same || (settled.is_none() && !pending) {
+        let _ = delivery.call.send(delivery.outcome);
+        return;
     }
+    warn!(
+        rpc_id = %delivery.rpc_id,
+        "an outcome was lost in a Redis failover before it was durable; waiting for the ask again"
+    );
+    wait_again(&node, delivery).await;
 }
 
 /// How the ask ended, read durably; retried while Redis is out of reach, for as long
 /// as the call waits. `None` once it stopped waiting.
-async fn recorded(
-    node: &Node,
-    waited: &Waited,
-    confirmed: &oneshot::Sender<Outcome>,
-) -> Option<(Option<Resolved>, bool)> {
+async fn recorded(node: &Node, delivery: &Delivery) -> Option<(Option<Resolved>, bool)> {
     let mut pause = Duration::from_millis(50);
     loop {
-        match node.store().confirm(&waited.key, &waited.rpc_id).await {
+        match node.store().confirm(&delivery.key, &delivery.rpc_id).await {
             Ok(state) => return Some(state),
-            Err(_) if !confirmed.is_closed() => {
+            Err(_) if !delivery.call.is_closed() => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
@@ -101,31 +82,29 @@ async fn recorded(
     }
 }
 
-/// Waits for the ask again on this node, as a new call would (following its session,
-/// its pump running), recovering an outcome already in the history.
-async fn wait_again(
-    node: &Arc<Node>,
-    waited: &Waited,
-    confirmed: &oneshot::Sender<Outcome>,
-) -> oneshot::Receiver<Outcome> {
-    let outcome = node
-        .waiting()
-        .add(&waited.key, &waited.rpc_id, &waited.request_id);
-    node.waiting().stored(&waited.key, &waited.rpc_id);
-    let channel = SessionKeys::new(&waited.key).channel();
+/// The call waits for the ask again on this node, as a new call would (following its
+/// session, its pump running), recovering an outcome already in the history.
+async fn wait_again(node: &Arc<Node>, delivery: Delivery) {
+    let Delivery {
+        key,
+        rpc_id,
+        request_id,
+        call,
+        ..
+    } = delivery;
+    let channel = SessionKeys::new(&key).channel();
     let mut pause = Duration::from_millis(50);
-    while !confirmed.is_closed() {
+    let live = loop {
         match node.fanout().follow(&channel, SESSION_BUFFER).await {
-            Ok(live) => {
-                pump::ensure(node, &waited.key, live);
-                break;
-            }
-            Err(_) => {
+            Ok(live) => break live,
+            Err(_) if !call.is_closed() => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
+            Err(_) => return,
         }
-    }
-    node.recover_waiters(&waited.key).await;
-    outcome
+    };
+    node.waiting().add_call(&key, &rpc_id, &request_id, call);
+    pump::ensure(node, &key, live);
+    node.recover_waiters(&key).await;
 }

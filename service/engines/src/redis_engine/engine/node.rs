@@ -78,6 +78,7 @@ impl Node {
             closing: watch::channel(false).0,
             tap: OnceLock::new(),
         });
+        super::confirm::install(&node);
         tokio::spawn(upkeep::renew_until_dropped(Arc::downgrade(&node)));
         Ok(node)
     }

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::{RedisBackend, confirm, node::Node, pump};
+use super::{RedisBackend, node::Node, pump};
 use crate::redis_engine::{
     fanout::SESSION_BUFFER,
     store::{Listing, Registration, SessionKeys},
@@ -91,12 +91,6 @@ impl RedisBackend {
         if let Some(agent) = &ask.agent {
             self.bind_to_agent(&key, &rpc_id, agent).await;
         }
-        let waited = confirm::Waited {
-            key,
-            rpc_id: rpc_id.clone(),
-            request_id: spec.request_id.clone(),
-        };
-        let outcome = confirm::confirmed(node, waited, outcome);
         Ok(Registered { rpc_id, outcome })
     }
 
@@ -143,7 +137,9 @@ impl RedisBackend {
             }
             Registration::Recorded { rpc_id, resolved } => {
                 let (outcome_tx, outcome) = oneshot::channel();
-                let _ = outcome_tx.send(outcome_of(&resolved));
+                let recorded = outcome_of(&resolved);
+                node.waiting()
+                    .hand(key, &rpc_id, &spec.request_id, recorded, outcome_tx);
                 Ok((rpc_id, outcome))
             }
         }

@@ -40,3 +40,27 @@ mod cluster {
 
     askgate_core::backend_conformance_suite!(make);
 }
+
+/// The same suite through Sentinels, on a primary with a replica, every acknowledging
+/// write waiting for the replica and every outcome confirmed durable before its agent
+/// gets it (`--redis-wait-replicas 1`).
+mod waiting {
+    use super::*;
+    use crate::redis_engine::WaitPolicy;
+    use askgate_testing::{RedisFailover, SENTINEL_MASTER};
+
+    async fn make(config: StateConfig) -> (Arc<dyn Backend>, Box<dyn std::any::Any + Send>) {
+        let redis = RedisFailover::start(1).await;
+        let settings = RedisConfig {
+            sentinel_master: Some(SENTINEL_MASTER.into()),
+            wait: WaitPolicy {
+                replicas: 1,
+                ..WaitPolicy::default()
+            },
+            ..RedisConfig::new(&redis.url)
+        };
+        (backend(settings, config).await, Box::new(redis))
+    }
+
+    askgate_core::backend_conformance_suite!(make);
+}

@@ -25,7 +25,21 @@ pub(super) struct Waiting {
     resolved_here: Mutex<Vec<String>>,
     /// Sessions whose pump delivers outcomes to this node's calls.
     pumps: Mutex<HashSet<SessionKey>>,
+    /// Where outcomes go instead of straight to their calls, when they must first be
+    /// confirmed durable (`confirm.rs`).
+    confirm: std::sync::OnceLock<ConfirmHook>,
 }
+
+/// An outcome on its way to a call, to be confirmed durable first.
+pub(super) struct Delivery {
+    pub key: SessionKey,
+    pub rpc_id: String,
+    pub request_id: String,
+    pub outcome: Outcome,
+    pub call: oneshot::Sender<Outcome>,
+}
+
+pub(super) type ConfirmHook = Box<dyn Fn(Delivery) + Send + Sync>;
 
 /// An ask waited on here, as the node reports it at shutdown.
 pub(super) struct WaitedAsk {
@@ -51,6 +65,48 @@ impl Waiting {
             .senders
             .push(outcome_tx);
         outcome_rx
+    }
+
+    /// A call waiting for the ask's outcome again (its outcome was lost, `confirm.rs`).
+    pub(super) fn add_call(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        request_id: &str,
+        call: oneshot::Sender<Outcome>,
+    ) {
+        let mut calls = self.calls.lock();
+        let entry = calls.entry(key, rpc_id, request_id);
+        entry.senders.push(call);
+        entry.stored = true;
+    }
+
+    /// From now on, outcomes go to `hook` to be confirmed before they reach their calls.
+    pub(super) fn confirm_with(&self, hook: ConfirmHook) {
+        let _ = self.confirm.set(hook);
+    }
+
+    /// Hands `outcome` to `call`, through the confirmation when there is one.
+    pub(super) fn hand(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        request_id: &str,
+        outcome: Outcome,
+        call: oneshot::Sender<Outcome>,
+    ) {
+        match self.confirm.get() {
+            Some(confirm) => confirm(Delivery {
+                key: key.clone(),
+                rpc_id: rpc_id.to_owned(),
+                request_id: request_id.to_owned(),
+                outcome,
+                call,
+            }),
+            None => {
+                let _ = call.send(outcome);
+            }
+        }
     }
 
     /// Forgets the calls waiting for the ask, telling them nothing.
@@ -83,7 +139,13 @@ impl Waiting {
             .push(wait_member(key, &resolved.rpc_id));
         let outcome = outcome_of(resolved);
         for waiter in entry.senders {
-            let _ = waiter.send(outcome.clone());
+            self.hand(
+                key,
+                &resolved.rpc_id,
+                &entry.request_id,
+                outcome.clone(),
+                waiter,
+            );
         }
     }
 

@@ -298,6 +298,15 @@ impl Slack {
         target: &SlackTarget,
         delivery: &DeliveryRecord,
     ) -> Option<Value> {
+        // Only this app's bot user's messages count: another app in the channel could
+        // post the same metadata.
+        let me = match self.api.call(token, "auth.test", &json!({})).await {
+            Ok(me) => me["user_id"].as_str().unwrap_or_default().to_owned(),
+            Err(e) => {
+                warn!(rpc_id = %delivery.rpc_id, "looking up an earlier post failed, posting: {e}");
+                return None;
+            }
+        };
         let oldest = format!("{}.000000", (delivery.created_ms / 1000).saturating_sub(60));
         let mut cursor = String::new();
         for _ in 0..LOOKUP_PAGES {
@@ -322,7 +331,8 @@ impl Slack {
                 }
             };
             let found = page["messages"].as_array().into_iter().flatten().find(|m| {
-                m["metadata"]["event_type"] == METADATA_EVENT
+                m["user"] == me.as_str()
+                    && m["metadata"]["event_type"] == METADATA_EVENT
                     && m["metadata"]["event_payload"]["rpc_id"] == delivery.rpc_id.as_str()
             });
             if let Some(message) = found {
