@@ -87,8 +87,9 @@ fn session(agent: usize) -> String {
     format!("crash-{agent}")
 }
 
-/// An ask that waits at most `timeout` for its answer.
-fn ask(session: &str, request_id: &str, timeout: Duration) -> Ask {
+/// An ask that waits at most `timeout` for its answer, labelled with its request_id
+/// (the chaos tests ask the same way).
+pub(crate) fn ask(session: &str, request_id: &str, timeout: Duration) -> Ask {
     Ask::new(session)
         .question(question("deploy", "Deploy?").choice("yes").choice("no"))
         .request_id(request_id)

@@ -954,38 +954,66 @@ async fn unsigned_forged_stale_and_replayed_requests_are_refused() {
     );
 }
 
+/// Slack apps on Redis as the kill tests run them: a fake Slack, one sealing key for
+/// every node, short retries and leases.
+struct SlackOnRedis {
+    redis: RedisServer,
+    fake: FakeSlack,
+    _dir: TempDir,
+    key: String,
+}
+
+impl SlackOnRedis {
+    async fn start() -> Self {
+        let dir = TempDir::new();
+        let key = dir.file("secret.key", SECRET_KEY);
+        Self {
+            redis: RedisServer::start().await,
+            fake: FakeSlack::start().await,
+            key: key.to_str().expect("path").to_owned(),
+            _dir: dir,
+        }
+    }
+
+    /// `count` nodes on the rig's Redis and fake Slack.
+    async fn nodes(&self, count: usize) -> Vec<ServeProcess> {
+        let flags = [
+            "--slack-api-url",
+            &self.fake.url,
+            "--secret-key-file",
+            &self.key,
+            "--webhook-timeout",
+            "2s",
+            "--webhook-retry-initial",
+            "200ms",
+            "--webhook-retry-max",
+            "1s",
+            "--redis-lease",
+            "2s",
+        ];
+        ServeProcess::redis_nodes(&self.redis.url, false, count, &flags).await
+    }
+
+    /// A node with the Slack app connected through it.
+    async fn connected_node(&self) -> ServeProcess {
+        let node = self.nodes(1).await.remove(0);
+        let mut admin = slack_admin(node.url.clone()).await;
+        admin
+            .connect_slack(connect_request())
+            .await
+            .expect("connect");
+        node
+    }
+}
+
 /// Two nodes on one Redis: the node posting a message is killed (-9) while Slack
 /// hangs; a survivor posts it once the attempt's lease is over, and updates it. Many
 /// asks through both nodes are each posted exactly once.
 #[tokio::test]
 async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
-    let redis = RedisServer::start().await;
-    let fake = FakeSlack::start().await;
-    let dir = TempDir::new();
-    let key = dir.file("secret.key", SECRET_KEY);
-    let key = key.to_str().expect("path");
-    let flags = [
-        "--slack-api-url",
-        &fake.url,
-        "--secret-key-file",
-        key,
-        "--webhook-timeout",
-        "2s",
-        "--webhook-retry-initial",
-        "200ms",
-        "--webhook-retry-max",
-        "1s",
-        "--redis-lease",
-        "2s",
-    ];
-    let first = ServeProcess::redis_nodes(&redis.url, false, 1, &flags)
-        .await
-        .remove(0);
-    let mut admin = slack_admin(first.url.clone()).await;
-    admin
-        .connect_slack(connect_request())
-        .await
-        .expect("connect");
+    let rig = SlackOnRedis::start().await;
+    let fake = &rig.fake;
+    let first = rig.connected_node().await;
     fake.state.lock().hang_posts = 1;
     let call = in_background(
         first.client().await,
@@ -993,7 +1021,7 @@ async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
     );
     fake.wait_for("the hanging post", "chat.postMessage", |c| c.hung)
         .await;
-    let survivors = ServeProcess::redis_nodes(&redis.url, false, 2, &flags).await;
+    let survivors = rig.nodes(2).await;
     first.signal("KILL");
     drop(call);
 
@@ -1071,33 +1099,9 @@ async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
 /// answer updates that message.
 #[tokio::test]
 async fn on_redis_a_post_whose_reply_died_with_its_node_is_not_posted_twice() {
-    let redis = RedisServer::start().await;
-    let fake = FakeSlack::start().await;
-    let dir = TempDir::new();
-    let key = dir.file("secret.key", SECRET_KEY);
-    let key = key.to_str().expect("path");
-    let flags = [
-        "--slack-api-url",
-        &fake.url,
-        "--secret-key-file",
-        key,
-        "--webhook-timeout",
-        "2s",
-        "--webhook-retry-initial",
-        "200ms",
-        "--webhook-retry-max",
-        "1s",
-        "--redis-lease",
-        "2s",
-    ];
-    let first = ServeProcess::redis_nodes(&redis.url, false, 1, &flags)
-        .await
-        .remove(0);
-    let mut admin = slack_admin(first.url.clone()).await;
-    admin
-        .connect_slack(connect_request())
-        .await
-        .expect("connect");
+    let rig = SlackOnRedis::start().await;
+    let fake = &rig.fake;
+    let first = rig.connected_node().await;
     fake.state.lock().post_then_hang = 1;
     let call = in_background(
         first.client().await,
@@ -1106,7 +1110,7 @@ async fn on_redis_a_post_whose_reply_died_with_its_node_is_not_posted_twice() {
     let posted = fake
         .wait_for("the post Slack took", "chat.postMessage", |c| c.hung)
         .await;
-    let survivors = ServeProcess::redis_nodes(&redis.url, false, 1, &flags).await;
+    let survivors = rig.nodes(1).await;
     first.signal("KILL");
     drop(call);
 

@@ -16,12 +16,12 @@ use std::{
     time::Duration,
 };
 
-use askgate_client::{Ask, Client, Event, question};
+use askgate_client::{Client, Event};
 use askgate_proto::v1::QuestionAnswer;
 use parking_lot::Mutex;
 use tokio_stream::StreamExt;
 
-use crate::{support::within, webhooks::Receiver};
+use crate::{durability::ask, support::within, webhooks::Receiver};
 
 /// Agents asking at once, each in a session of its own.
 pub const AGENTS: usize = 6;
@@ -77,17 +77,6 @@ pub struct Load {
 
 fn session(agent: usize) -> String {
     format!("chaos-{agent}")
-}
-
-fn ask(session: &str, request_id: &str, timeout: Duration) -> Ask {
-    Ask::new(session)
-        .question(question("deploy", "Deploy?").choice("yes").choice("no"))
-        .request_id(request_id)
-        .label("request", request_id)
-        .reattach_grace(Duration::from_secs(600))
-        .hold_unattended()
-        .no_retry()
-        .timeout(timeout)
 }
 
 /// What human `index` answers: its own label.
