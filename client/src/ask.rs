@@ -75,6 +75,13 @@ impl QuestionBuilder {
         self
     }
 
+    /// The answer is a secret (a one-time code): answering UIs mask it, and it reaches
+    /// this ask's caller only (docs/approvals.md).
+    pub fn secret(mut self) -> Self {
+        self.0.secret = true;
+        self
+    }
+
     /// The finished question.
     pub fn build(self) -> Question {
         self.0
@@ -86,6 +93,9 @@ impl From<QuestionBuilder> for Question {
         builder.0
     }
 }
+
+/// How much longer than an ask's lifetime ([`Ask::ttl`]) its call waits.
+pub const TTL_SLACK: Duration = Duration::from_secs(5);
 
 /// One `Ask`: a batch of questions for a session, and how long to wait.
 ///
@@ -195,6 +205,61 @@ impl Ask {
             escalate_after_ms: ms(escalate_after),
         });
         self
+    }
+
+    /// The action the answer approves: shown to the human and, when the server signs
+    /// receipts, bound to the resolution by [`AskResponse::receipt`]
+    /// (`crate::receipt::verify_receipt` checks it before the action runs).
+    ///
+    /// [`AskResponse::receipt`]: crate::proto::AskResponse::receipt
+    pub fn action(mut self, name: &str, arguments_json: &str) -> Self {
+        self.request.action = Some(crate::proto::Action {
+            name: name.to_owned(),
+            arguments_json: arguments_json.to_owned(),
+        });
+        self
+    }
+
+    /// Resolve only when `count` (2 to 10) distinct subjects gave the same answers.
+    pub fn quorum(mut self, count: u32) -> Self {
+        self.request.quorum = Some(crate::proto::Quorum { count });
+        self
+    }
+
+    /// What the ask resolves with (as DEFAULTED, never ANSWERED) when its lifetime
+    /// ends unanswered: a complete answer batch.
+    pub fn default_answers(mut self, answers: Vec<crate::proto::QuestionAnswer>) -> Self {
+        self.request.default_answers = answers;
+        self
+    }
+
+    /// Only these channels (e.g. `console`, `tui`) may resolve the ask.
+    pub fn allowed_channels<S: Into<String>>(
+        mut self,
+        channels: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.request.allowed_channels = channels.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The ask's own lifetime from registration; the call waits a little beyond it
+    /// ([`TTL_SLACK`]) so that the outcome (DEFAULTED or EXPIRED) reaches it.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.request.ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// How long the call waits: its timeout, stretched past the ask's lifetime when it
+    /// has one.
+    pub(crate) fn wait(&self) -> Option<Duration> {
+        let lifetime = match self.request.ttl_ms {
+            0 => None,
+            ms => Some(Duration::from_millis(ms).saturating_add(TTL_SLACK)),
+        };
+        match (self.timeout, lifetime) {
+            (Some(timeout), Some(lifetime)) => Some(timeout.max(lifetime)),
+            (timeout, lifetime) => timeout.or(lifetime),
+        }
     }
 
     /// The wire request, for callers that need fields the builder does not cover.

@@ -10,7 +10,9 @@ use tonic::Streaming;
 
 use crate::{
     Error,
-    proto::{Escalated, Reminder, Requested, Resolved, SubscribeResponse, subscribe_response},
+    proto::{
+        Approval, Escalated, Reminder, Requested, Resolved, SubscribeResponse, subscribe_response,
+    },
 };
 
 /// One event of a subscription. `cursor` is what to pass as `after` to resume. New
@@ -56,6 +58,14 @@ pub enum Event {
         /// Which ask.
         escalated: Escalated,
     },
+    /// A quorum ask recorded one more approver; it stays pending until the quorum is
+    /// reached.
+    Approval {
+        /// Resume point.
+        cursor: String,
+        /// Who approved, and how many approvals the ask has and needs.
+        approval: Approval,
+    },
 }
 
 impl Event {
@@ -66,7 +76,8 @@ impl Event {
             | Self::Resolved { cursor, .. }
             | Self::Synced { cursor, .. }
             | Self::Reminder { cursor, .. }
-            | Self::Escalated { cursor, .. } => Some(cursor),
+            | Self::Escalated { cursor, .. }
+            | Self::Approval { cursor, .. } => Some(cursor),
             Self::Reset => None,
         }
     }
@@ -87,6 +98,7 @@ impl Event {
             subscribe_response::Event::Escalated(escalated) => {
                 Self::Escalated { cursor, escalated }
             }
+            subscribe_response::Event::Approval(approval) => Self::Approval { cursor, approval },
         })
     }
 }

@@ -49,6 +49,7 @@ mod error;
 mod events;
 mod follow;
 mod lease;
+pub mod receipt;
 mod retry;
 pub mod tool;
 
@@ -67,7 +68,9 @@ use tonic::{
     transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
-pub use ask::{Ask, DEFAULT_REATTACH_GRACE, DEFAULT_RETRY_BUDGET, QuestionBuilder, question};
+pub use ask::{
+    Ask, DEFAULT_REATTACH_GRACE, DEFAULT_RETRY_BUDGET, QuestionBuilder, TTL_SLACK, question,
+};
 pub use error::{Error, Reason};
 pub use events::{Event, Events};
 pub use follow::{Connection, Following};
@@ -83,6 +86,8 @@ pub struct Client {
     slack: SlackClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
+    /// The channel this client answers from (`askgate-channel`), if it names one.
+    channel: Option<MetadataValue<Ascii>>,
 }
 
 /// How to reach a server that needs TLS or a credential. Its `Debug` output never
@@ -190,7 +195,21 @@ impl Client {
             webhooks: WebhooksClient::new(channel.clone()),
             slack: SlackClient::new(channel),
             authorization: None,
+            channel: None,
         }
+    }
+
+    /// The same connection, naming the channel it answers from (`tui`, `cli`, the
+    /// application's own name: 1-32 characters of `[a-z0-9._-]`) in the
+    /// `askgate-channel` header. The server records it with what the client resolves
+    /// and matches it against an ask's `allowed_channels`; it refuses the server's own
+    /// names (`console`, `slack`, `mcp`, ...).
+    pub fn with_channel(mut self, channel: &str) -> Result<Self, Error> {
+        let value = channel.parse().map_err(|_| {
+            Error::from(tonic::Status::invalid_argument("the channel is not ASCII"))
+        })?;
+        self.channel = Some(value);
+        Ok(self)
     }
 
     /// The same connection with another bearer token (API key or JWT).
@@ -215,6 +234,11 @@ impl Client {
                 .metadata_mut()
                 .insert("authorization", authorization.clone());
         }
+        if let Some(channel) = &self.channel {
+            request
+                .metadata_mut()
+                .insert("askgate-channel", channel.clone());
+        }
         request
     }
 
@@ -236,7 +260,7 @@ impl Client {
     /// the local deadline usually fires a moment before the server's answer arrives;
     /// it is reported as [`Reason::AskExpired`] all the same.
     pub async fn ask(&mut self, ask: Ask) -> Result<AskResponse, Error> {
-        let deadline = ask.timeout.map(|t| Instant::now() + t);
+        let deadline = ask.wait().map(|t| Instant::now() + t);
         let mut delays = retry::backoff();
         let mut failing = retry::Streak::new(ask.retry_budget);
         loop {

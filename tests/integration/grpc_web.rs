@@ -3,27 +3,16 @@
 //! server stream alike.
 
 use askgate_client::{Ask, question};
-use askgate_proto::v1::{
-    ListPendingRequest, SubscribeRequest, subscribe_response::Event as Wire,
-    user_questions_client::UserQuestionsClient,
-};
-use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
-use tonic_web::GrpcWebClientLayer;
+use askgate_proto::v1::{ListPendingRequest, SubscribeRequest, subscribe_response::Event as Wire};
 
 use askgate_server::{server::ServerConfig, web::CorsOrigins};
 
-use crate::support::{TestServer, test_config, within};
+use crate::support::{TestServer, http1, test_config, web_client, within};
 
 async fn grpc_web_serves_unary_calls_and_the_subscribe_stream() {
     let server = TestServer::start().await;
     // A `UserQuestions` client speaking gRPC-Web over HTTP/1.1.
-    let http1 = HttpClient::builder(TokioExecutor::new())
-        .build_http::<tonic_web::GrpcWebCall<tonic::body::Body>>();
-    let service = tower::ServiceBuilder::new()
-        .layer(GrpcWebClientLayer::new())
-        .service(http1);
-    let origin = server.url().parse().expect("the server's url");
-    let mut web = UserQuestionsClient::with_origin(service, origin);
+    let mut web = web_client(&server);
 
     // A server stream over HTTP/1.1: the replay, then live events.
     let mut events = web
@@ -82,19 +71,6 @@ on_every_backend!(
     #[tokio::test]
     grpc_web_serves_unary_calls_and_the_subscribe_stream
 );
-
-/// One plain HTTP/1.1 request to the server (a browser's preflight, a page load).
-async fn http1(request: http::request::Builder) -> http::Response<bytes::Bytes> {
-    use http_body_util::{BodyExt, Empty};
-    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
-    let request = request.body(Empty::new()).expect("a valid request");
-    let response = within("an HTTP/1.1 response", client.request(request))
-        .await
-        .expect("the server answers");
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.expect("the body").to_bytes();
-    http::Response::from_parts(parts, body)
-}
 
 /// What a browser sends before a cross-origin gRPC-Web call from `origin`.
 fn preflight(server: &TestServer, origin: &str) -> http::request::Builder {

@@ -7,6 +7,7 @@ mod support;
 mod abort;
 mod agents;
 mod answers;
+mod approvals;
 mod chaos;
 mod cli;
 mod durability;

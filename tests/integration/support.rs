@@ -535,3 +535,39 @@ where
 }
 
 pub use askgate_testing::TempDir;
+
+/// One plain HTTP/1.1 request to the server (a browser's preflight, a page load).
+pub async fn http1(request: http::request::Builder) -> http::Response<bytes::Bytes> {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
+    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+    let request = request.body(Empty::new()).expect("a valid request");
+    let response = within("an HTTP/1.1 response", client.request(request))
+        .await
+        .expect("the server answers");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.expect("the body").to_bytes();
+    http::Response::from_parts(parts, body)
+}
+
+/// A `UserQuestions` client speaking gRPC-Web over HTTP/1.1, as the console does.
+pub fn web_client(server: &TestServer) -> WebClient {
+    use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
+    let http1 = HttpClient::builder(TokioExecutor::new())
+        .build_http::<tonic_web::GrpcWebCall<tonic::body::Body>>();
+    let service = tower::ServiceBuilder::new()
+        .layer(tonic_web::GrpcWebClientLayer::new())
+        .service(http1);
+    let origin = server.url().parse().expect("the server's url");
+    askgate_proto::v1::user_questions_client::UserQuestionsClient::with_origin(service, origin)
+}
+
+/// The client [`web_client`] makes.
+pub type WebClient = askgate_proto::v1::user_questions_client::UserQuestionsClient<
+    tonic_web::GrpcWebClientService<
+        hyper_util::client::legacy::Client<
+            hyper_util::client::legacy::connect::HttpConnector,
+            tonic_web::GrpcWebCall<tonic::body::Body>,
+        >,
+    >,
+>;

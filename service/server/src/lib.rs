@@ -18,6 +18,7 @@
 //! [`domain`] and [`backend`]).
 
 pub mod api;
+pub mod approvals;
 pub mod auth;
 pub mod dispatch;
 pub mod listener;

@@ -232,6 +232,73 @@ fn console_response<B>(request: &Request<B>) -> Option<Response<tonic::body::Bod
     )
 }
 
+/// Where the receipts' public keys are published (docs/approvals.md).
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
+
+/// Serves the JWK Set of the keys that sign receipts at [`JWKS_PATH`] (404 when the
+/// server signs none); every other request goes on.
+#[derive(Debug, Clone)]
+pub struct JwksLayer {
+    published: Option<Bytes>,
+}
+
+impl JwksLayer {
+    /// `published`: the JWK Set as JSON, if the server signs receipts.
+    pub fn new(published: Option<String>) -> Self {
+        Self {
+            published: published.map(Bytes::from),
+        }
+    }
+}
+
+impl<S> Layer<S> for JwksLayer {
+    type Service = Jwks<S>;
+
+    fn layer(&self, inner: S) -> Jwks<S> {
+        Jwks {
+            inner,
+            published: self.published.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Jwks<S> {
+    inner: S,
+    published: Option<Bytes>,
+}
+
+impl<S, B> Service<Request<B>> for Jwks<S>
+where
+    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = Either<std::future::Ready<Result<Self::Response, S::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if request.uri().path() != JWKS_PATH || request.method() != Method::GET {
+            return Either::Right(self.inner.call(request));
+        }
+        let response = match &self.published {
+            None => plain(
+                StatusCode::NOT_FOUND,
+                "this server signs no receipts (--receipt-key-file)\n",
+            ),
+            Some(keys) => secured(Response::builder().status(StatusCode::OK))
+                .header(header::CONTENT_TYPE, "application/jwk-set+json")
+                .header(header::CACHE_CONTROL, "max-age=300")
+                .body(body_of(keys.clone()))
+                .expect("a valid response"),
+        };
+        Either::Left(std::future::ready(Ok(response)))
+    }
+}
+
 /// Headers every console response carries: the page loads only its own files, talks
 /// only to its own origin, and is not framed by other sites.
 fn secured(response: http::response::Builder) -> http::response::Builder {

@@ -27,6 +27,7 @@ pub fn session_of(message: &SubscribeResponse) -> Option<&str> {
         Event::Resolved(r) => Some(&r.session_id),
         Event::Reminder(r) => Some(&r.session_id),
         Event::Escalated(r) => Some(&r.session_id),
+        Event::Approval(r) => Some(&r.session_id),
         Event::Synced(_) | Event::Reset(_) => None,
     }
 }
@@ -92,6 +93,12 @@ pub fn requested(rpc_id: &str, ask: &mut NewAsk) -> Requested {
         requested_at: Some(SystemTime::now().into()),
         expires_at: ask.expires_at.map(Into::into),
         notify: ask.notify,
+        action: ask.action.take(),
+        quorum: (ask.quorum > 1).then_some(askgate_proto::v1::Quorum { count: ask.quorum }),
+        allowed_channels: std::mem::take(&mut ask.allowed_channels),
+        action_digest: std::mem::take(&mut ask.action_digest),
+        default_answers: std::mem::take(&mut ask.default_answers),
+        asked_by: std::mem::take(&mut ask.asked_by),
     }
 }
 
@@ -106,6 +113,8 @@ pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
         resolved_at: Some(SystemTime::now().into()),
         cancel_reason: outcome.cancel_reason.clone().unwrap_or_default(),
         cancel_source: outcome.cancel_source.into(),
+        approvers: outcome.approvers.clone(),
+        channel: outcome.channel.clone(),
     }
 }
 
@@ -117,6 +126,8 @@ pub fn outcome_of(resolved: &Resolved) -> Outcome {
         resolved_by: resolved.resolved_by.clone(),
         cancel_reason: Some(resolved.cancel_reason.clone()).filter(|r| !r.is_empty()),
         cancel_source: resolved.cancel_source(),
+        approvers: resolved.approvers.clone(),
+        channel: resolved.channel.clone(),
     }
 }
 
@@ -159,6 +170,7 @@ mod tests {
                 Some(Event::Reset(_)) => "reset",
                 Some(Event::Reminder(_)) => "reminder",
                 Some(Event::Escalated(_)) => "escalated",
+                Some(Event::Approval(_)) => "approval",
                 None => "none",
             })
             .collect()
@@ -188,6 +200,8 @@ mod tests {
             resolved_by: "ana".into(),
             cancel_reason: Some("not now".into()),
             cancel_source: askgate_proto::v1::CancelSource::UiClosed,
+            approvers: vec!["ana".into()],
+            channel: "console".into(),
         };
         let key = SessionKey::new("acme", "s");
         assert_eq!(outcome_of(&resolved(&key, "r1", &outcome)), outcome);

@@ -13,9 +13,7 @@ mod state_config;
 
 use std::{pin::Pin, sync::Arc};
 
-use askgate_proto::v1::{
-    Question, Requested, Resolved, SubscribeResponse, subscribe_response::Event,
-};
+use askgate_proto::v1::{Requested, Resolved, SubscribeResponse, subscribe_response::Event};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio_stream::Stream;
@@ -250,8 +248,9 @@ pub trait Backend: Send + Sync + 'static {
     /// recorded outcome.
     async fn register(&self, ask: NewAsk) -> Result<Registered, Error>;
 
-    /// The questions of a pending ask, to validate an answer batch before the claim.
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error>;
+    /// A pending ask, to check an answer batch (or a cancel) against it before the
+    /// claim: its questions, its allowed channels, its quorum.
+    async fn pending(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error>;
 
     /// First wins: removes the pending ask atomically, hands `outcome` to the waiting
     /// `Ask` and broadcasts `resolved`. A later or duplicate claim gets `NotPending`.

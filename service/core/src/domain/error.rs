@@ -194,6 +194,12 @@ pub enum Error {
     /// `settled` is how and by whom the ask ended, while the server still remembers.
     #[error("no pending question with that rpc_id in this session")]
     NotPending { settled: Option<Settled> },
+    #[error("this subject already answered this quorum ask")]
+    AlreadyApproved,
+    #[error("the asker cannot approve its own quorum ask")]
+    SelfApproval,
+    #[error("this ask cannot be resolved from this channel")]
+    ChannelNotAllowed,
     #[error("too many pending questions: {0}")]
     TooManyPending(String),
     #[error("too many subscribers: {0}")]
@@ -243,6 +249,9 @@ impl Error {
             Self::AskAborted => ErrorReason::AskAborted,
             Self::AskExpired => ErrorReason::AskExpired,
             Self::NotPending { .. } => ErrorReason::NotPending,
+            Self::AlreadyApproved => ErrorReason::AlreadyApproved,
+            Self::SelfApproval => ErrorReason::SelfApproval,
+            Self::ChannelNotAllowed => ErrorReason::ChannelNotAllowed,
             Self::TooManyPending(_) => ErrorReason::TooManyPending,
             Self::TooManySubscribers(_) => ErrorReason::TooManySubscribers,
             Self::TooManyAgents(_) => ErrorReason::TooManyAgents,

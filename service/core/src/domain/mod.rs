@@ -2,6 +2,7 @@
 //! the domain error, and the values the backends store. No tonic, no storage, no I/O.
 
 pub mod answer;
+pub mod approval;
 pub mod connect;
 pub mod error;
 pub mod limits;
@@ -12,4 +13,4 @@ pub mod validate;
 
 pub use error::{Echo, Error, Settled, Violation, bounded, echo};
 pub use limits::Limits;
-pub use model::{DEFAULT_TENANT, NewAsk, Outcome, SessionKey};
+pub use model::{DEFAULT_TENANT, NewAsk, Outcome, Resolver, SessionKey};

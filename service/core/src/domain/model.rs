@@ -8,7 +8,7 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AgentRef, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended,
+    Action, AgentRef, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended,
 };
 
 /// Tenant of every request until authentication names one.
@@ -18,6 +18,43 @@ pub const DEFAULT_TENANT: &str = "default";
 pub const RESOLVED_BY_SERVER: &str = "askgate";
 /// Who resolved an ask that its own caller gave up on.
 pub const RESOLVED_BY_CALLER: &str = "caller";
+/// Who resolved an ask whose lifetime ended with default answers.
+pub const RESOLVED_BY_DEFAULT: &str = "askgate:default";
+
+/// The channel of the resolutions the server makes itself (expiry, defaults, shutdown).
+pub const SERVER_CHANNEL: &str = "askgate";
+/// The channel of a gRPC call that names none.
+pub const GRPC_CHANNEL: &str = "grpc";
+/// The channel of the browser console (every gRPC-Web call).
+pub const CONSOLE_CHANNEL: &str = "console";
+/// The channel of MCP tool calls.
+pub const MCP_CHANNEL: &str = "mcp";
+/// The channel of Slack's clicks and forms.
+pub const SLACK_CHANNEL: &str = "slack";
+
+/// Who resolves an ask, and through which channel (docs/approvals.md): the
+/// credential's subject, and `console`, `slack`, `mcp`, a client's own name, ...
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolver {
+    pub subject: String,
+    pub channel: String,
+}
+
+/// A subject answering through the gRPC API, naming no channel.
+impl From<&str> for Resolver {
+    fn from(subject: &str) -> Self {
+        Self::new(subject, GRPC_CHANNEL)
+    }
+}
+
+impl Resolver {
+    pub fn new(subject: impl Into<String>, channel: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            channel: channel.into(),
+        }
+    }
+}
 
 /// A session within a tenant: the unit of isolation, ordering and fan-out.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,39 +97,100 @@ pub struct NewAsk {
     pub reattach_grace: Duration,
     /// Reminders and escalation while pending (the ask's, or the server's default).
     pub notify: Option<NotifyPolicy>,
+    /// What the ask approves, if anything, with its digest.
+    pub action: Option<Action>,
+    pub action_digest: String,
+    /// Distinct subjects whose answers it needs (0: the first answer resolves it).
+    pub quorum: u32,
+    /// What it resolves with, DEFAULTED, when its lifetime ends (normalised).
+    pub default_answers: Vec<QuestionAnswer>,
+    /// The only channels that may resolve it (empty: every channel).
+    pub allowed_channels: Vec<String>,
+    /// The subject of the credential that asked.
+    pub asked_by: String,
+}
+
+impl NewAsk {
+    /// An ask of `questions` with no options: no agent, labels, deadline, request_id,
+    /// grace, schedule or approval rules; held when nobody follows the session.
+    pub fn new(key: SessionKey, questions: Vec<Question>) -> Self {
+        Self {
+            key,
+            questions,
+            agent: None,
+            labels: HashMap::new(),
+            expires_at: None,
+            request_id: String::new(),
+            if_unattended: Unattended::Hold,
+            reattach_grace: Duration::ZERO,
+            notify: None,
+            action: None,
+            action_digest: String::new(),
+            quorum: 0,
+            default_answers: Vec::new(),
+            allowed_channels: Vec::new(),
+            asked_by: String::new(),
+        }
+    }
 }
 
 /// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub resolution: Resolution,
-    /// Normalised answers, for `ANSWERED` only.
+    /// Normalised answers, for `ANSWERED` and `DEFAULTED` only.
     pub answers: Vec<QuestionAnswer>,
     pub resolved_by: String,
     /// The human's reason, for `CANCELLED` only.
     pub cancel_reason: Option<String>,
     /// Who cancelled, for `CANCELLED` only: a person, or an answering UI closing.
     pub cancel_source: CancelSource,
+    /// The subjects whose answers resolved it: the answerer, or a quorum's approvers.
+    pub approvers: Vec<String>,
+    /// Where the resolution came from ([`SERVER_CHANNEL`] for the server's own).
+    pub channel: String,
 }
 
 impl Outcome {
-    pub fn answered(answers: Vec<QuestionAnswer>, by: impl Into<String>) -> Self {
-        Self::new(Resolution::Answered, answers, by, None)
+    pub fn answered(answers: Vec<QuestionAnswer>, by: impl Into<Resolver>) -> Self {
+        let by = by.into();
+        Self {
+            approvers: vec![by.subject.clone()],
+            channel: by.channel.clone(),
+            ..Self::new(Resolution::Answered, answers, &by.subject, None)
+        }
     }
 
-    pub fn cancelled(reason: Option<String>, by: impl Into<String>) -> Self {
-        Self::new(Resolution::Cancelled, Vec::new(), by, reason)
+    pub fn cancelled(reason: Option<String>, by: impl Into<Resolver>) -> Self {
+        let by = by.into();
+        Self {
+            channel: by.channel.clone(),
+            ..Self::new(Resolution::Cancelled, Vec::new(), &by.subject, reason)
+        }
     }
 
     /// Cancelled by `source` (a person, or an answering UI closing).
     pub fn cancelled_by(
         reason: Option<String>,
-        by: impl Into<String>,
+        by: impl Into<Resolver>,
         source: CancelSource,
     ) -> Self {
         Self {
             cancel_source: source,
             ..Self::cancelled(reason, by)
+        }
+    }
+
+    /// The ask's lifetime ended: with its default answers, DEFAULTED; without, EXPIRED.
+    pub fn on_expiry(default_answers: &[QuestionAnswer]) -> Self {
+        match default_answers.is_empty() {
+            true => Self::expired(),
+            false => Self::new(
+                Resolution::Defaulted,
+                default_answers.to_vec(),
+                RESOLVED_BY_DEFAULT,
+                None,
+            ),
         }
     }
 
@@ -123,6 +221,8 @@ impl Outcome {
             resolved_by: by.into(),
             cancel_reason,
             cancel_source: CancelSource::Unspecified,
+            approvers: Vec::new(),
+            channel: SERVER_CHANNEL.to_owned(),
         }
     }
 }

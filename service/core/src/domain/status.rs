@@ -24,7 +24,7 @@ pub fn code(error: &Error) -> Code {
         Error::NoProvider | Error::CallerNotLive | Error::DelegatedCaller => {
             Code::FailedPrecondition
         }
-        Error::DuplicateProvider => Code::AlreadyExists,
+        Error::DuplicateProvider | Error::AlreadyApproved => Code::AlreadyExists,
         Error::AskCancelled { .. } => Code::Aborted,
         Error::AskAborted => Code::Cancelled,
         Error::AskExpired => Code::DeadlineExceeded,
@@ -36,7 +36,9 @@ pub fn code(error: &Error) -> Code {
         | Error::TooManySessions(_)
         | Error::RateLimited(_) => Code::ResourceExhausted,
         Error::Unauthenticated(_) => Code::Unauthenticated,
-        Error::PermissionDenied(_) => Code::PermissionDenied,
+        Error::PermissionDenied(_) | Error::SelfApproval | Error::ChannelNotAllowed => {
+            Code::PermissionDenied
+        }
         Error::ShuttingDown | Error::BackendUnavailable(_) => Code::Unavailable,
         Error::Internal(_) => Code::Internal,
     }
@@ -56,6 +58,9 @@ const MAX_METADATA_ID_BYTES: usize = 128;
 /// this much already).
 const MAX_METADATA_REASON_BYTES: usize = crate::domain::validate::MAX_CANCEL_REASON_BYTES;
 
+/// A receipt of a failed ask (it lists no approvers, so it is far smaller).
+const MAX_METADATA_RECEIPT_BYTES: usize = 2048;
+
 /// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
 fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -71,6 +76,17 @@ fn cut(text: &str, max: usize) -> String {
 /// Builds the status for `error`, naming the session and rpc where known. An invalid
 /// session_id or rpc_id is left out of the metadata rather than copied.
 pub fn to_status(error: &Error, session_id: &str, rpc_id: Option<&str>) -> Status {
+    to_status_with_receipt(error, session_id, rpc_id, None)
+}
+
+/// [`to_status`] for a failed Ask of an ask with an action: the receipt of its
+/// resolution (docs/approvals.md) in the metadata key `receipt`.
+pub fn to_status_with_receipt(
+    error: &Error,
+    session_id: &str,
+    rpc_id: Option<&str>,
+    receipt: Option<&str>,
+) -> Status {
     let code = code(error);
     if code == Code::Internal {
         error!(%error, session_id = %bounded(session_id), rpc_id = rpc_id.map(bounded).map(tracing::field::display), "internal error");
@@ -103,6 +119,9 @@ pub fn to_status(error: &Error, session_id: &str, rpc_id: Option<&str>) -> Statu
             }
         }
         _ => {}
+    }
+    if let Some(receipt) = receipt.filter(|r| r.len() <= MAX_METADATA_RECEIPT_BYTES) {
+        metadata.insert("receipt".to_owned(), receipt.to_owned());
     }
     let mut details = ErrorDetails::with_error_info(error.reason(), ERROR_DOMAIN, metadata);
     let violations: Vec<FieldViolation> = error
@@ -198,6 +217,9 @@ mod tests {
             (Error::Internal("x".into()), Code::Internal),
             (Error::Unauthenticated("x".into()), Code::Unauthenticated),
             (Error::PermissionDenied("x".into()), Code::PermissionDenied),
+            (Error::AlreadyApproved, Code::AlreadyExists),
+            (Error::SelfApproval, Code::PermissionDenied),
+            (Error::ChannelNotAllowed, Code::PermissionDenied),
         ];
         // Every reason of the proto's ErrorReason is produced by some error, and no
         // error produces one that is not there.

@@ -209,6 +209,7 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), Error> {
         violations.extend(notify_violations(notify));
     }
     violations.extend(labels(&request.labels, limits));
+    violations.extend(super::approval::violations(request, limits));
     if !violations.is_empty() {
         return Err(Error::BadRequest(violations));
     }

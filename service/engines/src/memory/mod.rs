@@ -26,7 +26,7 @@ use askgate_core::{
     },
     domain::{Error, NewAsk, Outcome, SessionKey},
 };
-use askgate_proto::v1::{Question, Requested, Resolved, subscribe_response::Event};
+use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
@@ -149,8 +149,8 @@ impl Backend for MemoryBackend {
         self.inner.register(ask)
     }
 
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
-        self.inner.questions(key, rpc_id)
+    async fn pending(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
+        self.inner.pending(key, rpc_id)
     }
 
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {

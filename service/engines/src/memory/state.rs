@@ -23,7 +23,7 @@ use askgate_core::{
     },
     domain::{Error, NewAsk, Outcome, SessionKey},
 };
-use askgate_proto::v1::{Question, Requested, Resolved, Unattended, subscribe_response::Event};
+use askgate_proto::v1::{Requested, Resolved, Unattended, subscribe_response::Event};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::{
     sync::{broadcast, oneshot},
@@ -144,10 +144,10 @@ impl Inner {
         stored
     }
 
-    pub(super) fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
+    pub(super) fn pending(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
         let shard = self.shard(key);
         let session = shard.session(key).ok_or_else(Error::not_pending)?;
-        Ok(session.requested(rpc_id)?.questions.clone())
+        Ok(session.requested(rpc_id)?.clone())
     }
 
     pub(super) fn claim(

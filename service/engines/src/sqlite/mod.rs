@@ -143,11 +143,20 @@ fn open(file: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
+/// A restored pending ask whose call is gone.
+struct Restored {
+    key: SessionKey,
+    rpc_id: String,
+    deadline: Option<SystemTime>,
+    reattach_grace: Duration,
+    /// What it resolves with at its deadline (empty: EXPIRED).
+    default_answers: Vec<askgate_proto::v1::QuestionAnswer>,
+}
+
 /// What the restored state still has to settle: pending asks whose calls are gone,
 /// and leases whose agents are.
 struct Settle {
-    /// (session, rpc_id, deadline, reattach grace)
-    asks: Vec<(SessionKey, String, Option<SystemTime>, Duration)>,
+    asks: Vec<Restored>,
     /// (tenant, agent_id, incarnation)
     agents: Vec<(String, String, String)>,
     /// How long a restored lease waits for its agent to attach again.
@@ -160,14 +169,15 @@ impl Settle {
             .sessions
             .iter()
             .flat_map(|s| s.asks.iter())
-            .map(|ask| {
-                let deadline = deadline(&ask.requested);
-                (
-                    ask.key.clone(),
-                    ask.rpc_id.clone(),
-                    deadline,
-                    ask.reattach_grace,
-                )
+            .map(|ask| Restored {
+                key: ask.key.clone(),
+                rpc_id: ask.rpc_id.clone(),
+                deadline: deadline(&ask.requested),
+                reattach_grace: ask.reattach_grace,
+                default_answers: match &ask.requested.event {
+                    Some(Event::Requested(r)) => r.default_answers.clone(),
+                    _ => Vec::new(),
+                },
             })
             .collect();
         let agents = stored
@@ -196,16 +206,24 @@ impl Settle {
     /// grace unless its agent attached again.
     fn start(self, backend: MemoryBackend, orphans: Vec<(SessionKey, String)>) {
         let now = SystemTime::now();
-        for (key, rpc_id, deadline, grace) in self.asks {
+        for ask in self.asks {
+            let Restored {
+                key,
+                rpc_id,
+                deadline,
+                reattach_grace: grace,
+                default_answers,
+            } = ask;
             let backend = backend.clone();
             // How long until its deadline (zero: past it), if it has one.
             let left = deadline.map(|d| d.duration_since(now).unwrap_or(Duration::ZERO));
             tokio::spawn(async move {
                 let settled = match left {
                     Some(left) if left < grace || left.is_zero() => {
-                        // Its deadline comes first: it ends EXPIRED then.
+                        // Its deadline comes first: it ends EXPIRED (or DEFAULTED) then.
                         tokio::time::sleep(left).await;
-                        backend.claim(&key, &rpc_id, Outcome::expired()).await
+                        let outcome = Outcome::on_expiry(&default_answers);
+                        backend.claim(&key, &rpc_id, outcome).await
                     }
                     _ if grace.is_zero() => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
                     _ => {

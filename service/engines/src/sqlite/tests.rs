@@ -4,7 +4,7 @@ use askgate_core::{
     backend::{Backend, Scope, StateConfig, SubscribeOptions, hooks::StoreLimits},
     domain::{NewAsk, Outcome, SessionKey},
 };
-use askgate_proto::v1::{Question, Resolution, Unattended, subscribe_response::Event};
+use askgate_proto::v1::{Question, Resolution, subscribe_response::Event};
 use tokio_stream::StreamExt;
 
 use super::SqliteEngine;
@@ -53,19 +53,16 @@ fn key(session: &str) -> SessionKey {
 
 fn ask(session: &str, request_id: &str, grace: Duration) -> NewAsk {
     NewAsk {
-        key: key(session),
-        questions: vec![Question {
-            id: "q".into(),
-            question: "Deploy?".into(),
-            ..Default::default()
-        }],
-        agent: None,
-        labels: Default::default(),
-        expires_at: None,
         request_id: request_id.into(),
-        if_unattended: Unattended::Hold,
         reattach_grace: grace,
-        notify: None,
+        ..NewAsk::new(
+            key(session),
+            vec![Question {
+                id: "q".into(),
+                question: "Deploy?".into(),
+                ..Default::default()
+            }],
+        )
     }
 }
 

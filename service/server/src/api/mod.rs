@@ -30,9 +30,52 @@ pub use webhooks::WebhooksApi;
 
 use crate::{
     auth::{Action, Gate},
-    domain::{bounded, status},
+    domain::{
+        Error, Resolver, approval, bounded,
+        model::{CONSOLE_CHANNEL, GRPC_CHANNEL},
+        status,
+    },
     questions::Questions,
 };
+
+/// The request header in which a client names its channel (`tui`, `cli`, an SDK's
+/// name): recorded with what it resolves, and matched against an ask's
+/// `allowed_channels`.
+pub const CHANNEL_HEADER: &str = "askgate-channel";
+
+/// Marks a request that arrived as gRPC-Web (the console, or another browser page the
+/// Origin policy let through): its channel is `console`, whatever it claims.
+#[derive(Debug, Clone, Copy)]
+pub struct FromBrowser;
+
+/// Tower `map_request` function, in front of the gRPC-Web translation: marks
+/// gRPC-Web requests with [`FromBrowser`].
+pub fn mark_browser<B>(mut request: http::Request<B>) -> http::Request<B> {
+    let grpc_web = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc-web"));
+    if grpc_web {
+        request.extensions_mut().insert(FromBrowser);
+    }
+    request
+}
+
+/// Who resolves through this call and from which channel: `console` for gRPC-Web,
+/// else the channel the `askgate-channel` header names (not one of the server's own),
+/// else `grpc`.
+pub fn resolver<T>(request: &Request<T>, subject: &str) -> Result<Resolver, Status> {
+    if request.extensions().get::<FromBrowser>().is_some() {
+        return Ok(Resolver::new(subject, CONSOLE_CHANNEL));
+    }
+    let Some(claimed) = request.metadata().get(CHANNEL_HEADER) else {
+        return Ok(Resolver::new(subject, GRPC_CHANNEL));
+    };
+    let claimed = claimed.to_str().unwrap_or("\u{fffd}");
+    approval::claimed_channel(claimed)
+        .map(|()| Resolver::new(subject, claimed))
+        .map_err(|e| status::to_status(&Error::bad_request(CHANNEL_HEADER, e), "", None))
+}
 
 /// A stream that ends with the status of `lapsed` once it completes: what keeps a
 /// Subscribe or Attach stream from outliving its credential.
@@ -110,7 +153,7 @@ impl UserQuestions for UserQuestionsApi {
             let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
             let deadline = deadline::of(&request, self.max_wait);
             self.questions
-                .check_ask(&caller.tenant, request.into_inner(), deadline)
+                .check_ask(&caller.tenant, &caller.sub, request.into_inner(), deadline)
                 .map_err(|e| status::to_status(&e, &session_id, None))
         });
         let checked = match checked {
@@ -123,7 +166,14 @@ impl UserQuestions for UserQuestionsApi {
                 .ask(checked)
                 .await
                 .map(Response::new)
-                .map_err(|f| status::to_status(&f.error, &session_id, f.rpc_id.as_deref()))
+                .map_err(|f| {
+                    status::to_status_with_receipt(
+                        &f.error,
+                        &session_id,
+                        f.rpc_id.as_deref(),
+                        f.receipt.as_deref(),
+                    )
+                })
         };
         Box::pin(call.instrument(span))
     }
@@ -170,8 +220,9 @@ impl UserQuestions for UserQuestionsApi {
         );
         let _timer = self.gate.timer("Answer");
         let caller = self.gate.admit(&request, Action::Answer, &session_id)?;
+        let by = resolver(&request, &caller.sub)?;
         self.questions
-            .answer(&caller.tenant, request.into_inner(), &caller.sub)
+            .answer(&caller.tenant, request.into_inner(), &by)
             .await
             .map(|()| Response::new(AnswerResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
@@ -188,8 +239,9 @@ impl UserQuestions for UserQuestionsApi {
         );
         let _timer = self.gate.timer("Cancel");
         let caller = self.gate.admit(&request, Action::Cancel, &session_id)?;
+        let by = resolver(&request, &caller.sub)?;
         self.questions
-            .cancel(&caller.tenant, request.into_inner(), &caller.sub)
+            .cancel(&caller.tenant, request.into_inner(), &by)
             .await
             .map(|()| Response::new(CancelResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))

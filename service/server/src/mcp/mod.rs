@@ -94,6 +94,8 @@ pub enum Asker {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
     tenant: Arc<str>,
+    /// The asking credential's subject (empty when a remote server asks).
+    subject: Arc<str>,
     session_id: String,
 }
 
@@ -134,6 +136,7 @@ impl AskgateMcp {
         match &self.asker {
             Asker::Remote { session_id, .. } => Ok(Scope {
                 tenant: "".into(),
+                subject: "".into(),
                 session_id: session_id.clone(),
             }),
             Asker::Local { .. } => context
@@ -142,6 +145,7 @@ impl AskgateMcp {
                 .and_then(|parts| parts.extensions.get::<http::McpCaller>())
                 .map(|caller| Scope {
                     tenant: caller.principal.tenant.clone(),
+                    subject: caller.principal.sub.as_str().into(),
                     session_id: caller.session_id.clone(),
                 })
                 .ok_or_else(|| {
@@ -243,7 +247,7 @@ impl AskgateMcp {
                 };
                 let deadline = tokio::time::Instant::now() + *max_wait;
                 let checked = local
-                    .check_ask(&scope.tenant, request, deadline)
+                    .check_ask(&scope.tenant, &scope.subject, request, deadline)
                     .map_err(|e| refused(&e))?;
                 let local = local.clone();
                 futures_util::future::Either::Right(async move {

@@ -7,28 +7,69 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{AskRequest, AskResponse, NotifyPolicy, Resolution, Unattended};
+use askgate_client::receipt::{self, Claims};
+use askgate_proto::v1::{
+    AskRequest, AskResponse, NotifyPolicy, QuestionAnswer, Resolution, Unattended,
+};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, debug};
 
 use super::{AskFailure, CheckedAsk, Questions};
 use crate::{
     backend::Backend,
-    domain::{Error, NewAsk, Outcome, SessionKey, validate},
+    domain::{Error, NewAsk, Outcome, SessionKey, Violation, answer, validate},
     metrics::Metrics,
 };
+
+/// What a waiting call keeps of an ask with approval terms, to settle it and to sign
+/// its receipt: nothing for a plain ask.
+#[derive(Debug, Default)]
+pub(super) struct Terms {
+    /// The action's digest (empty: no action, no receipt).
+    action_digest: String,
+    /// The ids of its secret questions.
+    secret: Vec<String>,
+    /// What it resolves with when its lifetime ends.
+    default_answers: Vec<QuestionAnswer>,
+}
+
+impl Terms {
+    fn of(ask: &NewAsk) -> Option<Box<Self>> {
+        let secret: Vec<String> = ask
+            .questions
+            .iter()
+            .filter(|q| q.secret)
+            .map(|q| q.id.clone())
+            .collect();
+        (!ask.action_digest.is_empty() || !secret.is_empty() || !ask.default_answers.is_empty())
+            .then(|| {
+                Box::new(Self {
+                    action_digest: ask.action_digest.clone(),
+                    secret,
+                    default_answers: ask.default_answers.clone(),
+                })
+            })
+    }
+}
 
 impl Questions {
     /// Checks an ask before anything is stored: a node draining, an invalid batch,
     /// the tenant's rate. A refusal is counted here; what passes goes to [`Self::ask`].
+    /// `subject` is the asking credential's (it may not approve its own quorum ask).
     pub fn check_ask(
         &self,
         tenant: &str,
+        subject: &str,
         request: AskRequest,
         deadline: Instant,
     ) -> Result<CheckedAsk, Error> {
         let started = Instant::now();
-        let checked = self.new_ask(tenant, request, deadline);
+        // The ask's own lifetime, when it sets one, shortens the call's.
+        let deadline = match request.ttl_ms {
+            0 => deadline,
+            ttl => deadline.min(started + Duration::from_millis(ttl)),
+        };
+        let checked = self.new_ask(tenant, subject, request, deadline);
         if let Err(error) = &checked {
             self.metrics.ask_finished(tenant, error.reason(), None);
         }
@@ -42,6 +83,7 @@ impl Questions {
     fn new_ask(
         &self,
         tenant: &str,
+        subject: &str,
         request: AskRequest,
         deadline: Instant,
     ) -> Result<NewAsk, Error> {
@@ -54,6 +96,33 @@ impl Questions {
         }
         let if_unattended = request.if_unattended();
         let remaining = deadline.saturating_duration_since(Instant::now());
+        if request.quorum.is_some() {
+            return Err(Error::bad_request(
+                "quorum",
+                "this server does not take quorum asks yet",
+            ));
+        }
+        let default_answers = match request.default_answers.is_empty() {
+            true => Vec::new(),
+            false => answer::normalize(&request.questions, request.default_answers, &self.limits)
+                .map_err(|e| match e {
+                Error::BadAnswer(violations) => Error::BadRequest(
+                    violations
+                        .into_iter()
+                        .map(|v| {
+                            let field = v.field.replacen("answers", "default_answers", 1);
+                            Violation::new(field, v.description)
+                        })
+                        .collect(),
+                ),
+                other => other,
+            })?,
+        };
+        let action_digest = match &request.action {
+            Some(action) => receipt::action_digest(&action.name, &action.arguments_json)
+                .map_err(|e| Error::bad_request("action.arguments_json", e.to_string()))?,
+            None => String::new(),
+        };
         Ok(NewAsk {
             key: SessionKey::new(tenant, request.session_id),
             questions: request.questions,
@@ -67,6 +136,12 @@ impl Questions {
                 .notify
                 .or(self.default_notify)
                 .filter(schedules_something),
+            action: request.action,
+            action_digest,
+            quorum: request.quorum.map_or(0, |q| q.count),
+            default_answers,
+            allowed_channels: request.allowed_channels,
+            asked_by: subject.to_owned(),
         })
     }
 
@@ -85,7 +160,7 @@ impl Questions {
         let tenant = ask.key.tenant.clone();
         let result = self.register_and_wait(ask, deadline).await;
         let (outcome, waited) = match &result {
-            Ok(_) => ("ANSWERED", Some(started.elapsed())),
+            Ok(response) => (response.resolution().as_str_name(), Some(started.elapsed())),
             Err(AskFailure {
                 error: Error::AskCancelled { .. },
                 ..
@@ -106,6 +181,7 @@ impl Questions {
         deadline: Instant,
     ) -> Result<AskResponse, AskFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
+        let terms = Terms::of(&ask);
         let abort = SettleOnDrop {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
@@ -115,6 +191,10 @@ impl Questions {
                 .checked_sub((remaining / 4).min(DEADLINE_SLACK))
                 .unwrap_or(deadline),
             reattach_grace: ask.reattach_grace,
+            default_answers: terms
+                .as_ref()
+                .map(|t| t.default_answers.clone())
+                .unwrap_or_default(),
         };
         let (registered, mut abort) = self.register(ask, abort).await?;
         Span::current().record("rpc_id", abort.rpc_id.as_str());
@@ -124,24 +204,36 @@ impl Questions {
         let outcome = tokio::select! {
             outcome = &mut outcome_rx => outcome,
             () = tokio::time::sleep_until(deadline) => {
-                // Expire it unless a resolution won meanwhile; either way the winner's
-                // outcome arrives on the channel.
-                let _ = self.backend.claim(&abort.key, &abort.rpc_id, Outcome::expired()).await;
+                // Expire it (or apply its default answers) unless a resolution won
+                // meanwhile; either way the winner's outcome arrives on the channel.
+                let _ = self
+                    .backend
+                    .claim(&abort.key, &abort.rpc_id, Outcome::on_expiry(&abort.default_answers))
+                    .await;
                 outcome_rx.await
             }
         };
+        let key = abort.key.clone();
         let rpc_id = abort.disarm();
+        let outcome = outcome.map_err(|_| AskFailure {
+            error: Error::Internal("ask dropped without an outcome".into()),
+            rpc_id: Some(rpc_id.clone()),
+            receipt: None,
+        })?;
+        let receipt = terms.and_then(|terms| self.receipt(&key, &rpc_id, &terms, &outcome));
         let fail = |error| AskFailure {
             error,
             rpc_id: Some(rpc_id.clone()),
+            receipt: receipt.clone(),
         };
-        let outcome =
-            outcome.map_err(|_| fail(Error::Internal("ask dropped without an outcome".into())))?;
         match outcome.resolution {
-            Resolution::Answered => Ok(AskResponse {
-                rpc_id,
+            Resolution::Answered | Resolution::Defaulted => Ok(AskResponse {
+                rpc_id: rpc_id.clone(),
+                resolution: outcome.resolution.into(),
                 answers: outcome.answers,
                 resolved_by: outcome.resolved_by,
+                approvers: outcome.approvers,
+                receipt: receipt.clone().unwrap_or_default(),
             }),
             Resolution::Cancelled => Err(fail(Error::AskCancelled {
                 reason: outcome.cancel_reason,
@@ -154,6 +246,40 @@ impl Questions {
                 "ask resolved without a resolution".into(),
             ))),
         }
+    }
+
+    /// The receipt of an ask with an action, when the server signs receipts.
+    fn receipt(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        terms: &Terms,
+        outcome: &Outcome,
+    ) -> Option<String> {
+        let receipts = self
+            .receipts
+            .as_ref()
+            .filter(|_| !terms.action_digest.is_empty())?;
+        let claims = Claims {
+            iss: String::new(),
+            tenant: key.tenant.to_string(),
+            session_id: key.session_id.to_string(),
+            rpc_id: rpc_id.to_owned(),
+            action_digest: terms.action_digest.clone(),
+            resolution: outcome.resolution.as_str_name().to_owned(),
+            answers_digest: receipt::answers_digest(&outcome.answers, |id| {
+                terms.secret.iter().any(|s| s == id)
+            }),
+            approvers: outcome.approvers.clone(),
+            resolved_by: outcome.resolved_by.clone(),
+            iat: 0,
+            exp: 0,
+            jti: rpc_id.to_owned(),
+        };
+        receipts
+            .sign(claims)
+            .inspect_err(|e| tracing::error!(%rpc_id, "signing a receipt failed: {e:#}"))
+            .ok()
     }
 
     /// Registers `ask`; `settle` (its rpc_id still empty) then settles it if the call is
@@ -276,6 +402,8 @@ struct SettleOnDrop {
     rpc_id: String,
     expired_from: Instant,
     reattach_grace: Duration,
+    /// What the ask resolves with when it expires (empty: EXPIRED).
+    default_answers: Vec<QuestionAnswer>,
 }
 
 impl SettleOnDrop {
@@ -305,6 +433,7 @@ impl Drop for SettleOnDrop {
         let rpc_id = std::mem::take(&mut self.rpc_id);
         let expired = Instant::now() >= self.expired_from;
         let grace = self.reattach_grace;
+        let on_expiry = Outcome::on_expiry(&self.default_answers);
         let outcome = match expired {
             true => "EXPIRED",
             false => "DROPPED",
@@ -313,7 +442,7 @@ impl Drop for SettleOnDrop {
         runtime.spawn(
             async move {
                 let result = match (expired, grace.is_zero()) {
-                    (true, _) => backend.claim(&key, &rpc_id, Outcome::expired()).await,
+                    (true, _) => backend.claim(&key, &rpc_id, on_expiry).await,
                     (false, true) => backend.claim(&key, &rpc_id, Outcome::aborted()).await,
                     (false, false) => {
                         debug!(%rpc_id, ?grace, "the caller dropped its ask; waiting for a reattach");

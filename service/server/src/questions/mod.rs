@@ -25,12 +25,13 @@ use uuid::Uuid;
 use tokio_stream::StreamExt;
 
 use crate::{
+    approvals::Receipts,
     auth,
     backend::{
         Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, StateConfig,
         SubscribeOptions, events, hooks::HookStore,
     },
-    domain::{Error, Limits, NewAsk, Outcome, SessionKey, answer, validate},
+    domain::{Error, Limits, NewAsk, Outcome, Resolver, SessionKey, answer, validate},
     metrics::Metrics,
 };
 
@@ -39,6 +40,8 @@ use crate::{
 pub struct AskFailure {
     pub error: Error,
     pub rpc_id: Option<String>,
+    /// The receipt of the resolution of an ask with an action (docs/approvals.md).
+    pub receipt: Option<String>,
 }
 
 impl From<Error> for AskFailure {
@@ -46,6 +49,7 @@ impl From<Error> for AskFailure {
         Self {
             error,
             rpc_id: None,
+            receipt: None,
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct Questions {
     default_notify: Option<NotifyPolicy>,
     /// Subscribe streams one tenant may hold open, over every node.
     max_streams_per_tenant: usize,
+    /// Signs the receipts of asks with an action; `None`: no receipts.
+    receipts: Option<Arc<Receipts>>,
 }
 
 impl Questions {
@@ -104,7 +110,14 @@ impl Questions {
             hooks: None,
             default_notify: None,
             max_streams_per_tenant: StateConfig::default().max_streams_per_tenant,
+            receipts: None,
         }
+    }
+
+    /// Signs a receipt for every resolution of an ask with an action.
+    pub fn with_receipts(mut self, receipts: Arc<Receipts>) -> Self {
+        self.receipts = Some(receipts);
+        self
     }
 
     /// With webhooks: an ask that would fail NO_PROVIDER is held instead when one of
@@ -131,16 +144,21 @@ impl Questions {
         &self,
         tenant: &str,
         request: AnswerRequest,
-        by: &str,
+        by: &Resolver,
     ) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = async {
-            let questions = self.backend.questions(&key, &request.rpc_id).await?;
-            let answers = answer::normalize(&questions, request.answers, &self.limits)?;
+            let pending = self.backend.pending(&key, &request.rpc_id).await?;
+            allowed(&pending, by)?;
+            let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
             self.backend
-                .claim(&key, &request.rpc_id, Outcome::answered(answers, by))
+                .claim(
+                    &key,
+                    &request.rpc_id,
+                    Outcome::answered(answers, by.clone()),
+                )
                 .await
         }
         .await;
@@ -159,7 +177,7 @@ impl Questions {
         &self,
         tenant: &str,
         request: CancelRequest,
-        by: &str,
+        by: &Resolver,
     ) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
@@ -168,14 +186,18 @@ impl Questions {
         let source = CancelSource::try_from(request.source)
             .map_err(|_| Error::bad_request("source", "unknown cancel source"))?;
         let key = SessionKey::new(tenant, request.session_id);
-        let claimed = self
-            .backend
-            .claim(
-                &key,
-                &request.rpc_id,
-                Outcome::cancelled_by(reason, by, source),
-            )
-            .await;
+        let claimed = async {
+            let pending = self.backend.pending(&key, &request.rpc_id).await?;
+            allowed(&pending, by)?;
+            self.backend
+                .claim(
+                    &key,
+                    &request.rpc_id,
+                    Outcome::cancelled_by(reason, by.clone(), source),
+                )
+                .await
+        }
+        .await;
         self.count_conflict(tenant, claimed)
     }
 
@@ -320,6 +342,14 @@ impl Questions {
     pub async fn shut_down(&self) {
         self.draining.store(true, Ordering::Release);
         self.backend.dispose_all().await;
+    }
+}
+
+/// Whether `by`'s channel may resolve the ask (docs/approvals.md, "Allowed channels").
+fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
+    match pending.allowed_channels.is_empty() || pending.allowed_channels.contains(&by.channel) {
+        true => Ok(()),
+        false => Err(Error::ChannelNotAllowed),
     }
 }
 

@@ -34,8 +34,8 @@ impl Backend for SlowRegistration {
         let _permit = self.permits.acquire().await.expect("open");
         registered
     }
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
-        self.inner.questions(key, rpc_id).await
+    async fn pending(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
+        self.inner.pending(key, rpc_id).await
     }
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {
         self.inner.claim(key, rpc_id, outcome).await
@@ -149,7 +149,12 @@ async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pendin
         ..Default::default()
     };
     let checked = questions
-        .check_ask("t", request, Instant::now() + Duration::from_secs(60))
+        .check_ask(
+            "t",
+            "agent",
+            request,
+            Instant::now() + Duration::from_secs(60),
+        )
         .expect("a valid ask");
     let asking = questions.clone();
     let call = tokio::spawn(async move { asking.ask(checked).await });

@@ -87,6 +87,11 @@ pub struct ServerConfig {
     /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
     /// key per process on the memory engine, and no Slack apps on Redis.
     pub secret_key_file: Option<PathBuf>,
+    /// The Ed25519 keys (PKCS#8 PEM) that sign receipts (`--receipt-key-file`): the
+    /// first signs, all are published. Empty: no receipts.
+    pub receipt_key_files: Vec<PathBuf>,
+    /// How long a receipt stays valid (`--receipt-ttl`).
+    pub receipt_ttl: Duration,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -306,6 +311,8 @@ impl Default for ServerConfig {
             slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
             secret_key_file: None,
             default_notify: NotifyPolicy::default(),
+            receipt_key_files: Vec::new(),
+            receipt_ttl: crate::approvals::DEFAULT_RECEIPT_TTL,
         }
     }
 }

@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{
     api::{AgentsApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
+    approvals::Receipts,
     auth::Gate,
     backend::Backend,
     dispatch::Dispatch,
@@ -33,7 +34,7 @@ use crate::{
     origin::OriginPolicy,
     questions::{AskRate, Questions},
     slack::{Interactivity, SlackLayer},
-    web::ConsoleLayer,
+    web::{ConsoleLayer, JwksLayer},
     webhooks::{HookTasks, Hooks},
 };
 
@@ -44,6 +45,8 @@ pub(super) struct Node {
     hooks: Hooks,
     hook_tasks: HookTasks,
     questions: Questions,
+    /// The receipts' signing keys, if the node signs receipts.
+    receipts: Option<Arc<Receipts>>,
     gate: Gate,
     health: HealthReporter,
     health_task: TaskGuard,
@@ -95,7 +98,7 @@ impl Node {
             per_second: config.ask_rate,
             burst: config.ask_burst,
         };
-        let questions = Questions::new(
+        let mut questions = Questions::new(
             backend.clone(),
             config.limits.clone(),
             metrics.clone(),
@@ -104,6 +107,17 @@ impl Node {
         .with_hooks(hooks.store().clone())
         .with_default_notify(config.default_notify)
         .with_max_streams_per_tenant(config.settings.max_streams_per_tenant);
+        let receipts = match config.receipt_key_files.is_empty() {
+            true => None,
+            false => Some(Arc::new(Receipts::from_files(
+                &config.receipt_key_files,
+                config.receipt_ttl,
+            )?)),
+        };
+        if let Some(receipts) = &receipts {
+            info!(kid = receipts.kid(), "signing receipts");
+            questions = questions.with_receipts(receipts.clone());
+        }
         let gate = Gate::new(auth.clone(), metrics.clone());
         let (draining, watching) = watch::channel(false);
         let health = HealthReporter::new();
@@ -120,6 +134,7 @@ impl Node {
             hooks,
             hook_tasks,
             questions,
+            receipts,
             gate,
             health,
             health_task,
@@ -270,8 +285,14 @@ impl Node {
             ))
             // MCP over streamable HTTP at /mcp, beside the console.
             .layer(tower::util::option_layer(self.mcp(config)))
+            // The receipts' public keys.
+            .layer(JwksLayer::new(
+                self.receipts.as_ref().map(|r| r.published().to_owned()),
+            ))
             // Slack's clicks and forms, each verified against its app's signing secret.
             .layer(SlackLayer::new(interactivity))
+            // gRPC-Web calls are the console's channel: marked before translation.
+            .layer(tower::util::MapRequestLayer::new(crate::api::mark_browser))
             .layer(tonic_web::GrpcWebLayer::new())
             .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
             .layer(tower::util::MapResponseLayer::new(

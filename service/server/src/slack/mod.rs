@@ -32,7 +32,7 @@ use tracing::{debug, warn};
 use crate::webhooks::slack::blocks::{self, Ref};
 use crate::{
     backend::hooks::records::EndpointRecord,
-    domain::{Error, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
     questions::Questions,
     webhooks::Hooks,
 };
@@ -290,7 +290,8 @@ impl Interactivity {
             rpc_id: at.rpc.clone(),
             answers,
         };
-        self.questions.answer(&at.tenant, request, who).await
+        let by = Resolver::new(who, SLACK_CHANNEL);
+        self.questions.answer(&at.tenant, request, &by).await
     }
 
     /// A click in a message: a choice, the checkboxes' Submit, or a form to open.
@@ -398,7 +399,9 @@ impl Interactivity {
                     ..Default::default()
                 };
                 (
-                    self.questions.cancel(&at.tenant, request, who).await,
+                    self.questions
+                        .cancel(&at.tenant, request, &Resolver::new(who, SLACK_CHANNEL))
+                        .await,
                     blocks::REASON_BLOCK,
                 )
             }

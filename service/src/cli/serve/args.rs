@@ -335,6 +335,18 @@ pub struct ServeArgs {
     /// per process).
     #[arg(long, env = "ASKGATE_SECRET_KEY_FILE")]
     pub secret_key_file: Option<std::path::PathBuf>,
+    /// An Ed25519 private key (PKCS#8 PEM: `openssl genpkey -algorithm ed25519`) that
+    /// signs the receipts of asks with an action. Repeat to rotate: the first signs,
+    /// every one is published at /.well-known/jwks.json. None: no receipts.
+    #[arg(
+        long = "receipt-key-file",
+        env = "ASKGATE_RECEIPT_KEY_FILE",
+        value_delimiter = ','
+    )]
+    pub receipt_key_files: Vec<std::path::PathBuf>,
+    /// How long a receipt stays valid.
+    #[arg(long, env = "ASKGATE_RECEIPT_TTL", default_value = "15m", value_parser = parse_duration)]
+    pub receipt_ttl: Duration,
     /// Reminders for asks that set no `notify`: the first this long after the ask (0:
     /// none).
     #[arg(long, env = "ASKGATE_NOTIFY_REMIND_AFTER", default_value = "0s", value_parser = parse_duration)]

@@ -23,6 +23,7 @@ class Resolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ABORTED: _ClassVar[Resolution]
     EXPIRED: _ClassVar[Resolution]
     DISPOSED: _ClassVar[Resolution]
+    DEFAULTED: _ClassVar[Resolution]
 
 class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -51,6 +52,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_MANY_SESSIONS: _ClassVar[ErrorReason]
     NOT_FOUND: _ClassVar[ErrorReason]
     TOO_MANY_WEBHOOKS: _ClassVar[ErrorReason]
+    ALREADY_APPROVED: _ClassVar[ErrorReason]
+    SELF_APPROVAL: _ClassVar[ErrorReason]
+    CHANNEL_NOT_ALLOWED: _ClassVar[ErrorReason]
 
 class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +75,7 @@ CANCELLED: Resolution
 ABORTED: Resolution
 EXPIRED: Resolution
 DISPOSED: Resolution
+DEFAULTED: Resolution
 ERROR_REASON_UNSPECIFIED: ErrorReason
 EMPTY_QUESTIONS: ErrorReason
 BAD_REQUEST: ErrorReason
@@ -96,6 +101,9 @@ TOO_MANY_AGENTS: ErrorReason
 TOO_MANY_SESSIONS: ErrorReason
 NOT_FOUND: ErrorReason
 TOO_MANY_WEBHOOKS: ErrorReason
+ALREADY_APPROVED: ErrorReason
+SELF_APPROVAL: ErrorReason
+CHANNEL_NOT_ALLOWED: ErrorReason
 CANCEL_SOURCE_UNSPECIFIED: CancelSource
 UI_CLOSED: CancelSource
 DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
@@ -103,8 +111,28 @@ PENDING: DeliveryStatus
 DELIVERED: DeliveryStatus
 FAILED: DeliveryStatus
 
+class ExportAuditRequest(_message.Message):
+    __slots__ = ("after_seq", "limit")
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    limit: int
+    def __init__(self, after_seq: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("seq", "prev_hash", "hash", "body_json")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PREV_HASH_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    BODY_JSON_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    prev_hash: str
+    hash: str
+    body_json: str
+    def __init__(self, seq: _Optional[int] = ..., prev_hash: _Optional[str] = ..., hash: _Optional[str] = ..., body_json: _Optional[str] = ...) -> None: ...
+
 class Question(_message.Message):
-    __slots__ = ("id", "question", "header", "detail", "options", "multi_select", "intent")
+    __slots__ = ("id", "question", "header", "detail", "options", "multi_select", "intent", "secret")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +140,7 @@ class Question(_message.Message):
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     MULTI_SELECT_FIELD_NUMBER: _ClassVar[int]
     INTENT_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     id: str
     question: str
     header: str
@@ -119,7 +148,8 @@ class Question(_message.Message):
     options: _containers.RepeatedCompositeFieldContainer[QuestionOption]
     multi_select: bool
     intent: Intent
-    def __init__(self, id: _Optional[str] = ..., question: _Optional[str] = ..., header: _Optional[str] = ..., detail: _Optional[str] = ..., options: _Optional[_Iterable[_Union[QuestionOption, _Mapping]]] = ..., multi_select: _Optional[bool] = ..., intent: _Optional[_Union[Intent, _Mapping]] = ...) -> None: ...
+    secret: bool
+    def __init__(self, id: _Optional[str] = ..., question: _Optional[str] = ..., header: _Optional[str] = ..., detail: _Optional[str] = ..., options: _Optional[_Iterable[_Union[QuestionOption, _Mapping]]] = ..., multi_select: _Optional[bool] = ..., intent: _Optional[_Union[Intent, _Mapping]] = ..., secret: _Optional[bool] = ...) -> None: ...
 
 class QuestionOption(_message.Message):
     __slots__ = ("label", "description")
@@ -160,7 +190,7 @@ class QuestionAnswer(_message.Message):
     def __init__(self, id: _Optional[str] = ..., selected: _Optional[_Iterable[str]] = ..., custom: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify")
+    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify", "action", "quorum", "default_answers", "allowed_channels", "ttl_ms")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +206,11 @@ class AskRequest(_message.Message):
     REATTACH_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
     agent: AgentRef
@@ -184,7 +219,26 @@ class AskRequest(_message.Message):
     reattach_grace_ms: int
     labels: _containers.ScalarMap[str, str]
     notify: NotifyPolicy
-    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ...) -> None: ...
+    action: Action
+    quorum: Quorum
+    default_answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    allowed_channels: _containers.RepeatedScalarFieldContainer[str]
+    ttl_ms: int
+    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
+class Action(_message.Message):
+    __slots__ = ("name", "arguments_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments_json: str
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+
+class Quorum(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
 
 class NotifyPolicy(_message.Message):
     __slots__ = ("remind_after_ms", "remind_every_ms", "max_reminders", "escalate_after_ms")
@@ -199,14 +253,20 @@ class NotifyPolicy(_message.Message):
     def __init__(self, remind_after_ms: _Optional[int] = ..., remind_every_ms: _Optional[int] = ..., max_reminders: _Optional[int] = ..., escalate_after_ms: _Optional[int] = ...) -> None: ...
 
 class AskResponse(_message.Message):
-    __slots__ = ("rpc_id", "answers", "resolved_by")
+    __slots__ = ("rpc_id", "answers", "resolved_by", "receipt", "approvers", "resolution")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
     resolved_by: str
-    def __init__(self, rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ...) -> None: ...
+    receipt: str
+    approvers: _containers.RepeatedScalarFieldContainer[str]
+    resolution: Resolution
+    def __init__(self, rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., receipt: _Optional[str] = ..., approvers: _Optional[_Iterable[str]] = ..., resolution: _Optional[_Union[Resolution, str]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("session_id", "all_sessions", "after", "exclusive")
@@ -241,7 +301,7 @@ class WhoAmIResponse(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., subject: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., sessions: _Optional[_Iterable[str]] = ..., every_session: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("cursor", "requested", "resolved", "synced", "reset", "reminder", "escalated")
+    __slots__ = ("cursor", "requested", "resolved", "synced", "reset", "reminder", "escalated", "approval")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +309,7 @@ class SubscribeResponse(_message.Message):
     RESET_FIELD_NUMBER: _ClassVar[int]
     REMINDER_FIELD_NUMBER: _ClassVar[int]
     ESCALATED_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     requested: Requested
     resolved: Resolved
@@ -256,10 +317,27 @@ class SubscribeResponse(_message.Message):
     reset: Reset
     reminder: Reminder
     escalated: Escalated
-    def __init__(self, cursor: _Optional[str] = ..., requested: _Optional[_Union[Requested, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ..., reset: _Optional[_Union[Reset, _Mapping]] = ..., reminder: _Optional[_Union[Reminder, _Mapping]] = ..., escalated: _Optional[_Union[Escalated, _Mapping]] = ...) -> None: ...
+    approval: Approval
+    def __init__(self, cursor: _Optional[str] = ..., requested: _Optional[_Union[Requested, _Mapping]] = ..., resolved: _Optional[_Union[Resolved, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ..., reset: _Optional[_Union[Reset, _Mapping]] = ..., reminder: _Optional[_Union[Reminder, _Mapping]] = ..., escalated: _Optional[_Union[Escalated, _Mapping]] = ..., approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+
+class Approval(_message.Message):
+    __slots__ = ("rpc_id", "session_id", "subject", "count", "needed", "approved_at")
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_AT_FIELD_NUMBER: _ClassVar[int]
+    rpc_id: str
+    session_id: str
+    subject: str
+    count: int
+    needed: int
+    approved_at: _timestamp_pb2.Timestamp
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., subject: _Optional[str] = ..., count: _Optional[int] = ..., needed: _Optional[int] = ..., approved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Requested(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify")
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -275,6 +353,12 @@ class Requested(_message.Message):
     REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     NOTIFY_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    ASKED_BY_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
@@ -283,7 +367,13 @@ class Requested(_message.Message):
     requested_at: _timestamp_pb2.Timestamp
     expires_at: _timestamp_pb2.Timestamp
     notify: NotifyPolicy
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ...) -> None: ...
+    action: Action
+    quorum: Quorum
+    allowed_channels: _containers.RepeatedScalarFieldContainer[str]
+    action_digest: str
+    default_answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    asked_by: str
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ...) -> None: ...
 
 class Reminder(_message.Message):
     __slots__ = ("rpc_id", "session_id", "count", "sent_at")
@@ -308,7 +398,7 @@ class Escalated(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolved(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source")
+    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +407,8 @@ class Resolved(_message.Message):
     RESOLVED_AT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
     CANCEL_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     reason: Resolution
@@ -325,7 +417,9 @@ class Resolved(_message.Message):
     resolved_at: _timestamp_pb2.Timestamp
     cancel_reason: str
     cancel_source: CancelSource
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ...) -> None: ...
+    approvers: _containers.RepeatedScalarFieldContainer[str]
+    channel: str
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ..., approvers: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ...) -> None: ...
 
 class Synced(_message.Message):
     __slots__ = ("resumed",)

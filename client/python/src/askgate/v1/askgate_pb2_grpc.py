@@ -697,12 +697,99 @@ class Webhooks:
             _registered_method=True)
 
 
-class SlackStub:
+class AuditStub:
     """Slack apps that post a tenant's questions to a channel and take the answers from
     it (first valid resolution wins, as everywhere). Needs the admin role; every call
     sees only the caller's tenant. The bot token and signing secret are stored
     encrypted with the server's key and never returned.
+    The tenant's audit log: every resolution, quorum vote and admin change, hash-chained
+    (docs/approvals.md). Needs the admin role; every call sees only the caller's tenant.
     """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ExportAudit = channel.unary_stream(
+                '/askgate.v1.Audit/ExportAudit',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.AuditRecord.FromString,
+                _registered_method=True)
+
+
+class AuditServicer:
+    """Slack apps that post a tenant's questions to a channel and take the answers from
+    it (first valid resolution wins, as everywhere). Needs the admin role; every call
+    sees only the caller's tenant. The bot token and signing secret are stored
+    encrypted with the server's key and never returned.
+    The tenant's audit log: every resolution, quorum vote and admin change, hash-chained
+    (docs/approvals.md). Needs the admin role; every call sees only the caller's tenant.
+    """
+
+    def ExportAudit(self, request, context):
+        """Records after `after_seq`, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AuditServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ExportAudit': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportAudit,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.AuditRecord.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Audit', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Audit', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Audit:
+    """Slack apps that post a tenant's questions to a channel and take the answers from
+    it (first valid resolution wins, as everywhere). Needs the admin role; every call
+    sees only the caller's tenant. The bot token and signing secret are stored
+    encrypted with the server's key and never returned.
+    The tenant's audit log: every resolution, quorum vote and admin change, hash-chained
+    (docs/approvals.md). Needs the admin role; every call sees only the caller's tenant.
+    """
+
+    @staticmethod
+    def ExportAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/askgate.v1.Audit/ExportAudit',
+            askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.AuditRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class SlackStub:
+    """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
         """Constructor.
@@ -728,11 +815,7 @@ class SlackStub:
 
 
 class SlackServicer:
-    """Slack apps that post a tenant's questions to a channel and take the answers from
-    it (first valid resolution wins, as everywhere). Needs the admin role; every call
-    sees only the caller's tenant. The bot token and signing secret are stored
-    encrypted with the server's key and never returned.
-    """
+    """Missing associated documentation comment in .proto file."""
 
     def ConnectSlack(self, request, context):
         """Checks the bot token with Slack (auth.test) and connects the app.
@@ -781,11 +864,7 @@ def add_SlackServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Slack:
-    """Slack apps that post a tenant's questions to a channel and take the answers from
-    it (first valid resolution wins, as everywhere). Needs the admin role; every call
-    sees only the caller's tenant. The bot token and signing secret are stored
-    encrypted with the server's key and never returned.
-    """
+    """Missing associated documentation comment in .proto file."""
 
     @staticmethod
     def ConnectSlack(request,

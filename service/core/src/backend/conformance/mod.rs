@@ -99,21 +99,14 @@ fn key(session: &str) -> SessionKey {
 }
 
 fn ask(session: &str) -> NewAsk {
-    NewAsk {
-        key: key(session),
-        questions: vec![Question {
+    NewAsk::new(
+        key(session),
+        vec![Question {
             id: "q".into(),
             question: "ok?".into(),
             ..Default::default()
         }],
-        agent: None,
-        labels: Default::default(),
-        expires_at: None,
-        request_id: String::new(),
-        if_unattended: Unattended::Hold,
-        reattach_grace: Duration::ZERO,
-        notify: None,
-    }
+    )
 }
 
 fn ask_with(session: &str, change: impl FnOnce(&mut NewAsk)) -> NewAsk {

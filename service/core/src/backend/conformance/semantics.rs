@@ -12,8 +12,8 @@ pub async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Ma
         panic!("expected requested");
     };
     assert_eq!(requested.rpc_id, registered.rpc_id);
-    let questions = backend.questions(&key("s"), &registered.rpc_id).await;
-    assert_eq!(questions.expect("pending")[0].id, "q");
+    let pending = backend.pending(&key("s"), &registered.rpc_id).await;
+    assert_eq!(pending.expect("pending"), requested);
 
     backend
         .claim(&key("s"), &registered.rpc_id, answered())

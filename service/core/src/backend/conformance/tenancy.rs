@@ -42,7 +42,7 @@ pub async fn adversarial_tenant_and_session_pairs_share_nothing(make: impl Make)
             "{pair}"
         );
         assert_eq!(
-            backend.questions(&other, &registered.rpc_id).await,
+            backend.pending(&other, &registered.rpc_id).await,
             Err(Error::not_pending()),
             "{pair}"
         );

@@ -19,7 +19,7 @@ use askgate_core::{
     },
     domain::{Error, NewAsk, Outcome, SessionKey},
 };
-use askgate_proto::v1::{Question, Requested, Resolved, subscribe_response::Event};
+use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
 use prost::Message as _;
 use tokio::sync::oneshot;
@@ -120,8 +120,8 @@ impl Backend for RedisBackend {
             .map_err(|_| Error::Internal("registration task ended without a result".into()))?
     }
 
-    async fn questions(&self, key: &SessionKey, rpc_id: &str) -> Result<Vec<Question>, Error> {
-        Ok(self.node.store().pending_ask(key, rpc_id).await?.questions)
+    async fn pending(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
+        self.node.store().pending_ask(key, rpc_id).await
     }
 
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error> {

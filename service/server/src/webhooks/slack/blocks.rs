@@ -455,8 +455,13 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
     }
     let who = resolver(&resolved.resolved_by);
     let outcome = match resolved.reason() {
-        Resolution::Answered => {
-            let mut lines = vec![format!(":white_check_mark: Answered by {who}")];
+        reason @ (Resolution::Answered | Resolution::Defaulted) => {
+            let mut lines = vec![match reason {
+                Resolution::Defaulted => {
+                    ":hourglass: Nobody answered in time: the default answers apply".to_owned()
+                }
+                _ => format!(":white_check_mark: Answered by {who}"),
+            }];
             for answer in &resolved.answers {
                 let question = requested
                     .questions

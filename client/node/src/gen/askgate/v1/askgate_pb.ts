@@ -16,7 +16,71 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file askgate/v1/askgate.proto.
  */
 export const file_askgate_v1_askgate: GenFile = /*@__PURE__*/
-  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEizwEKCFF1ZXN0aW9uEgoKAmlkGAEgASgJEhAKCHF1ZXN0aW9uGAIgASgJEhMKBmhlYWRlchgDIAEoCUgAiAEBEhMKBmRldGFpbBgEIAEoCUgBiAEBEisKB29wdGlvbnMYBSADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uT3B0aW9uEhQKDG11bHRpX3NlbGVjdBgGIAEoCBIiCgZpbnRlbnQYByABKAsyEi5hc2tnYXRlLnYxLkludGVudEIJCgdfaGVhZGVyQgkKB19kZXRhaWwiSQoOUXVlc3Rpb25PcHRpb24SDQoFbGFiZWwYASABKAkSGAoLZGVzY3JpcHRpb24YAiABKAlIAIgBAUIOCgxfZGVzY3JpcHRpb24iPwoGSW50ZW50Ei0KC3BsYW5fcmV2aWV3GAEgASgLMhYuYXNrZ2F0ZS52MS5QbGFuUmV2aWV3SABCBgoEa2luZCIdCgpQbGFuUmV2aWV3Eg8KB2FwcHJvdmUYASABKAkiMQoIQWdlbnRSZWYSEAoIYWdlbnRfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkiTgoOUXVlc3Rpb25BbnN3ZXISCgoCaWQYASABKAkSEAoIc2VsZWN0ZWQYAiADKAkSEwoGY3VzdG9tGAMgASgJSACIAQFCCQoHX2N1c3RvbSLZAgoKQXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEicKCXF1ZXN0aW9ucxgCIAMoCzIULmFza2dhdGUudjEuUXVlc3Rpb24SIwoFYWdlbnQYAyABKAsyFC5hc2tnYXRlLnYxLkFnZW50UmVmEhIKCnJlcXVlc3RfaWQYBCABKAkSLQoNaWZfdW5hdHRlbmRlZBgFIAEoDjIWLmFza2dhdGUudjEuVW5hdHRlbmRlZBIZChFyZWF0dGFjaF9ncmFjZV9tcxgGIAEoDRIyCgZsYWJlbHMYByADKAsyIi5hc2tnYXRlLnYxLkFza1JlcXVlc3QuTGFiZWxzRW50cnkSKAoGbm90aWZ5GAggASgLMhguYXNrZ2F0ZS52MS5Ob3RpZnlQb2xpY3kaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJyCgxOb3RpZnlQb2xpY3kSFwoPcmVtaW5kX2FmdGVyX21zGAEgASgNEhcKD3JlbWluZF9ldmVyeV9tcxgCIAEoDRIVCg1tYXhfcmVtaW5kZXJzGAMgASgNEhkKEWVzY2FsYXRlX2FmdGVyX21zGAQgASgNIl8KC0Fza1Jlc3BvbnNlEg4KBnJwY19pZBgBIAEoCRIrCgdhbnN3ZXJzGAIgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgDIAEoCSJeChBTdWJzY3JpYmVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMYWxsX3Nlc3Npb25zGAIgASgIEg0KBWFmdGVyGAMgASgJEhEKCWV4Y2x1c2l2ZRgEIAEoCCIPCg1XaG9BbUlSZXF1ZXN0IpkBCg5XaG9BbUlSZXNwb25zZRIOCgZ0ZW5hbnQYASABKAkSDwoHc3ViamVjdBgCIAEoCRINCgVyb2xlcxgDIAMoCRIQCghzZXNzaW9ucxgEIAMoCRIVCg1ldmVyeV9zZXNzaW9uGAUgASgIEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqICChFTdWJzY3JpYmVSZXNwb25zZRIOCgZjdXJzb3IYASABKAkSKgoJcmVxdWVzdGVkGAIgASgLMhUuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWRIABIoCghyZXNvbHZlZBgDIAEoCzIULmFza2dhdGUudjEuUmVzb2x2ZWRIABIkCgZzeW5jZWQYBCABKAsyEi5hc2tnYXRlLnYxLlN5bmNlZEgAEiIKBXJlc2V0GAUgASgLMhEuYXNrZ2F0ZS52MS5SZXNldEgAEigKCHJlbWluZGVyGAYgASgLMhQuYXNrZ2F0ZS52MS5SZW1pbmRlckgAEioKCWVzY2FsYXRlZBgHIAEoCzIVLmFza2dhdGUudjEuRXNjYWxhdGVkSABCBwoFZXZlbnQi6wIKCVJlcXVlc3RlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRInCglxdWVzdGlvbnMYAyADKAsyFC5hc2tnYXRlLnYxLlF1ZXN0aW9uEiMKBWFnZW50GAQgASgLMhQuYXNrZ2F0ZS52MS5BZ2VudFJlZhIxCgZsYWJlbHMYBSADKAsyIS5hc2tnYXRlLnYxLlJlcXVlc3RlZC5MYWJlbHNFbnRyeRIwCgxyZXF1ZXN0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBm5vdGlmeRgIIAEoCzIYLmFza2dhdGUudjEuTm90aWZ5UG9saWN5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiagoIUmVtaW5kZXISDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFY291bnQYAyABKA0SKwoHc2VudF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoJRXNjYWxhdGVkEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEisKB3NlbnRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpECCghSZXNvbHZlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRImCgZyZWFzb24YAyABKA4yFi5hc2tnYXRlLnYxLlJlc29sdXRpb24SKwoHYW5zd2VycxgEIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXISEwoLcmVzb2x2ZWRfYnkYBSABKAkSLwoLcmVzb2x2ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWNhbmNlbF9yZWFzb24YByABKAkSLwoNY2FuY2VsX3NvdXJjZRgIIAEoDjIYLmFza2dhdGUudjEuQ2FuY2VsU291cmNlIhkKBlN5bmNlZBIPCgdyZXN1bWVkGAEgASgIIgcKBVJlc2V0ImAKDUFuc3dlclJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSKwoHYW5zd2VycxgDIAMoCzIaLmFza2dhdGUudjEuUXVlc3Rpb25BbnN3ZXIiEAoOQW5zd2VyUmVzcG9uc2UibQoNQ2FuY2VsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJwY19pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSKAoGc291cmNlGAQgASgOMhguYXNrZ2F0ZS52MS5DYW5jZWxTb3VyY2UiEAoOQ2FuY2VsUmVzcG9uc2UiNgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSIPCg1BYm9ydFJlc3BvbnNlIigKEkxpc3RQZW5kaW5nUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIj0KE0xpc3RQZW5kaW5nUmVzcG9uc2USJgoHcGVuZGluZxgBIAMoCzIVLmFza2dhdGUudjEuUmVxdWVzdGVkIjoKDUF0dGFjaFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSFwoPcGFyZW50X2FnZW50X2lkGAIgASgJImcKDkF0dGFjaFJlc3BvbnNlEiIKBWxlYXNlGAEgASgLMhEuYXNrZ2F0ZS52MS5MZWFzZUgAEioKCWhlYXJ0YmVhdBgCIAEoCzIVLmFza2dhdGUudjEuSGVhcnRiZWF0SABCBQoDbXNnIhwKBUxlYXNlEhMKC2luY2FybmF0aW9uGAEgASgJIgsKCUhlYXJ0YmVhdCLbAQoVQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0EgsKA3VybBgBIAEoCRIOCgZldmVudHMYAiADKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSPQoGbGFiZWxzGAQgAygLMi0uYXNrZ2F0ZS52MS5DcmVhdGVFbmRwb2ludFJlcXVlc3QuTGFiZWxzRW50cnkSFQoIcHJvdmlkZXMYBSABKAhIAIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCV9wcm92aWRlcyL7AQoIRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIwCgZsYWJlbHMYBSADKAsyIC5hc2tnYXRlLnYxLkVuZHBvaW50LkxhYmVsc0VudHJ5Eg4KBnNlY3JldBgGIAEoCRIQCghwcm92aWRlcxgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKFExpc3RFbmRwb2ludHNSZXF1ZXN0IkAKFUxpc3RFbmRwb2ludHNSZXNwb25zZRInCgllbmRwb2ludHMYASADKAsyFC5hc2tnYXRlLnYxLkVuZHBvaW50IiMKFURlbGV0ZUVuZHBvaW50UmVxdWVzdBIKCgJpZBgBIAEoCSIYChZEZWxldGVFbmRwb2ludFJlc3BvbnNlIs8CCghEZWxpdmVyeRIKCgJpZBgBIAEoCRITCgtlbmRwb2ludF9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg4KBnJwY19pZBgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5hc2tnYXRlLnYxLkRlbGl2ZXJ5U3RhdHVzEhAKCGF0dGVtcHRzGAYgASgNEhIKCmxhc3RfZXJyb3IYByABKAkSMwoPbmV4dF9hdHRlbXB0X2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzZXNzaW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfYXR0ZW1wdF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEioKBnN0YXR1cxgCIAEoDjIaLmFza2dhdGUudjEuRGVsaXZlcnlTdGF0dXMSDQoFbGltaXQYAyABKA0iQgoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIoCgpkZWxpdmVyaWVzGAEgAygLMhQuYXNrZ2F0ZS52MS5EZWxpdmVyeSIeChBSZWRlbGl2ZXJSZXF1ZXN0EgoKAmlkGAEgASgJIo4CChNDb25uZWN0U2xhY2tSZXF1ZXN0EhEKCWJvdF90b2tlbhgBIAEoCRIWCg5zaWduaW5nX3NlY3JldBgCIAEoCRIPCgdjaGFubmVsGAMgASgJEjsKBmxhYmVscxgEIAMoCzIrLmFza2dhdGUudjEuQ29ubmVjdFNsYWNrUmVxdWVzdC5MYWJlbHNFbnRyeRIWCg5zZXNzaW9uX3ByZWZpeBgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIVCghwcm92aWRlcxgHIAEoCEgAiAEBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCwoJX3Byb3ZpZGVzIogCCghTbGFja0FwcBIKCgJpZBgBIAEoCRIPCgd0ZWFtX2lkGAIgASgJEg8KB2NoYW5uZWwYAyABKAkSMAoGbGFiZWxzGAQgAygLMiAuYXNrZ2F0ZS52MS5TbGFja0FwcC5MYWJlbHNFbnRyeRIWCg5zZXNzaW9uX3ByZWZpeBgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIQCghwcm92aWRlcxgHIAEoCBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKFExpc3RTbGFja0FwcHNSZXF1ZXN0IjsKFUxpc3RTbGFja0FwcHNSZXNwb25zZRIiCgRhcHBzGAEgAygLMhQuYXNrZ2F0ZS52MS5TbGFja0FwcCIkChZEaXNjb25uZWN0U2xhY2tSZXF1ZXN0EgoKAmlkGAEgASgJIhkKF0Rpc2Nvbm5lY3RTbGFja1Jlc3BvbnNlKiAKClVuYXR0ZW5kZWQSCAoERkFJTBAAEggKBEhPTEQQASptCgpSZXNvbHV0aW9uEhoKFlJFU09MVVRJT05fVU5TUEVDSUZJRUQQABIMCghBTlNXRVJFRBABEg0KCUNBTkNFTExFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQSDAoIRElTUE9TRUQQBSqFBAoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASEwoPRU1QVFlfUVVFU1RJT05TEAESDwoLQkFEX1JFUVVFU1QQAhIOCgpCQURfSU5URU5UEAMSDgoKQkFEX0FOU1dFUhAEEg8KC05PX1BST1ZJREVSEAUSFgoSRFVQTElDQVRFX1BST1ZJREVSEAYSEwoPQ0FMTEVSX05PVF9MSVZFEAcSFAoQREVMRUdBVEVEX0NBTExFUhAIEhEKDUFTS19DQU5DRUxMRUQQCRIPCgtBU0tfQUJPUlRFRBAKEg8KC0FTS19FWFBJUkVEEAsSDwoLTk9UX1BFTkRJTkcQDBIUChBUT09fTUFOWV9QRU5ESU5HEA0SGAoUVE9PX01BTllfU1VCU0NSSUJFUlMQDhIQCgxSQVRFX0xJTUlURUQQDxIRCg1TSFVUVElOR19ET1dOEBASFwoTQkFDS0VORF9VTkFWQUlMQUJMRRAREhMKD1VOQVVUSEVOVElDQVRFRBASEhUKEVBFUk1JU1NJT05fREVOSUVEEBMSDAoISU5URVJOQUwQFBITCg9UT09fTUFOWV9BR0VOVFMQFRIVChFUT09fTUFOWV9TRVNTSU9OUxAWEg0KCU5PVF9GT1VORBAXEhUKEVRPT19NQU5ZX1dFQkhPT0tTEBgqPAoMQ2FuY2VsU291cmNlEh0KGUNBTkNFTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABINCglVSV9DTE9TRUQQASpZCg5EZWxpdmVyeVN0YXR1cxIfChtERUxJVkVSWV9TVEFUVVNfVU5TUEVDSUZJRUQQABILCgdQRU5ESU5HEAESDQoJREVMSVZFUkVEEAISCgoGRkFJTEVEEAMy5AMKDVVzZXJRdWVzdGlvbnMSNgoDQXNrEhYuYXNrZ2F0ZS52MS5Bc2tSZXF1ZXN0GhcuYXNrZ2F0ZS52MS5Bc2tSZXNwb25zZRJKCglTdWJzY3JpYmUSHC5hc2tnYXRlLnYxLlN1YnNjcmliZVJlcXVlc3QaHS5hc2tnYXRlLnYxLlN1YnNjcmliZVJlc3BvbnNlMAESPwoGQW5zd2VyEhkuYXNrZ2F0ZS52MS5BbnN3ZXJSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BbnN3ZXJSZXNwb25zZRI/CgZDYW5jZWwSGS5hc2tnYXRlLnYxLkNhbmNlbFJlcXVlc3QaGi5hc2tnYXRlLnYxLkNhbmNlbFJlc3BvbnNlEk4KC0xpc3RQZW5kaW5nEh4uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1JlcXVlc3QaHy5hc2tnYXRlLnYxLkxpc3RQZW5kaW5nUmVzcG9uc2USPAoFQWJvcnQSGC5hc2tnYXRlLnYxLkFib3J0UmVxdWVzdBoZLmFza2dhdGUudjEuQWJvcnRSZXNwb25zZRI/CgZXaG9BbUkSGS5hc2tnYXRlLnYxLldob0FtSVJlcXVlc3QaGi5hc2tnYXRlLnYxLldob0FtSVJlc3BvbnNlMksKBkFnZW50cxJBCgZBdHRhY2gSGS5hc2tnYXRlLnYxLkF0dGFjaFJlcXVlc3QaGi5hc2tnYXRlLnYxLkF0dGFjaFJlc3BvbnNlMAEyngMKCFdlYmhvb2tzEkkKDkNyZWF0ZUVuZHBvaW50EiEuYXNrZ2F0ZS52MS5DcmVhdGVFbmRwb2ludFJlcXVlc3QaFC5hc2tnYXRlLnYxLkVuZHBvaW50ElQKDUxpc3RFbmRwb2ludHMSIC5hc2tnYXRlLnYxLkxpc3RFbmRwb2ludHNSZXF1ZXN0GiEuYXNrZ2F0ZS52MS5MaXN0RW5kcG9pbnRzUmVzcG9uc2USVwoORGVsZXRlRW5kcG9pbnQSIS5hc2tnYXRlLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBoiLmFza2dhdGUudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRJXCg5MaXN0RGVsaXZlcmllcxIhLmFza2dhdGUudjEuTGlzdERlbGl2ZXJpZXNSZXF1ZXN0GiIuYXNrZ2F0ZS52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlEj8KCVJlZGVsaXZlchIcLmFza2dhdGUudjEuUmVkZWxpdmVyUmVxdWVzdBoULmFza2dhdGUudjEuRGVsaXZlcnkygAIKBVNsYWNrEkUKDENvbm5lY3RTbGFjaxIfLmFza2dhdGUudjEuQ29ubmVjdFNsYWNrUmVxdWVzdBoULmFza2dhdGUudjEuU2xhY2tBcHASVAoNTGlzdFNsYWNrQXBwcxIgLmFza2dhdGUudjEuTGlzdFNsYWNrQXBwc1JlcXVlc3QaIS5hc2tnYXRlLnYxLkxpc3RTbGFja0FwcHNSZXNwb25zZRJaCg9EaXNjb25uZWN0U2xhY2sSIi5hc2tnYXRlLnYxLkRpc2Nvbm5lY3RTbGFja1JlcXVlc3QaIy5hc2tnYXRlLnYxLkRpc2Nvbm5lY3RTbGFja1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Chhhc2tnYXRlL3YxL2Fza2dhdGUucHJvdG8SCmFza2dhdGUudjEiNgoSRXhwb3J0QXVkaXRSZXF1ZXN0EhEKCWFmdGVyX3NlcRgBIAEoBBINCgVsaW1pdBgCIAEoDSJOCgtBdWRpdFJlY29yZBILCgNzZXEYASABKAQSEQoJcHJldl9oYXNoGAIgASgJEgwKBGhhc2gYAyABKAkSEQoJYm9keV9qc29uGAQgASgJIt8BCghRdWVzdGlvbhIKCgJpZBgBIAEoCRIQCghxdWVzdGlvbhgCIAEoCRITCgZoZWFkZXIYAyABKAlIAIgBARITCgZkZXRhaWwYBCABKAlIAYgBARIrCgdvcHRpb25zGAUgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbk9wdGlvbhIUCgxtdWx0aV9zZWxlY3QYBiABKAgSIgoGaW50ZW50GAcgASgLMhIuYXNrZ2F0ZS52MS5JbnRlbnQSDgoGc2VjcmV0GAggASgIQgkKB19oZWFkZXJCCQoHX2RldGFpbCJJCg5RdWVzdGlvbk9wdGlvbhINCgVsYWJlbBgBIAEoCRIYCgtkZXNjcmlwdGlvbhgCIAEoCUgAiAEBQg4KDF9kZXNjcmlwdGlvbiI/CgZJbnRlbnQSLQoLcGxhbl9yZXZpZXcYASABKAsyFi5hc2tnYXRlLnYxLlBsYW5SZXZpZXdIAEIGCgRraW5kIh0KClBsYW5SZXZpZXcSDwoHYXBwcm92ZRgBIAEoCSIxCghBZ2VudFJlZhIQCghhZ2VudF9pZBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCSJOCg5RdWVzdGlvbkFuc3dlchIKCgJpZBgBIAEoCRIQCghzZWxlY3RlZBgCIAMoCRITCgZjdXN0b20YAyABKAlIAIgBAUIJCgdfY3VzdG9tIoAECgpBc2tSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSJwoJcXVlc3Rpb25zGAIgAygLMhQuYXNrZ2F0ZS52MS5RdWVzdGlvbhIjCgVhZ2VudBgDIAEoCzIULmFza2dhdGUudjEuQWdlbnRSZWYSEgoKcmVxdWVzdF9pZBgEIAEoCRItCg1pZl91bmF0dGVuZGVkGAUgASgOMhYuYXNrZ2F0ZS52MS5VbmF0dGVuZGVkEhkKEXJlYXR0YWNoX2dyYWNlX21zGAYgASgNEjIKBmxhYmVscxgHIAMoCzIiLmFza2dhdGUudjEuQXNrUmVxdWVzdC5MYWJlbHNFbnRyeRIoCgZub3RpZnkYCCABKAsyGC5hc2tnYXRlLnYxLk5vdGlmeVBvbGljeRIiCgZhY3Rpb24YCSABKAsyEi5hc2tnYXRlLnYxLkFjdGlvbhIiCgZxdW9ydW0YCiABKAsyEi5hc2tnYXRlLnYxLlF1b3J1bRIzCg9kZWZhdWx0X2Fuc3dlcnMYCyADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyEhgKEGFsbG93ZWRfY2hhbm5lbHMYDCADKAkSDgoGdHRsX21zGA0gASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLgoGQWN0aW9uEgwKBG5hbWUYASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkiFwoGUXVvcnVtEg0KBWNvdW50GAEgASgNInIKDE5vdGlmeVBvbGljeRIXCg9yZW1pbmRfYWZ0ZXJfbXMYASABKA0SFwoPcmVtaW5kX2V2ZXJ5X21zGAIgASgNEhUKDW1heF9yZW1pbmRlcnMYAyABKA0SGQoRZXNjYWxhdGVfYWZ0ZXJfbXMYBCABKA0irwEKC0Fza1Jlc3BvbnNlEg4KBnJwY19pZBgBIAEoCRIrCgdhbnN3ZXJzGAIgAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchITCgtyZXNvbHZlZF9ieRgDIAEoCRIPCgdyZWNlaXB0GAQgASgJEhEKCWFwcHJvdmVycxgFIAMoCRIqCgpyZXNvbHV0aW9uGAYgASgOMhYuYXNrZ2F0ZS52MS5SZXNvbHV0aW9uIl4KEFN1YnNjcmliZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxhbGxfc2Vzc2lvbnMYAiABKAgSDQoFYWZ0ZXIYAyABKAkSEQoJZXhjbHVzaXZlGAQgASgIIg8KDVdob0FtSVJlcXVlc3QimQEKDldob0FtSVJlc3BvbnNlEg4KBnRlbmFudBgBIAEoCRIPCgdzdWJqZWN0GAIgASgJEg0KBXJvbGVzGAMgAygJEhAKCHNlc3Npb25zGAQgAygJEhUKDWV2ZXJ5X3Nlc3Npb24YBSABKAgSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAizAIKEVN1YnNjcmliZVJlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRIqCglyZXF1ZXN0ZWQYAiABKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZEgAEigKCHJlc29sdmVkGAMgASgLMhQuYXNrZ2F0ZS52MS5SZXNvbHZlZEgAEiQKBnN5bmNlZBgEIAEoCzISLmFza2dhdGUudjEuU3luY2VkSAASIgoFcmVzZXQYBSABKAsyES5hc2tnYXRlLnYxLlJlc2V0SAASKAoIcmVtaW5kZXIYBiABKAsyFC5hc2tnYXRlLnYxLlJlbWluZGVySAASKgoJZXNjYWxhdGVkGAcgASgLMhUuYXNrZ2F0ZS52MS5Fc2NhbGF0ZWRIABIoCghhcHByb3ZhbBgIIAEoCzIULmFza2dhdGUudjEuQXBwcm92YWxIAEIHCgVldmVudCKPAQoIQXBwcm92YWwSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDwoHc3ViamVjdBgDIAEoCRINCgVjb3VudBgEIAEoDRIOCgZuZWVkZWQYBSABKA0SLwoLYXBwcm92ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqsECglSZXF1ZXN0ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJwoJcXVlc3Rpb25zGAMgAygLMhQuYXNrZ2F0ZS52MS5RdWVzdGlvbhIjCgVhZ2VudBgEIAEoCzIULmFza2dhdGUudjEuQWdlbnRSZWYSMQoGbGFiZWxzGAUgAygLMiEuYXNrZ2F0ZS52MS5SZXF1ZXN0ZWQuTGFiZWxzRW50cnkSMAoMcmVxdWVzdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIoCgZub3RpZnkYCCABKAsyGC5hc2tnYXRlLnYxLk5vdGlmeVBvbGljeRIiCgZhY3Rpb24YCSABKAsyEi5hc2tnYXRlLnYxLkFjdGlvbhIiCgZxdW9ydW0YCiABKAsyEi5hc2tnYXRlLnYxLlF1b3J1bRIYChBhbGxvd2VkX2NoYW5uZWxzGAsgAygJEhUKDWFjdGlvbl9kaWdlc3QYDCABKAkSMwoPZGVmYXVsdF9hbnN3ZXJzGA0gAygLMhouYXNrZ2F0ZS52MS5RdWVzdGlvbkFuc3dlchIQCghhc2tlZF9ieRgOIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImoKCFJlbWluZGVyEg4KBnJwY19pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBWNvdW50GAMgASgNEisKB3NlbnRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlwKCUVzY2FsYXRlZBIOCgZycGNfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIrCgdzZW50X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK1AgoIUmVzb2x2ZWQSDgoGcnBjX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJgoGcmVhc29uGAMgASgOMhYuYXNrZ2F0ZS52MS5SZXNvbHV0aW9uEisKB2Fuc3dlcnMYBCADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyEhMKC3Jlc29sdmVkX2J5GAUgASgJEi8KC3Jlc29sdmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1jYW5jZWxfcmVhc29uGAcgASgJEi8KDWNhbmNlbF9zb3VyY2UYCCABKA4yGC5hc2tnYXRlLnYxLkNhbmNlbFNvdXJjZRIRCglhcHByb3ZlcnMYCSADKAkSDwoHY2hhbm5lbBgKIAEoCSIZCgZTeW5jZWQSDwoHcmVzdW1lZBgBIAEoCCIHCgVSZXNldCJgCg1BbnN3ZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnBjX2lkGAIgASgJEisKB2Fuc3dlcnMYAyADKAsyGi5hc2tnYXRlLnYxLlF1ZXN0aW9uQW5zd2VyIhAKDkFuc3dlclJlc3BvbnNlIm0KDUNhbmNlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZycGNfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJEigKBnNvdXJjZRgEIAEoDjIYLmFza2dhdGUudjEuQ2FuY2VsU291cmNlIhAKDkNhbmNlbFJlc3BvbnNlIjYKDEFib3J0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiDwoNQWJvcnRSZXNwb25zZSIoChJMaXN0UGVuZGluZ1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI9ChNMaXN0UGVuZGluZ1Jlc3BvbnNlEiYKB3BlbmRpbmcYASADKAsyFS5hc2tnYXRlLnYxLlJlcXVlc3RlZCI6Cg1BdHRhY2hSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhcKD3BhcmVudF9hZ2VudF9pZBgCIAEoCSJnCg5BdHRhY2hSZXNwb25zZRIiCgVsZWFzZRgBIAEoCzIRLmFza2dhdGUudjEuTGVhc2VIABIqCgloZWFydGJlYXQYAiABKAsyFS5hc2tnYXRlLnYxLkhlYXJ0YmVhdEgAQgUKA21zZyIcCgVMZWFzZRITCgtpbmNhcm5hdGlvbhgBIAEoCSILCglIZWFydGJlYXQi2wEKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBILCgN1cmwYASABKAkSDgoGZXZlbnRzGAIgAygJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLmFza2dhdGUudjEuQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0LkxhYmVsc0VudHJ5EhUKCHByb3ZpZGVzGAUgASgISACIAQEaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUILCglfcHJvdmlkZXMi+wEKCEVuZHBvaW50EgoKAmlkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSMAoGbGFiZWxzGAUgAygLMiAuYXNrZ2F0ZS52MS5FbmRwb2ludC5MYWJlbHNFbnRyeRIOCgZzZWNyZXQYBiABKAkSEAoIcHJvdmlkZXMYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIWChRMaXN0RW5kcG9pbnRzUmVxdWVzdCJAChVMaXN0RW5kcG9pbnRzUmVzcG9uc2USJwoJZW5kcG9pbnRzGAEgAygLMhQuYXNrZ2F0ZS52MS5FbmRwb2ludCIjChVEZWxldGVFbmRwb2ludFJlcXVlc3QSCgoCaWQYASABKAkiGAoWRGVsZXRlRW5kcG9pbnRSZXNwb25zZSLPAgoIRGVsaXZlcnkSCgoCaWQYASABKAkSEwoLZW5kcG9pbnRfaWQYAiABKAkSEgoKZXZlbnRfdHlwZRgDIAEoCRIOCgZycGNfaWQYBCABKAkSKgoGc3RhdHVzGAUgASgOMhouYXNrZ2F0ZS52MS5EZWxpdmVyeVN0YXR1cxIQCghhdHRlbXB0cxgGIAEoDRISCgpsYXN0X2Vycm9yGAcgASgJEjMKD25leHRfYXR0ZW1wdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2Vzc2lvbl9pZBgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9sYXN0X2F0dGVtcHRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImcKFUxpc3REZWxpdmVyaWVzUmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIqCgZzdGF0dXMYAiABKA4yGi5hc2tnYXRlLnYxLkRlbGl2ZXJ5U3RhdHVzEg0KBWxpbWl0GAMgASgNIkIKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USKAoKZGVsaXZlcmllcxgBIAMoCzIULmFza2dhdGUudjEuRGVsaXZlcnkiHgoQUmVkZWxpdmVyUmVxdWVzdBIKCgJpZBgBIAEoCSKOAgoTQ29ubmVjdFNsYWNrUmVxdWVzdBIRCglib3RfdG9rZW4YASABKAkSFgoOc2lnbmluZ19zZWNyZXQYAiABKAkSDwoHY2hhbm5lbBgDIAEoCRI7CgZsYWJlbHMYBCADKAsyKy5hc2tnYXRlLnYxLkNvbm5lY3RTbGFja1JlcXVlc3QuTGFiZWxzRW50cnkSFgoOc2Vzc2lvbl9wcmVmaXgYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSFQoIcHJvdmlkZXMYByABKAhIAIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCV9wcm92aWRlcyKIAgoIU2xhY2tBcHASCgoCaWQYASABKAkSDwoHdGVhbV9pZBgCIAEoCRIPCgdjaGFubmVsGAMgASgJEjAKBmxhYmVscxgEIAMoCzIgLmFza2dhdGUudjEuU2xhY2tBcHAuTGFiZWxzRW50cnkSFgoOc2Vzc2lvbl9wcmVmaXgYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSEAoIcHJvdmlkZXMYByABKAgSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIWChRMaXN0U2xhY2tBcHBzUmVxdWVzdCI7ChVMaXN0U2xhY2tBcHBzUmVzcG9uc2USIgoEYXBwcxgBIAMoCzIULmFza2dhdGUudjEuU2xhY2tBcHAiJAoWRGlzY29ubmVjdFNsYWNrUmVxdWVzdBIKCgJpZBgBIAEoCSIZChdEaXNjb25uZWN0U2xhY2tSZXNwb25zZSogCgpVbmF0dGVuZGVkEggKBEZBSUwQABIICgRIT0xEEAEqfAoKUmVzb2x1dGlvbhIaChZSRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASDAoIQU5TV0VSRUQQARINCglDQU5DRUxMRUQQAhILCgdBQk9SVEVEEAMSCwoHRVhQSVJFRBAEEgwKCERJU1BPU0VEEAUSDQoJREVGQVVMVEVEEAYqxwQKC0Vycm9yUmVhc29uEhwKGEVSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEhMKD0VNUFRZX1FVRVNUSU9OUxABEg8KC0JBRF9SRVFVRVNUEAISDgoKQkFEX0lOVEVOVBADEg4KCkJBRF9BTlNXRVIQBBIPCgtOT19QUk9WSURFUhAFEhYKEkRVUExJQ0FURV9QUk9WSURFUhAGEhMKD0NBTExFUl9OT1RfTElWRRAHEhQKEERFTEVHQVRFRF9DQUxMRVIQCBIRCg1BU0tfQ0FOQ0VMTEVEEAkSDwoLQVNLX0FCT1JURUQQChIPCgtBU0tfRVhQSVJFRBALEg8KC05PVF9QRU5ESU5HEAwSFAoQVE9PX01BTllfUEVORElORxANEhgKFFRPT19NQU5ZX1NVQlNDUklCRVJTEA4SEAoMUkFURV9MSU1JVEVEEA8SEQoNU0hVVFRJTkdfRE9XThAQEhcKE0JBQ0tFTkRfVU5BVkFJTEFCTEUQERITCg9VTkFVVEhFTlRJQ0FURUQQEhIVChFQRVJNSVNTSU9OX0RFTklFRBATEgwKCElOVEVSTkFMEBQSEwoPVE9PX01BTllfQUdFTlRTEBUSFQoRVE9PX01BTllfU0VTU0lPTlMQFhINCglOT1RfRk9VTkQQFxIVChFUT09fTUFOWV9XRUJIT09LUxAYEhQKEEFMUkVBRFlfQVBQUk9WRUQQGRIRCg1TRUxGX0FQUFJPVkFMEBoSFwoTQ0hBTk5FTF9OT1RfQUxMT1dFRBAbKjwKDENhbmNlbFNvdXJjZRIdChlDQU5DRUxfU09VUkNFX1VOU1BFQ0lGSUVEEAASDQoJVUlfQ0xPU0VEEAEqWQoORGVsaXZlcnlTdGF0dXMSHwobREVMSVZFUllfU1RBVFVTX1VOU1BFQ0lGSUVEEAASCwoHUEVORElORxABEg0KCURFTElWRVJFRBACEgoKBkZBSUxFRBADMuQDCg1Vc2VyUXVlc3Rpb25zEjYKA0FzaxIWLmFza2dhdGUudjEuQXNrUmVxdWVzdBoXLmFza2dhdGUudjEuQXNrUmVzcG9uc2USSgoJU3Vic2NyaWJlEhwuYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0uYXNrZ2F0ZS52MS5TdWJzY3JpYmVSZXNwb25zZTABEj8KBkFuc3dlchIZLmFza2dhdGUudjEuQW5zd2VyUmVxdWVzdBoaLmFza2dhdGUudjEuQW5zd2VyUmVzcG9uc2USPwoGQ2FuY2VsEhkuYXNrZ2F0ZS52MS5DYW5jZWxSZXF1ZXN0GhouYXNrZ2F0ZS52MS5DYW5jZWxSZXNwb25zZRJOCgtMaXN0UGVuZGluZxIeLmFza2dhdGUudjEuTGlzdFBlbmRpbmdSZXF1ZXN0Gh8uYXNrZ2F0ZS52MS5MaXN0UGVuZGluZ1Jlc3BvbnNlEjwKBUFib3J0EhguYXNrZ2F0ZS52MS5BYm9ydFJlcXVlc3QaGS5hc2tnYXRlLnYxLkFib3J0UmVzcG9uc2USPwoGV2hvQW1JEhkuYXNrZ2F0ZS52MS5XaG9BbUlSZXF1ZXN0GhouYXNrZ2F0ZS52MS5XaG9BbUlSZXNwb25zZTJLCgZBZ2VudHMSQQoGQXR0YWNoEhkuYXNrZ2F0ZS52MS5BdHRhY2hSZXF1ZXN0GhouYXNrZ2F0ZS52MS5BdHRhY2hSZXNwb25zZTABMp4DCghXZWJob29rcxJJCg5DcmVhdGVFbmRwb2ludBIhLmFza2dhdGUudjEuQ3JlYXRlRW5kcG9pbnRSZXF1ZXN0GhQuYXNrZ2F0ZS52MS5FbmRwb2ludBJUCg1MaXN0RW5kcG9pbnRzEiAuYXNrZ2F0ZS52MS5MaXN0RW5kcG9pbnRzUmVxdWVzdBohLmFza2dhdGUudjEuTGlzdEVuZHBvaW50c1Jlc3BvbnNlElcKDkRlbGV0ZUVuZHBvaW50EiEuYXNrZ2F0ZS52MS5EZWxldGVFbmRwb2ludFJlcXVlc3QaIi5hc2tnYXRlLnYxLkRlbGV0ZUVuZHBvaW50UmVzcG9uc2USVwoOTGlzdERlbGl2ZXJpZXMSIS5hc2tnYXRlLnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBoiLmFza2dhdGUudjEuTGlzdERlbGl2ZXJpZXNSZXNwb25zZRI/CglSZWRlbGl2ZXISHC5hc2tnYXRlLnYxLlJlZGVsaXZlclJlcXVlc3QaFC5hc2tnYXRlLnYxLkRlbGl2ZXJ5MlEKBUF1ZGl0EkgKC0V4cG9ydEF1ZGl0Eh4uYXNrZ2F0ZS52MS5FeHBvcnRBdWRpdFJlcXVlc3QaFy5hc2tnYXRlLnYxLkF1ZGl0UmVjb3JkMAEygAIKBVNsYWNrEkUKDENvbm5lY3RTbGFjaxIfLmFza2dhdGUudjEuQ29ubmVjdFNsYWNrUmVxdWVzdBoULmFza2dhdGUudjEuU2xhY2tBcHASVAoNTGlzdFNsYWNrQXBwcxIgLmFza2dhdGUudjEuTGlzdFNsYWNrQXBwc1JlcXVlc3QaIS5hc2tnYXRlLnYxLkxpc3RTbGFja0FwcHNSZXNwb25zZRJaCg9EaXNjb25uZWN0U2xhY2sSIi5hc2tnYXRlLnYxLkRpc2Nvbm5lY3RTbGFja1JlcXVlc3QaIy5hc2tnYXRlLnYxLkRpc2Nvbm5lY3RTbGFja1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * @generated from message askgate.v1.ExportAuditRequest
+ */
+export type ExportAuditRequest = Message<"askgate.v1.ExportAuditRequest"> & {
+  /**
+   * @generated from field: uint64 after_seq = 1;
+   */
+  afterSeq: bigint;
+
+  /**
+   * At most this many (0: every record).
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message askgate.v1.ExportAuditRequest.
+ * Use `create(ExportAuditRequestSchema)` to create a new message.
+ */
+export const ExportAuditRequestSchema: GenMessage<ExportAuditRequest> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 0);
+
+/**
+ * @generated from message askgate.v1.AuditRecord
+ */
+export type AuditRecord = Message<"askgate.v1.AuditRecord"> & {
+  /**
+   * 1, 2, 3, ... without gaps per tenant (the first kept may be later: retention).
+   *
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * The previous record's hash; empty for the tenant's first.
+   *
+   * @generated from field: string prev_hash = 2;
+   */
+  prevHash: string;
+
+  /**
+   * Lowercase hex SHA-256 of the UTF-8 bytes of prev_hash + body_json.
+   *
+   * @generated from field: string hash = 3;
+   */
+  hash: string;
+
+  /**
+   * The RFC 8785 canonical JSON of the record.
+   *
+   * @generated from field: string body_json = 4;
+   */
+  bodyJson: string;
+};
+
+/**
+ * Describes the message askgate.v1.AuditRecord.
+ * Use `create(AuditRecordSchema)` to create a new message.
+ */
+export const AuditRecordSchema: GenMessage<AuditRecord> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 1);
 
 /**
  * @generated from message askgate.v1.Question
@@ -66,6 +130,15 @@ export type Question = Message<"askgate.v1.Question"> & {
    * @generated from field: askgate.v1.Intent intent = 7;
    */
   intent?: Intent | undefined;
+
+  /**
+   * The answer is a secret (a one-time code, a password): answering UIs mask it, and
+   * it reaches the waiting agent only: no other subscriber, webhook, chat channel,
+   * audit record (an HMAC only), log or trace. Chat channels link to the console.
+   *
+   * @generated from field: bool secret = 8;
+   */
+  secret: boolean;
 };
 
 /**
@@ -73,7 +146,7 @@ export type Question = Message<"askgate.v1.Question"> & {
  * Use `create(QuestionSchema)` to create a new message.
  */
 export const QuestionSchema: GenMessage<Question> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 0);
+  messageDesc(file_askgate_v1_askgate, 2);
 
 /**
  * Named QuestionOption, not Option: that would shadow Rust's Option.
@@ -97,7 +170,7 @@ export type QuestionOption = Message<"askgate.v1.QuestionOption"> & {
  * Use `create(QuestionOptionSchema)` to create a new message.
  */
 export const QuestionOptionSchema: GenMessage<QuestionOption> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 1);
+  messageDesc(file_askgate_v1_askgate, 3);
 
 /**
  * @generated from message askgate.v1.Intent
@@ -120,7 +193,7 @@ export type Intent = Message<"askgate.v1.Intent"> & {
  * Use `create(IntentSchema)` to create a new message.
  */
 export const IntentSchema: GenMessage<Intent> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 2);
+  messageDesc(file_askgate_v1_askgate, 4);
 
 /**
  * The question asks the human to review the plan in `detail`; `approve` is the
@@ -140,7 +213,7 @@ export type PlanReview = Message<"askgate.v1.PlanReview"> & {
  * Use `create(PlanReviewSchema)` to create a new message.
  */
 export const PlanReviewSchema: GenMessage<PlanReview> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 3);
+  messageDesc(file_askgate_v1_askgate, 5);
 
 /**
  * @generated from message askgate.v1.AgentRef
@@ -162,7 +235,7 @@ export type AgentRef = Message<"askgate.v1.AgentRef"> & {
  * Use `create(AgentRefSchema)` to create a new message.
  */
 export const AgentRefSchema: GenMessage<AgentRef> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 4);
+  messageDesc(file_askgate_v1_askgate, 6);
 
 /**
  * @generated from message askgate.v1.QuestionAnswer
@@ -193,7 +266,7 @@ export type QuestionAnswer = Message<"askgate.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 5);
+  messageDesc(file_askgate_v1_askgate, 7);
 
 /**
  * @generated from message askgate.v1.AskRequest
@@ -242,6 +315,45 @@ export type AskRequest = Message<"askgate.v1.AskRequest"> & {
    * @generated from field: askgate.v1.NotifyPolicy notify = 8;
    */
   notify?: NotifyPolicy | undefined;
+
+  /**
+   * The action the answer approves: shown to the human, and bound to the resolution
+   * by a signed receipt (AskResponse.receipt).
+   *
+   * @generated from field: askgate.v1.Action action = 9;
+   */
+  action?: Action | undefined;
+
+  /**
+   * Resolve only when this many distinct subjects gave the same answers.
+   *
+   * @generated from field: askgate.v1.Quorum quorum = 10;
+   */
+  quorum?: Quorum | undefined;
+
+  /**
+   * The answers the ask resolves with, as DEFAULTED, when its lifetime ends unanswered
+   * (a complete, valid batch). Unset: it resolves EXPIRED.
+   *
+   * @generated from field: repeated askgate.v1.QuestionAnswer default_answers = 11;
+   */
+  defaultAnswers: QuestionAnswer[];
+
+  /**
+   * The only channels that may resolve the ask (e.g. "console", "tui", "slack");
+   * empty: every channel.
+   *
+   * @generated from field: repeated string allowed_channels = 12;
+   */
+  allowedChannels: string[];
+
+  /**
+   * The ask's own lifetime from registration, capped by the server's maximum wait;
+   * 0: the call's deadline.
+   *
+   * @generated from field: uint64 ttl_ms = 13;
+   */
+  ttlMs: bigint;
 };
 
 /**
@@ -249,7 +361,55 @@ export type AskRequest = Message<"askgate.v1.AskRequest"> & {
  * Use `create(AskRequestSchema)` to create a new message.
  */
 export const AskRequestSchema: GenMessage<AskRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 6);
+  messageDesc(file_askgate_v1_askgate, 8);
+
+/**
+ * What an approval is for: the tool (or operation) and its exact arguments.
+ *
+ * @generated from message askgate.v1.Action
+ */
+export type Action = Message<"askgate.v1.Action"> & {
+  /**
+   * The tool or operation, e.g. "deploy" or "Bash".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its arguments as a JSON text (at most 64 KiB). The action's digest is taken over
+   * its canonical form (RFC 8785), so key order and spacing do not matter.
+   *
+   * @generated from field: string arguments_json = 2;
+   */
+  argumentsJson: string;
+};
+
+/**
+ * Describes the message askgate.v1.Action.
+ * Use `create(ActionSchema)` to create a new message.
+ */
+export const ActionSchema: GenMessage<Action> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 9);
+
+/**
+ * @generated from message askgate.v1.Quorum
+ */
+export type Quorum = Message<"askgate.v1.Quorum"> & {
+  /**
+   * Distinct subjects needed (2 to 10).
+   *
+   * @generated from field: uint32 count = 1;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message askgate.v1.Quorum.
+ * Use `create(QuorumSchema)` to create a new message.
+ */
+export const QuorumSchema: GenMessage<Quorum> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 10);
 
 /**
  * When to remind about a pending ask and when to escalate it, in milliseconds from
@@ -292,7 +452,7 @@ export type NotifyPolicy = Message<"askgate.v1.NotifyPolicy"> & {
  * Use `create(NotifyPolicySchema)` to create a new message.
  */
 export const NotifyPolicySchema: GenMessage<NotifyPolicy> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 7);
+  messageDesc(file_askgate_v1_askgate, 11);
 
 /**
  * @generated from message askgate.v1.AskResponse
@@ -314,6 +474,28 @@ export type AskResponse = Message<"askgate.v1.AskResponse"> & {
    * @generated from field: string resolved_by = 3;
    */
   resolvedBy: string;
+
+  /**
+   * For an ask with an action: a compact JWS (EdDSA) binding the resolution to the
+   * action's digest; empty when the server signs no receipts.
+   *
+   * @generated from field: string receipt = 4;
+   */
+  receipt: string;
+
+  /**
+   * The subjects whose answers resolved it (every approver of a quorum).
+   *
+   * @generated from field: repeated string approvers = 5;
+   */
+  approvers: string[];
+
+  /**
+   * ANSWERED, or DEFAULTED when the ask's lifetime ended and its default answers apply.
+   *
+   * @generated from field: askgate.v1.Resolution resolution = 6;
+   */
+  resolution: Resolution;
 };
 
 /**
@@ -321,7 +503,7 @@ export type AskResponse = Message<"askgate.v1.AskResponse"> & {
  * Use `create(AskResponseSchema)` to create a new message.
  */
 export const AskResponseSchema: GenMessage<AskResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 8);
+  messageDesc(file_askgate_v1_askgate, 12);
 
 /**
  * @generated from message askgate.v1.SubscribeRequest
@@ -358,7 +540,7 @@ export type SubscribeRequest = Message<"askgate.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 9);
+  messageDesc(file_askgate_v1_askgate, 13);
 
 /**
  * @generated from message askgate.v1.WhoAmIRequest
@@ -371,7 +553,7 @@ export type WhoAmIRequest = Message<"askgate.v1.WhoAmIRequest"> & {
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 10);
+  messageDesc(file_askgate_v1_askgate, 14);
 
 /**
  * @generated from message askgate.v1.WhoAmIResponse
@@ -423,7 +605,7 @@ export type WhoAmIResponse = Message<"askgate.v1.WhoAmIResponse"> & {
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 11);
+  messageDesc(file_askgate_v1_askgate, 15);
 
 /**
  * @generated from message askgate.v1.SubscribeResponse
@@ -478,6 +660,14 @@ export type SubscribeResponse = Message<"askgate.v1.SubscribeResponse"> & {
      */
     value: Escalated;
     case: "escalated";
+  } | {
+    /**
+     * A quorum ask recorded one more approver's answers; it is still pending.
+     *
+     * @generated from field: askgate.v1.Approval approval = 8;
+     */
+    value: Approval;
+    case: "approval";
   } | { case: undefined; value?: undefined };
 };
 
@@ -486,7 +676,53 @@ export type SubscribeResponse = Message<"askgate.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 12);
+  messageDesc(file_askgate_v1_askgate, 16);
+
+/**
+ * @generated from message askgate.v1.Approval
+ */
+export type Approval = Message<"askgate.v1.Approval"> & {
+  /**
+   * @generated from field: string rpc_id = 1;
+   */
+  rpcId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * Who approved.
+   *
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * Approvals recorded so far, and how many the ask needs.
+   *
+   * @generated from field: uint32 count = 4;
+   */
+  count: number;
+
+  /**
+   * @generated from field: uint32 needed = 5;
+   */
+  needed: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp approved_at = 6;
+   */
+  approvedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message askgate.v1.Approval.
+ * Use `create(ApprovalSchema)` to create a new message.
+ */
+export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
+  messageDesc(file_askgate_v1_askgate, 17);
 
 /**
  * @generated from message askgate.v1.Requested
@@ -534,6 +770,42 @@ export type Requested = Message<"askgate.v1.Requested"> & {
    * @generated from field: askgate.v1.NotifyPolicy notify = 8;
    */
   notify?: NotifyPolicy | undefined;
+
+  /**
+   * @generated from field: askgate.v1.Action action = 9;
+   */
+  action?: Action | undefined;
+
+  /**
+   * @generated from field: askgate.v1.Quorum quorum = 10;
+   */
+  quorum?: Quorum | undefined;
+
+  /**
+   * @generated from field: repeated string allowed_channels = 11;
+   */
+  allowedChannels: string[];
+
+  /**
+   * Lowercase hex SHA-256 of the action's canonical JSON; empty without an action.
+   *
+   * @generated from field: string action_digest = 12;
+   */
+  actionDigest: string;
+
+  /**
+   * What the ask resolves with when its lifetime ends unanswered.
+   *
+   * @generated from field: repeated askgate.v1.QuestionAnswer default_answers = 13;
+   */
+  defaultAnswers: QuestionAnswer[];
+
+  /**
+   * The subject of the credential that asked (it may not approve its quorum ask).
+   *
+   * @generated from field: string asked_by = 14;
+   */
+  askedBy: string;
 };
 
 /**
@@ -541,7 +813,7 @@ export type Requested = Message<"askgate.v1.Requested"> & {
  * Use `create(RequestedSchema)` to create a new message.
  */
 export const RequestedSchema: GenMessage<Requested> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 13);
+  messageDesc(file_askgate_v1_askgate, 18);
 
 /**
  * A pending ask is due a reminder.
@@ -577,7 +849,7 @@ export type Reminder = Message<"askgate.v1.Reminder"> & {
  * Use `create(ReminderSchema)` to create a new message.
  */
 export const ReminderSchema: GenMessage<Reminder> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 14);
+  messageDesc(file_askgate_v1_askgate, 19);
 
 /**
  * A pending ask went unanswered past its escalation time.
@@ -606,7 +878,7 @@ export type Escalated = Message<"askgate.v1.Escalated"> & {
  * Use `create(EscalatedSchema)` to create a new message.
  */
 export const EscalatedSchema: GenMessage<Escalated> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 15);
+  messageDesc(file_askgate_v1_askgate, 20);
 
 /**
  * @generated from message askgate.v1.Resolved
@@ -655,6 +927,21 @@ export type Resolved = Message<"askgate.v1.Resolved"> & {
    * @generated from field: askgate.v1.CancelSource cancel_source = 8;
    */
   cancelSource: CancelSource;
+
+  /**
+   * The subjects whose answers resolved it (every approver of a quorum).
+   *
+   * @generated from field: repeated string approvers = 9;
+   */
+  approvers: string[];
+
+  /**
+   * Where the resolution came from: "console", "tui", "slack", "mcp", "grpc", ...;
+   * "askgate" for the server's own (expiry, defaults, shutdown).
+   *
+   * @generated from field: string channel = 10;
+   */
+  channel: string;
 };
 
 /**
@@ -662,7 +949,7 @@ export type Resolved = Message<"askgate.v1.Resolved"> & {
  * Use `create(ResolvedSchema)` to create a new message.
  */
 export const ResolvedSchema: GenMessage<Resolved> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 16);
+  messageDesc(file_askgate_v1_askgate, 21);
 
 /**
  * The replay is complete; live events follow.
@@ -681,7 +968,7 @@ export type Synced = Message<"askgate.v1.Synced"> & {
  * Use `create(SyncedSchema)` to create a new message.
  */
 export const SyncedSchema: GenMessage<Synced> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 17);
+  messageDesc(file_askgate_v1_askgate, 22);
 
 /**
  * Drop what you hold for this scope: a fresh snapshot follows.
@@ -696,7 +983,7 @@ export type Reset = Message<"askgate.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 18);
+  messageDesc(file_askgate_v1_askgate, 23);
 
 /**
  * @generated from message askgate.v1.AnswerRequest
@@ -723,7 +1010,7 @@ export type AnswerRequest = Message<"askgate.v1.AnswerRequest"> & {
  * Use `create(AnswerRequestSchema)` to create a new message.
  */
 export const AnswerRequestSchema: GenMessage<AnswerRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 19);
+  messageDesc(file_askgate_v1_askgate, 24);
 
 /**
  * @generated from message askgate.v1.AnswerResponse
@@ -736,7 +1023,7 @@ export type AnswerResponse = Message<"askgate.v1.AnswerResponse"> & {
  * Use `create(AnswerResponseSchema)` to create a new message.
  */
 export const AnswerResponseSchema: GenMessage<AnswerResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 20);
+  messageDesc(file_askgate_v1_askgate, 25);
 
 /**
  * @generated from message askgate.v1.CancelRequest
@@ -770,7 +1057,7 @@ export type CancelRequest = Message<"askgate.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 21);
+  messageDesc(file_askgate_v1_askgate, 26);
 
 /**
  * @generated from message askgate.v1.CancelResponse
@@ -783,7 +1070,7 @@ export type CancelResponse = Message<"askgate.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 22);
+  messageDesc(file_askgate_v1_askgate, 27);
 
 /**
  * @generated from message askgate.v1.AbortRequest
@@ -807,7 +1094,7 @@ export type AbortRequest = Message<"askgate.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 23);
+  messageDesc(file_askgate_v1_askgate, 28);
 
 /**
  * @generated from message askgate.v1.AbortResponse
@@ -820,7 +1107,7 @@ export type AbortResponse = Message<"askgate.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 24);
+  messageDesc(file_askgate_v1_askgate, 29);
 
 /**
  * @generated from message askgate.v1.ListPendingRequest
@@ -837,7 +1124,7 @@ export type ListPendingRequest = Message<"askgate.v1.ListPendingRequest"> & {
  * Use `create(ListPendingRequestSchema)` to create a new message.
  */
 export const ListPendingRequestSchema: GenMessage<ListPendingRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 25);
+  messageDesc(file_askgate_v1_askgate, 30);
 
 /**
  * @generated from message askgate.v1.ListPendingResponse
@@ -854,7 +1141,7 @@ export type ListPendingResponse = Message<"askgate.v1.ListPendingResponse"> & {
  * Use `create(ListPendingResponseSchema)` to create a new message.
  */
 export const ListPendingResponseSchema: GenMessage<ListPendingResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 26);
+  messageDesc(file_askgate_v1_askgate, 31);
 
 /**
  * @generated from message askgate.v1.AttachRequest
@@ -876,7 +1163,7 @@ export type AttachRequest = Message<"askgate.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 27);
+  messageDesc(file_askgate_v1_askgate, 32);
 
 /**
  * @generated from message askgate.v1.AttachResponse
@@ -905,7 +1192,7 @@ export type AttachResponse = Message<"askgate.v1.AttachResponse"> & {
  * Use `create(AttachResponseSchema)` to create a new message.
  */
 export const AttachResponseSchema: GenMessage<AttachResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 28);
+  messageDesc(file_askgate_v1_askgate, 33);
 
 /**
  * @generated from message askgate.v1.Lease
@@ -922,7 +1209,7 @@ export type Lease = Message<"askgate.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 29);
+  messageDesc(file_askgate_v1_askgate, 34);
 
 /**
  * @generated from message askgate.v1.Heartbeat
@@ -935,7 +1222,7 @@ export type Heartbeat = Message<"askgate.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 30);
+  messageDesc(file_askgate_v1_askgate, 35);
 
 /**
  * @generated from message askgate.v1.CreateEndpointRequest
@@ -983,7 +1270,7 @@ export type CreateEndpointRequest = Message<"askgate.v1.CreateEndpointRequest"> 
  * Use `create(CreateEndpointRequestSchema)` to create a new message.
  */
 export const CreateEndpointRequestSchema: GenMessage<CreateEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 31);
+  messageDesc(file_askgate_v1_askgate, 36);
 
 /**
  * @generated from message askgate.v1.Endpoint
@@ -1037,7 +1324,7 @@ export type Endpoint = Message<"askgate.v1.Endpoint"> & {
  * Use `create(EndpointSchema)` to create a new message.
  */
 export const EndpointSchema: GenMessage<Endpoint> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 32);
+  messageDesc(file_askgate_v1_askgate, 37);
 
 /**
  * @generated from message askgate.v1.ListEndpointsRequest
@@ -1050,7 +1337,7 @@ export type ListEndpointsRequest = Message<"askgate.v1.ListEndpointsRequest"> & 
  * Use `create(ListEndpointsRequestSchema)` to create a new message.
  */
 export const ListEndpointsRequestSchema: GenMessage<ListEndpointsRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 33);
+  messageDesc(file_askgate_v1_askgate, 38);
 
 /**
  * @generated from message askgate.v1.ListEndpointsResponse
@@ -1067,7 +1354,7 @@ export type ListEndpointsResponse = Message<"askgate.v1.ListEndpointsResponse"> 
  * Use `create(ListEndpointsResponseSchema)` to create a new message.
  */
 export const ListEndpointsResponseSchema: GenMessage<ListEndpointsResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 34);
+  messageDesc(file_askgate_v1_askgate, 39);
 
 /**
  * @generated from message askgate.v1.DeleteEndpointRequest
@@ -1084,7 +1371,7 @@ export type DeleteEndpointRequest = Message<"askgate.v1.DeleteEndpointRequest"> 
  * Use `create(DeleteEndpointRequestSchema)` to create a new message.
  */
 export const DeleteEndpointRequestSchema: GenMessage<DeleteEndpointRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 35);
+  messageDesc(file_askgate_v1_askgate, 40);
 
 /**
  * @generated from message askgate.v1.DeleteEndpointResponse
@@ -1097,7 +1384,7 @@ export type DeleteEndpointResponse = Message<"askgate.v1.DeleteEndpointResponse"
  * Use `create(DeleteEndpointResponseSchema)` to create a new message.
  */
 export const DeleteEndpointResponseSchema: GenMessage<DeleteEndpointResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 36);
+  messageDesc(file_askgate_v1_askgate, 41);
 
 /**
  * @generated from message askgate.v1.Delivery
@@ -1170,7 +1457,7 @@ export type Delivery = Message<"askgate.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 37);
+  messageDesc(file_askgate_v1_askgate, 42);
 
 /**
  * @generated from message askgate.v1.ListDeliveriesRequest
@@ -1201,7 +1488,7 @@ export type ListDeliveriesRequest = Message<"askgate.v1.ListDeliveriesRequest"> 
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 38);
+  messageDesc(file_askgate_v1_askgate, 43);
 
 /**
  * @generated from message askgate.v1.ListDeliveriesResponse
@@ -1218,7 +1505,7 @@ export type ListDeliveriesResponse = Message<"askgate.v1.ListDeliveriesResponse"
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 39);
+  messageDesc(file_askgate_v1_askgate, 44);
 
 /**
  * @generated from message askgate.v1.RedeliverRequest
@@ -1235,7 +1522,7 @@ export type RedeliverRequest = Message<"askgate.v1.RedeliverRequest"> & {
  * Use `create(RedeliverRequestSchema)` to create a new message.
  */
 export const RedeliverRequestSchema: GenMessage<RedeliverRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 40);
+  messageDesc(file_askgate_v1_askgate, 45);
 
 /**
  * @generated from message askgate.v1.ConnectSlackRequest
@@ -1295,7 +1582,7 @@ export type ConnectSlackRequest = Message<"askgate.v1.ConnectSlackRequest"> & {
  * Use `create(ConnectSlackRequestSchema)` to create a new message.
  */
 export const ConnectSlackRequestSchema: GenMessage<ConnectSlackRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 41);
+  messageDesc(file_askgate_v1_askgate, 46);
 
 /**
  * @generated from message askgate.v1.SlackApp
@@ -1349,7 +1636,7 @@ export type SlackApp = Message<"askgate.v1.SlackApp"> & {
  * Use `create(SlackAppSchema)` to create a new message.
  */
 export const SlackAppSchema: GenMessage<SlackApp> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 42);
+  messageDesc(file_askgate_v1_askgate, 47);
 
 /**
  * @generated from message askgate.v1.ListSlackAppsRequest
@@ -1362,7 +1649,7 @@ export type ListSlackAppsRequest = Message<"askgate.v1.ListSlackAppsRequest"> & 
  * Use `create(ListSlackAppsRequestSchema)` to create a new message.
  */
 export const ListSlackAppsRequestSchema: GenMessage<ListSlackAppsRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 43);
+  messageDesc(file_askgate_v1_askgate, 48);
 
 /**
  * @generated from message askgate.v1.ListSlackAppsResponse
@@ -1379,7 +1666,7 @@ export type ListSlackAppsResponse = Message<"askgate.v1.ListSlackAppsResponse"> 
  * Use `create(ListSlackAppsResponseSchema)` to create a new message.
  */
 export const ListSlackAppsResponseSchema: GenMessage<ListSlackAppsResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 44);
+  messageDesc(file_askgate_v1_askgate, 49);
 
 /**
  * @generated from message askgate.v1.DisconnectSlackRequest
@@ -1396,7 +1683,7 @@ export type DisconnectSlackRequest = Message<"askgate.v1.DisconnectSlackRequest"
  * Use `create(DisconnectSlackRequestSchema)` to create a new message.
  */
 export const DisconnectSlackRequestSchema: GenMessage<DisconnectSlackRequest> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 45);
+  messageDesc(file_askgate_v1_askgate, 50);
 
 /**
  * @generated from message askgate.v1.DisconnectSlackResponse
@@ -1409,7 +1696,7 @@ export type DisconnectSlackResponse = Message<"askgate.v1.DisconnectSlackRespons
  * Use `create(DisconnectSlackResponseSchema)` to create a new message.
  */
 export const DisconnectSlackResponseSchema: GenMessage<DisconnectSlackResponse> = /*@__PURE__*/
-  messageDesc(file_askgate_v1_askgate, 46);
+  messageDesc(file_askgate_v1_askgate, 51);
 
 /**
  * @generated from enum askgate.v1.Unattended
@@ -1469,6 +1756,13 @@ export enum Resolution {
    * @generated from enum value: DISPOSED = 5;
    */
   DISPOSED = 5,
+
+  /**
+   * The ask's lifetime ended unanswered and it resolved with its default answers.
+   *
+   * @generated from enum value: DEFAULTED = 6;
+   */
+  DEFAULTED = 6,
 }
 
 /**
@@ -1663,6 +1957,27 @@ export enum ErrorReason {
    * @generated from enum value: TOO_MANY_WEBHOOKS = 24;
    */
   TOO_MANY_WEBHOOKS = 24,
+
+  /**
+   * This subject's answers are already recorded for this quorum ask.
+   *
+   * @generated from enum value: ALREADY_APPROVED = 25;
+   */
+  ALREADY_APPROVED = 25,
+
+  /**
+   * The subject that asked may not approve its own quorum ask.
+   *
+   * @generated from enum value: SELF_APPROVAL = 26;
+   */
+  SELF_APPROVAL = 26,
+
+  /**
+   * The ask may not be resolved from the caller's channel.
+   *
+   * @generated from enum value: CHANNEL_NOT_ALLOWED = 27;
+   */
+  CHANNEL_NOT_ALLOWED = 27,
 }
 
 /**
@@ -1902,7 +2217,26 @@ export const Webhooks: GenService<{
  * it (first valid resolution wins, as everywhere). Needs the admin role; every call
  * sees only the caller's tenant. The bot token and signing secret are stored
  * encrypted with the server's key and never returned.
+ * The tenant's audit log: every resolution, quorum vote and admin change, hash-chained
+ * (docs/approvals.md). Needs the admin role; every call sees only the caller's tenant.
  *
+ * @generated from service askgate.v1.Audit
+ */
+export const Audit: GenService<{
+  /**
+   * Records after `after_seq`, oldest first.
+   *
+   * @generated from rpc askgate.v1.Audit.ExportAudit
+   */
+  exportAudit: {
+    methodKind: "server_streaming";
+    input: typeof ExportAuditRequestSchema;
+    output: typeof AuditRecordSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_askgate_v1_askgate, 3);
+
+/**
  * @generated from service askgate.v1.Slack
  */
 export const Slack: GenService<{
@@ -1935,5 +2269,5 @@ export const Slack: GenService<{
     output: typeof DisconnectSlackResponseSchema;
   },
 }> = /*@__PURE__*/
-  serviceDesc(file_askgate_v1_askgate, 3);
+  serviceDesc(file_askgate_v1_askgate, 4);
 

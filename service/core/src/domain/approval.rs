@@ -1,0 +1,221 @@
+//! The rules of approvals (docs/approvals.md): channels, actions, quorums, defaults
+//! and secret questions, as an `Ask` may set them.
+
+use askgate_proto::v1::AskRequest;
+
+use super::{
+    Limits, Violation, echo,
+    model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL},
+};
+
+/// Longest `Action.arguments_json`, in bytes.
+pub const MAX_ACTION_ARGUMENTS_BYTES: usize = 64 * 1024;
+/// Most entries of `allowed_channels`.
+pub const MAX_ALLOWED_CHANNELS: usize = 16;
+/// Longest channel name, in bytes.
+pub const MAX_CHANNEL_BYTES: usize = 32;
+/// The quorum sizes an ask may ask for.
+pub const QUORUM: std::ops::RangeInclusive<u32> = 2..=10;
+
+/// The channels the server itself is: a client cannot claim their names through the
+/// `askgate-channel` header.
+pub const SERVER_CHANNELS: [&str; 7] = [
+    SERVER_CHANNEL,
+    CONSOLE_CHANNEL,
+    MCP_CHANNEL,
+    SLACK_CHANNEL,
+    "telegram",
+    "email",
+    "ntfy",
+];
+
+/// A channel name: 1-32 characters of `[a-z0-9._-]`.
+pub fn channel_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_CHANNEL_BYTES {
+        return Err(format!("must be 1-{MAX_CHANNEL_BYTES} characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err("may only hold the characters [a-z0-9._-]".into());
+    }
+    Ok(())
+}
+
+/// The channel a client names in its `askgate-channel` header: a valid name that is
+/// not one of the server's own.
+pub fn claimed_channel(name: &str) -> Result<(), String> {
+    channel_name(name)?;
+    if SERVER_CHANNELS.contains(&name) {
+        return Err(format!(
+            "{} is one of the server's own channels; a client cannot claim it",
+            echo(name)
+        ));
+    }
+    Ok(())
+}
+
+/// What is wrong with the approval fields of an ask (the default answers are checked
+/// against the questions by the caller, as an answer batch is).
+pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if let Some(action) = &request.action {
+        if action.name.trim().is_empty() {
+            out.push(Violation::new("action.name", "must not be empty"));
+        }
+        if action.name.len() > limits.max_label_bytes {
+            out.push(Violation::new(
+                "action.name",
+                format!("must be at most {} bytes", limits.max_label_bytes),
+            ));
+        }
+        if action.arguments_json.len() > MAX_ACTION_ARGUMENTS_BYTES {
+            out.push(Violation::new(
+                "action.arguments_json",
+                format!("must be at most {MAX_ACTION_ARGUMENTS_BYTES} bytes"),
+            ));
+        } else if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&action.arguments_json)
+        {
+            out.push(Violation::new(
+                "action.arguments_json",
+                format!("must be a JSON text (e.g. {{}}): {e}"),
+            ));
+        }
+    }
+    let quorum = request.quorum.map(|q| q.count);
+    if let Some(count) = quorum.filter(|c| !QUORUM.contains(c)) {
+        out.push(Violation::new(
+            "quorum.count",
+            format!(
+                "{count} is not a quorum: ask for {} to {} approvers",
+                QUORUM.start(),
+                QUORUM.end()
+            ),
+        ));
+    }
+    if request.allowed_channels.len() > MAX_ALLOWED_CHANNELS {
+        out.push(Violation::new(
+            "allowed_channels",
+            format!("at most {MAX_ALLOWED_CHANNELS} channels"),
+        ));
+    }
+    for (i, channel) in request.allowed_channels.iter().enumerate() {
+        if let Err(e) = channel_name(channel) {
+            out.push(Violation::new(format!("allowed_channels[{i}]"), e));
+        }
+    }
+    for (i, question) in request.questions.iter().enumerate() {
+        if !question.secret {
+            continue;
+        }
+        if quorum.is_some() {
+            out.push(Violation::new(
+                format!("questions[{i}].secret"),
+                "a quorum ask compares its approvers' answers; it cannot hold a secret question",
+            ));
+        }
+        if request.default_answers.iter().any(|a| a.id == question.id) {
+            out.push(Violation::new(
+                format!("questions[{i}].secret"),
+                "a secret question cannot have a default answer",
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Action, Question, QuestionAnswer, Quorum};
+
+    use super::*;
+
+    fn ask() -> AskRequest {
+        AskRequest {
+            session_id: "s".into(),
+            questions: vec![Question {
+                id: "q".into(),
+                question: "Deploy?".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn fields(request: &AskRequest) -> Vec<String> {
+        violations(request, &Limits::default())
+            .into_iter()
+            .map(|v| v.field)
+            .collect()
+    }
+
+    #[test]
+    fn an_ask_without_approval_fields_passes() {
+        assert!(fields(&ask()).is_empty());
+    }
+
+    #[test]
+    fn an_action_needs_a_name_and_json_arguments_within_the_limit() {
+        let with = |name: &str, arguments: String| AskRequest {
+            action: Some(Action {
+                name: name.into(),
+                arguments_json: arguments,
+            }),
+            ..ask()
+        };
+        assert!(fields(&with("deploy", r#"{"env":"prod"}"#.into())).is_empty());
+        assert_eq!(fields(&with(" ", "{}".into())), ["action.name"]);
+        assert_eq!(
+            fields(&with("x", "{nope".into())),
+            ["action.arguments_json"]
+        );
+        assert_eq!(fields(&with("x", String::new())), ["action.arguments_json"]);
+        let huge = format!("\"{}\"", "a".repeat(MAX_ACTION_ARGUMENTS_BYTES));
+        assert_eq!(fields(&with("x", huge)), ["action.arguments_json"]);
+    }
+
+    #[test]
+    fn a_quorum_is_two_to_ten() {
+        for (count, ok) in [(0, false), (1, false), (2, true), (10, true), (11, false)] {
+            let request = AskRequest {
+                quorum: Some(Quorum { count }),
+                ..ask()
+            };
+            assert_eq!(fields(&request).is_empty(), ok, "{count}");
+        }
+    }
+
+    #[test]
+    fn channels_are_short_lowercase_names_and_the_servers_cannot_be_claimed() {
+        let request = AskRequest {
+            allowed_channels: vec!["console".into(), "Slack".into(), String::new()],
+            ..ask()
+        };
+        assert_eq!(
+            fields(&request),
+            ["allowed_channels[1]", "allowed_channels[2]"]
+        );
+        assert!(claimed_channel("tui").is_ok());
+        assert!(claimed_channel("my-sdk.py").is_ok());
+        for refused in ["console", "slack", "mcp", "askgate", "", "A", "x y"] {
+            assert!(claimed_channel(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_secret_question_takes_no_quorum_and_no_default() {
+        let mut request = ask();
+        request.questions[0].secret = true;
+        assert!(fields(&request).is_empty());
+        request.default_answers = vec![QuestionAnswer {
+            id: "q".into(),
+            ..Default::default()
+        }];
+        request.quorum = Some(Quorum { count: 2 });
+        assert_eq!(
+            fields(&request),
+            ["questions[0].secret", "questions[0].secret"]
+        );
+    }
+}

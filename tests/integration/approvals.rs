@@ -1,0 +1,370 @@
+//! Approvals you can prove (docs/approvals.md), against a real server: receipts that
+//! bind a resolution to its action and verify against the published keys, default
+//! answers on expiry, and the channels an ask may be resolved from.
+
+use std::time::Duration;
+
+use askgate_client::{
+    Ask, Client, Error, Event, Reason, answer, question,
+    receipt::{self, ReceiptError, verify_receipt, verify_receipt_with},
+};
+use askgate_proto::v1::{Action, AnswerRequest, Resolution, Resolved};
+use askgate_server::server::ServerConfig;
+use jsonwebtoken::jwk::JwkSet;
+
+use crate::{
+    hardening::http1,
+    support::{TempDir, TestServer, next_event, subscribed, test_config, web_client, within},
+};
+
+/// Two Ed25519 keys (PKCS#8 PEM, `openssl genpkey -algorithm ed25519`).
+const KEY_A: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHGSAN8WdSYN83y/bjjMnxqhxP3l+pm2nmf61BuvPQhk\n-----END PRIVATE KEY-----\n";
+const KEY_B: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIIdhO40VjzlWmcocmgUDLdMQ1+wym16qgEk+uZVFtw9P\n-----END PRIVATE KEY-----\n";
+
+/// A server that signs receipts with `pem`, valid for `ttl`.
+async fn signing(dir: &TempDir, pem: &str, ttl: Duration) -> TestServer {
+    TestServer::start_with(ServerConfig {
+        receipt_key_files: vec![dir.file("receipt.pem", pem)],
+        receipt_ttl: ttl,
+        ..test_config()
+    })
+    .await
+}
+
+/// The server's published keys, fetched as an executor would.
+async fn jwks(server: &TestServer) -> JwkSet {
+    let head = format!(
+        "GET /.well-known/jwks.json HTTP/1.1\r\nhost: {}",
+        server.addr
+    );
+    let (status, body) = http1(server.addr, &head, b"").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).expect("a JWK Set")
+}
+
+fn deploy() -> Action {
+    Action {
+        name: "deploy".into(),
+        arguments_json: r#"{"service":"api","env":"prod","replicas":3}"#.into(),
+    }
+}
+
+fn ship(session: &str) -> Ask {
+    Ask::new(session)
+        .question(
+            question("go", "Deploy api to prod?")
+                .choice("Approve")
+                .choice("Reject"),
+        )
+        .action(&deploy().name, &deploy().arguments_json)
+}
+
+/// The next `requested` event's rpc_id, with its action digest checked.
+async fn requested_with_action(events: &mut askgate_client::Events) -> String {
+    loop {
+        if let Event::Requested { requested, .. } = next_event(events).await {
+            let action = requested.action.expect("the event shows the action");
+            assert_eq!(action, deploy());
+            let expected =
+                receipt::action_digest(&action.name, &action.arguments_json).expect("a digest");
+            assert_eq!(requested.action_digest, expected);
+            return requested.rpc_id;
+        }
+    }
+}
+
+async fn next_resolved(events: &mut askgate_client::Events) -> Resolved {
+    loop {
+        if let Event::Resolved { resolved, .. } = next_event(events).await {
+            return resolved;
+        }
+    }
+}
+
+async fn a_receipt_binds_the_resolution_to_the_action() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+        .await
+        .expect("answer");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(response.resolution(), Resolution::Answered);
+    assert_eq!(
+        response.approvers,
+        std::slice::from_ref(&response.resolved_by)
+    );
+
+    let keys = jwks(&server).await;
+    let claims = verify_receipt(&response.receipt, &keys, &deploy()).expect("a valid receipt");
+    assert_eq!(
+        (claims.rpc_id.as_str(), claims.session_id.as_str()),
+        (rpc_id.as_str(), "s")
+    );
+    assert_eq!(claims.resolution, "ANSWERED");
+    assert_eq!(claims.jti, rpc_id);
+    assert_eq!(
+        claims.answers_digest,
+        receipt::answers_digest(&response.answers, |_| false)
+    );
+    // The same arguments spelt otherwise are the same action; other arguments are not.
+    let respelt = Action {
+        arguments_json: "{ \"replicas\": 3, \"env\": \"prod\", \"service\": \"api\" }".into(),
+        ..deploy()
+    };
+    assert!(verify_receipt(&response.receipt, &keys, &respelt).is_ok());
+    let tampered = Action {
+        arguments_json: r#"{"service":"api","env":"prod","replicas":30}"#.into(),
+        ..deploy()
+    };
+    assert!(matches!(
+        verify_receipt(&response.receipt, &keys, &tampered),
+        Err(ReceiptError::WrongAction { .. })
+    ));
+
+    // A cancelled ask's receipt comes in the error's metadata.
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.cancel("s", &rpc_id, "not today").await.expect("cancel");
+    let error = within("the ask", call)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert_eq!(error.reason(), Reason::AskCancelled);
+    let token = error
+        .metadata("receipt")
+        .expect("a receipt in the metadata");
+    let claims = verify_receipt(token, &keys, &deploy()).expect("a valid receipt");
+    assert_eq!(claims.resolution, "CANCELLED");
+    assert!(claims.approvers.is_empty());
+}
+on_every_backend!(
+    #[tokio::test]
+    a_receipt_binds_the_resolution_to_the_action
+);
+
+/// A receipt signed by another server's key, or one that expired, does not verify;
+/// a server without keys signs nothing and publishes nothing.
+async fn a_receipt_of_a_stranger_or_out_of_date_is_refused() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(1)).await;
+    let stranger_dir = TempDir::new();
+    let stranger = signing(&stranger_dir, KEY_B, Duration::from_secs(600)).await;
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["Reject"])])
+        .await
+        .expect("answer");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(
+        verify_receipt(&response.receipt, &jwks(&stranger).await, &deploy()),
+        Err(ReceiptError::UnknownKey)
+    );
+    let keys = jwks(&server).await;
+    let claims = verify_receipt_with(&response.receipt, &keys, &deploy(), Duration::ZERO)
+        .expect("valid while fresh");
+    // Past its second of validity (timestamps are whole seconds).
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(
+        verify_receipt_with(&response.receipt, &keys, &deploy(), Duration::ZERO),
+        Err(ReceiptError::Expired),
+        "{claims:?}"
+    );
+
+    let plain = TestServer::start().await;
+    let head = format!(
+        "GET /.well-known/jwks.json HTTP/1.1\r\nhost: {}",
+        plain.addr
+    );
+    assert_eq!(http1(plain.addr, &head, b"").await.0, 404);
+    let mut ui = plain.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let mut agent = plain.client().await;
+    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+        .await
+        .expect("answer");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert!(response.receipt.is_empty(), "no keys, no receipt");
+}
+on_every_backend!(
+    #[tokio::test]
+    a_receipt_of_a_stranger_or_out_of_date_is_refused
+);
+
+/// When an ask's lifetime ends unanswered it resolves with its default answers,
+/// DEFAULTED (never ANSWERED) by `askgate:default`; a retry gets the same. Without
+/// default answers it expires as before.
+async fn default_answers_apply_when_nobody_answers() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let defaulted = || {
+        ship("s")
+            .default_answers(vec![answer::select("go", ["Reject"])])
+            .ttl(Duration::from_millis(300))
+            .request_id("r-default")
+    };
+    let mut agent = server.client().await;
+    let response = within("the ask", agent.ask(defaulted()))
+        .await
+        .expect("the defaults are an outcome, not an error");
+    assert_eq!(response.resolution(), Resolution::Defaulted);
+    assert_eq!(response.resolved_by, "askgate:default");
+    assert!(response.approvers.is_empty());
+    assert_eq!(response.answers, [answer::select("go", ["Reject"])]);
+    let claims = verify_receipt(&response.receipt, &jwks(&server).await, &deploy())
+        .expect("a receipt of the defaults");
+    assert_eq!(claims.resolution, "DEFAULTED");
+
+    let rpc_id = requested_with_action(&mut events).await;
+    let resolved = next_resolved(&mut events).await;
+    assert_eq!(resolved.rpc_id, rpc_id);
+    assert_eq!(resolved.reason(), Resolution::Defaulted);
+    assert_eq!(resolved.resolved_by, "askgate:default");
+    assert_eq!(resolved.channel, "askgate");
+
+    let again = within("the retry", agent.ask(defaulted()))
+        .await
+        .expect("the recorded outcome");
+    assert_eq!(
+        (again.rpc_id.as_str(), again.resolution()),
+        (rpc_id.as_str(), Resolution::Defaulted)
+    );
+
+    let expired = within(
+        "an ask without defaults",
+        agent.ask(ship("s").ttl(Duration::from_millis(300))),
+    )
+    .await
+    .expect_err("expired");
+    assert_eq!(expired.reason(), Reason::AskExpired);
+}
+on_every_backend!(
+    #[tokio::test]
+    default_answers_apply_when_nobody_answers
+);
+
+/// Default answers are a valid answer batch, checked when the ask is made.
+async fn invalid_default_answers_are_refused_up_front() {
+    let server = TestServer::start().await;
+    let mut agent = server.client().await;
+    let error: Error = agent
+        .ask(ship("s").default_answers(vec![answer::select("go", ["Maybe"])]))
+        .await
+        .expect_err("not an option");
+    assert_eq!(error.reason(), Reason::BadRequest);
+    assert!(
+        error.violations()[0].0.starts_with("default_answers[0]"),
+        "{:?}",
+        error.violations()
+    );
+}
+on_every_backend!(
+    #[tokio::test]
+    invalid_default_answers_are_refused_up_front
+);
+
+/// Only the channels an ask allows may resolve it; a client names its channel in
+/// `askgate-channel`, cannot claim the server's own, and gRPC-Web is the console.
+async fn only_the_allowed_channels_resolve_an_ask() {
+    let server = TestServer::start().await;
+    let mut watcher = server.client().await;
+    let mut events = subscribed(&mut watcher, "s").await;
+    let mut agent = server.client().await;
+    let ask = Ask::new("s")
+        .question(question("go", "Go?").choice("yes"))
+        .allowed_channels(["console", "tui"]);
+    let call = tokio::spawn(async move { agent.ask(ask).await });
+    let rpc_id = loop {
+        if let Event::Requested { requested, .. } = next_event(&mut events).await {
+            assert_eq!(requested.allowed_channels, ["console", "tui"]);
+            break requested.rpc_id;
+        }
+    };
+    let yes = || vec![answer::select("go", ["yes"])];
+
+    let mut plain = server.client().await;
+    let refused = plain.answer("s", &rpc_id, yes()).await.expect_err("grpc");
+    assert_eq!(refused.reason(), Reason::ChannelNotAllowed);
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    let refused = plain.cancel("s", &rpc_id, "").await.expect_err("grpc");
+    assert_eq!(refused.reason(), Reason::ChannelNotAllowed);
+    let mut ops = server.client().await.with_channel("ops").expect("a name");
+    let refused = ops.answer("s", &rpc_id, yes()).await.expect_err("ops");
+    assert_eq!(refused.reason(), Reason::ChannelNotAllowed);
+    let mut pretender = server
+        .client()
+        .await
+        .with_channel("console")
+        .expect("a name");
+    let refused = pretender
+        .answer("s", &rpc_id, yes())
+        .await
+        .expect_err("claimed");
+    assert_eq!(refused.reason(), Reason::BadRequest);
+    assert!(refused.message().contains("askgate-channel"), "{refused:?}");
+
+    let mut tui: Client = server.client().await.with_channel("tui").expect("a name");
+    tui.answer("s", &rpc_id, yes()).await.expect("tui may");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let resolved = next_resolved(&mut events).await;
+    assert_eq!(
+        (resolved.channel.as_str(), resolved.rpc_id.as_str()),
+        ("tui", rpc_id.as_str())
+    );
+
+    // The console: every gRPC-Web call, whatever header it sends.
+    let mut agent = server.client().await;
+    let ask = Ask::new("s")
+        .question(question("go", "Go?").choice("yes"))
+        .allowed_channels(["console"]);
+    let call = tokio::spawn(async move { agent.ask(ask).await });
+    let rpc_id = loop {
+        if let Event::Requested { requested, .. } = next_event(&mut events).await {
+            break requested.rpc_id;
+        }
+    };
+    let mut console = web_client(&server);
+    let mut request = tonic::Request::new(AnswerRequest {
+        session_id: "s".into(),
+        rpc_id: rpc_id.clone(),
+        answers: yes(),
+    });
+    request
+        .metadata_mut()
+        .insert("askgate-channel", "tui".parse().expect("ascii"));
+    console.answer(request).await.expect("the console may");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let resolved = next_resolved(&mut events).await;
+    assert_eq!(resolved.channel, "console");
+}
+on_every_backend!(
+    #[tokio::test]
+    only_the_allowed_channels_resolve_an_ask
+);
