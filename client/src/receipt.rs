@@ -12,7 +12,10 @@
 //! spacing of the arguments do not matter, and any client in any language computes
 //! the same digest.
 
-use jsonwebtoken::{Algorithm, DecodingKey, Validation, jwk::JwkSet};
+/// A JWK Set: the server's public keys, as `GET /.well-known/jwks.json` serves them
+/// (parse it with `serde_json`).
+pub use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};

@@ -14,7 +14,10 @@ use jsonwebtoken::jwk::JwkSet;
 
 use crate::{
     hardening::http1,
-    support::{TempDir, TestServer, next_event, subscribed, test_config, web_client, within},
+    support::{
+        TempDir, TestServer, askgate, finish, next_event, subscribed, test_config, web_client,
+        within,
+    },
 };
 
 /// Two Ed25519 keys (PKCS#8 PEM, `openssl genpkey -algorithm ed25519`).
@@ -368,3 +371,98 @@ on_every_backend!(
     #[tokio::test]
     only_the_allowed_channels_resolve_an_ask
 );
+
+/// `askgate receipt verify`, as an executor's script runs it: 0 for the action the
+/// human approved, 1 for other arguments or another server's keys, 2 for an action
+/// it cannot read.
+#[tokio::test]
+async fn the_cli_verifies_a_receipt_against_the_action() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+        .await
+        .expect("answer");
+    let token = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered")
+        .receipt;
+    let jwks_url = format!("{}/.well-known/jwks.json", server.url());
+    let approved = dir.file(
+        "approved.json",
+        r#"{"name": "deploy", "arguments": {"env": "prod", "replicas": 3, "service": "api"}}"#,
+    );
+    let (code, out, err) = finish(askgate(&[
+        "receipt",
+        "verify",
+        "--jwks",
+        &jwks_url,
+        "--action",
+        path(&approved),
+        &token,
+    ]))
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let claims: serde_json::Value = serde_json::from_str(&out).expect("the claims");
+    assert_eq!(claims["rpc_id"], rpc_id);
+
+    let other = dir.file(
+        "other.json",
+        r#"{"name": "deploy", "arguments_json": "{\"env\":\"prod\",\"replicas\":3,\"service\":\"db\"}"}"#,
+    );
+    let (code, _, err) = finish(askgate(&[
+        "receipt",
+        "verify",
+        "--jwks",
+        &jwks_url,
+        "--action",
+        path(&other),
+        &token,
+    ]))
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("another action"), "{err}");
+
+    let stranger_dir = TempDir::new();
+    let stranger = signing(&stranger_dir, KEY_B, Duration::from_secs(600)).await;
+    let keys_file = dir.file(
+        "stranger.json",
+        serde_json::to_vec(&jwks(&stranger).await).expect("json"),
+    );
+    let (code, _, err) = finish(askgate(&[
+        "receipt",
+        "verify",
+        "--jwks",
+        path(&keys_file),
+        "--action",
+        path(&approved),
+        &token,
+    ]))
+    .await;
+    assert_eq!(code, 1, "{err}");
+
+    let broken = dir.file(
+        "broken.json",
+        r#"{"name": "deploy", "arguments_json": "{"}"#,
+    );
+    let (code, _, err) = finish(askgate(&[
+        "receipt",
+        "verify",
+        "--jwks",
+        &jwks_url,
+        "--action",
+        path(&broken),
+        &token,
+    ]))
+    .await;
+    assert_eq!(code, 2, "{err}");
+}
+
+fn path(path: &std::path::Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}

@@ -23,6 +23,7 @@ mod json;
 mod log;
 mod mcp;
 pub mod overlay;
+mod receipt;
 mod serve;
 mod slack;
 mod watch;
@@ -84,6 +85,10 @@ pub enum Command {
     /// there (admin role).
     #[command(subcommand)]
     Slack(slack::SlackCommand),
+    /// Check receipts: what an executor runs before an approved action
+    /// (docs/approvals.md).
+    #[command(subcommand)]
+    Receipt(receipt::ReceiptCommand),
     /// Check a node's health (grpc.health.v1): exit 0 when it is SERVING. For container
     /// HEALTHCHECKs and exec probes.
     Health(health::HealthArgs),
@@ -172,6 +177,7 @@ pub fn main() -> ExitCode {
             Command::Health(args) => health::run(args).await,
             Command::Webhooks(command) => webhooks::run(command).await,
             Command::Slack(command) => slack::run(command).await,
+            Command::Receipt(command) => receipt::run(command).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

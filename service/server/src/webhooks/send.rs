@@ -146,14 +146,29 @@ impl Sender {
         headers: &[(&'static str, String)],
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), String> {
-        match tokio::time::timeout(self.timeout, self.post_now(target, headers, body)).await {
+        self.timed(self.send(http::Method::POST, target, headers, body))
+            .await
+    }
+
+    /// GETs `target`: the response's status and (the start of) its body.
+    pub async fn get(&self, target: &Target) -> Result<(http::StatusCode, Bytes), String> {
+        self.timed(self.send(http::Method::GET, target, &[], Bytes::new()))
+            .await
+    }
+
+    async fn timed(
+        &self,
+        exchange: impl Future<Output = Result<(http::StatusCode, Bytes), String>>,
+    ) -> Result<(http::StatusCode, Bytes), String> {
+        match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(format!("timed out after {:?}", self.timeout)),
         }
     }
 
-    async fn post_now(
+    async fn send(
         &self,
+        method: http::Method,
         target: &Target,
         headers: &[(&'static str, String)],
         body: Bytes,
@@ -184,8 +199,12 @@ impl Sender {
         let typed = headers
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
-        let mut request = Request::post(path).header(header::HOST, host);
-        if !typed {
+        let posting = method == http::Method::POST;
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, host);
+        if posting && !typed {
             request = request.header(header::CONTENT_TYPE, "application/json");
         }
         request = request.header(
