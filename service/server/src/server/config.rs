@@ -173,8 +173,12 @@ impl ServerConfig {
             }
             (None, BackendChoice::Redis { .. }) => None,
         };
-        Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
-            .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))
+        let slack = Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
+            .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
+        Ok(match &self.public_url {
+            Some(url) => slack.with_console(url.origin()),
+            None => slack,
+        })
     }
 
     /// The engine, and the webhook store beside it (in the same Redis, shared by every

@@ -7,6 +7,7 @@
 //! Every text is cut to Slack's limits, and user text is escaped for mrkdwn, so no
 //! question can break a message or mention someone.
 
+use askgate_core::domain::model::SLACK_CHANNEL;
 use askgate_proto::v1::{CancelSource, Question, QuestionAnswer, Requested, Resolution, Resolved};
 use serde_json::{Value, json};
 
@@ -309,12 +310,43 @@ fn options(question: &Question, with_descriptions: bool) -> Vec<Value> {
         .collect()
 }
 
-/// The message of a pending ask, with its controls.
-pub fn question_message(at: &Ref, requested: &Requested) -> Value {
+/// Whether Slack may collect the answer of `requested`: the ask allows the channel,
+/// and holds no secret question (a chat keeps what is typed in it).
+pub fn answerable_in_slack(requested: &Requested) -> bool {
+    let allowed = requested.allowed_channels.is_empty()
+        || requested
+            .allowed_channels
+            .iter()
+            .any(|c| c == SLACK_CHANNEL);
+    allowed && !requested.questions.iter().any(|q| q.secret)
+}
+
+/// The message of a pending ask, with its controls; for an ask Slack may not answer
+/// ([`answerable_in_slack`]), a link to the console (`console`, when the server knows
+/// its public URL) instead.
+pub fn question_message(at: &Ref, requested: &Requested, console: Option<&str>) -> Value {
     let mut blocks = vec![
         json!({ "type": "header", "text": plain(&title(requested), MAX_HEADER) }),
         context(requested),
     ];
+    if !answerable_in_slack(requested) {
+        for (i, question) in requested.questions.iter().enumerate() {
+            let number = (requested.questions.len() > 1).then_some(i);
+            let more = question_blocks(question, number, true);
+            if blocks.len() + more.len() >= MAX_MESSAGE_BLOCKS {
+                break;
+            }
+            blocks.extend(more);
+        }
+        let link = match console {
+            Some(url) => format!("<{url}|Open the askgate console>"),
+            None => "the askgate console".to_owned(),
+        };
+        blocks.push(section(&format!(
+            ":lock: This ask cannot be answered from Slack: answer it in {link}."
+        )));
+        return json!({ "text": fallback(requested), "blocks": blocks });
+    }
     let cancel = button("Cancel…", CANCEL, at, Some("danger"));
     match requested.questions.as_slice() {
         [question] => {
@@ -463,18 +495,20 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
                 _ => format!(":white_check_mark: Answered by {who}"),
             }];
             for answer in &resolved.answers {
-                let question = requested
-                    .questions
-                    .iter()
-                    .find(|q| q.id == answer.id)
-                    .map_or(answer.id.as_str(), |q| q.question.as_str());
+                let asked = requested.questions.iter().find(|q| q.id == answer.id);
+                let question = asked.map_or(answer.id.as_str(), |q| q.question.as_str());
+                // A secret answer is never shown in a chat.
+                let text = match asked.is_some_and(|q| q.secret) {
+                    true => "(secret)".to_owned(),
+                    false => answer_text(answer),
+                };
                 // "Ship it?: yes" reads badly: a question's own mark ends it.
                 let question = escape(&cut(question, 200));
                 let separator = match question.ends_with(['?', '!', ':', '.', '…']) {
                     true => " ",
                     false => ": ",
                 };
-                lines.push(format!("• {question}{separator}*{}*", answer_text(answer)));
+                lines.push(format!("• {question}{separator}*{text}*"));
             }
             lines.join("\n")
         }

@@ -37,6 +37,9 @@ const POSTED_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 #[derive(Clone)]
 pub struct Slack {
     api: WebApi,
+    /// The console's inbox at the server's public URL, linked from asks Slack may not
+    /// answer.
+    console: Option<String>,
     /// `None`: the server has no `--secret-key-file` and shares its store (Redis), so
     /// it cannot keep apps' secrets.
     key: Option<Arc<SealingKey>>,
@@ -86,8 +89,15 @@ impl Slack {
     ) -> Result<Self, String> {
         Ok(Self {
             api: WebApi::new(api_url, timeout)?,
+            console: None,
             key,
         })
+    }
+
+    /// Links asks Slack may not answer to the console at `public_origin`.
+    pub fn with_console(mut self, public_origin: &str) -> Self {
+        self.console = Some(format!("{public_origin}/console/#/inbox"));
+        self
     }
 
     fn key(&self) -> Result<&SealingKey, Error> {
@@ -214,7 +224,8 @@ impl Slack {
                     rpc: requested.rpc_id.clone(),
                     option: None,
                 };
-                let mut message = blocks::question_message(&at, &requested);
+                let mut message =
+                    blocks::question_message(&at, &requested, self.console.as_deref());
                 message["channel"] = target.channel.clone().into();
                 message["unfurl_links"] = false.into();
                 message["metadata"] = json!({

