@@ -96,10 +96,18 @@ impl Questions {
         }
         let if_unattended = request.if_unattended();
         let remaining = deadline.saturating_duration_since(Instant::now());
+        // Refused until every part of them is served (docs/approvals.md), rather than
+        // taken and half kept: a secret answer must not reach other parties.
         if request.quorum.is_some() {
             return Err(Error::bad_request(
                 "quorum",
                 "this server does not take quorum asks yet",
+            ));
+        }
+        if let Some(i) = request.questions.iter().position(|q| q.secret) {
+            return Err(Error::bad_request(
+                format!("questions[{i}].secret"),
+                "this server does not take secret questions yet",
             ));
         }
         let default_answers = match request.default_answers.is_empty() {
