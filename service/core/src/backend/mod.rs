@@ -5,6 +5,7 @@
 //! broadcasts `requested`; `claim` lets exactly one resolution win. Validation happens
 //! before either, in `domain`.
 
+pub mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;

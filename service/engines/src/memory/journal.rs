@@ -68,6 +68,14 @@ pub enum Change {
     AgentDetached { tenant: Arc<str>, agent_id: String },
     /// A change to webhooks and channels.
     Hook(HookChange),
+    /// A record appended to the tenant's audit log at `at`.
+    Audit {
+        tenant: String,
+        at: SystemTime,
+        record: askgate_core::backend::audit::AuditRecord,
+    },
+    /// The audit records appended before `before` are past their retention.
+    AuditPruned { before: SystemTime },
 }
 
 /// A change to the hook store's records.

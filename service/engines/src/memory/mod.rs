@@ -31,6 +31,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 mod agents;
+pub mod audit;
 mod durable;
 mod hooks;
 pub mod journal;
@@ -40,6 +41,7 @@ mod state;
 mod subscription;
 mod tenants;
 
+pub use audit::MemoryAuditStore;
 pub use hooks::MemoryHookStore;
 use state::Inner;
 use subscription::Subscription;

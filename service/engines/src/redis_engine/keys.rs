@@ -249,6 +249,41 @@ impl TenantKeys {
     }
 }
 
+/// The keys of a tenant's audit log, under a hash tag of their own
+/// (`{audit/<tenant>}`), so that its scripts run on one slot.
+pub struct AuditKeys {
+    tag: String,
+}
+
+impl AuditKeys {
+    pub fn new(tenant: &str) -> Self {
+        Self {
+            tag: format!("ag:{{audit/{}}}", escape(tenant, TENANT_RESERVED)),
+        }
+    }
+
+    /// The chain's head: `seq` and `hash` of the newest record.
+    pub fn head(&self) -> String {
+        format!("{}:head", self.tag)
+    }
+
+    /// The records, scored by seq: `{seq, prev_hash, hash, body, at_ms}` JSON.
+    pub fn log(&self) -> String {
+        format!("{}:log", self.tag)
+    }
+
+    /// The ids of appended entries, scored by when: an event reported twice is
+    /// appended once.
+    pub fn ids(&self) -> String {
+        format!("{}:ids", self.tag)
+    }
+
+    /// Every tenant with an audit log, for the retention sweep.
+    pub fn tenants() -> &'static str {
+        "ag:audit-tenants"
+    }
+}
+
 /// The keys of webhooks and reminders. They share one hash tag, `{hooks}`, so that the
 /// scripts that hand out due deliveries and timers run on one slot; the tenant parts
 /// are escaped like a tenant's own keys.

@@ -19,4 +19,4 @@ mod store;
 
 pub use connection::{RedisTarget, redacted_url};
 pub use engine::{RedisBackend, RedisConfig};
-pub use store::{RedisHookStore, WaitPolicy};
+pub use store::{RedisAuditStore, RedisHookStore, WaitPolicy};

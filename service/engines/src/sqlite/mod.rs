@@ -16,6 +16,7 @@
 //! subscribers resume from their cursors; agent leases end a reconnect grace after
 //! the restart unless their agent attached again meanwhile.
 
+mod audit;
 mod backup;
 mod dir;
 mod load;
@@ -35,6 +36,7 @@ use askgate_proto::v1::subscribe_response::Event;
 use rusqlite::{Connection, OpenFlags};
 use tracing::{debug, info};
 
+pub use audit::SqliteAuditStore;
 pub use backup::{Copied, backup};
 pub use dir::{DataDir, DirError, STORE_FILE};
 
@@ -48,6 +50,7 @@ use crate::memory::{
 pub struct SqliteEngine {
     backend: MemoryBackend,
     hooks: MemoryHookStore,
+    audit: std::sync::Arc<SqliteAuditStore>,
 }
 
 impl SqliteEngine {
@@ -61,10 +64,11 @@ impl SqliteEngine {
     ) -> anyhow::Result<Self> {
         let dir = DataDir::open(path)?;
         let started = std::time::Instant::now();
-        let (conn, stored, hooks) = {
+        let (conn, stored, hooks, heads) = {
             let file = dir.store();
             tokio::task::spawn_blocking(move || read(&file)).await??
         };
+        let store_file = dir.store();
         let settle = Settle::of(&stored, config.reconnect_grace);
         let (journal, reader) = Journal::new();
         std::thread::Builder::new()
@@ -76,6 +80,7 @@ impl SqliteEngine {
                 writer::run(conn, reader);
             })?;
         let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks);
+        let audit = std::sync::Arc::new(SqliteAuditStore::new(journal.clone(), heads, store_file));
         let (backend, orphans) = MemoryBackend::durable(config, journal, stored);
         info!(
             pending = settle.asks.len(),
@@ -84,7 +89,11 @@ impl SqliteEngine {
             "restored the store"
         );
         settle.start(backend.clone(), orphans);
-        Ok(Self { backend, hooks })
+        Ok(Self {
+            backend,
+            hooks,
+            audit,
+        })
     }
 
     pub fn backend(&self) -> MemoryBackend {
@@ -95,6 +104,11 @@ impl SqliteEngine {
         self.hooks
     }
 
+    /// The audit log, kept in the same store.
+    pub fn audit_store(&self) -> std::sync::Arc<SqliteAuditStore> {
+        self.audit.clone()
+    }
+
     /// The backend and the hook store, for a server.
     pub fn into_parts(self) -> (MemoryBackend, MemoryHookStore) {
         (self.backend, self.hooks)
@@ -102,13 +116,21 @@ impl SqliteEngine {
 }
 
 /// Opens the store file (made if missing), migrates it and reads what it holds.
-fn read(file: &Path) -> anyhow::Result<(Connection, Stored, StoredHooks)> {
+type Read = (
+    Connection,
+    Stored,
+    StoredHooks,
+    Vec<(String, askgate_core::backend::audit::Head)>,
+);
+
+fn read(file: &Path) -> anyhow::Result<Read> {
     let mut conn = open(file)?;
     schema::migrate(&mut conn)?;
     load::prune(&conn)?;
     let stored = load::asks(&conn)?;
     let hooks = load::hooks(&conn)?;
-    Ok((conn, stored, hooks))
+    let heads = audit::heads(&conn)?;
+    Ok((conn, stored, hooks, heads))
 }
 
 /// A connection to the store: WAL mode, every commit synced. A new store's file is

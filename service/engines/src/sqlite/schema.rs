@@ -80,6 +80,19 @@ const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
     ",
+    // 2: the audit log: each tenant's hash chain (docs/approvals.md).
+    "
+    CREATE TABLE audit (
+        tenant TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        body TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX audit_at ON audit (at_ms);
+    ",
 ];
 
 /// The version this askgate writes.

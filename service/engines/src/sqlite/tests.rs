@@ -428,3 +428,24 @@ mod hooks {
         );
     }
 }
+
+#[tokio::test]
+async fn the_audit_log_keeps_the_rules_and_survives_a_restart() {
+    use askgate_core::backend::audit::{AuditStore, conformance, verify};
+    let dir = Scratch::new();
+    let engine = open(&dir, StateConfig::default()).await;
+    let audit: Arc<dyn AuditStore> = engine.audit_store();
+    conformance::rules(audit.clone(), audit).await;
+    // What was appended is on disk, as kill -9 would leave it.
+    let copy = crash_copy(&dir);
+    let engine = open(&copy, StateConfig::default()).await;
+    let audit = engine.audit_store();
+    let before = audit.export("acme", 0, 100).await.expect("export");
+    assert_eq!(before.iter().map(|r| r.seq).collect::<Vec<_>>(), [43, 44]);
+    audit
+        .append(vec![conformance::entry("acme", "after-restart")])
+        .await
+        .expect("append");
+    let after = audit.export("acme", 0, 100).await.expect("export");
+    assert_eq!(verify(&after), Ok(3), "the chain goes on from where it was");
+}

@@ -150,6 +150,28 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 .execute(params![&**tenant, agent_id])?;
         }
         Change::Hook(change) => hook(tx, change)?,
+        Change::Audit { tenant, at, record } => {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO audit (tenant, seq, prev_hash, hash, body, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                tenant,
+                record.seq as i64,
+                record.prev_hash,
+                record.hash,
+                record.body_json,
+                epoch_ms(*at) as i64,
+            ])?;
+        }
+        Change::AuditPruned { before } => {
+            // Each tenant's newest record stays: the next one links to it.
+            tx.prepare_cached(
+                "DELETE FROM audit WHERE at_ms < ?1 AND seq < \
+                 (SELECT max(seq) FROM audit AS newest WHERE newest.tenant = audit.tenant)",
+            )?
+            .execute(params![epoch_ms(*before) as i64])?;
+        }
     }
     Ok(())
 }

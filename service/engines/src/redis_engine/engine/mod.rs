@@ -64,6 +64,11 @@ impl RedisBackend {
         self.node.store().hooks(limits)
     }
 
+    /// The audit log, in the same Redis.
+    pub fn audit_store(&self) -> crate::redis_engine::store::RedisAuditStore {
+        self.node.store().audit()
+    }
+
     /// Resolves the asks an agent made under `incarnation`: its lease ended.
     async fn abort_agent_asks(&self, tenant: &str, agent_id: &str, incarnation: &str) {
         for (session_id, rpc_id) in self

@@ -37,6 +37,7 @@ use askgate_core::backend::{Holder, StateConfig};
 use askgate_core::domain::{Error, SessionKey, Settled};
 
 mod asks;
+mod audit;
 mod hooks;
 mod model;
 mod nodes;
@@ -45,6 +46,7 @@ mod replies;
 mod scripts;
 mod wait;
 
+pub use audit::RedisAuditStore;
 pub use hooks::RedisHookStore;
 pub use model::{Claimed, Listing, Registration, Snapshot, StoredEvent, parse_event};
 pub use nodes::Renewal;
@@ -150,6 +152,11 @@ impl RedisStore {
     /// The webhook store on this store's connection.
     pub fn hooks(&self, limits: askgate_core::backend::hooks::StoreLimits) -> RedisHookStore {
         RedisHookStore::new(self.conn.clone(), limits, self.acked.clone())
+    }
+
+    /// The audit log, on the same Redis.
+    pub fn audit(&self) -> RedisAuditStore {
+        RedisAuditStore::new(self.conn.clone(), self.acked.clone())
     }
 
     /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),

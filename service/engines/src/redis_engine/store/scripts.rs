@@ -62,6 +62,23 @@ pub(super) static CONFIRM: std::sync::LazyLock<Script> =
 pub(super) static NOTICE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));
 
+/// The audit log's scripts (`store/audit.rs`), each on a tenant's `{audit/…}` slot.
+pub(super) mod audit_scripts {
+    use std::sync::LazyLock;
+
+    use redis::Script;
+
+    /// The chain's head, and which entries are appended already.
+    pub static CHECK: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/audit_check.lua")));
+    /// Records chained to the head read, unless it moved.
+    pub static APPEND: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/audit_append.lua")));
+    /// The oldest records past retention.
+    pub static PRUNE: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/audit_prune.lua")));
+}
+
 /// The webhook store's scripts (`store/hooks.rs`), each on the `{hooks}` slot.
 pub(super) mod hook_scripts {
     use std::sync::LazyLock;

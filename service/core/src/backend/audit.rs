@@ -1,0 +1,309 @@
+//! The audit log (docs/approvals.md): every resolution and every admin change of a
+//! tenant, appended to the tenant's hash chain. The chain's rules are here, once; the
+//! engines keep the records ([`AuditStore`]).
+//!
+//! A record is `{seq, prev_hash, hash, body_json}`: `body_json` the RFC 8785 canonical
+//! JSON of the record's fields with its `seq`, `hash` the lowercase hex SHA-256 of the
+//! UTF-8 bytes of `prev_hash + body_json`. `seq` counts from 1 without gaps per
+//! tenant; the first record's `prev_hash` is empty. Changing, dropping or reordering
+//! a record breaks every hash from it on.
+
+use std::time::{Duration, SystemTime};
+
+pub use askgate_proto::v1::AuditRecord;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::domain::Error;
+
+/// What is to be appended: its tenant, a name that is the same each time the same
+/// thing is reported (an engine may report an event twice: the second is not
+/// appended), and its fields (`kind`, `at`, `subject`, ...; `seq` and `tenant` are
+/// added here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub tenant: String,
+    pub id: String,
+    pub fields: Map<String, Value>,
+}
+
+/// The tenant's last record: where the next one links.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Head {
+    /// 0 before the first record.
+    pub seq: u64,
+    /// Empty before the first record.
+    pub hash: String,
+}
+
+impl Head {
+    /// The record after this head: `entry` chained to it.
+    pub fn chain(&self, entry: &AuditEntry) -> AuditRecord {
+        let seq = self.seq + 1;
+        let mut fields = entry.fields.clone();
+        fields.insert("seq".into(), seq.into());
+        fields.insert("tenant".into(), entry.tenant.clone().into());
+        let body_json = canonical(&Value::Object(fields));
+        AuditRecord {
+            seq,
+            hash: link_hash(&self.hash, &body_json),
+            prev_hash: self.hash.clone(),
+            body_json,
+        }
+    }
+
+    /// The head once `record` is appended.
+    pub fn after(record: &AuditRecord) -> Self {
+        Self {
+            seq: record.seq,
+            hash: record.hash.clone(),
+        }
+    }
+}
+
+/// RFC 8785 canonical JSON of `value`.
+pub fn canonical(value: &Value) -> String {
+    // A `Value` always serialises: its keys are strings and its numbers finite.
+    serde_jcs::to_string(value).unwrap_or_default()
+}
+
+/// The hash of a record: hex SHA-256 of `prev_hash + body_json`.
+pub fn link_hash(prev_hash: &str, body_json: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    hasher.update(body_json.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// Where a chain breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record {seq}: {what}")]
+pub struct Broken {
+    /// The first record that does not verify (its position when its seq is wrong).
+    pub seq: u64,
+    pub what: String,
+}
+
+/// Checks a run of records, oldest first: each hash recomputed, each linked to the
+/// one before, seqs consecutive, each body canonical JSON naming its own seq. The first
+/// record may start after 1 (older ones were pruned): its link is then taken as given.
+pub fn verify<'a>(records: impl IntoIterator<Item = &'a AuditRecord>) -> Result<u64, Broken> {
+    let mut before: Option<&AuditRecord> = None;
+    let mut count = 0;
+    for record in records {
+        let broken = |what: String| Broken {
+            seq: record.seq,
+            what,
+        };
+        match before {
+            Some(prev) if record.seq != prev.seq + 1 => {
+                return Err(broken(format!("follows record {}", prev.seq)));
+            }
+            Some(prev) if record.prev_hash != prev.hash => {
+                return Err(broken("prev_hash is not the previous record's hash".into()));
+            }
+            None if record.seq == 1 && !record.prev_hash.is_empty() => {
+                return Err(broken("the first record's prev_hash is not empty".into()));
+            }
+            _ => {}
+        }
+        let body: Value = serde_json::from_str(&record.body_json)
+            .map_err(|e| broken(format!("body is not JSON: {e}")))?;
+        if canonical(&body) != record.body_json {
+            return Err(broken("body is not in canonical form".into()));
+        }
+        if body.get("seq").and_then(Value::as_u64) != Some(record.seq) {
+            return Err(broken("body names another seq".into()));
+        }
+        if link_hash(&record.prev_hash, &record.body_json) != record.hash {
+            return Err(broken("hash does not match prev_hash + body".into()));
+        }
+        before = Some(record);
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The time of a record, as its `at` field gives it (RFC 3339).
+pub fn at(time: SystemTime) -> Value {
+    humantime::format_rfc3339_millis(time).to_string().into()
+}
+
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
+    /// Appends `entries` to their tenants' chains, in order, durably; an entry whose
+    /// id the tenant's chain already holds (from a report seen before) is skipped.
+    async fn append(&self, entries: Vec<AuditEntry>) -> Result<(), Error>;
+
+    /// The tenant's records after `after_seq`, oldest first, at most `limit`.
+    async fn export(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, Error>;
+
+    /// Forgets records older than `retention` (their `at`), oldest first.
+    async fn prune(&self, retention: Duration) -> Result<(), Error>;
+}
+
+/// The rules every [`AuditStore`] keeps, for the engines' tests to run.
+#[cfg(feature = "conformance")]
+pub mod conformance {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+
+    pub fn entry(tenant: &str, id: &str) -> AuditEntry {
+        let Value::Object(fields) = json!({
+            "kind": "ask.resolved", "rpc_id": id, "subject": "ana", "at": at(SystemTime::now()),
+        }) else {
+            unreachable!("an object")
+        };
+        AuditEntry {
+            tenant: tenant.into(),
+            id: id.into(),
+            fields,
+        }
+    }
+
+    /// `one` and `two` are two nodes' handles on the same log (the same store, for an
+    /// engine of one node): appends from both chain into one log per tenant, in
+    /// order, each id once; tenants do not see each other's records.
+    pub async fn rules(one: Arc<dyn AuditStore>, two: Arc<dyn AuditStore>) {
+        one.append(vec![
+            entry("acme", "a1"),
+            entry("acme", "a2"),
+            entry("other", "o1"),
+        ])
+        .await
+        .expect("append");
+        // Reported again (an outbox taken twice): not appended twice.
+        two.append(vec![entry("acme", "a2"), entry("acme", "a3")])
+            .await
+            .expect("append again");
+        let acme = one.export("acme", 0, 100).await.expect("export");
+        let ids: Vec<_> = acme
+            .iter()
+            .map(|r| serde_json::from_str::<Value>(&r.body_json).expect("json")["rpc_id"].clone())
+            .collect();
+        assert_eq!(ids, [json!("a1"), json!("a2"), json!("a3")]);
+        assert_eq!(verify(&acme), Ok(3));
+        assert_eq!(acme[0].seq, 1);
+        assert_eq!(acme[0].prev_hash, "");
+        let other = two.export("other", 0, 100).await.expect("export");
+        assert_eq!(other.len(), 1);
+        assert!(other[0].body_json.contains(r#""tenant":"other""#));
+        // Pages: after a seq, at most a limit.
+        let page = two.export("acme", 1, 1).await.expect("export");
+        assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [2]);
+        assert!(
+            one.export("nobody", 0, 10)
+                .await
+                .expect("export")
+                .is_empty()
+        );
+
+        // Many appends at once from both handles: one chain without gaps.
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+            tasks.push(tokio::spawn(async move {
+                store
+                    .append(vec![
+                        entry("acme", &format!("c{i}")),
+                        entry("acme", &format!("d{i}")),
+                    ])
+                    .await
+            }));
+        }
+        for task in tasks {
+            task.await.expect("join").expect("append");
+        }
+        let all = one.export("acme", 0, 1000).await.expect("export");
+        assert_eq!(all.len(), 43);
+        assert_eq!(verify(&all), Ok(43));
+
+        // Retention keeps the newest record, so the chain goes on from it.
+        one.prune(Duration::ZERO).await.expect("prune");
+        let kept = one.export("acme", 0, 1000).await.expect("export");
+        assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), [43]);
+        two.append(vec![entry("acme", "after")])
+            .await
+            .expect("append");
+        let kept = one.export("acme", 0, 1000).await.expect("export");
+        assert_eq!(verify(&kept), Ok(2));
+        assert_eq!(kept[1].prev_hash, all[42].hash);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn entry(kind: &str) -> AuditEntry {
+        let Value::Object(fields) =
+            json!({ "kind": kind, "subject": "ana", "at": "2026-12-02T00:00:00.000Z" })
+        else {
+            unreachable!()
+        };
+        AuditEntry {
+            tenant: "acme".into(),
+            id: kind.into(),
+            fields,
+        }
+    }
+
+    fn chain(n: usize) -> Vec<AuditRecord> {
+        let mut head = Head::default();
+        (0..n)
+            .map(|i| {
+                let record = head.chain(&entry(&format!("k{i}")));
+                head = Head::after(&record);
+                record
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chain_links_each_record_to_the_one_before() {
+        let records = chain(3);
+        assert_eq!(records[0].prev_hash, "");
+        assert_eq!(records[1].prev_hash, records[0].hash);
+        assert_eq!(
+            records[0].body_json,
+            r#"{"at":"2026-12-02T00:00:00.000Z","kind":"k0","seq":1,"subject":"ana","tenant":"acme"}"#
+        );
+        assert_eq!(
+            records[0].hash,
+            hex::encode(Sha256::digest(records[0].body_json.as_bytes()))
+        );
+        assert_eq!(verify(&records), Ok(3));
+        // A run that starts after pruning verifies from where it starts.
+        assert_eq!(verify(&records[1..]), Ok(2));
+    }
+
+    #[test]
+    fn a_changed_dropped_or_reordered_record_is_found() {
+        let records = chain(4);
+        let mut changed = records.clone();
+        changed[2].body_json = changed[2].body_json.replace("ana", "eve");
+        assert_eq!(verify(&changed).map_err(|b| b.seq), Err(3));
+        let mut dropped = records.clone();
+        dropped.remove(1);
+        assert_eq!(verify(&dropped).map_err(|b| b.seq), Err(3));
+        let mut swapped = records.clone();
+        swapped.swap(1, 2);
+        assert_eq!(verify(&swapped).map_err(|b| b.seq), Err(3));
+        // Rehashing a changed record does not help: the next one's link breaks.
+        let mut rehashed = records;
+        rehashed[1].body_json = rehashed[1].body_json.replace("ana", "eve");
+        rehashed[1].hash = link_hash(&rehashed[1].prev_hash, &rehashed[1].body_json);
+        assert_eq!(verify(&rehashed).map_err(|b| b.seq), Err(3));
+    }
+}

@@ -1,0 +1,193 @@
+//! The audit log in this process: each tenant's chain head, its last records (at most
+//! `keep`; the memory engine's log is bounded), and the ids of what it appended
+//! lately (so that an event reported twice is appended once). On the sqlite engine the
+//! records go to the store through the journal, and are read back from it.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    time::{Duration, SystemTime},
+};
+
+use askgate_core::{
+    backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
+    domain::Error,
+};
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use super::journal::{Change, Journal};
+
+/// Records the memory engine keeps per tenant, newest last.
+pub const KEEP_PER_TENANT: usize = 100_000;
+/// Ids of appended entries remembered per tenant: far more than a node's reports in
+/// flight (an event is reported again only within a lease or two).
+const IDS_PER_TENANT: usize = 16 * 1024;
+
+#[derive(Default)]
+struct Log {
+    head: Head,
+    /// The last records, with when each was appended.
+    records: VecDeque<(SystemTime, AuditRecord)>,
+    ids: HashSet<String>,
+    id_order: VecDeque<String>,
+}
+
+impl Log {
+    fn remember(&mut self, id: String) {
+        if self.ids.insert(id.clone()) {
+            self.id_order.push_back(id);
+        }
+        while self.id_order.len() > IDS_PER_TENANT {
+            if let Some(old) = self.id_order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+    }
+}
+
+pub struct MemoryAuditStore {
+    logs: Mutex<HashMap<String, Log>>,
+    keep: usize,
+    journal: Option<Journal>,
+}
+
+impl Default for MemoryAuditStore {
+    fn default() -> Self {
+        Self::new(KEEP_PER_TENANT)
+    }
+}
+
+impl MemoryAuditStore {
+    /// A log that keeps the last `keep` records of each tenant.
+    pub fn new(keep: usize) -> Self {
+        Self {
+            logs: Mutex::new(HashMap::new()),
+            keep,
+            journal: None,
+        }
+    }
+
+    /// The heads of a durable log (the sqlite engine's): records go to `journal`, and
+    /// none is kept here.
+    pub fn durable(journal: Journal, heads: Vec<(String, Head)>) -> Self {
+        let logs = heads
+            .into_iter()
+            .map(|(tenant, head)| {
+                let log = Log {
+                    head,
+                    ..Log::default()
+                };
+                (tenant, log)
+            })
+            .collect();
+        Self {
+            logs: Mutex::new(logs),
+            keep: 0,
+            journal: Some(journal),
+        }
+    }
+}
+
+#[async_trait]
+impl AuditStore for MemoryAuditStore {
+    async fn append(&self, entries: Vec<AuditEntry>) -> Result<(), Error> {
+        if let Some(journal) = &self.journal {
+            journal.room().await;
+        }
+        {
+            let now = SystemTime::now();
+            let mut logs = self.logs.lock();
+            for entry in entries {
+                let log = logs.entry(entry.tenant.clone()).or_default();
+                if log.ids.contains(&entry.id) {
+                    continue;
+                }
+                let record = log.head.chain(&entry);
+                log.head = Head::after(&record);
+                log.remember(entry.id);
+                if let Some(journal) = &self.journal {
+                    journal.record(Change::Audit {
+                        tenant: entry.tenant,
+                        at: now,
+                        record: record.clone(),
+                    });
+                }
+                if self.keep > 0 {
+                    log.records.push_back((now, record));
+                    while log.records.len() > self.keep {
+                        log.records.pop_front();
+                    }
+                }
+            }
+        }
+        if let Some(journal) = &self.journal {
+            journal.synced().await?;
+        }
+        Ok(())
+    }
+
+    async fn export(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, Error> {
+        let logs = self.logs.lock();
+        let Some(log) = logs.get(tenant) else {
+            return Ok(Vec::new());
+        };
+        // Records are in seq order, without gaps: the first wanted is found by offset.
+        let first = log.records.front().map_or(0, |(_, r)| r.seq);
+        let skip = usize::try_from((after_seq + 1).saturating_sub(first)).unwrap_or(usize::MAX);
+        Ok(log
+            .records
+            .iter()
+            .skip(skip)
+            .take(limit)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn prune(&self, retention: Duration) -> Result<(), Error> {
+        let Some(cutoff) = SystemTime::now().checked_sub(retention) else {
+            return Ok(());
+        };
+        if let Some(journal) = &self.journal {
+            journal.record(Change::AuditPruned { before: cutoff });
+            return journal.synced().await;
+        }
+        // Each tenant's newest record stays, as on the durable engines.
+        for log in self.logs.lock().values_mut() {
+            while log.records.len() > 1 && log.records.front().is_some_and(|(at, _)| *at < cutoff) {
+                log.records.pop_front();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_memory_log_keeps_the_rules() {
+        let store = Arc::new(MemoryAuditStore::default());
+        askgate_core::backend::audit::conformance::rules(store.clone(), store).await;
+    }
+
+    #[tokio::test]
+    async fn the_memory_log_is_bounded_but_its_chain_goes_on() {
+        let store = MemoryAuditStore::new(2);
+        for i in 0..5 {
+            let entry = askgate_core::backend::audit::conformance::entry("acme", &i.to_string());
+            store.append(vec![entry]).await.expect("append");
+        }
+        let kept = store.export("acme", 0, 10).await.expect("export");
+        assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(askgate_core::backend::audit::verify(&kept), Ok(2));
+        assert_eq!(store.export("acme", 4, 10).await.expect("export").len(), 1);
+    }
+}

@@ -1,0 +1,92 @@
+//! The sqlite engine's audit log: appended through the journal (durable before the
+//! append returns, in the writer's group commits), exported by reading the store.
+
+use std::{path::PathBuf, time::Duration};
+
+use askgate_core::{
+    backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
+    domain::Error,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, OpenFlags, params};
+
+use crate::memory::{MemoryAuditStore, journal::Journal};
+
+pub struct SqliteAuditStore {
+    /// The tenants' heads; records go to the journal.
+    heads: MemoryAuditStore,
+    /// The store, read by exports.
+    file: PathBuf,
+}
+
+impl SqliteAuditStore {
+    pub(super) fn new(journal: Journal, heads: Vec<(String, Head)>, file: PathBuf) -> Self {
+        Self {
+            heads: MemoryAuditStore::durable(journal, heads),
+            file,
+        }
+    }
+}
+
+/// Each tenant's newest record, where its chain goes on.
+pub(super) fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head)>> {
+    let mut rows = conn.prepare(
+        "SELECT tenant, seq, hash FROM audit AS a \
+         WHERE seq = (SELECT max(seq) FROM audit AS b WHERE b.tenant = a.tenant)",
+    )?;
+    rows.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            Head {
+                seq: row.get::<_, i64>(1)?.unsigned_abs(),
+                hash: row.get(2)?,
+            },
+        ))
+    })?
+    .collect()
+}
+
+#[async_trait]
+impl AuditStore for SqliteAuditStore {
+    async fn append(&self, entries: Vec<AuditEntry>) -> Result<(), Error> {
+        self.heads.append(entries).await
+    }
+
+    async fn export(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, Error> {
+        let (file, tenant) = (self.file.clone(), tenant.to_owned());
+        let read = move || -> rusqlite::Result<Vec<AuditRecord>> {
+            let conn = Connection::open_with_flags(
+                &file,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            let mut rows = conn.prepare(
+                "SELECT seq, prev_hash, hash, body FROM audit \
+                 WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+            rows.query_map(params![tenant, after, limit], |row| {
+                Ok(AuditRecord {
+                    seq: row.get::<_, i64>(0)?.unsigned_abs(),
+                    prev_hash: row.get(1)?,
+                    hash: row.get(2)?,
+                    body_json: row.get(3)?,
+                })
+            })?
+            .collect()
+        };
+        tokio::task::spawn_blocking(read)
+            .await
+            .map_err(|e| Error::Internal(format!("reading the audit log: {e}")))?
+            .map_err(|e| Error::BackendUnavailable(format!("reading the audit log: {e}")))
+    }
+
+    async fn prune(&self, retention: Duration) -> Result<(), Error> {
+        self.heads.prune(retention).await
+    }
+}
