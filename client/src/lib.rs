@@ -59,8 +59,9 @@ use proto::{
     CreateEndpointRequest, DeleteEndpointRequest, Delivery, DisconnectSlackRequest,
     Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest,
     ListSlackAppsRequest, QuestionAnswer, RedeliverRequest, Requested, SlackApp, SubscribeRequest,
-    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient, slack_client::SlackClient,
-    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
+    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient, audit_client::AuditClient,
+    slack_client::SlackClient, user_questions_client::UserQuestionsClient,
+    webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -84,6 +85,7 @@ pub struct Client {
     agents: AgentsClient<Channel>,
     webhooks: WebhooksClient<Channel>,
     slack: SlackClient<Channel>,
+    audit: AuditClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
     /// The channel this client answers from (`askgate-channel`), if it names one.
@@ -193,7 +195,8 @@ impl Client {
             inner: UserQuestionsClient::new(channel.clone()),
             agents: AgentsClient::new(channel.clone()),
             webhooks: WebhooksClient::new(channel.clone()),
-            slack: SlackClient::new(channel),
+            slack: SlackClient::new(channel.clone()),
+            audit: AuditClient::new(channel),
             authorization: None,
             channel: None,
         }
@@ -504,6 +507,17 @@ impl Client {
         let request = self.request(DisconnectSlackRequest { id: id.to_owned() });
         self.slack.disconnect_slack(request).await?;
         Ok(())
+    }
+
+    /// The tenant's audit log after `after_seq`, oldest first, at most `limit` records
+    /// (0: all): a stream of hash-chained records (admin role; docs/approvals.md).
+    pub async fn export_audit(
+        &mut self,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<tonic::Streaming<proto::AuditRecord>, Error> {
+        let request = self.request(proto::ExportAuditRequest { after_seq, limit });
+        Ok(self.audit.export_audit(request).await?.into_inner())
     }
 }
 

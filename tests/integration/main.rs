@@ -8,6 +8,7 @@ mod abort;
 mod agents;
 mod answers;
 mod approvals;
+mod audit;
 mod chaos;
 mod cli;
 mod durability;

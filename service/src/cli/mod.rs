@@ -13,6 +13,7 @@ mod agent_hooks;
 mod answer;
 mod ask;
 mod attach;
+mod audit;
 mod backup;
 mod bot;
 mod common;
@@ -85,6 +86,9 @@ pub enum Command {
     /// there (admin role).
     #[command(subcommand)]
     Slack(slack::SlackCommand),
+    /// The tenant's hash-chained audit log: export it, verify an export (admin role).
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Check receipts: what an executor runs before an approved action
     /// (docs/approvals.md).
     #[command(subcommand)]
@@ -178,6 +182,7 @@ pub fn main() -> ExitCode {
             Command::Webhooks(command) => webhooks::run(command).await,
             Command::Slack(command) => slack::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
+            Command::Audit(command) => audit::run(command).await,
         }
     });
     // Don't wait for blocking stdin readers or lingering tasks.

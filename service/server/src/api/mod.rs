@@ -3,6 +3,7 @@
 //! [`status::to_status`].
 
 pub mod agents;
+pub mod audit;
 pub mod deadline;
 pub mod health;
 pub mod slack;
@@ -25,6 +26,7 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, debug_span, field::Empty, instrument};
 
 pub use agents::AgentsApi;
+pub use audit::AuditApi;
 pub use slack::SlackApi;
 pub use webhooks::WebhooksApi;
 

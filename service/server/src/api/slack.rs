@@ -9,11 +9,14 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
+use serde_json::json;
+
 use super::{
     Gate,
-    webhooks::{failed, id},
+    webhooks::{admin, failed, id},
 };
 use crate::{
+    approvals::Audit,
     auth::{Action, Principal},
     webhooks::Hooks,
 };
@@ -21,12 +24,13 @@ use crate::{
 /// The `askgate.v1.Slack` service.
 pub struct SlackApi {
     hooks: Hooks,
+    audit: Audit,
     gate: Gate,
 }
 
 impl SlackApi {
-    pub fn new(hooks: Hooks, gate: Gate) -> Self {
-        Self { hooks, gate }
+    pub fn new(hooks: Hooks, audit: Audit, gate: Gate) -> Self {
+        Self { hooks, audit, gate }
     }
 
     fn admit<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
@@ -42,12 +46,17 @@ impl Slack for SlackApi {
         request: Request<ConnectSlackRequest>,
     ) -> Result<Response<SlackApp>, Status> {
         let _timer = self.gate.timer("ConnectSlack");
-        let caller = self.admit(&request)?;
-        self.hooks
+        let (caller, by) = admin(&self.gate, &request)?;
+        let app = self
+            .hooks
             .connect_slack(&caller.tenant, request.into_inner())
             .await
-            .map(Response::new)
-            .map_err(failed)
+            .map_err(failed)?;
+        let details = json!({ "id": app.id, "team_id": app.team_id, "channel": app.channel });
+        self.audit
+            .admin(&caller.tenant, &by, "slack.connected", details)
+            .await;
+        Ok(Response::new(app))
     }
 
     #[instrument(name = "ListSlackApps", skip_all, fields(tenant))]
@@ -70,12 +79,21 @@ impl Slack for SlackApi {
         request: Request<DisconnectSlackRequest>,
     ) -> Result<Response<DisconnectSlackResponse>, Status> {
         let _timer = self.gate.timer("DisconnectSlack");
-        let caller = self.admit(&request)?;
-        id("id", &request.get_ref().id)?;
+        let (caller, by) = admin(&self.gate, &request)?;
+        let app = &request.get_ref().id;
+        id("id", app)?;
         self.hooks
-            .disconnect_slack(&caller.tenant, &request.get_ref().id)
+            .disconnect_slack(&caller.tenant, app)
             .await
-            .map(|()| Response::new(DisconnectSlackResponse {}))
-            .map_err(failed)
+            .map_err(failed)?;
+        self.audit
+            .admin(
+                &caller.tenant,
+                &by,
+                "slack.disconnected",
+                json!({ "id": app }),
+            )
+            .await;
+        Ok(Response::new(DisconnectSlackResponse {}))
     }
 }

@@ -10,27 +10,37 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
-use crate::{auth::Gate, domain::status};
+use serde_json::json;
+
 use crate::{
-    auth::{Action, Principal},
-    domain::{Error, bounded, validate},
+    approvals::Audit,
+    auth::{Action, Gate, Principal},
+    domain::{Error, Resolver, bounded, status, validate},
     webhooks::Hooks,
 };
 
 /// The `askgate.v1.Webhooks` service.
 pub struct WebhooksApi {
     hooks: Hooks,
+    audit: Audit,
     gate: Gate,
 }
 
 impl WebhooksApi {
-    pub fn new(hooks: Hooks, gate: Gate) -> Self {
-        Self { hooks, gate }
+    pub fn new(hooks: Hooks, audit: Audit, gate: Gate) -> Self {
+        Self { hooks, audit, gate }
     }
 
     fn admit<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
         self.gate.admit(request, Action::ManageWebhooks, "")
     }
+}
+
+/// An admin caller and its channel, for the audit record of its change.
+pub(super) fn admin<T>(gate: &Gate, request: &Request<T>) -> Result<(Principal, Resolver), Status> {
+    let caller = gate.admit(request, Action::ManageWebhooks, "")?;
+    let by = super::resolver(request, &caller.sub)?;
+    Ok((caller, by))
 }
 
 pub(super) fn failed(error: Error) -> Status {
@@ -53,12 +63,17 @@ impl Webhooks for WebhooksApi {
         request: Request<CreateEndpointRequest>,
     ) -> Result<Response<Endpoint>, Status> {
         let _timer = self.gate.timer("CreateEndpoint");
-        let caller = self.admit(&request)?;
-        self.hooks
+        let (caller, by) = admin(&self.gate, &request)?;
+        let endpoint = self
+            .hooks
             .create_endpoint(&caller.tenant, request.into_inner())
             .await
-            .map(Response::new)
-            .map_err(failed)
+            .map_err(failed)?;
+        let details = json!({ "id": endpoint.id, "url": endpoint.url, "events": endpoint.events });
+        self.audit
+            .admin(&caller.tenant, &by, "endpoint.created", details)
+            .await;
+        Ok(Response::new(endpoint))
     }
 
     #[instrument(name = "ListEndpoints", skip_all, fields(tenant))]
@@ -81,13 +96,18 @@ impl Webhooks for WebhooksApi {
         request: Request<DeleteEndpointRequest>,
     ) -> Result<Response<DeleteEndpointResponse>, Status> {
         let _timer = self.gate.timer("DeleteEndpoint");
-        let caller = self.admit(&request)?;
-        id("id", &request.get_ref().id)?;
+        let (caller, by) = admin(&self.gate, &request)?;
+        let endpoint = &request.get_ref().id;
+        id("id", endpoint)?;
         self.hooks
-            .delete_endpoint(&caller.tenant, &request.get_ref().id)
+            .delete_endpoint(&caller.tenant, endpoint)
             .await
-            .map(|()| Response::new(DeleteEndpointResponse {}))
-            .map_err(failed)
+            .map_err(failed)?;
+        let details = json!({ "id": endpoint });
+        self.audit
+            .admin(&caller.tenant, &by, "endpoint.deleted", details)
+            .await;
+        Ok(Response::new(DeleteEndpointResponse {}))
     }
 
     #[instrument(name = "ListDeliveries", skip_all, fields(tenant))]
@@ -113,12 +133,17 @@ impl Webhooks for WebhooksApi {
         request: Request<RedeliverRequest>,
     ) -> Result<Response<Delivery>, Status> {
         let _timer = self.gate.timer("Redeliver");
-        let caller = self.admit(&request)?;
+        let (caller, by) = admin(&self.gate, &request)?;
         id("id", &request.get_ref().id)?;
-        self.hooks
+        let delivery = self
+            .hooks
             .redeliver(&caller.tenant, &request.get_ref().id)
             .await
-            .map(Response::new)
-            .map_err(failed)
+            .map_err(failed)?;
+        let details = json!({ "id": delivery.id, "endpoint_id": delivery.endpoint_id });
+        self.audit
+            .admin(&caller.tenant, &by, "delivery.redelivered", details)
+            .await;
+        Ok(Response::new(delivery))
     }
 }

@@ -72,6 +72,8 @@ pub enum Action {
     /// The `Webhooks` and `Slack` services: endpoints, deliveries and Slack apps of the
     /// whole tenant.
     ManageWebhooks,
+    /// The `Audit` service: the whole tenant's decisions and admin changes.
+    ExportAudit,
     /// Who the caller is: any role may ask.
     WhoAmI,
 }
@@ -80,7 +82,7 @@ impl Action {
     fn role(self) -> Option<Role> {
         Some(match self {
             Self::Ask | Self::Abort | Self::Attach => Role::Agent,
-            Self::ManageWebhooks => Role::Admin,
+            Self::ManageWebhooks | Self::ExportAudit => Role::Admin,
             Self::WhoAmI => return None,
             _ => Role::Ui,
         })
@@ -155,6 +157,11 @@ impl Principal {
             (Some(_), Action::ManageWebhooks) => Err(Error::PermissionDenied(
                 "webhooks see every session: they need a credential that is not limited to \
                  some sessions"
+                    .into(),
+            )),
+            (Some(_), Action::ExportAudit) => Err(Error::PermissionDenied(
+                "the audit log covers every session: it needs a credential that is not \
+                 limited to some sessions"
                     .into(),
             )),
             (Some(patterns), _) if patterns.iter().any(|p| matches(p, session)) => Ok(()),

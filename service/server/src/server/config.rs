@@ -6,7 +6,7 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_engines::{
-    memory::{MemoryBackend, MemoryHookStore},
+    memory::{MemoryAuditStore, MemoryBackend, MemoryHookStore},
     redis_engine::{RedisBackend, RedisConfig, redacted_url},
     sqlite::SqliteEngine,
 };
@@ -20,7 +20,7 @@ use crate::{
         jwt::{JwtVerifier, KeySource},
         keys::KeyStore,
     },
-    backend::{Backend, StateConfig, hooks::HookStore},
+    backend::{Backend, StateConfig, audit::AuditStore, hooks::HookStore},
     domain::Limits,
     listener::ConnectionLimits,
     origin::PublicUrl,
@@ -92,6 +92,8 @@ pub struct ServerConfig {
     pub receipt_key_files: Vec<PathBuf>,
     /// How long a receipt stays valid (`--receipt-ttl`).
     pub receipt_ttl: Duration,
+    /// How long audit records are kept (`--audit-retention`).
+    pub audit_retention: Duration,
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -135,6 +137,9 @@ pub enum BackendChoice {
         ca_file: Option<PathBuf>,
     },
 }
+
+/// A node's stores: the engine, the webhook store and the audit log, side by side.
+pub(super) type Stores = (Arc<dyn Backend>, Arc<dyn HookStore>, Arc<dyn AuditStore>);
 
 /// With `--backend sqlite` and no `--secret-key-file`: the key that seals Slack apps'
 /// secrets, in the data directory.
@@ -183,19 +188,21 @@ impl ServerConfig {
 
     /// The engine, and the webhook store beside it (in the same Redis, shared by every
     /// node, or in this process).
-    pub(super) async fn backend(&self) -> anyhow::Result<(Arc<dyn Backend>, Arc<dyn HookStore>)> {
+    pub(super) async fn backend(&self) -> anyhow::Result<Stores> {
         let limits = self.webhooks.limits;
         Ok(match &self.backend {
             BackendChoice::Sqlite { data_dir } => {
                 let engine = SqliteEngine::open(data_dir, self.settings.clone(), limits)
                     .await
                     .with_context(|| format!("--data-dir {}", data_dir.display()))?;
+                let audit = engine.audit_store();
                 let (backend, hooks) = engine.into_parts();
-                (Arc::new(backend), Arc::new(hooks))
+                (Arc::new(backend), Arc::new(hooks), audit)
             }
             BackendChoice::Memory => (
                 Arc::new(MemoryBackend::new(self.settings.clone())),
                 Arc::new(MemoryHookStore::new(limits)),
+                Arc::new(MemoryAuditStore::default()),
             ),
             BackendChoice::Redis { redis, ca_file } => {
                 let mut redis = redis.clone();
@@ -210,7 +217,8 @@ impl ServerConfig {
                         format!("failed to connect to redis at {}", redacted_url(&redis.url))
                     })?;
                 let hooks = backend.hook_store(limits);
-                (Arc::new(backend), Arc::new(hooks))
+                let audit = backend.audit_store();
+                (Arc::new(backend), Arc::new(hooks), Arc::new(audit))
             }
         })
     }
@@ -317,6 +325,7 @@ impl Default for ServerConfig {
             default_notify: NotifyPolicy::default(),
             receipt_key_files: Vec::new(),
             receipt_ttl: crate::approvals::DEFAULT_RECEIPT_TTL,
+            audit_retention: crate::approvals::audit::DEFAULT_RETENTION,
         }
     }
 }

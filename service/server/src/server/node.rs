@@ -6,7 +6,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    agents_server::AgentsServer, slack_server::SlackServer,
+    agents_server::AgentsServer, audit_server::AuditServer, slack_server::SlackServer,
     user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
 };
 use tokio::{net::TcpListener, sync::watch};
@@ -19,8 +19,8 @@ use super::{
     tasks::{TaskGuard, follow_backend_health, reload_on_sighup, set_health},
 };
 use crate::{
-    api::{AgentsApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
-    approvals::Receipts,
+    api::{AgentsApi, AuditApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
+    approvals::{Audit, Receipts},
     auth::Gate,
     backend::Backend,
     dispatch::Dispatch,
@@ -47,6 +47,8 @@ pub(super) struct Node {
     questions: Questions,
     /// The receipts' signing keys, if the node signs receipts.
     receipts: Option<Arc<Receipts>>,
+    audit: Audit,
+    _prune_task: TaskGuard,
     gate: Gate,
     health: HealthReporter,
     health_task: TaskGuard,
@@ -80,7 +82,8 @@ impl Node {
     pub(super) async fn build(config: &ServerConfig) -> anyhow::Result<Self> {
         let auth = Arc::new(config.auth.authenticator()?);
         let metrics = Metrics::new(config.metrics_tenant_labels);
-        let (backend, hook_store) = config.backend().await?;
+        let (backend, hook_store, audit_store) = config.backend().await?;
+        let audit = Audit::new(audit_store);
         if config.webhooks.allow_private {
             warn!(
                 "webhook endpoints may be on loopback and private addresses (--webhook-allow-private)"
@@ -93,7 +96,11 @@ impl Node {
             config.limits.clone(),
             metrics.clone(),
             config.slack()?,
+            audit.clone(),
         );
+        let prune_task = TaskGuard(tokio::spawn(
+            audit.clone().prune_every_hour(config.audit_retention),
+        ));
         let rate = AskRate {
             per_second: config.ask_rate,
             burst: config.ask_burst,
@@ -135,6 +142,8 @@ impl Node {
             hook_tasks,
             questions,
             receipts,
+            audit,
+            _prune_task: prune_task,
             gate,
             health,
             health_task,
@@ -194,8 +203,9 @@ impl Node {
             config.agent_heartbeat,
             draining.clone(),
         );
-        let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
-        let slack = SlackApi::new(self.hooks.clone(), gate.clone());
+        let webhooks = WebhooksApi::new(self.hooks.clone(), self.audit.clone(), gate.clone());
+        let slack = SlackApi::new(self.hooks.clone(), self.audit.clone(), gate.clone());
+        let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
         Ok(Dispatch::default()
@@ -216,6 +226,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 SlackServer::new(slack).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                AuditServer::new(audit).max_decoding_message_size(limit),
                 authenticate,
             )))
     }

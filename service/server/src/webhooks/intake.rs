@@ -9,7 +9,7 @@ use std::{
 
 use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use tokio::sync::mpsc;
-use tracing::warn;
+use tracing::{error, warn};
 use uuid::Uuid;
 
 use super::{
@@ -18,6 +18,7 @@ use super::{
     slack,
 };
 use crate::{
+    approvals::Audit,
     backend::{
         Asked, Committed,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
@@ -209,6 +210,12 @@ impl Inner {
 pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
     let mut batch = Vec::with_capacity(INTAKE_BATCH);
     while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
+        // The batch's resolutions go into the audit log first: an event is given back
+        // to its outbox only once recorded, so a record that failed is tried again.
+        let recorded = inner.audit.record(Audit::entries(&batch)).await;
+        if let Err(e) = &recorded {
+            error!("recording resolutions in the audit log failed: {e}");
+        }
         let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, Error>> = HashMap::new();
         // Events in the engine's outbox whose deliveries are queued: given back.
         let mut queued = Vec::new();
@@ -240,7 +247,7 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
             }
             taken_here += 1;
         }
-        if !queued.is_empty() {
+        if !queued.is_empty() && recorded.is_ok() {
             inner.backend.queued(queued).await;
         }
         // Only now: a flush at shutdown waits until the outbox knows too.

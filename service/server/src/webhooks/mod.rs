@@ -44,6 +44,7 @@ use tracing::{debug, warn};
 pub use self::config::WebhookConfig;
 use self::{intake::INTAKE_QUEUE, send::Sender, slack::Slack};
 use crate::{
+    approvals::Audit,
     backend::{Backend, Tap, hooks::HookStore},
     domain::{Error, Limits},
     metrics::Metrics,
@@ -64,6 +65,8 @@ struct Inner {
     sender: Sender,
     /// Posts and updates the messages of Slack apps.
     slack: Slack,
+    /// Where every resolution is recorded, from the same committed events.
+    audit: Audit,
     metrics: Metrics,
     /// Wakes this node's delivery loop when it queued something due now.
     wake: Notify,
@@ -94,10 +97,12 @@ impl Hooks {
         limits: Limits,
         metrics: Metrics,
         slack: Slack,
+        audit: Audit,
     ) -> (Self, HookTasks) {
         let inner = Arc::new(Inner {
             sender: Sender::new(config.allow_private, config.timeout),
             slack,
+            audit,
             store,
             backend,
             config,

@@ -344,6 +344,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub receipt_key_files: Vec<std::path::PathBuf>,
+    /// How long the audit log keeps a record (each tenant's newest is always kept: the
+    /// next links to it).
+    #[arg(long, env = "ASKGATE_AUDIT_RETENTION", default_value = "90d", value_parser = parse_duration)]
+    pub audit_retention: Duration,
     /// How long a receipt stays valid.
     #[arg(long, env = "ASKGATE_RECEIPT_TTL", default_value = "15m", value_parser = parse_duration)]
     pub receipt_ttl: Duration,

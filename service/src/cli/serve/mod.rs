@@ -70,6 +70,7 @@ impl ServeArgs {
             secret_key_file: self.secret_key_file.clone(),
             receipt_key_files: self.receipt_key_files.clone(),
             receipt_ttl: self.receipt_ttl,
+            audit_retention: self.audit_retention,
             backend: self.backend()?,
         })
     }

@@ -1,0 +1,146 @@
+//! The audit log's use case (docs/approvals.md): what goes into a tenant's chain, when,
+//! and reading it back. Every resolution is recorded from the engine's committed
+//! `resolved` event, by the node's intake, before the engine forgets the event (on
+//! Redis it stays in the session's outbox until then, so a node's death loses no
+//! record, and one taken twice is recorded once); every admin change by the call that
+//! made it.
+
+use std::{sync::Arc, time::Duration};
+
+use askgate_client::receipt;
+use askgate_proto::v1::subscribe_response::Event;
+use serde_json::{Map, Value, json};
+use tracing::{error, warn};
+
+use crate::{
+    backend::{
+        Asked, Committed,
+        audit::{self, AuditEntry, AuditRecord, AuditStore},
+    },
+    domain::{Error, Resolver},
+};
+
+/// How long records are kept by default (`--audit-retention`).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
+/// How often records past retention are dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Records one export reads from the store at a time.
+pub const EXPORT_PAGE: usize = 1000;
+
+/// The node's handle on the audit log. Cheap to clone.
+#[derive(Clone)]
+pub struct Audit {
+    store: Arc<dyn AuditStore>,
+}
+
+impl Audit {
+    pub fn new(store: Arc<dyn AuditStore>) -> Self {
+        Self { store }
+    }
+
+    /// The records of the `resolved` events among `committed`, in order.
+    pub fn entries(committed: &[Committed]) -> Vec<AuditEntry> {
+        committed.iter().filter_map(resolution).collect()
+    }
+
+    /// Appends `entries` durably.
+    pub async fn record(&self, entries: Vec<AuditEntry>) -> Result<(), Error> {
+        match entries.is_empty() {
+            true => Ok(()),
+            false => self.store.append(entries).await,
+        }
+    }
+
+    /// Records an admin change (`what`: `endpoint.created`, `slack.disconnected`, ...)
+    /// that `by` made, with what it changed. The change is made already: a record that
+    /// cannot be written is logged as an error.
+    pub async fn admin(&self, tenant: &str, by: &Resolver, what: &str, details: Value) {
+        let now = std::time::SystemTime::now();
+        let mut fields = Map::new();
+        fields.insert("kind".into(), format!("admin.{what}").into());
+        fields.insert("at".into(), audit::at(now));
+        fields.insert("subject".into(), by.subject.clone().into());
+        fields.insert("channel".into(), by.channel.clone().into());
+        fields.insert("details".into(), details);
+        let entry = AuditEntry {
+            tenant: tenant.to_owned(),
+            id: format!("admin\u{1f}{}", uuid::Uuid::now_v7()),
+            fields,
+        };
+        if let Err(e) = self.store.append(vec![entry]).await {
+            error!(%tenant, what, "an admin change is NOT in the audit log: {e}");
+        }
+    }
+
+    /// The tenant's records after `after_seq`, oldest first, at most `limit`.
+    pub async fn export(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, Error> {
+        self.store.export(tenant, after_seq, limit).await
+    }
+
+    /// Drops records past `retention`, every hour, until the task is aborted.
+    pub async fn prune_every_hour(self, retention: Duration) {
+        loop {
+            if let Err(e) = self.store.prune(retention).await {
+                warn!("dropping audit records past retention failed: {e}");
+            }
+            tokio::time::sleep(PRUNE_EVERY).await;
+        }
+    }
+}
+
+/// The record of a `resolved` event: who resolved which ask, how, from where, with
+/// which answers (a secret's left out), approving which action.
+fn resolution(committed: &Committed) -> Option<AuditEntry> {
+    let Some(Event::Resolved(resolved)) = &committed.message.event else {
+        return None;
+    };
+    let asked = committed.asked.as_ref().and_then(Asked::requested);
+    let (action_digest, secret): (String, Vec<String>) = match asked.as_deref() {
+        Some(requested) => (
+            requested.action_digest.clone(),
+            requested
+                .questions
+                .iter()
+                .filter(|q| q.secret)
+                .map(|q| q.id.clone())
+                .collect(),
+        ),
+        None => (String::new(), Vec::new()),
+    };
+    let at = resolved
+        .resolved_at
+        .and_then(|t| std::time::SystemTime::try_from(t).ok())
+        .unwrap_or_else(std::time::SystemTime::now);
+    let mut fields = Map::new();
+    fields.insert("kind".into(), "ask.resolved".into());
+    fields.insert("at".into(), audit::at(at));
+    fields.insert("session_id".into(), resolved.session_id.clone().into());
+    fields.insert("rpc_id".into(), resolved.rpc_id.clone().into());
+    fields.insert("subject".into(), resolved.resolved_by.clone().into());
+    fields.insert("channel".into(), resolved.channel.clone().into());
+    fields.insert("resolution".into(), resolved.reason().as_str_name().into());
+    fields.insert("action_digest".into(), action_digest.into());
+    fields.insert(
+        "answers".into(),
+        receipt::answers_value(&resolved.answers, |id| secret.iter().any(|s| s == id)),
+    );
+    if !resolved.approvers.is_empty() {
+        fields.insert("approvers".into(), json!(resolved.approvers));
+    }
+    if !resolved.cancel_reason.is_empty() {
+        fields.insert("reason".into(), resolved.cancel_reason.clone().into());
+    }
+    Some(AuditEntry {
+        tenant: committed.tenant.to_string(),
+        id: format!(
+            "ask.resolved\u{1f}{}\u{1f}{}",
+            resolved.session_id, resolved.rpc_id
+        ),
+        fields,
+    })
+}
