@@ -213,6 +213,15 @@ impl Run<'_> {
                     let agent = &step["agent"];
                     ask = ask.agent(str_of(agent, "agent_id"), str_of(agent, "incarnation"));
                 }
+                if let Some(channels) = step["allowed_channels"].as_array() {
+                    ask = ask.allowed_channels(channels.iter().filter_map(Value::as_str));
+                }
+                if let Some(answers) = step["default_answers"].as_array() {
+                    ask = ask.default_answers(answers.iter().map(answer_of).collect());
+                }
+                if let Some(ms) = step["ttl_ms"].as_u64() {
+                    ask = ask.ttl(std::time::Duration::from_millis(ms));
+                }
                 // An empty batch is the server's to refuse: build the request by hand.
                 if step["questions"].as_array().is_some_and(Vec::is_empty) {
                     ask.request_mut().questions.clear();
@@ -258,6 +267,9 @@ impl Run<'_> {
                 let ask = &self.asks[name];
                 let rpc_id = ask.rpc_id.clone().unwrap_or_default();
                 let mut client = self.client(key, None);
+                if let Some(channel) = step["channel"].as_str() {
+                    client = client.with_channel(channel).expect("a channel name");
+                }
                 let what = format!("{verb} {name}");
                 let result = match verb {
                     "answer" => {
@@ -290,6 +302,8 @@ impl Run<'_> {
                     let response = result.unwrap_or_else(|e| panic!("ask {name} failed: {e}"));
                     assert_eq!(answers_json(&response), expected_answers(&step["answers"]));
                     assert_eq!(response.resolved_by, str_of(step, "resolved_by"));
+                    let resolution = step["resolution"].as_str().unwrap_or("ANSWERED");
+                    assert_eq!(response.resolution().as_str_name(), resolution);
                     if let Some(rpc_id) = &ask.rpc_id {
                         assert_eq!(&response.rpc_id, rpc_id, "the answer of the same ask");
                     }

@@ -20,6 +20,11 @@ export interface ClientOptions {
   /** For mutual TLS: the client certificate chain and key (PEM). */
   cert?: string | Buffer;
   key?: string | Buffer;
+  /**
+   * The channel this client answers from (`askgate-channel`: "tui", the application's
+   * name; not one of the server's own), matched against an ask's `allowedChannels`.
+   */
+  channel?: string;
 }
 
 function resolveToken(token: string | undefined): string | undefined {
@@ -56,7 +61,7 @@ export class Client extends CoreClient {
       { pingIntervalMs: 30_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 15 * 60_000 },
       { ca, cert, key },
     );
-    super(createGrpcTransport({ baseUrl: addr, sessionManager: sessions }), { token });
+    super(createGrpcTransport({ baseUrl: addr, sessionManager: sessions }), { token, channel: options.channel });
     this.addr = addr;
     this.#hasToken = token !== undefined;
     this.#sessions = sessions;

@@ -21,6 +21,7 @@ import {
   type Endpoint,
   type QuestionAnswer,
   type Requested,
+  Resolution,
   Slack,
   type SlackApp,
   SubscribeRequestSchema,
@@ -37,6 +38,7 @@ import {
   askRequest,
   eventOf,
   freshRequestId,
+  waitOf,
 } from "./model.js";
 import { Retries, backoff, pause } from "./retry.js";
 
@@ -76,6 +78,7 @@ function abortedBy(signal: AbortSignal | undefined, thrown: unknown): boolean {
  */
 export class Client {
   readonly #token: string | undefined;
+  readonly #channel: string | undefined;
   readonly #questions: RpcClient<typeof UserQuestions>;
   readonly #agents: RpcClient<typeof Agents>;
   readonly #webhooks: RpcClient<typeof Webhooks>;
@@ -83,8 +86,14 @@ export class Client {
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
-  constructor(transport: Transport, options: { token?: string } = {}) {
+  /**
+   * `channel`: the channel this client answers from (`askgate-channel`: "tui", the
+   * application's name; not one of the server's own), recorded with what it resolves
+   * and matched against an ask's `allowedChannels`.
+   */
+  constructor(transport: Transport, options: { token?: string; channel?: string } = {}) {
     this.#token = options.token;
+    this.#channel = options.channel;
     this.#questions = createClient(UserQuestions, transport);
     this.#agents = createClient(Agents, transport);
     this.#webhooks = createClient(Webhooks, transport);
@@ -112,7 +121,8 @@ export class Client {
    * answer if it came meanwhile.
    */
   async ask(ask: Ask): Promise<AskResult> {
-    const retries = new Retries(ask.timeoutMs, ask.retry ?? true, ask.retryForMs ?? DEFAULT_RETRY_BUDGET_MS);
+    const wait = waitOf(ask);
+    const retries = new Retries(wait, ask.retry ?? true, ask.retryForMs ?? DEFAULT_RETRY_BUDGET_MS);
     const request = askRequest(ask, ask.requestId ?? freshRequestId());
     const signal = this.#until(ask.signal);
     for (;;) {
@@ -125,6 +135,9 @@ export class Client {
           rpcId: response.rpcId,
           answers: response.answers.map(answerOf),
           resolvedBy: response.resolvedBy,
+          resolution: response.resolution === Resolution.DEFAULTED ? "DEFAULTED" : "ANSWERED",
+          approvers: [...response.approvers],
+          receipt: response.receipt,
         };
       } catch (thrown) {
         if (abortedBy(signal, thrown)) {
@@ -132,7 +145,7 @@ export class Client {
         }
         error = AskgateError.from(thrown);
         if (
-          ask.timeoutMs !== undefined &&
+          wait !== undefined &&
           error.code === Code.DeadlineExceeded &&
           error.reason === "ERROR_REASON_UNSPECIFIED"
         ) {
@@ -330,7 +343,13 @@ export class Client {
   }
 
   #options({ signal, timeoutMs }: { signal?: AbortSignal; timeoutMs?: number } = {}): CallOptions {
-    const headers = this.#token === undefined ? undefined : { authorization: `Bearer ${this.#token}` };
+    const headers: Record<string, string> = {};
+    if (this.#token !== undefined) {
+      headers.authorization = `Bearer ${this.#token}`;
+    }
+    if (this.#channel !== undefined) {
+      headers["askgate-channel"] = this.#channel;
+    }
     return { headers, signal: this.#until(signal), timeoutMs };
   }
 

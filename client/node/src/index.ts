@@ -10,12 +10,14 @@
 //   });
 //
 // Failures throw `AskgateError`, whose `reason` is a `Reason`. `@askgate/client/tool` is
-// the model-facing `ask_user_question` tool; `@askgate/client/ai` its Vercel AI SDK tool.
+// the model-facing `ask_user_question` tool; `@askgate/client/ai` its Vercel AI SDK tool;
+// `@askgate/client/receipts` checks a receipt before an approved action runs.
 
 export { AgentLease, Client, type ClientOptions, DEFAULT_ADDR, type FollowOptions } from "./client.js";
 export { Client as TransportClient } from "./core.js";
 export { AskgateError, REASONS, type Reason, type Violation } from "./errors.js";
 export type {
+  Approval,
   Delivery,
   Endpoint,
   Escalated,
@@ -30,11 +32,14 @@ export type {
 } from "./gen/askgate/v1/askgate_pb.js";
 export { DeliveryStatus, Resolution } from "./gen/askgate/v1/askgate_pb.js";
 export {
+  type Action,
   type Answer,
   type Ask,
   type AskResult,
   DEFAULT_REATTACH_GRACE_MS,
   DEFAULT_RETRY_BUDGET_MS,
+  TTL_SLACK_MS,
+  action,
   type Event,
   type QuestionOptions,
   custom,

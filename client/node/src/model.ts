@@ -3,6 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 
 import {
+  type Approval,
   type AskRequest,
   AskRequestSchema,
   type Escalated,
@@ -48,11 +49,13 @@ export interface QuestionOptions {
   multiSelect?: boolean;
   /** The label of the option that approves the plan in `detail`. */
   planReview?: string;
+  /** The answer reaches this ask's caller only (docs/approvals.md). */
+  secret?: boolean;
 }
 
 /** A question; its id is unique within the ask. */
 export function question(id: string, text: string, shown: QuestionOptions = {}): Question {
-  const { header, detail, options = [], multiSelect = false, planReview } = shown;
+  const { header, detail, options = [], multiSelect = false, planReview, secret = false } = shown;
   return create(QuestionSchema, {
     id,
     question: text,
@@ -60,6 +63,7 @@ export function question(id: string, text: string, shown: QuestionOptions = {}):
     detail,
     options: options.map((o) => (typeof o === "string" ? option(o) : o)),
     multiSelect,
+    secret,
     intent:
       planReview === undefined
         ? undefined
@@ -123,6 +127,39 @@ export interface Ask {
    * `Client.abort` to resolve it at once, as the tool executor does).
    */
   signal?: AbortSignal;
+  /** The action the answer approves, bound to the resolution by a signed receipt. */
+  action?: Action;
+  /** Resolve only when this many (2 to 10) distinct subjects gave the same answers. */
+  quorum?: number;
+  /** What the ask resolves with (as DEFAULTED) when its lifetime ends unanswered. */
+  defaultAnswers?: readonly QuestionAnswer[];
+  /** The only channels that may resolve it (e.g. "console", "tui"); none: any. */
+  allowedChannels?: readonly string[];
+  /** The ask's own lifetime from registration; the call waits {@link TTL_SLACK_MS} beyond it. */
+  ttlMs?: number;
+}
+
+/** What an approval is for: a tool or operation and its exact arguments (a JSON text). */
+export interface Action {
+  name: string;
+  argumentsJson: string;
+}
+
+/** An action from its arguments as a JSON value. */
+export function action(name: string, args: unknown): Action {
+  return { name, argumentsJson: JSON.stringify(args) };
+}
+
+/** How much longer than an ask's own lifetime (`ttlMs`) its call waits. */
+export const TTL_SLACK_MS = 5_000;
+
+/** How long the call of `ask` waits: its timeout, stretched past the ask's lifetime. */
+export function waitOf(ask: Ask): number | undefined {
+  if (ask.ttlMs === undefined) {
+    return ask.timeoutMs;
+  }
+  const lifetime = ask.ttlMs + TTL_SLACK_MS;
+  return ask.timeoutMs === undefined ? lifetime : Math.max(ask.timeoutMs, lifetime);
 }
 
 /** The wire request of an ask, with its request id settled. */
@@ -136,6 +173,11 @@ export function askRequest(ask: Ask, requestId: string): AskRequest {
     ifUnattended: ask.hold ? Unattended.HOLD : Unattended.FAIL,
     agent: ask.agent,
     notify: ask.notify,
+    action: ask.action,
+    quorum: ask.quorum === undefined ? undefined : { count: ask.quorum },
+    defaultAnswers: [...(ask.defaultAnswers ?? [])],
+    allowedChannels: [...(ask.allowedChannels ?? [])],
+    ttlMs: ask.ttlMs === undefined ? 0n : BigInt(Math.round(ask.ttlMs)),
   });
 }
 
@@ -157,11 +199,19 @@ export function answerOf(answer: QuestionAnswer): Answer {
     : { id: answer.id, selected: [...answer.selected], custom: answer.custom };
 }
 
-/** An answered ask: its rpcId, one answer per question in question order, and who answered. */
+/**
+ * A resolved ask: its rpcId, one answer per question in question order, who answered,
+ * how (`"ANSWERED"`, or `"DEFAULTED"` when its lifetime ended and its default answers
+ * apply: never reported as answered), every approver, and for an ask with an action
+ * the server's signed receipt (see `verifyReceipt`).
+ */
 export interface AskResult {
   rpcId: string;
   answers: Answer[];
   resolvedBy: string;
+  resolution: "ANSWERED" | "DEFAULTED";
+  approvers: string[];
+  receipt: string;
 }
 
 /**
@@ -175,6 +225,7 @@ export type Event =
   | { kind: "resolved"; cursor: string; resolved: Resolved }
   | { kind: "reminder"; cursor: string; reminder: Reminder }
   | { kind: "escalated"; cursor: string; escalated: Escalated }
+  | { kind: "approval"; cursor: string; approval: Approval }
   | { kind: "synced"; cursor: string; resumed: boolean }
   | { kind: "reset"; cursor: string };
 
@@ -194,6 +245,8 @@ export function eventOf(message: SubscribeResponse): Event | undefined {
       return { kind: "reminder", cursor, reminder: event.value };
     case "escalated":
       return { kind: "escalated", cursor, escalated: event.value };
+    case "approval":
+      return { kind: "approval", cursor, approval: event.value };
     default:
       return undefined;
   }

@@ -81,10 +81,11 @@ class Run {
 
   client(step) {
     const via = step.via ?? "direct";
-    const name = `${step.key ?? ""}@${via}`;
+    const name = `${step.key ?? ""}@${via}#${step.channel ?? ""}`;
     if (!this.clients.has(name)) {
       const addr = via === "proxy" ? this.proxy.addr : this.server.addr;
-      this.clients.set(name, new Client({ addr, token: step.key ? this.keys[step.key] : undefined }));
+      const token = step.key ? this.keys[step.key] : undefined;
+      this.clients.set(name, new Client({ addr, token, channel: step.channel }));
     }
     return this.clients.get(name);
   }
@@ -117,6 +118,9 @@ class Run {
             maxReminders: step.notify.max_reminders,
             escalateAfterMs: step.notify.escalate_after_ms,
           },
+          allowedChannels: step.allowed_channels,
+          defaultAnswers: step.default_answers?.map(answerOf),
+          ttlMs: step.ttl_ms,
         })
         .then(
           (value) => ({ value }),
@@ -153,6 +157,7 @@ class Run {
         assert.ok(value, `ask ${step.ask} failed: ${error}`);
         expectAnswers(value.answers, step.answers);
         assert.equal(value.resolvedBy, step.resolved_by);
+        assert.equal(value.resolution, step.resolution ?? "ANSWERED");
         if (ask.rpcId) {
           assert.equal(value.rpcId, ask.rpcId, "the answer of the same ask");
         }

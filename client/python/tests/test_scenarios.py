@@ -101,11 +101,14 @@ class Run:
         self.leases: Dict[str, Any] = {}
         self.stack = ExitStack()
 
-    def client(self, key: Optional[str] = None, via: Optional[str] = None) -> Client:
-        name = f"{key or ''}@{via or 'direct'}"
+    def client(
+        self, key: Optional[str] = None, via: Optional[str] = None, channel: Optional[str] = None
+    ) -> Client:
+        name = f"{key or ''}@{via or 'direct'}#{channel or ''}"
         if name not in self.clients:
             addr = self.proxy.addr if via == "proxy" else self.server.addr
-            self.clients[name] = Client(addr, token=self.tokens.get(key) if key else None)
+            token = self.tokens.get(key) if key else None
+            self.clients[name] = Client(addr, token=token, channel=channel)
         return self.clients[name]
 
     def outcome(self, step: Dict[str, Any], what: str, call) -> None:  # type: ignore[no-untyped-def]
@@ -131,6 +134,9 @@ class Run:
                 request_id=step.get("request_id", str(uuid.uuid4())),
                 agent=(agent["agent_id"], agent["incarnation"]) if agent else None,
                 notify=pb.NotifyPolicy(**step["notify"]) if "notify" in step else None,
+                allowed_channels=step.get("allowed_channels", ()),
+                default_answers=[answer_of(a) for a in step.get("default_answers", [])],
+                ttl=step["ttl_ms"] / 1000 if "ttl_ms" in step else None,
             )
             client = self.client(step.get("key"), step.get("via"))
             self.asks[step["name"]] = {
@@ -150,7 +156,7 @@ class Run:
             ask["rpc_id"] = pending.rpc_id
         elif do in ("answer", "cancel", "abort"):
             ask = self.asks[step["ask"]]
-            client = self.client(step.get("key"))
+            client = self.client(step.get("key"), channel=step.get("channel"))
             session = ask["ask"].session_id
             if do == "answer":
                 answers = [answer_of(a) for a in step["answers"]]
@@ -175,6 +181,7 @@ class Run:
                 ]
                 assert got == [{"selected": [], **a} for a in step["answers"]]
                 assert call.value.resolved_by == step["resolved_by"]
+                assert call.value.resolution == step.get("resolution", "ANSWERED")
                 if ask["rpc_id"]:
                     assert call.value.rpc_id == ask["rpc_id"], "the answer of the same ask"
         elif do == "follow":

@@ -9,7 +9,8 @@
         print(result.answers[0].selected)
 
 `AsyncClient` has the same methods for asyncio. Failures raise `AskgateError`, whose
-`reason` is a `Reason`. `askgate.tool` is the model-facing `ask_user_question` tool.
+`reason` is a `Reason`. `askgate.tool` is the model-facing `ask_user_question` tool;
+`askgate.receipts` checks a receipt before an approved action runs.
 """
 
 from ._async.client import AsyncClient
@@ -20,6 +21,8 @@ from ._errors import AskgateError, Reason
 from ._model import (
     DEFAULT_REATTACH_GRACE,
     DEFAULT_RETRY_BUDGET,
+    TTL_SLACK,
+    Action,
     Answer,
     Ask,
     AskResult,
@@ -36,6 +39,8 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_REATTACH_GRACE",
     "DEFAULT_RETRY_BUDGET",
+    "TTL_SLACK",
+    "Action",
     "AgentLease",
     "Answer",
     "Ask",

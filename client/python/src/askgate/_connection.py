@@ -25,6 +25,10 @@ class Target:
     token: Optional[str] = None
     ca_pem: Optional[bytes] = None
     client_cert: Optional[Tuple[bytes, bytes]] = None
+    #: The channel this client answers from (`askgate-channel`: "tui", the
+    #: application's name; not one of the server's own), recorded with what it
+    #: resolves and matched against an ask's `allowed_channels`.
+    channel_name: Optional[str] = None
 
     def __repr__(self) -> str:  # never the token
         return f"Target(addr={self.addr!r}, token={'<redacted>' if self.token else None})"
@@ -36,6 +40,7 @@ class Target:
         token: Optional[str],
         ca_pem: Optional[bytes],
         client_cert: Optional[Tuple[bytes, bytes]],
+        channel: Optional[str] = None,
     ) -> "Target":
         """Arguments first, then `ASKGATE_ADDR` / `ASKGATE_TOKEN` /
         `ASKGATE_TOKEN_FILE`, then the local default."""
@@ -45,7 +50,7 @@ class Target:
         if token is None and os.environ.get("ASKGATE_TOKEN_FILE"):
             with open(os.environ["ASKGATE_TOKEN_FILE"], encoding="utf-8") as file:
                 token = file.read().strip()
-        return cls(addr, token, ca_pem, client_cert)
+        return cls(addr, token, ca_pem, client_cert, channel)
 
     @property
     def tls(self) -> bool:
@@ -69,7 +74,10 @@ class Target:
         return channels.insecure_channel(self.host)
 
     def metadata(self) -> List[Tuple[str, str]]:
-        return [("authorization", f"Bearer {self.token}")] if self.token else []
+        metadata = [("authorization", f"Bearer {self.token}")] if self.token else []
+        if self.channel_name:
+            metadata.append(("askgate-channel", self.channel_name))
+        return metadata
 
 
 #: First and longest pause between attempts.

@@ -42,6 +42,9 @@ class Reason(str, enum.Enum):
     TOO_MANY_SESSIONS = "TOO_MANY_SESSIONS"
     NOT_FOUND = "NOT_FOUND"
     TOO_MANY_WEBHOOKS = "TOO_MANY_WEBHOOKS"
+    ALREADY_APPROVED = "ALREADY_APPROVED"
+    SELF_APPROVAL = "SELF_APPROVAL"
+    CHANNEL_NOT_ALLOWED = "CHANNEL_NOT_ALLOWED"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

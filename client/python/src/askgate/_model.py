@@ -15,6 +15,9 @@ DEFAULT_REATTACH_GRACE = 10.0
 #: How long `ask` keeps retrying while every attempt fails (the node drains, the server
 #: is unreachable); the ask's timeout bounds it too.
 DEFAULT_RETRY_BUDGET = 60.0
+#: How much longer than an ask's own lifetime (`Ask.ttl`) its call waits, so that the
+#: outcome (DEFAULTED or EXPIRED) reaches it. The Rust client's too.
+TTL_SLACK = 5.0
 
 
 def option(label: str, description: Optional[str] = None) -> pb.QuestionOption:
@@ -31,10 +34,12 @@ def question(
     options: Iterable[pb.QuestionOption | str] = (),
     multi_select: bool = False,
     plan_review: Optional[str] = None,
+    secret: bool = False,
 ) -> pb.Question:
     """A question (id unique within the ask). Options may be labels or `option(...)`;
     none makes a free-text question. `plan_review` names the approving option of a
-    plan under review (the plan goes in `detail`)."""
+    plan under review (the plan goes in `detail`). `secret`: the answer reaches this
+    ask's caller only (docs/approvals.md)."""
     built = pb.Question(
         id=id,
         question=text,
@@ -42,6 +47,7 @@ def question(
         detail=detail,
         options=[option(o) if isinstance(o, str) else o for o in options],
         multi_select=multi_select,
+        secret=secret,
     )
     if plan_review is not None:
         built.intent.plan_review.approve = plan_review
@@ -81,13 +87,34 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Action:
+    """What an approval is for: a tool or operation and its exact arguments (any JSON
+    value, or a JSON text in `arguments_json`)."""
+
+    name: str
+    arguments_json: str
+
+    @classmethod
+    def of(cls, name: str, arguments: object) -> "Action":
+        """An action from its arguments as a JSON value."""
+        import json
+
+        return cls(name, json.dumps(arguments))
+
+
+@dataclass(frozen=True)
 class AskResult:
-    """An answered ask: its rpc_id, one answer per question in question order, and
-    who answered."""
+    """A resolved ask: its rpc_id, one answer per question in question order, who
+    answered, how (`"ANSWERED"`, or `"DEFAULTED"` when its lifetime ended and its
+    default answers apply: never reported as answered), every approver, and for an ask
+    with an action the server's signed receipt (see `askgate.receipts`)."""
 
     rpc_id: str
     answers: List[Answer]
     resolved_by: str
+    resolution: str = "ANSWERED"
+    approvers: List[str] = field(default_factory=list)
+    receipt: str = ""
 
 
 @dataclass
@@ -112,6 +139,24 @@ class Ask:
     #: Reminders and escalation while pending (`pb.NotifyPolicy`, milliseconds); None:
     #: the server's default.
     notify: Optional[pb.NotifyPolicy] = None
+    #: The action the answer approves, bound to the resolution by a receipt.
+    action: Optional[Action] = None
+    #: Resolve only when this many (2 to 10) distinct subjects gave the same answers.
+    quorum: Optional[int] = None
+    #: What the ask resolves with (as DEFAULTED) when its lifetime ends unanswered.
+    default_answers: Sequence[pb.QuestionAnswer] = ()
+    #: The only channels that may resolve it (e.g. "console", "tui"); empty: any.
+    allowed_channels: Sequence[str] = ()
+    #: The ask's own lifetime in seconds from registration; the call waits a little
+    #: beyond it (`TTL_SLACK`).
+    ttl: Optional[float] = None
+
+    def wait(self) -> Optional[float]:
+        """How long the call waits: its timeout, stretched past the ask's lifetime."""
+        if self.ttl is None:
+            return self.timeout
+        lifetime = self.ttl + TTL_SLACK
+        return lifetime if self.timeout is None else max(self.timeout, lifetime)
 
     def request(self) -> pb.AskRequest:
         request = pb.AskRequest(
@@ -126,6 +171,15 @@ class Ask:
             request.agent.agent_id, request.agent.incarnation = self.agent
         if self.notify is not None:
             request.notify.CopyFrom(self.notify)
+        if self.action is not None:
+            request.action.name = self.action.name
+            request.action.arguments_json = self.action.arguments_json
+        if self.quorum is not None:
+            request.quorum.count = self.quorum
+        request.default_answers.extend(self.default_answers)
+        request.allowed_channels.extend(self.allowed_channels)
+        if self.ttl is not None:
+            request.ttl_ms = int(self.ttl * 1000)
         return request
 
 
@@ -145,6 +199,8 @@ class Event:
     reset: bool = False
     reminder: Optional[pb.Reminder] = None
     escalated: Optional[pb.Escalated] = None
+    #: A quorum ask recorded one more approver; it stays pending.
+    approval: Optional[pb.Approval] = None
 
     @classmethod
     def of(cls, message: pb.SubscribeResponse) -> Optional["Event"]:
@@ -162,6 +218,8 @@ class Event:
             return cls(message.cursor, reminder=message.reminder)
         if kind == "escalated":
             return cls(message.cursor, escalated=message.escalated)
+        if kind == "approval":
+            return cls(message.cursor, approval=message.approval)
         return None
 
 

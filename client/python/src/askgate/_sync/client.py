@@ -29,8 +29,9 @@ class Client:
         token: Optional[str] = None,
         ca_pem: Optional[bytes] = None,
         client_cert: Optional[Tuple[bytes, bytes]] = None,
+        channel: Optional[str] = None,
     ) -> None:
-        self._target = Target.resolve(addr, token, ca_pem, client_cert)
+        self._target = Target.resolve(addr, token, ca_pem, client_cert, channel)
         self._channel = Channel(self._target)
 
     @property
@@ -70,7 +71,7 @@ class Client:
         retry budget: the retry joins the pending ask, or gets the answer given
         meanwhile. A call given up on (its task cancelled) leaves the ask answerable for
         its reattach grace; `abort` resolves it at once."""
-        retries = Retries(ask.timeout, ask.retry, ask.retry_for)
+        retries = Retries(ask.wait(), ask.retry, ask.retry_for)
         request = ask.request()
         while True:
             attempt = time.monotonic()
@@ -82,6 +83,9 @@ class Client:
                     rpc_id=response.rpc_id,
                     answers=[Answer.of(a) for a in response.answers],
                     resolved_by=response.resolved_by,
+                    resolution=pb.Resolution.Name(response.resolution or pb.ANSWERED),
+                    approvers=list(response.approvers),
+                    receipt=response.receipt,
                 )
             except RpcError as failure:
                 error = AskgateError.from_rpc_error(failure)

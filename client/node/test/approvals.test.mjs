@@ -1,0 +1,141 @@
+// Approvals against a real `askgate serve` (docs/approvals.md): a receipt verified with
+// the server's published keys, a tampered action, another server's key and an expired
+// receipt refused; default answers on expiry; the channels an ask allows.
+
+import assert from "node:assert/strict";
+import { generateKeyPairSync } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { AskgateError, Client, action, question, select } from "@askgate/client";
+import { ReceiptError, verifyReceipt } from "@askgate/client/receipts";
+
+import { Server, eventually, tempDir, within } from "./support.mjs";
+
+const DEPLOY = action("deploy", { service: "api", env: "prod", replicas: 3 });
+const dir = tempDir();
+let signing;
+let stranger;
+
+function keyFile(name) {
+  const { privateKey } = generateKeyPairSync("ed25519");
+  const path = join(dir.path, name);
+  writeFileSync(path, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
+  return path;
+}
+
+async function jwks(server) {
+  const response = await fetch(`${server.addr}/.well-known/jwks.json`);
+  assert.equal(response.status, 200);
+  return response.json();
+}
+
+function ship(extra = {}) {
+  return {
+    sessionId: "s",
+    questions: [question("go", "Deploy api to prod?", { options: ["Approve", "Reject"] })],
+    hold: true,
+    action: DEPLOY,
+    ...extra,
+  };
+}
+
+/** Asks, and answers with `label` (or cancels) once the ask is pending. */
+async function resolved(server, ask, resolve) {
+  const agent = new Client({ addr: server.addr });
+  const ui = new Client({ addr: server.addr });
+  try {
+    const call = agent.ask(ask).catch((e) => e);
+    const [pending] = await eventually("the ask", async () => {
+      const listed = await ui.listPending(ask.sessionId);
+      return listed.length > 0 ? listed : undefined;
+    });
+    await resolve(ui, pending.rpcId);
+    return await within("the ask", call);
+  } finally {
+    agent.close();
+    ui.close();
+  }
+}
+
+before(async () => {
+  signing = await Server.start(["--receipt-key-file", keyFile("a.pem"), "--receipt-ttl", "1s"]);
+  stranger = await Server.start(["--receipt-key-file", keyFile("b.pem")]);
+});
+
+after(async () => {
+  await signing.stop();
+  await stranger.stop();
+  dir.remove();
+});
+
+test("a receipt binds the answer to the action", async () => {
+  const result = await resolved(signing, ship(), (ui, rpcId) =>
+    ui.answer("s", rpcId, [select("go", "Approve")]),
+  );
+  assert.equal(result.resolution, "ANSWERED");
+  assert.deepEqual(result.approvers, [result.resolvedBy]);
+  const keys = await jwks(signing);
+  const respelt = { name: "deploy", argumentsJson: '{ "replicas": 3, "env": "prod", "service": "api" }' };
+  const claims = await verifyReceipt(result.receipt, keys, respelt);
+  assert.equal(claims.rpc_id, result.rpcId);
+  assert.equal(claims.resolution, "ANSWERED");
+
+  const tampered = action("deploy", { service: "api", env: "prod", replicas: 30 });
+  await assert.rejects(verifyReceipt(result.receipt, keys, tampered), (e) => e instanceof ReceiptError && e.kind === "wrong_action");
+  await assert.rejects(
+    verifyReceipt(result.receipt, await jwks(stranger), DEPLOY),
+    (e) => e instanceof ReceiptError && e.kind === "unknown_key",
+  );
+  const forged = await jwks(stranger);
+  forged.keys[0].kid = keys.keys[0].kid;
+  await assert.rejects(verifyReceipt(result.receipt, forged, DEPLOY), (e) => e instanceof ReceiptError && e.kind === "bad_signature");
+
+  // Valid for a second (--receipt-ttl 1s; timestamps are whole seconds).
+  await new Promise((resolve) => setTimeout(resolve, 2100));
+  await assert.rejects(
+    verifyReceipt(result.receipt, keys, DEPLOY, { leewayS: 0 }),
+    (e) => e instanceof ReceiptError && e.kind === "expired",
+  );
+});
+
+test("a cancelled ask's receipt is in the error", async () => {
+  const error = await resolved(signing, ship(), (ui, rpcId) => ui.cancel("s", rpcId, "not today"));
+  assert.ok(error instanceof AskgateError, String(error));
+  assert.equal(error.reason, "ASK_CANCELLED");
+  const claims = await verifyReceipt(error.metadata.receipt, await jwks(signing), DEPLOY);
+  assert.equal(claims.resolution, "CANCELLED");
+});
+
+test("default answers apply when nobody answers", async () => {
+  const agent = new Client({ addr: signing.addr });
+  try {
+    const result = await within("the ask", agent.ask(ship({ defaultAnswers: [select("go", "Reject")], ttlMs: 300 })));
+    assert.equal(result.resolution, "DEFAULTED");
+    assert.equal(result.resolvedBy, "askgate:default");
+    assert.deepEqual(result.answers, [{ id: "go", selected: ["Reject"] }]);
+    const claims = await verifyReceipt(result.receipt, await jwks(signing), DEPLOY);
+    assert.equal(claims.resolution, "DEFAULTED");
+    const expired = await within("the ask", agent.ask(ship({ ttlMs: 300 })).catch((e) => e));
+    assert.equal(expired.reason, "ASK_EXPIRED");
+  } finally {
+    agent.close();
+  }
+});
+
+test("only the allowed channels resolve an ask", async () => {
+  const ops = new Client({ addr: signing.addr, channel: "ops" });
+  const tui = new Client({ addr: signing.addr, channel: "tui" });
+  try {
+    const result = await resolved(signing, ship({ allowedChannels: ["tui"] }), async (_ui, rpcId) => {
+      const refused = await ops.answer("s", rpcId, [select("go", "Approve")]).catch((e) => e);
+      assert.equal(refused.reason, "CHANNEL_NOT_ALLOWED");
+      await tui.answer("s", rpcId, [select("go", "Approve")]);
+    });
+    assert.deepEqual(result.answers, [{ id: "go", selected: ["Approve"] }]);
+  } finally {
+    ops.close();
+    tui.close();
+  }
+});

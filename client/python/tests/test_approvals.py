@@ -1,0 +1,170 @@
+"""Approvals against a real `askgate serve` (docs/approvals.md): a receipt verified
+with the server's published keys, a tampered action, another server's key and an
+expired receipt refused; default answers on expiry; the channels an ask allows."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from askgate import Action, Ask, AskgateError, Client, Reason, question, select
+from askgate.receipts import ReceiptError, answers_digest, verify_receipt
+from conftest import Server, eventually
+
+DEPLOY = Action.of("deploy", {"service": "api", "env": "prod", "replicas": 3})
+
+
+def key_file(directory: Path, name: str) -> str:
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    path = directory / name
+    path.write_bytes(pem)
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+@pytest.fixture
+def signing(tmp_path: Path) -> Iterator[Server]:
+    running = Server("--receipt-key-file", key_file(tmp_path, "a.pem"), "--receipt-ttl", "1s")
+    yield running
+    running.stop()
+
+
+def jwks(server: Server) -> dict:
+    with urllib.request.urlopen(f"{server.addr}/.well-known/jwks.json", timeout=10) as response:
+        return json.load(response)
+
+
+def answered(server: Server, ask: Ask, label: str, channel: str | None = None):  # type: ignore[no-untyped-def]
+    """Asks on a thread and answers it with `label` once it is pending."""
+    outcome: dict = {}
+
+    def call() -> None:
+        with Client(server.addr) as agent:
+            try:
+                outcome["result"] = agent.ask(ask)
+            except AskgateError as error:
+                outcome["error"] = error
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    with Client(server.addr, channel=channel) as ui:
+        pending = eventually("the ask", lambda: ui.list_pending(ask.session_id))
+        ui.answer(ask.session_id, pending[0].rpc_id, [select(ask.questions[0].id, label)])
+    thread.join(timeout=20)
+    return outcome
+
+
+def ship(**extra) -> Ask:  # type: ignore[no-untyped-def]
+    return Ask(
+        "s",
+        [question("go", "Deploy api to prod?", options=["Approve", "Reject"])],
+        hold=True,
+        action=DEPLOY,
+        **extra,
+    )
+
+
+def test_a_receipt_binds_the_answer_to_the_action(signing: Server, tmp_path: Path) -> None:
+    result = answered(signing, ship(), "Approve")["result"]
+    assert result.resolution == "ANSWERED"
+    assert result.approvers == [result.resolved_by]
+    keys = jwks(signing)
+    respelt = Action("deploy", '{ "replicas": 3, "env": "prod", "service": "api" }')
+    claims = verify_receipt(result.receipt, keys, respelt)
+    assert claims["rpc_id"] == result.rpc_id == claims["jti"]
+    assert claims["resolution"] == "ANSWERED"
+    from askgate.v1 import askgate_pb2 as pb
+
+    assert claims["answers_digest"] == answers_digest([pb.QuestionAnswer(id="go", selected=["Approve"])])
+
+    tampered = Action.of("deploy", {"service": "api", "env": "prod", "replicas": 30})
+    with pytest.raises(ReceiptError) as wrong:
+        verify_receipt(result.receipt, keys, tampered)
+    assert wrong.value.kind == "wrong_action"
+
+    stranger = Server("--receipt-key-file", key_file(tmp_path, "b.pem"))
+    try:
+        with pytest.raises(ReceiptError) as unknown:
+            verify_receipt(result.receipt, jwks(stranger), DEPLOY)
+        assert unknown.value.kind == "unknown_key"
+        # The stranger's key under the signer's kid: the signature fails.
+        forged = jwks(stranger)
+        forged["keys"][0]["kid"] = keys["keys"][0]["kid"]
+        with pytest.raises(ReceiptError) as bad:
+            verify_receipt(result.receipt, forged, DEPLOY)
+        assert bad.value.kind == "bad_signature"
+    finally:
+        stranger.stop()
+
+    # Valid for a second (--receipt-ttl 1s; timestamps are whole seconds).
+    time.sleep(2.1)
+    with pytest.raises(ReceiptError) as expired:
+        verify_receipt(result.receipt, keys, DEPLOY, leeway=0)
+    assert expired.value.kind == "expired"
+
+
+def test_a_cancelled_asks_receipt_is_in_the_error(signing: Server) -> None:
+    outcome: dict = {}
+
+    def call() -> None:
+        with Client(signing.addr) as agent:
+            try:
+                agent.ask(ship())
+            except AskgateError as error:
+                outcome["error"] = error
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    with Client(signing.addr) as ui:
+        pending = eventually("the ask", lambda: ui.list_pending("s"))
+        ui.cancel("s", pending[0].rpc_id, "not today")
+    thread.join(timeout=20)
+    error = outcome["error"]
+    assert error.reason is Reason.ASK_CANCELLED
+    claims = verify_receipt(error.metadata["receipt"], jwks(signing), DEPLOY)
+    assert claims["resolution"] == "CANCELLED"
+
+
+def test_default_answers_apply_when_nobody_answers(signing: Server) -> None:
+    with Client(signing.addr) as agent:
+        result = agent.ask(ship(default_answers=[select("go", "Reject")], ttl=0.3))
+        assert result.resolution == "DEFAULTED"
+        assert result.resolved_by == "askgate:default"
+        assert [a.selected for a in result.answers] == [["Reject"]]
+        assert verify_receipt(result.receipt, jwks(signing), DEPLOY)["resolution"] == "DEFAULTED"
+        with pytest.raises(AskgateError) as expired:
+            agent.ask(ship(ttl=0.3))
+        assert expired.value.reason is Reason.ASK_EXPIRED
+
+
+def test_only_the_allowed_channels_resolve_an_ask(server: Server) -> None:
+    ask = Ask("s", [question("go", "Go?", options=["yes"])], hold=True, allowed_channels=["tui"])
+    outcome: dict = {}
+
+    def call() -> None:
+        with Client(server.addr) as agent:
+            outcome["result"] = agent.ask(ask)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    with Client(server.addr, channel="ops") as ops, Client(server.addr, channel="tui") as tui:
+        pending = eventually("the ask", lambda: ops.list_pending("s"))
+        with pytest.raises(AskgateError) as refused:
+            ops.answer("s", pending[0].rpc_id, [select("go", "yes")])
+        assert refused.value.reason is Reason.CHANNEL_NOT_ALLOWED
+        tui.answer("s", pending[0].rpc_id, [select("go", "yes")])
+    thread.join(timeout=20)
+    assert outcome["result"].answers[0].selected == ["yes"]
