@@ -467,26 +467,149 @@ fn path(path: &std::path::Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
-/// Quorum asks and secret questions are in the proto but not served yet: refused,
-/// rather than taken and half kept.
+/// Secret questions are in the proto but not served yet: refused, rather than taken
+/// and half kept.
 #[tokio::test]
-async fn quorum_and_secret_questions_are_refused_until_served() {
+async fn secret_questions_are_refused_until_served() {
     let server = TestServer::start().await;
     let mut agent = server.client().await;
-    let quorum = agent
-        .ask(
-            Ask::new("s")
-                .question(question("go", "Go?").choice("yes"))
-                .quorum(2),
-        )
-        .await
-        .expect_err("quorum");
-    assert_eq!(quorum.reason(), Reason::BadRequest);
-    assert_eq!(quorum.violations()[0].0, "quorum");
     let secret = agent
         .ask(Ask::new("s").question(question("code", "The code?").secret()))
         .await
         .expect_err("secret");
     assert_eq!(secret.reason(), Reason::BadRequest);
     assert_eq!(secret.violations()[0].0, "questions[0].secret");
+}
+
+/// Approvers racing on one quorum ask through three nodes: one tally, so exactly the
+/// needed number are counted (the others find it decided), the ask resolves ANSWERED
+/// with them, and the audit log holds each counted vote and the resolution.
+async fn approvers_racing_across_nodes_make_one_tally() {
+    const NEEDED: usize = 3;
+    const APPROVERS: usize = 8;
+    let dir = TempDir::new();
+    let mut keys = serde_json::json!({ "agent": {"tenant": "acme", "sub": "agent-1", "roles": ["agent", "ui"]} });
+    for i in 0..APPROVERS {
+        keys[format!("a{i}")] =
+            serde_json::json!({"tenant": "acme", "sub": format!("a{i}"), "roles": ["ui", "admin"]});
+    }
+    let (path, tokens) = crate::scenarios::keys_file(&dir, &keys).await;
+    let config = ServerConfig {
+        auth: askgate_server::server::AuthConfig::Keys(path.into()),
+        ..test_config()
+    };
+    let first = TestServer::start_with(config.clone()).await;
+    let mut nodes = vec![first];
+    for _ in 0..2 {
+        let peer = nodes[0]
+            .start_peer_with(config.clone())
+            .await
+            .expect("a peer");
+        nodes.push(peer);
+    }
+    let mut agent = nodes[0]
+        .client()
+        .await
+        .with_token(&tokens["agent"])
+        .expect("token");
+    let ask = Ask::new("s")
+        .question(question("go", "Go?").choice("yes"))
+        .hold_unattended()
+        .quorum(NEEDED as u32)
+        .action("deploy", "{}");
+    let call = tokio::spawn(async move { agent.ask(ask).await });
+    let watcher = nodes[1]
+        .client()
+        .await
+        .with_token(&tokens["a0"])
+        .expect("token");
+    let rpc_id = crate::support::eventually("the ask", || {
+        let mut watcher = watcher.clone();
+        async move {
+            watcher
+                .list_pending("s")
+                .await
+                .ok()?
+                .pop()
+                .map(|p| p.rpc_id)
+        }
+    })
+    .await;
+    let mut votes = Vec::new();
+    for i in 0..APPROVERS {
+        let mut approver = nodes[i % 3]
+            .client()
+            .await
+            .with_token(&tokens[&format!("a{i}")])
+            .expect("token");
+        let rpc_id = rpc_id.clone();
+        votes.push(tokio::spawn(async move {
+            let result = approver
+                .answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
+                .await;
+            (format!("a{i}"), result)
+        }));
+    }
+    let mut counted = Vec::new();
+    for vote in votes {
+        let (subject, result) = within("a vote", vote).await.expect("join");
+        match result {
+            Ok(()) => counted.push(subject),
+            Err(e) => assert_eq!(e.reason(), Reason::NotPending, "{subject}: {e}"),
+        }
+    }
+    assert_eq!(counted.len(), NEEDED, "{counted:?}");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let mut approvers = response.approvers.clone();
+    approvers.sort();
+    counted.sort();
+    assert_eq!(approvers, counted);
+    assert!(response.approvers.last() == Some(&response.resolved_by));
+
+    let admin = nodes[2]
+        .client()
+        .await
+        .with_token(&tokens["a0"])
+        .expect("token");
+    let records = crate::support::eventually("the audit records", || {
+        let mut admin = admin.clone();
+        async move {
+            let mut stream = admin.export_audit(0, 0).await.ok()?;
+            let mut records = Vec::new();
+            while let Some(Ok(record)) = tokio_stream::StreamExt::next(&mut stream).await {
+                records.push(record);
+            }
+            (records.len() >= NEEDED).then_some(records)
+        }
+    })
+    .await;
+    assert_eq!(
+        askgate_server::backend::audit::verify(&records),
+        Ok(NEEDED as u64)
+    );
+    let kinds: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_str(&r.body_json).expect("json");
+            body["kind"].as_str().expect("kind").to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, ["ask.vote", "ask.vote", "ask.resolved"]);
+}
+
+#[tokio::test]
+async fn approvers_racing_across_redis_nodes_make_one_tally() {
+    crate::support::Backend::Redis
+        .run(approvers_racing_across_nodes_make_one_tally())
+        .await;
+}
+
+#[tokio::test]
+async fn approvers_racing_across_cluster_nodes_make_one_tally() {
+    crate::support::Backend::Cluster
+        .run(approvers_racing_across_nodes_make_one_tally())
+        .await;
 }

@@ -222,6 +222,9 @@ impl Run<'_> {
                 if let Some(ms) = step["ttl_ms"].as_u64() {
                     ask = ask.ttl(std::time::Duration::from_millis(ms));
                 }
+                if let Some(count) = step["quorum"].as_u64() {
+                    ask = ask.quorum(count as u32);
+                }
                 // An empty batch is the server's to refuse: build the request by hand.
                 if step["questions"].as_array().is_some_and(Vec::is_empty) {
                     ask.request_mut().questions.clear();
@@ -304,6 +307,9 @@ impl Run<'_> {
                     assert_eq!(response.resolved_by, str_of(step, "resolved_by"));
                     let resolution = step["resolution"].as_str().unwrap_or("ANSWERED");
                     assert_eq!(response.resolution().as_str_name(), resolution);
+                    if step["approvers"].is_array() {
+                        assert_eq!(response.approvers, strings(&step["approvers"]));
+                    }
                     if let Some(rpc_id) = &ask.rpc_id {
                         assert_eq!(&response.rpc_id, rpc_id, "the answer of the same ask");
                     }
@@ -341,6 +347,7 @@ impl Run<'_> {
                     Event::Reset => ("reset", None),
                     Event::Reminder { reminder, .. } => ("reminder", Some(&reminder.rpc_id)),
                     Event::Escalated { escalated, .. } => ("escalated", Some(&escalated.rpc_id)),
+                    Event::Approval { approval, .. } => ("approval", Some(&approval.rpc_id)),
                     other => panic!("{what}: an event kind the scenarios do not know: {other:?}"),
                 };
                 assert_eq!(kind, str_of(step, "kind"), "{what}: {event:?}");
@@ -351,6 +358,11 @@ impl Run<'_> {
                     let ask = self.asks.get_mut(str_of(step, "ask")).expect("the ask");
                     let known = ask.rpc_id.get_or_insert_with(|| rpc_id.clone());
                     assert_eq!(rpc_id, known, "the {kind} event of its ask");
+                }
+                if let Event::Approval { approval, .. } = &event {
+                    assert_eq!(approval.subject, str_of(step, "subject"), "{what}");
+                    assert_eq!(Some(u64::from(approval.count)), step["count"].as_u64());
+                    assert_eq!(Some(u64::from(approval.needed)), step["needed"].as_u64());
                 }
                 if let (Event::Resolved { resolved, .. }, Some(expected)) =
                     (&event, step["resolution"].as_str())
@@ -395,7 +407,7 @@ impl Run<'_> {
 }
 
 /// `askgate keys add` for each key of the scenario; the keys file and the keys.
-async fn keys_file(dir: &TempDir, keys: &Value) -> (String, HashMap<String, String>) {
+pub async fn keys_file(dir: &TempDir, keys: &Value) -> (String, HashMap<String, String>) {
     let path = dir.0.join("keys.json").display().to_string();
     let mut tokens = HashMap::new();
     for (name, key) in keys.as_object().expect("keys") {

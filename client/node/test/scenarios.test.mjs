@@ -121,6 +121,7 @@ class Run {
           allowedChannels: step.allowed_channels,
           defaultAnswers: step.default_answers?.map(answerOf),
           ttlMs: step.ttl_ms,
+          quorum: step.quorum,
         })
         .then(
           (value) => ({ value }),
@@ -158,6 +159,9 @@ class Run {
         expectAnswers(value.answers, step.answers);
         assert.equal(value.resolvedBy, step.resolved_by);
         assert.equal(value.resolution, step.resolution ?? "ANSWERED");
+        if (step.approvers) {
+          assert.deepEqual(value.approvers, step.approvers);
+        }
         if (ask.rpcId) {
           assert.equal(value.rpcId, ask.rpcId, "the answer of the same ask");
         }
@@ -187,13 +191,17 @@ class Run {
       assert.equal(event?.kind, step.kind, `follow ${step.follow}`);
       if (step.kind === "synced") {
         assert.equal(event.resumed, step.resumed, "synced.resumed");
-      } else if (["requested", "resolved", "reminder", "escalated"].includes(step.kind)) {
+      } else if (["requested", "resolved", "reminder", "escalated", "approval"].includes(step.kind)) {
         const ask = this.asks.get(step.ask);
         const rpcId = event[event.kind].rpcId;
         ask.rpcId ??= rpcId;
         assert.equal(rpcId, ask.rpcId, `the ${step.kind} event of ${step.ask}`);
         if (step.resolution) {
           assert.equal(Resolution[event.resolved.reason], step.resolution);
+        }
+        if (step.kind === "approval") {
+          const { subject, count, needed } = event.approval;
+          assert.deepEqual({ subject, count, needed }, { subject: step.subject, count: step.count, needed: step.needed });
         }
       }
     } else if (step.do === "cut") {

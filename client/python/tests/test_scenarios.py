@@ -137,6 +137,7 @@ class Run:
                 allowed_channels=step.get("allowed_channels", ()),
                 default_answers=[answer_of(a) for a in step.get("default_answers", [])],
                 ttl=step["ttl_ms"] / 1000 if "ttl_ms" in step else None,
+                quorum=step.get("quorum"),
             )
             client = self.client(step.get("key"), step.get("via"))
             self.asks[step["name"]] = {
@@ -182,6 +183,8 @@ class Run:
                 assert got == [{"selected": [], **a} for a in step["answers"]]
                 assert call.value.resolved_by == step["resolved_by"]
                 assert call.value.resolution == step.get("resolution", "ANSWERED")
+                if "approvers" in step:
+                    assert call.value.approvers == step["approvers"]
                 if ask["rpc_id"]:
                     assert call.value.rpc_id == ask["rpc_id"], "the answer of the same ask"
         elif do == "follow":
@@ -200,6 +203,7 @@ class Run:
                 "resolved": got.resolved,
                 "reminder": got.reminder,
                 "escalated": got.escalated,
+                "approval": got.approval,
                 "synced": got.synced,
                 "reset": got.reset,
             }
@@ -207,13 +211,20 @@ class Run:
             assert kind == step["kind"], f"follow {step['follow']}: {got}"
             if kind == "synced":
                 assert got.resumed == step["resumed"], "synced.resumed"
-            elif kind in ("requested", "resolved", "reminder", "escalated"):
+            elif kind in ("requested", "resolved", "reminder", "escalated", "approval"):
                 ask = self.asks[step["ask"]]
                 rpc_id = kinds[kind].rpc_id
                 ask["rpc_id"] = ask["rpc_id"] or rpc_id
                 assert rpc_id == ask["rpc_id"], f"the {kind} event of {step['ask']}"
                 if "resolution" in step:
                     assert pb.Resolution.Name(got.resolved.reason) == step["resolution"]
+                if kind == "approval":
+                    approval = got.approval
+                    assert (approval.subject, approval.count, approval.needed) == (
+                        step["subject"],
+                        step["count"],
+                        step["needed"],
+                    )
         elif do == "cut":
             self.proxy.cut()
         elif do == "restore":

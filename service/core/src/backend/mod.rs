@@ -257,6 +257,18 @@ pub trait Backend: Send + Sync + 'static {
     /// `Ask` and broadcasts `resolved`. A later or duplicate claim gets `NotPending`.
     async fn claim(&self, key: &SessionKey, rpc_id: &str, outcome: Outcome) -> Result<(), Error>;
 
+    /// Casts `vote` on the pending quorum ask `rpc_id`, which needs `needed` approvers,
+    /// in one atomic step (docs/approvals.md; the tally is `Votes::cast`). A vote that
+    /// completes the quorum or disagrees closes the tally: the caller then claims the
+    /// outcome, first-wins as ever.
+    async fn vote(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        vote: crate::domain::quorum::Vote,
+        needed: u32,
+    ) -> Result<crate::domain::quorum::Voted, Error>;
+
     /// Resolves the ask ABORTED unless a call still waits for it (one reattached
     /// through its request_id). Used when a dropped call's reattach grace runs out.
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error>;

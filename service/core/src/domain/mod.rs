@@ -7,6 +7,7 @@ pub mod connect;
 pub mod error;
 pub mod limits;
 pub mod model;
+pub mod quorum;
 pub mod shown;
 pub mod status;
 pub mod validate;

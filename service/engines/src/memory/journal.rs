@@ -42,8 +42,14 @@ pub enum Change {
     },
     /// A new pending ask: its `requested` event is the session's event `seq`.
     AskAdded(Box<AddedAsk>),
-    /// The ask is no longer pending.
+    /// The ask is no longer pending (its votes go with it).
     AskRemoved { key: SessionKey, rpc_id: String },
+    /// The votes cast on a pending quorum ask so far.
+    Votes {
+        key: SessionKey,
+        rpc_id: String,
+        votes: askgate_core::domain::quorum::Votes,
+    },
     /// The request id names the pending ask `rpc_id`.
     RequestPending {
         key: SessionKey,
@@ -134,6 +140,8 @@ pub struct AddedAsk {
     pub requested: Message,
     /// How long it stays answerable once its call has gone (Semantics 10).
     pub reattach_grace: Duration,
+    /// The votes cast on it, for a quorum ask restored from a store.
+    pub votes: Option<askgate_core::domain::quorum::Votes>,
 }
 
 /// An agent's lease as the store keeps it.

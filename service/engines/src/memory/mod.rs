@@ -24,7 +24,10 @@ use askgate_core::{
         Attached, Backend, Budget, BudgetHold, EventStream, Holder, Noticed, Registered,
         RequestAbort, Scope, StateConfig, Stats, SubscribeOptions, Tap,
     },
-    domain::{Error, NewAsk, Outcome, SessionKey},
+    domain::{
+        Error, NewAsk, Outcome, SessionKey,
+        quorum::{Vote, Voted},
+    },
 };
 use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
@@ -159,6 +162,19 @@ impl Backend for MemoryBackend {
         self.inner.room().await;
         self.inner.claim(key, rpc_id, outcome)?;
         self.inner.synced().await
+    }
+
+    async fn vote(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        vote: Vote,
+        needed: u32,
+    ) -> Result<Voted, Error> {
+        self.inner.room().await;
+        let voted = self.inner.vote(key, rpc_id, vote, needed)?;
+        self.inner.synced().await?;
+        Ok(voted)
     }
 
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {

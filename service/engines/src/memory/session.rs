@@ -9,7 +9,7 @@ use std::{
 
 use askgate_core::{
     backend::events::{self, Message, message},
-    domain::{Error, Outcome, Settled},
+    domain::{Error, Outcome, Settled, quorum::Votes},
 };
 
 use super::journal::StoredSession;
@@ -54,6 +54,8 @@ pub(super) struct PendingAsk {
     pub waiters: Vec<oneshot::Sender<Outcome>>,
     /// Empty when the ask has none.
     pub request_id: Arc<str>,
+    /// The votes cast on a quorum ask so far (none on another ask).
+    pub votes: Option<Box<Votes>>,
 }
 
 impl PendingAsk {
@@ -122,6 +124,7 @@ impl Session {
                 requested: ask.requested,
                 waiters: Vec::new(),
                 request_id: ask.request_id,
+                votes: ask.votes.map(Box::new),
             };
             session.pending.insert(ask.seq, Box::new(pending));
         }
@@ -213,6 +216,18 @@ impl Session {
             .and_then(|seq| self.pending.get(seq))
             .map(|ask| &**ask)
             .ok_or_else(|| self.not_pending(rpc_id))
+    }
+
+    /// The pending ask `rpc_id` to change, or NOT_PENDING.
+    pub(super) fn pending_mut(&mut self, rpc_id: &str) -> Result<&mut PendingAsk, Error> {
+        match self.by_rpc_id.get(rpc_id).copied() {
+            Some(seq) if self.pending.contains_key(&seq) => Ok(self
+                .pending
+                .get_mut(&seq)
+                .map(|ask| &mut **ask)
+                .expect("just found")),
+            _ => Err(self.not_pending(rpc_id)),
+        }
     }
 
     /// The `requested` event of the pending ask `rpc_id`, or NOT_PENDING.

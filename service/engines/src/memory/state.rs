@@ -21,7 +21,10 @@ use askgate_core::{
         Stats, Tap,
         events::{self, Message, message},
     },
-    domain::{Error, NewAsk, Outcome, SessionKey},
+    domain::{
+        Error, NewAsk, Outcome, SessionKey,
+        quorum::{Vote, Voted},
+    },
 };
 use askgate_proto::v1::{Requested, Resolved, Unattended, subscribe_response::Event};
 use parking_lot::{Mutex, MutexGuard};
@@ -264,6 +267,27 @@ impl Inner {
         stats
     }
 
+    /// Casts a vote on the pending quorum ask `rpc_id`, in one step under the lock.
+    pub(super) fn vote(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        vote: Vote,
+        needed: u32,
+    ) -> Result<Voted, Error> {
+        let mut shard = self.shard(key);
+        let session = shard.session_mut(key).ok_or_else(Error::not_pending)?;
+        let ask = session.pending_mut(rpc_id)?;
+        let votes = ask.votes.get_or_insert_with(Box::default);
+        let voted = votes.cast(vote, needed)?;
+        self.durable.record(|| Change::Votes {
+            key: key.clone(),
+            rpc_id: rpc_id.to_owned(),
+            votes: (**votes).clone(),
+        });
+        Ok(voted)
+    }
+
     pub(super) fn notify(&self, key: &SessionKey, rpc_id: &str, notice: Event) -> Option<Noticed> {
         let mut shard = self.shard(key);
         let session = shard.session_mut(key)?;
@@ -448,6 +472,7 @@ impl Inner {
                 request_id: request_id.clone(),
                 requested: message.clone(),
                 reattach_grace: ask.reattach_grace,
+                votes: None,
             }))
         });
         session.add_pending(
@@ -458,6 +483,7 @@ impl Inner {
                 requested: message,
                 waiters: vec![outcome_tx],
                 request_id: request_id.clone(),
+                votes: None,
             },
         );
         if let (Some(caller), Some(agent)) = (caller.as_mut(), &ask.agent) {

@@ -59,6 +59,12 @@ impl SessionKeys {
         self.key("epoch")
     }
 
+    /// The votes cast on the pending quorum ask `rpc_id` (`quorum::Votes` as JSON),
+    /// dropped by its claim.
+    pub fn votes(&self, rpc_id: &str) -> String {
+        self.key(&format!("votes:{rpc_id}"))
+    }
+
     /// rpc_id → `RESOLUTION resolved_by`, for NOT_PENDING.
     pub fn settled(&self) -> String {
         self.key("settled")

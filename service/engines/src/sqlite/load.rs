@@ -73,8 +73,10 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
         }
     }
     let mut rows = conn.prepare(
-        "SELECT tenant, session_id, rpc_id, seq, ord, bytes, request_id, reattach_grace_ms, \
-         requested FROM asks ORDER BY ord",
+        "SELECT a.tenant, a.session_id, a.rpc_id, seq, ord, bytes, request_id, \
+         reattach_grace_ms, requested, v.votes FROM asks AS a LEFT JOIN votes AS v \
+         ON v.tenant = a.tenant AND v.session_id = a.session_id AND v.rpc_id = a.rpc_id \
+         ORDER BY ord",
     )?;
     for row in rows.query_map([], |row| {
         Ok((
@@ -88,9 +90,17 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
             row.get::<_, String>(6)?,
             row.get::<_, i64>(7)?,
             row.get::<_, Vec<u8>>(8)?,
+            row.get::<_, Option<String>>(9)?,
         ))
     })? {
-        let (key, rpc_id, [seq, order, bytes], request_id, grace_ms, requested) = row?;
+        let (key, rpc_id, [seq, order, bytes], request_id, grace_ms, requested, votes) = row?;
+        let votes = votes
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| LoadError::Corrupt {
+                what: "vote",
+                why: e.to_string(),
+            })?;
         let Some(session) = sessions.get_mut(&key) else {
             continue;
         };
@@ -103,6 +113,7 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
             request_id: request_id.into(),
             requested: decode(&requested, "ask")?,
             reattach_grace: Duration::from_millis(grace_ms as u64),
+            votes,
         });
     }
     Ok(Stored {

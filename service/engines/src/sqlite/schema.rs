@@ -80,7 +80,8 @@ const MIGRATIONS: &[&str] = &[
         expires_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
     ",
-    // 2: the audit log: each tenant's hash chain (docs/approvals.md).
+    // 2: the audit log: each tenant's hash chain, and the votes cast on pending quorum
+    // asks (docs/approvals.md).
     "
     CREATE TABLE audit (
         tenant TEXT NOT NULL,
@@ -92,6 +93,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, seq)
     ) WITHOUT ROWID;
     CREATE INDEX audit_at ON audit (at_ms);
+    CREATE TABLE votes (
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        rpc_id TEXT NOT NULL,
+        votes TEXT NOT NULL,
+        PRIMARY KEY (tenant, session_id, rpc_id)
+    ) WITHOUT ROWID;
     ",
 ];
 

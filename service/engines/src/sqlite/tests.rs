@@ -449,3 +449,42 @@ async fn the_audit_log_keeps_the_rules_and_survives_a_restart() {
     let after = audit.export("acme", 0, 100).await.expect("export");
     assert_eq!(verify(&after), Ok(3), "the chain goes on from where it was");
 }
+
+#[tokio::test]
+async fn a_quorum_asks_votes_survive_a_crash() {
+    use askgate_core::domain::quorum::{Vote, Voted};
+    let vote = |subject: &str| Vote {
+        subject: subject.into(),
+        channel: "console".into(),
+        key: "A".into(),
+    };
+    let dir = Scratch::new();
+    let engine = open(&dir, StateConfig::default()).await;
+    let backend = engine.backend();
+    let registered = backend
+        .register(ask("s", "quorum", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    assert_eq!(
+        backend
+            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2)
+            .await,
+        Ok(Voted::Recorded { count: 1 })
+    );
+    let copy = crash_copy(&dir);
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    assert_eq!(
+        restored
+            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2)
+            .await,
+        Err(askgate_core::domain::Error::AlreadyApproved),
+        "the acknowledged vote is back"
+    );
+    let Ok(Voted::Complete(votes)) = restored
+        .vote(&key("s"), &registered.rpc_id, vote("bo"), 2)
+        .await
+    else {
+        panic!("the quorum completes");
+    };
+    assert_eq!(votes.len(), 2);
+}

@@ -103,6 +103,19 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 "DELETE FROM asks WHERE tenant = ?1 AND session_id = ?2 AND rpc_id = ?3",
             )?
             .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
+            tx.prepare_cached(
+                "DELETE FROM votes WHERE tenant = ?1 AND session_id = ?2 AND rpc_id = ?3",
+            )?
+            .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
+        }
+        Change::Votes { key, rpc_id, votes } => {
+            let votes = serde_json::to_string(votes)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO votes (tenant, session_id, rpc_id, votes) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![&*key.tenant, &*key.session_id, rpc_id, votes])?;
         }
         Change::RequestPending {
             key,

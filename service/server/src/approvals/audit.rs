@@ -72,6 +72,36 @@ impl Audit {
         }
     }
 
+    /// Records a quorum vote `by` cast on `pending` (the vote is durable in the engine
+    /// already: a failure here fails the Answer, and a retry is ALREADY_APPROVED, so
+    /// the vote stays unrecorded only if the store cannot be written at all).
+    pub async fn vote(
+        &self,
+        key: &crate::domain::SessionKey,
+        pending: &askgate_proto::v1::Requested,
+        answers: &[askgate_proto::v1::QuestionAnswer],
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let mut fields = Map::new();
+        fields.insert("kind".into(), "ask.vote".into());
+        fields.insert("at".into(), audit::at(std::time::SystemTime::now()));
+        fields.insert("session_id".into(), key.session_id.to_string().into());
+        fields.insert("rpc_id".into(), pending.rpc_id.clone().into());
+        fields.insert("subject".into(), by.subject.clone().into());
+        fields.insert("channel".into(), by.channel.clone().into());
+        fields.insert("action_digest".into(), pending.action_digest.clone().into());
+        fields.insert("answers".into(), receipt::answers_value(answers, |_| false));
+        let entry = AuditEntry {
+            tenant: key.tenant.to_string(),
+            id: format!(
+                "ask.vote\u{1f}{}\u{1f}{}\u{1f}{}",
+                key.session_id, pending.rpc_id, by.subject
+            ),
+            fields,
+        };
+        self.store.append(vec![entry]).await
+    }
+
     /// The tenant's records after `after_seq`, oldest first, at most `limit`.
     pub async fn export(
         &self,

@@ -98,12 +98,6 @@ impl Questions {
         let remaining = deadline.saturating_duration_since(Instant::now());
         // Refused until every part of them is served (docs/approvals.md), rather than
         // taken and half kept: a secret answer must not reach other parties.
-        if request.quorum.is_some() {
-            return Err(Error::bad_request(
-                "quorum",
-                "this server does not take quorum asks yet",
-            ));
-        }
         if let Some(i) = request.questions.iter().position(|q| q.secret) {
             return Err(Error::bad_request(
                 format!("questions[{i}].secret"),

@@ -3,6 +3,7 @@
 //! too.
 
 mod asking;
+mod quorum;
 
 use self::asking::schedules_something;
 
@@ -25,7 +26,7 @@ use uuid::Uuid;
 use tokio_stream::StreamExt;
 
 use crate::{
-    approvals::Receipts,
+    approvals::{Audit, Receipts},
     auth,
     backend::{
         Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, StateConfig,
@@ -87,6 +88,8 @@ pub struct Questions {
     default_notify: Option<NotifyPolicy>,
     /// Subscribe streams one tenant may hold open, over every node.
     max_streams_per_tenant: usize,
+    /// Where quorum votes are recorded, when the node keeps an audit log.
+    audit: Option<Audit>,
     /// Signs the receipts of asks with an action; `None`: no receipts.
     receipts: Option<Arc<Receipts>>,
 }
@@ -111,7 +114,14 @@ impl Questions {
             default_notify: None,
             max_streams_per_tenant: StateConfig::default().max_streams_per_tenant,
             receipts: None,
+            audit: None,
         }
+    }
+
+    /// Records each quorum vote in the audit log.
+    pub fn with_audit(mut self, audit: Audit) -> Self {
+        self.audit = Some(audit);
+        self
     }
 
     /// Signs a receipt for every resolution of an ask with an action.
@@ -153,13 +163,13 @@ impl Questions {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
             allowed(&pending, by)?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
-            self.backend
-                .claim(
-                    &key,
-                    &request.rpc_id,
-                    Outcome::answered(answers, by.clone()),
-                )
-                .await
+            match pending.quorum.map_or(0, |q| q.count) {
+                needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
+                _ => {
+                    let outcome = Outcome::answered(answers, by.clone());
+                    self.backend.claim(&key, &request.rpc_id, outcome).await
+                }
+            }
         }
         .await;
         self.count_conflict(tenant, claimed)

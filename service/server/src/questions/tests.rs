@@ -43,6 +43,15 @@ impl Backend for SlowRegistration {
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         self.inner.abandon(key, rpc_id).await
     }
+    async fn vote(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        vote: crate::domain::quorum::Vote,
+        needed: u32,
+    ) -> Result<crate::domain::quorum::Voted, Error> {
+        self.inner.vote(key, rpc_id, vote, needed).await
+    }
     async fn subscribe(
         &self,
         scope: Scope,

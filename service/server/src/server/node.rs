@@ -113,7 +113,8 @@ impl Node {
         )
         .with_hooks(hooks.store().clone())
         .with_default_notify(config.default_notify)
-        .with_max_streams_per_tenant(config.settings.max_streams_per_tenant);
+        .with_max_streams_per_tenant(config.settings.max_streams_per_tenant)
+        .with_audit(audit.clone());
         let receipts = match config.receipt_key_files.is_empty() {
             true => None,
             false => Some(Arc::new(Receipts::from_files(

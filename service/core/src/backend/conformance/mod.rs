@@ -60,6 +60,7 @@ macro_rules! backend_conformance_suite {
                 an_abort_that_overtakes_its_ask_ends_it_unseen,
                 budgets_are_held_per_tenant_and_given_back,
                 pending_bytes_are_budgeted_per_session_and_tenant,
+                quorum_votes_are_one_tally,
             );
         }
     };

@@ -257,3 +257,77 @@ pub async fn dispose_resolves_everything_and_ends_every_stream(make: impl Make) 
         Err(Error::ShuttingDown)
     ));
 }
+
+/// A quorum ask's votes are one tally: each subject once, the completing vote closes
+/// it, concurrent votes from many callers never lose one, and the claim drops them.
+pub async fn quorum_votes_are_one_tally(make: impl Make) {
+    use crate::domain::quorum::{Vote, Voted};
+    let (backend, _guard) = default_backend(make).await;
+    let vote = |subject: &str, key: &str| Vote {
+        subject: subject.into(),
+        channel: "console".into(),
+        key: key.into(),
+    };
+    let registered = backend.register(ask("s")).await.expect("register");
+    let rpc_id = &registered.rpc_id;
+    assert_eq!(
+        backend.vote(&key("s"), rpc_id, vote("ana", "A"), 3).await,
+        Ok(Voted::Recorded { count: 1 })
+    );
+    assert_eq!(
+        backend.vote(&key("s"), rpc_id, vote("ana", "A"), 3).await,
+        Err(Error::AlreadyApproved)
+    );
+    assert_eq!(
+        backend.vote(&key("s"), "nope", vote("bo", "A"), 3).await,
+        Err(Error::not_pending())
+    );
+    // Twenty approvers at once: one tally, so exactly one completes it (the second
+    // and third vote) and the rest find it closed.
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let (backend, rpc_id) = (backend.clone(), rpc_id.clone());
+        let voter = vote(&format!("v{i}"), "A");
+        tasks.push(tokio::spawn(async move {
+            backend.vote(&key("s"), &rpc_id, voter, 3).await
+        }));
+    }
+    let mut complete = Vec::new();
+    let mut recorded = 0;
+    for task in tasks {
+        match task.await.expect("join") {
+            Ok(Voted::Complete(votes)) => complete.push(votes),
+            Ok(Voted::Recorded { count }) => {
+                assert_eq!(count, 2);
+                recorded += 1;
+            }
+            Err(Error::NotPending { .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((complete.len(), recorded), (1, 1), "one tally");
+    assert_eq!(complete[0].len(), 3);
+    assert_eq!(complete[0][0].subject, "ana");
+    backend
+        .claim(&key("s"), rpc_id, answered())
+        .await
+        .expect("the final claim");
+    assert!(matches!(
+        backend.vote(&key("s"), rpc_id, vote("late", "A"), 3).await,
+        Err(Error::NotPending { .. })
+    ));
+
+    // A differing vote closes the tally as a disagreement.
+    let registered = backend.register(ask("s")).await.expect("register");
+    backend
+        .vote(&key("s"), &registered.rpc_id, vote("ana", "A"), 2)
+        .await
+        .expect("first");
+    let Ok(Voted::Disagreed(votes)) = backend
+        .vote(&key("s"), &registered.rpc_id, vote("bo", "B"), 2)
+        .await
+    else {
+        panic!("disagreed");
+    };
+    assert_eq!(votes.len(), 2);
+}

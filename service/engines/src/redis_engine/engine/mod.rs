@@ -133,6 +133,16 @@ impl Backend for RedisBackend {
         self.node.claim(key, rpc_id, outcome).await
     }
 
+    async fn vote(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        vote: askgate_core::domain::quorum::Vote,
+        needed: u32,
+    ) -> Result<askgate_core::domain::quorum::Voted, Error> {
+        self.node.store().vote(key, rpc_id, vote, needed).await
+    }
+
     async fn abandon(&self, key: &SessionKey, rpc_id: &str) -> Result<(), Error> {
         let node = &self.node;
         if node.waiting().still_waited(key, rpc_id) {

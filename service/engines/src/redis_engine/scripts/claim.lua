@@ -3,7 +3,7 @@
 -- ARGV: rpc_id resolved settled_text history_len retention_s channel request_key_prefix
 --       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
 --       settled_order session_bytes tenant_bytes
---       outbox outbox_data outbox_index outbox_member (or four '')
+--       outbox outbox_data outbox_index outbox_member (or four '') votes
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark and the settled order share the session's hash tag, so they live in
 -- this slot. With an outbox, the event (and the ask it ended) goes into the session's
@@ -15,6 +15,10 @@ if not asked then
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('DEL', ARGV[12])
+-- A quorum ask's votes go with it.
+if ARGV[21] and ARGV[21] ~= '' then
+  redis.call('DEL', ARGV[21])
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 -- The tenant's count goes when it reaches zero, like its set of sessions; so do the
 -- byte counters (an ask registered before they were kept counts nothing).

@@ -223,9 +223,12 @@ impl RedisStore {
         let tenant = TenantKeys::new(&key.tenant);
         let cluster = self.conn.is_cluster();
         let bytes = encode_notice(notice);
+        // One mark per kind (per approver, for approvals), ranked so that a notice sent
+        // again after its node died is not sent twice.
         let (kind, rank) = match notice {
-            Event::Reminder(reminder) => ("reminder", u64::from(reminder.count)),
-            _ => ("escalated", 1),
+            Event::Reminder(reminder) => ("reminder".to_owned(), u64::from(reminder.count)),
+            Event::Approval(approval) => (format!("approval:{}", approval.subject), 1),
+            _ => ("escalated".to_owned(), 1),
         };
         let noticed: NoticeReply = NOTICE
             .key(keys.asks())
@@ -243,7 +246,7 @@ impl RedisStore {
                 tenant.channel()
             })
             .arg(self.idle_ttl_secs())
-            .arg(keys.notice_mark(rpc_id, kind))
+            .arg(keys.notice_mark(rpc_id, &kind))
             .arg(rank)
             .invoke_async(&mut self.conn.clone())
             .await
@@ -323,6 +326,7 @@ impl RedisStore {
                 tenant.pending_bytes()
             })
             .arg(&self.outbox_args(&keys, key))
+            .arg(keys.votes(&resolved.rpc_id))
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;

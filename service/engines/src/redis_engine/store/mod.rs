@@ -44,6 +44,7 @@ mod nodes;
 mod outbox;
 mod replies;
 mod scripts;
+mod votes;
 mod wait;
 
 pub use audit::RedisAuditStore;

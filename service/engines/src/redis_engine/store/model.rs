@@ -58,6 +58,7 @@ impl StoredEvent {
             Self::Resolved(r) => &r.session_id,
             Self::Notice(Event::Reminder(r)) => &r.session_id,
             Self::Notice(Event::Escalated(e)) => &e.session_id,
+            Self::Notice(Event::Approval(a)) => &a.session_id,
             Self::Notice(_) => "",
         }
     }
@@ -69,6 +70,7 @@ impl StoredEvent {
             Self::Resolved(r) => &r.rpc_id,
             Self::Notice(Event::Reminder(r)) => &r.rpc_id,
             Self::Notice(Event::Escalated(e)) => &e.rpc_id,
+            Self::Notice(Event::Approval(a)) => &a.rpc_id,
             Self::Notice(_) => "",
         }
     }

@@ -1,0 +1,74 @@
+//! `Answer` on a quorum ask (docs/approvals.md): each approver's answers are a vote;
+//! the vote that completes the quorum resolves the ask ANSWERED with every approver,
+//! one that differs resolves it CANCELLED naming who disagreed. The tally is the
+//! engine's, in one atomic step; the final transition is a claim, first-wins.
+
+use std::time::SystemTime;
+
+use askgate_proto::v1::{Approval, QuestionAnswer, Requested, subscribe_response::Event};
+use tracing::debug;
+
+use super::Questions;
+use crate::domain::{
+    Error, Outcome, Resolver, SessionKey,
+    quorum::{self, Vote, Voted},
+};
+
+impl Questions {
+    /// Casts `by`'s vote of `answers` on the pending quorum ask `pending`.
+    pub(super) async fn vote(
+        &self,
+        key: &SessionKey,
+        pending: &Requested,
+        answers: Vec<QuestionAnswer>,
+        by: &Resolver,
+        needed: u32,
+    ) -> Result<(), Error> {
+        if !pending.asked_by.is_empty() && pending.asked_by == by.subject {
+            return Err(Error::SelfApproval);
+        }
+        let rpc_id = &pending.rpc_id;
+        let vote = Vote {
+            subject: by.subject.clone(),
+            channel: by.channel.clone(),
+            key: quorum::answers_key(&answers),
+        };
+        match self.backend.vote(key, rpc_id, vote, needed).await? {
+            Voted::Recorded { count } => {
+                if let Some(audit) = &self.audit {
+                    audit.vote(key, pending, &answers, by).await?;
+                }
+                let approval = Approval {
+                    rpc_id: rpc_id.clone(),
+                    session_id: key.session_id.to_string(),
+                    subject: by.subject.clone(),
+                    count,
+                    needed,
+                    approved_at: Some(SystemTime::now().into()),
+                };
+                // The vote is recorded whether or not subscribers hear of it (the ask
+                // may have resolved meanwhile).
+                let noticed = self
+                    .backend
+                    .notify(key, rpc_id, Event::Approval(approval))
+                    .await;
+                debug!(%rpc_id, count, needed, noticed = matches!(noticed, Ok(Some(_))), "vote recorded");
+                Ok(())
+            }
+            Voted::Complete(votes) => {
+                // This vote completed it: its approver resolves the ask, with all of them.
+                let outcome = Outcome {
+                    approvers: votes.iter().map(|v| v.subject.clone()).collect(),
+                    ..Outcome::answered(answers, by.clone())
+                };
+                self.backend.claim(key, rpc_id, outcome).await
+            }
+            Voted::Disagreed(votes) => {
+                let reason = Some(quorum::disagreement(&votes));
+                self.backend
+                    .claim(key, rpc_id, Outcome::cancelled(reason, by.clone()))
+                    .await
+            }
+        }
+    }
+}
