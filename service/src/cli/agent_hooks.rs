@@ -156,6 +156,12 @@ async fn decide(args: &ClaudeCodeArgs, session: &str, input: &HookInput) -> Deci
         .retry_for(Duration::from_secs(5));
     if input.hook_event_name == "PermissionRequest" {
         ask = ask.label(PERMISSION_LABEL.0, PERMISSION_LABEL.1);
+        // The approval is bound to the tool call it approves (docs/approvals.md): its
+        // receipt names the digest of this tool and input, when they fit an action.
+        let arguments = input.tool_input.to_string();
+        if arguments.len() <= askgate_server::domain::approval::MAX_ACTION_ARGUMENTS_BYTES {
+            ask = ask.action(&input.tool_name, &arguments);
+        }
     }
     for question in questions {
         ask = ask.question(question);

@@ -109,7 +109,13 @@ pub async fn run(args: AnswerArgs) -> ExitCode {
             Err(e) => return fail_local(e, EXIT_USAGE),
         },
     };
-    let mut client = match args.connect.connect().await {
+    // The command line's own channel (docs/approvals.md, "Channels").
+    let mut client = match args
+        .connect
+        .connect()
+        .await
+        .and_then(|c| c.with_channel("cli"))
+    {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };
@@ -141,7 +147,13 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
             EXIT_USAGE,
         );
     }
-    let client = match args.connect.connect().await {
+    // The terminal's channel, keyboard overlay or line prompts alike.
+    let client = match args
+        .connect
+        .connect()
+        .await
+        .and_then(|c| c.with_channel("tui"))
+    {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };

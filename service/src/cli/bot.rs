@@ -74,7 +74,11 @@ pub async fn run(args: BotArgs) -> ExitCode {
         return fail_local("--policy custom needs --text", EXIT_USAGE);
     }
     // Lazily connected: the bot may start before the server and waits for it.
-    let client = match args.connect.connect_lazy() {
+    let client = match args
+        .connect
+        .connect_lazy()
+        .and_then(|c| c.with_channel("bot"))
+    {
         Ok(client) => client,
         Err(e) => return fail(&e),
     };

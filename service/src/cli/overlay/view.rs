@@ -109,12 +109,12 @@ impl BatchSize {
         let Some(question) = overlay.question() else {
             return Self::default();
         };
-        let detail = match question.detail.as_deref() {
-            Some(detail) if !detail.is_empty() => {
+        let detail = match detail_text(overlay, question) {
+            Some(detail) => {
                 let lines = u16::try_from(detail.lines().count()).unwrap_or(u16::MAX);
                 lines.saturating_add(2).min(room / 2)
             }
-            _ => 0,
+            None => 0,
         };
         let options =
             u16::try_from(option_lines(overlay, question).lines.len()).unwrap_or(u16::MAX);
@@ -123,6 +123,46 @@ impl BatchSize {
             detail,
         }
     }
+}
+
+/// The detail pane's text: the question's detail, then what the batch's answer
+/// approves (docs/approvals.md): the action with its arguments pretty-printed, the
+/// approvers a quorum needs, the answers that apply when nobody answers in time.
+fn detail_text(overlay: &Overlay, question: &Question) -> Option<String> {
+    let mut parts: Vec<String> = question
+        .detail
+        .iter()
+        .filter(|d| !d.is_empty())
+        .cloned()
+        .collect();
+    let batch = &overlay.batch;
+    if let Some(action) = &batch.action {
+        let arguments = serde_json::from_str::<serde_json::Value>(&action.arguments_json)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| action.arguments_json.clone());
+        parts.push(format!("Approves {}:\n{arguments}", action.name));
+    }
+    if let Some(quorum) = batch.quorum.filter(|q| q.count > 1) {
+        parts.push(format!(
+            "Needs {} approvers who give the same answers.",
+            quorum.count
+        ));
+    }
+    if !batch.default_answers.is_empty() {
+        let defaults: Vec<String> = batch
+            .default_answers
+            .iter()
+            .map(|a| match &a.custom {
+                Some(custom) => custom.clone(),
+                None => a.selected.join(", "),
+            })
+            .collect();
+        parts.push(format!(
+            "If nobody answers in time: {}.",
+            defaults.join("; ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: u16, area: Rect) {
@@ -152,11 +192,12 @@ fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: 
     );
 
     if detail_rows > 0 {
-        let title = match Overlay::plan_approve(question) {
-            Some(_) => "The plan to review (PgUp/PgDn scroll)",
-            None => "Detail (PgUp/PgDn scroll)",
+        let title = match (Overlay::plan_approve(question), &overlay.batch.action) {
+            (Some(_), _) => "The plan to review (PgUp/PgDn scroll)",
+            (None, Some(_)) => "What the answer approves (PgUp/PgDn scroll)",
+            (None, None) => "Detail (PgUp/PgDn scroll)",
         };
-        let text = question.detail.clone().unwrap_or_default();
+        let text = detail_text(overlay, question).unwrap_or_default();
         let paragraph = Paragraph::new(text)
             .block(Block::default().borders(Borders::TOP).title(title))
             .wrap(Wrap { trim: false })

@@ -228,6 +228,46 @@ fn fallback(requested: &Requested) -> String {
     cut(&format!("askgate: {}", escape(first)), 300)
 }
 
+/// What the ask's answer approves and how it resolves (docs/approvals.md): the action
+/// with its arguments pretty-printed (head and tail when long), the approvers a quorum
+/// needs, the answers that apply when nobody answers in time.
+fn approval_blocks(requested: &Requested) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    if let Some(action) = &requested.action {
+        let arguments = serde_json::from_str::<Value>(&action.arguments_json)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| action.arguments_json.clone());
+        let heading = format!(
+            ":closed_lock_with_key: *Approves* `{}` (digest `{}`)\n",
+            escape_code(&cut(&action.name, 200)),
+            escape_code(requested.action_digest.get(..12).unwrap_or_default())
+        );
+        blocks.push(detail_section(&heading, &arguments));
+    }
+    let mut terms = Vec::new();
+    if let Some(quorum) = requested.quorum.filter(|q| q.count > 1) {
+        terms.push(format!(
+            "needs {} approvers who give the same answers",
+            quorum.count
+        ));
+    }
+    if !requested.default_answers.is_empty() {
+        let defaults: Vec<String> = requested
+            .default_answers
+            .iter()
+            .map(|a| format!("*{}*", answer_text(a)))
+            .collect();
+        terms.push(format!(
+            "if nobody answers in time: {}",
+            defaults.join(", ")
+        ));
+    }
+    if !terms.is_empty() {
+        blocks.push(json!({ "type": "context", "elements": [mrkdwn(&terms.join(" · "))] }));
+    }
+    blocks
+}
+
 fn context(requested: &Requested) -> Value {
     let mut parts = vec![format!("session `{}`", escape_code(&requested.session_id))];
     if let Some(agent) = requested.agent.as_ref().filter(|a| !a.agent_id.is_empty()) {
@@ -329,6 +369,7 @@ pub fn question_message(at: &Ref, requested: &Requested, console: Option<&str>) 
         json!({ "type": "header", "text": plain(&title(requested), MAX_HEADER) }),
         context(requested),
     ];
+    blocks.extend(approval_blocks(requested));
     if !answerable_in_slack(requested) {
         for (i, question) in requested.questions.iter().enumerate() {
             let number = (requested.questions.len() > 1).then_some(i);

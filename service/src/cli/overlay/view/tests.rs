@@ -288,3 +288,32 @@ fn review_cancel_reason_help_and_a_lost_connection() {
         &["connection lost; reconnecting…"],
     );
 }
+
+#[test]
+fn what_an_answer_approves_is_shown_with_the_question() {
+    let mut queue = Queue::new();
+    queue.on_event(Event::Requested {
+        cursor: String::new(),
+        requested: Requested {
+            rpc_id: "r1".into(),
+            session_id: "demo".into(),
+            questions: vec![db_question()],
+            action: Some(askgate_proto::v1::Action {
+                name: "deploy".into(),
+                arguments_json: r#"{"env":"prod"}"#.into(),
+            }),
+            quorum: Some(askgate_proto::v1::Quorum { count: 2 }),
+            ..Default::default()
+        },
+    });
+    let shown = screen(&queue, None);
+    assert_shows(
+        &shown,
+        &[
+            "What the answer approves",
+            "Approves deploy:",
+            "\"env\": \"prod\"",
+            "Needs 2 approvers",
+        ],
+    );
+}

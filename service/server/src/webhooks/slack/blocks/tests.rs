@@ -369,3 +369,32 @@ fn a_secret_answer_is_never_shown_in_the_channel() {
     assert!(message.contains("(secret)"), "{message}");
     assert!(message.contains("*yes*"), "{message}");
 }
+
+#[test]
+fn the_action_an_answer_approves_is_shown_whole_or_with_its_end() {
+    let mut asked = requested(vec![question("Deploy?", &["yes", "no"])]);
+    asked.action = Some(askgate_proto::v1::Action {
+        name: "deploy".into(),
+        arguments_json: format!(
+            r#"{{"env":"prod","notes":"{}","last":"rm -rf /"}}"#,
+            "x".repeat(5000)
+        ),
+    });
+    asked.action_digest = "0123456789abcdef".repeat(4);
+    asked.quorum = Some(askgate_proto::v1::Quorum { count: 2 });
+    asked.default_answers = vec![QuestionAnswer {
+        id: "q".into(),
+        selected: vec!["no".into()],
+        custom: None,
+    }];
+    let message = question_message(&at(), &asked, None);
+    let text = message.to_string();
+    assert!(
+        text.contains("*Approves* `deploy` (digest `0123456789ab`)"),
+        "{text}"
+    );
+    assert!(text.contains("omitted"), "the long arguments are marked");
+    assert!(text.contains("rm -rf /"), "their end is shown");
+    assert!(text.contains("needs 2 approvers"), "{text}");
+    assert!(text.contains("if nobody answers in time: *no*"), "{text}");
+}
