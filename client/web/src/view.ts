@@ -2,6 +2,8 @@
 // session actions. Every change redraws the page from the state; focus, the caret and
 // an IME composition in progress survive a redraw.
 
+import type { Requested } from "@askgate/client/proto";
+
 import { type Composer, planApprove, recommended } from "./composer.js";
 import { type Session, title } from "./session.js";
 
@@ -366,6 +368,7 @@ export class View {
       q.header && h("p", { class: "chip" }, q.header),
       h("h2", { id: "question-text" }, q.question),
       detail,
+      approval(c.batch),
       !optionless &&
         h(
           "div",
@@ -548,4 +551,44 @@ export class View {
       this.act(() => c.confirm());
     }
   }
+}
+
+/** Longest pretty-printed arguments shown whole; past it, their head and tail. */
+const MAX_SHOWN_ARGUMENTS = 16 * 1024;
+
+/** `text` whole when it fits, else its head and its tail around a mark of what is left out. */
+function headAndTail(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const half = Math.floor(max / 2);
+  return `${text.slice(0, half)}\n… ${text.length - 2 * half} characters omitted …\n${text.slice(-half)}`;
+}
+
+/**
+ * What the batch's answer approves (docs/approvals.md): the action with its arguments
+ * pretty-printed, the approvers a quorum needs, the answers that apply when nobody
+ * answers in time, the channels it may be answered from.
+ */
+function approval(batch: Requested): HTMLElement | undefined {
+  const terms: HTMLElement[] = [];
+  if (batch.action) {
+    let args = batch.action.argumentsJson;
+    try {
+      args = JSON.stringify(JSON.parse(args), null, 2);
+    } catch {
+      // Shown as sent.
+    }
+    terms.push(
+      h("h3", {}, "Approves ", h("code", { "data-testid": "action-name" }, batch.action.name)),
+      h("pre", { "data-testid": "action-arguments" }, headAndTail(args, MAX_SHOWN_ARGUMENTS)),
+      h("p", { class: "digest" }, `digest ${batch.actionDigest.slice(0, 16)}…`),
+    );
+  }
+  if (batch.quorum && batch.quorum.count > 1) {
+    terms.push(h("p", { "data-testid": "quorum" }, `Needs ${batch.quorum.count} approvers who give the same answers.`));
+  }
+  if (batch.defaultAnswers.length > 0) {
+    const defaults = batch.defaultAnswers.map((a) => a.custom ?? a.selected.join(", ")).join("; ");
+    terms.push(h("p", { "data-testid": "defaults" }, `If nobody answers in time: ${defaults}.`));
+  }
+  return terms.length > 0 ? h("div", { class: "approval", "data-testid": "approval" }, ...terms) : undefined;
 }

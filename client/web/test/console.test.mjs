@@ -397,3 +397,22 @@ test("after a dropped connection the console resumes and keeps the drafts", asyn
   ]);
   assert.deepEqual((await second.result()).json.answers, [{ id: "later", selected: ["no"] }]);
 });
+
+test("what an answer approves shows with the question; only the console may answer it", async (t) => {
+  const { h, url, page } = await setUp(t, { session: "approve" });
+  const agent = h.ask(url, {
+    sessionId: "approve",
+    questions: [question("go", "Deploy api to prod?", ["Approve", "Reject"], { header: "Deploy" })],
+    action: { name: "deploy", argumentsJson: JSON.stringify({ service: "api", env: "prod", replicas: 3 }) },
+    allowedChannels: ["console"],
+  });
+  await shows(page, "action-name", "deploy");
+  await shows(page, "action-arguments", '"replicas": 3');
+  await screenshot(page, "11-approval-with-action");
+  await page.getByRole("button", { name: /Approve/ }).first().click();
+  await page.getByTestId("review").waitFor();
+  await page.keyboard.press("Enter");
+  const { code, json, stderr } = await agent.result();
+  assert.equal(code, 0, `the console is an allowed channel: ${stderr}`);
+  assert.deepEqual(json.answers, [{ id: "go", selected: ["Approve"] }], JSON.stringify(json));
+});
