@@ -288,6 +288,15 @@ async fn three_nodes_keep_one_chain_with_every_resolution() {
         assert_eq!(recorded.get(rpc_id), Some(&1), "{rpc_id} recorded once");
     }
     assert_eq!(recorded.len(), ASKS, "no record of anything else");
+    // What an auditor runs: the export of another node, verified by the CLI.
+    let (code, out, err) = finish(askgate(&["audit", "export", "--addr", &nodes[0].url()])).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), ASKS);
+    let dir = TempDir::new();
+    let file = dir.file("audit.jsonl", &out);
+    let (code, _, err) = finish(askgate(&["audit", "verify", file.to_str().expect("utf-8")])).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("{ASKS} records verify")), "{err}");
 }
 
 #[tokio::test]

@@ -433,8 +433,14 @@ pub async fn keys_file(dir: &TempDir, keys: &Value) -> (String, HashMap<String, 
 }
 
 async fn run(codes: &Value, scenario: &Value) {
+    run_on(codes, scenario, &[]).await;
+}
+
+/// Runs `scenario` against a server started with `engine`'s flags besides its own.
+async fn run_on(codes: &Value, scenario: &Value, engine: &[String]) {
     let dir = TempDir::new();
     let mut args: Vec<String> = strings(&scenario["server"]["args"]);
+    args.extend(engine.iter().cloned());
     let mut tokens = HashMap::new();
     if scenario["server"]["keys"].is_object() {
         let (path, made) = keys_file(&dir, &scenario["server"]["keys"]).await;
@@ -490,6 +496,88 @@ async fn the_shared_scenarios_pass() {
                 .unwrap_or_default();
             panic!("scenario {name}: {why}");
         }
+    }
+}
+
+/// The scenarios of approvals (a quorum, default answers, allowed channels) on the
+/// durable engines too: SQLite, one Redis and a Redis Cluster (the SDKs run every
+/// scenario on memory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_scenarios_pass_on_every_engine() {
+    let file: Value = serde_json::from_str(SCENARIOS).expect("scenarios.json");
+    let terms = ["quorum", "allowed_channels", "default_answers"];
+    let approvals: Vec<&Value> = file["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .filter(|s| {
+            s["steps"].as_array().is_some_and(|steps| {
+                steps
+                    .iter()
+                    .any(|step| terms.iter().any(|t| !step[t].is_null()))
+            })
+        })
+        .collect();
+    assert!(approvals.len() >= 4, "the approval scenarios are found");
+    let redis = askgate_testing::RedisServer::start().await;
+    let cluster = askgate_testing::RedisCluster::start(3).await;
+    let data = TempDir::new();
+    for scenario in approvals {
+        let name = str_of(scenario, "name");
+        let engines: [Vec<String>; 3] = [
+            vec![
+                "--backend".into(),
+                "sqlite".into(),
+                "--data-dir".into(),
+                data.0.join(name).display().to_string(),
+            ],
+            vec![
+                "--backend".into(),
+                "redis".into(),
+                "--redis-url".into(),
+                redis.url.clone(),
+            ],
+            vec![
+                "--backend".into(),
+                "redis".into(),
+                "--redis-cluster".into(),
+                "--redis-url".into(),
+                cluster.url.clone(),
+            ],
+        ];
+        for engine in engines {
+            // The scenarios reuse their session names: each run starts on an empty store.
+            flush(&redis.url, &cluster.url).await;
+            let outcome = tokio::spawn({
+                let (codes, scenario, engine) =
+                    (file["codes"].clone(), scenario.clone(), engine.clone());
+                async move { run_on(&codes, &scenario, &engine).await }
+            })
+            .await;
+            if let Err(failure) = outcome {
+                let why = failure
+                    .try_into_panic()
+                    .ok()
+                    .and_then(|p| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                panic!("scenario {name} on {}: {why}", engine[1]);
+            }
+        }
+    }
+}
+
+/// Empties the test's Redis and every shard of its cluster.
+async fn flush(redis: &str, cluster: &str) {
+    for url in std::iter::once(redis).chain(cluster.split(',')) {
+        let client = redis::Client::open(url).expect("a redis url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to redis");
+        let _: () = redis::cmd("FLUSHALL")
+            .query_async(&mut conn)
+            .await
+            .expect("flushall");
     }
 }
 
