@@ -15,8 +15,8 @@ use jsonwebtoken::jwk::JwkSet;
 use crate::{
     hardening::http1,
     support::{
-        TempDir, TestServer, askgate, finish, next_event, subscribed, test_config, web_client,
-        within,
+        TempDir, TestServer, askgate, finish, next_event, next_requested, subscribed, test_config,
+        web_client, within,
     },
 };
 
@@ -84,21 +84,28 @@ async fn next_resolved(events: &mut askgate_client::Events) -> Resolved {
     }
 }
 
-async fn a_receipt_binds_the_resolution_to_the_action() {
-    let dir = TempDir::new();
-    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+/// `ship("s")` asked on `server` and answered `label` by a human following the
+/// session: the response, and the rpc_id the human saw.
+async fn answered(server: &TestServer, label: &str) -> (askgate_proto::v1::AskResponse, String) {
     let mut ui = server.client().await;
     let mut events = subscribed(&mut ui, "s").await;
     let mut agent = server.client().await;
     let call = tokio::spawn(async move { agent.ask(ship("s")).await });
     let rpc_id = requested_with_action(&mut events).await;
-    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+    ui.answer("s", &rpc_id, vec![answer::select("go", [label])])
         .await
         .expect("answer");
     let response = within("the ask", call)
         .await
         .expect("join")
         .expect("answered");
+    (response, rpc_id)
+}
+
+async fn a_receipt_binds_the_resolution_to_the_action() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+    let (response, rpc_id) = answered(&server, "Approve").await;
     assert_eq!(response.resolution(), Resolution::Answered);
     assert_eq!(
         response.approvers,
@@ -133,6 +140,8 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     ));
 
     // A cancelled ask's receipt comes in the error's metadata.
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
     let mut agent = server.client().await;
     let call = tokio::spawn(async move { agent.ask(ship("s")).await });
     let rpc_id = requested_with_action(&mut events).await;
@@ -161,18 +170,7 @@ async fn a_receipt_of_a_stranger_or_out_of_date_is_refused() {
     let server = signing(&dir, KEY_A, Duration::from_secs(1)).await;
     let stranger_dir = TempDir::new();
     let stranger = signing(&stranger_dir, KEY_B, Duration::from_secs(600)).await;
-    let mut ui = server.client().await;
-    let mut events = subscribed(&mut ui, "s").await;
-    let mut agent = server.client().await;
-    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
-    let rpc_id = requested_with_action(&mut events).await;
-    ui.answer("s", &rpc_id, vec![answer::select("go", ["Reject"])])
-        .await
-        .expect("answer");
-    let response = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
+    let (response, _) = answered(&server, "Reject").await;
     assert_eq!(
         verify_receipt(&response.receipt, &jwks(&stranger).await, &deploy()),
         Err(ReceiptError::UnknownKey)
@@ -194,18 +192,7 @@ async fn a_receipt_of_a_stranger_or_out_of_date_is_refused() {
         plain.addr
     );
     assert_eq!(http1(plain.addr, &head, b"").await.0, 404);
-    let mut ui = plain.client().await;
-    let mut events = subscribed(&mut ui, "s").await;
-    let mut agent = plain.client().await;
-    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
-    let rpc_id = requested_with_action(&mut events).await;
-    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
-        .await
-        .expect("answer");
-    let response = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
+    let (response, _) = answered(&plain, "Approve").await;
     assert!(response.receipt.is_empty(), "no keys, no receipt");
 }
 on_every_backend!(
@@ -345,11 +332,7 @@ async fn only_the_allowed_channels_resolve_an_ask() {
         .question(question("go", "Go?").choice("yes"))
         .allowed_channels(["console"]);
     let call = tokio::spawn(async move { agent.ask(ask).await });
-    let rpc_id = loop {
-        if let Event::Requested { requested, .. } = next_event(&mut events).await {
-            break requested.rpc_id;
-        }
-    };
+    let rpc_id = next_requested(&mut events).await;
     let mut console = web_client(&server);
     let mut request = tonic::Request::new(AnswerRequest {
         session_id: "s".into(),
@@ -379,19 +362,8 @@ on_every_backend!(
 async fn the_cli_verifies_a_receipt_against_the_action() {
     let dir = TempDir::new();
     let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
-    let mut ui = server.client().await;
-    let mut events = subscribed(&mut ui, "s").await;
-    let mut agent = server.client().await;
-    let call = tokio::spawn(async move { agent.ask(ship("s")).await });
-    let rpc_id = requested_with_action(&mut events).await;
-    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
-        .await
-        .expect("answer");
-    let token = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered")
-        .receipt;
+    let (response, rpc_id) = answered(&server, "Approve").await;
+    let token = response.receipt;
     let jwks_url = format!("{}/.well-known/jwks.json", server.url());
     let approved = dir.file(
         "approved.json",

@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio_stream::StreamExt;
 
 use crate::support::{
-    Backend, TempDir, TestServer, askgate, eventually, finish, next_event, subscribed, test_config,
-    within,
+    Backend, TempDir, TestServer, askgate, eventually, finish, next_event, next_requested,
+    subscribed, test_config, within,
 };
 
 /// The tenant's whole log.
@@ -73,11 +73,7 @@ async fn every_resolution_and_admin_change_is_in_the_chain() {
         .question(question("go", "Deploy?").choice("yes").choice("no"))
         .action("deploy", r#"{"env":"prod"}"#);
     let call = tokio::spawn(async move { agent.ask(deploy).await });
-    let rpc_id = loop {
-        if let Event::Requested { requested, .. } = next_event(&mut events).await {
-            break requested.rpc_id;
-        }
-    };
+    let rpc_id = next_requested(&mut events).await;
     tui.answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
         .await
         .expect("answer");
@@ -91,11 +87,7 @@ async fn every_resolution_and_admin_change_is_in_the_chain() {
             .ask(Ask::new("s").question(question("why", "Why?")))
             .await
     });
-    let cancelled = loop {
-        if let Event::Requested { requested, .. } = next_event(&mut events).await {
-            break requested.rpc_id;
-        }
-    };
+    let cancelled = next_requested(&mut events).await;
     tui.cancel("s", &cancelled, "not now")
         .await
         .expect("cancel");
@@ -162,11 +154,7 @@ async fn the_cli_exports_verifies_and_names_a_changed_record() {
                 .ask(Ask::new("s").question(question("go", "Go?").choice("yes")))
                 .await
         });
-        let rpc_id = loop {
-            if let Event::Requested { requested, .. } = next_event(&mut events).await {
-                break requested.rpc_id;
-            }
-        };
+        let rpc_id = next_requested(&mut events).await;
         ui.answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
             .await
             .unwrap_or_else(|e| panic!("answer {i}: {e}"));

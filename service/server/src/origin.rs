@@ -14,18 +14,16 @@
 //! Requests without `Origin` are not browsers' (gRPC clients, Slack, curl) and need only
 //! pass the Host check. A refusal is `403 Forbidden` with a one-line text body.
 
-use std::{
-    net::IpAddr,
-    task::{Context, Poll},
-};
+use std::net::IpAddr;
 
 use bytes::Bytes;
-use futures_util::future::Either;
 use http::{HeaderValue, Request, Response, StatusCode, header, uri::Authority};
 use http_body_util::Full;
-use tower::{Layer, Service};
 
-use crate::{domain::error::bounded, web::CorsOrigins};
+use crate::{
+    domain::error::bounded,
+    web::{Answers, CorsOrigins},
+};
 
 /// `--public-url`: the URL people and services outside reach this node by (behind a
 /// proxy, the proxy's). Its host is accepted as `Host` on a loopback listener, and its
@@ -168,48 +166,17 @@ fn bare_host(authority: &Authority) -> &str {
         .unwrap_or(host)
 }
 
-impl<S> Layer<S> for OriginPolicy {
-    type Service = OriginChecked<S>;
-
-    fn layer(&self, inner: S) -> OriginChecked<S> {
-        OriginChecked {
-            policy: self.clone(),
-            inner,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct OriginChecked<S> {
-    policy: OriginPolicy,
-    inner: S,
-}
-
-impl<S, B> Service<Request<B>> for OriginChecked<S>
-where
-    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
-{
-    type Response = Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = Either<std::future::Ready<Result<Self::Response, S::Error>>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        match self.policy.refusal(&request) {
-            None => Either::Right(self.inner.call(request)),
-            Some(why) => {
-                tracing::debug!(
-                    host = request_authority(&request)
-                        .map(|a| bounded(a.as_str()).to_string())
-                        .unwrap_or_default(),
-                    "refused by the host/origin policy"
-                );
-                Either::Left(std::future::ready(Ok(refused(&request, why))))
-            }
-        }
+impl Answers for OriginPolicy {
+    /// A refusal, before anything reads the request's body.
+    fn answer<B>(&self, request: &Request<B>) -> Option<Response<tonic::body::Body>> {
+        let why = self.refusal(request)?;
+        tracing::debug!(
+            host = request_authority(request)
+                .map(|a| bounded(a.as_str()).to_string())
+                .unwrap_or_default(),
+            "refused by the host/origin policy"
+        );
+        Some(refused(request, why))
     }
 }
 

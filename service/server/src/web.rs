@@ -153,27 +153,39 @@ static ETAGS: std::sync::LazyLock<Vec<HeaderValue>> = std::sync::LazyLock::new(|
         .collect()
 });
 
-/// Serves the console's files on `GET /console/...` (and redirects `/` and `/console`
-/// there); every other request, gRPC and gRPC-Web, goes on to the services.
-#[derive(Debug, Clone, Copy)]
-pub struct ConsoleLayer;
+/// An HTTP entry in front of the services that answers some requests itself and
+/// passes every other one on: the console's files, the receipts' keys, a refusal of
+/// the Host/Origin policy.
+pub trait Answers: Clone {
+    /// The response to `request`, or `None` to pass it on.
+    fn answer<B>(&self, request: &Request<B>) -> Option<Response<tonic::body::Body>>;
+}
 
-impl<S> Layer<S> for ConsoleLayer {
-    type Service = Console<S>;
+/// The layer of an [`Answers`].
+#[derive(Debug, Clone)]
+pub struct AnswersLayer<A>(pub A);
 
-    fn layer(&self, inner: S) -> Console<S> {
-        Console { inner }
+impl<S, A: Answers> Layer<S> for AnswersLayer<A> {
+    type Service = Answering<S, A>;
+
+    fn layer(&self, inner: S) -> Answering<S, A> {
+        Answering {
+            inner,
+            answers: self.0.clone(),
+        }
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Console<S> {
+pub struct Answering<S, A> {
     inner: S,
+    answers: A,
 }
 
-impl<S, B> Service<Request<B>> for Console<S>
+impl<S, A, B> Service<Request<B>> for Answering<S, A>
 where
     S: Service<Request<B>, Response = Response<tonic::body::Body>>,
+    A: Answers,
 {
     type Response = Response<tonic::body::Body>;
     type Error = S::Error;
@@ -184,10 +196,21 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match console_response(&request) {
+        match self.answers.answer(&request) {
             Some(response) => Either::Left(std::future::ready(Ok(response))),
             None => Either::Right(self.inner.call(request)),
         }
+    }
+}
+
+/// Serves the console's files on `GET /console/...` (and redirects `/` and `/console`
+/// there); every other request, gRPC and gRPC-Web, goes on to the services.
+#[derive(Debug, Clone, Copy)]
+pub struct Console;
+
+impl Answers for Console {
+    fn answer<B>(&self, request: &Request<B>) -> Option<Response<tonic::body::Body>> {
+        console_response(request)
     }
 }
 
@@ -238,11 +261,11 @@ pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 /// Serves the JWK Set of the keys that sign receipts at [`JWKS_PATH`] (404 when the
 /// server signs none); every other request goes on.
 #[derive(Debug, Clone)]
-pub struct JwksLayer {
+pub struct Jwks {
     published: Option<Bytes>,
 }
 
-impl JwksLayer {
+impl Jwks {
     /// `published`: the JWK Set as JSON, if the server signs receipts.
     pub fn new(published: Option<String>) -> Self {
         Self {
@@ -251,40 +274,12 @@ impl JwksLayer {
     }
 }
 
-impl<S> Layer<S> for JwksLayer {
-    type Service = Jwks<S>;
-
-    fn layer(&self, inner: S) -> Jwks<S> {
-        Jwks {
-            inner,
-            published: self.published.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Jwks<S> {
-    inner: S,
-    published: Option<Bytes>,
-}
-
-impl<S, B> Service<Request<B>> for Jwks<S>
-where
-    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
-{
-    type Response = Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = Either<std::future::Ready<Result<Self::Response, S::Error>>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+impl Answers for Jwks {
+    fn answer<B>(&self, request: &Request<B>) -> Option<Response<tonic::body::Body>> {
         if request.uri().path() != JWKS_PATH || request.method() != Method::GET {
-            return Either::Right(self.inner.call(request));
+            return None;
         }
-        let response = match &self.published {
+        Some(match &self.published {
             None => plain(
                 StatusCode::NOT_FOUND,
                 "this server signs no receipts (--receipt-key-file)\n",
@@ -294,8 +289,7 @@ where
                 .header(header::CACHE_CONTROL, "max-age=300")
                 .body(body_of(keys.clone()))
                 .expect("a valid response"),
-        };
-        Either::Left(std::future::ready(Ok(response)))
+        })
     }
 }
 

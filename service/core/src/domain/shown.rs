@@ -25,6 +25,27 @@ pub fn head_and_tail(text: &str, max: usize) -> Cow<'_, str> {
     ))
 }
 
+/// An action's arguments as a human reads them: pretty-printed JSON (as sent, should
+/// they not parse).
+pub fn arguments(arguments_json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments_json)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| arguments_json.to_owned())
+}
+
+/// One answer in words: its labels, then its own words, `escape`d for the medium it is
+/// shown in; `None` for a skip.
+pub fn answer_words(
+    answer: &askgate_proto::v1::QuestionAnswer,
+    escape: impl Fn(&str) -> String,
+) -> Option<String> {
+    let mut parts: Vec<String> = answer.selected.iter().map(|s| escape(s)).collect();
+    if let Some(custom) = answer.custom.as_deref().filter(|c| !c.is_empty()) {
+        parts.push(format!("“{}”", escape(custom)));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 fn mark(omitted: usize, total: usize) -> String {
     format!("\n… {omitted} bytes omitted of {total} …\n")
 }

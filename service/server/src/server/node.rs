@@ -34,7 +34,7 @@ use crate::{
     origin::OriginPolicy,
     questions::{AskRate, Questions},
     slack::{Interactivity, SlackLayer},
-    web::{ConsoleLayer, JwksLayer},
+    web::{AnswersLayer, Console, Jwks},
     webhooks::{HookTasks, Hooks},
 };
 
@@ -290,20 +290,20 @@ impl Node {
             .layer(InFlightLayer)
             // Every HTTP entry: who may name this node as Host, which pages may call it.
             // First, so that nothing reads a refused request's body.
-            .layer(origin_policy)
+            .layer(AnswersLayer(origin_policy))
             // Browsers: CORS answers preflights for other origins' pages (none by
             // default), the console's files are served beside the API, and gRPC-Web is
             // translated.
             .layer(tower::util::option_layer(config.cors.layer()))
             .layer(tower::util::option_layer(
-                config.console.then_some(ConsoleLayer),
+                config.console.then_some(AnswersLayer(Console)),
             ))
             // MCP over streamable HTTP at /mcp, beside the console.
             .layer(tower::util::option_layer(self.mcp(config)))
             // The receipts' public keys.
-            .layer(JwksLayer::new(
+            .layer(AnswersLayer(Jwks::new(
                 self.receipts.as_ref().map(|r| r.published().to_owned()),
-            ))
+            )))
             // Slack's clicks and forms, each verified against its app's signing secret.
             .layer(SlackLayer::new(interactivity))
             // gRPC-Web calls are the console's channel: marked before translation.

@@ -3,6 +3,7 @@
 //! the batch's questions, a notice line and the keys. Reads the state, changes nothing.
 
 use askgate_proto::v1::Question;
+use askgate_server::domain::shown;
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -137,9 +138,7 @@ fn detail_text(overlay: &Overlay, question: &Question) -> Option<String> {
         .collect();
     let batch = &overlay.batch;
     if let Some(action) = &batch.action {
-        let arguments = serde_json::from_str::<serde_json::Value>(&action.arguments_json)
-            .and_then(|v| serde_json::to_string_pretty(&v))
-            .unwrap_or_else(|_| action.arguments_json.clone());
+        let arguments = shown::arguments(&action.arguments_json);
         parts.push(format!("Approves {}:\n{arguments}", action.name));
     }
     if let Some(quorum) = batch.quorum.filter(|q| q.count > 1) {
@@ -152,10 +151,7 @@ fn detail_text(overlay: &Overlay, question: &Question) -> Option<String> {
         let defaults: Vec<String> = batch
             .default_answers
             .iter()
-            .map(|a| match &a.custom {
-                Some(custom) => custom.clone(),
-                None => a.selected.join(", "),
-            })
+            .map(|a| shown::answer_words(a, str::to_owned).unwrap_or_else(|| "skipped".into()))
             .collect();
         parts.push(format!(
             "If nobody answers in time: {}.",

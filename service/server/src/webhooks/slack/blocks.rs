@@ -234,9 +234,7 @@ fn fallback(requested: &Requested) -> String {
 fn approval_blocks(requested: &Requested) -> Vec<Value> {
     let mut blocks = Vec::new();
     if let Some(action) = &requested.action {
-        let arguments = serde_json::from_str::<Value>(&action.arguments_json)
-            .and_then(|v| serde_json::to_string_pretty(&v))
-            .unwrap_or_else(|_| action.arguments_json.clone());
+        let arguments = crate::domain::shown::arguments(&action.arguments_json);
         let heading = format!(
             ":closed_lock_with_key: *Approves* `{}` (digest `{}`)\n",
             escape_code(&cut(&action.name, 200)),
@@ -492,14 +490,7 @@ fn resolver(resolved_by: &str) -> String {
 
 /// One answer in words: the chosen labels and the custom text, or "skipped".
 fn answer_text(answer: &QuestionAnswer) -> String {
-    let mut parts: Vec<String> = answer.selected.iter().map(|s| escape(s)).collect();
-    if let Some(custom) = answer.custom.as_deref().filter(|c| !c.is_empty()) {
-        parts.push(format!("“{}”", escape(custom)));
-    }
-    match parts.is_empty() {
-        true => "_skipped_".to_owned(),
-        false => parts.join(", "),
-    }
+    crate::domain::shown::answer_words(answer, escape).unwrap_or_else(|| "_skipped_".to_owned())
 }
 
 /// The message once its ask is resolved: the questions, and who answered what (or how
