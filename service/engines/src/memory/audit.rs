@@ -17,8 +17,9 @@ use parking_lot::Mutex;
 
 use super::journal::{Change, Journal};
 
-/// Records the memory engine keeps per tenant, newest last.
-pub const KEEP_PER_TENANT: usize = 100_000;
+/// Records the memory engine keeps per tenant, newest last: a bound on what a node of
+/// this engine (for tests and benchmarks) holds, about 6 MB a tenant.
+pub const KEEP_PER_TENANT: usize = 10_000;
 /// Ids of appended entries remembered per tenant: far more than a node's reports in
 /// flight (an event is reported again only within a lease or two).
 const IDS_PER_TENANT: usize = 16 * 1024;
