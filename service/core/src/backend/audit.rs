@@ -63,9 +63,34 @@ impl Head {
 }
 
 /// RFC 8785 canonical JSON of `value`.
+///
+/// Where the value holds no float, no integer past 2^53 and only ASCII keys (every
+/// record askgate writes),
+/// serde_json's compact output already is canonical: its maps are sorted by key bytes,
+/// which is RFC 8785's UTF-16 order for ASCII, integers print alike, and both escape
+/// only `"`, `\` and control characters, with the same escapes. That costs a tenth of
+/// the general canonicalisation, which every other value takes.
 pub fn canonical(value: &Value) -> String {
+    match plain(value) {
+        true => serde_json::to_string(value),
+        false => serde_jcs::to_string(value),
+    }
     // A `Value` always serialises: its keys are strings and its numbers finite.
-    serde_jcs::to_string(value).unwrap_or_default()
+    .unwrap_or_default()
+}
+
+/// Whether `value` holds no float, no integer past 2^53 and no key outside ASCII.
+fn plain(value: &Value) -> bool {
+    match value {
+        // Past 2^53 RFC 8785 prints an integer as the double nearest it.
+        Value::Number(n) => n
+            .as_u64()
+            .or(n.as_i64().map(i64::unsigned_abs))
+            .is_some_and(|n| n <= 1 << 53),
+        Value::Array(items) => items.iter().all(plain),
+        Value::Object(map) => map.iter().all(|(k, v)| k.is_ascii() && plain(v)),
+        Value::Null | Value::Bool(_) | Value::String(_) => true,
+    }
 }
 
 /// The hash of a record: hex SHA-256 of `prev_hash + body_json`.
@@ -245,6 +270,34 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// The fast path writes what RFC 8785 writes, whatever the strings hold.
+        #[test]
+        fn the_plain_path_is_canonical(
+            keys in proptest::collection::vec("[ -~]{0,8}", 0..6),
+            texts in proptest::collection::vec("\\PC{0,12}|[\u{0}-\u{1f}\u{7f}\u{2028}\"\\\\/]{0,4}", 0..6),
+            number in -(1i64 << 53)..=(1i64 << 53),
+            big in (1i64 << 53) + 1..=i64::MAX,
+        ) {
+            let mut map = Map::new();
+            for (k, t) in keys.iter().zip(texts.iter().cycle()) {
+                map.insert(k.clone(), json!([t, number, {"z": t, "a": null, "m": true}]));
+            }
+            let value = Value::Object(map);
+            proptest::prop_assert!(plain(&value));
+            proptest::prop_assert_eq!(
+                canonical(&value),
+                serde_jcs::to_string(&value).expect("serialises")
+            );
+            // An integer past 2^53 takes the general path, which prints it as RFC 8785 does.
+            let big = json!({"n": big});
+            proptest::prop_assert!(!plain(&big));
+            proptest::prop_assert_eq!(canonical(&big), serde_jcs::to_string(&big).expect("serialises"));
+        }
+    }
 
     fn entry(kind: &str) -> AuditEntry {
         let Value::Object(fields) =

@@ -99,7 +99,12 @@ impl AuditStore for MemoryAuditStore {
             let now = SystemTime::now();
             let mut logs = self.logs.lock();
             for entry in entries {
-                let log = logs.entry(entry.tenant.clone()).or_default();
+                if !logs.contains_key(&entry.tenant) {
+                    logs.insert(entry.tenant.clone(), Log::default());
+                }
+                let Some(log) = logs.get_mut(&entry.tenant) else {
+                    continue;
+                };
                 if log.ids.contains(&entry.id) {
                     continue;
                 }
