@@ -40,11 +40,17 @@ struct Kept {
 pub struct RedisAuditStore {
     conn: RedisConn,
     acked: Acked,
+    /// Tenants this node has put in the retention sweep's index: once each.
+    indexed: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl RedisAuditStore {
     pub(crate) fn new(conn: RedisConn, acked: Acked) -> Self {
-        Self { conn, acked }
+        Self {
+            conn,
+            acked,
+            indexed: Default::default(),
+        }
     }
 
     /// Appends one tenant's entries, in order.
@@ -102,12 +108,15 @@ impl RedisAuditStore {
                 .await
                 .map_err(unavailable)?;
             if matches!(reply.first(), Some(redis::Value::Int(1))) {
-                let _: () = self
-                    .conn
-                    .clone()
-                    .sadd(AuditKeys::tenants(), tenant)
-                    .await
-                    .map_err(unavailable)?;
+                if !self.indexed.lock().contains(tenant) {
+                    let _: () = self
+                        .conn
+                        .clone()
+                        .sadd(AuditKeys::tenants(), tenant)
+                        .await
+                        .map_err(unavailable)?;
+                    self.indexed.lock().insert(tenant.to_owned());
+                }
                 return Ok(());
             }
         }
