@@ -369,16 +369,7 @@ async fn the_cli_verifies_a_receipt_against_the_action() {
         "approved.json",
         r#"{"name": "deploy", "arguments": {"env": "prod", "replicas": 3, "service": "api"}}"#,
     );
-    let (code, out, err) = finish(askgate(&[
-        "receipt",
-        "verify",
-        "--jwks",
-        &jwks_url,
-        "--action",
-        path(&approved),
-        &token,
-    ]))
-    .await;
+    let (code, out, err) = verify(&jwks_url, path(&approved), &token).await;
     assert_eq!(code, 0, "{err}");
     let claims: serde_json::Value = serde_json::from_str(&out).expect("the claims");
     assert_eq!(claims["rpc_id"], rpc_id);
@@ -387,16 +378,7 @@ async fn the_cli_verifies_a_receipt_against_the_action() {
         "other.json",
         r#"{"name": "deploy", "arguments_json": "{\"env\":\"prod\",\"replicas\":3,\"service\":\"db\"}"}"#,
     );
-    let (code, _, err) = finish(askgate(&[
-        "receipt",
-        "verify",
-        "--jwks",
-        &jwks_url,
-        "--action",
-        path(&other),
-        &token,
-    ]))
-    .await;
+    let (code, _, err) = verify(&jwks_url, path(&other), &token).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("another action"), "{err}");
 
@@ -406,33 +388,23 @@ async fn the_cli_verifies_a_receipt_against_the_action() {
         "stranger.json",
         serde_json::to_vec(&jwks(&stranger).await).expect("json"),
     );
-    let (code, _, err) = finish(askgate(&[
-        "receipt",
-        "verify",
-        "--jwks",
-        path(&keys_file),
-        "--action",
-        path(&approved),
-        &token,
-    ]))
-    .await;
+    let (code, _, err) = verify(path(&keys_file), path(&approved), &token).await;
     assert_eq!(code, 1, "{err}");
 
     let broken = dir.file(
         "broken.json",
         r#"{"name": "deploy", "arguments_json": "{"}"#,
     );
-    let (code, _, err) = finish(askgate(&[
-        "receipt",
-        "verify",
-        "--jwks",
-        &jwks_url,
-        "--action",
-        path(&broken),
-        &token,
-    ]))
-    .await;
+    let (code, _, err) = verify(&jwks_url, path(&broken), &token).await;
     assert_eq!(code, 2, "{err}");
+}
+
+/// `askgate receipt verify --jwks <jwks> --action <action> <token>`: exit code, out, err.
+async fn verify(jwks: &str, action: &str, token: &str) -> (i32, String, String) {
+    finish(askgate(&[
+        "receipt", "verify", "--jwks", jwks, "--action", action, token,
+    ]))
+    .await
 }
 
 fn path(path: &std::path::Path) -> &str {

@@ -46,6 +46,30 @@ pub fn answer_words(
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// How an ask resolves besides a plain answer, in words: the approvers a quorum needs,
+/// the answers that apply when nobody answers in time (each `answer` put in words by
+/// the medium's own means).
+pub fn terms(
+    requested: &askgate_proto::v1::Requested,
+    answer: impl Fn(&askgate_proto::v1::QuestionAnswer) -> String,
+) -> Vec<String> {
+    let mut terms = Vec::new();
+    if let Some(quorum) = requested.quorum.filter(|q| q.count > 1) {
+        terms.push(format!(
+            "needs {} approvers who give the same answers",
+            quorum.count
+        ));
+    }
+    if !requested.default_answers.is_empty() {
+        let defaults: Vec<String> = requested.default_answers.iter().map(answer).collect();
+        terms.push(format!(
+            "if nobody answers in time: {}",
+            defaults.join(", ")
+        ));
+    }
+    terms
+}
+
 fn mark(omitted: usize, total: usize) -> String {
     format!("\n… {omitted} bytes omitted of {total} …\n")
 }

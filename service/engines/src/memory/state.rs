@@ -17,14 +17,11 @@ use std::{
 
 use askgate_core::{
     backend::{
-        Asked, Attached, Committed, Holder, Noticed, Registered, RequestAbort, Scope, StateConfig,
-        Stats, Tap,
+        Asked, Attached, Committed, Holder, Registered, RequestAbort, Scope, StateConfig, Stats,
+        Tap,
         events::{self, Message, message},
     },
-    domain::{
-        Error, NewAsk, Outcome, SessionKey,
-        quorum::{Vote, Voted},
-    },
+    domain::{Error, NewAsk, Outcome, SessionKey},
 };
 use askgate_proto::v1::{Requested, Resolved, Unattended, subscribe_response::Event};
 use parking_lot::{Mutex, MutexGuard};
@@ -45,6 +42,8 @@ use super::{
 };
 
 /// A replay and the receiver of the live events after it, taken under the same lock.
+mod pending;
+
 pub(super) type Followed = (VecDeque<Message>, broadcast::Receiver<Message>);
 
 pub(super) struct Inner {
@@ -265,37 +264,6 @@ impl Inner {
             stats.subscribers += subscribers;
         }
         stats
-    }
-
-    /// Casts a vote on the pending quorum ask `rpc_id`, in one step under the lock.
-    pub(super) fn vote(
-        &self,
-        key: &SessionKey,
-        rpc_id: &str,
-        vote: Vote,
-        needed: u32,
-    ) -> Result<Voted, Error> {
-        let mut shard = self.shard(key);
-        let session = shard.session_mut(key).ok_or_else(Error::not_pending)?;
-        let ask = session.pending_mut(rpc_id)?;
-        let votes = ask.votes.get_or_insert_with(Box::default);
-        let voted = votes.cast(vote, needed)?;
-        self.durable.record(|| Change::Votes {
-            key: key.clone(),
-            rpc_id: rpc_id.to_owned(),
-            votes: (**votes).clone(),
-        });
-        Ok(voted)
-    }
-
-    pub(super) fn notify(&self, key: &SessionKey, rpc_id: &str, notice: Event) -> Option<Noticed> {
-        let mut shard = self.shard(key);
-        let session = shard.session_mut(key)?;
-        let requested = session.requested(rpc_id).ok()?.clone();
-        Some(Noticed {
-            message: self.push(session, key, notice),
-            requested,
-        })
     }
 
     /// Shutdown: pending asks end DISPOSED, every session and lease goes. On a durable

@@ -94,13 +94,7 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
         ))
     })? {
         let (key, rpc_id, [seq, order, bytes], request_id, grace_ms, requested, votes) = row?;
-        let votes = votes
-            .map(|json| serde_json::from_str(&json))
-            .transpose()
-            .map_err(|e| LoadError::Corrupt {
-                what: "vote",
-                why: e.to_string(),
-            })?;
+        let votes = votes_of(votes)?;
         let Some(session) = sessions.get_mut(&key) else {
             continue;
         };
@@ -229,6 +223,18 @@ fn json<T: serde::de::DeserializeOwned>(record: &str, what: &'static str) -> Res
 }
 
 /// A row's (tenant, session_id), its first two columns.
+/// A quorum ask's stored votes.
+fn votes_of(
+    json: Option<String>,
+) -> Result<Option<askgate_core::domain::quorum::Votes>, LoadError> {
+    json.map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| LoadError::Corrupt {
+            what: "vote",
+            why: e.to_string(),
+        })
+}
+
 fn keys(row: &Row<'_>) -> rusqlite::Result<(String, String)> {
     Ok((row.get(0)?, row.get(1)?))
 }

@@ -108,15 +108,6 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             )?
             .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
         }
-        Change::Votes { key, rpc_id, votes } => {
-            let votes = serde_json::to_string(votes)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO votes (tenant, session_id, rpc_id, votes) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![&*key.tenant, &*key.session_id, rpc_id, votes])?;
-        }
         Change::RequestPending {
             key,
             request_id,
@@ -163,27 +154,8 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 .execute(params![&**tenant, agent_id])?;
         }
         Change::Hook(change) => hook(tx, change)?,
-        Change::Audit { tenant, at, record } => {
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO audit (tenant, seq, prev_hash, hash, body, at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                tenant,
-                record.seq as i64,
-                record.prev_hash,
-                record.hash,
-                record.body_json,
-                epoch_ms(*at) as i64,
-            ])?;
-        }
-        Change::AuditPruned { before } => {
-            // Each tenant's newest record stays: the next one links to it.
-            tx.prepare_cached(
-                "DELETE FROM audit WHERE at_ms < ?1 AND seq < \
-                 (SELECT max(seq) FROM audit AS newest WHERE newest.tenant = audit.tenant)",
-            )?
-            .execute(params![epoch_ms(*before) as i64])?;
+        Change::Votes { .. } | Change::Audit { .. } | Change::AuditPruned { .. } => {
+            approvals(tx, change)?
         }
     }
     Ok(())
@@ -245,6 +217,45 @@ fn attach(tx: &Transaction<'_>, agent: &AttachedAgent) -> rusqlite::Result<()> {
         agent.parent_agent_id,
         agent.holder,
     ])?;
+    Ok(())
+}
+
+/// The changes of approvals (docs/approvals.md): a quorum ask's votes, audit records.
+fn approvals(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
+    match change {
+        Change::Votes { key, rpc_id, votes } => {
+            let votes = serde_json::to_string(votes)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO votes (tenant, session_id, rpc_id, votes) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![&*key.tenant, &*key.session_id, rpc_id, votes])?;
+        }
+        Change::Audit { tenant, at, record } => {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO audit (tenant, seq, prev_hash, hash, body, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                tenant,
+                record.seq as i64,
+                record.prev_hash,
+                record.hash,
+                record.body_json,
+                epoch_ms(*at) as i64,
+            ])?;
+        }
+        Change::AuditPruned { before } => {
+            // Each tenant's newest record stays: the next one links to it.
+            tx.prepare_cached(
+                "DELETE FROM audit WHERE at_ms < ?1 AND seq < \
+                 (SELECT max(seq) FROM audit AS newest WHERE newest.tenant = audit.tenant)",
+            )?
+            .execute(params![epoch_ms(*before) as i64])?;
+        }
+        _ => {}
+    }
     Ok(())
 }
 

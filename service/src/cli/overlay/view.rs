@@ -141,22 +141,11 @@ fn detail_text(overlay: &Overlay, question: &Question) -> Option<String> {
         let arguments = shown::arguments(&action.arguments_json);
         parts.push(format!("Approves {}:\n{arguments}", action.name));
     }
-    if let Some(quorum) = batch.quorum.filter(|q| q.count > 1) {
-        parts.push(format!(
-            "Needs {} approvers who give the same answers.",
-            quorum.count
-        ));
-    }
-    if !batch.default_answers.is_empty() {
-        let defaults: Vec<String> = batch
-            .default_answers
-            .iter()
-            .map(|a| shown::answer_words(a, str::to_owned).unwrap_or_else(|| "skipped".into()))
-            .collect();
-        parts.push(format!(
-            "If nobody answers in time: {}.",
-            defaults.join("; ")
-        ));
+    let terms = shown::terms(batch, |a| {
+        shown::answer_words(a, str::to_owned).unwrap_or_else(|| "skipped".into())
+    });
+    if !terms.is_empty() {
+        parts.push(format!("This ask {}.", terms.join("; ")));
     }
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }

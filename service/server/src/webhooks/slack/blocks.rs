@@ -7,8 +7,7 @@
 //! Every text is cut to Slack's limits, and user text is escaped for mrkdwn, so no
 //! question can break a message or mention someone.
 
-use askgate_core::domain::model::SLACK_CHANNEL;
-use askgate_proto::v1::{CancelSource, Question, QuestionAnswer, Requested, Resolution, Resolved};
+use askgate_proto::v1::{Question, QuestionAnswer, Requested};
 use serde_json::{Value, json};
 
 /// Action ids of askgate's controls. An option's button is `askgate.choose.<index>`:
@@ -228,44 +227,6 @@ fn fallback(requested: &Requested) -> String {
     cut(&format!("askgate: {}", escape(first)), 300)
 }
 
-/// What the ask's answer approves and how it resolves (docs/approvals.md): the action
-/// with its arguments pretty-printed (head and tail when long), the approvers a quorum
-/// needs, the answers that apply when nobody answers in time.
-fn approval_blocks(requested: &Requested) -> Vec<Value> {
-    let mut blocks = Vec::new();
-    if let Some(action) = &requested.action {
-        let arguments = crate::domain::shown::arguments(&action.arguments_json);
-        let heading = format!(
-            ":closed_lock_with_key: *Approves* `{}` (digest `{}`)\n",
-            escape_code(&cut(&action.name, 200)),
-            escape_code(requested.action_digest.get(..12).unwrap_or_default())
-        );
-        blocks.push(detail_section(&heading, &arguments));
-    }
-    let mut terms = Vec::new();
-    if let Some(quorum) = requested.quorum.filter(|q| q.count > 1) {
-        terms.push(format!(
-            "needs {} approvers who give the same answers",
-            quorum.count
-        ));
-    }
-    if !requested.default_answers.is_empty() {
-        let defaults: Vec<String> = requested
-            .default_answers
-            .iter()
-            .map(|a| format!("*{}*", answer_text(a)))
-            .collect();
-        terms.push(format!(
-            "if nobody answers in time: {}",
-            defaults.join(", ")
-        ));
-    }
-    if !terms.is_empty() {
-        blocks.push(json!({ "type": "context", "elements": [mrkdwn(&terms.join(" · "))] }));
-    }
-    blocks
-}
-
 fn context(requested: &Requested) -> Value {
     let mut parts = vec![format!("session `{}`", escape_code(&requested.session_id))];
     if let Some(agent) = requested.agent.as_ref().filter(|a| !a.agent_id.is_empty()) {
@@ -348,17 +309,6 @@ fn options(question: &Question, with_descriptions: bool) -> Vec<Value> {
         .collect()
 }
 
-/// Whether Slack may collect the answer of `requested`: the ask allows the channel,
-/// and holds no secret question (a chat keeps what is typed in it).
-pub fn answerable_in_slack(requested: &Requested) -> bool {
-    let allowed = requested.allowed_channels.is_empty()
-        || requested
-            .allowed_channels
-            .iter()
-            .any(|c| c == SLACK_CHANNEL);
-    allowed && !requested.questions.iter().any(|q| q.secret)
-}
-
 /// The message of a pending ask, with its controls; for an ask Slack may not answer
 /// ([`answerable_in_slack`]), a link to the console (`console`, when the server knows
 /// its public URL) instead.
@@ -369,21 +319,7 @@ pub fn question_message(at: &Ref, requested: &Requested, console: Option<&str>) 
     ];
     blocks.extend(approval_blocks(requested));
     if !answerable_in_slack(requested) {
-        for (i, question) in requested.questions.iter().enumerate() {
-            let number = (requested.questions.len() > 1).then_some(i);
-            let more = question_blocks(question, number, true);
-            if blocks.len() + more.len() >= MAX_MESSAGE_BLOCKS {
-                break;
-            }
-            blocks.extend(more);
-        }
-        let link = match console {
-            Some(url) => format!("<{url}|Open the askgate console>"),
-            None => "the askgate console".to_owned(),
-        };
-        blocks.push(section(&format!(
-            ":lock: This ask cannot be answered from Slack: answer it in {link}."
-        )));
+        blocks.extend(console_only(requested, console, blocks.len()));
         return json!({ "text": fallback(requested), "blocks": blocks });
     }
     let cancel = button("Cancel…", CANCEL, at, Some("danger"));
@@ -474,92 +410,9 @@ fn one_question_controls(at: &Ref, question: &Question, cancel: Value) -> Vec<Va
     blocks
 }
 
-/// Who resolved, for Slack: a Slack user as a mention, anyone else by name.
-fn resolver(resolved_by: &str) -> String {
-    match resolved_by
-        .strip_prefix("slack:")
-        .and_then(|rest| rest.split_once('/'))
-    {
-        Some((_, user)) if !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric()) => {
-            format!("<@{user}>")
-        }
-        _ if resolved_by.is_empty() => "someone".to_owned(),
-        _ => escape(resolved_by),
-    }
-}
-
 /// One answer in words: the chosen labels and the custom text, or "skipped".
 fn answer_text(answer: &QuestionAnswer) -> String {
     crate::domain::shown::answer_words(answer, escape).unwrap_or_else(|| "_skipped_".to_owned())
-}
-
-/// The message once its ask is resolved: the questions, and who answered what (or how
-/// the ask ended); no controls.
-pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
-    let mut blocks = vec![
-        json!({ "type": "header", "text": plain(&title(requested), MAX_HEADER) }),
-        context(requested),
-    ];
-    let several = requested.questions.len() > 1;
-    for (i, question) in requested
-        .questions
-        .iter()
-        .enumerate()
-        .take(MAX_DRAWN_QUESTIONS)
-    {
-        blocks.push(section(&format!(
-            "*{}{}*",
-            if several {
-                format!("{}. ", i + 1)
-            } else {
-                String::new()
-            },
-            escape(&question.question)
-        )));
-    }
-    let who = resolver(&resolved.resolved_by);
-    let outcome = match resolved.reason() {
-        reason @ (Resolution::Answered | Resolution::Defaulted) => {
-            let mut lines = vec![match reason {
-                Resolution::Defaulted => {
-                    ":hourglass: Nobody answered in time: the default answers apply".to_owned()
-                }
-                _ => format!(":white_check_mark: Answered by {who}"),
-            }];
-            for answer in &resolved.answers {
-                let asked = requested.questions.iter().find(|q| q.id == answer.id);
-                let question = asked.map_or(answer.id.as_str(), |q| q.question.as_str());
-                // A secret answer is never shown in a chat.
-                let text = match asked.is_some_and(|q| q.secret) {
-                    true => "(secret)".to_owned(),
-                    false => answer_text(answer),
-                };
-                // "Ship it?: yes" reads badly: a question's own mark ends it.
-                let question = escape(&cut(question, 200));
-                let separator = match question.ends_with(['?', '!', ':', '.', '…']) {
-                    true => " ",
-                    false => ": ",
-                };
-                lines.push(format!("• {question}{separator}*{text}*"));
-            }
-            lines.join("\n")
-        }
-        Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
-            format!(":no_entry_sign: Closed unanswered: the answering UI of {who} closed")
-        }
-        Resolution::Cancelled => match resolved.cancel_reason.as_str() {
-            "" => format!(":no_entry_sign: Cancelled by {who}"),
-            reason => format!(":no_entry_sign: Cancelled by {who}: {}", escape(reason)),
-        },
-        Resolution::Aborted => ":x: Aborted: the asking agent went away.".to_owned(),
-        Resolution::Expired => ":hourglass: Expired: the agent stopped waiting.".to_owned(),
-        Resolution::Disposed => ":x: Disposed: the server shut down before an answer.".to_owned(),
-        Resolution::Unspecified => "Resolved.".to_owned(),
-    };
-    blocks.push(json!({ "type": "divider" }));
-    blocks.push(section(&outcome));
-    let text = format!("{} — {}", fallback(requested), cut(&outcome, 200));
-    json!({ "text": text, "blocks": blocks })
 }
 
 /// The form that answers a whole batch: per question its choices (radio buttons or
@@ -657,6 +510,13 @@ pub fn cancel_modal(at: &Ref, max_reason: usize) -> Value {
         ],
     })
 }
+
+mod approval;
+mod resolved;
+
+pub use approval::answerable_in_slack;
+use approval::{approval_blocks, console_only};
+pub use resolved::resolved_message;
 
 #[cfg(test)]
 mod tests;

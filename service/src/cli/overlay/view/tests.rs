@@ -313,7 +313,7 @@ fn what_an_answer_approves_is_shown_with_the_question() {
             "What the answer approves",
             "Approves deploy:",
             "\"env\": \"prod\"",
-            "Needs 2 approvers",
+            "This ask needs 2 approvers",
         ],
     );
 }

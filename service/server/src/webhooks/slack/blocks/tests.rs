@@ -1,4 +1,4 @@
-use askgate_proto::v1::{Intent, PlanReview, QuestionOption, intent::Kind};
+use askgate_proto::v1::{Intent, PlanReview, QuestionOption, Resolution, Resolved, intent::Kind};
 
 use super::*;
 
