@@ -1228,6 +1228,16 @@ fn shapes() -> Vec<(String, Ask)> {
             .question(question("q0", &four_k).option("a", &four_k).choice("b"))
             .question(question("q1", &four_k).detail(&four_k)),
     ));
+    // What an answer approves (docs/approvals.md): the action's arguments past a
+    // section's length, and the answers that apply when nobody answers in time.
+    let arguments = serde_json::json!({ "notes": four_k, "markup": MARKUP }).to_string();
+    shapes.push((
+        "an action and default answers".into(),
+        Ask::new("ops/shape")
+            .question(question("go", "Deploy?").choice("yes").choice("no"))
+            .action("deploy", &arguments)
+            .default_answers(vec![answer::select("go", ["no"])]),
+    ));
     shapes
 }
 
@@ -1310,5 +1320,29 @@ async fn every_question_shape_is_taken_by_slack() {
         .expect("join")
         .expect_err("cancelled");
     fake.updated(posted.ts.as_deref().expect("ts")).await;
+    // An ask Slack may not answer is posted with the console instead of controls.
+    let session = "ops/shape-console-only";
+    let console_only = deploy(session).allowed_channels(["console"]);
+    let call = in_background(client.clone(), console_only);
+    let rpc = pending_rpc(&client, session).await;
+    // It has no controls to carry the rpc_id: found by the message's metadata.
+    let posted = fake
+        .wait_for("the console-only message", "chat.postMessage", |c| {
+            c.ts.is_some() && c.body["metadata"]["event_payload"]["rpc_id"] == rpc.as_str()
+        })
+        .await;
+    let blocks = posted.body["blocks"].as_array().expect("blocks");
+    assert!(
+        blocks.iter().all(|b| b["type"] != "actions"),
+        "no controls: {}",
+        posted.body
+    );
+    assert!(
+        posted
+            .body
+            .to_string()
+            .contains("cannot be answered from Slack")
+    );
+    call.abort();
     fake.assert_all_taken();
 }
