@@ -411,20 +411,6 @@ fn path(path: &std::path::Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
-/// Secret questions are in the proto but not served yet: refused, rather than taken
-/// and half kept.
-#[tokio::test]
-async fn secret_questions_are_refused_until_served() {
-    let server = TestServer::start().await;
-    let mut agent = server.client().await;
-    let secret = agent
-        .ask(Ask::new("s").question(question("code", "The code?").secret()))
-        .await
-        .expect_err("secret");
-    assert_eq!(secret.reason(), Reason::BadRequest);
-    assert_eq!(secret.violations()[0].0, "questions[0].secret");
-}
-
 /// Approvers racing on one quorum ask through three nodes: one tally, so exactly the
 /// needed number are counted (the others find it decided), the ask resolves ANSWERED
 /// with them, and the audit log holds each counted vote and the resolution.

@@ -27,6 +27,7 @@ mod replay;
 mod resume;
 mod rolling;
 mod scenarios;
+mod secrets;
 mod security;
 mod service;
 mod shutdown;

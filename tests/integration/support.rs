@@ -419,6 +419,12 @@ impl ServeProcess {
         nodes
     }
 
+    /// Stops it (SIGKILL) and reads its log to the end: all it logged (`None` past
+    /// 8 MiB).
+    pub async fn kill_and_read_log(&mut self) -> Option<String> {
+        self.0.kill_and_read_log().await
+    }
+
     /// A new client with its own connection.
     pub async fn client(&self) -> Client {
         within("connect", Client::connect(self.url.clone()))

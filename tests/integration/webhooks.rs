@@ -114,7 +114,11 @@ impl Receiver {
     }
 
     /// Waits until the receiver holds a request `matching`; every request so far.
-    async fn wait_for(&self, what: &str, matching: impl Fn(&Received) -> bool) -> Vec<Received> {
+    pub(crate) async fn wait_for(
+        &self,
+        what: &str,
+        matching: impl Fn(&Received) -> bool,
+    ) -> Vec<Received> {
         eventually(what, || async {
             let received = self.received().await;
             received.iter().any(&matching).then_some(received)

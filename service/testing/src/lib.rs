@@ -287,10 +287,15 @@ struct ServeLog {
     longest: usize,
     /// The last lines, each cut to [`RECENT_LINE_BYTES`].
     recent: std::collections::VecDeque<String>,
+    /// Every line, while they total at most [`WHOLE_LOG_BYTES`].
+    whole: String,
+    /// Whether more than that was logged.
+    overflowed: bool,
 }
 
 const RECENT_LINES: usize = 256;
 const RECENT_LINE_BYTES: usize = 512;
+const WHOLE_LOG_BYTES: usize = 8 << 20;
 
 impl ServeProcess {
     /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
@@ -347,6 +352,12 @@ impl ServeProcess {
                     end -= 1;
                 }
                 log.recent.push_back(line[..end].to_owned());
+                if log.whole.len() + line.len() < WHOLE_LOG_BYTES {
+                    log.whole.push_str(&line);
+                    log.whole.push('\n');
+                } else {
+                    log.overflowed = true;
+                }
             }
         });
         Ok(Self {
@@ -371,6 +382,15 @@ impl ServeProcess {
             .recent
             .iter()
             .any(|line| line.contains(needle))
+    }
+
+    /// Stops the process (SIGKILL) and reads its log to the end: everything it logged,
+    /// `None` when that passed 8 MiB.
+    pub async fn kill_and_read_log(&mut self) -> Option<String> {
+        let _ = self.child.kill().await;
+        let _ = (&mut self.drain).await;
+        let log = self.log.lock();
+        (!log.overflowed).then(|| log.whole.clone())
     }
 
     /// Waits for the process to exit.

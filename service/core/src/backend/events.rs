@@ -32,6 +32,20 @@ pub fn session_of(message: &SubscribeResponse) -> Option<&str> {
     }
 }
 
+/// A message as it may leave the server: a `resolved` event without its sealed
+/// secret answers, which are for the waiting call only (the message itself, not a
+/// copy, when it holds none).
+pub fn handed_out(message: Message) -> Message {
+    match &message.event {
+        Some(Event::Resolved(resolved)) if !resolved.sealed_answers.is_empty() => {
+            let mut resolved = resolved.clone();
+            resolved.sealed_answers.clear();
+            self::message(message.cursor.clone(), Event::Resolved(resolved))
+        }
+        _ => message,
+    }
+}
+
 /// The replay is over; `resumed` when it was only the events after the client's cursor.
 pub fn synced(cursor: String, resumed: bool) -> Message {
     message(cursor, Event::Synced(Synced { resumed }))
@@ -115,6 +129,7 @@ pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
         cancel_source: outcome.cancel_source.into(),
         approvers: outcome.approvers.clone(),
         channel: outcome.channel.clone(),
+        sealed_answers: outcome.sealed_answers.clone(),
     }
 }
 
@@ -128,6 +143,7 @@ pub fn outcome_of(resolved: &Resolved) -> Outcome {
         cancel_source: resolved.cancel_source(),
         approvers: resolved.approvers.clone(),
         channel: resolved.channel.clone(),
+        sealed_answers: resolved.sealed_answers.clone(),
     }
 }
 
@@ -202,8 +218,18 @@ mod tests {
             cancel_source: askgate_proto::v1::CancelSource::UiClosed,
             approvers: vec!["ana".into()],
             channel: "console".into(),
+            sealed_answers: "c2VhbGVk".into(),
         };
         let key = SessionKey::new("acme", "s");
-        assert_eq!(outcome_of(&resolved(&key, "r1", &outcome)), outcome);
+        let event = resolved(&key, "r1", &outcome);
+        assert_eq!(outcome_of(&event), outcome);
+        let out = handed_out(message("e-1".into(), Event::Resolved(event)));
+        let Some(Event::Resolved(out)) = &out.event else {
+            panic!("not a resolved event: {out:?}");
+        };
+        assert_eq!(out.sealed_answers, "", "the sealed answers were handed out");
+        assert_eq!(out.resolved_by, "ana");
+        let plain = message("e-2".into(), Event::Reset(Reset {}));
+        assert!(Arc::ptr_eq(&handed_out(plain.clone()), &plain));
     }
 }

@@ -1,7 +1,7 @@
 //! The rules of approvals (docs/approvals.md): channels, actions, quorums, defaults
 //! and secret questions, as an `Ask` may set them.
 
-use askgate_proto::v1::AskRequest;
+use askgate_proto::v1::{AskRequest, Question, QuestionAnswer};
 
 use super::{
     Limits, Violation, echo,
@@ -28,6 +28,42 @@ pub const SERVER_CHANNELS: [&str; 7] = [
     "email",
     "ntfy",
 ];
+
+/// The chat, mail and push channels: they show an ask to whoever reads the chat,
+/// mailbox or phone, so they never collect a secret answer (they link to the console).
+pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, "telegram", "email", "ntfy"];
+
+/// Whether answers from `channel` may answer an ask with secret questions.
+pub fn collects_secrets(channel: &str) -> bool {
+    !CHAT_CHANNELS.contains(&channel)
+}
+
+/// Whether any of `questions` is secret.
+pub fn has_secret(questions: &[Question]) -> bool {
+    questions.iter().any(|q| q.secret)
+}
+
+/// `answers` apart: those to questions that are not secret, and those to secret ones.
+pub fn split_secret(
+    questions: &[Question],
+    answers: Vec<QuestionAnswer>,
+) -> (Vec<QuestionAnswer>, Vec<QuestionAnswer>) {
+    answers
+        .into_iter()
+        .partition(|a| !questions.iter().any(|q| q.secret && q.id == a.id))
+}
+
+/// The answers again in the questions' order, the secret ones put back: what the
+/// waiting call gets. `order` lists the questions' ids.
+pub fn merge_secret(
+    order: &[String],
+    mut answers: Vec<QuestionAnswer>,
+    secret: Vec<QuestionAnswer>,
+) -> Vec<QuestionAnswer> {
+    answers.extend(secret);
+    answers.sort_by_key(|a| order.iter().position(|id| *id == a.id));
+    answers
+}
 
 /// A channel name: 1-32 characters of `[a-z0-9._-]`.
 pub fn channel_name(name: &str) -> Result<(), String> {
@@ -217,5 +253,38 @@ mod tests {
             fields(&request),
             ["questions[0].secret", "questions[0].secret"]
         );
+    }
+
+    #[test]
+    fn secret_answers_part_and_come_back_in_the_questions_order() {
+        let question = |id: &str, secret| Question {
+            id: id.into(),
+            secret,
+            ..Default::default()
+        };
+        let questions = [
+            question("a", false),
+            question("pin", true),
+            question("c", false),
+        ];
+        let answer = |id: &str| QuestionAnswer {
+            id: id.into(),
+            custom: Some(format!("{id}!")),
+            ..Default::default()
+        };
+        let (public, secret) =
+            split_secret(&questions, vec![answer("a"), answer("pin"), answer("c")]);
+        let ids =
+            |answers: &[QuestionAnswer]| answers.iter().map(|a| a.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&public), ["a", "c"]);
+        assert_eq!(ids(&secret), ["pin"]);
+        let order: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
+        assert_eq!(
+            ids(&merge_secret(&order, public, secret)),
+            ["a", "pin", "c"]
+        );
+        assert!(has_secret(&questions));
+        assert!(!collects_secrets("slack") && !collects_secrets("email"));
+        assert!(collects_secrets("console") && collects_secrets("tui"));
     }
 }

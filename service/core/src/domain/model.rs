@@ -149,6 +149,9 @@ pub struct Outcome {
     pub approvers: Vec<String>,
     /// Where the resolution came from ([`SERVER_CHANNEL`] for the server's own).
     pub channel: String,
+    /// The answers to secret questions, sealed with the server's key (empty when it
+    /// has none): for the waiting call only, never in an event handed out.
+    pub sealed_answers: String,
 }
 
 impl Outcome {
@@ -223,6 +226,7 @@ impl Outcome {
             cancel_source: CancelSource::Unspecified,
             approvers: Vec::new(),
             channel: SERVER_CHANNEL.to_owned(),
+            sealed_answers: String::new(),
         }
     }
 }

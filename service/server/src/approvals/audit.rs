@@ -8,11 +8,13 @@
 use std::{sync::Arc, time::Duration};
 
 use askgate_client::receipt;
-use askgate_proto::v1::subscribe_response::Event;
+use askgate_proto::v1::{Resolved, subscribe_response::Event};
 use serde_json::{Map, Value, json};
 use tracing::{error, warn};
 
+use super::secrets;
 use crate::{
+    auth::sealed::SealingKey,
     backend::{
         Asked, Committed,
         audit::{self, AuditEntry, AuditRecord, AuditStore},
@@ -31,16 +33,21 @@ pub const EXPORT_PAGE: usize = 1000;
 #[derive(Clone)]
 pub struct Audit {
     store: Arc<dyn AuditStore>,
+    /// Opens a resolution's sealed secret answers to record their MAC (`answers_hmac`).
+    sealing: Option<Arc<SealingKey>>,
 }
 
 impl Audit {
-    pub fn new(store: Arc<dyn AuditStore>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn AuditStore>, sealing: Option<Arc<SealingKey>>) -> Self {
+        Self { store, sealing }
     }
 
     /// The records of the `resolved` events among `committed`, in order.
-    pub fn entries(committed: &[Committed]) -> Vec<AuditEntry> {
-        committed.iter().filter_map(resolution).collect()
+    pub fn entries(&self, committed: &[Committed]) -> Vec<AuditEntry> {
+        committed
+            .iter()
+            .filter_map(|c| resolution(c, self.sealing.as_deref()))
+            .collect()
     }
 
     /// Appends `entries` durably.
@@ -123,25 +130,43 @@ impl Audit {
     }
 }
 
+/// The MAC of a resolution's secret answers: HMAC-SHA256, under a key derived from
+/// the server's sealing key, of the canonical JSON of those answers (as `answers`
+/// would hold them). `None` without secret answers.
+fn answers_hmac(resolved: &Resolved, sealing: Option<&SealingKey>) -> Option<String> {
+    if resolved.sealed_answers.is_empty() {
+        return None;
+    }
+    let key = sealing?;
+    let opened = secrets::open(
+        key,
+        &resolved.session_id,
+        &resolved.rpc_id,
+        &resolved.sealed_answers,
+    );
+    match opened {
+        Ok(answers) => {
+            let canonical = receipt::canonical(&receipt::answers_value(&answers, |_| false));
+            Some(key.mac(canonical.as_bytes()))
+        }
+        Err(_) => {
+            warn!(rpc_id = %resolved.rpc_id, "a secret answer did not open: its audit record holds no answers_hmac");
+            None
+        }
+    }
+}
+
 /// The record of a `resolved` event: who resolved which ask, how, from where, with
-/// which answers (a secret's left out), approving which action.
-fn resolution(committed: &Committed) -> Option<AuditEntry> {
+/// which answers (a secret's as its MAC), approving which action.
+fn resolution(committed: &Committed, sealing: Option<&SealingKey>) -> Option<AuditEntry> {
     let Some(Event::Resolved(resolved)) = &committed.message.event else {
         return None;
     };
     let asked = committed.asked.as_ref().and_then(Asked::requested);
-    let (action_digest, secret): (String, Vec<String>) = match asked.as_deref() {
-        Some(requested) => (
-            requested.action_digest.clone(),
-            requested
-                .questions
-                .iter()
-                .filter(|q| q.secret)
-                .map(|q| q.id.clone())
-                .collect(),
-        ),
-        None => (String::new(), Vec::new()),
-    };
+    let action_digest = asked
+        .as_deref()
+        .map(|requested| requested.action_digest.clone())
+        .unwrap_or_default();
     let at = resolved
         .resolved_at
         .and_then(|t| std::time::SystemTime::try_from(t).ok())
@@ -155,10 +180,15 @@ fn resolution(committed: &Committed) -> Option<AuditEntry> {
     fields.insert("channel".into(), resolved.channel.clone().into());
     fields.insert("resolution".into(), resolved.reason().as_str_name().into());
     fields.insert("action_digest".into(), action_digest.into());
+    // The event's answers are those to questions that are not secret; the secret
+    // ones are sealed beside them, and recorded as their MAC only.
     fields.insert(
         "answers".into(),
-        receipt::answers_value(&resolved.answers, |id| secret.iter().any(|s| s == id)),
+        receipt::answers_value(&resolved.answers, |_| false),
     );
+    if let Some(mac) = answers_hmac(resolved, sealing) {
+        fields.insert("answers_hmac".into(), mac.into());
+    }
     if !resolved.approvers.is_empty() {
         fields.insert("approvers".into(), json!(resolved.approvers));
     }

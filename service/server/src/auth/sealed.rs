@@ -12,6 +12,7 @@ use anyhow::{Context as _, bail};
 use base64::{Engine as _, engine::general_purpose::STANDARD as BASE64};
 use ring::{
     aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey},
+    hmac,
     rand::{SecureRandom, SystemRandom},
 };
 
@@ -20,8 +21,14 @@ use super::secret::{self, Secret};
 /// The server's key for sealing tenants' secrets.
 pub struct SealingKey {
     key: LessSafeKey,
+    /// For [`Self::mac`]: HMAC-SHA256 keyed with a key derived from this one, so a
+    /// MAC never uses the sealing key itself.
+    mac: hmac::Key,
     random: SystemRandom,
 }
+
+/// What the MAC key is derived with: HMAC-SHA256(sealing key, this label).
+const MAC_KEY_LABEL: &[u8] = b"askgate answers_hmac v1";
 
 impl fmt::Debug for SealingKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -40,8 +47,10 @@ impl SealingKey {
     pub fn new(bytes: &[u8]) -> anyhow::Result<Self> {
         let key = UnboundKey::new(&AES_256_GCM, bytes)
             .map_err(|_| anyhow::anyhow!("a secret key is 32 bytes"))?;
+        let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), MAC_KEY_LABEL);
         Ok(Self {
             key: LessSafeKey::new(key),
+            mac: hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()),
             random: SystemRandom::new(),
         })
     }
@@ -116,6 +125,13 @@ impl SealingKey {
         Ok(BASE64.encode(out))
     }
 
+    /// Lowercase hex HMAC-SHA256 of `data` under the key derived from this one: what an
+    /// audit record holds of a secret answer. Whoever holds the key can check that a
+    /// given answer was the one given; nobody else can guess it from the record.
+    pub fn mac(&self, data: &[u8]) -> String {
+        hex::encode(hmac::sign(&self.mac, data))
+    }
+
     /// Opens what `seal` made for the same `context`.
     pub fn open(&self, context: &str, sealed: &str) -> Result<Secret, SealError> {
         const UNOPENED: SealError = SealError(
@@ -171,5 +187,17 @@ mod tests {
                 .is_err()
         );
         assert!(SealingKey::new(&[0u8; 16]).is_err());
+    }
+
+    #[test]
+    fn a_mac_is_keyed_and_not_the_sealing_keys_own() {
+        let key = SealingKey::new(&[7u8; 32]).expect("key");
+        let mac = key.mac(b"1234");
+        assert_eq!(mac.len(), 64);
+        assert_eq!(mac, key.mac(b"1234"));
+        assert_ne!(mac, key.mac(b"1235"));
+        assert_ne!(mac, SealingKey::new(&[8u8; 32]).expect("key").mac(b"1234"));
+        let direct = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[7u8; 32]), b"1234");
+        assert_ne!(mac, hex::encode(direct), "the MAC key is derived");
     }
 }

@@ -16,8 +16,9 @@ use tracing::{Instrument, Span, debug};
 
 use super::{AskFailure, CheckedAsk, Questions};
 use crate::{
+    approvals::secrets,
     backend::Backend,
-    domain::{Error, NewAsk, Outcome, SessionKey, Violation, answer, validate},
+    domain::{Error, NewAsk, Outcome, SessionKey, Violation, answer, approval, validate},
     metrics::Metrics,
 };
 
@@ -29,6 +30,9 @@ pub(super) struct Terms {
     action_digest: String,
     /// The ids of its secret questions.
     secret: Vec<String>,
+    /// The ids of all its questions, in order, when some are secret: where the secret
+    /// answers go back among the others.
+    order: Vec<String>,
     /// What it resolves with when its lifetime ends.
     default_answers: Vec<QuestionAnswer>,
 }
@@ -45,6 +49,10 @@ impl Terms {
             .then(|| {
                 Box::new(Self {
                     action_digest: ask.action_digest.clone(),
+                    order: match secret.is_empty() {
+                        true => Vec::new(),
+                        false => ask.questions.iter().map(|q| q.id.clone()).collect(),
+                    },
                     secret,
                     default_answers: ask.default_answers.clone(),
                 })
@@ -96,12 +104,15 @@ impl Questions {
         }
         let if_unattended = request.if_unattended();
         let remaining = deadline.saturating_duration_since(Instant::now());
-        // Refused until every part of them is served (docs/approvals.md), rather than
-        // taken and half kept: a secret answer must not reach other parties.
-        if let Some(i) = request.questions.iter().position(|q| q.secret) {
+        // A secret answer travels sealed: a node with no key to seal it with (Redis
+        // without --secret-key-file) cannot take one.
+        if let Some(i) = request.questions.iter().position(|q| q.secret)
+            && self.sealing.is_none()
+        {
             return Err(Error::bad_request(
                 format!("questions[{i}].secret"),
-                "this server does not take secret questions yet",
+                "this server takes no secret questions: on Redis every node needs the same \
+                 --secret-key-file to seal their answers with",
             ));
         }
         let default_answers = match request.default_answers.is_empty() {
@@ -217,11 +228,14 @@ impl Questions {
         };
         let key = abort.key.clone();
         let rpc_id = abort.disarm();
-        let outcome = outcome.map_err(|_| AskFailure {
-            error: Error::Internal("ask dropped without an outcome".into()),
-            rpc_id: Some(rpc_id.clone()),
-            receipt: None,
-        })?;
+        let outcome = outcome
+            .map_err(|_| Error::Internal("ask dropped without an outcome".into()))
+            .and_then(|outcome| self.unsealed(&key, &rpc_id, terms.as_deref(), outcome))
+            .map_err(|error| AskFailure {
+                error,
+                rpc_id: Some(rpc_id.clone()),
+                receipt: None,
+            })?;
         let receipt = terms.and_then(|terms| self.receipt(&key, &rpc_id, &terms, &outcome));
         let fail = |error| AskFailure {
             error,
@@ -248,6 +262,29 @@ impl Questions {
                 "ask resolved without a resolution".into(),
             ))),
         }
+    }
+
+    /// `outcome` with its secret answers opened and back among the others: what the
+    /// waiting call, and only it, gets.
+    fn unsealed(
+        &self,
+        key: &SessionKey,
+        rpc_id: &str,
+        terms: Option<&Terms>,
+        mut outcome: Outcome,
+    ) -> Result<Outcome, Error> {
+        let sealed = std::mem::take(&mut outcome.sealed_answers);
+        if sealed.is_empty() {
+            return Ok(outcome);
+        }
+        let (Some(terms), Some(sealing)) = (terms, &self.sealing) else {
+            return Err(Error::Internal(
+                "a secret answer came for an ask this node cannot open it for".into(),
+            ));
+        };
+        let secret = secrets::open(sealing, &key.session_id, rpc_id, &sealed)?;
+        outcome.answers = approval::merge_secret(&terms.order, outcome.answers, secret);
+        Ok(outcome)
     }
 
     /// The receipt of an ask with an action, when the server signs receipts.

@@ -16,8 +16,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    AbortRequest, AnswerRequest, CancelRequest, CancelSource, NotifyPolicy, Requested,
-    SubscribeRequest,
+    AbortRequest, AnswerRequest, CancelRequest, CancelSource, NotifyPolicy, QuestionAnswer,
+    Requested, SubscribeRequest,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
@@ -26,13 +26,13 @@ use uuid::Uuid;
 use tokio_stream::StreamExt;
 
 use crate::{
-    approvals::{Audit, Receipts},
-    auth,
+    approvals::{Audit, Receipts, secrets},
+    auth::{self, sealed::SealingKey},
     backend::{
         Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, StateConfig,
         SubscribeOptions, events, hooks::HookStore,
     },
-    domain::{Error, Limits, NewAsk, Outcome, Resolver, SessionKey, answer, validate},
+    domain::{Error, Limits, NewAsk, Outcome, Resolver, SessionKey, answer, approval, validate},
     metrics::Metrics,
 };
 
@@ -92,6 +92,8 @@ pub struct Questions {
     audit: Option<Audit>,
     /// Signs the receipts of asks with an action; `None`: no receipts.
     receipts: Option<Arc<Receipts>>,
+    /// Seals secret answers for the waiting call; `None`: secret questions refused.
+    sealing: Option<Arc<SealingKey>>,
 }
 
 impl Questions {
@@ -115,7 +117,14 @@ impl Questions {
             max_streams_per_tenant: StateConfig::default().max_streams_per_tenant,
             receipts: None,
             audit: None,
+            sealing: None,
         }
+    }
+
+    /// Takes secret questions, their answers sealed with `key` (none: refused).
+    pub fn with_sealing(mut self, key: Option<Arc<SealingKey>>) -> Self {
+        self.sealing = key;
+        self
     }
 
     /// Records each quorum vote in the audit log.
@@ -161,18 +170,45 @@ impl Questions {
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = async {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
-            allowed(&pending, by)?;
+            may_answer(&pending, by)?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
             match pending.quorum.map_or(0, |q| q.count) {
                 needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
                 _ => {
-                    let outcome = Outcome::answered(answers, by.clone());
+                    let outcome = self.answered(&pending, answers, by)?;
                     self.backend.claim(&key, &request.rpc_id, outcome).await
                 }
             }
         }
         .await;
         self.count_conflict(tenant, claimed)
+    }
+
+    /// The outcome of `answers` to `pending`, the answers to its secret questions
+    /// sealed for the waiting call.
+    fn answered(
+        &self,
+        pending: &Requested,
+        answers: Vec<QuestionAnswer>,
+        by: &Resolver,
+    ) -> Result<Outcome, Error> {
+        if !approval::has_secret(&pending.questions) {
+            return Ok(Outcome::answered(answers, by.clone()));
+        }
+        let Some(key) = &self.sealing else {
+            return Err(Error::Internal(
+                "this node has no --secret-key-file to seal a secret answer with".into(),
+            ));
+        };
+        let (answers, secret) = approval::split_secret(&pending.questions, answers);
+        let sealed_answers = match secret.is_empty() {
+            true => String::new(),
+            false => secrets::seal(key, &pending.session_id, &pending.rpc_id, &secret)?,
+        };
+        Ok(Outcome {
+            sealed_answers,
+            ..Outcome::answered(answers, by.clone())
+        })
     }
 
     fn count_conflict(&self, tenant: &str, result: Result<(), Error>) -> Result<(), Error> {
@@ -288,10 +324,11 @@ impl Questions {
             .hold(tenant, Budget::Streams, self.max_streams_per_tenant)
             .await?;
         let events = self.backend.subscribe(scope, options).await?;
-        // The stream holds its unit of the tenant's budget until it is dropped.
+        // The stream holds its unit of the tenant's budget until it is dropped, and no
+        // event leaves it with sealed secret answers.
         let events: EventStream = Box::pin(events.map(move |item| {
             let _held = &hold;
-            item
+            item.map(events::handed_out)
         }));
         Ok(match patterns {
             None => events,
@@ -356,8 +393,20 @@ impl Questions {
 }
 
 /// Whether `by`'s channel may resolve the ask (docs/approvals.md, "Allowed channels").
+/// Whether `by`'s channel may resolve `pending`: one of its allowed channels.
 fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
     match pending.allowed_channels.is_empty() || pending.allowed_channels.contains(&by.channel) {
+        true => Ok(()),
+        false => Err(Error::ChannelNotAllowed),
+    }
+}
+
+/// Whether `by`'s channel may answer `pending`: a chat channel may not answer an ask
+/// with a secret question (a chat shows an answer to all who read it; such an ask
+/// links to the console instead). It may still cancel it.
+fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
+    allowed(pending, by)?;
+    match approval::collects_secrets(&by.channel) || !approval::has_secret(&pending.questions) {
         true => Ok(()),
         false => Err(Error::ChannelNotAllowed),
     }

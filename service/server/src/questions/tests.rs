@@ -184,3 +184,34 @@ async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pendin
     let key = SessionKey::new("t", "s".to_owned());
     assert!(backend.list_pending(&key).await.expect("list").is_empty());
 }
+
+/// A chat channel never collects a secret answer (it links to the console); it may
+/// still cancel the ask, and answer one without secrets.
+#[test]
+fn chat_channels_answer_no_secret_question_but_may_cancel() {
+    let mut pending = Requested {
+        questions: vec![Question {
+            id: "code".into(),
+            question: "The code?".into(),
+            secret: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let from = |channel: &str| Resolver {
+        subject: "ana".into(),
+        channel: channel.into(),
+    };
+    for chat in ["slack", "telegram", "email", "ntfy"] {
+        assert!(matches!(
+            may_answer(&pending, &from(chat)),
+            Err(Error::ChannelNotAllowed)
+        ));
+        assert!(allowed(&pending, &from(chat)).is_ok(), "{chat} may cancel");
+    }
+    for own in ["console", "tui", "cli", "grpc"] {
+        assert!(may_answer(&pending, &from(own)).is_ok(), "{own}");
+    }
+    pending.questions[0].secret = false;
+    assert!(may_answer(&pending, &from("slack")).is_ok());
+}

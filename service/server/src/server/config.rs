@@ -19,6 +19,7 @@ use crate::{
         Authenticator,
         jwt::{JwtVerifier, KeySource},
         keys::KeyStore,
+        sealed::SealingKey,
     },
     backend::{Backend, StateConfig, audit::AuditStore, hooks::HookStore},
     domain::Limits,
@@ -142,15 +143,18 @@ pub enum BackendChoice {
 pub(super) type Stores = (Arc<dyn Backend>, Arc<dyn HookStore>, Arc<dyn AuditStore>);
 
 /// With `--backend sqlite` and no `--secret-key-file`: the key that seals Slack apps'
-/// secrets, in the data directory.
+/// secrets and secret answers, in the data directory.
 pub const KEY_FILE: &str = "secret.key";
 
 impl ServerConfig {
-    /// Slack: its Web API, and the key that seals apps' secrets.
-    pub(super) fn slack(&self) -> anyhow::Result<Slack> {
-        let key = match (&self.secret_key_file, &self.backend) {
+    /// The key that seals tenants' secrets (Slack apps') and secret answers: the
+    /// `--secret-key-file`, else one of the node's own where its store does not
+    /// outlive it or lives beside it; none on Redis without the flag (every node must
+    /// open what another sealed).
+    pub(super) fn sealing_key(&self) -> anyhow::Result<Option<Arc<SealingKey>>> {
+        Ok(match (&self.secret_key_file, &self.backend) {
             (Some(path), _) => {
-                let (key, warning) = crate::auth::sealed::SealingKey::from_file(path)
+                let (key, warning) = SealingKey::from_file(path)
                     .with_context(|| format!("--secret-key-file {}", path.display()))?;
                 if let Some(warning) = warning {
                     warn!("{warning}");
@@ -158,18 +162,16 @@ impl ServerConfig {
                 Some(Arc::new(key))
             }
             // The store dies with the process: a key of its own is as good as any.
-            (None, BackendChoice::Memory) => {
-                Some(Arc::new(crate::auth::sealed::SealingKey::ephemeral()?))
-            }
+            (None, BackendChoice::Memory) => Some(Arc::new(SealingKey::ephemeral()?)),
             // The store outlives the process: so must the key, kept beside it.
             (None, BackendChoice::Sqlite { data_dir }) => {
                 let path = data_dir.join(KEY_FILE);
-                let (key, made) = crate::auth::sealed::SealingKey::kept_in(&path)
+                let (key, made) = SealingKey::kept_in(&path)
                     .with_context(|| format!("the sealing key {}", path.display()))?;
                 if made {
                     warn!(
-                        "no --secret-key-file: Slack apps' secrets are sealed with a key made \
-                         in {}; back it up with the data directory, or pass \
+                        "no --secret-key-file: Slack apps' secrets and secret answers are sealed \
+                         with a key made in {}; back it up with the data directory, or pass \
                          --secret-key-file",
                         path.display()
                     );
@@ -177,7 +179,11 @@ impl ServerConfig {
                 Some(Arc::new(key))
             }
             (None, BackendChoice::Redis { .. }) => None,
-        };
+        })
+    }
+
+    /// Slack: its Web API, and the key that seals apps' secrets.
+    pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {
         let slack = Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
             .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
         Ok(match &self.public_url {

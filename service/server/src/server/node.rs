@@ -83,7 +83,8 @@ impl Node {
         let auth = Arc::new(config.auth.authenticator()?);
         let metrics = Metrics::new(config.metrics_tenant_labels);
         let (backend, hook_store, audit_store) = config.backend().await?;
-        let audit = Audit::new(audit_store);
+        let sealing = config.sealing_key()?;
+        let audit = Audit::new(audit_store, sealing.clone());
         if config.webhooks.allow_private {
             warn!(
                 "webhook endpoints may be on loopback and private addresses (--webhook-allow-private)"
@@ -95,7 +96,7 @@ impl Node {
             config.webhooks.clone(),
             config.limits.clone(),
             metrics.clone(),
-            config.slack()?,
+            config.slack(sealing.clone())?,
             audit.clone(),
         );
         let prune_task = TaskGuard(tokio::spawn(
@@ -114,7 +115,8 @@ impl Node {
         .with_hooks(hooks.store().clone())
         .with_default_notify(config.default_notify)
         .with_max_streams_per_tenant(config.settings.max_streams_per_tenant)
-        .with_audit(audit.clone());
+        .with_audit(audit.clone())
+        .with_sealing(sealing);
         let receipts = match config.receipt_key_files.is_empty() {
             true => None,
             false => Some(Arc::new(Receipts::from_files(

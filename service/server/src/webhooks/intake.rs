@@ -18,7 +18,6 @@ use super::{
     slack,
 };
 use crate::{
-    approvals::Audit,
     backend::{
         Asked, Committed,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
@@ -184,10 +183,15 @@ impl Inner {
                     self.store.cancel_timer(&id).await?;
                 }
                 let body = || {
+                    // The sealed secret answers are the waiting call's alone.
+                    let resolved = Resolved {
+                        sealed_answers: String::new(),
+                        ..resolved.clone()
+                    };
                     payload(
                         EventType::Resolved,
                         "askgate.v1.Resolved",
-                        resolved,
+                        &resolved,
                         &committed.message.cursor,
                         None,
                     )
@@ -212,7 +216,7 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
     while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
         // The batch's resolutions go into the audit log first: an event is given back
         // to its outbox only once recorded, so a record that failed is tried again.
-        let recorded = inner.audit.record(Audit::entries(&batch)).await;
+        let recorded = inner.audit.record(inner.audit.entries(&batch)).await;
         if let Err(e) = &recorded {
             error!("recording resolutions in the audit log failed: {e}");
         }

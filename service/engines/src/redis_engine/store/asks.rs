@@ -77,7 +77,7 @@ impl RedisStore {
             RegisterReply::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
             RegisterReply::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
                 rpc_id,
-                resolved: decode(&resolved)?,
+                resolved: Box::new(decode(&resolved)?),
             }),
             RegisterReply::Refused(refusal) => Err(self.refused(refusal)),
         }

@@ -14,7 +14,10 @@ pub enum Registration {
     /// The request_id names an ask that is still pending: join it.
     Joined { rpc_id: String },
     /// The request_id names an ask that was resolved: here is how.
-    Recorded { rpc_id: String, resolved: Resolved },
+    Recorded {
+        rpc_id: String,
+        resolved: Box<Resolved>,
+    },
 }
 
 /// A new ask's place on its node's wait list, written by the registration script

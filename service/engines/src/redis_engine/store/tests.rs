@@ -165,7 +165,7 @@ async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() 
             .expect("late retry"),
         Registration::Recorded {
             rpc_id: "r1".into(),
-            resolved: outcome
+            resolved: Box::new(outcome)
         }
     );
     assert_eq!(store.pending(&key()).await.expect("list").len(), 0);

@@ -56,14 +56,14 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
                 }
                 _ => format!(":white_check_mark: Answered by {who}"),
             }];
-            for answer in &resolved.answers {
-                let asked = requested.questions.iter().find(|q| q.id == answer.id);
-                let question = asked.map_or(answer.id.as_str(), |q| q.question.as_str());
-                // A secret answer is never shown in a chat.
-                let text = match asked.is_some_and(|q| q.secret) {
-                    true => "(secret)".to_owned(),
-                    false => answer_text(answer),
+            for asked in &requested.questions {
+                // A secret answer is never in the event, and never shown in a chat.
+                let text = match resolved.answers.iter().find(|a| a.id == asked.id) {
+                    _ if asked.secret => "(secret)".to_owned(),
+                    Some(answer) => answer_text(answer),
+                    None => continue,
                 };
+                let question = asked.question.as_str();
                 // "Ship it?: yes" reads badly: a question's own mark ends it.
                 let question = escape(&cut(question, 200));
                 let separator = match question.ends_with(['?', '!', ':', '.', '…']) {
