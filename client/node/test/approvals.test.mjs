@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { AskgateError, Client, action, question, select } from "@askgate/client";
+import { AskgateError, Client, action, custom, question, select } from "@askgate/client";
 import { ReceiptError, verifyReceipt } from "@askgate/client/receipts";
 
 import { Server, eventually, tempDir, within } from "./support.mjs";
@@ -137,5 +137,43 @@ test("only the allowed channels resolve an ask", async () => {
   } finally {
     ops.close();
     tui.close();
+  }
+});
+
+test("a secret answer reaches the asker only", async () => {
+  const secret = "zq7731-node-secret";
+  const agent = new Client({ addr: signing.addr });
+  const ui = new Client({ addr: signing.addr });
+  const stop = new AbortController();
+  try {
+    const events = ui.follow({ sessionId: "secret", signal: stop.signal });
+    assert.equal((await within("synced", events.next())).value.kind, "synced");
+    const call = agent.ask({
+      sessionId: "secret",
+      questions: [
+        question("code", "The one-time code?", { secret: true }),
+        question("go", "Rotate the key?", { options: ["yes", "no"] }),
+      ],
+      hold: true,
+    });
+    const requested = (await within("the ask", events.next())).value;
+    assert.equal(requested.kind, "requested");
+    assert.ok(requested.requested.questions[0].secret);
+    await ui.answer("secret", requested.requested.rpcId, [custom("code", secret), select("go", "yes")]);
+    let event;
+    do {
+      event = (await within("the resolution", events.next())).value;
+    } while (event.kind !== "resolved");
+    // The follower gets the other answers only; the asker gets them all, in order.
+    assert.deepEqual(event.resolved.answers.map((a) => a.id), ["go"]);
+    assert.equal(event.resolved.sealedAnswers, "");
+    assert.ok(!JSON.stringify(event.resolved, (_, v) => (typeof v === "bigint" ? String(v) : v)).includes(secret));
+    const result = await within("the answer", call);
+    assert.deepEqual(result.answers.map((a) => a.id), ["code", "go"]);
+    assert.equal(result.answers[0].custom, secret);
+  } finally {
+    stop.abort();
+    agent.close();
+    ui.close();
   }
 });

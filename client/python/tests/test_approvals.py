@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from askgate import Action, Ask, AskgateError, Client, Reason, question, select
+from askgate import Action, Ask, AskgateError, Client, Reason, custom, question, select
 from askgate.receipts import ReceiptError, answers_digest, verify_receipt
 from conftest import Server, eventually
 
@@ -168,3 +168,37 @@ def test_only_the_allowed_channels_resolve_an_ask(server: Server) -> None:
         tui.answer("s", pending[0].rpc_id, [select("go", "yes")])
     thread.join(timeout=20)
     assert outcome["result"].answers[0].selected == ["yes"]
+
+
+def test_a_secret_answer_reaches_the_asker_only(server: Server) -> None:
+    secret = "zq7731-python-secret"
+    ask = Ask(
+        "s",
+        [
+            question("code", "The one-time code?", secret=True),
+            question("go", "Rotate the key?", options=["yes", "no"]),
+        ],
+        hold=True,
+    )
+    outcome: dict = {}
+
+    def call() -> None:
+        with Client(server.addr) as agent:
+            outcome["result"] = agent.ask(ask)
+
+    with Client(server.addr) as ui:
+        events = ui.follow("s")
+        assert next(events).synced
+        thread = threading.Thread(target=call)
+        thread.start()
+        requested = next(events).requested
+        assert requested is not None and requested.questions[0].secret
+        ui.answer("s", requested.rpc_id, [custom("code", secret), select("go", "yes")])
+        resolved = next(e.resolved for e in events if e.resolved is not None)
+        thread.join(timeout=20)
+    # The follower gets the other answers only; the asker gets them all, in order.
+    assert [a.id for a in resolved.answers] == ["go"]
+    assert secret not in str(resolved) and not resolved.sealed_answers
+    result = outcome["result"]
+    assert [a.id for a in result.answers] == ["code", "go"]
+    assert result.answers[0].custom == secret

@@ -334,21 +334,30 @@ export class View {
       (approve !== undefined
         ? h("div", { class: "plan" }, h("h3", {}, "The plan to review"), h("pre", {}, q.detail))
         : h("p", { class: "detail" }, q.detail));
-    const textLabel = optionless
-      ? "Your answer"
-      : q.multiSelect
-        ? "Other (added to your choices)"
-        : "Other (instead of an option)";
+    const textLabel = q.secret
+      ? "Your secret answer (hidden; only the asking agent gets it)"
+      : optionless
+        ? "Your answer"
+        : q.multiSelect
+          ? "Other (added to your choices)"
+          : "Other (instead of an option)";
+    // A secret is typed masked, on one line, and never offered for autofill.
+    const area = optionless && !q.secret;
     const textBox = h(
-      optionless ? "textarea" : "input",
+      area ? "textarea" : "input",
       {
         id: "answer-text",
         class: "text",
         "data-key": "text",
         "data-testid": "text",
-        rows: optionless ? 3 : undefined,
-        type: optionless ? undefined : "text",
-        placeholder: optionless ? "Type your answer; Enter to confirm, Shift+Enter for a new line" : "Your own answer",
+        rows: area ? 3 : undefined,
+        type: q.secret ? "password" : area ? undefined : "text",
+        autocomplete: q.secret ? "off" : undefined,
+        placeholder: q.secret
+          ? "Only the asking agent gets this; Enter to confirm"
+          : area
+            ? "Type your answer; Enter to confirm, Shift+Enter for a new line"
+            : "Your own answer",
         value: draft.custom,
         "data-autofocus": optionless ? "" : undefined,
         oninput: (event: Event) => {
@@ -425,12 +434,14 @@ export class View {
         ...c.batch.questions.flatMap((q, i) => {
           const a = answers[i];
           const parts = [...a.selected.map((s) => recommended(s).text), ...(a.custom ? [`“${a.custom}”`] : [])];
+          // A secret stays hidden on the review too.
+          const shown = q.secret && parts.length > 0 ? ["(hidden)"] : parts;
           return [
             h("dt", {}, q.header ? `${q.header}: ${q.question}` : q.question),
             h(
               "dd",
               {},
-              h("span", { class: "answer", "data-testid": "answer" }, parts.length > 0 ? parts.join(", ") : h("em", {}, "skipped")),
+              h("span", { class: "answer", "data-testid": "answer" }, shown.length > 0 ? shown.join(", ") : h("em", {}, "skipped")),
               h(
                 "button",
                 {

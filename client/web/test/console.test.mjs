@@ -416,3 +416,39 @@ test("what an answer approves shows with the question; only the console may answ
   assert.equal(code, 0, `the console is an allowed channel: ${stderr}`);
   assert.deepEqual(json.answers, [{ id: "go", selected: ["Approve"] }], JSON.stringify(json));
 });
+
+test("a secret is typed masked and shown hidden; only the asking agent gets it", async (t) => {
+  const { h, url, page } = await setUp(t, { session: "secret" });
+  const secret = "zq7731-typed-secret";
+  const agent = h.ask(url, {
+    sessionId: "secret",
+    questions: [
+      question("code", "The one-time code from your token?", [], { header: "Code", secret: true }),
+      question("go", "Rotate the key?", ["yes", "no"], { header: "Rotate" }),
+    ],
+  });
+  const text = page.getByTestId("text");
+  await text.waitFor();
+  assert.equal(await text.getAttribute("type"), "password", "a secret is typed masked");
+  assert.equal(await text.getAttribute("autocomplete"), "off");
+  assert.match(await page.locator("label.text-label").innerText(), /only the asking agent gets it/);
+  await page.keyboard.type(secret);
+  await page.keyboard.press("Enter");
+  await shows(page, "progress", "2 of 2");
+  await page.getByRole("button", { name: /^yes/ }).click();
+  await page.getByTestId("review").waitFor();
+  await screenshot(page, "12-secret-hidden-on-review");
+  assert.equal(await page.getByTestId("answer").first().innerText(), "(hidden)");
+  assert.ok(!(await page.content()).includes(secret), "the page shows the secret nowhere");
+  await page.keyboard.press("Enter");
+  const { code, json, stderr } = await agent.result();
+  assert.equal(code, 0, stderr);
+  assert.deepEqual(
+    json.answers,
+    [
+      { id: "code", custom: secret },
+      { id: "go", selected: ["yes"] },
+    ],
+    JSON.stringify(json),
+  );
+});

@@ -196,8 +196,8 @@ fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: 
     let mut lines = Vec::new();
     match &overlay.mode {
         Mode::Typing(text) => lines.push(Line::from(vec![
-            Span::from("Your answer: ").bold(),
-            Span::from(format!("{text}▏")),
+            Span::from(answer_label(question)).bold(),
+            Span::from(format!("{}▏", masked(question, text))),
         ])),
         Mode::CancelReason(reason) => lines.push(Line::from(vec![
             Span::from("Cancel the whole batch. Reason (optional): ")
@@ -208,8 +208,8 @@ fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: 
         _ => {
             if let Some(custom) = &draft.custom {
                 lines.push(Line::from(vec![
-                    Span::from("Your answer: ").bold(),
-                    Span::from(custom.clone()),
+                    Span::from(answer_label(question)).bold(),
+                    Span::from(masked(question, custom)),
                 ]));
             }
         }
@@ -224,6 +224,23 @@ fn draw_batch(frame: &mut Frame, overlay: &Overlay, sending: bool, detail_rows: 
         lines.push(Line::from(hint).yellow());
     }
     frame.render_widget(Paragraph::new(lines), bottom);
+}
+
+/// What a typed answer is introduced with: a secret's says it stays hidden.
+fn answer_label(question: &Question) -> &'static str {
+    match question.secret {
+        true => "Your secret answer (hidden; only the asking agent gets it): ",
+        false => "Your answer: ",
+    }
+}
+
+/// A typed answer as the screen shows it: a secret question's as one dot per
+/// character, so that nobody looking over a shoulder (or at a recording) reads it.
+fn masked(question: &Question, text: &str) -> String {
+    match question.secret {
+        true => "•".repeat(text.chars().count()),
+        false => text.to_owned(),
+    }
 }
 
 /// "Question 2 of 3" and where each question stands.
@@ -250,7 +267,13 @@ fn progress(overlay: &Overlay) -> Line<'static> {
 
 fn option_lines<'a>(overlay: &Overlay, question: &'a Question) -> Text<'a> {
     if question.options.is_empty() {
-        return Text::from(Line::from("(a free-text question)").dim());
+        return Text::from(match question.secret {
+            true => {
+                Line::from("(a secret: what you type is hidden, and only the asking agent gets it)")
+                    .dim()
+            }
+            false => Line::from("(a free-text question)").dim(),
+        });
     }
     let draft = &overlay.drafts[overlay.item];
     let approve = Overlay::plan_approve(question);

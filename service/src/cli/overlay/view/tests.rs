@@ -197,6 +197,34 @@ fn typing_a_free_text_answer() {
 }
 
 #[test]
+fn a_secret_answer_is_masked_while_typed_and_after() {
+    let code = Question {
+        id: "code".into(),
+        question: "The one-time code?".into(),
+        secret: true,
+        ..Default::default()
+    };
+    let mut queue = Queue::new();
+    queue.on_event(ask("r1", vec![code, db_question()]));
+    for key in [
+        Key::Char('o'),
+        Key::Char('4'),
+        Key::Char('7'),
+        Key::Char('1'),
+    ] {
+        queue.on_key(key);
+    }
+    let typing = screen(&queue, None);
+    assert_shows(&typing, &["only the asking agent gets it", "•••▏"]);
+    assert!(!typing.contains("471"), "{typing}");
+    queue.on_key(Key::Enter);
+    queue.on_key(Key::Left);
+    let kept = screen(&queue, None);
+    assert_shows(&kept, &["•••"]);
+    assert!(!kept.contains("471"), "{kept}");
+}
+
+#[test]
 fn a_plan_review_shows_the_plan_and_marks_the_approve_option() {
     let mut queue = Queue::new();
     let question = Question {
