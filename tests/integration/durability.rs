@@ -3,10 +3,11 @@
 //! it knows are on disk, and the node is killed at a random moment, again and again.
 //! After each restart every answer the server acknowledged is there (a retried Ask by
 //! request_id gets it, the same answer, never a second one), every endpoint change it
-//! acknowledged holds, and every ask known to be on disk is pending or resolved.
+//! acknowledged holds, every ask known to be on disk is pending or resolved, and the
+//! audit log's chain verifies with a record of every acknowledged resolution.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -34,6 +35,9 @@ struct Acknowledged {
     endpoints: Mutex<HashMap<String, bool>>,
     /// Asks the server let the human answer a second time.
     twice: Mutex<Vec<(String, String)>>,
+    /// The rpc_ids of the asks whose resolution was acknowledged: each must have its
+    /// record in the audit log.
+    resolved: Mutex<HashSet<String>>,
     /// Asks listed pending before an acknowledged write: on disk, since the store
     /// keeps changes in order. By rpc_id: (session, request_id).
     pending: Mutex<HashMap<String, (String, String)>>,
@@ -159,6 +163,10 @@ async fn human(url: String, acknowledged: Arc<Acknowledged>) {
             }
         };
         if resolved.is_ok() {
+            acknowledged
+                .resolved
+                .lock()
+                .insert(requested.rpc_id.clone());
             let key = (requested.session_id.clone(), request_id.clone());
             if acknowledged
                 .answers
@@ -317,11 +325,43 @@ async fn check(node: &ServeProcess, acknowledged: &Acknowledged) {
             ),
         }
     }
+    let recorded = check_audit(&mut client, acknowledged).await;
     eprintln!(
-        "after a kill -9: {} acknowledged answers and {} endpoint changes, none lost",
+        "after a kill -9: {} acknowledged answers and {} endpoint changes, none lost; \
+         the audit chain verifies, with {recorded} records",
         answers.len(),
         endpoints.len()
     );
+}
+
+/// The audit log's chain verifies and holds a record of every acknowledged
+/// resolution; how many records it holds.
+async fn check_audit(client: &mut Client, acknowledged: &Acknowledged) -> usize {
+    let mut stream = within("export", client.export_audit(0, 0))
+        .await
+        .expect("export");
+    let mut records = Vec::new();
+    while let Some(record) = within("a record", stream.next()).await {
+        records.push(record.expect("a record"));
+    }
+    if let Err(broken) = askgate_server::backend::audit::verify(&records) {
+        panic!("the audit chain breaks after a kill -9: {broken:?}");
+    }
+    let in_log: HashSet<String> = records
+        .iter()
+        .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.body_json).ok())
+        .filter(|body| body["kind"] == "ask.resolved")
+        .filter_map(|body| body["rpc_id"].as_str().map(str::to_owned))
+        .collect();
+    let resolved = acknowledged.resolved.lock().clone();
+    let missing: Vec<&String> = resolved.difference(&in_log).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged resolutions have no audit record: {missing:?}",
+        missing.len(),
+        resolved.len()
+    );
+    records.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

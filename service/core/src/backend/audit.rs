@@ -11,8 +11,9 @@
 use std::time::{Duration, SystemTime};
 
 pub use askgate_proto::v1::AuditRecord;
+use askgate_proto::v1::{QuestionAnswer, Requested, Resolved};
 use async_trait::async_trait;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::domain::Error;
@@ -148,6 +149,63 @@ pub fn verify<'a>(records: impl IntoIterator<Item = &'a AuditRecord>) -> Result<
         count += 1;
     }
     Ok(count)
+}
+
+/// Answers as a record holds them, and as the `ask_user_question` tool returns them:
+/// `[{"id", "selected": [...], "custom"?}]`.
+pub fn answers_json(answers: &[QuestionAnswer]) -> Value {
+    Value::Array(
+        answers
+            .iter()
+            .map(|answer| {
+                let mut entry = Map::new();
+                entry.insert("id".into(), answer.id.clone().into());
+                entry.insert("selected".into(), json!(answer.selected));
+                if let Some(custom) = &answer.custom {
+                    entry.insert("custom".into(), custom.clone().into());
+                }
+                Value::Object(entry)
+            })
+            .collect(),
+    )
+}
+
+/// The record of a `resolved` event: who resolved which ask, how, from where, with
+/// which answers (those to secret questions as their MAC only, `answers_hmac`),
+/// approving which action. `asked` is the ask as it was pending.
+pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) -> AuditEntry {
+    let at = resolved
+        .resolved_at
+        .and_then(|t| SystemTime::try_from(t).ok())
+        .unwrap_or_else(SystemTime::now);
+    let action_digest = asked.map(|a| a.action_digest.clone()).unwrap_or_default();
+    let mut fields = Map::new();
+    fields.insert("kind".into(), "ask.resolved".into());
+    fields.insert("at".into(), self::at(at));
+    fields.insert("session_id".into(), resolved.session_id.clone().into());
+    fields.insert("rpc_id".into(), resolved.rpc_id.clone().into());
+    fields.insert("subject".into(), resolved.resolved_by.clone().into());
+    fields.insert("channel".into(), resolved.channel.clone().into());
+    fields.insert("resolution".into(), resolved.reason().as_str_name().into());
+    fields.insert("action_digest".into(), action_digest.into());
+    fields.insert("answers".into(), answers_json(&resolved.answers));
+    if !resolved.answers_hmac.is_empty() {
+        fields.insert("answers_hmac".into(), resolved.answers_hmac.clone().into());
+    }
+    if !resolved.approvers.is_empty() {
+        fields.insert("approvers".into(), json!(resolved.approvers));
+    }
+    if !resolved.cancel_reason.is_empty() {
+        fields.insert("reason".into(), resolved.cancel_reason.clone().into());
+    }
+    AuditEntry {
+        tenant: tenant.to_owned(),
+        id: format!(
+            "ask.resolved\u{1f}{}\u{1f}{}",
+            resolved.session_id, resolved.rpc_id
+        ),
+        fields,
+    }
 }
 
 /// The time of a record, as its `at` field gives it (RFC 3339).

@@ -33,13 +33,16 @@ pub fn session_of(message: &SubscribeResponse) -> Option<&str> {
 }
 
 /// A message as it may leave the server: a `resolved` event without its sealed
-/// secret answers, which are for the waiting call only (the message itself, not a
-/// copy, when it holds none).
+/// secret answers (for the waiting call only) and their MAC (for the audit log); the
+/// message itself, not a copy, when it holds neither.
 pub fn handed_out(message: Message) -> Message {
     match &message.event {
-        Some(Event::Resolved(resolved)) if !resolved.sealed_answers.is_empty() => {
+        Some(Event::Resolved(resolved))
+            if !resolved.sealed_answers.is_empty() || !resolved.answers_hmac.is_empty() =>
+        {
             let mut resolved = resolved.clone();
             resolved.sealed_answers.clear();
+            resolved.answers_hmac.clear();
             self::message(message.cursor.clone(), Event::Resolved(resolved))
         }
         _ => message,
@@ -130,6 +133,7 @@ pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
         approvers: outcome.approvers.clone(),
         channel: outcome.channel.clone(),
         sealed_answers: outcome.sealed_answers.clone(),
+        answers_hmac: outcome.answers_hmac.clone(),
     }
 }
 
@@ -144,6 +148,7 @@ pub fn outcome_of(resolved: &Resolved) -> Outcome {
         approvers: resolved.approvers.clone(),
         channel: resolved.channel.clone(),
         sealed_answers: resolved.sealed_answers.clone(),
+        answers_hmac: resolved.answers_hmac.clone(),
     }
 }
 
@@ -219,6 +224,7 @@ mod tests {
             approvers: vec!["ana".into()],
             channel: "console".into(),
             sealed_answers: "c2VhbGVk".into(),
+            answers_hmac: "00ff".into(),
         };
         let key = SessionKey::new("acme", "s");
         let event = resolved(&key, "r1", &outcome);
@@ -228,6 +234,7 @@ mod tests {
             panic!("not a resolved event: {out:?}");
         };
         assert_eq!(out.sealed_answers, "", "the sealed answers were handed out");
+        assert_eq!(out.answers_hmac, "", "their MAC was handed out");
         assert_eq!(out.resolved_by, "ana");
         let plain = message("e-2".into(), Event::Reset(Reset {}));
         assert!(Arc::ptr_eq(&handed_out(plain.clone()), &plain));

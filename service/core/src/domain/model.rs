@@ -152,6 +152,8 @@ pub struct Outcome {
     /// The answers to secret questions, sealed with the server's key (empty when it
     /// has none): for the waiting call only, never in an event handed out.
     pub sealed_answers: String,
+    /// The MAC of those answers, for the audit record (empty without them).
+    pub answers_hmac: String,
 }
 
 impl Outcome {
@@ -227,6 +229,7 @@ impl Outcome {
             approvers: Vec::new(),
             channel: SERVER_CHANNEL.to_owned(),
             sealed_answers: String::new(),
+            answers_hmac: String::new(),
         }
     }
 }

@@ -89,6 +89,42 @@ impl MemoryAuditStore {
     }
 }
 
+impl MemoryAuditStore {
+    /// Chains `entry` unless its tenant's log holds it already: the record, for the
+    /// caller to keep or journal. Under the logs' lock.
+    fn chain(&self, logs: &mut HashMap<String, Log>, entry: AuditEntry) -> Option<AuditRecord> {
+        let log = logs.entry(entry.tenant.clone()).or_default();
+        if log.ids.contains(&entry.id) {
+            return None;
+        }
+        let record = log.head.chain(&entry);
+        log.head = Head::after(&record);
+        log.remember(entry.id);
+        if self.keep > 0 {
+            log.records.push_back((SystemTime::now(), record.clone()));
+            while log.records.len() > self.keep {
+                log.records.pop_front();
+            }
+        }
+        Some(record)
+    }
+
+    /// Chains `entry` (unless appended before) and hands its journal change to
+    /// `record`, which records it with the changes the entry is about, in one group:
+    /// the record and what it records are durable together. Under this log's lock, so
+    /// that a tenant's records reach the journal in their seq order.
+    pub fn append_with(&self, entry: AuditEntry, record: impl FnOnce(Option<Change>)) {
+        let mut logs = self.logs.lock();
+        let tenant = entry.tenant.clone();
+        let change = self.chain(&mut logs, entry).map(|record| Change::Audit {
+            tenant,
+            at: SystemTime::now(),
+            record,
+        });
+        record(change);
+    }
+}
+
 #[async_trait]
 impl AuditStore for MemoryAuditStore {
     async fn append(&self, entries: Vec<AuditEntry>) -> Result<(), Error> {
@@ -99,30 +135,14 @@ impl AuditStore for MemoryAuditStore {
             let now = SystemTime::now();
             let mut logs = self.logs.lock();
             for entry in entries {
-                if !logs.contains_key(&entry.tenant) {
-                    logs.insert(entry.tenant.clone(), Log::default());
-                }
-                let Some(log) = logs.get_mut(&entry.tenant) else {
-                    continue;
-                };
-                if log.ids.contains(&entry.id) {
-                    continue;
-                }
-                let record = log.head.chain(&entry);
-                log.head = Head::after(&record);
-                log.remember(entry.id);
-                if let Some(journal) = &self.journal {
+                let tenant = entry.tenant.clone();
+                if let (Some(record), Some(journal)) = (self.chain(&mut logs, entry), &self.journal)
+                {
                     journal.record(Change::Audit {
-                        tenant: entry.tenant,
+                        tenant,
                         at: now,
-                        record: record.clone(),
+                        record,
                     });
-                }
-                if self.keep > 0 {
-                    log.records.push_back((now, record));
-                    while log.records.len() > self.keep {
-                        log.records.pop_front();
-                    }
                 }
             }
         }

@@ -2,26 +2,34 @@
 //! journal first, and whatever acknowledges a change only once it is on disk; on the
 //! memory engine, nowhere, and at once.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use askgate_core::{
-    backend::{Committed, Tap},
+    backend::{Committed, Tap, audit::AuditEntry},
     domain::Error,
 };
 
-use super::journal::{Change, Journal};
+use super::{
+    MemoryAuditStore,
+    journal::{Change, Journal},
+};
 
 pub(super) struct Durable {
     /// Where every change goes before it is acknowledged, on a durable engine.
     journal: Option<Journal>,
+    /// Where a durable engine appends each resolution's audit record, in the
+    /// resolution's own commit.
+    audit: Option<Arc<MemoryAuditStore>>,
     /// Where committed events are reported, once set.
     tap: OnceLock<Tap>,
 }
 
 impl Durable {
-    pub(super) fn new(journal: Option<Journal>) -> Self {
+    pub(super) fn new(durable: Option<(Journal, Arc<MemoryAuditStore>)>) -> Self {
+        let (journal, audit) = durable.unzip();
         Self {
             journal,
+            audit,
             tap: OnceLock::new(),
         }
     }
@@ -38,6 +46,27 @@ impl Durable {
     pub(super) fn record(&self, change: impl FnOnce() -> Change) {
         if let Some(journal) = &self.journal {
             journal.record(change());
+        }
+    }
+
+    /// Records `changes` with the audit record of `entry` (a resolution's), in one
+    /// commit: a durable engine never keeps the one without the other. Called under
+    /// the lock that orders the changes.
+    pub(super) fn record_audited(
+        &self,
+        changes: impl FnOnce() -> Vec<Change>,
+        entry: impl FnOnce() -> Option<AuditEntry>,
+    ) {
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        let mut changes = changes();
+        match self.audit.as_ref().zip(entry()) {
+            Some((audit, entry)) => audit.append_with(entry, |record| {
+                changes.extend(record);
+                journal.record_all(changes);
+            }),
+            None => journal.record_all(changes),
         }
     }
 

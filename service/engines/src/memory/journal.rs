@@ -157,6 +157,8 @@ pub struct AttachedAgent {
 /// What a journal carries to its writer, in order.
 pub enum Entry {
     Change(Change),
+    /// Changes that are durable together or not at all (one transaction).
+    Changes(Vec<Change>),
     /// Runs once every change before it is durable.
     Then(Box<dyn FnOnce() + Send>),
     /// Answered once every change before it is durable.
@@ -213,6 +215,12 @@ impl Journal {
     /// orders them.
     pub fn record(&self, change: Change) {
         self.send(Entry::Change(change));
+    }
+
+    /// Records changes that must be durable together: they are written in one
+    /// transaction.
+    pub fn record_all(&self, changes: Vec<Change>) {
+        self.send(Entry::Changes(changes));
     }
 
     /// Runs `action` once every change recorded so far is durable; never, when the

@@ -76,14 +76,16 @@ impl MemoryBackend {
     }
 
     /// A backend whose every change goes to `journal` before it is acknowledged (the
-    /// sqlite engine), starting from the state a store kept. Returns the restored
-    /// pending asks whose agent's lease is gone, to abort.
+    /// sqlite engine), starting from the state a store kept; each resolution's record
+    /// goes to `audit` in the resolution's own commit. Returns the restored pending
+    /// asks whose agent's lease is gone, to abort.
     pub fn durable(
         config: StateConfig,
         journal: journal::Journal,
         stored: journal::Stored,
+        audit: Arc<MemoryAuditStore>,
     ) -> (Self, Vec<(SessionKey, String)>) {
-        let inner = Inner::new(config, Some(journal));
+        let inner = Inner::new(config, Some((journal, audit)));
         let orphans = inner.restore(stored).into_iter().collect();
         (Self::start(inner), orphans)
     }

@@ -3,7 +3,8 @@
 //! mutex, never across an `.await`.
 //!
 //! Lock order: one shard (or every shard, in index order), then the agents, then the
-//! tenants; each step optional, never the other way round.
+//! tenants, then (a durable engine's) audit log; each step optional, never the other
+//! way round.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -19,6 +20,7 @@ use askgate_core::{
     backend::{
         Asked, Attached, Committed, Holder, Registered, RequestAbort, Scope, StateConfig, Stats,
         Tap,
+        audit::{self, AuditEntry},
         events::{self, Message, message},
     },
     domain::{Error, NewAsk, Outcome, SessionKey},
@@ -33,6 +35,7 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::{
+    MemoryAuditStore,
     agents::{Agents, AskKeys},
     durable::Durable,
     journal::{AddedAsk, Change, Journal, Stored, StoredRequestState},
@@ -64,8 +67,13 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    /// New state, with nothing in it (see `restore`).
-    pub(super) fn new(config: StateConfig, journal: Option<Journal>) -> Arc<Self> {
+    /// New state, with nothing in it (see `restore`); a durable one's changes go to
+    /// its journal, and its resolutions' records to its audit log with them.
+    pub(super) fn new(
+        config: StateConfig,
+        durable: Option<(Journal, Arc<MemoryAuditStore>)>,
+    ) -> Arc<Self> {
+        let journal = durable.as_ref().map(|(journal, _)| journal.clone());
         let shards = (0..config.shards.max(1))
             .map(|_| Mutex::new(Shard::default()))
             .collect();
@@ -78,7 +86,7 @@ impl Inner {
             shards,
             hasher: RandomState::new(),
             agents: Agents::new(journal.clone()),
-            durable: Durable::new(journal),
+            durable: Durable::new(durable),
             closed: AtomicBool::new(false),
             next_epoch: AtomicU64::new(epoch_base),
             next_order: AtomicU64::new(0),
@@ -119,15 +127,20 @@ impl Inner {
 
     /// Appends an event to the session, recorded.
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
-        let history_len = self.config.history_len;
-        let message = session.push(history_len, event);
-        self.durable.record(|| Change::Event {
-            key: key.clone(),
-            seq: session.head(),
-            message: message.clone(),
-            history_len,
-        });
+        let message = session.push(self.config.history_len, event);
+        self.durable
+            .record(|| self.event_change(key, session.head(), &message));
         message
+    }
+
+    /// What records the session's event `seq`.
+    fn event_change(&self, key: &SessionKey, seq: u64, message: &Message) -> Change {
+        Change::Event {
+            key: key.clone(),
+            seq,
+            message: message.clone(),
+            history_len: self.config.history_len,
+        }
     }
 
     pub(super) fn register(&self, ask: NewAsk) -> Result<Registered, Error> {
@@ -355,22 +368,36 @@ impl Inner {
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         self.tenants.release_pending(&key.tenant, ask.bytes);
-        self.durable.record(|| Change::AskRemoved {
-            key: key.clone(),
-            rpc_id: rpc_id.to_owned(),
-        });
-        let message = self.push(session, key, Event::Resolved(resolved));
+        let message = session.push(self.config.history_len, Event::Resolved(resolved));
+        let seq = session.head();
+        let retention = self.config.request_retention;
+        // The ask's removal, its `resolved`, its request's record and its audit record
+        // are durable together.
+        self.durable.record_audited(
+            || {
+                let mut changes = vec![
+                    Change::AskRemoved {
+                        key: key.clone(),
+                        rpc_id: rpc_id.to_owned(),
+                    },
+                    self.event_change(key, seq, &message),
+                ];
+                if !ask.request_id.is_empty() {
+                    changes.push(Change::RequestDone {
+                        key: key.clone(),
+                        request_id: ask.request_id.clone(),
+                        resolved: message.clone(),
+                        expires: SystemTime::now() + retention,
+                    });
+                }
+                changes
+            },
+            || audit_entry(key, &message, &ask.requested),
+        );
         if let Some(agent) = ask.agent() {
             self.agents.release_ask(key, rpc_id, agent);
         }
         if !ask.request_id.is_empty() {
-            let retention = self.config.request_retention;
-            self.durable.record(|| Change::RequestDone {
-                key: key.clone(),
-                request_id: ask.request_id.clone(),
-                resolved: message.clone(),
-                expires: SystemTime::now() + retention,
-            });
             let expires = Instant::now() + retention;
             shard.record_done(key, ask.request_id, message.clone(), expires);
         }
@@ -583,5 +610,17 @@ impl Inner {
             self.agents.restore(&self.tenants, agent, asks);
         }
         by_lease.into_values().flatten().collect()
+    }
+}
+
+/// The audit record of the `resolved` event `message` of the ask `requested`.
+fn audit_entry(key: &SessionKey, message: &Message, requested: &Message) -> Option<AuditEntry> {
+    let asked = match &requested.event {
+        Some(Event::Requested(requested)) => Some(requested),
+        _ => None,
+    };
+    match &message.event {
+        Some(Event::Resolved(resolved)) => Some(audit::resolution(&key.tenant, resolved, asked)),
+        _ => None,
     }
 }

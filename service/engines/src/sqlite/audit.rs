@@ -1,7 +1,7 @@
 //! The sqlite engine's audit log: appended through the journal (durable before the
 //! append returns, in the writer's group commits), exported by reading the store.
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use askgate_core::{
     backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
@@ -13,8 +13,9 @@ use rusqlite::{Connection, OpenFlags, params};
 use crate::memory::{MemoryAuditStore, journal::Journal};
 
 pub struct SqliteAuditStore {
-    /// The tenants' heads; records go to the journal.
-    heads: MemoryAuditStore,
+    /// The tenants' heads; records go to the journal (the engine appends a
+    /// resolution's record with the resolution itself, through this too).
+    heads: Arc<MemoryAuditStore>,
     /// The store, read by exports.
     file: PathBuf,
 }
@@ -22,9 +23,14 @@ pub struct SqliteAuditStore {
 impl SqliteAuditStore {
     pub(super) fn new(journal: Journal, heads: Vec<(String, Head)>, file: PathBuf) -> Self {
         Self {
-            heads: MemoryAuditStore::durable(journal, heads),
+            heads: Arc::new(MemoryAuditStore::durable(journal, heads)),
             file,
         }
+    }
+
+    /// The chains' heads, where the engine appends what it records itself.
+    pub(super) fn heads(&self) -> Arc<MemoryAuditStore> {
+        self.heads.clone()
     }
 }
 

@@ -81,7 +81,7 @@ impl SqliteEngine {
             })?;
         let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks);
         let audit = std::sync::Arc::new(SqliteAuditStore::new(journal.clone(), heads, store_file));
-        let (backend, orphans) = MemoryBackend::durable(config, journal, stored);
+        let (backend, orphans) = MemoryBackend::durable(config, journal, stored, audit.heads());
         info!(
             pending = settle.asks.len(),
             agents = settle.agents.len(),

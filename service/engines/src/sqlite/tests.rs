@@ -429,6 +429,48 @@ mod hooks {
     }
 }
 
+/// A resolution's audit record is written in the resolution's own commit, by the
+/// engine: a crash right after the claim is acknowledged keeps both. The node's intake,
+/// which reports the same event, does not append it twice.
+#[tokio::test]
+async fn a_resolutions_audit_record_is_in_its_own_commit() {
+    use askgate_core::backend::audit::{self, AuditStore};
+    let dir = Scratch::new();
+    let engine = open(&dir, StateConfig::default()).await;
+    let backend = engine.backend();
+    let asked = backend
+        .register(ask("s", "one", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    backend
+        .claim(&key("s"), &asked.rpc_id, Outcome::aborted())
+        .await
+        .expect("claim: acknowledged once durable");
+    let copy = crash_copy(&dir);
+    let restored = open(&copy, StateConfig::default()).await;
+    let records = restored
+        .audit_store()
+        .export("tenant", 0, 10)
+        .await
+        .expect("export");
+    assert_eq!(records.len(), 1, "the resolution's record: {records:?}");
+    let body: serde_json::Value = serde_json::from_str(&records[0].body_json).expect("JSON");
+    assert_eq!(body["kind"], "ask.resolved");
+    assert_eq!(body["rpc_id"], asked.rpc_id.as_str());
+    assert_eq!(body["resolution"], "ABORTED");
+
+    let reported = askgate_proto::v1::Resolved {
+        session_id: "s".into(),
+        rpc_id: asked.rpc_id.clone(),
+        ..Default::default()
+    };
+    let again = audit::resolution("tenant", &reported, None);
+    let store = engine.audit_store();
+    store.append(vec![again]).await.expect("append");
+    let records = store.export("tenant", 0, 10).await.expect("export");
+    assert_eq!(records.len(), 1, "appended once: {records:?}");
+}
+
 #[tokio::test]
 async fn the_audit_log_keeps_the_rules_and_survives_a_restart() {
     use askgate_core::backend::audit::{AuditStore, conformance, verify};

@@ -22,13 +22,17 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
     let mut waiting = Vec::new();
     while let Ok(first) = reader.entries.recv() {
         sort(first, &mut changes, &mut waiting);
+        // Entries taken (one of them may hold several changes).
+        let mut handled = 1;
         while changes.len() + waiting.len() < MAX_GROUP {
             match reader.entries.try_recv() {
-                Ok(entry) => sort(entry, &mut changes, &mut waiting),
+                Ok(entry) => {
+                    sort(entry, &mut changes, &mut waiting);
+                    handled += 1;
+                }
                 Err(_) => break,
             }
         }
-        let handled = changes.len() + waiting.len();
         if !changes.is_empty() {
             if let Err(e) = write(&mut conn, &changes) {
                 let why = format!("writing to the store failed: {e}");
@@ -50,7 +54,7 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
                 Entry::Synced(done) => {
                     let _ = done.send(());
                 }
-                Entry::Change(_) => {}
+                Entry::Change(_) | Entry::Changes(_) => {}
             }
         }
         reader.handled(handled);
@@ -60,6 +64,8 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
 fn sort(entry: Entry, changes: &mut Vec<Change>, waiting: &mut Vec<Entry>) {
     match entry {
         Entry::Change(change) => changes.push(change),
+        // Taken whole into the group being built: never split between two commits.
+        Entry::Changes(all) => changes.extend(all),
         other => waiting.push(other),
     }
 }
@@ -108,6 +114,25 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             )?
             .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
         }
+        Change::RequestPending { .. }
+        | Change::RequestDone { .. }
+        | Change::RequestExpired { .. } => request(tx, change)?,
+        Change::AgentAttached(agent) => attach(tx, agent)?,
+        Change::AgentDetached { tenant, agent_id } => {
+            tx.prepare_cached("DELETE FROM agents WHERE tenant = ?1 AND agent_id = ?2")?
+                .execute(params![&**tenant, agent_id])?;
+        }
+        Change::Hook(change) => hook(tx, change)?,
+        Change::Votes { .. } | Change::Audit { .. } | Change::AuditPruned { .. } => {
+            approvals(tx, change)?
+        }
+    }
+    Ok(())
+}
+
+/// A change to a request id's record.
+fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
+    match change {
         Change::RequestPending {
             key,
             request_id,
@@ -115,7 +140,7 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
         } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO requests (tenant, session_id, request_id, rpc_id, \
-                 resolved, expires_ms) VALUES (?1, ?2, ?3, ?4, NULL, NULL)",
+             resolved, expires_ms) VALUES (?1, ?2, ?3, ?4, NULL, NULL)",
             )?
             .execute(params![
                 &*key.tenant,
@@ -132,7 +157,7 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
         } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO requests (tenant, session_id, request_id, rpc_id, \
-                 resolved, expires_ms) VALUES (?1, ?2, ?3, NULL, ?4, ?5)",
+             resolved, expires_ms) VALUES (?1, ?2, ?3, NULL, ?4, ?5)",
             )?
             .execute(params![
                 &*key.tenant,
@@ -148,15 +173,7 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             )?
             .execute(params![&*key.tenant, &*key.session_id, &**request_id])?;
         }
-        Change::AgentAttached(agent) => attach(tx, agent)?,
-        Change::AgentDetached { tenant, agent_id } => {
-            tx.prepare_cached("DELETE FROM agents WHERE tenant = ?1 AND agent_id = ?2")?
-                .execute(params![&**tenant, agent_id])?;
-        }
-        Change::Hook(change) => hook(tx, change)?,
-        Change::Votes { .. } | Change::Audit { .. } | Change::AuditPruned { .. } => {
-            approvals(tx, change)?
-        }
+        _ => {}
     }
     Ok(())
 }

@@ -7,14 +7,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use askgate_client::receipt;
-use askgate_proto::v1::{Resolved, subscribe_response::Event};
-use serde_json::{Map, Value, json};
+use askgate_proto::v1::subscribe_response::Event;
+use serde_json::{Map, Value};
 use tracing::{error, warn};
 
-use super::secrets;
 use crate::{
-    auth::sealed::SealingKey,
     backend::{
         Asked, Committed,
         audit::{self, AuditEntry, AuditRecord, AuditStore},
@@ -33,21 +30,16 @@ pub const EXPORT_PAGE: usize = 1000;
 #[derive(Clone)]
 pub struct Audit {
     store: Arc<dyn AuditStore>,
-    /// Opens a resolution's sealed secret answers to record their MAC (`answers_hmac`).
-    sealing: Option<Arc<SealingKey>>,
 }
 
 impl Audit {
-    pub fn new(store: Arc<dyn AuditStore>, sealing: Option<Arc<SealingKey>>) -> Self {
-        Self { store, sealing }
+    pub fn new(store: Arc<dyn AuditStore>) -> Self {
+        Self { store }
     }
 
     /// The records of the `resolved` events among `committed`, in order.
-    pub fn entries(&self, committed: &[Committed]) -> Vec<AuditEntry> {
-        committed
-            .iter()
-            .filter_map(|c| resolution(c, self.sealing.as_deref()))
-            .collect()
+    pub fn entries(committed: &[Committed]) -> Vec<AuditEntry> {
+        committed.iter().filter_map(resolution).collect()
     }
 
     /// Appends `entries` durably.
@@ -97,7 +89,7 @@ impl Audit {
         fields.insert("subject".into(), by.subject.clone().into());
         fields.insert("channel".into(), by.channel.clone().into());
         fields.insert("action_digest".into(), pending.action_digest.clone().into());
-        fields.insert("answers".into(), receipt::answers_value(answers, |_| false));
+        fields.insert("answers".into(), audit::answers_json(answers));
         let entry = AuditEntry {
             tenant: key.tenant.to_string(),
             id: format!(
@@ -130,77 +122,15 @@ impl Audit {
     }
 }
 
-/// The MAC of a resolution's secret answers: HMAC-SHA256, under a key derived from
-/// the server's sealing key, of the canonical JSON of those answers (as `answers`
-/// would hold them). `None` without secret answers.
-fn answers_hmac(resolved: &Resolved, sealing: Option<&SealingKey>) -> Option<String> {
-    if resolved.sealed_answers.is_empty() {
-        return None;
-    }
-    let key = sealing?;
-    let opened = secrets::open(
-        key,
-        &resolved.session_id,
-        &resolved.rpc_id,
-        &resolved.sealed_answers,
-    );
-    match opened {
-        Ok(answers) => {
-            let canonical = receipt::canonical(&receipt::answers_value(&answers, |_| false));
-            Some(key.mac(canonical.as_bytes()))
-        }
-        Err(_) => {
-            warn!(rpc_id = %resolved.rpc_id, "a secret answer did not open: its audit record holds no answers_hmac");
-            None
-        }
-    }
-}
-
-/// The record of a `resolved` event: who resolved which ask, how, from where, with
-/// which answers (a secret's as its MAC), approving which action.
-fn resolution(committed: &Committed, sealing: Option<&SealingKey>) -> Option<AuditEntry> {
+/// The record of a `resolved` event (see [`audit::resolution`]).
+fn resolution(committed: &Committed) -> Option<AuditEntry> {
     let Some(Event::Resolved(resolved)) = &committed.message.event else {
         return None;
     };
     let asked = committed.asked.as_ref().and_then(Asked::requested);
-    let action_digest = asked
-        .as_deref()
-        .map(|requested| requested.action_digest.clone())
-        .unwrap_or_default();
-    let at = resolved
-        .resolved_at
-        .and_then(|t| std::time::SystemTime::try_from(t).ok())
-        .unwrap_or_else(std::time::SystemTime::now);
-    let mut fields = Map::new();
-    fields.insert("kind".into(), "ask.resolved".into());
-    fields.insert("at".into(), audit::at(at));
-    fields.insert("session_id".into(), resolved.session_id.clone().into());
-    fields.insert("rpc_id".into(), resolved.rpc_id.clone().into());
-    fields.insert("subject".into(), resolved.resolved_by.clone().into());
-    fields.insert("channel".into(), resolved.channel.clone().into());
-    fields.insert("resolution".into(), resolved.reason().as_str_name().into());
-    fields.insert("action_digest".into(), action_digest.into());
-    // The event's answers are those to questions that are not secret; the secret
-    // ones are sealed beside them, and recorded as their MAC only.
-    fields.insert(
-        "answers".into(),
-        receipt::answers_value(&resolved.answers, |_| false),
-    );
-    if let Some(mac) = answers_hmac(resolved, sealing) {
-        fields.insert("answers_hmac".into(), mac.into());
-    }
-    if !resolved.approvers.is_empty() {
-        fields.insert("approvers".into(), json!(resolved.approvers));
-    }
-    if !resolved.cancel_reason.is_empty() {
-        fields.insert("reason".into(), resolved.cancel_reason.clone().into());
-    }
-    Some(AuditEntry {
-        tenant: committed.tenant.to_string(),
-        id: format!(
-            "ask.resolved\u{1f}{}\u{1f}{}",
-            resolved.session_id, resolved.rpc_id
-        ),
-        fields,
-    })
+    Some(audit::resolution(
+        &committed.tenant,
+        resolved,
+        asked.as_deref(),
+    ))
 }

@@ -3,12 +3,12 @@
 //! ask), so the waiting call, and a retry of it, gets them, while nothing that hands
 //! events out (subscribers, webhooks, chat channels, the audit log) can read them.
 
-use askgate_client::receipt;
 use askgate_proto::v1::QuestionAnswer;
 use serde_json::Value;
 
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
+    backend::audit,
     domain::Error,
 };
 
@@ -25,9 +25,22 @@ pub fn seal(
     rpc_id: &str,
     answers: &[QuestionAnswer],
 ) -> Result<String, Error> {
-    let text = receipt::canonical(&receipt::answers_value(answers, |_| false));
-    key.seal(&context(session_id, rpc_id), &Secret::new(text))
-        .map_err(|e| Error::Internal(format!("sealing a secret answer: {e}")))
+    key.seal(
+        &context(session_id, rpc_id),
+        &Secret::new(canonical(answers)),
+    )
+    .map_err(|e| Error::Internal(format!("sealing a secret answer: {e}")))
+}
+
+/// What the audit record holds of `answers`: lowercase hex HMAC-SHA256 of their
+/// canonical JSON, under the key derived from the sealing key.
+pub fn mac(key: &SealingKey, answers: &[QuestionAnswer]) -> String {
+    key.mac(canonical(answers).as_bytes())
+}
+
+/// The canonical JSON of answers as a record holds them.
+fn canonical(answers: &[QuestionAnswer]) -> String {
+    audit::canonical(&audit::answers_json(answers))
 }
 
 /// The answers `seal` sealed for the same ask.
@@ -43,7 +56,7 @@ pub fn open(
     parse(opened.expose()).map_err(|e| Error::Internal(format!("a secret answer: {e}")))
 }
 
-/// The answers of [`receipt::answers_value`]'s JSON.
+/// The answers of [`audit::answers_json`]'s JSON.
 fn parse(text: &str) -> Result<Vec<QuestionAnswer>, &'static str> {
     const MALFORMED: &str = "its sealed form is malformed";
     let Ok(Value::Array(entries)) = serde_json::from_str::<Value>(text) else {

@@ -201,12 +201,12 @@ impl Questions {
             ));
         };
         let (answers, secret) = approval::split_secret(&pending.questions, answers);
-        let sealed_answers = match secret.is_empty() {
-            true => String::new(),
-            false => secrets::seal(key, &pending.session_id, &pending.rpc_id, &secret)?,
-        };
+        if secret.is_empty() {
+            return Ok(Outcome::answered(answers, by.clone()));
+        }
         Ok(Outcome {
-            sealed_answers,
+            sealed_answers: secrets::seal(key, &pending.session_id, &pending.rpc_id, &secret)?,
+            answers_hmac: secrets::mac(key, &secret),
             ..Outcome::answered(answers, by.clone())
         })
     }

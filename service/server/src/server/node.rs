@@ -84,7 +84,7 @@ impl Node {
         let metrics = Metrics::new(config.metrics_tenant_labels);
         let (backend, hook_store, audit_store) = config.backend().await?;
         let sealing = config.sealing_key()?;
-        let audit = Audit::new(audit_store, sealing.clone());
+        let audit = Audit::new(audit_store);
         if config.webhooks.allow_private {
             warn!(
                 "webhook endpoints may be on loopback and private addresses (--webhook-allow-private)"

@@ -18,6 +18,7 @@ use super::{
     slack,
 };
 use crate::{
+    approvals::Audit,
     backend::{
         Asked, Committed,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
@@ -216,7 +217,7 @@ pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committ
     while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
         // The batch's resolutions go into the audit log first: an event is given back
         // to its outbox only once recorded, so a record that failed is tried again.
-        let recorded = inner.audit.record(inner.audit.entries(&batch)).await;
+        let recorded = inner.audit.record(Audit::entries(&batch)).await;
         if let Err(e) = &recorded {
             error!("recording resolutions in the audit log failed: {e}");
         }

@@ -398,7 +398,7 @@ class Escalated(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolved(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel", "sealed_answers")
+    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel", "sealed_answers", "answers_hmac")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -410,6 +410,7 @@ class Resolved(_message.Message):
     APPROVERS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SEALED_ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_HMAC_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     reason: Resolution
@@ -421,7 +422,8 @@ class Resolved(_message.Message):
     approvers: _containers.RepeatedScalarFieldContainer[str]
     channel: str
     sealed_answers: str
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ..., approvers: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., sealed_answers: _Optional[str] = ...) -> None: ...
+    answers_hmac: str
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ..., approvers: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., sealed_answers: _Optional[str] = ..., answers_hmac: _Optional[str] = ...) -> None: ...
 
 class Synced(_message.Message):
     __slots__ = ("resumed",)
