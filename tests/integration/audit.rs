@@ -300,3 +300,65 @@ async fn three_cluster_nodes_keep_one_chain_with_every_resolution() {
         .run(three_nodes_keep_one_chain_with_every_resolution())
         .await;
 }
+
+/// A Redis node that dies right after an admin change, before it appended the change's
+/// audit record, leaves the record with the change (written in one script): the next
+/// node takes it into the chain, and the record is not left waiting.
+#[tokio::test]
+async fn on_redis_an_admin_record_left_by_a_dead_node_is_taken_in() {
+    use askgate_engines::redis_engine::{RedisBackend, RedisConfig};
+    use askgate_server::{
+        approvals::Audit,
+        backend::{
+            StateConfig,
+            hooks::{HookStore, StoreLimits, records::EndpointRecord},
+        },
+        domain::{DEFAULT_TENANT, Resolver},
+    };
+    let redis = askgate_testing::RedisServer::start().await;
+    // What the dead node left: the endpoint and its record, nothing appended.
+    let engine = RedisBackend::connect(RedisConfig::new(&redis.url), StateConfig::default())
+        .await
+        .expect("connect");
+    let store = engine.hook_store(StoreLimits {
+        max_endpoints: 10,
+        max_queued: 10,
+        keep_finished: 10,
+    });
+    let endpoint = EndpointRecord {
+        id: "ep_left_behind".into(),
+        tenant: DEFAULT_TENANT.into(),
+        url: "https://hooks.example.com/in".into(),
+        events: Vec::new(),
+        description: String::new(),
+        labels: HashMap::new(),
+        secret: "whsec_c2VjcmV0".into(),
+        provides: false,
+        created_ms: 1,
+        session_prefix: String::new(),
+        slack: None,
+    };
+    let by = Resolver::new("ana", "cli");
+    let details = serde_json::json!({ "id": endpoint.id, "url": endpoint.url });
+    let entry = Audit::admin_entry(DEFAULT_TENANT, &by, "endpoint.created", details);
+    store
+        .create_endpoint(&endpoint, &entry)
+        .await
+        .expect("the change and its record");
+
+    let nodes = crate::support::ServeProcess::redis_nodes(&redis.url, false, 1, &[]).await;
+    let client = nodes[0].client().await;
+    let records = log_of(&client, 1).await;
+    let body = body(&records[0]);
+    assert_eq!(body["kind"], "admin.endpoint.created", "{body}");
+    assert_eq!(body["details"]["id"], "ep_left_behind");
+    assert_eq!(
+        (body["subject"].as_str(), body["channel"].as_str()),
+        (Some("ana"), Some("cli"))
+    );
+    eventually("the record to leave the hook store", || {
+        let store = &store;
+        async move { store.unaudited(10).await.ok().filter(Vec::is_empty) }
+    })
+    .await;
+}

@@ -22,7 +22,7 @@ use crate::domain::Error;
 /// thing is reported (an engine may report an event twice: the second is not
 /// appended), and its fields (`kind`, `at`, `subject`, ...; `seq` and `tenant` are
 /// added here).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AuditEntry {
     pub tenant: String,
     pub id: String,

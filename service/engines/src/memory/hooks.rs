@@ -4,6 +4,7 @@
 
 use std::{
     collections::{BTreeSet, HashMap, VecDeque},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -11,22 +12,32 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use askgate_core::{
-    backend::hooks::{
-        HookStore, Shares, StoreLimits,
-        records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+    backend::{
+        audit::AuditEntry,
+        hooks::{
+            HookStore, Shares, StoreLimits,
+            records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+        },
     },
     domain::Error,
 };
 
 use askgate_core::clock::now_ms;
 
-use super::journal::{Change, HookChange, Journal, StoredHooks};
+use super::{
+    MemoryAuditStore,
+    journal::{Change, HookChange, Journal, StoredHooks},
+};
 
 /// The in-memory [`HookStore`].
 pub struct MemoryHookStore {
     limits: StoreLimits,
     state: Mutex<State>,
     journal: Option<Journal>,
+    /// Where an admin change's audit record goes, with the change itself (in one
+    /// commit, on a durable engine). Without it (a store on its own, in tests) the
+    /// records are kept for `unaudited`.
+    audit: Option<Arc<MemoryAuditStore>>,
 }
 
 #[derive(Default)]
@@ -47,6 +58,9 @@ struct State {
     sweep_at: usize,
     /// The next endpoint's or delivery's place, for listing in order after a restore.
     next_position: u64,
+    /// Admin changes' audit records not yet in an audit log, oldest first (a store
+    /// without one).
+    unaudited: Vec<AuditEntry>,
 }
 
 #[derive(Default)]
@@ -63,17 +77,31 @@ impl MemoryHookStore {
             limits,
             state: Mutex::default(),
             journal: None,
+            audit: None,
         }
     }
 
-    /// A store whose every change goes to `journal`, starting from what a store kept.
-    pub fn durable(limits: StoreLimits, journal: Journal, stored: StoredHooks) -> Self {
+    /// Appends each admin change's audit record to `audit` as the change is made.
+    pub fn with_audit(mut self, audit: Arc<MemoryAuditStore>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// A store whose every change goes to `journal`, starting from what a store kept;
+    /// an admin change's audit record goes to `audit` in the change's own commit.
+    pub fn durable(
+        limits: StoreLimits,
+        journal: Journal,
+        stored: StoredHooks,
+        audit: Arc<MemoryAuditStore>,
+    ) -> Self {
         let mut state = State::default();
         state.restore(stored);
         Self {
             limits,
             state: Mutex::new(state),
             journal: Some(journal),
+            audit: Some(audit),
         }
     }
 
@@ -83,6 +111,24 @@ impl MemoryHookStore {
         if let Some(journal) = &self.journal {
             journal.record(Change::Hook(change()));
         }
+    }
+
+    /// Records an admin change with its audit record: appended to the audit log with
+    /// the change (on a durable engine, in one commit), or kept for `unaudited` by a
+    /// store without a log.
+    fn record_audited(&self, state: &mut State, change: HookChange, entry: &AuditEntry) {
+        let Some(audit) = &self.audit else {
+            state.unaudited.push(entry.clone());
+            self.record(|| change);
+            return;
+        };
+        audit.append_with(entry.clone(), |record| {
+            if let Some(journal) = &self.journal {
+                let mut changes = vec![Change::Hook(change)];
+                changes.extend(record);
+                journal.record_all(changes);
+            }
+        });
     }
 
     /// Changes the state under its lock, then (on a durable engine) waits until the
@@ -200,7 +246,11 @@ impl State {
 
 #[async_trait]
 impl HookStore for MemoryHookStore {
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error> {
+    async fn create_endpoint(
+        &self,
+        endpoint: &EndpointRecord,
+        audit: &AuditEntry,
+    ) -> Result<(), Error> {
         self.change(|state| {
             let list = state.endpoints.entry(endpoint.tenant.clone()).or_default();
             if list.len() >= self.limits.max_endpoints {
@@ -212,10 +262,11 @@ impl HookStore for MemoryHookStore {
             list.push(endpoint.clone());
             let position = state.next_position;
             state.next_position += 1;
-            self.record(|| HookChange::EndpointPut {
+            let change = HookChange::EndpointPut {
                 position,
                 record: Box::new(endpoint.clone()),
-            });
+            };
+            self.record_audited(state, change, audit);
             Ok(())
         })
         .await
@@ -240,7 +291,12 @@ impl HookStore for MemoryHookStore {
             .and_then(|list| list.iter().find(|e| e.id == id).cloned()))
     }
 
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
+    async fn delete_endpoint(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
         self.change(|state| {
             let Some(list) = state.endpoints.get_mut(tenant) else {
                 return Ok(false);
@@ -252,10 +308,11 @@ impl HookStore for MemoryHookStore {
                 state.endpoints.remove(tenant);
             }
             if removed {
-                self.record(|| HookChange::EndpointDeleted {
+                let change = HookChange::EndpointDeleted {
                     tenant: tenant.to_owned(),
                     id: id.to_owned(),
-                });
+                };
+                self.record_audited(state, change, audit);
             }
             Ok(removed)
         })
@@ -373,6 +430,7 @@ impl HookStore for MemoryHookStore {
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
+        audit: &AuditEntry,
     ) -> Result<DeliveryRecord, Error> {
         self.change(|state| {
             let Some(delivery) = state.deliveries.get_mut(id).filter(|d| d.tenant == tenant) else {
@@ -394,10 +452,22 @@ impl HookStore for MemoryHookStore {
             delivery.retry_until_ms = retry_until_ms;
             let redelivered = delivery.clone();
             state.set_due(id, Some(now_ms));
-            self.record(|| delivery_change(state, id, 0));
+            let change = delivery_change(state, id, 0);
+            self.record_audited(state, change, audit);
             Ok(redelivered)
         })
         .await
+    }
+
+    async fn unaudited(&self, limit: usize) -> Result<Vec<AuditEntry>, Error> {
+        let state = self.state.lock();
+        Ok(state.unaudited.iter().take(limit).cloned().collect())
+    }
+
+    async fn audited(&self, ids: &[String]) -> Result<(), Error> {
+        let mut state = self.state.lock();
+        state.unaudited.retain(|entry| !ids.contains(&entry.id));
+        Ok(())
     }
 
     async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error> {

@@ -357,6 +357,21 @@ impl HookKeys {
     pub fn timers_due() -> String {
         format!("{}:timers-due", Self::TAG)
     }
+
+    /// Admin changes' audit records not yet in the audit log: id → entry JSON.
+    pub fn unaudited() -> String {
+        format!("{}:unaudited", Self::TAG)
+    }
+
+    /// Those records' ids, scored in the order they were kept.
+    pub fn unaudited_order() -> String {
+        format!("{}:unaudited-order", Self::TAG)
+    }
+
+    /// The counter that orders them.
+    pub fn unaudited_seq() -> String {
+        format!("{}:unaudited-seq", Self::TAG)
+    }
 }
 
 /// Asks whose waiting calls are gone (their node died or drained, or a caller left with

@@ -79,8 +79,8 @@ impl SqliteEngine {
                 let _dir = dir;
                 writer::run(conn, reader);
             })?;
-        let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks);
         let audit = std::sync::Arc::new(SqliteAuditStore::new(journal.clone(), heads, store_file));
+        let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks, audit.heads());
         let (backend, orphans) = MemoryBackend::durable(config, journal, stored, audit.heads());
         info!(
             pending = settle.asks.len(),

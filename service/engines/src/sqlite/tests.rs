@@ -357,7 +357,11 @@ mod hooks {
             .await
             .expect("open");
         let store = engine.hook_store();
-        store.create_endpoint(&endpoint()).await.expect("endpoint");
+        let made = askgate_core::backend::hooks::conformance::change("tenant", "made");
+        store
+            .create_endpoint(&endpoint(), &made)
+            .await
+            .expect("endpoint");
         let queued = store
             .enqueue("tenant", &[delivery("d1"), delivery("d2")])
             .await
@@ -426,6 +430,41 @@ mod hooks {
             restored.note("slack:msg").await.expect("note").as_deref(),
             Some("C1/123.4")
         );
+    }
+
+    /// An admin change's audit record is written with the change, in one commit: a
+    /// crash right after the change is acknowledged keeps both, and nothing waits to
+    /// be appended.
+    #[tokio::test]
+    async fn an_admin_changes_record_is_in_the_changes_own_commit() {
+        use askgate_core::backend::{audit::AuditStore, hooks::conformance::change};
+        let dir = Scratch::new();
+        let engine = SqliteEngine::open(&dir.0, StateConfig::default(), LIMITS)
+            .await
+            .expect("open");
+        let store = engine.hook_store();
+        store
+            .create_endpoint(&endpoint(), &change("tenant", "created"))
+            .await
+            .expect("endpoint");
+        assert!(
+            store
+                .delete_endpoint("tenant", &endpoint().id, &change("tenant", "deleted"))
+                .await
+                .expect("delete")
+        );
+        assert!(store.unaudited(10).await.expect("unaudited").is_empty());
+        let copy = crash_copy(&dir);
+        let restored = SqliteEngine::open(&copy.0, StateConfig::default(), LIMITS)
+            .await
+            .expect("reopen");
+        let records = restored
+            .audit_store()
+            .export("tenant", 0, 10)
+            .await
+            .expect("export");
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(askgate_core::backend::audit::verify(&records), Ok(2));
     }
 }
 

@@ -9,14 +9,11 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
-use serde_json::json;
-
 use super::{
     Gate,
     webhooks::{admin, failed, id},
 };
 use crate::{
-    approvals::Audit,
     auth::{Action, Principal},
     webhooks::Hooks,
 };
@@ -24,13 +21,12 @@ use crate::{
 /// The `askgate.v1.Slack` service.
 pub struct SlackApi {
     hooks: Hooks,
-    audit: Audit,
     gate: Gate,
 }
 
 impl SlackApi {
-    pub fn new(hooks: Hooks, audit: Audit, gate: Gate) -> Self {
-        Self { hooks, audit, gate }
+    pub fn new(hooks: Hooks, gate: Gate) -> Self {
+        Self { hooks, gate }
     }
 
     fn admit<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
@@ -49,13 +45,9 @@ impl Slack for SlackApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let app = self
             .hooks
-            .connect_slack(&caller.tenant, request.into_inner())
+            .connect_slack(&caller.tenant, request.into_inner(), &by)
             .await
             .map_err(failed)?;
-        let details = json!({ "id": app.id, "team_id": app.team_id, "channel": app.channel });
-        self.audit
-            .admin(&caller.tenant, &by, "slack.connected", details)
-            .await;
         Ok(Response::new(app))
     }
 
@@ -83,17 +75,9 @@ impl Slack for SlackApi {
         let app = &request.get_ref().id;
         id("id", app)?;
         self.hooks
-            .disconnect_slack(&caller.tenant, app)
+            .disconnect_slack(&caller.tenant, app, &by)
             .await
             .map_err(failed)?;
-        self.audit
-            .admin(
-                &caller.tenant,
-                &by,
-                "slack.disconnected",
-                json!({ "id": app }),
-            )
-            .await;
         Ok(Response::new(DisconnectSlackResponse {}))
     }
 }

@@ -10,10 +10,7 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
-use serde_json::json;
-
 use crate::{
-    approvals::Audit,
     auth::{Action, Gate, Principal},
     domain::{Error, Resolver, bounded, status, validate},
     webhooks::Hooks,
@@ -22,13 +19,12 @@ use crate::{
 /// The `askgate.v1.Webhooks` service.
 pub struct WebhooksApi {
     hooks: Hooks,
-    audit: Audit,
     gate: Gate,
 }
 
 impl WebhooksApi {
-    pub fn new(hooks: Hooks, audit: Audit, gate: Gate) -> Self {
-        Self { hooks, audit, gate }
+    pub fn new(hooks: Hooks, gate: Gate) -> Self {
+        Self { hooks, gate }
     }
 
     fn admit<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
@@ -66,13 +62,9 @@ impl Webhooks for WebhooksApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let endpoint = self
             .hooks
-            .create_endpoint(&caller.tenant, request.into_inner())
+            .create_endpoint(&caller.tenant, request.into_inner(), &by)
             .await
             .map_err(failed)?;
-        let details = json!({ "id": endpoint.id, "url": endpoint.url, "events": endpoint.events });
-        self.audit
-            .admin(&caller.tenant, &by, "endpoint.created", details)
-            .await;
         Ok(Response::new(endpoint))
     }
 
@@ -100,13 +92,9 @@ impl Webhooks for WebhooksApi {
         let endpoint = &request.get_ref().id;
         id("id", endpoint)?;
         self.hooks
-            .delete_endpoint(&caller.tenant, endpoint)
+            .delete_endpoint(&caller.tenant, endpoint, &by)
             .await
             .map_err(failed)?;
-        let details = json!({ "id": endpoint });
-        self.audit
-            .admin(&caller.tenant, &by, "endpoint.deleted", details)
-            .await;
         Ok(Response::new(DeleteEndpointResponse {}))
     }
 
@@ -137,13 +125,9 @@ impl Webhooks for WebhooksApi {
         id("id", &request.get_ref().id)?;
         let delivery = self
             .hooks
-            .redeliver(&caller.tenant, &request.get_ref().id)
+            .redeliver(&caller.tenant, &request.get_ref().id, &by)
             .await
             .map_err(failed)?;
-        let details = json!({ "id": delivery.id, "endpoint_id": delivery.endpoint_id });
-        self.audit
-            .admin(&caller.tenant, &by, "delivery.redelivered", details)
-            .await;
         Ok(Response::new(delivery))
     }
 }

@@ -2,19 +2,22 @@
 //! and reading it back. Every resolution is recorded from the engine's committed
 //! `resolved` event, by the node's intake, before the engine forgets the event (on
 //! Redis it stays in the session's outbox until then, so a node's death loses no
-//! record, and one taken twice is recorded once); every admin change by the call that
-//! made it.
+//! record, and one taken twice is recorded once; SQLite writes it in the resolution's
+//! own commit, and the intake's report is then kept once). Every admin change's record
+//! is kept by the hook store with the change itself: in the log already (memory,
+//! SQLite), or until a node appends it ([`Audit::drain`], Redis).
 
 use std::{sync::Arc, time::Duration};
 
 use askgate_proto::v1::subscribe_response::Event;
 use serde_json::{Map, Value};
-use tracing::{error, warn};
+use tracing::warn;
 
 use crate::{
     backend::{
         Asked, Committed,
         audit::{self, AuditEntry, AuditRecord, AuditStore},
+        hooks::HookStore,
     },
     domain::{Error, Resolver},
 };
@@ -23,6 +26,10 @@ use crate::{
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 /// How often records past retention are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Admin changes' records one drain round takes from the hook store.
+const DRAIN_BATCH: usize = 256;
+/// How often records left by a node that died are looked for.
+const DRAIN_EVERY: Duration = Duration::from_secs(10);
 /// Records one export reads from the store at a time.
 pub const EXPORT_PAGE: usize = 1000;
 
@@ -50,24 +57,50 @@ impl Audit {
         }
     }
 
-    /// Records an admin change (`what`: `endpoint.created`, `slack.disconnected`, ...)
-    /// that `by` made, with what it changed. The change is made already: a record that
-    /// cannot be written is logged as an error.
-    pub async fn admin(&self, tenant: &str, by: &Resolver, what: &str, details: Value) {
-        let now = std::time::SystemTime::now();
+    /// The record of an admin change (`what`: `endpoint.created`,
+    /// `slack.disconnected`, ...) that `by` makes, with what it changes: the hook store
+    /// keeps it with the change itself, so that neither is durable without the other.
+    pub fn admin_entry(tenant: &str, by: &Resolver, what: &str, details: Value) -> AuditEntry {
         let mut fields = Map::new();
         fields.insert("kind".into(), format!("admin.{what}").into());
-        fields.insert("at".into(), audit::at(now));
+        fields.insert("at".into(), audit::at(std::time::SystemTime::now()));
         fields.insert("subject".into(), by.subject.clone().into());
         fields.insert("channel".into(), by.channel.clone().into());
         fields.insert("details".into(), details);
-        let entry = AuditEntry {
+        AuditEntry {
             tenant: tenant.to_owned(),
             id: format!("admin\u{1f}{}", uuid::Uuid::now_v7()),
             fields,
-        };
-        if let Err(e) = self.store.append(vec![entry]).await {
-            error!(%tenant, what, "an admin change is NOT in the audit log: {e}");
+        }
+    }
+
+    /// Appends the admin changes' records that `hooks` keeps (a store that cannot
+    /// write them to the log in the change's own write: Redis's, whose log is on
+    /// other slots) and lets it forget them. A record appended twice (a node that died
+    /// between the two steps) is kept once.
+    pub async fn drain(&self, hooks: &dyn HookStore) -> Result<(), Error> {
+        loop {
+            let entries = hooks.unaudited(DRAIN_BATCH).await?;
+            let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+            if ids.is_empty() {
+                return Ok(());
+            }
+            self.store.append(entries).await?;
+            hooks.audited(&ids).await?;
+            if ids.len() < DRAIN_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// [`Self::drain`] now and every [`DRAIN_EVERY`], until the task is aborted: the
+    /// records of changes whose node died before it appended them.
+    pub async fn drain_every(self, hooks: Arc<dyn HookStore>) {
+        loop {
+            if let Err(e) = self.drain(&*hooks).await {
+                warn!("appending admin changes' audit records failed: {e}");
+            }
+            tokio::time::sleep(DRAIN_EVERY).await;
         }
     }
 

@@ -205,11 +205,15 @@ impl ServerConfig {
                 let (backend, hooks) = engine.into_parts();
                 (Arc::new(backend), Arc::new(hooks), audit)
             }
-            BackendChoice::Memory => (
-                Arc::new(MemoryBackend::new(self.settings.clone())),
-                Arc::new(MemoryHookStore::new(limits)),
-                Arc::new(MemoryAuditStore::default()),
-            ),
+            BackendChoice::Memory => {
+                let audit = Arc::new(MemoryAuditStore::default());
+                let hooks = MemoryHookStore::new(limits).with_audit(audit.clone());
+                (
+                    Arc::new(MemoryBackend::new(self.settings.clone())),
+                    Arc::new(hooks),
+                    audit,
+                )
+            }
             BackendChoice::Redis { redis, ca_file } => {
                 let mut redis = redis.clone();
                 if let Some(path) = ca_file {

@@ -99,9 +99,15 @@ impl Node {
             config.slack(sealing.clone())?,
             audit.clone(),
         );
-        let prune_task = TaskGuard(tokio::spawn(
-            audit.clone().prune_every_hour(config.audit_retention),
-        ));
+        // The audit log's upkeep: records past retention dropped, and admin changes'
+        // records a node left unappended taken in.
+        let prune_task = TaskGuard(tokio::spawn({
+            let prune = audit.clone().prune_every_hour(config.audit_retention);
+            let drain = audit.clone().drain_every(hooks.store().clone());
+            async move {
+                tokio::join!(prune, drain);
+            }
+        }));
         let rate = AskRate {
             per_second: config.ask_rate,
             burst: config.ask_burst,
@@ -206,8 +212,8 @@ impl Node {
             config.agent_heartbeat,
             draining.clone(),
         );
-        let webhooks = WebhooksApi::new(self.hooks.clone(), self.audit.clone(), gate.clone());
-        let slack = SlackApi::new(self.hooks.clone(), self.audit.clone(), gate.clone());
+        let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
+        let slack = SlackApi::new(self.hooks.clone(), gate.clone());
         let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);

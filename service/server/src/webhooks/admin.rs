@@ -6,7 +6,8 @@ use askgate_proto::v1::{
     ListDeliveriesRequest, SlackApp,
 };
 use base64::Engine as _;
-use tracing::debug;
+use serde_json::json;
+use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::{
@@ -16,8 +17,12 @@ use super::{
     slack,
 };
 use crate::{
-    backend::hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
-    domain::{Error, Violation, connect, echo},
+    approvals::Audit,
+    backend::{
+        audit::AuditEntry,
+        hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
+    },
+    domain::{Error, Resolver, Violation, connect, echo},
 };
 
 /// Event types an endpoint may name (there are four; repeats are allowed, up to this).
@@ -26,6 +31,18 @@ const MAX_EVENT_TYPES: usize = 16;
 const MAX_LISTED: usize = 1000;
 const DEFAULT_LISTED: usize = 100;
 
+/// A new endpoint's signing secret: `whsec_` and two random UUIDs (244 bits from the
+/// OS's generator) in base64.
+fn new_secret() -> String {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(Uuid::new_v4().as_bytes());
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
+}
+
 impl Hooks {
     /// Registers an endpoint after checking its URL (and that it is not internal,
     /// unless allowed); the response holds its secret, shown this once.
@@ -33,6 +50,7 @@ impl Hooks {
         &self,
         tenant: &str,
         request: CreateEndpointRequest,
+        by: &Resolver,
     ) -> Result<Endpoint, Error> {
         let mut violations = Vec::new();
         let target = Target::parse(request.url.trim());
@@ -79,10 +97,6 @@ impl Hooks {
         .await
         .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
         resolved.map_err(|e| Error::bad_request("url", e))?;
-        // Two random UUIDs: 244 bits from the OS's generator.
-        let mut key = [0u8; 32];
-        key[..16].copy_from_slice(Uuid::new_v4().as_bytes());
-        key[16..].copy_from_slice(Uuid::new_v4().as_bytes());
         let record = EndpointRecord {
             id: format!("ep_{}", Uuid::now_v7().simple()),
             tenant: tenant.to_owned(),
@@ -93,17 +107,27 @@ impl Hooks {
             events,
             description: request.description,
             labels: request.labels,
-            secret: format!(
-                "whsec_{}",
-                base64::engine::general_purpose::STANDARD.encode(key)
-            ),
+            secret: new_secret(),
             created_ms: now_ms(),
             session_prefix: String::new(),
             slack: None,
         };
-        self.inner.store.create_endpoint(&record).await?;
+        let endpoint = endpoint_of(&record, true);
+        let details = json!({ "id": endpoint.id, "url": endpoint.url, "events": endpoint.events });
+        let audit = Audit::admin_entry(tenant, by, "endpoint.created", details);
+        self.inner.store.create_endpoint(&record, &audit).await?;
         debug!(endpoint = %record.id, "webhook endpoint created");
-        Ok(endpoint_of(&record, true))
+        self.audited().await;
+        Ok(endpoint)
+    }
+
+    /// Appends the admin changes' records the store keeps (see [`Audit::drain`]). The
+    /// change is made already: a record that cannot be appended now is appended by a
+    /// later drain.
+    async fn audited(&self) {
+        if let Err(e) = self.inner.audit.drain(&*self.inner.store).await {
+            warn!("an admin change's audit record waits to be appended: {e}");
+        }
     }
 
     /// The tenant's endpoints, oldest first, without their secrets.
@@ -119,13 +143,25 @@ impl Hooks {
             .collect())
     }
 
-    pub async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<(), Error> {
-        self.delete(tenant, id, false).await
+    pub async fn delete_endpoint(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let audit = Audit::admin_entry(tenant, by, "endpoint.deleted", json!({ "id": id }));
+        self.delete(tenant, id, false, &audit).await
     }
 
     /// Deletes a webhook endpoint (`slack` false) or a Slack app (true); NOT_FOUND for
     /// the other kind, as for a missing one.
-    async fn delete(&self, tenant: &str, id: &str, slack: bool) -> Result<(), Error> {
+    async fn delete(
+        &self,
+        tenant: &str,
+        id: &str,
+        slack: bool,
+        audit: &AuditEntry,
+    ) -> Result<(), Error> {
         let what = if slack {
             "Slack app"
         } else {
@@ -137,8 +173,11 @@ impl Hooks {
             Some(record) if record.slack.is_some() == slack => {}
             _ => return Err(not_found()),
         }
-        match store.delete_endpoint(tenant, id).await? {
-            true => Ok(()),
+        match store.delete_endpoint(tenant, id, audit).await? {
+            true => {
+                self.audited().await;
+                Ok(())
+            }
             false => Err(not_found()),
         }
     }
@@ -148,15 +187,21 @@ impl Hooks {
         &self,
         tenant: &str,
         request: ConnectSlackRequest,
+        by: &Resolver,
     ) -> Result<SlackApp, Error> {
         let record = self
             .inner
             .slack
             .connect(tenant, request, &self.inner.limits)
             .await?;
-        self.inner.store.create_endpoint(&record).await?;
+        let app =
+            slack::app_of(&record).ok_or_else(|| Error::Internal("not a Slack app".into()))?;
+        let details = json!({ "id": app.id, "team_id": app.team_id, "channel": app.channel });
+        let audit = Audit::admin_entry(tenant, by, "slack.connected", details);
+        self.inner.store.create_endpoint(&record, &audit).await?;
         debug!(app = %record.id, "Slack app connected");
-        slack::app_of(&record).ok_or_else(|| Error::Internal("not a Slack app".into()))
+        self.audited().await;
+        Ok(app)
     }
 
     /// The tenant's Slack apps, oldest first, without their secrets.
@@ -165,8 +210,14 @@ impl Hooks {
         Ok(endpoints.iter().filter_map(slack::app_of).collect())
     }
 
-    pub async fn disconnect_slack(&self, tenant: &str, id: &str) -> Result<(), Error> {
-        self.delete(tenant, id, true).await
+    pub async fn disconnect_slack(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let audit = Audit::admin_entry(tenant, by, "slack.disconnected", json!({ "id": id }));
+        self.delete(tenant, id, true, &audit).await
     }
 
     pub async fn list_deliveries(
@@ -196,14 +247,22 @@ impl Hooks {
     }
 
     /// Sends a delivery again, with the same `webhook-id` and a fresh retry period.
-    pub async fn redeliver(&self, tenant: &str, id: &str) -> Result<Delivery, Error> {
+    pub async fn redeliver(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<Delivery, Error> {
         let now = now_ms();
+        let audit = Audit::admin_entry(tenant, by, "delivery.redelivered", json!({ "id": id }));
+        let until = now + millis(self.inner.config.retry_for);
         let record = self
             .inner
             .store
-            .redeliver(tenant, id, now, now + millis(self.inner.config.retry_for))
+            .redeliver(tenant, id, now, until, &audit)
             .await?;
         self.inner.wake.notify_one();
+        self.audited().await;
         Ok(delivery_of(&record))
     }
 }

@@ -12,7 +12,7 @@ pub mod records;
 use async_trait::async_trait;
 
 use self::records::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
-use crate::domain::Error;
+use crate::{backend::audit::AuditEntry, domain::Error};
 
 /// The per-tenant bounds a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,14 @@ impl Shares {
 
 #[async_trait]
 pub trait HookStore: Send + Sync + 'static {
-    /// Adds an endpoint; TOO_MANY_WEBHOOKS past `max_endpoints`.
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error>;
+    /// Adds an endpoint; TOO_MANY_WEBHOOKS past `max_endpoints`. `audit` is the
+    /// change's audit record: kept in the same write, until [`Self::audited`] (so an
+    /// admin change is never durable without its record).
+    async fn create_endpoint(
+        &self,
+        endpoint: &EndpointRecord,
+        audit: &AuditEntry,
+    ) -> Result<(), Error>;
 
     /// The tenant's endpoints, oldest first.
     async fn endpoints(&self, tenant: &str) -> Result<Vec<EndpointRecord>, Error>;
@@ -95,9 +101,15 @@ pub trait HookStore: Send + Sync + 'static {
         }
     }
 
-    /// Removes an endpoint; whether it was there. Its pending deliveries end FAILED
-    /// at their next attempt.
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error>;
+    /// Removes an endpoint; whether it was there (and `audit` kept with the change,
+    /// as for [`Self::create_endpoint`]). Its pending deliveries end FAILED at their
+    /// next attempt.
+    async fn delete_endpoint(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error>;
 
     /// Queues new pending deliveries of one tenant, as many as its queue has room
     /// for; returns how many were queued.
@@ -130,15 +142,24 @@ pub trait HookStore: Send + Sync + 'static {
     ) -> Result<Vec<DeliveryRecord>, Error>;
 
     /// Makes a delivery of the tenant pending again, due at once, retried until
-    /// `retry_until_ms`. NOT_FOUND when the tenant has no such delivery;
-    /// TOO_MANY_WEBHOOKS when its queue is full. A pending one only becomes due now.
+    /// `retry_until_ms` (and keeps `audit`, as [`Self::create_endpoint`] does).
+    /// NOT_FOUND when the tenant has no such delivery; TOO_MANY_WEBHOOKS when its
+    /// queue is full. A pending one only becomes due now.
     async fn redeliver(
         &self,
         tenant: &str,
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
+        audit: &AuditEntry,
     ) -> Result<DeliveryRecord, Error>;
+
+    /// The audit records of admin changes that are not in the audit log yet, at most
+    /// `limit`, oldest first.
+    async fn unaudited(&self, limit: usize) -> Result<Vec<AuditEntry>, Error>;
+
+    /// The records `ids` are in the audit log now: forgets them.
+    async fn audited(&self, ids: &[String]) -> Result<(), Error>;
 
     /// Adds an ask's reminder timer, due at `due_ms`; an ask's timer is added once.
     async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error>;
@@ -193,6 +214,7 @@ pub mod conformance {
             $crate::__stamp_hook_store_conformance!(
                 $on_each;
                 endpoints_are_per_tenant_and_capped,
+                admin_changes_keep_their_audit_records,
                 deliveries_are_leased_finished_and_listed,
                 failed_deliveries_are_redelivered_and_old_ones_trimmed,
                 timers_are_leased_advanced_and_cancelled,
@@ -310,20 +332,87 @@ pub mod conformance {
     }
 
     pub async fn endpoints_are_per_tenant_and_capped(store: &dyn HookStore) -> Result<(), Error> {
-        store.create_endpoint(&endpoint("a", "e1")).await?;
-        store.create_endpoint(&endpoint("a", "e2")).await?;
-        let third = store.create_endpoint(&endpoint("a", "e3")).await;
+        store
+            .create_endpoint(&endpoint("a", "e1"), &change("a", "1"))
+            .await?;
+        store
+            .create_endpoint(&endpoint("a", "e2"), &change("a", "2"))
+            .await?;
+        let third = store
+            .create_endpoint(&endpoint("a", "e3"), &change("a", "x"))
+            .await;
         assert!(matches!(third, Err(Error::TooManyWebhooks(_))), "{third:?}");
-        store.create_endpoint(&endpoint("b", "e1")).await?;
+        store
+            .create_endpoint(&endpoint("b", "e1"), &change("b", "3"))
+            .await?;
         let ids = |list: Vec<EndpointRecord>| list.into_iter().map(|e| e.id).collect::<Vec<_>>();
         assert_eq!(ids(store.endpoints("a").await?), ["e1", "e2"]);
         assert_eq!(ids(store.endpoints("b").await?), ["e1"]);
         assert!(store.endpoint("c", "e1").await?.is_none());
-        assert!(!store.delete_endpoint("c", "e1").await?);
-        assert!(store.delete_endpoint("a", "e1").await?);
+        assert!(!store.delete_endpoint("c", "e1", &change("c", "y")).await?);
+        assert!(store.delete_endpoint("a", "e1", &change("a", "4")).await?);
         assert!(store.endpoint("a", "e1").await?.is_none());
         assert_eq!(store.endpoint("b", "e1").await?, Some(endpoint("b", "e1")));
-        store.create_endpoint(&endpoint("a", "e3")).await?;
+        store
+            .create_endpoint(&endpoint("a", "e3"), &change("a", "5"))
+            .await?;
+        Ok(())
+    }
+
+    /// An admin change's audit record, named `id`.
+    pub fn change(tenant: &str, id: &str) -> AuditEntry {
+        crate::backend::audit::conformance::entry(tenant, id)
+    }
+
+    /// Each admin change that happened keeps its audit record until it is audited;
+    /// one that did not happen (refused, or nothing to delete) keeps none. A store
+    /// that writes the records to the audit log itself, in the change's own commit
+    /// (SQLite's), keeps none: its engine's tests check the log instead.
+    pub async fn admin_changes_keep_their_audit_records(
+        store: &dyn HookStore,
+    ) -> Result<(), Error> {
+        let made = change("a", "made");
+        store.create_endpoint(&endpoint("a", "e1"), &made).await?;
+        if store.unaudited(10).await?.is_empty() {
+            return Ok(());
+        }
+        store
+            .create_endpoint(&endpoint("a", "e2"), &change("a", "made-2"))
+            .await?;
+        let refused = store
+            .create_endpoint(&endpoint("a", "e3"), &change("a", "refused"))
+            .await;
+        assert!(refused.is_err());
+        assert!(
+            !store
+                .delete_endpoint("a", "none", &change("a", "nothing"))
+                .await?
+        );
+        assert!(
+            store
+                .delete_endpoint("a", "e2", &change("a", "deleted"))
+                .await?
+        );
+        store.enqueue("a", &[delivery("a", "d1", 10)]).await?;
+        let missing = store
+            .redeliver("a", "d9", 50, 500, &change("a", "missing"))
+            .await;
+        assert!(missing.is_err());
+        store
+            .redeliver("a", "d1", 50, 500, &change("a", "redelivered"))
+            .await?;
+        let ids = |entries: Vec<AuditEntry>| entries.into_iter().map(|e| e.id).collect::<Vec<_>>();
+        let kept = ids(store.unaudited(10).await?);
+        assert_eq!(kept, ["made", "made-2", "deleted", "redelivered"]);
+        assert_eq!(ids(store.unaudited(2).await?), ["made", "made-2"]);
+        let kept_entry = &store.unaudited(1).await?[0];
+        assert_eq!(kept_entry, &made, "kept whole");
+        store.audited(&["made".into(), "deleted".into()]).await?;
+        assert_eq!(ids(store.unaudited(10).await?), ["made-2", "redelivered"]);
+        store
+            .audited(&["made-2".into(), "redelivered".into(), "never".into()])
+            .await?;
+        assert!(store.unaudited(10).await?.is_empty());
         Ok(())
     }
 
@@ -429,9 +518,11 @@ pub mod conformance {
         );
 
         // Another tenant cannot see or redeliver it.
-        let foreign = store.redeliver("b", "d1", 50, 500).await;
+        let foreign = store.redeliver("b", "d1", 50, 500, &change("b", "f")).await;
         assert!(matches!(foreign, Err(Error::NotFound(_))), "{foreign:?}");
-        let again = store.redeliver("a", "d1", 50, 500).await?;
+        let again = store
+            .redeliver("a", "d1", 50, 500, &change("a", "r"))
+            .await?;
         assert_eq!(
             (again.status, again.next_attempt_ms, again.retry_until_ms),
             (Status::Pending, 50, 500)
@@ -460,7 +551,9 @@ pub mod conformance {
         }
         let kept = store.deliveries("a", None, None, 10).await?;
         assert_eq!(kept.len(), 2, "{kept:?}");
-        let missing = store.redeliver("a", "d1", 300, 400).await;
+        let missing = store
+            .redeliver("a", "d1", 300, 400, &change("a", "m"))
+            .await;
         assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
         Ok(())
     }

@@ -1,6 +1,7 @@
--- KEYS: due deliveries queued finished   ARGV: id json now_ms tenant max_queued
+-- KEYS: due deliveries queued finished unaudited unaudited_order unaudited_seq
+-- ARGV: id json now_ms tenant max_queued audit_id audit_json
 -- Makes a delivery pending again, due now; a finished one takes a place in the
--- tenant's queue again.
+-- tenant's queue again. The change's audit record is kept until it is in the log.
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   return 'missing'
 end
@@ -13,4 +14,6 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[5], ARGV[6], ARGV[7])
+redis.call('ZADD', KEYS[6], redis.call('INCR', KEYS[7]), ARGV[6])
 return 'ok'

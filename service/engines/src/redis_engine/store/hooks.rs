@@ -8,6 +8,7 @@ use redis::AsyncCommands;
 use serde::{Serialize, de::DeserializeOwned};
 
 use askgate_core::{
+    backend::audit::AuditEntry,
     backend::hooks::{
         HookStore, Shares, StoreLimits,
         records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
@@ -89,12 +90,21 @@ fn claimed(reply: Vec<redis::Value>) -> Result<Vec<DeliveryRecord>, Error> {
 
 #[async_trait]
 impl HookStore for RedisHookStore {
-    async fn create_endpoint(&self, endpoint: &EndpointRecord) -> Result<(), Error> {
+    async fn create_endpoint(
+        &self,
+        endpoint: &EndpointRecord,
+        audit: &AuditEntry,
+    ) -> Result<(), Error> {
         let reply: String = CREATE_ENDPOINT
             .key(HookKeys::endpoints(&endpoint.tenant))
+            .key(HookKeys::unaudited())
+            .key(HookKeys::unaudited_order())
+            .key(HookKeys::unaudited_seq())
             .arg(&endpoint.id)
             .arg(to_json(endpoint)?)
             .arg(self.limits.max_endpoints)
+            .arg(&audit.id)
+            .arg(to_json(audit)?)
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
@@ -130,10 +140,21 @@ impl HookStore for RedisHookStore {
         json.as_deref().map(from_json).transpose()
     }
 
-    async fn delete_endpoint(&self, tenant: &str, id: &str) -> Result<bool, Error> {
-        let removed: usize = self
-            .acked()
-            .hdel(HookKeys::endpoints(tenant), id)
+    async fn delete_endpoint(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
+        let removed: usize = DELETE_ENDPOINT
+            .key(HookKeys::endpoints(tenant))
+            .key(HookKeys::unaudited())
+            .key(HookKeys::unaudited_order())
+            .key(HookKeys::unaudited_seq())
+            .arg(id)
+            .arg(&audit.id)
+            .arg(to_json(audit)?)
+            .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
         Ok(removed > 0)
@@ -273,6 +294,7 @@ impl HookStore for RedisHookStore {
         id: &str,
         now_ms: u64,
         retry_until_ms: u64,
+        audit: &AuditEntry,
     ) -> Result<DeliveryRecord, Error> {
         let not_found = || Error::NotFound("no delivery with that id".into());
         let (json, attempts): (Option<String>, Option<u32>) = redis::pipe()
@@ -294,11 +316,16 @@ impl HookStore for RedisHookStore {
             .key(HookKeys::deliveries())
             .key(HookKeys::queued())
             .key(HookKeys::finished(tenant))
+            .key(HookKeys::unaudited())
+            .key(HookKeys::unaudited_order())
+            .key(HookKeys::unaudited_seq())
             .arg(id)
             .arg(to_json(&record)?)
             .arg(now_ms)
             .arg(tenant)
             .arg(self.limits.max_queued)
+            .arg(&audit.id)
+            .arg(to_json(audit)?)
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
@@ -307,6 +334,49 @@ impl HookStore for RedisHookStore {
             "full" => Err(too_many_queued(self.limits.max_queued)),
             _ => Err(not_found()),
         }
+    }
+
+    async fn unaudited(&self, limit: usize) -> Result<Vec<AuditEntry>, Error> {
+        let Some(last) = limit.checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        let mut conn = self.conn();
+        let ids: Vec<String> = conn
+            .zrange(HookKeys::unaudited_order(), 0, last as isize)
+            .await
+            .map_err(unavailable)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(HookKeys::unaudited())
+            .arg(&ids)
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        entries
+            .iter()
+            .flatten()
+            .map(|json| from_json(json))
+            .collect()
+    }
+
+    async fn audited(&self, ids: &[String]) -> Result<(), Error> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut invocation = AUDITED.prepare_invoke();
+        invocation
+            .key(HookKeys::unaudited())
+            .key(HookKeys::unaudited_order());
+        for id in ids {
+            invocation.arg(id);
+        }
+        invocation
+            .invoke_async::<i64>(&mut self.acked())
+            .await
+            .map(drop)
+            .map_err(unavailable)
     }
 
     async fn schedule(&self, timer: &TimerRecord, due_ms: u64) -> Result<(), Error> {

@@ -85,9 +85,15 @@ pub(super) mod hook_scripts {
 
     use redis::Script;
 
-    /// An endpoint, under the tenant's endpoint cap.
+    /// An endpoint, under the tenant's endpoint cap, with its audit record.
     pub static CREATE_ENDPOINT: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_create_endpoint.lua")));
+    /// Admin changes' audit records forgotten once in the log.
+    pub static AUDITED: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_audited.lua")));
+    /// An endpoint removed, with its audit record.
+    pub static DELETE_ENDPOINT: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_delete_endpoint.lua")));
     /// New deliveries, as many as the tenant's queue has room for.
     pub static ENQUEUE: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_enqueue.lua")));
