@@ -34,7 +34,17 @@ export type Phase =
   /** Asking for the optional reason before cancelling the whole batch. */
   | { kind: "closing"; reason: string; back: "question" | "review" }
   /** Sent: waiting for the server's `resolved` event for this batch. */
-  | { kind: "sent"; what: "answer" | "cancel" };
+  | { kind: "sent"; what: "answer" | "cancel" }
+  /** A quorum batch this human approved: waiting for its other approvers. */
+  | { kind: "approved" };
+
+/** The approvals a quorum batch has so far, from its `approval` events. */
+export interface Approvals {
+  count: number;
+  needed: number;
+  /** Who approved, in order. */
+  by: string[];
+}
 
 /** The suffix that marks an option the asker recommends: a badge, never preselected. */
 export const RECOMMENDED = "(Recommended)";
@@ -58,6 +68,8 @@ export class Composer {
   readonly batch: Requested;
   /** The question shown. */
   item = 0;
+  /** A quorum batch's approvals so far. */
+  approvals: Approvals | undefined;
   readonly drafts: Draft[];
   phase: Phase = { kind: "question" };
   /** A one-line hint after an action that could not do anything. */
@@ -170,6 +182,17 @@ export class Composer {
   /** The batch went out: the composer waits for the server's `resolved` event. */
   sent(what: "answer" | "cancel"): void {
     this.phase = { kind: "sent", what };
+  }
+
+  /** The human's approval of a quorum batch is recorded; it waits for the others. */
+  approved(): void {
+    this.phase = { kind: "approved" };
+  }
+
+  /** How many approvers a quorum batch needs (0: not a quorum batch). */
+  quorum(): number {
+    const needed = this.batch.quorum?.count ?? 0;
+    return needed > 1 ? needed : 0;
   }
 
   /** The send failed: back to where the human was, drafts intact. */

@@ -320,6 +320,7 @@ export class InboxView extends View {
                     ` · ${ago(askedAt(batch), now)}`,
                     batch.agent?.agentId ? ` · agent ${batch.agent.agentId}` : "",
                     count > 1 ? ` · ${count} questions` : "",
+                    c.phase.kind === "approved" ? " · you approved; waiting for the other approvers" : "",
                   ),
                   labels.length > 0 &&
                     h("span", { class: "row-labels" }, ...labels.map(([k, v]) => h("span", { class: "tag" }, v ? `${k}=${v}` : k))),

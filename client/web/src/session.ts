@@ -5,6 +5,7 @@
 
 import { AskgateError, Client, type Reason } from "@askgate/client/core";
 import {
+  type Approval,
   type Requested,
   type Resolved,
   type WhoAmIResponse,
@@ -208,6 +209,9 @@ export class Session {
             case "resolved":
               this.resolved(event.resolved);
               break;
+            case "approval":
+              this.approval(event.approval);
+              break;
             case "synced":
               this.synced(event.resumed);
               attempt = 0;
@@ -274,7 +278,18 @@ export class Session {
     this.options.onChange();
     try {
       await call({ sessionId: composer.batch.sessionId, rpcId: composer.batch.rpcId });
+      // A quorum batch stays pending for its other approvers (unless this approval
+      // completed it and its `resolved` came first).
+      if (what === "answer" && composer.quorum() > 0 && this.queue.includes(composer)) {
+        composer.approved();
+        this.options.onChange();
+      }
     } catch (error) {
+      if (errorReason(error) === "ALREADY_APPROVED") {
+        composer.approved();
+        this.options.onChange();
+        return;
+      }
       // Too late: another resolution won. Its metadata says which (then the batch
       // closes now); else its `resolved` event closes the batch with a notice saying
       // how and by whom, so the composer keeps waiting for it.
@@ -302,6 +317,14 @@ export class Session {
     if (this.live && !known) this.options.onArrival?.(composer);
   }
 
+  /** A recorded approval of a quorum batch: its count so far. */
+  private approval(approval: Approval): void {
+    const composer = this.queue.find((c) => c.batch.rpcId === approval.rpcId);
+    if (!composer) return;
+    const by = [...(composer.approvals?.by ?? []), approval.subject];
+    composer.approvals = { count: approval.count, needed: approval.needed, by };
+  }
+
   private resolved(resolved: Resolved): void {
     this.kept.delete(resolved.rpcId);
     const composer = this.queue.find((c) => c.batch.rpcId === resolved.rpcId);
@@ -320,7 +343,8 @@ export class Session {
     this.queue = this.queue.filter((c) => c !== composer);
     if (this.opened === composer.batch.rpcId) this.opened = undefined;
     const about = title(composer);
-    const sent = composer.phase.kind === "sent" ? composer.phase.what : undefined;
+    const sent =
+      composer.phase.kind === "sent" ? composer.phase.what : composer.phase.kind === "approved" ? "answer" : undefined;
     const ours =
       event &&
       ((sent === "answer" && resolved.reason === Resolution.ANSWERED) ||

@@ -4,7 +4,7 @@
 
 import type { Requested } from "@askgate/client/proto";
 
-import { type Composer, planApprove, recommended } from "./composer.js";
+import { type Approvals, type Composer, planApprove, recommended } from "./composer.js";
 import { type Session, title } from "./session.js";
 
 export type Child = Node | string | false | null | undefined;
@@ -204,7 +204,9 @@ export class View {
         ? this.review(c)
         : c.phase.kind === "closing"
           ? this.closing(c, c.phase.reason)
-          : this.question(c);
+          : c.phase.kind === "approved"
+            ? approvedText(c)
+            : this.question(c);
     return h(
       "section",
       {
@@ -232,7 +234,7 @@ export class View {
     const total = c.batch.questions.length;
     const where =
       c.phase.kind === "review" ? `Review · ${total} of ${total}` : `${c.item + 1} of ${total}`;
-    const disabled = c.phase.kind === "sent";
+    const disabled = c.phase.kind === "sent" || c.phase.kind === "approved";
     return h(
       "div",
       { class: "steps" },
@@ -377,7 +379,7 @@ export class View {
       q.header && h("p", { class: "chip" }, q.header),
       h("h2", { id: "question-text" }, q.question),
       detail,
-      approval(c.batch),
+      approval(c.batch, c.approvals),
       !optionless &&
         h(
           "div",
@@ -574,12 +576,28 @@ function headAndTail(text: string, max: number): string {
   return `${text.slice(0, half)}\n… ${text.length - 2 * half} characters omitted …\n${text.slice(-half)}`;
 }
 
+/** A quorum batch this human approved: what it waits for. */
+function approvedText(c: Composer): HTMLElement {
+  const needed = c.quorum();
+  const so = c.approvals ? ` ${c.approvals.count} of ${needed} so far: ${c.approvals.by.join(", ")}.` : "";
+  return h(
+    "div",
+    { class: "approved", role: "status", "data-testid": "approved" },
+    h("p", {}, "Your approval is recorded."),
+    h(
+      "p",
+      { class: "muted" },
+      `This batch needs ${needed} people who give the same answers before the agent goes on.${so} It closes when the others have answered.`,
+    ),
+  );
+}
+
 /**
  * What the batch's answer approves (docs/approvals.md): the action with its arguments
  * pretty-printed, the approvers a quorum needs, the answers that apply when nobody
  * answers in time, the channels it may be answered from.
  */
-function approval(batch: Requested): HTMLElement | undefined {
+function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefined {
   const terms: HTMLElement[] = [];
   if (batch.action) {
     let args = batch.action.argumentsJson;
@@ -595,7 +613,8 @@ function approval(batch: Requested): HTMLElement | undefined {
     );
   }
   if (batch.quorum && batch.quorum.count > 1) {
-    terms.push(h("p", { "data-testid": "quorum" }, `Needs ${batch.quorum.count} approvers who give the same answers.`));
+    const so = approvals ? ` ${approvals.count} so far: ${approvals.by.join(", ")}.` : "";
+    terms.push(h("p", { "data-testid": "quorum" }, `Needs ${batch.quorum.count} approvers who give the same answers.${so}`));
   }
   if (batch.defaultAnswers.length > 0) {
     const defaults = batch.defaultAnswers.map((a) => a.custom ?? a.selected.join(", ")).join("; ");

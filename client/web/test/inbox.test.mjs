@@ -385,3 +385,52 @@ test("first-hour rough edges: sign-in when the server needs a token, deep links,
   await page.waitForFunction(() => location.hash === "#/inbox");
   headed.child.kill("SIGTERM");
 });
+
+test("a quorum batch: each approval is recorded and counted, and the last one closes it", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const { url, mint } = await authServer(h);
+  const agentToken = await mint("worker", "agent");
+  const signedIn = async (sub) => {
+    const page = await h.page();
+    await page.goto(`${url}/console/`);
+    await page.getByTestId("sign-in-token").fill(await mint(sub, "ui"));
+    await page.getByTestId("sign-in").click();
+    await shows(page, "connection", "Connected");
+    return page;
+  };
+  const ana = await signedIn("ana@acme");
+  const bo = await signedIn("bo@acme");
+  const agent = h.ask(
+    url,
+    {
+      sessionId: "deploys",
+      questions: [question("go", "Deploy api to prod?", ["Approve", "Reject"], { header: "Deploy" })],
+      quorum: { count: 2 },
+    },
+    ["--token", agentToken],
+  );
+  const approve = async (page) => {
+    await page.getByTestId("batch").click();
+    await page.getByRole("button", { name: /^Approve/ }).click();
+    await page.getByTestId("review").waitFor();
+    await page.keyboard.press("Enter");
+  };
+  await listShows(ana, ["deploys"]);
+  await approve(ana);
+  await shows(ana, "approved", "Your approval is recorded");
+  await shows(ana, "approved", "needs 2 people");
+  await screenshot(ana, "inbox-08-quorum-approved");
+  assert.equal(agent.running(), true, "one approval of two: the agent still waits");
+
+  await listShows(bo, ["deploys"]);
+  await bo.getByTestId("batch").click();
+  await shows(bo, "quorum", "1 so far: ana@acme");
+  await bo.getByRole("button", { name: /^Approve/ }).click();
+  await bo.getByTestId("review").waitFor();
+  await bo.keyboard.press("Enter");
+  const { code, json, stderr } = await agent.result();
+  assert.equal(code, 0, stderr);
+  assert.deepEqual(json.approvers, ["ana@acme", "bo@acme"], JSON.stringify(json));
+  await shows(ana, "notice", "Answer sent.");
+});

@@ -48,6 +48,10 @@ pub struct Queue {
     pub notice: Option<String>,
     /// Between a `reset` and its `synced`: the snapshot is being listed again.
     resyncing: bool,
+    /// Quorum batches this terminal approved, still pending for other approvers: not
+    /// shown again when a snapshot lists them. Each with whether the snapshot being
+    /// listed named it.
+    approved: std::collections::HashMap<String, bool>,
 }
 
 impl Queue {
@@ -87,6 +91,10 @@ impl Queue {
     pub fn on_event(&mut self, event: Event) {
         match event {
             Event::Requested { requested, .. } => {
+                if let Some(listed) = self.approved.get_mut(&requested.rpc_id) {
+                    *listed = true;
+                    return;
+                }
                 match self
                     .batches
                     .iter_mut()
@@ -107,6 +115,17 @@ impl Queue {
                 for queued in &mut self.batches {
                     queued.confirmed = false;
                 }
+                for listed in self.approved.values_mut() {
+                    *listed = false;
+                }
+            }
+            Event::Approval { approval, .. }
+                if self.holds(&approval.rpc_id) || self.approved.contains_key(&approval.rpc_id) =>
+            {
+                self.notice = Some(format!(
+                    "approval {} of {} recorded, by {}",
+                    approval.count, approval.needed, approval.subject
+                ));
             }
             Event::Reminder { reminder, .. } if self.holds(&reminder.rpc_id) => {
                 self.notice = Some(format!(
@@ -118,6 +137,7 @@ impl Queue {
                 self.notice = Some("escalated: a batch waited past its escalation time".into());
             }
             Event::Synced { .. } if std::mem::take(&mut self.resyncing) => {
+                self.approved.retain(|_, listed| *listed);
                 let before = self.batches.len();
                 self.batches.retain(|q| q.confirmed);
                 if self.batches.len() < before {
@@ -137,6 +157,13 @@ impl Queue {
 
     /// A batch resolved (here or elsewhere) leaves the queue; a notice says how.
     fn resolved(&mut self, resolved: &Resolved) {
+        if self.approved.remove(&resolved.rpc_id).is_some() {
+            self.notice = Some(match resolved.reason() {
+                Resolution::Answered => format!("approved by {}", resolved.approvers.join(", ")),
+                _ => resolution_notice(resolved),
+            });
+            return;
+        }
         let at = self
             .batches
             .iter()
@@ -199,7 +226,23 @@ impl Queue {
         };
         match outcome {
             Sent::Done => {
-                self.batches.remove(at);
+                let Some(queued) = self.batches.remove(at) else {
+                    return;
+                };
+                // A quorum ask stays pending for its other approvers.
+                if let Some(needed) = queued
+                    .overlay
+                    .batch
+                    .quorum
+                    .map(|q| q.count)
+                    .filter(|n| *n > 1)
+                {
+                    self.approved.insert(rpc_id.to_owned(), true);
+                    self.notice = Some(format!(
+                        "your approval is recorded: the batch needs {needed} approvers \
+                         who give the same answers"
+                    ));
+                }
             }
             Sent::Lost(notice) => {
                 self.batches.remove(at);
@@ -338,6 +381,69 @@ mod tests {
         // Its own resolved event comes after and changes nothing.
         queue.on_event(resolved("a", Resolution::Answered, "me"));
         assert_eq!(queue.notice, None);
+    }
+
+    #[test]
+    fn an_approval_of_a_quorum_batch_waits_for_the_other_approvers_out_of_sight() {
+        let mut queue = Queue::new();
+        queue.on_event(requested_quorum("a"));
+        queue.on_key(Key::Enter);
+        assert!(matches!(queue.on_key(Key::Enter), Step::Send(_)));
+        queue.sent("a", Sent::Done);
+        assert_eq!(current_rpc(&queue), None, "nothing more to do here");
+        assert!(
+            queue
+                .notice
+                .as_deref()
+                .is_some_and(|n| n.contains("needs 2 approvers")),
+            "{:?}",
+            queue.notice
+        );
+        // A reconnect lists it again: it stays out of sight.
+        queue.on_event(Event::Reset);
+        queue.on_event(requested_quorum("a"));
+        queue.on_event(synced());
+        assert_eq!(current_rpc(&queue), None);
+        queue.on_event(Event::Approval {
+            cursor: String::new(),
+            approval: askgate_proto::v1::Approval {
+                rpc_id: "a".into(),
+                session_id: "s".into(),
+                subject: "bo".into(),
+                count: 2,
+                needed: 2,
+                ..Default::default()
+            },
+        });
+        assert_eq!(
+            queue.notice.as_deref(),
+            Some("approval 2 of 2 recorded, by bo")
+        );
+        let Event::Resolved {
+            cursor,
+            mut resolved,
+        } = resolved("a", Resolution::Answered, "bo")
+        else {
+            unreachable!("a resolved event")
+        };
+        resolved.approvers = vec!["me".into(), "bo".into()];
+        queue.on_event(Event::Resolved { cursor, resolved });
+        assert_eq!(queue.notice.as_deref(), Some("approved by me, bo"));
+        // Gone for good: a later listing shows it again only as a new batch would.
+        queue.on_event(requested("a"));
+        assert_eq!(current_rpc(&queue), Some("a"));
+    }
+
+    fn requested_quorum(rpc_id: &str) -> Event {
+        let Event::Requested {
+            cursor,
+            mut requested,
+        } = requested(rpc_id)
+        else {
+            unreachable!("a requested event")
+        };
+        requested.quorum = Some(askgate_proto::v1::Quorum { count: 2 });
+        Event::Requested { cursor, requested }
     }
 
     #[test]

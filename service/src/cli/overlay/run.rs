@@ -177,10 +177,18 @@ pub(super) fn spawn_send(mut client: Client, send: Send, sent: mpsc::Sender<(Str
 /// A lost race closes the batch with a notice saying who won; anything else leaves it
 /// on screen, its drafts intact, to send again.
 fn sent_outcome(result: Result<(), Error>) -> Sent {
-    match result {
+    match result.map_err(|e| (e.reason(), e)) {
         Ok(()) => Sent::Done,
-        Err(e) if e.reason() == Reason::NotPending => Sent::Lost(lost_race_notice(&e)),
-        Err(e) => Sent::Retry(format!("not sent: {e} (Enter to send again)")),
+        Err((Reason::NotPending, e)) => Sent::Lost(lost_race_notice(&e)),
+        // A quorum ask this subject approved before (a reconnect listed it again).
+        Err((Reason::AlreadyApproved, _)) => Sent::Done,
+        Err((Reason::SelfApproval, _)) => {
+            Sent::Lost("you asked this yourself: another person must approve it".into())
+        }
+        Err((Reason::ChannelNotAllowed, _)) => Sent::Lost(
+            "this batch may not be answered from the terminal: answer it in the console".into(),
+        ),
+        Err((_, e)) => Sent::Retry(format!("not sent: {e} (Enter to send again)")),
     }
 }
 
