@@ -17,7 +17,7 @@ use crate::support::{
 };
 
 /// The tenant's whole log.
-async fn export(client: &mut Client) -> Vec<AuditRecord> {
+pub(crate) async fn export(client: &mut Client) -> Vec<AuditRecord> {
     let mut stream = within("export", client.export_audit(0, 0))
         .await
         .expect("export");

@@ -337,13 +337,7 @@ async fn check(node: &ServeProcess, acknowledged: &Acknowledged) {
 /// The audit log's chain verifies and holds a record of every acknowledged
 /// resolution; how many records it holds.
 async fn check_audit(client: &mut Client, acknowledged: &Acknowledged) -> usize {
-    let mut stream = within("export", client.export_audit(0, 0))
-        .await
-        .expect("export");
-    let mut records = Vec::new();
-    while let Some(record) = within("a record", stream.next()).await {
-        records.push(record.expect("a record"));
-    }
+    let records = crate::audit::export(client).await;
     if let Err(broken) = askgate_server::backend::audit::verify(&records) {
         panic!("the audit chain breaks after a kill -9: {broken:?}");
     }
