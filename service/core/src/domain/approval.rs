@@ -280,9 +280,11 @@ mod tests {
         assert_eq!(ids(&secret), ["pin"]);
         let order: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
         assert_eq!(
-            ids(&merge_secret(&order, public, secret)),
+            ids(&merge_secret(&order, public.clone(), secret.clone())),
             ["a", "pin", "c"]
         );
+        // Without the order (a retry that named other questions): after the others.
+        assert_eq!(ids(&merge_secret(&[], public, secret)), ["a", "c", "pin"]);
         assert!(has_secret(&questions));
         assert!(!collects_secrets("slack") && !collects_secrets("email"));
         assert!(collects_secrets("console") && collects_secrets("tui"));
