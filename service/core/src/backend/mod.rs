@@ -260,13 +260,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Casts `vote` on the pending quorum ask `rpc_id`, which needs `needed` approvers,
     /// in one atomic step (docs/approvals.md; the tally is `Votes::cast`). A vote that
     /// completes the quorum or disagrees closes the tally: the caller then claims the
-    /// outcome, first-wins as ever.
+    /// outcome, first-wins as ever. `record` is the vote's audit record: an engine
+    /// whose audit log shares its store writes it in the vote's own commit when the
+    /// vote is recorded (the caller appends it as well; it is kept once).
     async fn vote(
         &self,
         key: &SessionKey,
         rpc_id: &str,
         vote: crate::domain::quorum::Vote,
         needed: u32,
+        record: Option<audit::AuditEntry>,
     ) -> Result<crate::domain::quorum::Voted, Error>;
 
     /// Resolves the ask ABORTED unless a call still waits for it (one reattached

@@ -172,9 +172,10 @@ impl Backend for MemoryBackend {
         rpc_id: &str,
         vote: Vote,
         needed: u32,
+        record: Option<askgate_core::backend::audit::AuditEntry>,
     ) -> Result<Voted, Error> {
         self.inner.room().await;
-        let voted = self.inner.vote(key, rpc_id, vote, needed)?;
+        let voted = self.inner.vote(key, rpc_id, vote, needed, record)?;
         self.inner.synced().await?;
         Ok(voted)
     }

@@ -546,23 +546,31 @@ async fn a_quorum_asks_votes_survive_a_crash() {
         .register(ask("s", "quorum", Duration::from_secs(60)))
         .await
         .expect("register");
+    // The vote's audit record is written in the vote's own commit.
+    let record = askgate_core::backend::audit::conformance::entry("tenant", "vote-ana");
     assert_eq!(
         backend
-            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2)
+            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2, Some(record))
             .await,
         Ok(Voted::Recorded { count: 1 })
     );
     let copy = crash_copy(&dir);
-    let restored = open(&copy, StateConfig::default()).await.backend();
+    let restored = open(&copy, StateConfig::default()).await;
+    let records =
+        askgate_core::backend::audit::AuditStore::export(&*restored.audit_store(), "tenant", 0, 10)
+            .await
+            .expect("export");
+    assert_eq!(records.len(), 1, "the vote's record: {records:?}");
+    let restored = restored.backend();
     assert_eq!(
         restored
-            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2)
+            .vote(&key("s"), &registered.rpc_id, vote("ana"), 2, None)
             .await,
         Err(askgate_core::domain::Error::AlreadyApproved),
         "the acknowledged vote is back"
     );
     let Ok(Voted::Complete(votes)) = restored
-        .vote(&key("s"), &registered.rpc_id, vote("bo"), 2)
+        .vote(&key("s"), &registered.rpc_id, vote("bo"), 2, None)
         .await
     else {
         panic!("the quorum completes");

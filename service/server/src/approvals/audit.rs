@@ -104,16 +104,22 @@ impl Audit {
         }
     }
 
-    /// Records a quorum vote `by` cast on `pending` (the vote is durable in the engine
-    /// already: a failure here fails the Answer, and a retry is ALREADY_APPROVED, so
-    /// the vote stays unrecorded only if the store cannot be written at all).
-    pub async fn vote(
-        &self,
+    /// Appends a recorded quorum vote's record ([`Self::vote_entry`]). On SQLite the
+    /// engine wrote it with the vote already (this finds it there); on Redis the vote
+    /// is durable in the engine already, so a failure here fails the Answer, and the
+    /// vote stays unrecorded only if the log cannot be written, or the node dies first
+    /// (its resolution's record still names every approver).
+    pub async fn vote(&self, entry: AuditEntry) -> Result<(), Error> {
+        self.store.append(vec![entry]).await
+    }
+
+    /// The record of a quorum vote `by` cast on `pending` with `answers`.
+    pub fn vote_entry(
         key: &crate::domain::SessionKey,
         pending: &askgate_proto::v1::Requested,
         answers: &[askgate_proto::v1::QuestionAnswer],
         by: &Resolver,
-    ) -> Result<(), Error> {
+    ) -> AuditEntry {
         let mut fields = Map::new();
         fields.insert("kind".into(), "ask.vote".into());
         fields.insert("at".into(), audit::at(std::time::SystemTime::now()));
@@ -123,15 +129,14 @@ impl Audit {
         fields.insert("channel".into(), by.channel.clone().into());
         fields.insert("action_digest".into(), pending.action_digest.clone().into());
         fields.insert("answers".into(), audit::answers_json(answers));
-        let entry = AuditEntry {
+        AuditEntry {
             tenant: key.tenant.to_string(),
             id: format!(
                 "ask.vote\u{1f}{}\u{1f}{}\u{1f}{}",
                 key.session_id, pending.rpc_id, by.subject
             ),
             fields,
-        };
-        self.store.append(vec![entry]).await
+        }
     }
 
     /// The tenant's records after `after_seq`, oldest first, at most `limit`.

@@ -9,6 +9,7 @@ use askgate_proto::v1::{Approval, QuestionAnswer, Requested, subscribe_response:
 use tracing::debug;
 
 use super::Questions;
+use crate::approvals::Audit;
 use crate::domain::{
     Error, Outcome, Resolver, SessionKey,
     quorum::{self, Vote, Voted},
@@ -33,10 +34,18 @@ impl Questions {
             channel: by.channel.clone(),
             key: quorum::answers_key(&answers),
         };
-        match self.backend.vote(key, rpc_id, vote, needed).await? {
+        let record = self
+            .audit
+            .as_ref()
+            .map(|_| Audit::vote_entry(key, pending, &answers, by));
+        match self
+            .backend
+            .vote(key, rpc_id, vote, needed, record.clone())
+            .await?
+        {
             Voted::Recorded { count } => {
-                if let Some(audit) = &self.audit {
-                    audit.vote(key, pending, &answers, by).await?;
+                if let (Some(audit), Some(record)) = (&self.audit, record) {
+                    audit.vote(record).await?;
                 }
                 let approval = Approval {
                     rpc_id: rpc_id.clone(),

@@ -49,8 +49,9 @@ impl Backend for SlowRegistration {
         rpc_id: &str,
         vote: crate::domain::quorum::Vote,
         needed: u32,
+        record: Option<crate::backend::audit::AuditEntry>,
     ) -> Result<crate::domain::quorum::Voted, Error> {
-        self.inner.vote(key, rpc_id, vote, needed).await
+        self.inner.vote(key, rpc_id, vote, needed, record).await
     }
     async fn subscribe(
         &self,

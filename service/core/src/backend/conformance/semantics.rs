@@ -271,15 +271,21 @@ pub async fn quorum_votes_are_one_tally(make: impl Make) {
     let registered = backend.register(ask("s")).await.expect("register");
     let rpc_id = &registered.rpc_id;
     assert_eq!(
-        backend.vote(&key("s"), rpc_id, vote("ana", "A"), 3).await,
+        backend
+            .vote(&key("s"), rpc_id, vote("ana", "A"), 3, None)
+            .await,
         Ok(Voted::Recorded { count: 1 })
     );
     assert_eq!(
-        backend.vote(&key("s"), rpc_id, vote("ana", "A"), 3).await,
+        backend
+            .vote(&key("s"), rpc_id, vote("ana", "A"), 3, None)
+            .await,
         Err(Error::AlreadyApproved)
     );
     assert_eq!(
-        backend.vote(&key("s"), "nope", vote("bo", "A"), 3).await,
+        backend
+            .vote(&key("s"), "nope", vote("bo", "A"), 3, None)
+            .await,
         Err(Error::not_pending())
     );
     // Twenty approvers at once: one tally, so exactly one completes it (the second
@@ -289,7 +295,7 @@ pub async fn quorum_votes_are_one_tally(make: impl Make) {
         let (backend, rpc_id) = (backend.clone(), rpc_id.clone());
         let voter = vote(&format!("v{i}"), "A");
         tasks.push(tokio::spawn(async move {
-            backend.vote(&key("s"), &rpc_id, voter, 3).await
+            backend.vote(&key("s"), &rpc_id, voter, 3, None).await
         }));
     }
     let mut complete = Vec::new();
@@ -313,18 +319,20 @@ pub async fn quorum_votes_are_one_tally(make: impl Make) {
         .await
         .expect("the final claim");
     assert!(matches!(
-        backend.vote(&key("s"), rpc_id, vote("late", "A"), 3).await,
+        backend
+            .vote(&key("s"), rpc_id, vote("late", "A"), 3, None)
+            .await,
         Err(Error::NotPending { .. })
     ));
 
     // A differing vote closes the tally as a disagreement.
     let registered = backend.register(ask("s")).await.expect("register");
     backend
-        .vote(&key("s"), &registered.rpc_id, vote("ana", "A"), 2)
+        .vote(&key("s"), &registered.rpc_id, vote("ana", "A"), 2, None)
         .await
         .expect("first");
     let Ok(Voted::Disagreed(votes)) = backend
-        .vote(&key("s"), &registered.rpc_id, vote("bo", "B"), 2)
+        .vote(&key("s"), &registered.rpc_id, vote("bo", "B"), 2, None)
         .await
     else {
         panic!("disagreed");

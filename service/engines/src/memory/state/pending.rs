@@ -2,7 +2,7 @@
 //! notices (reminders, escalations, approvals) its session's subscribers get.
 
 use askgate_core::{
-    backend::Noticed,
+    backend::{Noticed, audit::AuditEntry},
     domain::{
         Error, SessionKey,
         quorum::{Vote, Voted},
@@ -13,24 +13,32 @@ use askgate_proto::v1::subscribe_response::Event;
 use super::{Change, Inner};
 
 impl Inner {
-    /// Casts a vote on the pending quorum ask `rpc_id`, in one step under the lock.
+    /// Casts a vote on the pending quorum ask `rpc_id`, in one step under the lock; a
+    /// durable engine writes a recorded vote's audit `record` in the same commit.
     pub(in crate::memory) fn vote(
         &self,
         key: &SessionKey,
         rpc_id: &str,
         vote: Vote,
         needed: u32,
+        record: Option<AuditEntry>,
     ) -> Result<Voted, Error> {
         let mut shard = self.shard(key);
         let session = shard.session_mut(key).ok_or_else(Error::not_pending)?;
         let ask = session.pending_mut(rpc_id)?;
         let votes = ask.votes.get_or_insert_with(Box::default);
         let voted = votes.cast(vote, needed)?;
-        self.durable.record(|| Change::Votes {
-            key: key.clone(),
-            rpc_id: rpc_id.to_owned(),
-            votes: (**votes).clone(),
-        });
+        let change = || {
+            vec![Change::Votes {
+                key: key.clone(),
+                rpc_id: rpc_id.to_owned(),
+                votes: (**votes).clone(),
+            }]
+        };
+        // A vote that completes or ends the tally is recorded by the resolution that
+        // follows (its approvers, or who disagreed).
+        let record = record.filter(|_| matches!(voted, Voted::Recorded { .. }));
+        self.durable.record_audited(change, || record);
         Ok(voted)
     }
 

@@ -139,6 +139,8 @@ impl Backend for RedisBackend {
         rpc_id: &str,
         vote: askgate_core::domain::quorum::Vote,
         needed: u32,
+        // On Redis the log is on other slots: the caller appends the record.
+        _record: Option<askgate_core::backend::audit::AuditEntry>,
     ) -> Result<askgate_core::domain::quorum::Voted, Error> {
         self.node.store().vote(key, rpc_id, vote, needed).await
     }
