@@ -392,8 +392,8 @@ impl Questions {
     }
 }
 
-/// Whether `by`'s channel may resolve the ask (docs/approvals.md, "Allowed channels").
-/// Whether `by`'s channel may resolve `pending`: one of its allowed channels.
+/// Whether `by`'s channel may resolve `pending`: one of its allowed channels
+/// (docs/approvals.md, "Channels").
 fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
     match pending.allowed_channels.is_empty() || pending.allowed_channels.contains(&by.channel) {
         true => Ok(()),
