@@ -1,7 +1,7 @@
 //! The rules of approvals (docs/approvals.md): channels, actions, quorums, defaults
 //! and secret questions, as an `Ask` may set them.
 
-use askgate_proto::v1::{AskRequest, Question, QuestionAnswer};
+use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
 
 use super::{
     Limits, Violation, echo,
@@ -33,9 +33,18 @@ pub const SERVER_CHANNELS: [&str; 7] = [
 /// mailbox or phone, so they never collect a secret answer (they link to the console).
 pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, "telegram", "email", "ntfy"];
 
-/// Whether answers from `channel` may answer an ask with secret questions.
-pub fn collects_secrets(channel: &str) -> bool {
-    !CHAT_CHANNELS.contains(&channel)
+/// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
+/// channels.
+pub fn may_resolve(requested: &Requested, channel: &str) -> bool {
+    requested.allowed_channels.is_empty() || requested.allowed_channels.iter().any(|c| c == channel)
+}
+
+/// Whether `channel` may answer `requested`: it may resolve it, and it is not a chat
+/// channel when the ask holds a secret question (a chat shows an answer to all who
+/// read it; such an ask links to the console instead).
+pub fn may_answer(requested: &Requested, channel: &str) -> bool {
+    may_resolve(requested, channel)
+        && !(CHAT_CHANNELS.contains(&channel) && has_secret(&requested.questions))
 }
 
 /// Whether any of `questions` is secret.
@@ -286,7 +295,5 @@ mod tests {
         // Without the order (a retry that named other questions): after the others.
         assert_eq!(ids(&merge_secret(&[], public, secret)), ["a", "c", "pin"]);
         assert!(has_secret(&questions));
-        assert!(!collects_secrets("slack") && !collects_secrets("email"));
-        assert!(collects_secrets("console") && collects_secrets("tui"));
     }
 }

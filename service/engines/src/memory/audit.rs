@@ -109,19 +109,22 @@ impl MemoryAuditStore {
         Some(record)
     }
 
-    /// Chains `entry` (unless appended before) and hands its journal change to
-    /// `record`, which records it with the changes the entry is about, in one group:
-    /// the record and what it records are durable together. Under this log's lock, so
-    /// that a tenant's records reach the journal in their seq order.
-    pub fn append_with(&self, entry: AuditEntry, record: impl FnOnce(Option<Change>)) {
+    /// Chains `entry` (unless appended before) and, on a durable log, records it with
+    /// `changes` (the changes it is about) as one journal entry: the record and what it
+    /// records are durable together. Under this log's lock, so that a tenant's records
+    /// reach the journal in their seq order.
+    pub fn append_with(&self, entry: AuditEntry, mut changes: Vec<Change>) {
         let mut logs = self.logs.lock();
         let tenant = entry.tenant.clone();
-        let change = self.chain(&mut logs, entry).map(|record| Change::Audit {
-            tenant,
-            at: SystemTime::now(),
-            record,
-        });
-        record(change);
+        let record = self.chain(&mut logs, entry);
+        if let Some(journal) = &self.journal {
+            changes.extend(record.map(|record| Change::Audit {
+                tenant,
+                at: SystemTime::now(),
+                record,
+            }));
+            journal.record_all(changes);
+        }
     }
 }
 

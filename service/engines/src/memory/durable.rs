@@ -60,13 +60,9 @@ impl Durable {
         let Some(journal) = &self.journal else {
             return;
         };
-        let mut changes = changes();
         match self.audit.as_ref().zip(entry()) {
-            Some((audit, entry)) => audit.append_with(entry, |record| {
-                changes.extend(record);
-                journal.record_all(changes);
-            }),
-            None => journal.record_all(changes),
+            Some((audit, entry)) => audit.append_with(entry, changes()),
+            None => journal.record_all(changes()),
         }
     }
 

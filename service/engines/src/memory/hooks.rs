@@ -122,13 +122,7 @@ impl MemoryHookStore {
             self.record(|| change);
             return;
         };
-        audit.append_with(entry.clone(), |record| {
-            if let Some(journal) = &self.journal {
-                let mut changes = vec![Change::Hook(change)];
-                changes.extend(record);
-                journal.record_all(changes);
-            }
-        });
+        audit.append_with(entry.clone(), vec![Change::Hook(change)]);
     }
 
     /// Changes the state under its lock, then (on a durable engine) waits until the

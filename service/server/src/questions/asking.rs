@@ -282,7 +282,7 @@ impl Questions {
                 "a secret answer came to a node without --secret-key-file".into(),
             ));
         };
-        let secret = secrets::open(sealing, &key.session_id, rpc_id, &sealed)?;
+        let secret = secrets::open(sealing, key, rpc_id, &sealed)?;
         // A retry whose batch names no secret question (it differs from the ask it
         // joined) gets the secret answers after the others.
         let order = terms.map_or(&[][..], |t| t.order.as_slice());

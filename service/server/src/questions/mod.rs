@@ -175,7 +175,7 @@ impl Questions {
             match pending.quorum.map_or(0, |q| q.count) {
                 needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
                 _ => {
-                    let outcome = self.answered(&pending, answers, by)?;
+                    let outcome = self.answered(&key, &pending, answers, by)?;
                     self.backend.claim(&key, &request.rpc_id, outcome).await
                 }
             }
@@ -188,6 +188,7 @@ impl Questions {
     /// sealed for the waiting call.
     fn answered(
         &self,
+        session: &SessionKey,
         pending: &Requested,
         answers: Vec<QuestionAnswer>,
         by: &Resolver,
@@ -205,7 +206,7 @@ impl Questions {
             return Ok(Outcome::answered(answers, by.clone()));
         }
         Ok(Outcome {
-            sealed_answers: secrets::seal(key, &pending.session_id, &pending.rpc_id, &secret)?,
+            sealed_answers: secrets::seal(key, session, &pending.rpc_id, &secret)?,
             answers_hmac: secrets::mac(key, &secret),
             ..Outcome::answered(answers, by.clone())
         })
@@ -392,21 +393,19 @@ impl Questions {
     }
 }
 
-/// Whether `by`'s channel may resolve `pending`: one of its allowed channels
-/// (docs/approvals.md, "Channels").
+/// CHANNEL_NOT_ALLOWED unless `by`'s channel may resolve `pending`
+/// ([`approval::may_resolve`]).
 fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
-    match pending.allowed_channels.is_empty() || pending.allowed_channels.contains(&by.channel) {
+    match approval::may_resolve(pending, &by.channel) {
         true => Ok(()),
         false => Err(Error::ChannelNotAllowed),
     }
 }
 
-/// Whether `by`'s channel may answer `pending`: a chat channel may not answer an ask
-/// with a secret question (a chat shows an answer to all who read it; such an ask
-/// links to the console instead). It may still cancel it.
+/// CHANNEL_NOT_ALLOWED unless `by`'s channel may answer `pending`
+/// ([`approval::may_answer`]: no chat channel answers a secret question).
 fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
-    allowed(pending, by)?;
-    match approval::collects_secrets(&by.channel) || !approval::has_secret(&pending.questions) {
+    match approval::may_answer(pending, &by.channel) {
         true => Ok(()),
         false => Err(Error::ChannelNotAllowed),
     }

@@ -2,7 +2,7 @@
 //! answer approves, and, for an ask Slack may not answer, the console instead of
 //! controls.
 
-use askgate_core::domain::model::SLACK_CHANNEL;
+use askgate_core::domain::{approval, model::SLACK_CHANNEL};
 use askgate_proto::v1::Requested;
 use serde_json::{Value, json};
 
@@ -14,12 +14,7 @@ use super::{
 /// Whether Slack may collect the answer of `requested`: the ask allows the channel,
 /// and holds no secret question (a chat keeps what is typed in it).
 pub fn answerable_in_slack(requested: &Requested) -> bool {
-    let allowed = requested.allowed_channels.is_empty()
-        || requested
-            .allowed_channels
-            .iter()
-            .any(|c| c == SLACK_CHANNEL);
-    allowed && !requested.questions.iter().any(|q| q.secret)
+    approval::may_answer(requested, SLACK_CHANNEL)
 }
 
 /// What the ask's answer approves and how it resolves (docs/approvals.md): the action
