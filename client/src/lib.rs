@@ -56,12 +56,13 @@ pub mod tool;
 pub use askgate_proto::v1 as proto;
 use proto::{
     AnswerRequest, AskResponse, CancelRequest, CancelSource, ConnectSlackRequest,
-    CreateEndpointRequest, DeleteEndpointRequest, Delivery, DisconnectSlackRequest,
-    Endpoint as WebhookEndpoint, ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest,
-    ListSlackAppsRequest, QuestionAnswer, RedeliverRequest, Requested, SlackApp, SubscribeRequest,
-    WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient, audit_client::AuditClient,
-    slack_client::SlackClient, user_questions_client::UserQuestionsClient,
-    webhooks_client::WebhooksClient,
+    ConnectTelegramRequest, CreateEndpointRequest, DeleteEndpointRequest, Delivery,
+    DisconnectSlackRequest, DisconnectTelegramRequest, Endpoint as WebhookEndpoint,
+    ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest, ListSlackAppsRequest,
+    ListTelegramBotsRequest, QuestionAnswer, RedeliverRequest, Requested, SlackApp,
+    SubscribeRequest, TelegramBot, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
+    audit_client::AuditClient, slack_client::SlackClient, telegram_client::TelegramClient,
+    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -85,6 +86,7 @@ pub struct Client {
     agents: AgentsClient<Channel>,
     webhooks: WebhooksClient<Channel>,
     slack: SlackClient<Channel>,
+    telegram: TelegramClient<Channel>,
     audit: AuditClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
@@ -196,6 +198,7 @@ impl Client {
             agents: AgentsClient::new(channel.clone()),
             webhooks: WebhooksClient::new(channel.clone()),
             slack: SlackClient::new(channel.clone()),
+            telegram: TelegramClient::new(channel.clone()),
             audit: AuditClient::new(channel),
             authorization: None,
             channel: None,
@@ -506,6 +509,36 @@ impl Client {
     pub async fn disconnect_slack(&mut self, id: &str) -> Result<(), Error> {
         let request = self.request(DisconnectSlackRequest { id: id.to_owned() });
         self.slack.disconnect_slack(request).await?;
+        Ok(())
+    }
+
+    /// Connects a Telegram bot of the caller's tenant (admin role); the server checks
+    /// its token with Telegram and points the bot's webhook at itself first. The bot's
+    /// secrets are never returned.
+    pub async fn connect_telegram(
+        &mut self,
+        bot: ConnectTelegramRequest,
+    ) -> Result<TelegramBot, Error> {
+        let request = self.request(bot);
+        Ok(self.telegram.connect_telegram(request).await?.into_inner())
+    }
+
+    /// The tenant's Telegram bots, oldest first.
+    pub async fn list_telegram_bots(&mut self) -> Result<Vec<TelegramBot>, Error> {
+        let request = self.request(ListTelegramBotsRequest {});
+        Ok(self
+            .telegram
+            .list_telegram_bots(request)
+            .await?
+            .into_inner()
+            .bots)
+    }
+
+    /// Disconnects a Telegram bot; [`Reason::NotFound`] when the tenant has none by
+    /// that id.
+    pub async fn disconnect_telegram(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectTelegramRequest { id: id.to_owned() });
+        self.telegram.disconnect_telegram(request).await?;
         Ok(())
     }
 

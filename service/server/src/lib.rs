@@ -3,7 +3,8 @@
 //! imports only the ones below it:
 //! - [`server`]: assembles the node and runs it until shutdown;
 //! - the ingresses, side by side: [`api`] (tonic handlers, thin), [`mcp`] (askgate as
-//!   an MCP server), [`slack`] (Slack's interactivity endpoint); [`dispatch`] puts the
+//!   an MCP server), [`slack`] (Slack's interactivity endpoint), [`telegram`]
+//!   (Telegram's updates), both served through [`ingress`]; [`dispatch`] puts the
 //!   node's gRPC services behind one match on the request's path; [`web`] is CORS and
 //!   the console's files; [`origin`] the Host/Origin policy in front of every HTTP
 //!   entry; [`listener`] accepts connections, bounded;
@@ -21,6 +22,7 @@ pub mod api;
 pub mod approvals;
 pub mod auth;
 pub mod dispatch;
+pub mod ingress;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;
@@ -29,6 +31,7 @@ pub mod protojson;
 pub mod questions;
 pub mod server;
 pub mod slack;
+pub mod telegram;
 pub mod web;
 pub mod webhooks;
 

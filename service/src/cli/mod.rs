@@ -27,6 +27,7 @@ pub mod overlay;
 mod receipt;
 mod serve;
 mod slack;
+mod telegram;
 mod watch;
 mod webhooks;
 
@@ -86,6 +87,10 @@ pub enum Command {
     /// there (admin role).
     #[command(subcommand)]
     Slack(slack::SlackCommand),
+    /// Connect the tenant's Telegram bots: questions posted to a chat and answered
+    /// there (admin role).
+    #[command(subcommand)]
+    Telegram(telegram::TelegramCommand),
     /// The tenant's hash-chained audit log: export it, verify an export (admin role).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -181,6 +186,7 @@ pub fn main() -> ExitCode {
             Command::Health(args) => health::run(args).await,
             Command::Webhooks(command) => webhooks::run(command).await,
             Command::Slack(command) => slack::run(command).await,
+            Command::Telegram(command) => telegram::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
             Command::Audit(command) => audit::run(command).await,
         }

@@ -62,7 +62,7 @@ pub struct IdArgs {
 }
 
 /// A secret file's contents as text (its warning, if others may read it, to stderr).
-fn read_secret(path: &std::path::Path, what: &str) -> Result<String, ExitCode> {
+pub(super) fn read_secret(path: &std::path::Path, what: &str) -> Result<String, ExitCode> {
     let (bytes, warning) =
         secret::read_file(path).map_err(|e| fail_local(format!("{what}: {e:#}"), 2))?;
     if let Some(warning) = warning {

@@ -5,7 +5,7 @@ use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
 
 use super::{
     Limits, Violation, echo,
-    model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL},
+    model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL, TELEGRAM_CHANNEL},
 };
 
 /// Longest `Action.arguments_json`, in bytes.
@@ -24,14 +24,14 @@ pub const SERVER_CHANNELS: [&str; 7] = [
     CONSOLE_CHANNEL,
     MCP_CHANNEL,
     SLACK_CHANNEL,
-    "telegram",
+    TELEGRAM_CHANNEL,
     "email",
     "ntfy",
 ];
 
 /// The chat, mail and push channels: they show an ask to whoever reads the chat,
 /// mailbox or phone, so they never collect a secret answer (they link to the console).
-pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, "telegram", "email", "ntfy"];
+pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, "email", "ntfy"];
 
 /// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
 /// channels.

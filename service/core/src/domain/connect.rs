@@ -1,7 +1,7 @@
 //! The rules of what a tenant connects to reach its humans: webhook endpoints' and
 //! Slack apps' descriptions and filters, and a Slack app's credentials and channel.
 
-use askgate_proto::v1::ConnectSlackRequest;
+use askgate_proto::v1::{ConnectSlackRequest, ConnectTelegramRequest};
 
 use super::{Limits, Violation, validate};
 
@@ -64,12 +64,110 @@ pub fn slack_app(request: &ConnectSlackRequest, limits: &Limits) -> Vec<Violatio
     violations
 }
 
+/// Bytes of a Telegram chat id (`-1001234567890`, `@channelusername`).
+pub const MAX_CHAT_ID_BYTES: usize = 64;
+
+/// What is wrong with a request to connect a Telegram bot, field by field: the token
+/// as @BotFather makes it (`<bot id>:<secret>`, no characters a URL path would
+/// change), a chat id, a session prefix and a filter.
+pub fn telegram_bot(request: &ConnectTelegramRequest, limits: &Limits) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let token_ok = request
+        .bot_token
+        .split_once(':')
+        .is_some_and(|(id, secret)| {
+            !id.is_empty()
+                && id.len() <= 20
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && !secret.is_empty()
+                && secret.len() <= MAX_TOKEN_BYTES
+                && secret
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+    if !token_ok {
+        violations.push(Violation::new(
+            "bot_token",
+            "required: the bot's token from @BotFather, such as 123456:ABC-DEF1234ghIkl",
+        ));
+    }
+    let chat = request.chat_id.trim();
+    let numeric = chat
+        .strip_prefix('-')
+        .unwrap_or(chat)
+        .bytes()
+        .all(|b| b.is_ascii_digit());
+    let username = chat.strip_prefix('@').is_some_and(|name| {
+        (5..=32).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    });
+    if chat.is_empty() || chat.len() > MAX_CHAT_ID_BYTES || !(numeric && chat != "-" || username) {
+        violations.push(Violation::new(
+            "chat_id",
+            "required: a chat's numeric id (-1001234567890) or @channelusername",
+        ));
+    }
+    if !request.session_prefix.is_empty()
+        && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
+    {
+        violations.extend(e.violations().iter().cloned());
+    }
+    violations.extend(described_filter(
+        &request.description,
+        &request.labels,
+        limits,
+    ));
+    violations
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn fields(violations: &[Violation]) -> Vec<&str> {
         violations.iter().map(|v| v.field.as_str()).collect()
+    }
+
+    #[test]
+    fn a_telegram_bot_needs_a_token_a_chat_and_a_valid_filter() {
+        let limits = Limits::default();
+        let good = ConnectTelegramRequest {
+            bot_token: "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11".into(),
+            chat_id: "-1001234567890".into(),
+            ..Default::default()
+        };
+        assert!(telegram_bot(&good, &limits).is_empty());
+        let channel = ConnectTelegramRequest {
+            chat_id: "@askgate_ops".into(),
+            ..good.clone()
+        };
+        assert!(telegram_bot(&channel, &limits).is_empty());
+        for (token, chat) in [
+            ("", "1"),
+            ("123456", "1"),
+            ("abc:def", "1"),
+            ("123:de/f", "1"),
+            ("123:def", ""),
+            ("123:def", "-"),
+            ("123:def", "@ab"),
+            ("123:def", "12a"),
+            ("123:def", "@bad name"),
+        ] {
+            let bad = ConnectTelegramRequest {
+                bot_token: token.into(),
+                chat_id: chat.into(),
+                ..Default::default()
+            };
+            assert!(!telegram_bot(&bad, &limits).is_empty(), "{token} {chat}");
+        }
+        let prefixed = ConnectTelegramRequest {
+            session_prefix: "bad prefix\n".into(),
+            ..good
+        };
+        assert_eq!(
+            fields(&telegram_bot(&prefixed, &limits)),
+            ["session_prefix"]
+        );
     }
 
     #[test]

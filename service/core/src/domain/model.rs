@@ -31,6 +31,8 @@ pub const CONSOLE_CHANNEL: &str = "console";
 pub const MCP_CHANNEL: &str = "mcp";
 /// The channel of Slack's clicks and forms.
 pub const SLACK_CHANNEL: &str = "slack";
+/// Answers given in a Telegram chat.
+pub const TELEGRAM_CHANNEL: &str = "telegram";
 
 /// Who resolves an ask, and through which channel (docs/approvals.md): the
 /// credential's subject, and `console`, `slack`, `mcp`, a client's own name, ...

@@ -328,6 +328,7 @@ mod hooks {
             created_ms: 1,
             session_prefix: String::new(),
             slack: None,
+            channel: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod deadline;
 pub mod health;
 pub mod slack;
+pub mod telegram;
 pub mod webhooks;
 
 use std::{
@@ -28,6 +29,7 @@ use tracing::{Instrument, debug_span, field::Empty, instrument};
 pub use agents::AgentsApi;
 pub use audit::AuditApi;
 pub use slack::SlackApi;
+pub use telegram::TelegramApi;
 pub use webhooks::WebhooksApi;
 
 use crate::{

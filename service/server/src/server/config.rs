@@ -26,7 +26,7 @@ use crate::{
     listener::ConnectionLimits,
     origin::PublicUrl,
     web::CorsOrigins,
-    webhooks::{WebhookConfig, slack::Slack},
+    webhooks::{WebhookConfig, slack::Slack, telegram::Telegram},
 };
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
@@ -85,6 +85,8 @@ pub struct ServerConfig {
     pub default_notify: NotifyPolicy,
     /// Slack's Web API (`--slack-api-url`).
     pub slack_api_url: String,
+    /// Where the Telegram Bot API is (`--telegram-api-url`).
+    pub telegram_api_url: String,
     /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
     /// key per process on the memory engine, and no Slack apps on Redis.
     pub secret_key_file: Option<PathBuf>,
@@ -183,6 +185,12 @@ impl ServerConfig {
     }
 
     /// Slack: its Web API, and the key that seals apps' secrets.
+    pub(super) fn telegram(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Telegram> {
+        let public = self.public_url.as_ref().map(PublicUrl::origin);
+        Telegram::new(&self.telegram_api_url, self.webhooks.timeout, public, key)
+            .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
+    }
+
     pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {
         let slack = Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
             .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
@@ -331,6 +339,7 @@ impl Default for ServerConfig {
             max_mcp_sessions: 4096,
             webhooks: WebhookConfig::default(),
             slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
+            telegram_api_url: crate::webhooks::telegram::api::DEFAULT_API_URL.to_owned(),
             secret_key_file: None,
             default_notify: NotifyPolicy::default(),
             receipt_key_files: Vec::new(),

@@ -7,7 +7,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use askgate_proto::v1::{
     agents_server::AgentsServer, audit_server::AuditServer, slack_server::SlackServer,
-    user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
+    telegram_server::TelegramServer, user_questions_server::UserQuestionsServer,
+    webhooks_server::WebhooksServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -19,7 +20,9 @@ use super::{
     tasks::{TaskGuard, follow_backend_health, reload_on_sighup, set_health},
 };
 use crate::{
-    api::{AgentsApi, AuditApi, SlackApi, UserQuestionsApi, WebhooksApi, deadline, health},
+    api::{
+        AgentsApi, AuditApi, SlackApi, TelegramApi, UserQuestionsApi, WebhooksApi, deadline, health,
+    },
     approvals::{Audit, Receipts},
     auth::Gate,
     backend::Backend,
@@ -33,7 +36,7 @@ use crate::{
     metrics::{Metrics, ScrapeToken},
     origin::OriginPolicy,
     questions::{AskRate, Questions},
-    slack::{Interactivity, SlackLayer},
+    slack::Interactivity,
     web::{AnswersLayer, Console, Jwks},
     webhooks::{HookTasks, Hooks},
 };
@@ -96,7 +99,10 @@ impl Node {
             config.webhooks.clone(),
             config.limits.clone(),
             metrics.clone(),
-            config.slack(sealing.clone())?,
+            crate::webhooks::Channels {
+                slack: config.slack(sealing.clone())?,
+                telegram: config.telegram(sealing.clone())?,
+            },
             audit.clone(),
         );
         // The audit log's upkeep: records past retention dropped, and admin changes'
@@ -214,6 +220,7 @@ impl Node {
         );
         let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
         let slack = SlackApi::new(self.hooks.clone(), gate.clone());
+        let telegram = TelegramApi::new(self.hooks.clone(), gate.clone());
         let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
@@ -235,6 +242,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 SlackServer::new(slack).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                TelegramServer::new(telegram).max_decoding_message_size(limit),
                 authenticate.clone(),
             ))
             .serve(InterceptedService::new(
@@ -293,6 +304,7 @@ impl Node {
             config.cors.clone(),
         );
         let interactivity = Interactivity::new(self.hooks.clone(), self.questions.clone());
+        let updates = crate::telegram::Updates::new(self.hooks.clone(), self.questions.clone());
         Ok(transport(config)?
             // A request in flight keeps its connection from being idle.
             .layer(InFlightLayer)
@@ -313,7 +325,9 @@ impl Node {
                 self.receipts.as_ref().map(|r| r.published().to_owned()),
             )))
             // Slack's clicks and forms, each verified against its app's signing secret.
-            .layer(SlackLayer::new(interactivity))
+            .layer(crate::ingress::IngressLayer::new(interactivity))
+            // Telegram's updates, each verified by its bot's webhook secret token.
+            .layer(crate::ingress::IngressLayer::new(updates))
             // gRPC-Web calls are the console's channel: marked before translation.
             .layer(tower::util::MapRequestLayer::new(crate::api::mark_browser))
             .layer(tonic_web::GrpcWebLayer::new())

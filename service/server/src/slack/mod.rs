@@ -11,22 +11,12 @@
 //! and the request is acknowledged at once (Slack waits 3 s); the message itself is
 //! updated by the `resolved` event's delivery, whoever resolved the ask.
 
-use std::{
-    future::Future,
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::{Duration, SystemTime},
-};
+use std::time::{Duration, SystemTime};
 
 use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
 use bytes::Bytes;
-use futures_util::future::Either;
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::BodyExt as _;
+use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
-use tower::{Layer, Service};
 use tracing::{debug, warn};
 
 use crate::webhooks::slack::blocks::{self, Ref};
@@ -42,13 +32,6 @@ pub const INTERACTIVITY_PATH: &str = "/slack/interactivity";
 /// Bytes of an interaction read at most (Slack's are a few kilobytes; a click on a
 /// large message carries the message).
 const MAX_BODY_BYTES: usize = 256 * 1024;
-/// Bodies read at once before their signature can be checked: what unauthenticated
-/// callers may make the node hold is at most this many times [`MAX_BODY_BYTES`].
-const MAX_UNVERIFIED_BODIES: usize = 64;
-/// How long a request waits for one of those places before it is refused (503).
-const UNVERIFIED_QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the whole body may take to arrive (408 past it).
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How far a request's timestamp may be from now.
 const TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// How long a seen signature is remembered: past the tolerance on both sides.
@@ -214,7 +197,7 @@ impl Interactivity {
     }
 
     /// One interaction: verified, then acted on; what to answer Slack.
-    pub async fn handle(&self, headers: &HeaderMap, body: &[u8]) -> Reply {
+    pub async fn interaction(&self, headers: &HeaderMap, body: &[u8]) -> Reply {
         let Some(payload) = payload(body) else {
             return (
                 StatusCode::BAD_REQUEST,
@@ -428,135 +411,28 @@ impl Interactivity {
     }
 }
 
-/// Serves [`INTERACTIVITY_PATH`]; every other request goes on.
-#[derive(Clone)]
-pub struct SlackLayer {
-    interactivity: Interactivity,
-    /// Places for bodies read before their signature is checked.
-    unverified: Arc<Semaphore>,
-}
+impl crate::ingress::Ingress for Interactivity {
+    fn claims(&self, path: &str) -> bool {
+        path == INTERACTIVITY_PATH
+    }
 
-impl SlackLayer {
-    pub fn new(interactivity: Interactivity) -> Self {
-        Self {
-            interactivity,
-            unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
+    fn max_body(&self) -> usize {
+        MAX_BODY_BYTES
+    }
+
+    /// Only a POST whose headers could be Slack's (signed, fresh) is read.
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), crate::ingress::Reply> {
+        if parts.method != Method::POST {
+            return Err((StatusCode::METHOD_NOT_ALLOWED, None).into());
         }
-    }
-}
-
-impl<S> Layer<S> for SlackLayer {
-    type Service = SlackRoute<S>;
-
-    fn layer(&self, inner: S) -> SlackRoute<S> {
-        SlackRoute {
-            interactivity: self.interactivity.clone(),
-            unverified: self.unverified.clone(),
-            inner,
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct SlackRoute<S> {
-    interactivity: Interactivity,
-    unverified: Arc<Semaphore>,
-    inner: S,
-}
-
-type SlackFuture<E> = Pin<Box<dyn Future<Output = Result<Response<tonic::body::Body>, E>> + Send>>;
-
-fn respond((status, body): Reply) -> Response<tonic::body::Body> {
-    let bytes = body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string()));
-    let mut response = Response::new(tonic::body::Body::new(http_body_util::Full::new(bytes)));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-impl<S, B> Service<Request<B>> for SlackRoute<S>
-where
-    S: Service<Request<B>, Response = Response<tonic::body::Body>>,
-    S::Error: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    type Response = Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = Either<SlackFuture<S::Error>, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+        signed_headers(&parts.headers, SystemTime::now())
+            .map_err(|why| crate::ingress::Reply::from(refused(why)))?;
+        Ok(())
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        if request.uri().path() != INTERACTIVITY_PATH {
-            return Either::Right(self.inner.call(request));
-        }
-        let interactivity = self.interactivity.clone();
-        let unverified = self.unverified.clone();
-        let served: SlackFuture<S::Error> = Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let body = match read_unverified(&parts, body, &unverified).await {
-                Ok(body) => body,
-                Err(reply) => return Ok(respond(reply)),
-            };
-            let reply = interactivity.handle(&parts.headers, &body).await;
-            Ok(respond(reply))
-        });
-        Either::Left(served)
+    async fn handle(&self, parts: http::request::Parts, body: Bytes) -> crate::ingress::Reply {
+        self.interaction(&parts.headers, &body).await.into()
     }
-}
-
-/// The body of an interaction, read within the bounds of what an unauthenticated
-/// caller may make the node hold: only for a POST whose headers could be Slack's
-/// (signed, fresh) and whose length fits, in one of [`MAX_UNVERIFIED_BODIES`] places,
-/// within [`BODY_READ_TIMEOUT`].
-async fn read_unverified<B>(
-    parts: &http::request::Parts,
-    body: B,
-    unverified: &Arc<Semaphore>,
-) -> Result<Bytes, Reply>
-where
-    B: http_body::Body,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let error = |status, text: &str| (status, Some(json!({ "error": text })));
-    if parts.method != Method::POST {
-        return Err((StatusCode::METHOD_NOT_ALLOWED, None));
-    }
-    signed_headers(&parts.headers, SystemTime::now()).map_err(refused)?;
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return Err(error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the request is too large",
-        ));
-    }
-    let _place = tokio::time::timeout(UNVERIFIED_QUEUE_TIMEOUT, unverified.acquire())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(|| error(StatusCode::SERVICE_UNAVAILABLE, "busy: try again"))?;
-    let collected = tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        http_body_util::Limited::new(body, MAX_BODY_BYTES).collect(),
-    )
-    .await
-    .map_err(|_| error(StatusCode::REQUEST_TIMEOUT, "the request body was too slow"))?;
-    collected.map(|body| body.to_bytes()).map_err(|_| {
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the request is too large or was cut off",
-        )
-    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! The admin use cases of webhook endpoints and Slack apps (the `Webhooks` and
-//! `Slack` services): checked requests in, stored records, proto records out.
+//! The admin use cases of webhook endpoints, Slack apps and Telegram bots (the
+//! `Webhooks`, `Slack` and `Telegram` services): checked requests in, stored records,
+//! proto records out.
 
 use askgate_proto::v1::{
-    ConnectSlackRequest, CreateEndpointRequest, Delivery, DeliveryStatus, Endpoint,
-    ListDeliveriesRequest, SlackApp,
+    ConnectSlackRequest, ConnectTelegramRequest, CreateEndpointRequest, Delivery, DeliveryStatus,
+    Endpoint, ListDeliveriesRequest, SlackApp, TelegramBot,
 };
 use base64::Engine as _;
 use serde_json::json;
@@ -14,7 +15,7 @@ use super::{
     Hooks,
     clock::{millis, now_ms, timestamp},
     send::Target,
-    slack,
+    slack, telegram,
 };
 use crate::{
     approvals::Audit,
@@ -30,6 +31,32 @@ const MAX_EVENT_TYPES: usize = 16;
 /// Deliveries listed at most (and by default) per call.
 const MAX_LISTED: usize = 1000;
 const DEFAULT_LISTED: usize = 100;
+
+/// What an endpoint is: the admin calls of one kind see no endpoint of another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Webhook,
+    Slack,
+    Telegram,
+}
+
+impl Kind {
+    fn of(record: &EndpointRecord) -> Self {
+        match (&record.slack, record.telegram()) {
+            (Some(_), _) => Self::Slack,
+            (_, Some(_)) => Self::Telegram,
+            _ => Self::Webhook,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Webhook => "webhook endpoint",
+            Self::Slack => "Slack app",
+            Self::Telegram => "Telegram bot",
+        }
+    }
+}
 
 /// A new endpoint's signing secret: `whsec_` and two random UUIDs (244 bits from the
 /// OS's generator) in base64.
@@ -111,6 +138,7 @@ impl Hooks {
             created_ms: now_ms(),
             session_prefix: String::new(),
             slack: None,
+            channel: None,
         };
         let endpoint = endpoint_of(&record, true);
         let details = json!({ "id": endpoint.id, "url": endpoint.url, "events": endpoint.events });
@@ -138,7 +166,7 @@ impl Hooks {
             .endpoints(tenant)
             .await?
             .iter()
-            .filter(|e| e.slack.is_none())
+            .filter(|e| e.is_webhook())
             .map(|e| endpoint_of(e, false))
             .collect())
     }
@@ -150,33 +178,29 @@ impl Hooks {
         by: &Resolver,
     ) -> Result<(), Error> {
         let audit = Audit::admin_entry(tenant, by, "endpoint.deleted", json!({ "id": id }));
-        self.delete(tenant, id, false, &audit).await
+        self.delete(tenant, id, Kind::Webhook, &audit).await?;
+        Ok(())
     }
 
-    /// Deletes a webhook endpoint (`slack` false) or a Slack app (true); NOT_FOUND for
-    /// the other kind, as for a missing one.
+    /// Deletes an endpoint of `kind`; NOT_FOUND for another kind, as for a missing one.
+    /// The record deleted.
     async fn delete(
         &self,
         tenant: &str,
         id: &str,
-        slack: bool,
+        kind: Kind,
         audit: &AuditEntry,
-    ) -> Result<(), Error> {
-        let what = if slack {
-            "Slack app"
-        } else {
-            "webhook endpoint"
-        };
-        let not_found = || Error::NotFound(format!("no {what} with that id"));
+    ) -> Result<EndpointRecord, Error> {
+        let not_found = || Error::NotFound(format!("no {} with that id", kind.name()));
         let store = &self.inner.store;
-        match store.endpoint(tenant, id).await? {
-            Some(record) if record.slack.is_some() == slack => {}
+        let record = match store.endpoint(tenant, id).await? {
+            Some(record) if Kind::of(&record) == kind => record,
             _ => return Err(not_found()),
-        }
+        };
         match store.delete_endpoint(tenant, id, audit).await? {
             true => {
                 self.audited().await;
-                Ok(())
+                Ok(record)
             }
             false => Err(not_found()),
         }
@@ -217,7 +241,53 @@ impl Hooks {
         by: &Resolver,
     ) -> Result<(), Error> {
         let audit = Audit::admin_entry(tenant, by, "slack.disconnected", json!({ "id": id }));
-        self.delete(tenant, id, true, &audit).await
+        self.delete(tenant, id, Kind::Slack, &audit).await?;
+        Ok(())
+    }
+
+    /// Connects a Telegram bot of the tenant (see [`telegram::Telegram::connect`]).
+    pub async fn connect_telegram(
+        &self,
+        tenant: &str,
+        request: ConnectTelegramRequest,
+        by: &Resolver,
+    ) -> Result<TelegramBot, Error> {
+        let record = self
+            .inner
+            .telegram
+            .connect(tenant, request, &self.inner.limits)
+            .await?;
+        let bot = telegram::bot_of(&record)
+            .ok_or_else(|| Error::Internal("not a Telegram bot".into()))?;
+        let details =
+            json!({ "id": bot.id, "bot_user_id": bot.bot_user_id, "chat_id": bot.chat_id });
+        let audit = Audit::admin_entry(tenant, by, "telegram.connected", details);
+        self.inner.store.create_endpoint(&record, &audit).await?;
+        debug!(bot = %record.id, "Telegram bot connected");
+        self.audited().await;
+        Ok(bot)
+    }
+
+    /// The tenant's Telegram bots, oldest first, without their secrets.
+    pub async fn list_telegram_bots(&self, tenant: &str) -> Result<Vec<TelegramBot>, Error> {
+        let endpoints = self.inner.store.endpoints(tenant).await?;
+        Ok(endpoints.iter().filter_map(telegram::bot_of).collect())
+    }
+
+    pub async fn disconnect_telegram(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let audit = Audit::admin_entry(tenant, by, "telegram.disconnected", json!({ "id": id }));
+        let bot = self.delete(tenant, id, Kind::Telegram, &audit).await?;
+        // Telegram stops sending its updates here (they would be refused).
+        let telegram = &self.inner.telegram;
+        if let Err(e) = telegram.call(&bot, "deleteWebhook", &json!({})).await {
+            warn!(bot = %id, "removing the disconnected bot's webhook failed: {e}");
+        }
+        Ok(())
     }
 
     pub async fn list_deliveries(

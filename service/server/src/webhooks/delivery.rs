@@ -54,17 +54,19 @@ impl Inner {
         delivery.last_attempt_ms = now;
         let result = match &endpoint {
             None => Err("the endpoint was deleted".to_owned()),
-            Some(
-                app @ EndpointRecord {
-                    slack: Some(target),
-                    ..
-                },
-            ) => {
-                self.slack
-                    .deliver(&*self.store, app, target, &delivery)
-                    .await
-            }
-            Some(endpoint) => self.post(endpoint, &delivery).await,
+            Some(endpoint) => match (&endpoint.slack, endpoint.telegram()) {
+                (Some(target), _) => {
+                    let store = &*self.store;
+                    self.slack.deliver(store, endpoint, target, &delivery).await
+                }
+                (_, Some(target)) => {
+                    let store = &*self.store;
+                    self.telegram
+                        .deliver(store, endpoint, target, &delivery)
+                        .await
+                }
+                _ => self.post(endpoint, &delivery).await,
+            },
         };
         let outcome = match result {
             Ok(()) => {

@@ -92,12 +92,12 @@ impl Inner {
         if wanting.is_empty() {
             return Ok(());
         }
-        // A webhook gets the event's payload; a Slack app the ask (and its resolution).
-        let body = match wanting.iter().any(|e| e.slack.is_none()) {
+        // A webhook gets the event's payload; a chat channel the ask (and its resolution).
+        let body = match wanting.iter().any(|e| e.is_webhook()) {
             true => body()?,
             false => String::new(),
         };
-        let slack_body = match wanting.iter().any(|e| e.slack.is_some()) {
+        let chat_body = match wanting.iter().any(|e| !e.is_webhook()) {
             true => slack::delivery_body(requested, resolved)?,
             false => String::new(),
         };
@@ -114,9 +114,9 @@ impl Inner {
                 event_type,
                 session_id: requested.session_id.clone(),
                 rpc_id: requested.rpc_id.clone(),
-                body: match endpoint.slack {
-                    Some(_) => slack_body.clone(),
-                    None => body.clone(),
+                body: match endpoint.is_webhook() {
+                    true => body.clone(),
+                    false => chat_body.clone(),
                 },
                 status: Status::Pending,
                 attempts: 0,

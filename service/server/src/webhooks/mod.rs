@@ -17,8 +17,8 @@
 //! On Redis the store is shared, so any node delivers and a node's death loses nothing
 //! that was queued: its leases run out and a survivor takes over.
 //!
-//! Slack apps ([`slack`]) are endpoints with a Slack target: their deliveries post
-//! and update messages through the same loops.
+//! Slack apps ([`slack`]) and Telegram bots ([`telegram`]) are endpoints with a chat
+//! target: their deliveries post and update messages through the same loops.
 
 mod admin;
 mod clock;
@@ -28,6 +28,7 @@ mod intake;
 pub mod send;
 pub mod slack;
 pub mod special;
+pub mod telegram;
 mod timers;
 
 use std::{
@@ -42,7 +43,7 @@ use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
 pub use self::config::WebhookConfig;
-use self::{intake::INTAKE_QUEUE, send::Sender, slack::Slack};
+use self::{intake::INTAKE_QUEUE, send::Sender, slack::Slack, telegram::Telegram};
 use crate::{
     approvals::Audit,
     backend::{Backend, Tap, hooks::HookStore},
@@ -65,6 +66,8 @@ struct Inner {
     sender: Sender,
     /// Posts and updates the messages of Slack apps.
     slack: Slack,
+    /// Sends and edits the messages of Telegram bots.
+    telegram: Telegram,
     /// Where every resolution is recorded, from the same committed events.
     audit: Audit,
     metrics: Metrics,
@@ -96,12 +99,13 @@ impl Hooks {
         config: WebhookConfig,
         limits: Limits,
         metrics: Metrics,
-        slack: Slack,
+        channels: Channels,
         audit: Audit,
     ) -> (Self, HookTasks) {
         let inner = Arc::new(Inner {
             sender: Sender::new(config.allow_private, config.timeout),
-            slack,
+            slack: channels.slack,
+            telegram: channels.telegram,
             audit,
             store,
             backend,
@@ -154,6 +158,16 @@ impl Hooks {
     pub(crate) fn slack(&self) -> &Slack {
         &self.inner.slack
     }
+
+    pub(crate) fn telegram(&self) -> &Telegram {
+        &self.inner.telegram
+    }
+}
+
+/// The chat channels a node posts to besides webhooks.
+pub struct Channels {
+    pub slack: Slack,
+    pub telegram: Telegram,
 }
 
 /// Whether a loop's store is failing: the first failure of a streak is a warning, the

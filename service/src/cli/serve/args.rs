@@ -329,11 +329,15 @@ pub struct ServeArgs {
     /// or a fake's in tests).
     #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = askgate_server::webhooks::slack::api::DEFAULT_API_URL)]
     pub slack_api_url: String,
-    /// The key that seals tenants' secrets (Slack apps' tokens) and secret answers in
+    /// Telegram's Bot API: askgate sends and edits Telegram bots' messages there (a
+    /// proxy's, or a fake's in tests).
+    #[arg(long, env = "ASKGATE_TELEGRAM_API_URL", default_value = askgate_server::webhooks::telegram::api::DEFAULT_API_URL)]
+    pub telegram_api_url: String,
+    /// The key that seals tenants' secrets (Slack apps' and Telegram bots' tokens) and secret answers in
     /// the store: 32 bytes, as 64 hex digits or base64 (`openssl rand -base64 32`),
     /// mode 600, the same on every node. Without it: a random key per process on the
-    /// memory engine, one kept in the data directory on sqlite; on Redis, no Slack apps
-    /// and no secret questions.
+    /// memory engine, one kept in the data directory on sqlite; on Redis, no Slack apps,
+    /// no Telegram bots and no secret questions.
     #[arg(long, env = "ASKGATE_SECRET_KEY_FILE")]
     pub secret_key_file: Option<std::path::PathBuf>,
     /// An Ed25519 private key (PKCS#8 PEM: `openssl genpkey -algorithm ed25519`) that

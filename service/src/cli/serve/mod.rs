@@ -67,6 +67,7 @@ impl ServeArgs {
             webhooks: self.webhooks(),
             default_notify: self.default_notify()?,
             slack_api_url: self.slack_api_url.clone(),
+            telegram_api_url: self.telegram_api_url.clone(),
             secret_key_file: self.secret_key_file.clone(),
             receipt_key_files: self.receipt_key_files.clone(),
             receipt_ttl: self.receipt_ttl,

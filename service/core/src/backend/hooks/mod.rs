@@ -261,6 +261,7 @@ pub mod conformance {
             created_ms: 1,
             session_prefix: String::new(),
             slack: None,
+            channel: None,
         }
     }
 

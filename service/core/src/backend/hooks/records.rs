@@ -62,6 +62,30 @@ pub struct EndpointRecord {
     /// A Slack app rather than a URL: where it posts, and its sealed secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackTarget>,
+    /// Another chat channel (Telegram) rather than a URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelTarget>,
+}
+
+/// A chat channel an endpoint posts to instead of a URL, with its secrets sealed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChannelTarget {
+    Telegram(TelegramTarget),
+}
+
+/// Where a Telegram bot posts, and its secrets as the server's key sealed them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TelegramTarget {
+    /// The bot's own user id and username (getMe).
+    pub bot_user_id: i64,
+    pub bot_username: String,
+    /// The chat it posts to: a numeric id or `@channelusername`.
+    pub chat_id: String,
+    /// The bot token, sealed.
+    pub bot_token: String,
+    /// The secret token Telegram sends with every update (setWebhook), sealed.
+    pub webhook_secret: String,
 }
 
 /// Where a Slack app posts, and its secrets as the server's key sealed them (the
@@ -75,6 +99,19 @@ pub struct SlackTarget {
 }
 
 impl EndpointRecord {
+    /// Whether this is a plain webhook endpoint (a URL), not a chat channel.
+    pub fn is_webhook(&self) -> bool {
+        self.slack.is_none() && self.channel.is_none()
+    }
+
+    /// The Telegram bot this endpoint is, if it is one.
+    pub fn telegram(&self) -> Option<&TelegramTarget> {
+        match &self.channel {
+            Some(ChannelTarget::Telegram(target)) => Some(target),
+            None => None,
+        }
+    }
+
     /// Whether this endpoint receives `event` of an ask in `session` with `labels`.
     pub fn wants(&self, event: EventType, session: &str, labels: &HashMap<String, String>) -> bool {
         self.events.contains(&event)
@@ -254,6 +291,7 @@ mod tests {
             created_ms: 0,
             session_prefix: "ops/".into(),
             slack: None,
+            channel: None,
         };
         let infra = HashMap::from([("team".into(), "infra".into()), ("x".into(), "y".into())]);
         assert!(endpoint.wants(EventType::Requested, "ops/1", &infra));

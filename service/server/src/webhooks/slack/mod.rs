@@ -186,6 +186,7 @@ impl Slack {
             created_ms: super::clock::now_ms(),
             session_prefix: request.session_prefix,
             slack: Some(slack),
+            channel: None,
         })
     }
 
