@@ -337,6 +337,7 @@ async fn on_redis_an_admin_record_left_by_a_dead_node_is_taken_in() {
         created_ms: 1,
         session_prefix: String::new(),
         slack: None,
+        channel: None,
     };
     let by = Resolver::new("ana", "cli");
     let details = serde_json::json!({ "id": endpoint.id, "url": endpoint.url });

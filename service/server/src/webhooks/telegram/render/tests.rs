@@ -12,7 +12,6 @@ fn question(id: &str, options: usize, multi: bool, text: &str) -> Question {
             .map(|i| QuestionOption {
                 label: format!("<b>option</b> & {i} {}", "x".repeat(i % 7 * 30)),
                 description: Some(format!("why {i} \"quoted\" <i>")),
-                ..Default::default()
             })
             .collect(),
         multi_select: multi,
@@ -100,7 +99,6 @@ fn every_shape_of_ask_keeps_to_telegrams_limits() {
     review.intent = Some(Intent {
         kind: Some(Kind::PlanReview(PlanReview {
             approve: "Approve".into(),
-            ..Default::default()
         })),
     });
     let mut gated = ask(vec![review]);
