@@ -32,6 +32,7 @@ mod security;
 mod service;
 mod shutdown;
 mod slack;
+mod telegram;
 mod tls;
 mod tool;
 mod tui;

@@ -32,7 +32,7 @@ use crate::{
         telegram::{
             WEBHOOK_PATH, ask_note, prompt_note,
             render::{self, Controls, Data, Prompted},
-            secret_tenant,
+            secret_tenant, settled_note,
         },
     },
 };
@@ -258,6 +258,27 @@ impl Updates {
         }
     }
 
+    /// What a late click or reply is told: who won, as the engine knows it (an answer
+    /// to a resolved ask is refused, naming it), else as the ask's edited message said.
+    async fn late(&self, bot: &EndpointRecord, at: &Asked, who: &str) -> Result<String, Error> {
+        match self.answer(bot, at, Vec::new(), who).await {
+            Err(Error::NotPending { settled: None }) => {}
+            Err(e) => return Ok(notice_of(&e)),
+            Ok(()) => return Ok(String::new()),
+        }
+        let settled = self
+            .hooks
+            .store()
+            .note(&settled_note(&bot.id, &at.rpc))
+            .await?;
+        Ok(match settled {
+            Some(settled) => {
+                render::cut(&format!("Too late: {settled} already."), render::MAX_NOTICE)
+            }
+            None => notice_of(&Error::not_pending()),
+        })
+    }
+
     /// A click on a button: acted on, then acknowledged with a short notice.
     async fn click(&self, bot: &EndpointRecord, query: &Value) -> Reply {
         let Some(target) = bot.telegram() else {
@@ -297,12 +318,7 @@ impl Updates {
             query["from"]["id"].as_i64().unwrap_or_default()
         );
         let Some(requested) = self.pending(bot, &at).await? else {
-            // Late: the answer is refused, saying who won.
-            return Err(self
-                .answer(bot, &at, Vec::new(), &who)
-                .await
-                .err()
-                .unwrap_or_else(Error::not_pending));
+            return self.late(bot, &at, &who).await;
         };
         let answerable = approval::may_answer(&requested, TELEGRAM_CHANNEL);
         let question = requested.questions.first();
@@ -430,7 +446,8 @@ impl Updates {
             return ok();
         }
         let outcome = match self.replied(bot, message).await {
-            Ok(()) => return ok(),
+            Ok(notice) if notice.is_empty() => return ok(),
+            Ok(notice) => notice,
             Err(Error::BackendUnavailable(e)) => {
                 return unavailable("answering from Telegram", &Error::BackendUnavailable(e));
             }
@@ -449,10 +466,11 @@ impl Updates {
         ok()
     }
 
-    /// What a reply does (nothing when it is not a reply to a prompt of askgate's).
-    async fn replied(&self, bot: &EndpointRecord, message: &Value) -> Result<(), Error> {
+    /// What a reply does (nothing when it is not a reply to a prompt of askgate's); a
+    /// notice to reply with, if any.
+    async fn replied(&self, bot: &EndpointRecord, message: &Value) -> Result<String, Error> {
         let Some(prompt_id) = message["reply_to_message"]["message_id"].as_i64() else {
-            return Ok(());
+            return Ok(String::new());
         };
         let Some(note) = self
             .hooks
@@ -460,7 +478,7 @@ impl Updates {
             .note(&prompt_note(&bot.id, prompt_id))
             .await?
         else {
-            return Ok(());
+            return Ok(String::new());
         };
         #[derive(serde::Deserialize)]
         struct PromptNote {
@@ -470,7 +488,7 @@ impl Updates {
         let note: PromptNote = serde_json::from_str(&note)
             .map_err(|e| Error::Internal(format!("a corrupt Telegram note: {e}")))?;
         let Some(at) = self.asked(bot, &note.key).await? else {
-            return Ok(());
+            return Ok(String::new());
         };
         let who = format!(
             "telegram:{}",
@@ -491,19 +509,18 @@ impl Updates {
             };
             let by = Resolver::new(&who, TELEGRAM_CHANNEL);
             self.questions.cancel(&bot.tenant, request, &by).await?;
-            return Ok(());
+            return Ok(String::new());
         }
         let Some(requested) = self.pending(bot, &at).await? else {
-            return Err(self
-                .answer(bot, &at, Vec::new(), &who)
-                .await
-                .err()
-                .unwrap_or_else(Error::not_pending));
+            return Err(Error::bad_request(
+                "answers",
+                self.late(bot, &at, &who).await?,
+            ));
         };
         let answers = match note.prompted {
             Prompted::Other => {
                 let Some(q) = requested.questions.first() else {
-                    return Ok(());
+                    return Ok(String::new());
                 };
                 vec![QuestionAnswer {
                     id: q.id.clone(),
@@ -514,7 +531,8 @@ impl Updates {
             _ => render::parse_reply(&requested, text)
                 .map_err(|why| Error::bad_request("answers", why))?,
         };
-        self.answer(bot, &at, answers, &who).await
+        self.answer(bot, &at, answers, &who).await?;
+        Ok(String::new())
     }
 }
 

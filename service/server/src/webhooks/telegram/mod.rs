@@ -49,6 +49,12 @@ fn posted_key(bot: &str, rpc_id: &str) -> String {
     format!("telegram:{bot}:{rpc_id}")
 }
 
+/// The note of how an ask ended (`answered by telegram:42`), which a late click is told
+/// when the engine no longer knows.
+pub(crate) fn settled_note(bot: &str, rpc_id: &str) -> String {
+    format!("telegram-settled:{bot}:{rpc_id}")
+}
+
 /// The note that an attempt to post an ask's message began.
 fn attempt_key(bot: &str, rpc_id: &str) -> String {
     format!("telegram-post:{bot}:{rpc_id}")
@@ -285,6 +291,20 @@ impl Telegram {
                 let resolved: Resolved =
                     crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
                         .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+                let settled = format!(
+                    "{} by {}",
+                    resolved.reason().as_str_name().to_lowercase(),
+                    resolved.resolved_by
+                );
+                store
+                    .put_note(
+                        &settled_note(&bot.id, &delivery.rpc_id),
+                        &settled,
+                        NOTE_TTL_MS,
+                        false,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let mut message = render::resolved_message(&requested, &resolved);
                 message["chat_id"] = chat(&target.chat_id);
                 message["message_id"] = place["message_id"].clone();
