@@ -149,7 +149,9 @@ fn markup_error(markup: &Value, inline_only: bool) -> Option<String> {
     };
     let mut total = 0;
     for row in rows {
-        let row = row.as_array()?;
+        let Some(row) = row.as_array() else {
+            return Some("a keyboard row must be an array of buttons".into());
+        };
         if row.len() > 8 {
             return Some("BUTTON_ROWS_TOO_MUCH: more than 8 buttons in a row".into());
         }
@@ -165,17 +167,21 @@ fn markup_error(markup: &Value, inline_only: bool) -> Option<String> {
             if actions != 1 || button.as_object().is_some_and(|o| o.len() != 2) {
                 return Some("a button needs exactly one of its optional fields".into());
             }
-            if let Some(data) = button.get("callback_data") {
-                if data.as_str().is_none_or(|d| !(1..=64).contains(&d.len())) {
-                    return Some("BUTTON_DATA_INVALID".into());
-                }
+            if let Some(data) = button.get("callback_data")
+                && data.as_str().is_none_or(|d| !(1..=64).contains(&d.len()))
+            {
+                return Some("BUTTON_DATA_INVALID".into());
             }
-            if let Some(url) = button.get("url") {
-                if !url.as_str().is_some_and(|u| {
-                    u.starts_with("https://") || u.starts_with("http://") || u.starts_with("tg://")
-                }) {
-                    return Some("BUTTON_URL_INVALID".into());
-                }
+            let linkable = |u: &str| {
+                ["https://", "http://", "tg://"]
+                    .iter()
+                    .any(|s| u.starts_with(s))
+            };
+            if button
+                .get("url")
+                .is_some_and(|url| !url.as_str().is_some_and(linkable))
+            {
+                return Some("BUTTON_URL_INVALID".into());
             }
         }
     }
@@ -520,7 +526,7 @@ async fn with_bot() -> (FakeTelegram, TempDir, TestServer, Bot) {
     );
     assert_eq!(
         admin.list_telegram_bots().await.expect("list"),
-        [bot.clone()]
+        std::slice::from_ref(&bot)
     );
     let hook = fake.wait_for("setWebhook", "setWebhook", |_| true).await;
     assert_eq!(

@@ -702,3 +702,75 @@ class DisconnectSlackRequest(_message.Message):
 class DisconnectSlackResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ConnectTelegramRequest(_message.Message):
+    __slots__ = ("bot_token", "chat_id", "labels", "session_prefix", "description", "provides")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BOT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    bot_token: str
+    chat_id: str
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    def __init__(self, bot_token: _Optional[str] = ..., chat_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ...) -> None: ...
+
+class TelegramBot(_message.Message):
+    __slots__ = ("id", "bot_user_id", "bot_username", "chat_id", "labels", "session_prefix", "description", "provides", "created_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    BOT_USER_ID_FIELD_NUMBER: _ClassVar[int]
+    BOT_USERNAME_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    bot_user_id: int
+    bot_username: str
+    chat_id: str
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., bot_user_id: _Optional[int] = ..., bot_username: _Optional[str] = ..., chat_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListTelegramBotsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTelegramBotsResponse(_message.Message):
+    __slots__ = ("bots",)
+    BOTS_FIELD_NUMBER: _ClassVar[int]
+    bots: _containers.RepeatedCompositeFieldContainer[TelegramBot]
+    def __init__(self, bots: _Optional[_Iterable[_Union[TelegramBot, _Mapping]]] = ...) -> None: ...
+
+class DisconnectTelegramRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DisconnectTelegramResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -946,3 +946,176 @@ class Slack:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class TelegramStub:
+    """Telegram bots that post a tenant's questions to a chat and take the answers from it
+    (docs/telegram.md). Needs the admin role; every call sees only the caller's tenant.
+    The bot token and the webhook's secret token are stored encrypted with the server's
+    key and never returned.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ConnectTelegram = channel.unary_unary(
+                '/askgate.v1.Telegram/ConnectTelegram',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ConnectTelegramRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.TelegramBot.FromString,
+                _registered_method=True)
+        self.ListTelegramBots = channel.unary_unary(
+                '/askgate.v1.Telegram/ListTelegramBots',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsResponse.FromString,
+                _registered_method=True)
+        self.DisconnectTelegram = channel.unary_unary(
+                '/askgate.v1.Telegram/DisconnectTelegram',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramResponse.FromString,
+                _registered_method=True)
+
+
+class TelegramServicer:
+    """Telegram bots that post a tenant's questions to a chat and take the answers from it
+    (docs/telegram.md). Needs the admin role; every call sees only the caller's tenant.
+    The bot token and the webhook's secret token are stored encrypted with the server's
+    key and never returned.
+    """
+
+    def ConnectTelegram(self, request, context):
+        """Checks the bot token with Telegram (getMe), points the bot's webhook at this
+        server (setWebhook, at {--public-url}/telegram/webhook/{id}) and connects it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTelegramBots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectTelegram(self, request, context):
+        """Disconnects a bot: no more messages; its pending deliveries end FAILED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_TelegramServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ConnectTelegram': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectTelegram,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ConnectTelegramRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.TelegramBot.SerializeToString,
+            ),
+            'ListTelegramBots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTelegramBots,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsResponse.SerializeToString,
+            ),
+            'DisconnectTelegram': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectTelegram,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Telegram', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Telegram', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Telegram:
+    """Telegram bots that post a tenant's questions to a chat and take the answers from it
+    (docs/telegram.md). Needs the admin role; every call sees only the caller's tenant.
+    The bot token and the webhook's secret token are stored encrypted with the server's
+    key and never returned.
+    """
+
+    @staticmethod
+    def ConnectTelegram(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Telegram/ConnectTelegram',
+            askgate_dot_v1_dot_askgate__pb2.ConnectTelegramRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.TelegramBot.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTelegramBots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Telegram/ListTelegramBots',
+            askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListTelegramBotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectTelegram(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Telegram/DisconnectTelegram',
+            askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DisconnectTelegramResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
