@@ -228,7 +228,13 @@ fn refusal(method: &str, body: &Value) -> Option<String> {
             }
         }
         "sendMessage" | "editMessageText" if !chat_ok => Some("chat not found".into()),
-        "sendMessage" => text(body).or_else(|| markup_error(&body["reply_markup"], false)),
+        "sendMessage" => text(body)
+            .or_else(|| markup_error(&body["reply_markup"], false))
+            .or_else(|| {
+                let reply = &body["reply_parameters"];
+                (!reply.is_null() && !reply["message_id"].is_i64())
+                    .then(|| "reply_parameters needs the message_id to reply to".into())
+            }),
         "editMessageText" => text(body)
             .or_else(|| {
                 body["message_id"]
@@ -416,9 +422,14 @@ fn button(message: &Value, text: &str) -> String {
         .to_owned()
 }
 
-/// A server sending to `fake`, with a quick retry, a secret key and a public URL.
+/// A server sending to `fake`, with a quick retry, a secret key, a public URL, and
+/// room for questions of 100 options.
 async fn server(fake: &FakeTelegram, dir: &TempDir) -> TestServer {
     TestServer::start_with(ServerConfig {
+        limits: askgate_server::domain::Limits {
+            max_options: 100,
+            ..Default::default()
+        },
         telegram_api_url: fake.url.clone(),
         secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
         public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
@@ -591,6 +602,11 @@ async fn a_click_answers_and_the_message_is_edited_forged_and_replayed_updates_a
         401
     );
     assert_eq!(bot.post_with(&yes, &"A".repeat(60), 3).await, 401);
+    // The right tenant, the wrong secret: the token is compared whole.
+    let mut guessed = bot.secret.clone();
+    let last = guessed.pop().expect("a secret");
+    guessed.push(if last == 'A' { 'B' } else { 'A' });
+    assert_eq!(bot.post_with(&yes, &guessed, 4).await, 401);
     assert_eq!(
         client
             .clone()
@@ -838,3 +854,75 @@ on_every_backend!(
     #[tokio::test]
     multi_select_toggles_and_asks_telegram_may_not_answer_link_the_console
 );
+
+/// Text with every character HTML or Telegram treats specially, emoji and a long tail.
+const MARKUP: &str = "<b>bold</b> & <a href=\"x\">link</a> &amp; \"quoted\" @all 🚀𝄞 <pre>";
+
+/// Every shape of ask is sent, answered or cancelled from the console, and edited, and
+/// the fake takes each message and edit: none breaks the Bot API's rules.
+#[tokio::test]
+async fn every_shape_of_ask_is_sent_and_edited_within_telegrams_rules() {
+    let (fake, _dir, server, _bot) = with_bot().await;
+    let mut client = server.client().await;
+    let long = MARKUP.repeat(52);
+    let many = |q: askgate_client::QuestionBuilder, n: usize| {
+        (0..n).fold(q, |q, i| q.option(&format!("{MARKUP} {i}"), &long))
+    };
+    let mut shapes: Vec<Ask> = Vec::new();
+    for n in [2, 10, 20, 21, 100] {
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n)));
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n).multi_select()));
+    }
+    shapes.push(Ask::new("ops/s").question(question("q", &long).header(&MARKUP.repeat(3))));
+    shapes.push(
+        Ask::new("ops/s")
+            .question(
+                question("q", "Ship this plan?")
+                    .detail(&long.repeat(4))
+                    .choice("Approve")
+                    .choice("Reject")
+                    .plan_review("Approve"),
+            )
+            .action("deploy <prod>", &format!("{{\"cmd\": {long:?}}}")),
+    );
+    shapes.push((0..20).fold(Ask::new("ops/s"), |ask, i| {
+        ask.question(many(question(&format!("q{i}"), &long), i % 4 * 3))
+    }));
+    for (i, shape) in shapes.into_iter().enumerate() {
+        let session = format!("ops/shape-{i}");
+        let mut ask = shape;
+        ask.request_mut().session_id = session.clone();
+        let questions = ask.request_mut().questions.clone();
+        let mut call = in_background(&client, ask);
+        let marker = format!("session {session}");
+        let sent = tokio::select! {
+            sent = fake.sent(&marker) => sent,
+            ended = &mut call => panic!("shape {i} ended before it was sent: {ended:?}"),
+        };
+        let rpc = pending_rpc(&client, &session).await;
+        match i % 2 {
+            0 => {
+                let answers = questions
+                    .iter()
+                    .map(|q| match q.options.first() {
+                        Some(option) => answer::select(&q.id, [option.label.as_str()]),
+                        None => answer::custom(&q.id, &long),
+                    })
+                    .collect();
+                client
+                    .answer(&session, &rpc, answers)
+                    .await
+                    .expect("answered");
+            }
+            _ => client
+                .cancel(&session, &rpc, &MARKUP.repeat(4))
+                .await
+                .expect("cancelled"),
+        }
+        let _ = within("the ask", call).await.expect("join");
+        fake.wait_for("the edit", "editMessageText", |c| {
+            c.body["message_id"] == json!(sent.message_id)
+        })
+        .await;
+    }
+}

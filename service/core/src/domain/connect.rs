@@ -26,6 +26,23 @@ pub fn described_filter(
     violations
 }
 
+/// What is wrong with a chat channel's session prefix, description and label filter.
+fn chat_filter(
+    session_prefix: &str,
+    description: &str,
+    labels: &std::collections::HashMap<String, String>,
+    limits: &Limits,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    if !session_prefix.is_empty()
+        && let Err(e) = validate::session_id("session_prefix", session_prefix)
+    {
+        violations.extend(e.violations().iter().cloned());
+    }
+    violations.extend(described_filter(description, labels, limits));
+    violations
+}
+
 /// What is wrong with a request to connect a Slack app, field by field.
 pub fn slack_app(request: &ConnectSlackRequest, limits: &Limits) -> Vec<Violation> {
     let mut violations = Vec::new();
@@ -51,12 +68,8 @@ pub fn slack_app(request: &ConnectSlackRequest, limits: &Limits) -> Vec<Violatio
             "required: a channel id such as C0123456789",
         ));
     }
-    if !request.session_prefix.is_empty()
-        && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
-    {
-        violations.extend(e.violations().iter().cloned());
-    }
-    violations.extend(described_filter(
+    violations.extend(chat_filter(
+        &request.session_prefix,
         &request.description,
         &request.labels,
         limits,
@@ -107,12 +120,8 @@ pub fn telegram_bot(request: &ConnectTelegramRequest, limits: &Limits) -> Vec<Vi
             "required: a chat's numeric id (-1001234567890) or @channelusername",
         ));
     }
-    if !request.session_prefix.is_empty()
-        && let Err(e) = validate::session_id("session_prefix", &request.session_prefix)
-    {
-        violations.extend(e.violations().iter().cloned());
-    }
-    violations.extend(described_filter(
+    violations.extend(chat_filter(
+        &request.session_prefix,
         &request.description,
         &request.labels,
         limits,

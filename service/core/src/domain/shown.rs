@@ -25,6 +25,28 @@ pub fn head_and_tail(text: &str, max: usize) -> Cow<'_, str> {
     ))
 }
 
+/// The label of the option that approves a plan under review.
+pub fn approve_label(question: &askgate_proto::v1::Question) -> Option<&str> {
+    use askgate_proto::v1::intent::Kind;
+    match question.intent.as_ref()?.kind.as_ref()? {
+        Kind::PlanReview(review) => Some(&review.approve),
+    }
+}
+
+/// The title of a batch: its first header, else a generic one.
+pub fn title(requested: &askgate_proto::v1::Requested) -> String {
+    let count = requested.questions.len();
+    match requested
+        .questions
+        .first()
+        .and_then(|q| q.header.as_deref())
+    {
+        Some(header) if !header.trim().is_empty() => header.to_owned(),
+        _ if count > 1 => format!("An agent asks {count} questions"),
+        _ => "An agent asks".to_owned(),
+    }
+}
+
 /// An action's arguments as a human reads them: pretty-printed JSON (as sent, should
 /// they not parse).
 pub fn arguments(arguments_json: &str) -> String {

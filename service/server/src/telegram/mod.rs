@@ -437,7 +437,9 @@ impl Updates {
     }
 
     /// A reply to one of askgate's prompts: the answers it gives, or a cancellation.
-    /// A refusal is said in a reply to it.
+    /// A refusal is said in a reply to it, and so is a failure: the update is marked
+    /// seen already, so Telegram's retry of a 5xx would be refused as a replay; the
+    /// human is told, and can reply again.
     async fn reply(&self, bot: &EndpointRecord, message: &Value) -> Reply {
         let Some(target) = bot.telegram() else {
             return ok();
@@ -448,9 +450,6 @@ impl Updates {
         let outcome = match self.replied(bot, message).await {
             Ok(notice) if notice.is_empty() => return ok(),
             Ok(notice) => notice,
-            Err(Error::BackendUnavailable(e)) => {
-                return unavailable("answering from Telegram", &Error::BackendUnavailable(e));
-            }
             Err(e) => notice_of(&e),
         };
         let answer = json!({

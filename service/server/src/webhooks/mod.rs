@@ -164,6 +164,34 @@ impl Hooks {
     }
 }
 
+/// The record of a chat channel a tenant connects (a Slack app, a Telegram bot; its
+/// target set by the caller): it takes each ask and its resolution, filtered by
+/// session prefix and labels, and provides for its sessions unless told otherwise.
+fn chat_endpoint(
+    id: String,
+    tenant: &str,
+    description: String,
+    labels: std::collections::HashMap<String, String>,
+    session_prefix: String,
+    provides: Option<bool>,
+) -> crate::backend::hooks::records::EndpointRecord {
+    use crate::backend::hooks::records::{EndpointRecord, EventType};
+    EndpointRecord {
+        id,
+        tenant: tenant.to_owned(),
+        url: String::new(),
+        events: vec![EventType::Requested, EventType::Resolved],
+        description,
+        labels,
+        secret: String::new(),
+        provides: provides.unwrap_or(true),
+        created_ms: clock::now_ms(),
+        session_prefix,
+        slack: None,
+        channel: None,
+    }
+}
+
 /// The chat channels a node posts to besides webhooks.
 pub struct Channels {
     pub slack: Slack,

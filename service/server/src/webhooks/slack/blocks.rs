@@ -196,27 +196,7 @@ fn button(text: &str, action: &str, value: &Ref, style: Option<&str>) -> Value {
     button
 }
 
-/// The label of the option that approves a plan under review.
-fn approve_label(question: &Question) -> Option<&str> {
-    use askgate_proto::v1::intent::Kind;
-    match question.intent.as_ref()?.kind.as_ref()? {
-        Kind::PlanReview(review) => Some(&review.approve),
-    }
-}
-
-/// The title of a batch: its first header, else a generic one.
-fn title(requested: &Requested) -> String {
-    let count = requested.questions.len();
-    match requested
-        .questions
-        .first()
-        .and_then(|q| q.header.as_deref())
-    {
-        Some(header) if !header.trim().is_empty() => header.to_owned(),
-        _ if count > 1 => format!("An agent asks {count} questions"),
-        _ => "An agent asks".to_owned(),
-    }
-}
+use crate::domain::shown::{approve_label, title};
 
 /// The text of notifications: the first question.
 fn fallback(requested: &Requested) -> String {

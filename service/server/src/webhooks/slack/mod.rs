@@ -175,18 +175,15 @@ impl Slack {
             signing_secret: seal("signing_secret", &Secret::new(request.signing_secret))?,
         };
         Ok(EndpointRecord {
-            id,
-            tenant: tenant.to_owned(),
-            url: String::new(),
-            events: vec![EventType::Requested, EventType::Resolved],
-            description: request.description,
-            labels: request.labels,
-            secret: String::new(),
-            provides: request.provides.unwrap_or(true),
-            created_ms: super::clock::now_ms(),
-            session_prefix: request.session_prefix,
             slack: Some(slack),
-            channel: None,
+            ..super::chat_endpoint(
+                id,
+                tenant,
+                request.description,
+                request.labels,
+                request.session_prefix,
+                request.provides,
+            )
         })
     }
 

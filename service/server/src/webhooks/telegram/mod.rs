@@ -148,7 +148,8 @@ impl Telegram {
         let target = bot.telegram().ok_or("not a Telegram bot")?;
         let sealed = match what {
             "bot_token" => &target.bot_token,
-            _ => &target.webhook_secret,
+            "webhook_secret" => &target.webhook_secret,
+            other => return Err(format!("a Telegram bot has no secret {other}")),
         };
         let key = self
             .key
@@ -238,27 +239,21 @@ impl Telegram {
         };
         let target = TelegramTarget {
             bot_user_id: me["id"].as_i64().unwrap_or_default(),
-            bot_username: crate::webhooks::slack::blocks::cut(
-                me["username"].as_str().unwrap_or_default(),
-                64,
-            ),
+            bot_username: render::cut(me["username"].as_str().unwrap_or_default(), 64),
             chat_id: request.chat_id.trim().to_owned(),
             bot_token: seal("bot_token", &token)?,
             webhook_secret: seal("webhook_secret", &secret)?,
         };
         Ok(EndpointRecord {
-            id,
-            tenant: tenant.to_owned(),
-            url: String::new(),
-            events: vec![EventType::Requested, EventType::Resolved],
-            description: request.description,
-            labels: request.labels,
-            secret: String::new(),
-            provides: request.provides.unwrap_or(true),
-            created_ms: super::clock::now_ms(),
-            session_prefix: request.session_prefix,
-            slack: None,
             channel: Some(ChannelTarget::Telegram(target)),
+            ..super::chat_endpoint(
+                id,
+                tenant,
+                request.description,
+                request.labels,
+                request.session_prefix,
+                request.provides,
+            )
         })
     }
 

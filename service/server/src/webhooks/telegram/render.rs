@@ -191,25 +191,11 @@ impl Text {
     }
 }
 
-/// The label of the option that approves a plan under review.
-fn approve_label(question: &Question) -> Option<&str> {
-    use askgate_proto::v1::intent::Kind;
-    match question.intent.as_ref()?.kind.as_ref()? {
-        Kind::PlanReview(review) => Some(&review.approve),
-    }
-}
+use crate::domain::shown::approve_label;
 
+/// The title of a batch, within a line.
 fn title(requested: &Requested) -> String {
-    let count = requested.questions.len();
-    match requested
-        .questions
-        .first()
-        .and_then(|q| q.header.as_deref())
-    {
-        Some(header) if !header.trim().is_empty() => cut(header, 200),
-        _ if count > 1 => format!("An agent asks {count} questions"),
-        _ => "An agent asks".to_owned(),
-    }
+    cut(&crate::domain::shown::title(requested), 200)
 }
 
 /// The session, the agent and the labels, in one italic line.
@@ -391,20 +377,6 @@ pub fn marked(markup: &Value) -> BTreeSet<usize> {
         .collect()
 }
 
-/// How to answer by a reply, for an ask whose controls are [`Controls::Reply`].
-fn reply_hint(requested: &Requested) -> &'static str {
-    match requested.questions.as_slice() {
-        [q] if q.options.is_empty() => "Press Answer… and reply with your answer.",
-        [_] => {
-            "Press Answer… and reply with the option's number (several: 1, 3) or your own words."
-        }
-        _ => {
-            "Press Answer… and reply with one line per question: an option's number \
-             (several: 1, 3), your own words, or - to skip."
-        }
-    }
-}
-
 /// The message of a pending ask (`sendMessage`'s text, parse mode and keyboard):
 /// controls when Telegram may answer it, else a link to the console (`console`).
 pub fn question_message(
@@ -424,7 +396,8 @@ pub fn question_message(
     approval(&mut text, requested);
     let markup = if answerable {
         if controls(requested) == Controls::Reply {
-            text.tagged("<i>", reply_hint(requested), "</i>");
+            let hint = format!("Press Answer… and {}", reply_hint(requested));
+            text.tagged("<i>", &hint, "</i>");
         }
         Some(keyboard(key, requested, &BTreeSet::new()))
     } else {
@@ -563,7 +536,7 @@ pub fn prompt(
             "Why cancel?",
         ),
         Prompted::Other => ("reply to this message with your own answer.", "Your answer"),
-        Prompted::Answer => (reply_hint_short(requested), "Your answer"),
+        Prompted::Answer => (reply_hint(requested), "Your answer"),
     };
     let question = requested
         .questions
@@ -585,7 +558,8 @@ pub fn prompt(
     })
 }
 
-fn reply_hint_short(requested: &Requested) -> &'static str {
+/// How to answer `requested` by a reply (its controls are [`Controls::Reply`]).
+fn reply_hint(requested: &Requested) -> &'static str {
     match requested.questions.as_slice() {
         [q] if q.options.is_empty() => "reply to this message with your answer.",
         [_] => "reply to this message with the option's number (several: 1, 3) or your own words.",
