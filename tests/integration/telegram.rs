@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
 use tonic::Code;
 
-use crate::support::{TempDir, TestServer, eventually, test_config, within};
+use crate::support::{ServeProcess, TempDir, TestServer, eventually, test_config, within};
 
 const TOKEN: &str = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11";
 const CHAT: i64 = -1001234567890;
@@ -40,12 +40,16 @@ struct Call {
     refused: Option<String>,
     /// For a message sent: its id.
     message_id: Option<i64>,
+    /// The fake never answered it (and did not take the message).
+    hung: bool,
 }
 
 #[derive(Default)]
 struct FakeState {
     calls: Vec<Call>,
     next_message: i64,
+    /// Sends still to leave unanswered without taking them (the message is not sent).
+    hang_sends: usize,
 }
 
 /// The HTML tags Telegram's HTML parse mode takes.
@@ -332,6 +336,7 @@ impl FakeTelegram {
                     body: body.clone(),
                     refused: refused.clone(),
                     message_id: None,
+                    hung: false,
                 };
                 let reply = match (refused, method) {
                     (Some(why), _) => (
@@ -342,6 +347,11 @@ impl FakeTelegram {
                         200,
                         json!({ "ok": true, "result": { "id": 777, "is_bot": true, "first_name": "askgate", "username": "askgate_test_bot" } }),
                     ),
+                    (None, "sendMessage") if state.hang_sends > 0 => {
+                        state.hang_sends -= 1;
+                        call.hung = true;
+                        (0, Value::Null)
+                    }
                     (None, "sendMessage") => {
                         state.next_message += 1;
                         call.message_id = Some(state.next_message);
@@ -357,6 +367,10 @@ impl FakeTelegram {
             }
         };
         changed.notify_waiters();
+        if status == 0 {
+            // A hung send: never answered.
+            std::future::pending::<()>().await;
+        }
         let mut response = Response::new(Full::new(Bytes::from(reply.to_string())));
         *response.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
         Ok(response)
@@ -393,7 +407,7 @@ impl FakeTelegram {
     /// The message sent for an ask whose text holds `marker`.
     async fn sent(&self, marker: &str) -> Call {
         self.wait_for("the ask's message", "sendMessage", |c| {
-            c.body["text"].as_str().is_some_and(|t| t.contains(marker))
+            c.message_id.is_some() && c.body["text"].as_str().is_some_and(|t| t.contains(marker))
         })
         .await
     }
@@ -514,7 +528,13 @@ fn reply_to(prompt: &Call, text: &str, user: i64) -> Value {
 async fn with_bot() -> (FakeTelegram, TempDir, TestServer, Bot) {
     let (fake, dir) = (FakeTelegram::start().await, TempDir::new());
     let server = server(&fake, &dir).await;
-    let mut admin = server.client().await;
+    let bot = connect_bot(&mut server.client().await, &fake, server.addr).await;
+    (fake, dir, server, bot)
+}
+
+/// Connects the bot for `ops/` through `admin` (a wrong token first, refused), and
+/// Telegram's side of it, POSTing updates to `addr`.
+async fn connect_bot(admin: &mut Client, fake: &FakeTelegram, addr: SocketAddr) -> Bot {
     let connect = ConnectTelegramRequest {
         bot_token: TOKEN.into(),
         chat_id: CHAT.to_string(),
@@ -544,16 +564,15 @@ async fn with_bot() -> (FakeTelegram, TempDir, TestServer, Bot) {
         hook.body["url"],
         format!("{PUBLIC}/telegram/webhook/{}", bot.id)
     );
-    let bot = Bot {
-        addr: server.addr,
+    Bot {
+        addr,
         path: format!("/telegram/webhook/{}", bot.id),
         secret: hook.body["secret_token"]
             .as_str()
             .expect("a secret")
             .to_owned(),
         next_update: 1.into(),
-    };
-    (fake, dir, server, bot)
+    }
 }
 
 async fn pending_rpc(client: &Client, session: &str) -> String {
@@ -924,5 +943,113 @@ async fn every_shape_of_ask_is_sent_and_edited_within_telegrams_rules() {
             c.body["message_id"] == json!(sent.message_id)
         })
         .await;
+    }
+}
+
+/// Two nodes on one Redis: the node sending an ask's message is killed (-9) while
+/// Telegram holds the send without taking it; a survivor sends it once the attempt's
+/// lease is over, a click through the other survivor answers it, and the message is
+/// edited. Many asks through both nodes are each sent exactly once.
+#[tokio::test]
+async fn on_redis_a_killed_node_loses_no_message_and_none_is_sent_twice() {
+    let (redis, fake, dir) = (
+        askgate_testing::RedisServer::start().await,
+        FakeTelegram::start().await,
+        TempDir::new(),
+    );
+    let key = dir.file("secret.key", SECRET_KEY);
+    let flags = [
+        "--telegram-api-url",
+        &fake.url,
+        "--secret-key-file",
+        key.to_str().expect("path"),
+        "--public-url",
+        PUBLIC,
+        "--webhook-timeout",
+        "2s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+        "--redis-lease",
+        "2s",
+    ];
+    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
+    let first = nodes(1).await.remove(0);
+    let addr_of = |node: &ServeProcess| -> SocketAddr {
+        node.url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("addr")
+    };
+    let mut bot = connect_bot(&mut first.client().await, &fake, addr_of(&first)).await;
+    fake.state.lock().hang_sends = 1;
+    let call = in_background(
+        &first.client().await,
+        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
+    );
+    fake.wait_for("the held send", "sendMessage", |c| c.hung)
+        .await;
+    let survivors = nodes(2).await;
+    first.signal("KILL");
+    drop(call);
+
+    let sent = fake.sent("ops/kill").await;
+    bot.addr = addr_of(&survivors[1]);
+    assert_eq!(
+        bot.post(&click(&sent, &button(&sent.body, "yes"), 42))
+            .await,
+        200
+    );
+    fake.wait_for("the edit", "editMessageText", |c| {
+        c.body["message_id"] == json!(sent.message_id)
+    })
+    .await;
+
+    let mut calls = Vec::new();
+    for i in 0..10 {
+        let client = survivors[i % 2].client().await;
+        calls.push(in_background(&client, deploy(&format!("ops/many-{i}"))));
+    }
+    for i in 0..10 {
+        let sent = fake.sent(&format!("session ops/many-{i}")).await;
+        assert_eq!(
+            bot.post(&click(&sent, &button(&sent.body, "yes"), 42))
+                .await,
+            200
+        );
+        fake.wait_for("the edit", "editMessageText", |c| {
+            c.body["message_id"] == json!(sent.message_id)
+        })
+        .await;
+    }
+    for call in calls {
+        within("an ask", call)
+            .await
+            .expect("join")
+            .expect("answered");
+    }
+    let sends: Vec<Call> = fake
+        .state
+        .lock()
+        .calls
+        .iter()
+        .filter(|c| c.method == "sendMessage" && c.message_id.is_some())
+        .cloned()
+        .collect();
+    // These asks name no agent and no labels: the context line ends with the session.
+    for session in (0..10)
+        .map(|i| format!("session ops/many-{i}<"))
+        .chain(["session ops/kill<".into()])
+    {
+        let count = sends
+            .iter()
+            .filter(|c| {
+                c.body["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(&session))
+            })
+            .count();
+        assert_eq!(count, 1, "{session} sent {count} times");
     }
 }
