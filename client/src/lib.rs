@@ -45,6 +45,7 @@
 
 pub mod answer;
 mod ask;
+mod channels;
 mod error;
 mod events;
 mod follow;
@@ -55,14 +56,13 @@ pub mod tool;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
-    AnswerRequest, AskResponse, CancelRequest, CancelSource, ConnectSlackRequest,
-    ConnectTelegramRequest, CreateEndpointRequest, DeleteEndpointRequest, Delivery,
-    DisconnectSlackRequest, DisconnectTelegramRequest, Endpoint as WebhookEndpoint,
-    ListDeliveriesRequest, ListEndpointsRequest, ListPendingRequest, ListSlackAppsRequest,
-    ListTelegramBotsRequest, QuestionAnswer, RedeliverRequest, Requested, SlackApp,
-    SubscribeRequest, TelegramBot, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
-    audit_client::AuditClient, slack_client::SlackClient, telegram_client::TelegramClient,
-    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
+    AnswerRequest, AskResponse, CancelRequest, CancelSource, CreateEndpointRequest,
+    DeleteEndpointRequest, Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest,
+    ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
+    SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
+    audit_client::AuditClient, email_client::EmailClient, slack_client::SlackClient,
+    telegram_client::TelegramClient, user_questions_client::UserQuestionsClient,
+    webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -87,6 +87,7 @@ pub struct Client {
     webhooks: WebhooksClient<Channel>,
     slack: SlackClient<Channel>,
     telegram: TelegramClient<Channel>,
+    email: EmailClient<Channel>,
     audit: AuditClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
@@ -199,6 +200,7 @@ impl Client {
             webhooks: WebhooksClient::new(channel.clone()),
             slack: SlackClient::new(channel.clone()),
             telegram: TelegramClient::new(channel.clone()),
+            email: EmailClient::new(channel.clone()),
             audit: AuditClient::new(channel),
             authorization: None,
             channel: None,
@@ -490,56 +492,6 @@ impl Client {
     pub async fn redeliver(&mut self, id: &str) -> Result<Delivery, Error> {
         let request = self.request(RedeliverRequest { id: id.to_owned() });
         Ok(self.webhooks.redeliver(request).await?.into_inner())
-    }
-
-    /// Connects a Slack app of the caller's tenant (admin role); the server checks its
-    /// bot token with Slack first. The app's secrets are never returned.
-    pub async fn connect_slack(&mut self, app: ConnectSlackRequest) -> Result<SlackApp, Error> {
-        let request = self.request(app);
-        Ok(self.slack.connect_slack(request).await?.into_inner())
-    }
-
-    /// The tenant's Slack apps, oldest first.
-    pub async fn list_slack_apps(&mut self) -> Result<Vec<SlackApp>, Error> {
-        let request = self.request(ListSlackAppsRequest {});
-        Ok(self.slack.list_slack_apps(request).await?.into_inner().apps)
-    }
-
-    /// Disconnects a Slack app; [`Reason::NotFound`] when the tenant has none by that id.
-    pub async fn disconnect_slack(&mut self, id: &str) -> Result<(), Error> {
-        let request = self.request(DisconnectSlackRequest { id: id.to_owned() });
-        self.slack.disconnect_slack(request).await?;
-        Ok(())
-    }
-
-    /// Connects a Telegram bot of the caller's tenant (admin role); the server checks
-    /// its token with Telegram and points the bot's webhook at itself first. The bot's
-    /// secrets are never returned.
-    pub async fn connect_telegram(
-        &mut self,
-        bot: ConnectTelegramRequest,
-    ) -> Result<TelegramBot, Error> {
-        let request = self.request(bot);
-        Ok(self.telegram.connect_telegram(request).await?.into_inner())
-    }
-
-    /// The tenant's Telegram bots, oldest first.
-    pub async fn list_telegram_bots(&mut self) -> Result<Vec<TelegramBot>, Error> {
-        let request = self.request(ListTelegramBotsRequest {});
-        Ok(self
-            .telegram
-            .list_telegram_bots(request)
-            .await?
-            .into_inner()
-            .bots)
-    }
-
-    /// Disconnects a Telegram bot; [`Reason::NotFound`] when the tenant has none by
-    /// that id.
-    pub async fn disconnect_telegram(&mut self, id: &str) -> Result<(), Error> {
-        let request = self.request(DisconnectTelegramRequest { id: id.to_owned() });
-        self.telegram.disconnect_telegram(request).await?;
-        Ok(())
     }
 
     /// The tenant's audit log after `after_seq`, oldest first, at most `limit` records

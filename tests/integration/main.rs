@@ -12,6 +12,7 @@ mod audit;
 mod chaos;
 mod cli;
 mod durability;
+mod email;
 mod errors;
 mod fanout;
 mod first_wins;

@@ -48,6 +48,16 @@ impl Reply {
         }
     }
 
+    /// An HTML page, kept out of caches, frames and referrers (its URL may be a
+    /// secret link), running no script.
+    pub fn html(status: StatusCode, page: String) -> Self {
+        Self {
+            status,
+            content_type: "text/html; charset=utf-8",
+            body: Bytes::from(page),
+        }
+    }
+
     /// `{"error": text}` with `status`.
     pub fn error(status: StatusCode, text: &str) -> Self {
         Self::json(status, Some(json!({ "error": text })))
@@ -57,10 +67,25 @@ impl Reply {
         let mut response =
             Response::new(tonic::body::Body::new(http_body_util::Full::new(self.body)));
         *response.status_mut() = self.status;
-        response.headers_mut().insert(
+        let headers = response.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
             http::HeaderValue::from_static(self.content_type),
         );
+        if self.content_type.starts_with("text/html") {
+            for (name, value) in [
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                ),
+                (header::X_FRAME_OPTIONS, "DENY"),
+                (header::REFERRER_POLICY, "no-referrer"),
+                (header::CACHE_CONTROL, "no-store"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ] {
+                headers.insert(name, http::HeaderValue::from_static(value));
+            }
+        }
         response
     }
 }

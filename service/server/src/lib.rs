@@ -4,7 +4,8 @@
 //! - [`server`]: assembles the node and runs it until shutdown;
 //! - the ingresses, side by side: [`api`] (tonic handlers, thin), [`mcp`] (askgate as
 //!   an MCP server), [`slack`] (Slack's interactivity endpoint), [`telegram`]
-//!   (Telegram's updates), both served through [`ingress`]; [`dispatch`] puts the
+//!   (Telegram's updates), [`links`] (the pages of email's signed links), all served
+//!   through [`ingress`]; [`dispatch`] puts the
 //!   node's gRPC services behind one match on the request's path; [`web`] is CORS and
 //!   the console's files; [`origin`] the Host/Origin policy in front of every HTTP
 //!   entry; [`listener`] accepts connections, bounded;
@@ -23,6 +24,7 @@ pub mod approvals;
 pub mod auth;
 pub mod dispatch;
 pub mod ingress;
+pub mod links;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;

@@ -19,6 +19,7 @@ mod bot;
 mod common;
 mod config;
 mod credentials;
+mod email;
 mod health;
 mod json;
 mod log;
@@ -91,6 +92,10 @@ pub enum Command {
     /// there (admin role).
     #[command(subcommand)]
     Telegram(telegram::TelegramCommand),
+    /// Connect the tenant's email routes: questions mailed, with signed links to
+    /// answer them (admin role).
+    #[command(subcommand)]
+    Email(email::EmailCommand),
     /// The tenant's hash-chained audit log: export it, verify an export (admin role).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -187,6 +192,7 @@ pub fn main() -> ExitCode {
             Command::Webhooks(command) => webhooks::run(command).await,
             Command::Slack(command) => slack::run(command).await,
             Command::Telegram(command) => telegram::run(command).await,
+            Command::Email(command) => email::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
             Command::Audit(command) => audit::run(command).await,
         }

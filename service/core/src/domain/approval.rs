@@ -5,7 +5,10 @@ use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
 
 use super::{
     Limits, Violation, echo,
-    model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL, TELEGRAM_CHANNEL},
+    model::{
+        CONSOLE_CHANNEL, EMAIL_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL,
+        TELEGRAM_CHANNEL,
+    },
 };
 
 /// Longest `Action.arguments_json`, in bytes.
@@ -25,13 +28,13 @@ pub const SERVER_CHANNELS: [&str; 7] = [
     MCP_CHANNEL,
     SLACK_CHANNEL,
     TELEGRAM_CHANNEL,
-    "email",
+    EMAIL_CHANNEL,
     "ntfy",
 ];
 
 /// The chat, mail and push channels: they show an ask to whoever reads the chat,
 /// mailbox or phone, so they never collect a secret answer (they link to the console).
-pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, "email", "ntfy"];
+pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, EMAIL_CHANNEL, "ntfy"];
 
 /// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
 /// channels.

@@ -1,7 +1,7 @@
 //! The rules of what a tenant connects to reach its humans: webhook endpoints' and
 //! Slack apps' descriptions and filters, and a Slack app's credentials and channel.
 
-use askgate_proto::v1::{ConnectSlackRequest, ConnectTelegramRequest};
+use askgate_proto::v1::{ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest};
 
 use super::{Limits, Violation, validate};
 
@@ -129,6 +129,46 @@ pub fn telegram_bot(request: &ConnectTelegramRequest, limits: &Limits) -> Vec<Vi
     violations
 }
 
+/// Addresses one email route mails at most.
+pub const MAX_EMAIL_RECIPIENTS: usize = 10;
+/// Bytes of one address with its display name.
+pub const MAX_EMAIL_ADDRESS_BYTES: usize = 320;
+
+/// What is wrong with a request to connect an email route, field by field, besides the
+/// addresses' syntax (which the mailer checks): 1-10 of them, each on one line and
+/// within its length, none repeated; a session prefix and a filter.
+pub fn email_route(request: &ConnectEmailRequest, limits: &Limits) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    if request.to.is_empty() || request.to.len() > MAX_EMAIL_RECIPIENTS {
+        violations.push(Violation::new(
+            "to",
+            format!("required: 1-{MAX_EMAIL_RECIPIENTS} addresses"),
+        ));
+    }
+    for (i, address) in request.to.iter().enumerate().take(MAX_EMAIL_RECIPIENTS) {
+        let repeated = request.to[..i]
+            .iter()
+            .any(|a| a.trim().eq_ignore_ascii_case(address.trim()));
+        if address.trim().is_empty()
+            || address.len() > MAX_EMAIL_ADDRESS_BYTES
+            || address.chars().any(char::is_control)
+            || repeated
+        {
+            violations.push(Violation::new(
+                format!("to[{i}]"),
+                format!("an address of at most {MAX_EMAIL_ADDRESS_BYTES} bytes, on one line, not repeated"),
+            ));
+        }
+    }
+    violations.extend(chat_filter(
+        &request.session_prefix,
+        &request.description,
+        &request.labels,
+        limits,
+    ));
+    violations
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +216,36 @@ mod tests {
         assert_eq!(
             fields(&telegram_bot(&prefixed, &limits)),
             ["session_prefix"]
+        );
+    }
+
+    #[test]
+    fn an_email_route_needs_one_to_ten_distinct_addresses() {
+        let limits = Limits::default();
+        let good = ConnectEmailRequest {
+            to: vec!["ana@example.com".into(), "Bo <bo@example.com>".into()],
+            ..Default::default()
+        };
+        assert!(email_route(&good, &limits).is_empty());
+        let none = ConnectEmailRequest::default();
+        assert_eq!(fields(&email_route(&none, &limits)), ["to"]);
+        let many = ConnectEmailRequest {
+            to: (0..11).map(|i| format!("p{i}@example.com")).collect(),
+            ..Default::default()
+        };
+        assert_eq!(fields(&email_route(&many, &limits)), ["to"]);
+        let bad = ConnectEmailRequest {
+            to: vec![
+                "ana@example.com".into(),
+                "ANA@example.com ".into(),
+                "x@example.com\r\nBcc: eve@example.com".into(),
+                "".into(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            fields(&email_route(&bad, &limits)),
+            ["to[1]", "to[2]", "to[3]"]
         );
     }
 

@@ -33,6 +33,8 @@ pub const MCP_CHANNEL: &str = "mcp";
 pub const SLACK_CHANNEL: &str = "slack";
 /// Answers given in a Telegram chat.
 pub const TELEGRAM_CHANNEL: &str = "telegram";
+/// Answers given through an email's links.
+pub const EMAIL_CHANNEL: &str = "email";
 
 /// Who resolves an ask, and through which channel (docs/approvals.md): the
 /// credential's subject, and `console`, `slack`, `mcp`, a client's own name, ...

@@ -25,6 +25,22 @@ pub fn head_and_tail(text: &str, max: usize) -> Cow<'_, str> {
     ))
 }
 
+/// `text` with HTML's special characters as entities (`&`, `<`, `>`, `"`): inert in
+/// an HTML text or a quoted attribute.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The label of the option that approves a plan under review.
 pub fn approve_label(question: &askgate_proto::v1::Question) -> Option<&str> {
     use askgate_proto::v1::intent::Kind;

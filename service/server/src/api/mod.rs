@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod audit;
 pub mod deadline;
+pub mod email;
 pub mod health;
 pub mod slack;
 pub mod telegram;
@@ -28,6 +29,7 @@ use tracing::{Instrument, debug_span, field::Empty, instrument};
 
 pub use agents::AgentsApi;
 pub use audit::AuditApi;
+pub use email::EmailApi;
 pub use slack::SlackApi;
 pub use telegram::TelegramApi;
 pub use webhooks::WebhooksApi;

@@ -26,7 +26,12 @@ use crate::{
     listener::ConnectionLimits,
     origin::PublicUrl,
     web::CorsOrigins,
-    webhooks::{WebhookConfig, slack::Slack, telegram::Telegram},
+    webhooks::{
+        WebhookConfig,
+        email::{Email, SmtpConfig},
+        slack::Slack,
+        telegram::Telegram,
+    },
 };
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
@@ -87,6 +92,11 @@ pub struct ServerConfig {
     pub slack_api_url: String,
     /// Where the Telegram Bot API is (`--telegram-api-url`).
     pub telegram_api_url: String,
+    /// The SMTP server email routes mail through (`--smtp-url`), its password
+    /// (`--smtp-password-file`) and the sender (`--email-from`).
+    pub smtp_url: Option<String>,
+    pub smtp_password_file: Option<PathBuf>,
+    pub email_from: Option<String>,
     /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
     /// key per process on the memory engine, and no Slack apps on Redis.
     pub secret_key_file: Option<PathBuf>,
@@ -189,6 +199,34 @@ impl ServerConfig {
         let public = self.public_url.as_ref().map(PublicUrl::origin);
         Telegram::new(&self.telegram_api_url, self.webhooks.timeout, public, key)
             .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
+    }
+
+    pub(super) fn email(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Email> {
+        let public = self.public_url.as_ref().map(PublicUrl::origin);
+        let smtp = match (&self.smtp_url, &self.email_from) {
+            (Some(url), Some(from)) => Some(SmtpConfig {
+                url,
+                password: self
+                    .smtp_password_file
+                    .as_deref()
+                    .map(|path| {
+                        let (bytes, warning) = crate::auth::secret::read_file(path)
+                            .with_context(|| format!("--smtp-password-file {}", path.display()))?;
+                        if let Some(warning) = warning {
+                            warn!("{warning}");
+                        }
+                        let text = String::from_utf8(bytes)
+                            .map_err(|_| anyhow::anyhow!("--smtp-password-file is not text"))?;
+                        anyhow::Ok(crate::auth::secret::Secret::new(text.trim_end()))
+                    })
+                    .transpose()?,
+                from,
+                timeout: self.webhooks.timeout,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!("--smtp-url and --email-from go together"),
+        };
+        Email::new(smtp, public, key).map_err(|e| anyhow::anyhow!(e))
     }
 
     pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {
@@ -340,6 +378,9 @@ impl Default for ServerConfig {
             webhooks: WebhookConfig::default(),
             slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
             telegram_api_url: crate::webhooks::telegram::api::DEFAULT_API_URL.to_owned(),
+            smtp_url: None,
+            smtp_password_file: None,
+            email_from: None,
             secret_key_file: None,
             default_notify: NotifyPolicy::default(),
             receipt_key_files: Vec::new(),

@@ -6,9 +6,9 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    agents_server::AgentsServer, audit_server::AuditServer, slack_server::SlackServer,
-    telegram_server::TelegramServer, user_questions_server::UserQuestionsServer,
-    webhooks_server::WebhooksServer,
+    agents_server::AgentsServer, audit_server::AuditServer, email_server::EmailServer,
+    slack_server::SlackServer, telegram_server::TelegramServer,
+    user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -21,7 +21,8 @@ use super::{
 };
 use crate::{
     api::{
-        AgentsApi, AuditApi, SlackApi, TelegramApi, UserQuestionsApi, WebhooksApi, deadline, health,
+        AgentsApi, AuditApi, EmailApi, SlackApi, TelegramApi, UserQuestionsApi, WebhooksApi,
+        deadline, health,
     },
     approvals::{Audit, Receipts},
     auth::Gate,
@@ -102,6 +103,7 @@ impl Node {
             crate::webhooks::Channels {
                 slack: config.slack(sealing.clone())?,
                 telegram: config.telegram(sealing.clone())?,
+                email: config.email(sealing.clone())?,
             },
             audit.clone(),
         );
@@ -221,6 +223,7 @@ impl Node {
         let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
         let slack = SlackApi::new(self.hooks.clone(), gate.clone());
         let telegram = TelegramApi::new(self.hooks.clone(), gate.clone());
+        let email = EmailApi::new(self.hooks.clone(), gate.clone());
         let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
@@ -246,6 +249,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 TelegramServer::new(telegram).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                EmailServer::new(email).max_decoding_message_size(limit),
                 authenticate.clone(),
             ))
             .serve(InterceptedService::new(
@@ -305,6 +312,7 @@ impl Node {
         );
         let interactivity = Interactivity::new(self.hooks.clone(), self.questions.clone());
         let updates = crate::telegram::Updates::new(self.hooks.clone(), self.questions.clone());
+        let links = crate::links::Links::new(self.hooks.clone(), self.questions.clone());
         Ok(transport(config)?
             // A request in flight keeps its connection from being idle.
             .layer(InFlightLayer)
@@ -328,6 +336,8 @@ impl Node {
             .layer(crate::ingress::IngressLayer::new(interactivity))
             // Telegram's updates, each verified by its bot's webhook secret token.
             .layer(crate::ingress::IngressLayer::new(updates))
+            // The pages of email's signed links, each verified by its MAC.
+            .layer(crate::ingress::IngressLayer::new(links))
             // gRPC-Web calls are the console's channel: marked before translation.
             .layer(tower::util::MapRequestLayer::new(crate::api::mark_browser))
             .layer(tonic_web::GrpcWebLayer::new())

@@ -1,10 +1,10 @@
-//! The admin use cases of webhook endpoints, Slack apps and Telegram bots (the
-//! `Webhooks`, `Slack` and `Telegram` services): checked requests in, stored records,
-//! proto records out.
+//! The admin use cases of webhook endpoints, Slack apps, Telegram bots and email
+//! routes (the `Webhooks`, `Slack`, `Telegram` and `Email` services): checked requests
+//! in, stored records, proto records out.
 
 use askgate_proto::v1::{
-    ConnectSlackRequest, ConnectTelegramRequest, CreateEndpointRequest, Delivery, DeliveryStatus,
-    Endpoint, ListDeliveriesRequest, SlackApp, TelegramBot,
+    ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest, CreateEndpointRequest,
+    Delivery, DeliveryStatus, EmailRoute, Endpoint, ListDeliveriesRequest, SlackApp, TelegramBot,
 };
 use base64::Engine as _;
 use serde_json::json;
@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::{
     Hooks,
     clock::{millis, now_ms, timestamp},
+    email,
     send::Target,
     slack, telegram,
 };
@@ -21,7 +22,7 @@ use crate::{
     approvals::Audit,
     backend::{
         audit::AuditEntry,
-        hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status},
+        hooks::records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, Status},
     },
     domain::{Error, Resolver, Violation, connect, echo},
 };
@@ -38,14 +39,16 @@ enum Kind {
     Webhook,
     Slack,
     Telegram,
+    Email,
 }
 
 impl Kind {
     fn of(record: &EndpointRecord) -> Self {
-        match (&record.slack, record.telegram()) {
+        match (&record.slack, &record.channel) {
             (Some(_), _) => Self::Slack,
-            (_, Some(_)) => Self::Telegram,
-            _ => Self::Webhook,
+            (_, Some(ChannelTarget::Telegram(_))) => Self::Telegram,
+            (_, Some(ChannelTarget::Email(_))) => Self::Email,
+            (None, None) => Self::Webhook,
         }
     }
 
@@ -54,6 +57,7 @@ impl Kind {
             Self::Webhook => "webhook endpoint",
             Self::Slack => "Slack app",
             Self::Telegram => "Telegram bot",
+            Self::Email => "email route",
         }
     }
 }
@@ -287,6 +291,44 @@ impl Hooks {
         if let Err(e) = telegram.call(&bot, "deleteWebhook", &json!({})).await {
             warn!(bot = %id, "removing the disconnected bot's webhook failed: {e}");
         }
+        Ok(())
+    }
+
+    /// Connects an email route of the tenant (see [`email::Email::connect`]).
+    pub async fn connect_email(
+        &self,
+        tenant: &str,
+        request: ConnectEmailRequest,
+        by: &Resolver,
+    ) -> Result<EmailRoute, Error> {
+        let record = self
+            .inner
+            .email
+            .connect(tenant, request, &self.inner.limits)?;
+        let route =
+            email::route_of(&record).ok_or_else(|| Error::Internal("not an email route".into()))?;
+        let details = json!({ "id": route.id, "to": route.to });
+        let audit = Audit::admin_entry(tenant, by, "email.connected", details);
+        self.inner.store.create_endpoint(&record, &audit).await?;
+        debug!(route = %record.id, "email route connected");
+        self.audited().await;
+        Ok(route)
+    }
+
+    /// The tenant's email routes, oldest first.
+    pub async fn list_email_routes(&self, tenant: &str) -> Result<Vec<EmailRoute>, Error> {
+        let endpoints = self.inner.store.endpoints(tenant).await?;
+        Ok(endpoints.iter().filter_map(email::route_of).collect())
+    }
+
+    pub async fn disconnect_email(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let audit = Audit::admin_entry(tenant, by, "email.disconnected", json!({ "id": id }));
+        self.delete(tenant, id, Kind::Email, &audit).await?;
         Ok(())
     }
 

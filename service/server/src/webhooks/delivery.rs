@@ -16,7 +16,7 @@ use super::{
 };
 use crate::backend::hooks::{
     Shares,
-    records::{DeliveryRecord, EndpointRecord, Status},
+    records::{ChannelTarget, DeliveryRecord, EndpointRecord, Status},
 };
 
 /// Beyond an attempt's timeout, how long its lease lasts.
@@ -54,19 +54,23 @@ impl Inner {
         delivery.last_attempt_ms = now;
         let result = match &endpoint {
             None => Err("the endpoint was deleted".to_owned()),
-            Some(endpoint) => match (&endpoint.slack, endpoint.telegram()) {
-                (Some(target), _) => {
-                    let store = &*self.store;
-                    self.slack.deliver(store, endpoint, target, &delivery).await
+            Some(endpoint) => {
+                let store = &*self.store;
+                match (&endpoint.slack, &endpoint.channel) {
+                    (Some(target), _) => {
+                        self.slack.deliver(store, endpoint, target, &delivery).await
+                    }
+                    (_, Some(ChannelTarget::Telegram(target))) => {
+                        self.telegram
+                            .deliver(store, endpoint, target, &delivery)
+                            .await
+                    }
+                    (_, Some(ChannelTarget::Email(target))) => {
+                        self.email.deliver(store, endpoint, target, &delivery).await
+                    }
+                    (None, None) => self.post(endpoint, &delivery).await,
                 }
-                (_, Some(target)) => {
-                    let store = &*self.store;
-                    self.telegram
-                        .deliver(store, endpoint, target, &delivery)
-                        .await
-                }
-                _ => self.post(endpoint, &delivery).await,
-            },
+            }
         };
         let outcome = match result {
             Ok(()) => {

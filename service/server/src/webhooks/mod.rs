@@ -17,14 +17,17 @@
 //! On Redis the store is shared, so any node delivers and a node's death loses nothing
 //! that was queued: its leases run out and a survivor takes over.
 //!
-//! Slack apps ([`slack`]) and Telegram bots ([`telegram`]) are endpoints with a chat
-//! target: their deliveries post and update messages through the same loops.
+//! Slack apps ([`slack`]), Telegram bots ([`telegram`]) and email routes ([`email`])
+//! are endpoints with a chat target: their deliveries post and update messages (or
+//! mail) through the same loops.
 
 mod admin;
 mod clock;
 mod config;
 mod delivery;
+pub mod email;
 mod intake;
+pub mod links;
 pub mod send;
 pub mod slack;
 pub mod special;
@@ -43,7 +46,7 @@ use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
 pub use self::config::WebhookConfig;
-use self::{intake::INTAKE_QUEUE, send::Sender, slack::Slack, telegram::Telegram};
+use self::{email::Email, intake::INTAKE_QUEUE, send::Sender, slack::Slack, telegram::Telegram};
 use crate::{
     approvals::Audit,
     backend::{Backend, Tap, hooks::HookStore},
@@ -68,6 +71,8 @@ struct Inner {
     slack: Slack,
     /// Sends and edits the messages of Telegram bots.
     telegram: Telegram,
+    /// Mails asks and their outcomes for email routes.
+    email: Email,
     /// Where every resolution is recorded, from the same committed events.
     audit: Audit,
     metrics: Metrics,
@@ -106,6 +111,7 @@ impl Hooks {
             sender: Sender::new(config.allow_private, config.timeout),
             slack: channels.slack,
             telegram: channels.telegram,
+            email: channels.email,
             audit,
             store,
             backend,
@@ -162,6 +168,10 @@ impl Hooks {
     pub(crate) fn telegram(&self) -> &Telegram {
         &self.inner.telegram
     }
+
+    pub(crate) fn email(&self) -> &Email {
+        &self.inner.email
+    }
 }
 
 /// The record of a chat channel a tenant connects (a Slack app, a Telegram bot; its
@@ -196,6 +206,7 @@ fn chat_endpoint(
 pub struct Channels {
     pub slack: Slack,
     pub telegram: Telegram,
+    pub email: Email,
 }
 
 /// Whether a loop's store is failing: the first failure of a streak is a warning, the

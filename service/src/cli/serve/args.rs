@@ -333,6 +333,17 @@ pub struct ServeArgs {
     /// proxy's, or a fake's in tests).
     #[arg(long, env = "ASKGATE_TELEGRAM_API_URL", default_value = askgate_server::webhooks::telegram::api::DEFAULT_API_URL)]
     pub telegram_api_url: String,
+    /// The SMTP server email routes mail through: `smtp://host:587?tls=required`
+    /// (STARTTLS), `smtps://host:465` (TLS), or `smtp://host:25` (plain: a relay on a
+    /// network you trust); the user as `smtp://user@host…`.
+    #[arg(long, env = "ASKGATE_SMTP_URL")]
+    pub smtp_url: Option<String>,
+    /// File holding the SMTP user's password.
+    #[arg(long, env = "ASKGATE_SMTP_PASSWORD_FILE")]
+    pub smtp_password_file: Option<std::path::PathBuf>,
+    /// The sender of askgate's mail (`askgate <askgate@example.com>`).
+    #[arg(long, env = "ASKGATE_EMAIL_FROM")]
+    pub email_from: Option<String>,
     /// The key that seals tenants' secrets (Slack apps' and Telegram bots' tokens) and secret answers in
     /// the store: 32 bytes, as 64 hex digits or base64 (`openssl rand -base64 32`),
     /// mode 600, the same on every node. Without it: a random key per process on the

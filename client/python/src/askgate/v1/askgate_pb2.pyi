@@ -774,3 +774,69 @@ class DisconnectTelegramRequest(_message.Message):
 class DisconnectTelegramResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ConnectEmailRequest(_message.Message):
+    __slots__ = ("to", "labels", "session_prefix", "description", "provides")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TO_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    to: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    def __init__(self, to: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ...) -> None: ...
+
+class EmailRoute(_message.Message):
+    __slots__ = ("id", "to", "labels", "session_prefix", "description", "provides", "created_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    to: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., to: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListEmailRoutesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListEmailRoutesResponse(_message.Message):
+    __slots__ = ("routes",)
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    routes: _containers.RepeatedCompositeFieldContainer[EmailRoute]
+    def __init__(self, routes: _Optional[_Iterable[_Union[EmailRoute, _Mapping]]] = ...) -> None: ...
+
+class DisconnectEmailRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DisconnectEmailResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1119,3 +1119,174 @@ class Telegram:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class EmailStub:
+    """Email routes that mail a tenant's questions to people, each with signed single-use
+    links to answer (docs/email.md). Needs the admin role; every call sees only the
+    caller's tenant.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ConnectEmail = channel.unary_unary(
+                '/askgate.v1.Email/ConnectEmail',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ConnectEmailRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.EmailRoute.FromString,
+                _registered_method=True)
+        self.ListEmailRoutes = channel.unary_unary(
+                '/askgate.v1.Email/ListEmailRoutes',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesResponse.FromString,
+                _registered_method=True)
+        self.DisconnectEmail = channel.unary_unary(
+                '/askgate.v1.Email/DisconnectEmail',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectEmailRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectEmailResponse.FromString,
+                _registered_method=True)
+
+
+class EmailServicer:
+    """Email routes that mail a tenant's questions to people, each with signed single-use
+    links to answer (docs/email.md). Needs the admin role; every call sees only the
+    caller's tenant.
+    """
+
+    def ConnectEmail(self, request, context):
+        """Checks the addresses and connects the route (the server needs --smtp-url,
+        --email-from and --public-url).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEmailRoutes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectEmail(self, request, context):
+        """Disconnects a route: no more mail; its pending deliveries end FAILED, and the
+        links of mails already sent answer nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_EmailServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ConnectEmail': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectEmail,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ConnectEmailRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.EmailRoute.SerializeToString,
+            ),
+            'ListEmailRoutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEmailRoutes,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesResponse.SerializeToString,
+            ),
+            'DisconnectEmail': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectEmail,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectEmailRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectEmailResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Email', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Email', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Email:
+    """Email routes that mail a tenant's questions to people, each with signed single-use
+    links to answer (docs/email.md). Needs the admin role; every call sees only the
+    caller's tenant.
+    """
+
+    @staticmethod
+    def ConnectEmail(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Email/ConnectEmail',
+            askgate_dot_v1_dot_askgate__pb2.ConnectEmailRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.EmailRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEmailRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Email/ListEmailRoutes',
+            askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListEmailRoutesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectEmail(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Email/DisconnectEmail',
+            askgate_dot_v1_dot_askgate__pb2.DisconnectEmailRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DisconnectEmailResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -62,7 +62,7 @@ pub struct EndpointRecord {
     /// A Slack app rather than a URL: where it posts, and its sealed secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackTarget>,
-    /// Another chat channel (Telegram) rather than a URL.
+    /// Another chat channel (Telegram, email) rather than a URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<ChannelTarget>,
 }
@@ -72,6 +72,13 @@ pub struct EndpointRecord {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ChannelTarget {
     Telegram(TelegramTarget),
+    Email(EmailTarget),
+}
+
+/// Who an email route mails: each address gets its own mail, with links of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmailTarget {
+    pub to: Vec<String>,
 }
 
 /// Where a Telegram bot posts, and its secrets as the server's key sealed them.
@@ -108,7 +115,15 @@ impl EndpointRecord {
     pub fn telegram(&self) -> Option<&TelegramTarget> {
         match &self.channel {
             Some(ChannelTarget::Telegram(target)) => Some(target),
-            None => None,
+            _ => None,
+        }
+    }
+
+    /// The email route this endpoint is, if it is one.
+    pub fn email(&self) -> Option<&EmailTarget> {
+        match &self.channel {
+            Some(ChannelTarget::Email(target)) => Some(target),
+            _ => None,
         }
     }
 

@@ -104,20 +104,8 @@ fn is_key(key: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// `text` with HTML's special characters as entities: inert in HTML parse mode.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// User text made inert in HTML parse mode.
+pub use crate::domain::shown::escape_html as escape;
 
 /// Characters as Telegram counts them: UTF-16 code units.
 fn units(text: &str) -> usize {

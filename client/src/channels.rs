@@ -1,0 +1,89 @@
+//! The admin calls of the chat channels a tenant connects: Slack apps, Telegram bots
+//! and email routes (admin role; docs/slack.md, docs/telegram.md, docs/email.md).
+
+use crate::{
+    Client, Error,
+    proto::{
+        ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest, DisconnectEmailRequest,
+        DisconnectSlackRequest, DisconnectTelegramRequest, EmailRoute, ListEmailRoutesRequest,
+        ListSlackAppsRequest, ListTelegramBotsRequest, SlackApp, TelegramBot,
+    },
+};
+
+impl Client {
+    /// Connects a Slack app of the caller's tenant (admin role); the server checks its
+    /// bot token with Slack first. The app's secrets are never returned.
+    pub async fn connect_slack(&mut self, app: ConnectSlackRequest) -> Result<SlackApp, Error> {
+        let request = self.request(app);
+        Ok(self.slack.connect_slack(request).await?.into_inner())
+    }
+
+    /// The tenant's Slack apps, oldest first.
+    pub async fn list_slack_apps(&mut self) -> Result<Vec<SlackApp>, Error> {
+        let request = self.request(ListSlackAppsRequest {});
+        Ok(self.slack.list_slack_apps(request).await?.into_inner().apps)
+    }
+
+    /// Disconnects a Slack app; [`crate::Reason::NotFound`] when the tenant has none by that id.
+    pub async fn disconnect_slack(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectSlackRequest { id: id.to_owned() });
+        self.slack.disconnect_slack(request).await?;
+        Ok(())
+    }
+
+    /// Connects a Telegram bot of the caller's tenant (admin role); the server checks
+    /// its token with Telegram and points the bot's webhook at itself first. The bot's
+    /// secrets are never returned.
+    pub async fn connect_telegram(
+        &mut self,
+        bot: ConnectTelegramRequest,
+    ) -> Result<TelegramBot, Error> {
+        let request = self.request(bot);
+        Ok(self.telegram.connect_telegram(request).await?.into_inner())
+    }
+
+    /// The tenant's Telegram bots, oldest first.
+    pub async fn list_telegram_bots(&mut self) -> Result<Vec<TelegramBot>, Error> {
+        let request = self.request(ListTelegramBotsRequest {});
+        Ok(self
+            .telegram
+            .list_telegram_bots(request)
+            .await?
+            .into_inner()
+            .bots)
+    }
+
+    /// Disconnects a Telegram bot; [`crate::Reason::NotFound`] when the tenant has none by
+    /// that id.
+    pub async fn disconnect_telegram(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectTelegramRequest { id: id.to_owned() });
+        self.telegram.disconnect_telegram(request).await?;
+        Ok(())
+    }
+
+    /// Connects an email route of the caller's tenant (admin role): its addresses are
+    /// mailed each ask, with signed links to answer it.
+    pub async fn connect_email(&mut self, route: ConnectEmailRequest) -> Result<EmailRoute, Error> {
+        let request = self.request(route);
+        Ok(self.email.connect_email(request).await?.into_inner())
+    }
+
+    /// The tenant's email routes, oldest first.
+    pub async fn list_email_routes(&mut self) -> Result<Vec<EmailRoute>, Error> {
+        let request = self.request(ListEmailRoutesRequest {});
+        Ok(self
+            .email
+            .list_email_routes(request)
+            .await?
+            .into_inner()
+            .routes)
+    }
+
+    /// Disconnects an email route; [`crate::Reason::NotFound`] when the tenant has none by
+    /// that id.
+    pub async fn disconnect_email(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectEmailRequest { id: id.to_owned() });
+        self.email.disconnect_email(request).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,383 @@
+//! Answering by email (docs/email.md). A tenant connects a route (the addresses to
+//! mail); from then on:
+//! - each `requested` of the tenant that the route's filter lets through becomes a
+//!   delivery of the webhook machinery (leased, retried, any node on Redis) that mails
+//!   each address, through `--smtp-url` from `--email-from`, the ask with signed
+//!   single-use links of its own ([`super::links`]);
+//! - the ask's `resolved`, from whatever channel, becomes a delivery that mails each
+//!   address a follow-up in the same thread (who answered what, or how it ended);
+//! - a link opens a page on askgate's port ([`crate::links`]) that shows the ask and
+//!   answers only when its form is sent, as `email:<address>`.
+
+pub mod mail;
+
+use std::{str::FromStr as _, sync::Arc, time::Duration};
+
+use askgate_core::domain::{approval, connect, model::EMAIL_CHANNEL};
+use askgate_proto::v1::{ConnectEmailRequest, EmailRoute, Requested, Resolved};
+use lettre::{
+    AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor,
+    message::{Mailbox, MultiPart},
+    transport::smtp::authentication::Credentials,
+};
+use serde_json::Value;
+use tracing::debug;
+use uuid::Uuid;
+
+use self::mail::{Links, Mail};
+use super::links::Link;
+use crate::{
+    auth::{sealed::SealingKey, secret::Secret},
+    backend::hooks::{
+        HookStore,
+        records::{ChannelTarget, DeliveryRecord, EmailTarget, EndpointRecord, EventType},
+    },
+    domain::{Error, Limits, Violation},
+};
+
+/// Where a link's page is, under the public URL.
+pub const LINK_PATH: &str = "/answer/";
+/// How long a note that a mail went out is kept: past any ask's life.
+const NOTE_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// A link of an ask without a lifetime of its own lasts this long at most.
+const MAX_LINK_LIFE_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Options of a single question that get a link each.
+const MAX_OPTION_LINKS: usize = 20;
+
+/// The SMTP server and the sender.
+#[derive(Clone)]
+struct Smtp {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+}
+
+/// Email for the whole server: its SMTP server, the public URL links point to, and the
+/// key that signs them.
+#[derive(Clone)]
+pub struct Email {
+    smtp: Option<Smtp>,
+    public: Option<String>,
+    key: Option<Arc<SealingKey>>,
+}
+
+/// How the server mails: `--smtp-url`, the password from `--smtp-password-file`,
+/// `--email-from`.
+pub struct SmtpConfig<'a> {
+    pub url: &'a str,
+    pub password: Option<Secret>,
+    pub from: &'a str,
+    pub timeout: Duration,
+}
+
+impl Email {
+    pub fn new(
+        smtp: Option<SmtpConfig<'_>>,
+        public: Option<&str>,
+        key: Option<Arc<SealingKey>>,
+    ) -> Result<Self, String> {
+        let smtp = smtp.map(Self::transport).transpose()?;
+        Ok(Self {
+            smtp,
+            public: public.map(str::to_owned),
+            key,
+        })
+    }
+
+    fn transport(config: SmtpConfig<'_>) -> Result<Smtp, String> {
+        let from = Mailbox::from_str(config.from)
+            .map_err(|e| format!("--email-from {:?}: {e}", config.from))?;
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(config.url)
+            .map_err(|e| {
+                format!("--smtp-url: {e} (smtp://host:587?tls=required, smtps://host:465)")
+            })?
+            .timeout(Some(config.timeout));
+        if let Some(password) = config.password {
+            // The user is the URL's (smtp://user@host); the password is the file's.
+            let user = user_of(config.url).ok_or(
+                "--smtp-password-file needs the user in --smtp-url (smtp://user@host:587)",
+            )?;
+            builder = builder.credentials(Credentials::new(user, password.expose().to_owned()));
+        }
+        Ok(Smtp {
+            transport: builder.build(),
+            from,
+        })
+    }
+
+    /// The configuration a route needs, or why the server cannot mail.
+    fn ready(&self) -> Result<(&Smtp, &str, &SealingKey), Error> {
+        let missing = |what: &str| {
+            Error::PermissionDenied(format!(
+                "this server does not mail: start every node with {what}"
+            ))
+        };
+        let smtp = self
+            .smtp
+            .as_ref()
+            .ok_or_else(|| missing("--smtp-url and --email-from"))?;
+        let public = self
+            .public
+            .as_deref()
+            .ok_or_else(|| missing("--public-url"))?;
+        let key = self
+            .key
+            .as_deref()
+            .ok_or_else(|| missing("--secret-key-file"))?;
+        Ok((smtp, public, key))
+    }
+
+    /// The link a token of this server's names, if it is valid now; else why not.
+    pub fn verify(&self, token: &str) -> Result<Link, &'static str> {
+        let key = self.key.as_deref().ok_or("this server signs no links")?;
+        Link::verify(key, token, super::clock::now_ms())
+    }
+
+    /// Checks a connect request (each address as a mailbox) and makes the route's
+    /// record.
+    pub fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectEmailRequest,
+        limits: &Limits,
+    ) -> Result<EndpointRecord, Error> {
+        self.ready()?;
+        let mut violations = connect::email_route(&request, limits);
+        let mut to = Vec::with_capacity(request.to.len());
+        for (i, address) in request.to.iter().enumerate() {
+            match Mailbox::from_str(address.trim()) {
+                Ok(mailbox) => to.push(mailbox.to_string()),
+                Err(e) => violations.push(Violation::new(
+                    format!("to[{i}]"),
+                    format!("not an address: {e}"),
+                )),
+            }
+        }
+        if !violations.is_empty() {
+            return Err(Error::BadRequest(violations));
+        }
+        Ok(EndpointRecord {
+            channel: Some(ChannelTarget::Email(EmailTarget { to })),
+            ..super::chat_endpoint(
+                format!("em_{}", Uuid::now_v7().simple()),
+                tenant,
+                request.description,
+                request.labels,
+                request.session_prefix,
+                request.provides,
+            )
+        })
+    }
+
+    /// One attempt of an email delivery: the ask's mail to each address that has not
+    /// had it yet, or the follow-up once resolved (after the ask's mail went out).
+    pub async fn deliver(
+        &self,
+        store: &dyn HookStore,
+        route: &EndpointRecord,
+        target: &EmailTarget,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let (smtp, public, key) = self.ready().map_err(|e| e.to_string())?;
+        let body: Value =
+            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
+        let requested: Requested =
+            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
+                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+        let resolved = match delivery.event_type {
+            EventType::Requested => None,
+            EventType::Resolved => Some(
+                crate::protojson::from_value::<Resolved>("askgate.v1.Resolved", &body["resolved"])
+                    .map_err(|e| format!("corrupt delivery: {e:#}"))?,
+            ),
+            other => return Err(format!("an email route does not take {}", other.as_str())),
+        };
+        for (i, address) in target.to.iter().enumerate() {
+            let to = Mailbox::from_str(address).map_err(|e| format!("a stored address: {e}"))?;
+            let asked = note_key(&route.id, &delivery.rpc_id, i, "asked");
+            let sent = match &resolved {
+                None => asked.clone(),
+                Some(_) => note_key(&route.id, &delivery.rpc_id, i, "resolved"),
+            };
+            if store
+                .note(&sent)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+            {
+                continue;
+            }
+            let mail = match &resolved {
+                None => {
+                    let links = self.links(key, public, route, &requested, &to);
+                    let links = approval::may_answer(&requested, EMAIL_CHANNEL).then_some(&links);
+                    mail::ask_mail(&requested, links, &format!("{public}/console/#/inbox"))
+                }
+                Some(resolved) => {
+                    if store
+                        .note(&asked)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .is_none()
+                    {
+                        // The ask's mail is still to go (or failed for good).
+                        return Err(format!("the ask's mail to {address} is not sent yet"));
+                    }
+                    mail::resolved_mail(&requested, resolved)
+                }
+            };
+            let thread = message_id(&route.id, &delivery.rpc_id, i, "asked");
+            let id = message_id(
+                &route.id,
+                &delivery.rpc_id,
+                i,
+                resolved.as_ref().map_or("asked", |_| "resolved"),
+            );
+            self.send(smtp, to, mail, id, (resolved.is_some()).then_some(thread))
+                .await?;
+            store
+                .put_note(&sent, "1", NOTE_TTL_MS, false)
+                .await
+                .map_err(|e| e.to_string())?;
+            debug!(route = %route.id, rpc_id = %delivery.rpc_id, "mailed");
+        }
+        Ok(())
+    }
+
+    /// The links of `to`'s mail.
+    fn links(
+        &self,
+        key: &SealingKey,
+        public: &str,
+        route: &EndpointRecord,
+        requested: &Requested,
+        to: &Mailbox,
+    ) -> Links {
+        let now = super::clock::now_ms();
+        let expires_ms = requested
+            .expires_at
+            .as_ref()
+            .map(|t| u64::try_from(t.seconds).unwrap_or(0) * 1000)
+            .filter(|&ms| ms > 0)
+            .unwrap_or(u64::MAX)
+            .min(now + MAX_LINK_LIFE_MS);
+        let link = |option| {
+            let link = Link {
+                tenant: route.tenant.clone(),
+                endpoint: route.id.clone(),
+                session: requested.session_id.clone(),
+                rpc: requested.rpc_id.clone(),
+                option,
+                who: format!("{EMAIL_CHANNEL}:{}", to.email),
+                expires_ms,
+            };
+            format!("{public}{LINK_PATH}{}", link.sign(key))
+        };
+        let options = match requested.questions.as_slice() {
+            [q] if q.options.len() <= MAX_OPTION_LINKS && !q.multi_select => {
+                (0..q.options.len()).map(|i| link(Some(i))).collect()
+            }
+            _ => Vec::new(),
+        };
+        Links {
+            form: link(None),
+            options,
+        }
+    }
+
+    async fn send(
+        &self,
+        smtp: &Smtp,
+        to: Mailbox,
+        mail: Mail,
+        id: String,
+        in_reply_to: Option<String>,
+    ) -> Result<(), String> {
+        let mut builder = Message::builder()
+            .from(smtp.from.clone())
+            .to(to)
+            .subject(mail.subject)
+            .message_id(Some(id));
+        if let Some(thread) = in_reply_to {
+            builder = builder.in_reply_to(thread.clone()).references(thread);
+        }
+        let message = builder
+            .multipart(MultiPart::alternative_plain_html(mail.text, mail.html))
+            .map_err(|e| format!("building the mail: {e}"))?;
+        smtp.transport
+            .send(message)
+            .await
+            .map_err(|e| format!("SMTP: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The user of an SMTP URL (`smtp://user@host`), percent-decoded.
+fn user_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let user = userinfo.split(':').next()?;
+    let user = percent_encoding_decode(user);
+    (!user.is_empty()).then_some(user)
+}
+
+fn percent_encoding_decode(text: &str) -> String {
+    form_urlencoded::parse(format!("u={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The note that mail `what` ("asked", "resolved") of an ask went to recipient `i`.
+fn note_key(route: &str, rpc_id: &str, i: usize, what: &str) -> String {
+    format!("email-{what}:{route}:{rpc_id}:{i}")
+}
+
+/// The Message-ID of mail `what` of an ask to recipient `i`: the same on every attempt
+/// (a mail sent twice by attempts that died unheard is one message to mail clients).
+fn message_id(route: &str, rpc_id: &str, i: usize, what: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{route}\u{1f}{rpc_id}\u{1f}{i}\u{1f}{what}"));
+    format!("<{}.{what}@askgate>", hex::encode(&digest[..16]))
+}
+
+/// A route as the admin API shows it.
+pub fn route_of(record: &EndpointRecord) -> Option<EmailRoute> {
+    let target = record.email()?;
+    Some(EmailRoute {
+        id: record.id.clone(),
+        to: target.to.clone(),
+        labels: record.labels.clone(),
+        session_prefix: record.session_prefix.clone(),
+        description: record.description.clone(),
+        provides: record.provides,
+        created_at: Some(super::clock::timestamp(record.created_ms)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_smtp_user_comes_from_the_url() {
+        assert_eq!(
+            user_of("smtp://ana@mail.example.com:587").as_deref(),
+            Some("ana")
+        );
+        assert_eq!(
+            user_of("smtps://a%40b.c:pw@mail:465/x").as_deref(),
+            Some("a@b.c")
+        );
+        assert_eq!(user_of("smtp://mail.example.com"), None);
+    }
+
+    #[test]
+    fn message_ids_are_stable_per_ask_recipient_and_mail() {
+        let id = message_id("em_1", "r", 0, "asked");
+        assert_eq!(id, message_id("em_1", "r", 0, "asked"));
+        assert_ne!(id, message_id("em_1", "r", 1, "asked"));
+        assert_ne!(id, message_id("em_1", "r", 0, "resolved"));
+        assert!(id.starts_with('<') && id.ends_with("@askgate>"));
+    }
+}

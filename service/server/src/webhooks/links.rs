@@ -1,0 +1,136 @@
+//! Signed links (docs/email.md): what an email's links carry. A link names one ask of
+//! one tenant, the route that sent it, whom it was sent to and, for an option's link,
+//! the option; it expires with the ask. It is signed with the server's key (HMAC-SHA256
+//! under the key's derived MAC key, domain-separated from every other use of it), so
+//! nobody without the key can make one or change what it names, and whoever opens it
+//! is taken to be the person it was sent to.
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::sealed::SealingKey;
+
+/// What every signed link's MAC input starts with: no other MAC of the key can be taken
+/// for a link's.
+const DOMAIN: &[u8] = b"askgate link v1\x1f";
+/// Bytes of a token taken at most (a link's own are well within).
+pub const MAX_TOKEN_BYTES: usize = 2048;
+
+/// What a link names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    /// The tenant, the route (an endpoint's id), the session and the ask.
+    #[serde(rename = "t")]
+    pub tenant: String,
+    #[serde(rename = "e")]
+    pub endpoint: String,
+    #[serde(rename = "s")]
+    pub session: String,
+    #[serde(rename = "r")]
+    pub rpc: String,
+    /// The option of the ask's only question this link chooses, if it is an option's.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub option: Option<usize>,
+    /// Who it was sent to: the resolver of what it answers (`email:ana@example.com`).
+    #[serde(rename = "w")]
+    pub who: String,
+    /// When it stops working (ms since the epoch).
+    #[serde(rename = "x")]
+    pub expires_ms: u64,
+}
+
+impl Link {
+    /// The link as a URL path segment: base64url of its JSON, a dot, and the hex MAC.
+    pub fn sign(&self, key: &SealingKey) -> String {
+        use base64::Engine as _;
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&json);
+        format!("{payload}.{}", mac(key, payload.as_bytes()))
+    }
+
+    /// The link a token names, if the token is one `sign` made with `key` and it has
+    /// not expired at `now_ms`; else why not.
+    pub fn verify(key: &SealingKey, token: &str, now_ms: u64) -> Result<Self, &'static str> {
+        use base64::Engine as _;
+        const FORGED: &str = "this link is not one of askgate's";
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(FORGED);
+        }
+        let (payload, given) = token.split_once('.').ok_or(FORGED)?;
+        let expected = mac(key, payload.as_bytes());
+        let same: bool =
+            subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), given.as_bytes()).into();
+        if !same {
+            return Err(FORGED);
+        }
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| FORGED)?;
+        let link: Self = serde_json::from_slice(&json).map_err(|_| FORGED)?;
+        match link.expires_ms > now_ms {
+            true => Ok(link),
+            false => Err("this link has expired"),
+        }
+    }
+
+    /// The key of the note that the link was used (answered with).
+    pub fn used_key(token: &str) -> String {
+        use sha2::Digest as _;
+        format!(
+            "link-used:{}",
+            hex::encode(sha2::Sha256::digest(token.as_bytes()))
+        )
+    }
+}
+
+fn mac(key: &SealingKey, payload: &[u8]) -> String {
+    let mut data = DOMAIN.to_vec();
+    data.extend_from_slice(payload);
+    key.mac(&data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> Link {
+        Link {
+            tenant: "acme".into(),
+            endpoint: "em_1".into(),
+            session: "ops/1".into(),
+            rpc: "r1".into(),
+            option: Some(1),
+            who: "email:ana@example.com".into(),
+            expires_ms: 2_000,
+        }
+    }
+
+    #[test]
+    fn a_link_verifies_only_with_its_key_unchanged_and_unexpired() {
+        let key = SealingKey::new(&[7; 32]).expect("a key");
+        let other = SealingKey::new(&[8; 32]).expect("a key");
+        let token = link().sign(&key);
+        assert_eq!(Link::verify(&key, &token, 1_000), Ok(link()));
+        assert!(Link::verify(&other, &token, 1_000).is_err());
+        assert_eq!(
+            Link::verify(&key, &token, 2_000),
+            Err("this link has expired")
+        );
+        // Another payload under the same MAC: refused.
+        let (_, mac) = token.split_once('.').expect("a dot");
+        let changed = Link {
+            option: Some(0),
+            ..link()
+        }
+        .sign(&key);
+        let (payload, _) = changed.split_once('.').expect("a dot");
+        assert!(Link::verify(&key, &format!("{payload}.{mac}"), 1_000).is_err());
+        for bad in ["", ".", "abc", &"a".repeat(MAX_TOKEN_BYTES + 1)] {
+            assert!(Link::verify(&key, bad, 1_000).is_err(), "{bad}");
+        }
+        // The answers' MAC of the same bytes is another: the domains are apart.
+        assert_ne!(
+            key.mac(token.split_once('.').expect("a dot").0.as_bytes()),
+            mac
+        );
+    }
+}

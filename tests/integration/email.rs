@@ -1,0 +1,432 @@
+//! Answering by email through real servers and a real SMTP server (aiosmtpd's,
+//! tests/email/smtp_sink.py, which parses every mail with Python's email parser and
+//! reports its defects). The tests follow the mails' links as a person would: GET the
+//! page (which answers nothing: a scanner that prefetches links changes nothing), then
+//! POST its form.
+
+use std::{sync::Arc, time::Duration};
+
+use askgate_client::{Ask, Client, Reason, answer, question};
+use askgate_proto::v1::ConnectEmailRequest;
+use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    sync::Notify,
+    task::JoinHandle,
+};
+use tonic::Code;
+
+use crate::support::{TempDir, TestServer, eventually, helper_command, test_config, within};
+
+const PUBLIC: &str = "https://askgate.example.com";
+const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+/// The SMTP server, and every mail it took.
+struct Smtp {
+    port: u16,
+    mails: Arc<Mutex<Vec<Value>>>,
+    arrived: Arc<Notify>,
+    _child: tokio::process::Child,
+    _reader: JoinHandle<()>,
+}
+
+impl Smtp {
+    async fn start() -> Self {
+        let mut child = helper_command("email/smtp_sink.py")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the SMTP server (tests/email/smtp_sink.py)");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let port = within("the SMTP server's port", lines.next_line())
+            .await
+            .expect("read")
+            .expect("a port")
+            .trim()
+            .parse()
+            .expect("a port number");
+        let (mails, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
+        let (m, a) = (mails.clone(), arrived.clone());
+        let reader = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mail: Value = serde_json::from_str(&line).expect("a mail as JSON");
+                m.lock().push(mail);
+                a.notify_waiters();
+            }
+        });
+        Self {
+            port,
+            mails,
+            arrived,
+            _child: child,
+            _reader: reader,
+        }
+    }
+
+    /// The first mail matching `matching`; fails at once on a mail with defects.
+    async fn wait_for(&self, what: &str, matching: impl Fn(&Value) -> bool) -> Value {
+        within(what, async {
+            loop {
+                let notified = self.arrived.notified();
+                {
+                    let mails = self.mails.lock();
+                    if let Some(bad) = mails.iter().find(|m| m["defects"] != Value::Array(vec![])) {
+                        panic!("a malformed mail: {bad}");
+                    }
+                    if let Some(mail) = mails.iter().find(|m| matching(m)) {
+                        return mail.clone();
+                    }
+                }
+                notified.await;
+            }
+        })
+        .await
+    }
+
+    /// The ask's mail to `to` whose text holds `marker`.
+    async fn asked(&self, to: &str, marker: &str) -> Value {
+        self.wait_for("the ask's mail", |m| {
+            m["rcpt_tos"][0] == to
+                && m["in_reply_to"] == ""
+                && m["text"].as_str().is_some_and(|t| t.contains(marker))
+        })
+        .await
+    }
+
+    fn count(&self, matching: impl Fn(&Value) -> bool) -> usize {
+        self.mails.lock().iter().filter(|m| matching(m)).count()
+    }
+}
+
+/// The links of a mail's plain-text part under `label:` (the form's) or `choose:`
+/// (the options'), in order.
+fn links(mail: &Value, label: &str) -> Vec<String> {
+    let text = mail["text"].as_str().expect("a plain-text part");
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix(label))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// The path of a link to the server (its public origin taken off).
+fn path(link: &str) -> String {
+    link.strip_prefix(PUBLIC)
+        .expect("a link to the public URL")
+        .to_owned()
+}
+
+/// One HTTP/1.1 request to the server: the status and the page.
+async fn http(server: &TestServer, method: &str, path: &str, form: &str) -> (u16, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", server.addr.to_string())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from(form.to_owned())))
+        .expect("request");
+    within("a page", async {
+        let stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    })
+    .await
+}
+
+fn encode(value: &str) -> String {
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+async fn server(smtp: &Smtp, dir: &TempDir) -> TestServer {
+    TestServer::start_with(ServerConfig {
+        smtp_url: Some(format!("smtp://127.0.0.1:{}", smtp.port)),
+        email_from: Some("askgate <askgate@example.com>".into()),
+        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+        webhooks: WebhookConfig {
+            retry_initial: Duration::from_millis(100),
+            retry_max: Duration::from_millis(500),
+            ..WebhookConfig::default()
+        },
+        ..test_config()
+    })
+    .await
+}
+
+/// An SMTP server, an askgate mailing through it, and a route for `ops/` to two people.
+async fn with_route() -> (Smtp, TempDir, TestServer, String) {
+    let (smtp, dir) = (Smtp::start().await, TempDir::new());
+    let server = server(&smtp, &dir).await;
+    let mut admin = server.client().await;
+    let bad = ConnectEmailRequest {
+        to: vec!["not an address".into()],
+        ..Default::default()
+    };
+    let refused = admin.connect_email(bad).await.expect_err("not an address");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    let route = admin
+        .connect_email(ConnectEmailRequest {
+            to: vec!["ana@example.com".into(), "Bo <bo@example.com>".into()],
+            session_prefix: "ops/".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("connect");
+    assert_eq!(route.to, ["ana@example.com", "Bo <bo@example.com>"]);
+    assert_eq!(
+        admin.list_email_routes().await.expect("list"),
+        std::slice::from_ref(&route)
+    );
+    (smtp, dir, server, route.id)
+}
+
+fn in_background(
+    client: &Client,
+    ask: Ask,
+) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
+    let mut client = client.clone();
+    tokio::spawn(async move { client.ask(ask).await })
+}
+
+fn deploy(session: &str) -> Ask {
+    Ask::new(session).question(
+        question("q", "Deploy <b>now</b> & then?")
+            .choice("yes")
+            .choice("no"),
+    )
+}
+
+async fn pending_rpc(client: &Client, session: &str) -> String {
+    eventually("a pending ask", || {
+        let mut client = client.clone();
+        async move {
+            let pending = client.list_pending(session).await.ok()?;
+            pending.first().map(|r| r.rpc_id.clone())
+        }
+    })
+    .await
+}
+
+async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {
+    let (smtp, _dir, server, _route) = with_route().await;
+    let client = server.client().await;
+    let call = in_background(&client, deploy("ops/1"));
+    let ana = smtp.asked("ana@example.com", "ops/1").await;
+    let bo = smtp.asked("bo@example.com", "ops/1").await;
+    assert_eq!(ana["from"], "askgate <askgate@example.com>");
+    assert!(
+        ana["subject"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("[askgate] "))
+    );
+    assert_eq!(ana["content_type"], "multipart/alternative");
+    let html = ana["html"].as_str().expect("an HTML part");
+    assert!(html.contains("Deploy &lt;b&gt;now&lt;/b&gt; &amp; then?") && !html.contains("<b>now"));
+    let (yes, no) = match links(&ana, "choose:").as_slice() {
+        [yes, no] => (path(yes), path(no)),
+        other => panic!("two option links, not {other:?}"),
+    };
+    assert_ne!(
+        links(&bo, "choose:")[0],
+        links(&ana, "choose:")[0],
+        "each person has links of their own"
+    );
+
+    // Opening a link (a scanner prefetching it) answers nothing; it shows the form
+    // with its option chosen.
+    let (status, page) = http(&server, "GET", &no, "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("value=\"no\" checked"), "{page}");
+    assert!(page.contains("Deploy &lt;b&gt;now"), "{page}");
+    let (status, _) = http(&server, "GET", &yes, "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        client
+            .clone()
+            .list_pending("ops/1")
+            .await
+            .expect("pending")
+            .len(),
+        1
+    );
+
+    // Forged: another MAC, another payload, garbage.
+    let (payload, mac) = no.rsplit_once('.').expect("a signed link");
+    let flipped = format!("{payload}.{}", mac.replace('a', "b").replace('0', "1"));
+    for forged in [
+        flipped,
+        format!("{}x.{mac}", payload),
+        "/answer/nothing".into(),
+    ] {
+        let (status, _) = http(&server, "POST", &forged, "").await;
+        assert_eq!(status, 403, "{forged}");
+    }
+
+    // The form sent: Ana's answer, as Ana.
+    let (status, page) = http(&server, "POST", &no, "q.q=no").await;
+    assert_eq!(status, 200, "{page}");
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["no"]);
+    assert_eq!(answered.resolved_by, "email:ana@example.com");
+
+    // Used: the same link again, and Bo's, are refused and change nothing.
+    let (status, _) = http(&server, "POST", &no, "q.q=yes").await;
+    assert_eq!(status, 410);
+    let bo_yes = path(&links(&bo, "choose:")[0]);
+    let (status, page) = http(&server, "POST", &bo_yes, "").await;
+    assert_eq!(status, 409, "{page}");
+    assert!(
+        page.contains("Too late") || page.contains("resolved already"),
+        "{page}"
+    );
+
+    // Each person gets the follow-up, in the ask's thread.
+    for (to, asked) in [("ana@example.com", &ana), ("bo@example.com", &bo)] {
+        let follow_up = smtp
+            .wait_for("the follow-up", |m| {
+                m["rcpt_tos"][0] == to && m["in_reply_to"] != ""
+            })
+            .await;
+        assert_eq!(follow_up["in_reply_to"], asked["message_id"]);
+        let text = follow_up["text"].as_str().expect("text");
+        assert!(
+            text.contains("Answered by email:ana@example.com") && text.contains("→ no"),
+            "{text}"
+        );
+    }
+}
+on_every_backend!(
+    #[tokio::test]
+    a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who
+);
+
+async fn batches_cancel_first_wins_and_allowed_channels_by_email() {
+    let (smtp, _dir, server, route) = with_route().await;
+    let mut client = server.client().await;
+
+    // A batch, answered through the form link.
+    let batch = Ask::new("ops/b")
+        .question(question("env", "Where?").choice("staging").choice("prod"))
+        .question(question("why", "Why?"));
+    let call = in_background(&client, batch);
+    let mail = smtp.asked("ana@example.com", "ops/b").await;
+    assert!(
+        links(&mail, "choose:").is_empty(),
+        "a batch has no option links"
+    );
+    let form = path(&links(&mail, "Answer or cancel:")[0]);
+    let (status, page) = http(&server, "GET", &form, "").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("name=\"q.env\"") && page.contains("name=\"custom.why\""),
+        "{page}"
+    );
+    // A wrong answer shows the form again, with why, and leaves the link usable.
+    let (status, page) = http(&server, "POST", &form, "q.env=mars").await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("Not sent"), "{page}");
+    let body = format!("q.env=prod&custom.why={}", encode("a fix & <more>"));
+    assert_eq!(http(&server, "POST", &form, &body).await.0, 200);
+    let answered = within("the batch", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["prod"]);
+    assert_eq!(
+        answered.answers[1].custom.as_deref(),
+        Some("a fix & <more>")
+    );
+
+    // Cancel through the form, with a reason.
+    let call = in_background(&client, deploy("ops/c"));
+    let mail = smtp.asked("bo@example.com", "ops/c").await;
+    let form = path(&links(&mail, "Answer or cancel:")[0]);
+    let body = format!("cancel=1&reason={}", encode("not today"));
+    assert_eq!(http(&server, "POST", &form, &body).await.0, 200);
+    let cancelled = within("the ask", call)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert_eq!(cancelled.reason(), Reason::AskCancelled);
+    assert!(cancelled.to_string().contains("not today"), "{cancelled}");
+
+    // The console first: the follow-up says so, and a link is too late.
+    let call = in_background(&client, deploy("ops/d"));
+    let mail = smtp.asked("ana@example.com", "ops/d").await;
+    let rpc = pending_rpc(&client, "ops/d").await;
+    client
+        .answer("ops/d", &rpc, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("the console answers");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let (status, page) = http(&server, "POST", &path(&links(&mail, "choose:")[1]), "").await;
+    assert_eq!(status, 409, "{page}");
+
+    // Only the console may answer: no answering link, a pointer to the console.
+    let _waiting = in_background(&client, deploy("ops/e").allowed_channels(["console"]));
+    let mail = smtp.asked("ana@example.com", "ops/e").await;
+    assert!(links(&mail, "choose:").is_empty() && links(&mail, "Answer or cancel:").is_empty());
+    assert!(
+        mail["text"]
+            .as_str()
+            .expect("text")
+            .contains("cannot be answered by email")
+    );
+
+    // Disconnected: its links answer nothing.
+    let _pending = in_background(&client, deploy("ops/f"));
+    let mail = smtp.asked("ana@example.com", "ops/f").await;
+    client.disconnect_email(&route).await.expect("disconnect");
+    let (status, _) = http(&server, "POST", &path(&links(&mail, "choose:")[0]), "").await;
+    assert_eq!(status, 410);
+    assert_eq!(
+        client
+            .disconnect_email(&route)
+            .await
+            .expect_err("gone")
+            .reason(),
+        Reason::NotFound
+    );
+    // Every mail went once to each person.
+    for session in ["ops/b", "ops/c", "ops/d"] {
+        let count = smtp.count(|m| {
+            m["rcpt_tos"][0] == "ana@example.com"
+                && m["in_reply_to"] == ""
+                && m["text"].as_str().is_some_and(|t| {
+                    t.lines().any(|l| {
+                        let l = l.trim();
+                        l == format!("session {session}")
+                            || l.starts_with(&format!("session {session} "))
+                    })
+                })
+        });
+        assert_eq!(count, 1, "{session}");
+    }
+}
+on_every_backend!(
+    #[tokio::test]
+    batches_cancel_first_wins_and_allowed_channels_by_email
+);
