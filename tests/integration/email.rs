@@ -430,3 +430,71 @@ on_every_backend!(
     #[tokio::test]
     batches_cancel_first_wins_and_allowed_channels_by_email
 );
+
+/// Text with every character HTML or mail headers treat specially, emoji and a long
+/// tail.
+const MARKUP: &str = "<b>bold</b> & \"quoted\" =?utf-8?q?x?= \r\nBcc: eve@example.com 🚀𝄞 <pre>";
+
+/// Every shape of ask is mailed and followed up, each mail well-formed (Python's email
+/// parser finds no defect), its subject on one line and its HTML part escaped.
+#[tokio::test]
+async fn every_shape_of_ask_is_mailed_well_formed() {
+    let (smtp, _dir, server, _route) = with_route().await;
+    let mut client = server.client().await;
+    let long = MARKUP.repeat(50);
+    let many = |q: askgate_client::QuestionBuilder, n: usize| {
+        (0..n).fold(q, |q, i| q.option(&format!("{} {i}", &MARKUP[..20]), &long))
+    };
+    let mut shapes: Vec<Ask> = Vec::new();
+    for n in [2, 20, 21, 32] {
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n)));
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n).multi_select()));
+    }
+    shapes.push(Ask::new("ops/s").question(question("q", &long).header(&MARKUP.repeat(3))));
+    shapes.push(
+        Ask::new("ops/s")
+            .question(
+                question("q", "Ship this plan?")
+                    .detail(&long.repeat(15))
+                    .choice("Approve")
+                    .choice("Reject")
+                    .plan_review("Approve"),
+            )
+            .action("deploy <prod>", &format!("{{\"cmd\": {long:?}}}")),
+    );
+    shapes.push((0..20).fold(Ask::new("ops/s"), |ask, i| {
+        ask.question(many(question(&format!("q{i}"), &long), i % 4 * 3))
+    }));
+    for (i, mut ask) in shapes.into_iter().enumerate() {
+        let session = format!("ops/shape-{i}");
+        ask.request_mut().session_id = session.clone();
+        let mut call = in_background(&client, ask);
+        let marker = format!("session {session}");
+        let mail = tokio::select! {
+            mail = smtp.asked("bo@example.com", &marker) => mail,
+            ended = &mut call => panic!("shape {i} ended before it was mailed: {ended:?}"),
+        };
+        let subject = mail["subject"].as_str().expect("a subject");
+        assert!(!subject.contains(['\r', '\n']), "{subject:?}");
+        assert_eq!(
+            mail["rcpt_tos"].as_array().map(Vec::len),
+            Some(1),
+            "no Bcc from a header"
+        );
+        let html = mail["html"].as_str().expect("an HTML part");
+        assert!(
+            !html.contains("<b>bold") && !html.contains("<pre>pre"),
+            "unescaped"
+        );
+        let rpc = pending_rpc(&client, &session).await;
+        client
+            .cancel(&session, &rpc, "shapes")
+            .await
+            .expect("cancelled");
+        let _ = within("the ask", call).await.expect("join");
+        smtp.wait_for("the follow-up", |m| {
+            m["rcpt_tos"][0] == "bo@example.com" && m["in_reply_to"] == mail["message_id"]
+        })
+        .await;
+    }
+}
