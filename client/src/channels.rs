@@ -4,9 +4,10 @@
 use crate::{
     Client, Error,
     proto::{
-        ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest, DisconnectEmailRequest,
-        DisconnectSlackRequest, DisconnectTelegramRequest, EmailRoute, ListEmailRoutesRequest,
-        ListSlackAppsRequest, ListTelegramBotsRequest, SlackApp, TelegramBot,
+        ConnectEmailRequest, ConnectNtfyRequest, ConnectSlackRequest, ConnectTelegramRequest,
+        DisconnectEmailRequest, DisconnectNtfyRequest, DisconnectSlackRequest,
+        DisconnectTelegramRequest, EmailRoute, ListEmailRoutesRequest, ListNtfyTopicsRequest,
+        ListSlackAppsRequest, ListTelegramBotsRequest, NtfyTopic, SlackApp, TelegramBot,
     },
 };
 
@@ -84,6 +85,32 @@ impl Client {
     pub async fn disconnect_email(&mut self, id: &str) -> Result<(), Error> {
         let request = self.request(DisconnectEmailRequest { id: id.to_owned() });
         self.email.disconnect_email(request).await?;
+        Ok(())
+    }
+
+    /// Connects an ntfy topic of the caller's tenant (admin role): each ask is pushed
+    /// to it, with actions to answer it. Its token is never returned.
+    pub async fn connect_ntfy(&mut self, topic: ConnectNtfyRequest) -> Result<NtfyTopic, Error> {
+        let request = self.request(topic);
+        Ok(self.ntfy.connect_ntfy(request).await?.into_inner())
+    }
+
+    /// The tenant's ntfy topics, oldest first.
+    pub async fn list_ntfy_topics(&mut self) -> Result<Vec<NtfyTopic>, Error> {
+        let request = self.request(ListNtfyTopicsRequest {});
+        Ok(self
+            .ntfy
+            .list_ntfy_topics(request)
+            .await?
+            .into_inner()
+            .topics)
+    }
+
+    /// Disconnects an ntfy topic; [`crate::Reason::NotFound`] when the tenant has none
+    /// by that id.
+    pub async fn disconnect_ntfy(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DisconnectNtfyRequest { id: id.to_owned() });
+        self.ntfy.disconnect_ntfy(request).await?;
         Ok(())
     }
 }

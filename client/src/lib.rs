@@ -60,9 +60,9 @@ use proto::{
     DeleteEndpointRequest, Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest,
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
-    audit_client::AuditClient, email_client::EmailClient, slack_client::SlackClient,
-    telegram_client::TelegramClient, user_questions_client::UserQuestionsClient,
-    webhooks_client::WebhooksClient,
+    audit_client::AuditClient, email_client::EmailClient, ntfy_client::NtfyClient,
+    slack_client::SlackClient, telegram_client::TelegramClient,
+    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -88,6 +88,7 @@ pub struct Client {
     slack: SlackClient<Channel>,
     telegram: TelegramClient<Channel>,
     email: EmailClient<Channel>,
+    ntfy: NtfyClient<Channel>,
     audit: AuditClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
@@ -201,6 +202,7 @@ impl Client {
             slack: SlackClient::new(channel.clone()),
             telegram: TelegramClient::new(channel.clone()),
             email: EmailClient::new(channel.clone()),
+            ntfy: NtfyClient::new(channel.clone()),
             audit: AuditClient::new(channel),
             authorization: None,
             channel: None,

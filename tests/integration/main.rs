@@ -22,6 +22,7 @@ mod hook;
 mod intent;
 mod lagging;
 mod nodes;
+mod ntfy;
 mod quotas;
 mod reattach;
 mod replay;

@@ -24,6 +24,7 @@ mod health;
 mod json;
 mod log;
 mod mcp;
+mod ntfy;
 pub mod overlay;
 mod receipt;
 mod serve;
@@ -96,6 +97,10 @@ pub enum Command {
     /// answer them (admin role).
     #[command(subcommand)]
     Email(email::EmailCommand),
+    /// Connect the tenant's ntfy topics: questions pushed to phones, with actions to
+    /// answer them (admin role).
+    #[command(subcommand)]
+    Ntfy(ntfy::NtfyCommand),
     /// The tenant's hash-chained audit log: export it, verify an export (admin role).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -193,6 +198,7 @@ pub fn main() -> ExitCode {
             Command::Slack(command) => slack::run(command).await,
             Command::Telegram(command) => telegram::run(command).await,
             Command::Email(command) => email::run(command).await,
+            Command::Ntfy(command) => ntfy::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
             Command::Audit(command) => audit::run(command).await,
         }

@@ -6,7 +6,7 @@ use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
 use super::{
     Limits, Violation, echo,
     model::{
-        CONSOLE_CHANNEL, EMAIL_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL,
+        CONSOLE_CHANNEL, EMAIL_CHANNEL, MCP_CHANNEL, NTFY_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL,
         TELEGRAM_CHANNEL,
     },
 };
@@ -29,12 +29,12 @@ pub const SERVER_CHANNELS: [&str; 7] = [
     SLACK_CHANNEL,
     TELEGRAM_CHANNEL,
     EMAIL_CHANNEL,
-    "ntfy",
+    NTFY_CHANNEL,
 ];
 
 /// The chat, mail and push channels: they show an ask to whoever reads the chat,
 /// mailbox or phone, so they never collect a secret answer (they link to the console).
-pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, EMAIL_CHANNEL, "ntfy"];
+pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, EMAIL_CHANNEL, NTFY_CHANNEL];
 
 /// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
 /// channels.

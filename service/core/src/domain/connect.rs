@@ -1,7 +1,9 @@
 //! The rules of what a tenant connects to reach its humans: webhook endpoints' and
 //! Slack apps' descriptions and filters, and a Slack app's credentials and channel.
 
-use askgate_proto::v1::{ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest};
+use askgate_proto::v1::{
+    ConnectEmailRequest, ConnectNtfyRequest, ConnectSlackRequest, ConnectTelegramRequest,
+};
 
 use super::{Limits, Violation, validate};
 
@@ -169,6 +171,45 @@ pub fn email_route(request: &ConnectEmailRequest, limits: &Limits) -> Vec<Violat
     violations
 }
 
+/// Characters of an ntfy topic (ntfy's own limit).
+pub const MAX_NTFY_TOPIC_CHARS: usize = 64;
+
+/// What is wrong with a request to connect an ntfy topic, field by field, besides the
+/// server's URL (which the sender checks): a topic as ntfy takes them, a token without
+/// spaces, a session prefix and a filter.
+pub fn ntfy_topic(request: &ConnectNtfyRequest, limits: &Limits) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let topic = &request.topic;
+    if topic.is_empty()
+        || topic.len() > MAX_NTFY_TOPIC_CHARS
+        || !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        violations.push(Violation::new(
+            "topic",
+            format!("required: 1-{MAX_NTFY_TOPIC_CHARS} characters of A-Z a-z 0-9 _ -"),
+        ));
+    }
+    if let Some(token) = &request.token
+        && (token.is_empty()
+            || token.len() > MAX_TOKEN_BYTES
+            || token.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        violations.push(Violation::new(
+            "token",
+            format!("at most {MAX_TOKEN_BYTES} bytes, without spaces"),
+        ));
+    }
+    violations.extend(chat_filter(
+        &request.session_prefix,
+        &request.description,
+        &request.labels,
+        limits,
+    ));
+    violations
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +288,30 @@ mod tests {
             fields(&email_route(&bad, &limits)),
             ["to[1]", "to[2]", "to[3]"]
         );
+    }
+
+    #[test]
+    fn an_ntfy_topic_is_one_ntfy_takes() {
+        let limits = Limits::default();
+        let good = ConnectNtfyRequest {
+            server_url: "https://ntfy.sh".into(),
+            topic: "askgate-ops_7f3a".into(),
+            token: Some("tk_abc".into()),
+            ..Default::default()
+        };
+        assert!(ntfy_topic(&good, &limits).is_empty());
+        for topic in ["", "a/b", "with space", &"t".repeat(65)] {
+            let bad = ConnectNtfyRequest {
+                topic: topic.into(),
+                ..good.clone()
+            };
+            assert_eq!(fields(&ntfy_topic(&bad, &limits)), ["topic"], "{topic}");
+        }
+        let token = ConnectNtfyRequest {
+            token: Some("tk a".into()),
+            ..good
+        };
+        assert_eq!(fields(&ntfy_topic(&token, &limits)), ["token"]);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub const SLACK_CHANNEL: &str = "slack";
 pub const TELEGRAM_CHANNEL: &str = "telegram";
 /// Answers given through an email's links.
 pub const EMAIL_CHANNEL: &str = "email";
+/// Answers given through an ntfy push's actions.
+pub const NTFY_CHANNEL: &str = "ntfy";
 
 /// Who resolves an ask, and through which channel (docs/approvals.md): the
 /// credential's subject, and `console`, `slack`, `mcp`, a client's own name, ...

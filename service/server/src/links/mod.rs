@@ -18,10 +18,13 @@ use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
 use crate::{
-    domain::{Error, Resolver, approval, model::EMAIL_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
     questions::Questions,
-    webhooks::{Hooks, email::LINK_PATH, links::Link},
+    webhooks::{
+        Hooks,
+        links::{LINK_PATH, Link},
+    },
 };
 
 /// Bytes of a form read at most: a batch's answers in own words fit.
@@ -82,7 +85,8 @@ impl Ingress for Links {
 
     async fn handle(&self, parts: Parts, body: Bytes) -> Reply {
         let token = parts.uri.path().strip_prefix(LINK_PATH).unwrap_or_default();
-        let link = match self.hooks.email().verify(token) {
+        let now = crate::webhooks::clock::now_ms();
+        let link = match self.hooks.links().verify(token, now) {
             Ok(link) => link,
             Err(why) => return notice(StatusCode::FORBIDDEN, "This link does nothing", why),
         };
@@ -104,9 +108,9 @@ impl Ingress for Links {
             .endpoint(&link.tenant, &link.endpoint)
             .await
         {
-            Ok(Some(route)) if route.email().is_some() => {}
+            Ok(Some(route)) if route.email().is_some() || route.ntfy().is_some() => {}
             Ok(_) => {
-                let text = "Its email route was disconnected: it answers nothing.";
+                let text = "What sent it was disconnected: it answers nothing.";
                 return notice(StatusCode::GONE, "This link does nothing", text);
             }
             Err(e) => return unavailable(&e),
@@ -119,8 +123,8 @@ impl Ingress for Links {
             }
             Err(e) => return unavailable(&e),
         };
-        let answerable = approval::may_answer(&requested, EMAIL_CHANNEL);
-        let cancellable = approval::may_resolve(&requested, EMAIL_CHANNEL);
+        let answerable = approval::may_answer(&requested, link.channel());
+        let cancellable = approval::may_resolve(&requested, link.channel());
         if parts.method == Method::GET {
             let form = page::form(&requested, answerable, cancellable, link.option, None);
             return Reply::html(StatusCode::OK, form);
@@ -166,7 +170,7 @@ impl Links {
     }
 
     fn resolver(link: &Link) -> Resolver {
-        Resolver::new(&link.who, EMAIL_CHANNEL)
+        Resolver::new(&link.who, link.channel())
     }
 
     async fn pending(&self, link: &Link) -> Result<Option<Requested>, Error> {

@@ -29,6 +29,7 @@ use crate::{
     webhooks::{
         WebhookConfig,
         email::{Email, SmtpConfig},
+        links::Signer,
         slack::Slack,
         telegram::Telegram,
     },
@@ -201,8 +202,12 @@ impl ServerConfig {
             .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
     }
 
-    pub(super) fn email(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Email> {
-        let public = self.public_url.as_ref().map(PublicUrl::origin);
+    /// What signs the links of mail and pushes.
+    pub(super) fn links(&self, key: Option<Arc<SealingKey>>) -> Signer {
+        Signer::new(key, self.public_url.as_ref().map(PublicUrl::origin))
+    }
+
+    pub(super) fn email(&self, links: Signer) -> anyhow::Result<Email> {
         let smtp = match (&self.smtp_url, &self.email_from) {
             (Some(url), Some(from)) => Some(SmtpConfig {
                 url,
@@ -226,7 +231,7 @@ impl ServerConfig {
             (None, None) => None,
             _ => anyhow::bail!("--smtp-url and --email-from go together"),
         };
-        Email::new(smtp, public, key).map_err(|e| anyhow::anyhow!(e))
+        Email::new(smtp, links).map_err(|e| anyhow::anyhow!(e))
     }
 
     pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {

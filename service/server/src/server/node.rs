@@ -7,7 +7,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use askgate_proto::v1::{
     agents_server::AgentsServer, audit_server::AuditServer, email_server::EmailServer,
-    slack_server::SlackServer, telegram_server::TelegramServer,
+    ntfy_server::NtfyServer, slack_server::SlackServer, telegram_server::TelegramServer,
     user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
 };
 use tokio::{net::TcpListener, sync::watch};
@@ -21,8 +21,8 @@ use super::{
 };
 use crate::{
     api::{
-        AgentsApi, AuditApi, EmailApi, SlackApi, TelegramApi, UserQuestionsApi, WebhooksApi,
-        deadline, health,
+        AgentsApi, AuditApi, EmailApi, NtfyApi, SlackApi, TelegramApi, UserQuestionsApi,
+        WebhooksApi, deadline, health,
     },
     approvals::{Audit, Receipts},
     auth::Gate,
@@ -103,7 +103,12 @@ impl Node {
             crate::webhooks::Channels {
                 slack: config.slack(sealing.clone())?,
                 telegram: config.telegram(sealing.clone())?,
-                email: config.email(sealing.clone())?,
+                email: config.email(config.links(sealing.clone()))?,
+                ntfy: crate::webhooks::ntfy::Ntfy::new(
+                    config.links(sealing.clone()),
+                    sealing.clone(),
+                ),
+                links: config.links(sealing.clone()),
             },
             audit.clone(),
         );
@@ -224,6 +229,7 @@ impl Node {
         let slack = SlackApi::new(self.hooks.clone(), gate.clone());
         let telegram = TelegramApi::new(self.hooks.clone(), gate.clone());
         let email = EmailApi::new(self.hooks.clone(), gate.clone());
+        let ntfy = NtfyApi::new(self.hooks.clone(), gate.clone());
         let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
@@ -253,6 +259,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 EmailServer::new(email).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                NtfyServer::new(ntfy).max_decoding_message_size(limit),
                 authenticate.clone(),
             ))
             .serve(InterceptedService::new(

@@ -3,8 +3,9 @@
 //! in, stored records, proto records out.
 
 use askgate_proto::v1::{
-    ConnectEmailRequest, ConnectSlackRequest, ConnectTelegramRequest, CreateEndpointRequest,
-    Delivery, DeliveryStatus, EmailRoute, Endpoint, ListDeliveriesRequest, SlackApp, TelegramBot,
+    ConnectEmailRequest, ConnectNtfyRequest, ConnectSlackRequest, ConnectTelegramRequest,
+    CreateEndpointRequest, Delivery, DeliveryStatus, EmailRoute, Endpoint, ListDeliveriesRequest,
+    NtfyTopic, SlackApp, TelegramBot,
 };
 use base64::Engine as _;
 use serde_json::json;
@@ -14,7 +15,7 @@ use uuid::Uuid;
 use super::{
     Hooks,
     clock::{millis, now_ms, timestamp},
-    email,
+    email, ntfy,
     send::Target,
     slack, telegram,
 };
@@ -40,6 +41,7 @@ enum Kind {
     Slack,
     Telegram,
     Email,
+    Ntfy,
 }
 
 impl Kind {
@@ -48,6 +50,7 @@ impl Kind {
             (Some(_), _) => Self::Slack,
             (_, Some(ChannelTarget::Telegram(_))) => Self::Telegram,
             (_, Some(ChannelTarget::Email(_))) => Self::Email,
+            (_, Some(ChannelTarget::Ntfy(_))) => Self::Ntfy,
             (None, None) => Self::Webhook,
         }
     }
@@ -58,6 +61,7 @@ impl Kind {
             Self::Slack => "Slack app",
             Self::Telegram => "Telegram bot",
             Self::Email => "email route",
+            Self::Ntfy => "ntfy topic",
         }
     }
 }
@@ -329,6 +333,45 @@ impl Hooks {
     ) -> Result<(), Error> {
         let audit = Audit::admin_entry(tenant, by, "email.disconnected", json!({ "id": id }));
         self.delete(tenant, id, Kind::Email, &audit).await?;
+        Ok(())
+    }
+
+    /// Connects an ntfy topic of the tenant (see [`ntfy::Ntfy::connect`]).
+    pub async fn connect_ntfy(
+        &self,
+        tenant: &str,
+        request: ConnectNtfyRequest,
+        by: &Resolver,
+    ) -> Result<NtfyTopic, Error> {
+        let record = self
+            .inner
+            .ntfy
+            .connect(tenant, request, &self.inner.limits)?;
+        let topic =
+            ntfy::topic_of(&record).ok_or_else(|| Error::Internal("not an ntfy topic".into()))?;
+        let details =
+            json!({ "id": topic.id, "server_url": topic.server_url, "topic": topic.topic });
+        let audit = Audit::admin_entry(tenant, by, "ntfy.connected", details);
+        self.inner.store.create_endpoint(&record, &audit).await?;
+        debug!(route = %record.id, "ntfy topic connected");
+        self.audited().await;
+        Ok(topic)
+    }
+
+    /// The tenant's ntfy topics, oldest first, without their tokens.
+    pub async fn list_ntfy_topics(&self, tenant: &str) -> Result<Vec<NtfyTopic>, Error> {
+        let endpoints = self.inner.store.endpoints(tenant).await?;
+        Ok(endpoints.iter().filter_map(ntfy::topic_of).collect())
+    }
+
+    pub async fn disconnect_ntfy(
+        &self,
+        tenant: &str,
+        id: &str,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        let audit = Audit::admin_entry(tenant, by, "ntfy.disconnected", json!({ "id": id }));
+        self.delete(tenant, id, Kind::Ntfy, &audit).await?;
         Ok(())
     }
 

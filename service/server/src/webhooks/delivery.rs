@@ -68,6 +68,12 @@ impl Inner {
                     (_, Some(ChannelTarget::Email(target))) => {
                         self.email.deliver(store, endpoint, target, &delivery).await
                     }
+                    (_, Some(ChannelTarget::Ntfy(target))) => {
+                        let sender = &self.sender;
+                        self.ntfy
+                            .deliver(sender, store, endpoint, target, &delivery)
+                            .await
+                    }
                     (None, None) => self.post(endpoint, &delivery).await,
                 }
             }

@@ -5,9 +5,24 @@
 //! nobody without the key can make one or change what it names, and whoever opens it
 //! is taken to be the person it was sent to.
 
+use std::sync::Arc;
+
+use askgate_proto::v1::Requested;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::sealed::SealingKey;
+use crate::{
+    auth::sealed::SealingKey,
+    backend::hooks::records::EndpointRecord,
+    domain::{
+        Error,
+        model::{EMAIL_CHANNEL, NTFY_CHANNEL},
+    },
+};
+
+/// Where a link's page is, under the public URL.
+pub const LINK_PATH: &str = "/answer/";
+/// A link of an ask without a lifetime of its own lasts this long at most.
+const MAX_LINK_LIFE_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// What every signed link's MAC input starts with: no other MAC of the key can be taken
 /// for a link's.
@@ -39,6 +54,41 @@ pub struct Link {
 }
 
 impl Link {
+    /// A link to `requested` of `route`, for `who` (`email:<address>`, `ntfy:<topic>`),
+    /// choosing `option` if given; it expires with the ask, after 7 days at most.
+    pub fn new(
+        route: &EndpointRecord,
+        requested: &Requested,
+        who: String,
+        option: Option<usize>,
+        now_ms: u64,
+    ) -> Self {
+        let expires_ms = requested
+            .expires_at
+            .as_ref()
+            .map(|t| u64::try_from(t.seconds).unwrap_or(0).saturating_mul(1000))
+            .filter(|&ms| ms > 0)
+            .unwrap_or(u64::MAX)
+            .min(now_ms + MAX_LINK_LIFE_MS);
+        Self {
+            tenant: route.tenant.clone(),
+            endpoint: route.id.clone(),
+            session: requested.session_id.clone(),
+            rpc: requested.rpc_id.clone(),
+            option,
+            who,
+            expires_ms,
+        }
+    }
+
+    /// The channel the link answers through: its person's prefix (`email`, `ntfy`).
+    pub fn channel(&self) -> &'static str {
+        match self.who.split_once(':') {
+            Some((NTFY_CHANNEL, _)) => NTFY_CHANNEL,
+            _ => EMAIL_CHANNEL,
+        }
+    }
+
     /// The link as a URL path segment: base64url of its JSON, a dot, and the hex MAC.
     pub fn sign(&self, key: &SealingKey) -> String {
         use base64::Engine as _;
@@ -79,6 +129,62 @@ impl Link {
             "link-used:{}",
             hex::encode(sha2::Sha256::digest(token.as_bytes()))
         )
+    }
+}
+
+/// What signs links and where they point: the server's key and public URL.
+#[derive(Clone)]
+pub struct Signer {
+    key: Option<Arc<SealingKey>>,
+    public: Option<String>,
+}
+
+impl Signer {
+    pub fn new(key: Option<Arc<SealingKey>>, public: Option<&str>) -> Self {
+        Self {
+            key,
+            public: public.map(str::to_owned),
+        }
+    }
+
+    /// Whether links can be made, or which flag the server lacks.
+    pub fn ready(&self) -> Result<(), Error> {
+        let missing = |what: &str| {
+            Error::PermissionDenied(format!(
+                "this server makes no links to answer: start every node with {what}"
+            ))
+        };
+        self.public
+            .as_ref()
+            .ok_or_else(|| missing("--public-url"))?;
+        self.key
+            .as_ref()
+            .ok_or_else(|| missing("--secret-key-file"))?;
+        Ok(())
+    }
+
+    /// The URL of `link`, signed.
+    pub fn url(&self, link: &Link) -> Result<String, String> {
+        match (&self.key, &self.public) {
+            (Some(key), Some(public)) => Ok(format!("{public}{LINK_PATH}{}", link.sign(key))),
+            _ => Err(
+                "this server makes no links: it needs --public-url and --secret-key-file".into(),
+            ),
+        }
+    }
+
+    /// The console's inbox, where an ask a link may not answer is answered.
+    pub fn console(&self) -> String {
+        format!(
+            "{}/console/#/inbox",
+            self.public.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// The link a token of this server's names, if it is valid at `now_ms`.
+    pub fn verify(&self, token: &str, now_ms: u64) -> Result<Link, &'static str> {
+        let key = self.key.as_deref().ok_or("this server signs no links")?;
+        Link::verify(key, token, now_ms)
     }
 }
 

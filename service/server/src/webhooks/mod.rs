@@ -22,12 +22,13 @@
 //! mail) through the same loops.
 
 mod admin;
-mod clock;
+pub(crate) mod clock;
 mod config;
 mod delivery;
 pub mod email;
 mod intake;
 pub mod links;
+pub mod ntfy;
 pub mod send;
 pub mod slack;
 pub mod special;
@@ -73,6 +74,10 @@ struct Inner {
     telegram: Telegram,
     /// Mails asks and their outcomes for email routes.
     email: Email,
+    /// Publishes asks and their outcomes to ntfy topics.
+    ntfy: ntfy::Ntfy,
+    /// Signs and checks the links of mail and pushes.
+    links: links::Signer,
     /// Where every resolution is recorded, from the same committed events.
     audit: Audit,
     metrics: Metrics,
@@ -112,6 +117,8 @@ impl Hooks {
             slack: channels.slack,
             telegram: channels.telegram,
             email: channels.email,
+            ntfy: channels.ntfy,
+            links: channels.links,
             audit,
             store,
             backend,
@@ -169,8 +176,8 @@ impl Hooks {
         &self.inner.telegram
     }
 
-    pub(crate) fn email(&self) -> &Email {
-        &self.inner.email
+    pub(crate) fn links(&self) -> &links::Signer {
+        &self.inner.links
     }
 }
 
@@ -207,6 +214,8 @@ pub struct Channels {
     pub slack: Slack,
     pub telegram: Telegram,
     pub email: Email,
+    pub ntfy: ntfy::Ntfy,
+    pub links: links::Signer,
 }
 
 /// Whether a loop's store is failing: the first failure of a streak is a warning, the

@@ -840,3 +840,77 @@ class DisconnectEmailRequest(_message.Message):
 class DisconnectEmailResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ConnectNtfyRequest(_message.Message):
+    __slots__ = ("server_url", "topic", "token", "labels", "session_prefix", "description", "provides")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SERVER_URL_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    server_url: str
+    topic: str
+    token: str
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    def __init__(self, server_url: _Optional[str] = ..., topic: _Optional[str] = ..., token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ...) -> None: ...
+
+class NtfyTopic(_message.Message):
+    __slots__ = ("id", "server_url", "topic", "has_token", "labels", "session_prefix", "description", "provides", "created_at")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_URL_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROVIDES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    server_url: str
+    topic: str
+    has_token: bool
+    labels: _containers.ScalarMap[str, str]
+    session_prefix: str
+    description: str
+    provides: bool
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., server_url: _Optional[str] = ..., topic: _Optional[str] = ..., has_token: _Optional[bool] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_prefix: _Optional[str] = ..., description: _Optional[str] = ..., provides: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListNtfyTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListNtfyTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[NtfyTopic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[NtfyTopic, _Mapping]]] = ...) -> None: ...
+
+class DisconnectNtfyRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DisconnectNtfyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1290,3 +1290,174 @@ class Email:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class NtfyStub:
+    """ntfy topics that push a tenant's questions to phones, with actions to answer them
+    (docs/ntfy.md). Needs the admin role; every call sees only the caller's tenant. A
+    topic's access token is stored encrypted with the server's key and never returned.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ConnectNtfy = channel.unary_unary(
+                '/askgate.v1.Ntfy/ConnectNtfy',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ConnectNtfyRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.NtfyTopic.FromString,
+                _registered_method=True)
+        self.ListNtfyTopics = channel.unary_unary(
+                '/askgate.v1.Ntfy/ListNtfyTopics',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsResponse.FromString,
+                _registered_method=True)
+        self.DisconnectNtfy = channel.unary_unary(
+                '/askgate.v1.Ntfy/DisconnectNtfy',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyResponse.FromString,
+                _registered_method=True)
+
+
+class NtfyServicer:
+    """ntfy topics that push a tenant's questions to phones, with actions to answer them
+    (docs/ntfy.md). Needs the admin role; every call sees only the caller's tenant. A
+    topic's access token is stored encrypted with the server's key and never returned.
+    """
+
+    def ConnectNtfy(self, request, context):
+        """Checks the request and connects the topic (the server needs --public-url and
+        --secret-key-file).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNtfyTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectNtfy(self, request, context):
+        """Disconnects a topic: no more pushes; its pending deliveries end FAILED, and the
+        actions of pushes already sent answer nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_NtfyServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ConnectNtfy': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectNtfy,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ConnectNtfyRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.NtfyTopic.SerializeToString,
+            ),
+            'ListNtfyTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNtfyTopics,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsResponse.SerializeToString,
+            ),
+            'DisconnectNtfy': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectNtfy,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Ntfy', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Ntfy', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Ntfy:
+    """ntfy topics that push a tenant's questions to phones, with actions to answer them
+    (docs/ntfy.md). Needs the admin role; every call sees only the caller's tenant. A
+    topic's access token is stored encrypted with the server's key and never returned.
+    """
+
+    @staticmethod
+    def ConnectNtfy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Ntfy/ConnectNtfy',
+            askgate_dot_v1_dot_askgate__pb2.ConnectNtfyRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.NtfyTopic.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNtfyTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Ntfy/ListNtfyTopics',
+            askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListNtfyTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectNtfy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Ntfy/DisconnectNtfy',
+            askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DisconnectNtfyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

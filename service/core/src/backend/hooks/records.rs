@@ -62,7 +62,7 @@ pub struct EndpointRecord {
     /// A Slack app rather than a URL: where it posts, and its sealed secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackTarget>,
-    /// Another chat channel (Telegram, email) rather than a URL.
+    /// Another chat channel (Telegram, email, ntfy) rather than a URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<ChannelTarget>,
 }
@@ -73,6 +73,16 @@ pub struct EndpointRecord {
 pub enum ChannelTarget {
     Telegram(TelegramTarget),
     Email(EmailTarget),
+    Ntfy(NtfyTarget),
+}
+
+/// Where an ntfy route publishes, and its access token as the server's key sealed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NtfyTarget {
+    pub server_url: String,
+    pub topic: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// Who an email route mails: each address gets its own mail, with links of its own.
@@ -115,6 +125,14 @@ impl EndpointRecord {
     pub fn telegram(&self) -> Option<&TelegramTarget> {
         match &self.channel {
             Some(ChannelTarget::Telegram(target)) => Some(target),
+            _ => None,
+        }
+    }
+
+    /// The ntfy topic this endpoint is, if it is one.
+    pub fn ntfy(&self) -> Option<&NtfyTarget> {
+        match &self.channel {
+            Some(ChannelTarget::Ntfy(target)) => Some(target),
             _ => None,
         }
     }

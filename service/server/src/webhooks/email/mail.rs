@@ -28,7 +28,7 @@ pub struct Mail {
 }
 
 /// `text` on one line (no control characters), cut to `max` characters.
-fn line(text: &str, max: usize) -> String {
+pub(crate) fn line(text: &str, max: usize) -> String {
     let one: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -188,14 +188,13 @@ pub fn ask_mail(requested: &Requested, links: Option<&Links>, console: &str) -> 
     }
 }
 
-/// The follow-up once the ask is resolved: who answered what (a secret never), or how
-/// it ended.
-pub fn resolved_mail(requested: &Requested, resolved: &Resolved) -> Mail {
+/// How an ask ended, in a sentence: who answered, or why it ended unanswered.
+pub fn outcome(resolved: &Resolved) -> String {
     let who = match resolved.resolved_by.as_str() {
         "" => "someone",
         who => who,
     };
-    let outcome = match resolved.reason() {
+    match resolved.reason() {
         Resolution::Answered => format!("Answered by {who}."),
         Resolution::Defaulted => "Nobody answered in time: the default answers apply.".to_owned(),
         Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
@@ -209,7 +208,13 @@ pub fn resolved_mail(requested: &Requested, resolved: &Resolved) -> Mail {
         Resolution::Expired => "Expired: the agent stopped waiting.".to_owned(),
         Resolution::Disposed => "Disposed: the server shut down before an answer.".to_owned(),
         Resolution::Unspecified => "Resolved.".to_owned(),
-    };
+    }
+}
+
+/// The follow-up once the ask is resolved: who answered what (a secret never), or how
+/// it ended.
+pub fn resolved_mail(requested: &Requested, resolved: &Resolved) -> Mail {
+    let outcome = outcome(resolved);
     let mut parts = Parts::default();
     parts
         .html

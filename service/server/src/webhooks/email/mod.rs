@@ -11,7 +11,7 @@
 
 pub mod mail;
 
-use std::{str::FromStr as _, sync::Arc, time::Duration};
+use std::{str::FromStr as _, time::Duration};
 
 use askgate_core::domain::{approval, connect, model::EMAIL_CHANNEL};
 use askgate_proto::v1::{ConnectEmailRequest, EmailRoute, Requested, Resolved};
@@ -25,9 +25,9 @@ use tracing::debug;
 use uuid::Uuid;
 
 use self::mail::{Links, Mail};
-use super::links::Link;
+use super::links::{Link, Signer};
 use crate::{
-    auth::{sealed::SealingKey, secret::Secret},
+    auth::secret::Secret,
     backend::hooks::{
         HookStore,
         records::{ChannelTarget, DeliveryRecord, EmailTarget, EndpointRecord, EventType},
@@ -35,12 +35,8 @@ use crate::{
     domain::{Error, Limits, Violation},
 };
 
-/// Where a link's page is, under the public URL.
-pub const LINK_PATH: &str = "/answer/";
 /// How long a note that a mail went out is kept: past any ask's life.
 const NOTE_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
-/// A link of an ask without a lifetime of its own lasts this long at most.
-const MAX_LINK_LIFE_MS: u64 = 7 * 24 * 3600 * 1000;
 /// Options of a single question that get a link each.
 const MAX_OPTION_LINKS: usize = 20;
 
@@ -51,13 +47,11 @@ struct Smtp {
     from: Mailbox,
 }
 
-/// Email for the whole server: its SMTP server, the public URL links point to, and the
-/// key that signs them.
+/// Email for the whole server: its SMTP server, and what signs the links.
 #[derive(Clone)]
 pub struct Email {
     smtp: Option<Smtp>,
-    public: Option<String>,
-    key: Option<Arc<SealingKey>>,
+    links: Signer,
 }
 
 /// How the server mails: `--smtp-url`, the password from `--smtp-password-file`,
@@ -70,17 +64,9 @@ pub struct SmtpConfig<'a> {
 }
 
 impl Email {
-    pub fn new(
-        smtp: Option<SmtpConfig<'_>>,
-        public: Option<&str>,
-        key: Option<Arc<SealingKey>>,
-    ) -> Result<Self, String> {
+    pub fn new(smtp: Option<SmtpConfig<'_>>, links: Signer) -> Result<Self, String> {
         let smtp = smtp.map(Self::transport).transpose()?;
-        Ok(Self {
-            smtp,
-            public: public.map(str::to_owned),
-            key,
-        })
+        Ok(Self { smtp, links })
     }
 
     fn transport(config: SmtpConfig<'_>) -> Result<Smtp, String> {
@@ -104,32 +90,15 @@ impl Email {
         })
     }
 
-    /// The configuration a route needs, or why the server cannot mail.
-    fn ready(&self) -> Result<(&Smtp, &str, &SealingKey), Error> {
-        let missing = |what: &str| {
-            Error::PermissionDenied(format!(
-                "this server does not mail: start every node with {what}"
-            ))
-        };
-        let smtp = self
-            .smtp
-            .as_ref()
-            .ok_or_else(|| missing("--smtp-url and --email-from"))?;
-        let public = self
-            .public
-            .as_deref()
-            .ok_or_else(|| missing("--public-url"))?;
-        let key = self
-            .key
-            .as_deref()
-            .ok_or_else(|| missing("--secret-key-file"))?;
-        Ok((smtp, public, key))
-    }
-
-    /// The link a token of this server's names, if it is valid now; else why not.
-    pub fn verify(&self, token: &str) -> Result<Link, &'static str> {
-        let key = self.key.as_deref().ok_or("this server signs no links")?;
-        Link::verify(key, token, super::clock::now_ms())
+    /// The SMTP server a route needs, or why the server cannot mail.
+    fn ready(&self) -> Result<&Smtp, Error> {
+        self.links.ready()?;
+        self.smtp.as_ref().ok_or_else(|| {
+            Error::PermissionDenied(
+                "this server does not mail: start every node with --smtp-url and --email-from"
+                    .into(),
+            )
+        })
     }
 
     /// Checks a connect request (each address as a mailbox) and makes the route's
@@ -177,7 +146,7 @@ impl Email {
         target: &EmailTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let (smtp, public, key) = self.ready().map_err(|e| e.to_string())?;
+        let smtp = self.ready().map_err(|e| e.to_string())?;
         let body: Value =
             serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
         let requested: Requested =
@@ -208,9 +177,9 @@ impl Email {
             }
             let mail = match &resolved {
                 None => {
-                    let links = self.links(key, public, route, &requested, &to);
+                    let links = self.links(route, &requested, &to)?;
                     let links = approval::may_answer(&requested, EMAIL_CHANNEL).then_some(&links);
-                    mail::ask_mail(&requested, links, &format!("{public}/console/#/inbox"))
+                    mail::ask_mail(&requested, links, &self.links.console())
                 }
                 Some(resolved) => {
                     if store
@@ -246,42 +215,26 @@ impl Email {
     /// The links of `to`'s mail.
     fn links(
         &self,
-        key: &SealingKey,
-        public: &str,
         route: &EndpointRecord,
         requested: &Requested,
         to: &Mailbox,
-    ) -> Links {
+    ) -> Result<Links, String> {
         let now = super::clock::now_ms();
-        let expires_ms = requested
-            .expires_at
-            .as_ref()
-            .map(|t| u64::try_from(t.seconds).unwrap_or(0) * 1000)
-            .filter(|&ms| ms > 0)
-            .unwrap_or(u64::MAX)
-            .min(now + MAX_LINK_LIFE_MS);
-        let link = |option| {
-            let link = Link {
-                tenant: route.tenant.clone(),
-                endpoint: route.id.clone(),
-                session: requested.session_id.clone(),
-                rpc: requested.rpc_id.clone(),
-                option,
-                who: format!("{EMAIL_CHANNEL}:{}", to.email),
-                expires_ms,
-            };
-            format!("{public}{LINK_PATH}{}", link.sign(key))
+        let who = format!("{EMAIL_CHANNEL}:{}", to.email);
+        let url = |option| {
+            let link = Link::new(route, requested, who.clone(), option, now);
+            self.links.url(&link)
         };
         let options = match requested.questions.as_slice() {
-            [q] if q.options.len() <= MAX_OPTION_LINKS && !q.multi_select => {
-                (0..q.options.len()).map(|i| link(Some(i))).collect()
-            }
+            [q] if q.options.len() <= MAX_OPTION_LINKS && !q.multi_select => (0..q.options.len())
+                .map(|i| url(Some(i)))
+                .collect::<Result<_, _>>()?,
             _ => Vec::new(),
         };
-        Links {
-            form: link(None),
+        Ok(Links {
+            form: url(None)?,
             options,
-        }
+        })
     }
 
     async fn send(

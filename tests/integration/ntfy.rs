@@ -1,0 +1,539 @@
+//! Answering from a phone's push through real servers and a local fake of ntfy's
+//! publish API (no ntfy server installs here: the Go module proxy refuses
+//! heckel.io/ntfy). The fake refuses what ntfy's documented JSON publish refuses: no
+//! or a malformed topic, a message past 4,096 bytes (the default message size limit),
+//! a priority outside 1-5, more than three actions, an action other than view, http,
+//! broadcast or copy, one without a label, a view or http action without an http(s)
+//! URL, and a protected topic's publish without its token; it is stricter in one way:
+//! it refuses fields ntfy does not document (ntfy ignores them), so a misspelt field
+//! fails the test. The phone is played by POSTing an http action's URL as ntfy's app
+//! does.
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use askgate_client::{Ask, Client, Reason, answer, question};
+use askgate_proto::v1::ConnectNtfyRequest;
+use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, body::Incoming, service::service_fn};
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
+use tonic::Code;
+
+use crate::support::{TempDir, TestServer, eventually, test_config, within};
+
+const PUBLIC: &str = "https://askgate.example.com";
+const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+const TOPIC: &str = "askgate-ops_7f3a";
+const TOKEN: &str = "tk_AgQdq7mVBoFD37zQVN29RhuMzNIz2";
+
+/// The fields ntfy's JSON publish documents.
+const FIELDS: [&str; 15] = [
+    "topic",
+    "message",
+    "title",
+    "tags",
+    "priority",
+    "actions",
+    "click",
+    "attach",
+    "markdown",
+    "icon",
+    "filename",
+    "delay",
+    "email",
+    "call",
+    "sequence_id",
+];
+const ACTION_FIELDS: [&str; 9] = [
+    "action", "label", "url", "clear", "method", "headers", "body", "intent", "extras",
+];
+
+/// Why ntfy would refuse `push`, if it would.
+fn refusal(push: &Value, authorization: Option<&str>) -> Option<String> {
+    let Some(fields) = push.as_object() else {
+        return Some("400: not JSON".into());
+    };
+    if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Some(format!("400: an undocumented field {unknown}"));
+    }
+    let topic = push["topic"].as_str().unwrap_or_default();
+    if topic.is_empty()
+        || topic.len() > 64
+        || !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Some("400: invalid topic".into());
+    }
+    if authorization != Some(&format!("Bearer {TOKEN}")) {
+        return Some("403: forbidden (a protected topic)".into());
+    }
+    if push["message"].as_str().is_some_and(|m| m.len() > 4096) {
+        return Some("413: message too large".into());
+    }
+    if push
+        .get("priority")
+        .is_some_and(|p| !p.as_u64().is_some_and(|p| (1..=5).contains(&p)))
+    {
+        return Some("400: invalid priority".into());
+    }
+    let http = |u: &Value| {
+        u.as_str()
+            .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"))
+    };
+    if push.get("click").is_some_and(|c| !http(c)) {
+        return Some("400: invalid click URL".into());
+    }
+    let actions = push["actions"].as_array().cloned().unwrap_or_default();
+    if actions.len() > 3 {
+        return Some("400: too many actions (at most 3)".into());
+    }
+    for action in &actions {
+        let Some(keys) = action.as_object() else {
+            return Some("400: an action must be an object".into());
+        };
+        if let Some(unknown) = keys.keys().find(|k| !ACTION_FIELDS.contains(&k.as_str())) {
+            return Some(format!("400: an undocumented action field {unknown}"));
+        }
+        let kind = action["action"].as_str().unwrap_or_default();
+        if !["view", "http", "broadcast", "copy"].contains(&kind) {
+            return Some(format!("400: invalid action {kind:?}"));
+        }
+        if action["label"].as_str().is_none_or(|l| l.trim().is_empty()) {
+            return Some("400: an action needs a label".into());
+        }
+        if matches!(kind, "view" | "http") && !http(&action["url"]) {
+            return Some("400: a view or http action needs an http(s) URL".into());
+        }
+    }
+    None
+}
+
+/// A fake ntfy on 127.0.0.1 (one protected topic).
+struct FakeNtfy {
+    url: String,
+    pushes: Arc<Mutex<Vec<Value>>>,
+    arrived: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FakeNtfy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeNtfy {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (pushes, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
+        let (p, a) = (pushes.clone(), arrived.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (p, a) = (p.clone(), a.clone());
+                tokio::spawn(async move {
+                    let service =
+                        service_fn(move |request| Self::serve(p.clone(), a.clone(), request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            url: format!("http://{addr}"),
+            pushes,
+            arrived,
+            task,
+        }
+    }
+
+    async fn serve(
+        pushes: Arc<Mutex<Vec<Value>>>,
+        arrived: Arc<Notify>,
+        request: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, Infallible> {
+        let root = request.method() == hyper::Method::POST && request.uri().path() == "/";
+        let authorization = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = request
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let push: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let refused = match root {
+            true => refusal(&push, authorization.as_deref()),
+            false => Some("404: JSON publishes go to the root URL".into()),
+        };
+        let status = refused
+            .as_deref()
+            .map_or(200, |r| r[..3].parse().unwrap_or(400));
+        let mut record = push.clone();
+        record["refused"] = refused.clone().into();
+        pushes.lock().push(record);
+        arrived.notify_waiters();
+        let reply = match &refused {
+            None => json!({ "id": "m1", "time": 1, "event": "message", "topic": push["topic"] }),
+            Some(why) => json!({ "code": status * 100, "http": status, "error": why }),
+        };
+        let mut response = Response::new(Full::new(Bytes::from(reply.to_string())));
+        *response.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+        Ok(response)
+    }
+
+    /// The first push matching `matching`; fails at once if ntfy refused any.
+    async fn wait_for(&self, what: &str, matching: impl Fn(&Value) -> bool) -> Value {
+        within(what, async {
+            loop {
+                let notified = self.arrived.notified();
+                {
+                    let pushes = self.pushes.lock();
+                    if let Some(bad) = pushes.iter().find(|p| !p["refused"].is_null()) {
+                        panic!("ntfy refuses askgate's push: {bad}");
+                    }
+                    if let Some(push) = pushes.iter().find(|p| matching(p)) {
+                        return push.clone();
+                    }
+                }
+                notified.await;
+            }
+        })
+        .await
+    }
+
+    /// The push of the ask in `session`.
+    async fn asked(&self, session: &str) -> Value {
+        let line = format!("session {session}");
+        self.wait_for("the ask's push", |p| {
+            p["message"]
+                .as_str()
+                .is_some_and(|m| m.lines().any(|l| l == line))
+        })
+        .await
+    }
+}
+
+fn path(url: &Value) -> String {
+    url.as_str()
+        .and_then(|u| u.strip_prefix(PUBLIC))
+        .expect("a link to the public URL")
+        .to_owned()
+}
+
+/// POSTs (as ntfy's app does for an http action) or GETs `path`: the status.
+async fn http(server: &TestServer, method: &str, path: &str) -> u16 {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", server.addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    within("a page", async {
+        let stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    })
+    .await
+}
+
+/// A fake ntfy, an askgate publishing to it, and the topic connected for `ops/`.
+async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
+    let (fake, dir) = (FakeNtfy::start().await, TempDir::new());
+    let server = TestServer::start_with(ServerConfig {
+        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+        webhooks: WebhookConfig {
+            allow_private: true,
+            retry_initial: Duration::from_millis(100),
+            retry_max: Duration::from_millis(500),
+            ..WebhookConfig::default()
+        },
+        ..test_config()
+    })
+    .await;
+    let mut admin = server.client().await;
+    let connect = ConnectNtfyRequest {
+        server_url: fake.url.clone(),
+        topic: TOPIC.into(),
+        token: Some(TOKEN.into()),
+        session_prefix: "ops/".into(),
+        ..Default::default()
+    };
+    let bad = ConnectNtfyRequest {
+        topic: "not/a topic".into(),
+        ..connect.clone()
+    };
+    assert_eq!(
+        admin
+            .connect_ntfy(bad)
+            .await
+            .expect_err("a bad topic")
+            .code(),
+        Code::InvalidArgument
+    );
+    let topic = admin.connect_ntfy(connect).await.expect("connect");
+    assert!(topic.has_token);
+    assert_eq!(
+        admin.list_ntfy_topics().await.expect("list"),
+        std::slice::from_ref(&topic)
+    );
+    assert!(
+        !format!("{topic:?}").contains(TOKEN),
+        "the token never comes back"
+    );
+    (fake, dir, server)
+}
+
+fn in_background(
+    client: &Client,
+    ask: Ask,
+) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
+    let mut client = client.clone();
+    tokio::spawn(async move { client.ask(ask).await })
+}
+
+fn deploy(session: &str, options: &[&str]) -> Ask {
+    let q = options
+        .iter()
+        .fold(question("q", "Deploy now?"), |q, o| q.choice(o));
+    Ask::new(session).question(q)
+}
+
+async fn pending_rpc(client: &Client, session: &str) -> String {
+    eventually("a pending ask", || {
+        let mut client = client.clone();
+        async move {
+            client
+                .list_pending(session)
+                .await
+                .ok()?
+                .first()
+                .map(|r| r.rpc_id.clone())
+        }
+    })
+    .await
+}
+
+async fn a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome() {
+    let (fake, _dir, server) = with_topic().await;
+    let client = server.client().await;
+    let call = in_background(&client, deploy("ops/1", &["yes", "no"]));
+    let push = fake.asked("ops/1").await;
+    assert_eq!(push["topic"], TOPIC);
+    let actions = push["actions"].as_array().expect("actions");
+    let kinds: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| a["action"].as_str())
+        .collect();
+    assert_eq!(kinds, ["view", "http", "http"]);
+    assert_eq!(actions[1]["label"], "yes");
+    assert_eq!(actions[1]["method"], "POST");
+    // A tap opens the ask's page; opening it answers nothing.
+    assert_eq!(push["click"], actions[0]["url"]);
+    assert_eq!(http(&server, "GET", &path(&push["click"])).await, 200);
+    assert_eq!(
+        client
+            .clone()
+            .list_pending("ops/1")
+            .await
+            .expect("pending")
+            .len(),
+        1
+    );
+    // A forged action does nothing.
+    let no = path(&actions[2]["url"]);
+    let (payload, mac) = no.rsplit_once('.').expect("signed");
+    assert_eq!(
+        http(&server, "POST", &format!("{payload}x.{mac}")).await,
+        403
+    );
+
+    // The phone's "no": an empty POST to its link.
+    assert_eq!(http(&server, "POST", &no).await, 200);
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.answers[0].selected, ["no"]);
+    assert_eq!(answered.resolved_by, format!("ntfy:{TOPIC}"));
+    // Once only; and the other option's action is too late.
+    assert_eq!(http(&server, "POST", &no).await, 410);
+    assert_eq!(http(&server, "POST", &path(&actions[1]["url"])).await, 409);
+    // The outcome replaces the push (the same sequence id).
+    let outcome = fake
+        .wait_for("the outcome", |p| {
+            p["sequence_id"] == push["sequence_id"]
+                && p["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Resolved: "))
+        })
+        .await;
+    assert!(
+        outcome["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("Answered by ntfy:{TOPIC}")))
+    );
+}
+on_every_backend!(
+    #[tokio::test]
+    a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome
+);
+
+async fn actions_follow_the_ask_and_the_console_wins_first() {
+    let (fake, _dir, server) = with_topic().await;
+    let mut client = server.client().await;
+    // Three options: an action each (ntfy shows three at most), the page on a tap.
+    let _three = in_background(&client, deploy("ops/3", &["a", "b", "c"]));
+    let push = fake.asked("ops/3").await;
+    let kinds: Vec<&str> = push["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .filter_map(|a| a["action"].as_str())
+        .collect();
+    assert_eq!(kinds, ["http", "http", "http"]);
+    // Four options, or a batch: one action, to the page.
+    let _four = in_background(&client, deploy("ops/4", &["a", "b", "c", "d"]));
+    let push = fake.asked("ops/4").await;
+    assert_eq!(push["actions"][0]["action"], "view");
+    assert_eq!(push["actions"].as_array().map(Vec::len), Some(1));
+    // Only the console may answer: the action opens the console.
+    let _console = in_background(
+        &client,
+        deploy("ops/c", &["yes", "no"]).allowed_channels(["console"]),
+    );
+    let push = fake.asked("ops/c").await;
+    assert_eq!(
+        push["actions"][0]["url"],
+        format!("{PUBLIC}/console/#/inbox")
+    );
+    assert_eq!(push["actions"].as_array().map(Vec::len), Some(1));
+    // The console first: the outcome replaces the push, and the action is too late.
+    let call = in_background(&client, deploy("ops/w", &["yes", "no"]));
+    let push = fake.asked("ops/w").await;
+    let rpc = pending_rpc(&client, "ops/w").await;
+    client
+        .answer("ops/w", &rpc, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answered");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    fake.wait_for("the outcome", |p| {
+        p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
+    })
+    .await;
+    assert_eq!(
+        http(&server, "POST", &path(&push["actions"][2]["url"])).await,
+        409
+    );
+    // Cancelled from the page.
+    let call = in_background(&client, deploy("ops/x", &["yes", "no"]));
+    let push = fake.asked("ops/x").await;
+    let page = path(&push["click"]);
+    let request = Request::builder()
+        .method("POST")
+        .uri(&page)
+        .header("host", server.addr.to_string())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from("cancel=1&reason=later")))
+        .expect("request");
+    let status = within("the cancel", async {
+        let stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    })
+    .await;
+    assert_eq!(status, 200);
+    let cancelled = within("the ask", call)
+        .await
+        .expect("join")
+        .expect_err("cancelled");
+    assert_eq!(cancelled.reason(), Reason::AskCancelled);
+}
+on_every_backend!(
+    #[tokio::test]
+    actions_follow_the_ask_and_the_console_wins_first
+);
+
+/// Every shape of ask is pushed within ntfy's rules (a message within 4,096 bytes, at
+/// most three actions, labels never blank) and replaced by its outcome.
+#[tokio::test]
+async fn every_shape_of_ask_is_pushed_within_ntfys_rules() {
+    let (fake, _dir, server) = with_topic().await;
+    let mut client = server.client().await;
+    let long = "<b>markup</b> & \"quotes\" 🚀𝄞 \r\n".repeat(100);
+    let many = |q: askgate_client::QuestionBuilder, n: usize| {
+        (0..n).fold(q, |q, i| q.option(&format!("{} {i}", &long[..40]), &long))
+    };
+    let mut shapes: Vec<Ask> = Vec::new();
+    for n in [2, 3, 4, 32] {
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n)));
+        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n).multi_select()));
+    }
+    shapes.push(Ask::new("ops/s").question(question("q", &long).header("\n")));
+    shapes.push(
+        Ask::new("ops/s")
+            .question(
+                question("q", "Ship?")
+                    .detail(&long)
+                    .choice("Approve \r\n now")
+                    .choice("Reject")
+                    .plan_review("Approve \r\n now"),
+            )
+            .action("deploy", "{}"),
+    );
+    shapes.push((0..20).fold(Ask::new("ops/s"), |ask, i| {
+        ask.question(many(question(&format!("q{i}"), &long), i % 4 * 3))
+    }));
+    for (i, mut ask) in shapes.into_iter().enumerate() {
+        let session = format!("ops/shape-{i}");
+        ask.request_mut().session_id = session.clone();
+        let mut call = in_background(&client, ask);
+        let push = tokio::select! {
+            push = fake.asked(&session) => push,
+            ended = &mut call => panic!("shape {i} ended before it was pushed: {ended:?}"),
+        };
+        let rpc = pending_rpc(&client, &session).await;
+        client
+            .cancel(&session, &rpc, &long[..300])
+            .await
+            .expect("cancelled");
+        let _ = within("the ask", call).await.expect("join");
+        fake.wait_for("the outcome", |p| {
+            p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
+        })
+        .await;
+    }
+}
