@@ -6,6 +6,10 @@ a real mail client would read, and reports what it cannot).
 
 A mail whose headers or parts are malformed is reported with "defects"; the tests fail
 on any.
+
+With `--hold N`, the first N mails are held: the server reports `{"held": true}` and
+never answers their DATA, so the sender cannot know whether they were taken (a test
+kills it then); they are not recorded as mails.
 """
 
 import asyncio
@@ -18,7 +22,14 @@ from aiosmtpd.smtp import SMTP
 
 
 class Sink:
+    def __init__(self, hold):
+        self.hold = hold
+
     async def handle_DATA(self, server, session, envelope):
+        if self.hold > 0:
+            self.hold -= 1
+            print(json.dumps({"held": True}), flush=True)
+            await asyncio.Event().wait()
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         parts = {}
         defects = [str(d) for d in message.defects]
@@ -45,7 +56,9 @@ class Sink:
 
 async def main():
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SMTP(Sink()), "127.0.0.1", 0)
+    hold = int(sys.argv[sys.argv.index("--hold") + 1]) if "--hold" in sys.argv else 0
+    sink = Sink(hold)
+    server = await loop.create_server(lambda: SMTP(sink), "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     # Until the test closes our stdin (or dies).
     await loop.run_in_executor(None, sys.stdin.read)

@@ -31,6 +31,8 @@ const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a
 struct Smtp {
     port: u16,
     mails: Arc<Mutex<Vec<Value>>>,
+    /// Mails held unanswered so far.
+    held: Arc<Mutex<usize>>,
     arrived: Arc<Notify>,
     _child: tokio::process::Child,
     _reader: JoinHandle<()>,
@@ -38,7 +40,13 @@ struct Smtp {
 
 impl Smtp {
     async fn start() -> Self {
+        Self::holding(0).await
+    }
+
+    /// An SMTP server that holds its first `hold` mails unanswered.
+    async fn holding(hold: usize) -> Self {
         let mut child = helper_command("email/smtp_sink.py")
+            .args(["--hold", &hold.to_string()])
             .stdin(std::process::Stdio::piped())
             .spawn()
             .expect("spawn the SMTP server (tests/email/smtp_sink.py)");
@@ -51,10 +59,16 @@ impl Smtp {
             .parse()
             .expect("a port number");
         let (mails, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
-        let (m, a) = (mails.clone(), arrived.clone());
+        let held = Arc::new(Mutex::new(0));
+        let (m, a, h) = (mails.clone(), arrived.clone(), held.clone());
         let reader = tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 let mail: Value = serde_json::from_str(&line).expect("a mail as JSON");
+                if mail["held"] == true {
+                    *h.lock() += 1;
+                    a.notify_waiters();
+                    continue;
+                }
                 m.lock().push(mail);
                 a.notify_waiters();
             }
@@ -62,6 +76,7 @@ impl Smtp {
         Self {
             port,
             mails,
+            held,
             arrived,
             _child: child,
             _reader: reader,
@@ -94,6 +109,20 @@ impl Smtp {
             m["rcpt_tos"][0] == to
                 && m["in_reply_to"] == ""
                 && m["text"].as_str().is_some_and(|t| t.contains(marker))
+        })
+        .await
+    }
+
+    /// Waits until a mail is held unanswered.
+    async fn holding_one(&self) {
+        within("a held mail", async {
+            loop {
+                let notified = self.arrived.notified();
+                if *self.held.lock() > 0 {
+                    return;
+                }
+                notified.await;
+            }
         })
         .await
     }
@@ -497,4 +526,106 @@ async fn every_shape_of_ask_is_mailed_well_formed() {
         })
         .await;
     }
+}
+
+/// Two nodes on one Redis: the node mailing an ask dies (-9) while the SMTP server holds
+/// its mail unanswered; a survivor mails it once the attempt's lease is over, a link
+/// answers it through the other survivor, and each person gets the ask and the
+/// follow-up exactly once.
+#[tokio::test]
+async fn on_redis_a_killed_node_loses_no_mail_and_none_is_sent_twice() {
+    use crate::support::ServeProcess;
+    let (redis, smtp, dir) = (
+        askgate_testing::RedisServer::start().await,
+        Smtp::holding(1).await,
+        TempDir::new(),
+    );
+    let key = dir.file("secret.key", SECRET_KEY);
+    let smtp_url = format!("smtp://127.0.0.1:{}", smtp.port);
+    let flags = [
+        "--smtp-url",
+        &smtp_url,
+        "--email-from",
+        "askgate@example.com",
+        "--secret-key-file",
+        key.to_str().expect("path"),
+        "--public-url",
+        PUBLIC,
+        "--webhook-timeout",
+        "10s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+        "--redis-lease",
+        "2s",
+    ];
+    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
+    let first = nodes(1).await.remove(0);
+    let mut admin = first.client().await;
+    admin
+        .connect_email(ConnectEmailRequest {
+            to: vec!["ana@example.com".into()],
+            session_prefix: "ops/".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("connect");
+    let call = in_background(
+        &first.client().await,
+        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
+    );
+    smtp.holding_one().await;
+    let survivors = nodes(2).await;
+    first.signal("KILL");
+    drop(call);
+    // The held attempt's lease (its 10 s timeout and a 5 s margin) runs out; a
+    // survivor mails it.
+    let mail = smtp
+        .wait_for("the survivor's mail", |m| m["in_reply_to"] == "")
+        .await;
+    let server_addr: std::net::SocketAddr = survivors[1]
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("addr");
+    let link = path(&links(&mail, "choose:")[0]);
+    let status = post_to(server_addr, &link).await;
+    assert_eq!(status, 200);
+    smtp.wait_for("the follow-up", |m| m["in_reply_to"] == mail["message_id"])
+        .await;
+    assert_eq!(
+        smtp.count(|m| m["in_reply_to"] == ""),
+        1,
+        "the ask was mailed once"
+    );
+    assert_eq!(
+        smtp.count(|m| m["in_reply_to"] != ""),
+        1,
+        "the follow-up was mailed once"
+    );
+}
+
+/// An empty POST to `path` on `addr`: the status.
+async fn post_to(addr: std::net::SocketAddr, path: &str) -> u16 {
+    let request = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    within("a page", async {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    })
+    .await
 }

@@ -117,6 +117,8 @@ fn refusal(push: &Value, authorization: Option<&str>) -> Option<String> {
 struct FakeNtfy {
     url: String,
     pushes: Arc<Mutex<Vec<Value>>>,
+    /// Publishes still to hold unanswered without taking them.
+    hold: Arc<Mutex<usize>>,
     arrived: Arc<Notify>,
     task: JoinHandle<()>,
 }
@@ -132,13 +134,15 @@ impl FakeNtfy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (pushes, arrived) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
-        let (p, a) = (pushes.clone(), arrived.clone());
+        let hold = Arc::new(Mutex::new(0));
+        let (p, a, h) = (pushes.clone(), arrived.clone(), hold.clone());
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (p, a) = (p.clone(), a.clone());
+                let (p, a, h) = (p.clone(), a.clone(), h.clone());
                 tokio::spawn(async move {
-                    let service =
-                        service_fn(move |request| Self::serve(p.clone(), a.clone(), request));
+                    let service = service_fn(move |request| {
+                        Self::serve(p.clone(), a.clone(), h.clone(), request)
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -148,6 +152,7 @@ impl FakeNtfy {
         Self {
             url: format!("http://{addr}"),
             pushes,
+            hold,
             arrived,
             task,
         }
@@ -156,6 +161,7 @@ impl FakeNtfy {
     async fn serve(
         pushes: Arc<Mutex<Vec<Value>>>,
         arrived: Arc<Notify>,
+        hold: Arc<Mutex<usize>>,
         request: Request<Incoming>,
     ) -> Result<Response<Full<Bytes>>, Infallible> {
         let root = request.method() == hyper::Method::POST && request.uri().path() == "/";
@@ -180,6 +186,19 @@ impl FakeNtfy {
             .map_or(200, |r| r[..3].parse().unwrap_or(400));
         let mut record = push.clone();
         record["refused"] = refused.clone().into();
+        let held = {
+            let mut hold = hold.lock();
+            let held = *hold > 0 && refused.is_none();
+            *hold -= usize::from(held);
+            held
+        };
+        if held {
+            record["held"] = true.into();
+            pushes.lock().push(record.clone());
+            arrived.notify_waiters();
+            // Never answered, never taken.
+            std::future::pending::<()>().await;
+        }
         pushes.lock().push(record);
         arrived.notify_waiters();
         let reply = match &refused {
@@ -215,9 +234,10 @@ impl FakeNtfy {
     async fn asked(&self, session: &str) -> Value {
         let line = format!("session {session}");
         self.wait_for("the ask's push", |p| {
-            p["message"]
-                .as_str()
-                .is_some_and(|m| m.lines().any(|l| l == line))
+            p["held"] != true
+                && p["message"]
+                    .as_str()
+                    .is_some_and(|m| m.lines().any(|l| l == line))
         })
         .await
     }
@@ -536,4 +556,106 @@ async fn every_shape_of_ask_is_pushed_within_ntfys_rules() {
         })
         .await;
     }
+}
+
+/// Two nodes on one Redis: the node publishing an ask dies (-9) while ntfy holds the
+/// publish unanswered; a survivor publishes it once its lease is over, its action
+/// answers through the other survivor, and the push and its outcome are each
+/// published once.
+#[tokio::test]
+async fn on_redis_a_killed_node_loses_no_push_and_none_is_sent_twice() {
+    use crate::support::ServeProcess;
+    let (redis, fake, dir) = (
+        askgate_testing::RedisServer::start().await,
+        FakeNtfy::start().await,
+        TempDir::new(),
+    );
+    let key = dir.file("secret.key", SECRET_KEY);
+    let flags = [
+        "--secret-key-file",
+        key.to_str().expect("path"),
+        "--public-url",
+        PUBLIC,
+        "--webhook-allow-private",
+        "--webhook-timeout",
+        "10s",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+        "--redis-lease",
+        "2s",
+    ];
+    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
+    let first = nodes(1).await.remove(0);
+    first
+        .client()
+        .await
+        .connect_ntfy(ConnectNtfyRequest {
+            server_url: fake.url.clone(),
+            topic: TOPIC.into(),
+            token: Some(TOKEN.into()),
+            session_prefix: "ops/".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("connect");
+    *fake.hold.lock() = 1;
+    let call = in_background(
+        &first.client().await,
+        deploy("ops/kill", &["yes", "no"]).reattach_grace(Duration::from_secs(60)),
+    );
+    fake.wait_for("the held publish", |p| p["held"] == true)
+        .await;
+    let survivors = nodes(2).await;
+    first.signal("KILL");
+    drop(call);
+    let push = fake.asked("ops/kill").await;
+    let addr: std::net::SocketAddr = survivors[1]
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("addr");
+    let yes = path(&push["actions"][1]["url"]);
+    let request = Request::builder()
+        .method("POST")
+        .uri(&yes)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let status = within("the action", async {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    })
+    .await;
+    assert_eq!(status, 200);
+    fake.wait_for("the outcome", |p| {
+        p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
+    })
+    .await;
+    let pushes = fake.pushes.lock();
+    let taken = |priority: u64| {
+        pushes
+            .iter()
+            .filter(|p| {
+                p["held"] != true
+                    && p["sequence_id"] == push["sequence_id"]
+                    && p["priority"] == priority
+            })
+            .count()
+    };
+    assert_eq!(
+        (taken(4), taken(2)),
+        (1, 1),
+        "the push and its outcome, once each: {pushes:#?}"
+    );
 }

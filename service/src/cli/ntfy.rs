@@ -36,9 +36,10 @@ pub struct ConnectTopicArgs {
     /// guesses.
     #[arg(long)]
     pub topic: String,
-    /// File holding an access token (`tk_…`) for a protected topic.
+    /// File holding an access token (`tk_…`) for a protected topic (`--token-file`
+    /// is askgate's own credential).
     #[arg(long, env = "ASKGATE_NTFY_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
+    pub ntfy_token_file: Option<PathBuf>,
     /// Only sessions whose id starts with this.
     #[arg(long, default_value = "")]
     pub session_prefix: String,
@@ -70,8 +71,8 @@ pub async fn run(command: NtfyCommand) -> ExitCode {
     };
     let request = match &command {
         NtfyCommand::Connect(args) => {
-            let token = match &args.token_file {
-                Some(path) => match read_secret(path, "--token-file") {
+            let token = match &args.ntfy_token_file {
+                Some(path) => match read_secret(path, "--ntfy-token-file") {
                     Ok(token) => Some(token.trim().to_owned()),
                     Err(code) => return code,
                 },
