@@ -176,8 +176,19 @@ impl Ntfy {
         {
             return Ok(());
         }
+        let asked = format!("ntfy-asked:{}:{}", route.id, delivery.rpc_id);
         let mut push = match delivery.event_type {
             EventType::Requested => self.ask_push(route, target, &requested)?,
+            // The outcome waits for the ask's push: published first, it would be
+            // replaced by the question.
+            _ if store
+                .note(&asked)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none() =>
+            {
+                return Err("the ask's push is not sent yet".into());
+            }
             _ => {
                 let resolved: Resolved =
                     crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])

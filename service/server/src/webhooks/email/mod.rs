@@ -146,7 +146,7 @@ impl Email {
         target: &EmailTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let smtp = self.ready().map_err(|e| e.to_string())?;
+        self.ready().map_err(|e| e.to_string())?;
         let body: Value =
             serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
         let requested: Requested =
@@ -160,55 +160,80 @@ impl Email {
             ),
             other => return Err(format!("an email route does not take {}", other.as_str())),
         };
-        for (i, address) in target.to.iter().enumerate() {
-            let to = Mailbox::from_str(address).map_err(|e| format!("a stored address: {e}"))?;
-            let asked = note_key(&route.id, &delivery.rpc_id, i, "asked");
-            let sent = match &resolved {
-                None => asked.clone(),
-                Some(_) => note_key(&route.id, &delivery.rpc_id, i, "resolved"),
-            };
-            if store
-                .note(&sent)
-                .await
-                .map_err(|e| e.to_string())?
-                .is_some()
-            {
-                continue;
-            }
-            let mail = match &resolved {
-                None => {
-                    let links = self.links(route, &requested, &to)?;
-                    let links = approval::may_answer(&requested, EMAIL_CHANNEL).then_some(&links);
-                    mail::ask_mail(&requested, links, &self.links.console())
-                }
-                Some(resolved) => {
-                    if store
-                        .note(&asked)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .is_none()
-                    {
-                        // The ask's mail is still to go (or failed for good).
-                        return Err(format!("the ask's mail to {address} is not sent yet"));
-                    }
-                    mail::resolved_mail(&requested, resolved)
-                }
-            };
-            let thread = message_id(&route.id, &delivery.rpc_id, i, "asked");
-            let id = message_id(
-                &route.id,
-                &delivery.rpc_id,
-                i,
-                resolved.as_ref().map_or("asked", |_| "resolved"),
-            );
-            self.send(smtp, to, mail, id, (resolved.is_some()).then_some(thread))
-                .await?;
-            store
-                .put_note(&sent, "1", NOTE_TTL_MS, false)
-                .await
-                .map_err(|e| e.to_string())?;
-            debug!(route = %route.id, rpc_id = %delivery.rpc_id, "mailed");
+        // Every person at once: an attempt lasts one SMTP timeout, within its lease,
+        // however many there are.
+        let sends = target.to.iter().enumerate().map(|(i, address)| {
+            self.mail_one(
+                store,
+                route,
+                delivery,
+                (&requested, resolved.as_ref()),
+                (i, address),
+            )
+        });
+        for sent in futures_util::future::join_all(sends).await {
+            sent?;
         }
+        Ok(())
+    }
+
+    /// The ask's mail, or its follow-up, to person `i`, unless noted as sent already.
+    async fn mail_one(
+        &self,
+        store: &dyn HookStore,
+        route: &EndpointRecord,
+        delivery: &DeliveryRecord,
+        (requested, resolved): (&Requested, Option<&Resolved>),
+        (i, address): (usize, &String),
+    ) -> Result<(), String> {
+        let smtp = self.ready().map_err(|e| e.to_string())?;
+        let to = Mailbox::from_str(address).map_err(|e| format!("a stored address: {e}"))?;
+        let asked = note_key(&route.id, &delivery.rpc_id, i, "asked");
+        let sent = match resolved {
+            None => asked.clone(),
+            Some(_) => note_key(&route.id, &delivery.rpc_id, i, "resolved"),
+        };
+        if store
+            .note(&sent)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let mail = match resolved {
+            None => {
+                let links = self.links(route, requested, &to)?;
+                let links = approval::may_answer(requested, EMAIL_CHANNEL).then_some(&links);
+                mail::ask_mail(requested, links, &self.links.console())
+            }
+            Some(resolved) => {
+                if store
+                    .note(&asked)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
+                    // The ask's mail is still to go (or failed for good).
+                    return Err(format!("the ask's mail to {address} is not sent yet"));
+                }
+                mail::resolved_mail(requested, resolved)
+            }
+        };
+        let thread = message_id(&route.id, &delivery.rpc_id, i, "asked");
+        let id = message_id(
+            &route.id,
+            &delivery.rpc_id,
+            i,
+            resolved.map_or("asked", |_| "resolved"),
+        );
+        self.send(smtp, to, mail, id, (resolved.is_some()).then_some(thread))
+            .await?;
+        store
+            .put_note(&sent, "1", NOTE_TTL_MS, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        debug!(route = %route.id, rpc_id = %delivery.rpc_id, "mailed");
         Ok(())
     }
 
