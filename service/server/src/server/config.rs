@@ -27,9 +27,10 @@ use crate::{
     origin::PublicUrl,
     web::CorsOrigins,
     webhooks::{
-        WebhookConfig,
+        Channels, WebhookConfig,
         email::{Email, SmtpConfig},
         links::Signer,
+        ntfy::Ntfy,
         slack::Slack,
         telegram::Telegram,
     },
@@ -200,6 +201,17 @@ impl ServerConfig {
         let public = self.public_url.as_ref().map(PublicUrl::origin);
         Telegram::new(&self.telegram_api_url, self.webhooks.timeout, public, key)
             .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
+    }
+
+    /// The chat channels the node posts to, mails and pushes to.
+    pub(super) fn channels(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Channels> {
+        Ok(Channels {
+            slack: self.slack(key.clone())?,
+            telegram: self.telegram(key.clone())?,
+            email: self.email(self.links(key.clone()))?,
+            ntfy: Ntfy::new(self.links(key.clone()), key.clone()),
+            links: self.links(key),
+        })
     }
 
     /// What signs the links of mail and pushes.

@@ -100,16 +100,7 @@ impl Node {
             config.webhooks.clone(),
             config.limits.clone(),
             metrics.clone(),
-            crate::webhooks::Channels {
-                slack: config.slack(sealing.clone())?,
-                telegram: config.telegram(sealing.clone())?,
-                email: config.email(config.links(sealing.clone()))?,
-                ntfy: crate::webhooks::ntfy::Ntfy::new(
-                    config.links(sealing.clone()),
-                    sealing.clone(),
-                ),
-                links: config.links(sealing.clone()),
-            },
+            config.channels(sealing.clone())?,
             audit.clone(),
         );
         // The audit log's upkeep: records past retention dropped, and admin changes'

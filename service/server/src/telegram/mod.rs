@@ -303,8 +303,7 @@ impl Updates {
         target: &TelegramTarget,
         query: &Value,
     ) -> Result<String, Error> {
-        let message = &query["message"];
-        if !same_chat(&message["chat"], target) {
+        if !same_chat(&query["message"]["chat"], target) {
             return Ok("This chat is not the bot's.".into());
         }
         let Some(data) = query["data"].as_str().and_then(Data::decode) else {
@@ -320,64 +319,24 @@ impl Updates {
         let Some(requested) = self.pending(bot, &at).await? else {
             return self.late(bot, &at, &who).await;
         };
-        let answerable = approval::may_answer(&requested, TELEGRAM_CHANNEL);
-        let question = requested.questions.first();
+        let markup = &query["message"]["reply_markup"];
         match data {
-            Data::Choose(_, n) | Data::Toggle(_, n, _)
-                if !answerable || question.and_then(|q| q.options.get(n)).is_none() =>
-            {
-                Ok("This button does not answer this ask.".into())
-            }
             Data::Choose(_, n) => {
-                let Some(q) = question.filter(|_| render::controls(&requested) == Controls::Choose)
-                else {
-                    return Ok("This button does not answer this ask.".into());
-                };
-                let label = q.options[n].label.clone();
-                let answer = QuestionAnswer {
-                    id: q.id.clone(),
-                    selected: vec![label.clone()],
-                    custom: None,
-                };
-                self.answer(bot, &at, vec![answer], &who).await?;
-                Ok(render::cut(&format!("Sent: {label}"), render::MAX_NOTICE))
-            }
-            Data::Toggle(_, n, _) => {
-                let mut marked = render::marked(&message["reply_markup"]);
-                if !marked.remove(&n) {
-                    marked.insert(n);
-                }
-                let keyboard = render::keyboard(&at.key, &requested, &marked);
-                let edit = json!({
-                    "chat_id": message["chat"]["id"],
-                    "message_id": message["message_id"],
-                    "reply_markup": keyboard,
-                });
-                self.call(bot, "editMessageReplyMarkup", edit).await;
-                Ok(String::new())
+                self.choose(bot, &at, &requested, Controls::Choose, vec![n], &who)
+                    .await
             }
             Data::Done(_) => {
-                let (Some(q), true) = (question, answerable) else {
-                    return Ok("This button does not answer this ask.".into());
-                };
-                let marked = render::marked(&message["reply_markup"]);
-                if marked.is_empty() {
-                    return Ok("Mark at least one option first (or press Other…).".into());
-                }
-                let selected = marked
-                    .iter()
-                    .filter_map(|&n| q.options.get(n))
-                    .map(|o| o.label.clone())
-                    .collect();
-                let answer = QuestionAnswer {
-                    id: q.id.clone(),
-                    selected,
-                    custom: None,
-                };
-                self.answer(bot, &at, vec![answer], &who).await?;
-                Ok("Sent.".into())
+                let marked = render::marked(markup).into_iter().collect();
+                self.choose(bot, &at, &requested, Controls::Toggle, marked, &who)
+                    .await
             }
-            Data::Answer(_) | Data::Other(_) if !answerable => {
+            Data::Toggle(_, n, _) => {
+                self.toggle(bot, &at, &requested, n, &query["message"])
+                    .await
+            }
+            Data::Answer(_) | Data::Other(_)
+                if !approval::may_answer(&requested, TELEGRAM_CHANNEL) =>
+            {
                 Ok("This ask cannot be answered from Telegram.".into())
             }
             Data::Cancel(_) if !approval::may_resolve(&requested, TELEGRAM_CHANNEL) => {
@@ -396,6 +355,67 @@ impl Updates {
                     .await
             }
         }
+    }
+
+    /// Answers the only question with options `chosen` (a button's, or the marked
+    /// ones of a multi-select), when the ask's buttons are `controls`.
+    async fn choose(
+        &self,
+        bot: &EndpointRecord,
+        at: &Asked,
+        requested: &Requested,
+        controls: Controls,
+        chosen: Vec<usize>,
+        who: &str,
+    ) -> Result<String, Error> {
+        let question = requested.questions.first().filter(|q| {
+            approval::may_answer(requested, TELEGRAM_CHANNEL)
+                && render::controls(requested) == controls
+                && chosen.iter().all(|&n| n < q.options.len())
+        });
+        let Some(q) = question else {
+            return Ok("This button does not answer this ask.".into());
+        };
+        if chosen.is_empty() {
+            return Ok("Mark at least one option first (or press Other…).".into());
+        }
+        let selected: Vec<String> = chosen.iter().map(|&n| q.options[n].label.clone()).collect();
+        let notice = format!("Sent: {}", selected.join(", "));
+        let answer = QuestionAnswer {
+            id: q.id.clone(),
+            selected,
+            custom: None,
+        };
+        self.answer(bot, at, vec![answer], who).await?;
+        Ok(render::cut(&notice, render::MAX_NOTICE))
+    }
+
+    /// Marks or unmarks option `n` of a multi-select question in the keyboard of
+    /// `message` (the marks live in the keyboard: nothing is sent until Send).
+    async fn toggle(
+        &self,
+        bot: &EndpointRecord,
+        at: &Asked,
+        requested: &Requested,
+        n: usize,
+        message: &Value,
+    ) -> Result<String, Error> {
+        let options = requested.questions.first().map_or(0, |q| q.options.len());
+        let answerable = approval::may_answer(requested, TELEGRAM_CHANNEL);
+        if !answerable || render::controls(requested) != Controls::Toggle || n >= options {
+            return Ok("This button does not answer this ask.".into());
+        }
+        let mut marked = render::marked(&message["reply_markup"]);
+        if !marked.remove(&n) {
+            marked.insert(n);
+        }
+        let edit = json!({
+            "chat_id": message["chat"]["id"],
+            "message_id": message["message_id"],
+            "reply_markup": render::keyboard(&at.key, requested, &marked),
+        });
+        self.call(bot, "editMessageReplyMarkup", edit).await;
+        Ok(String::new())
     }
 
     /// Sends a prompt for a forced reply from the clicking user, and notes what it is
