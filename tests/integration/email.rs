@@ -9,10 +9,6 @@ use std::{sync::Arc, time::Duration};
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::ConnectEmailRequest;
 use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::{
@@ -149,34 +145,10 @@ fn path(link: &str) -> String {
         .to_owned()
 }
 
-/// One HTTP/1.1 request to the server: the status and the page.
+/// A request to the server, a form's body if any: the status and the page.
 async fn http(server: &TestServer, method: &str, path: &str, form: &str) -> (u16, String) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", server.addr.to_string())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from(form.to_owned())))
-        .expect("request");
-    within("a page", async {
-        let stream = tokio::net::TcpStream::connect(server.addr)
-            .await
-            .expect("connect");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        let response = sender.send_request(request).await.expect("response");
-        let status = response.status().as_u16();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
-    })
-    .await
+    let form_type = [("content-type", "application/x-www-form-urlencoded")];
+    crate::support::request_to(server.addr, method, path, &form_type, form).await
 }
 
 fn encode(value: &str) -> String {
@@ -590,7 +562,7 @@ async fn on_redis_a_killed_node_loses_no_mail_and_none_is_sent_twice() {
         .parse()
         .expect("addr");
     let link = path(&links(&mail, "choose:")[0]);
-    let status = post_to(server_addr, &link).await;
+    let (status, _) = crate::support::request_to(server_addr, "POST", &link, &[], "").await;
     assert_eq!(status, 200);
     smtp.wait_for("the follow-up", |m| m["in_reply_to"] == mail["message_id"])
         .await;
@@ -604,28 +576,4 @@ async fn on_redis_a_killed_node_loses_no_mail_and_none_is_sent_twice() {
         1,
         "the follow-up was mailed once"
     );
-}
-
-/// An empty POST to `path` on `addr`: the status.
-async fn post_to(addr: std::net::SocketAddr, path: &str) -> u16 {
-    let request = Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("host", addr.to_string())
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    within("a page", async {
-        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .expect("response")
-            .status()
-            .as_u16()
-    })
-    .await
 }

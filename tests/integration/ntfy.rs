@@ -252,28 +252,9 @@ fn path(url: &Value) -> String {
 
 /// POSTs (as ntfy's app does for an http action) or GETs `path`: the status.
 async fn http(server: &TestServer, method: &str, path: &str) -> u16 {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", server.addr.to_string())
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    within("a page", async {
-        let stream = tokio::net::TcpStream::connect(server.addr)
-            .await
-            .expect("connect");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .expect("response")
-            .status()
-            .as_u16()
-    })
-    .await
+    crate::support::request_to(server.addr, method, path, &[], "")
+        .await
+        .0
 }
 
 /// A fake ntfy, an askgate publishing to it, and the topic connected for `ops/`.
@@ -472,28 +453,14 @@ async fn actions_follow_the_ask_and_the_console_wins_first() {
     let call = in_background(&client, deploy("ops/x", &["yes", "no"]));
     let push = fake.asked("ops/x").await;
     let page = path(&push["click"]);
-    let request = Request::builder()
-        .method("POST")
-        .uri(&page)
-        .header("host", server.addr.to_string())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from("cancel=1&reason=later")))
-        .expect("request");
-    let status = within("the cancel", async {
-        let stream = tokio::net::TcpStream::connect(server.addr)
-            .await
-            .expect("connect");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .expect("response")
-            .status()
-            .as_u16()
-    })
+    let form_type = [("content-type", "application/x-www-form-urlencoded")];
+    let (status, _) = crate::support::request_to(
+        server.addr,
+        "POST",
+        &page,
+        &form_type,
+        "cancel=1&reason=later",
+    )
     .await;
     assert_eq!(status, 200);
     let cancelled = within("the ask", call)
@@ -617,26 +584,7 @@ async fn on_redis_a_killed_node_loses_no_push_and_none_is_sent_twice() {
         .parse()
         .expect("addr");
     let yes = path(&push["actions"][1]["url"]);
-    let request = Request::builder()
-        .method("POST")
-        .uri(&yes)
-        .header("host", addr.to_string())
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let status = within("the action", async {
-        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .expect("response")
-            .status()
-            .as_u16()
-    })
-    .await;
+    let (status, _) = crate::support::request_to(addr, "POST", &yes, &[], "").await;
     assert_eq!(status, 200);
     fake.wait_for("the outcome", |p| {
         p["sequence_id"] == push["sequence_id"] && p["priority"] == 2

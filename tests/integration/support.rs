@@ -577,3 +577,43 @@ pub type WebClient = askgate_proto::v1::user_questions_client::UserQuestionsClie
         >,
     >,
 >;
+
+/// One HTTP/1.1 request to `addr` (a page, a form, an outside service's call): the
+/// status and the body as text.
+pub async fn request_to(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    use http_body_util::{BodyExt, Full};
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(Full::new(bytes::Bytes::from(body.to_owned())))
+        .expect("a valid request");
+    within("an HTTP/1.1 response", async {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("handshake");
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await.expect("a response");
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("the body")
+            .to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    })
+    .await
+}

@@ -238,3 +238,21 @@ mod tests {
         assert!(parse_pair("nope").is_err());
     }
 }
+
+/// Which asks a chat channel gets, and whether it counts as following them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    /// Only sessions whose id starts with this.
+    #[arg(long, default_value = "")]
+    pub session_prefix: String,
+    /// Only asks with this label (KEY=VALUE; repeat it: all must match).
+    #[arg(long = "label", value_parser = parse_pair)]
+    pub labels: Vec<(String, String)>,
+    #[arg(long, default_value = "")]
+    pub description: String,
+    /// Whether the channel counts as someone following its sessions, so that asks
+    /// with if_unattended FAIL are held for it (default: true).
+    #[arg(long, action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub provides: Option<bool>,
+}

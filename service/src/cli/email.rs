@@ -7,7 +7,7 @@ use askgate_proto::v1::{ConnectEmailRequest, ListEmailRoutesResponse};
 use clap::{Args, Subcommand};
 
 use super::{
-    common::{ConnectArgs, fail, parse_pair},
+    common::{ConnectArgs, FilterArgs, fail},
     json,
     webhooks::ConnectOnly,
 };
@@ -31,19 +31,8 @@ pub struct ConnectRouteArgs {
     /// up to 10: each gets its own links.
     #[arg(long = "to", required = true)]
     pub to: Vec<String>,
-    /// Only sessions whose id starts with this.
-    #[arg(long, default_value = "")]
-    pub session_prefix: String,
-    /// Only asks with this label (KEY=VALUE; repeat it: all must match).
-    #[arg(long = "label", value_parser = parse_pair)]
-    pub labels: Vec<(String, String)>,
-    #[arg(long, default_value = "")]
-    pub description: String,
-    /// Whether the route counts as someone following its sessions, so that asks with
-    /// if_unattended FAIL are held for it (default: true).
-    #[arg(long, action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub provides: Option<bool>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -68,10 +57,10 @@ pub async fn run(command: EmailCommand) -> ExitCode {
         EmailCommand::Connect(args) => {
             let request = ConnectEmailRequest {
                 to: args.to,
-                labels: args.labels.into_iter().collect(),
-                session_prefix: args.session_prefix,
-                description: args.description,
-                provides: args.provides,
+                labels: args.filter.labels.into_iter().collect(),
+                session_prefix: args.filter.session_prefix,
+                description: args.filter.description,
+                provides: args.filter.provides,
             };
             client
                 .connect_email(request)

@@ -8,7 +8,7 @@ use askgate_proto::v1::{ConnectNtfyRequest, ListNtfyTopicsResponse};
 use clap::{Args, Subcommand};
 
 use super::{
-    common::{ConnectArgs, fail, parse_pair},
+    common::{ConnectArgs, FilterArgs, fail},
     json,
     slack::read_secret,
     webhooks::ConnectOnly,
@@ -40,19 +40,8 @@ pub struct ConnectTopicArgs {
     /// is askgate's own credential).
     #[arg(long, env = "ASKGATE_NTFY_TOKEN_FILE")]
     pub ntfy_token_file: Option<PathBuf>,
-    /// Only sessions whose id starts with this.
-    #[arg(long, default_value = "")]
-    pub session_prefix: String,
-    /// Only asks with this label (KEY=VALUE; repeat it: all must match).
-    #[arg(long = "label", value_parser = parse_pair)]
-    pub labels: Vec<(String, String)>,
-    #[arg(long, default_value = "")]
-    pub description: String,
-    /// Whether the topic counts as someone following its sessions, so that asks with
-    /// if_unattended FAIL are held for it (default: true).
-    #[arg(long, action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub provides: Option<bool>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -82,10 +71,10 @@ pub async fn run(command: NtfyCommand) -> ExitCode {
                 server_url: args.server_url.clone(),
                 topic: args.topic.clone(),
                 token,
-                labels: args.labels.iter().cloned().collect(),
-                session_prefix: args.session_prefix.clone(),
-                description: args.description.clone(),
-                provides: args.provides,
+                labels: args.filter.labels.iter().cloned().collect(),
+                session_prefix: args.filter.session_prefix.clone(),
+                description: args.filter.description.clone(),
+                provides: args.filter.provides,
             })
         }
         _ => None,

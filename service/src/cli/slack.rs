@@ -9,7 +9,7 @@ use askgate_proto::v1::{ConnectSlackRequest, ListSlackAppsResponse};
 use clap::{Args, Subcommand};
 
 use super::{
-    common::{ConnectArgs, fail, fail_local, parse_pair},
+    common::{ConnectArgs, FilterArgs, fail, fail_local},
     json,
     webhooks::ConnectOnly,
 };
@@ -38,19 +38,8 @@ pub struct ConnectAppArgs {
     /// The channel's id (C0123456789), with the app invited to it.
     #[arg(long)]
     pub channel: String,
-    /// Only sessions whose id starts with this.
-    #[arg(long, default_value = "")]
-    pub session_prefix: String,
-    /// Only asks with this label (KEY=VALUE; repeat it: all must match).
-    #[arg(long = "label", value_parser = parse_pair)]
-    pub labels: Vec<(String, String)>,
-    #[arg(long, default_value = "")]
-    pub description: String,
-    /// Whether the app counts as someone following its sessions, so that asks with
-    /// if_unattended FAIL are held for it (default: true).
-    #[arg(long, action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub provides: Option<bool>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -77,10 +66,10 @@ fn connect_request(args: &ConnectAppArgs) -> Result<ConnectSlackRequest, ExitCod
         bot_token: read_secret(&args.bot_token_file, "--bot-token-file")?,
         signing_secret: read_secret(&args.signing_secret_file, "--signing-secret-file")?,
         channel: args.channel.clone(),
-        labels: args.labels.iter().cloned().collect(),
-        session_prefix: args.session_prefix.clone(),
-        description: args.description.clone(),
-        provides: args.provides,
+        labels: args.filter.labels.iter().cloned().collect(),
+        session_prefix: args.filter.session_prefix.clone(),
+        description: args.filter.description.clone(),
+        provides: args.filter.provides,
     })
 }
 

@@ -9,7 +9,7 @@ use askgate_proto::v1::{ConnectTelegramRequest, ListTelegramBotsResponse};
 use clap::{Args, Subcommand};
 
 use super::{
-    common::{ConnectArgs, fail, parse_pair},
+    common::{ConnectArgs, FilterArgs, fail},
     json,
     slack::read_secret,
     webhooks::ConnectOnly,
@@ -37,19 +37,8 @@ pub struct ConnectBotArgs {
     /// with the bot a member of it.
     #[arg(long, allow_hyphen_values = true)]
     pub chat_id: String,
-    /// Only sessions whose id starts with this.
-    #[arg(long, default_value = "")]
-    pub session_prefix: String,
-    /// Only asks with this label (KEY=VALUE; repeat it: all must match).
-    #[arg(long = "label", value_parser = parse_pair)]
-    pub labels: Vec<(String, String)>,
-    #[arg(long, default_value = "")]
-    pub description: String,
-    /// Whether the bot counts as someone following its sessions, so that asks with
-    /// if_unattended FAIL are held for it (default: true).
-    #[arg(long, action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub provides: Option<bool>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -66,10 +55,10 @@ fn connect_request(args: &ConnectBotArgs) -> Result<ConnectTelegramRequest, Exit
             .trim()
             .to_owned(),
         chat_id: args.chat_id.clone(),
-        labels: args.labels.iter().cloned().collect(),
-        session_prefix: args.session_prefix.clone(),
-        description: args.description.clone(),
-        provides: args.provides,
+        labels: args.filter.labels.iter().cloned().collect(),
+        session_prefix: args.filter.session_prefix.clone(),
+        description: args.filter.description.clone(),
+        provides: args.filter.provides,
     })
 }
 

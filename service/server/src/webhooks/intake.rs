@@ -15,7 +15,6 @@ use uuid::Uuid;
 use super::{
     Inner,
     clock::{millis, now_ms},
-    slack,
 };
 use crate::{
     approvals::Audit,
@@ -98,7 +97,7 @@ impl Inner {
             false => String::new(),
         };
         let chat_body = match wanting.iter().any(|e| !e.is_webhook()) {
-            true => slack::delivery_body(requested, resolved)?,
+            true => super::chat_body(requested, resolved)?,
             false => String::new(),
         };
         let now = now_ms();

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use askgate_core::domain::{approval, connect, model::NTFY_CHANNEL};
-use askgate_proto::v1::{ConnectNtfyRequest, NtfyTopic, Requested, Resolved};
+use askgate_proto::v1::{ConnectNtfyRequest, NtfyTopic, Requested};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tracing::debug;
@@ -157,11 +157,7 @@ impl Ntfy {
         target: &NtfyTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let body: Value =
-            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
-        let requested: Requested =
-            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
         let what = match delivery.event_type {
             EventType::Requested => "asked",
             EventType::Resolved => "resolved",
@@ -190,9 +186,7 @@ impl Ntfy {
                 return Err("the ask's push is not sent yet".into());
             }
             _ => {
-                let resolved: Resolved =
-                    crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
-                        .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+                let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
                 json!({
                     "title": shown_title(&requested, "Resolved: "),
                     "message": within(&mail::outcome(&resolved), MAX_MESSAGE_BYTES),

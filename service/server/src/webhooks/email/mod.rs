@@ -20,7 +20,7 @@ use lettre::{
     message::{Mailbox, MultiPart},
     transport::smtp::authentication::Credentials,
 };
-use serde_json::Value;
+
 use tracing::debug;
 use uuid::Uuid;
 
@@ -147,19 +147,11 @@ impl Email {
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
         self.ready().map_err(|e| e.to_string())?;
-        let body: Value =
-            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
-        let requested: Requested =
-            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
-        let resolved = match delivery.event_type {
-            EventType::Requested => None,
-            EventType::Resolved => Some(
-                crate::protojson::from_value::<Resolved>("askgate.v1.Resolved", &body["resolved"])
-                    .map_err(|e| format!("corrupt delivery: {e:#}"))?,
-            ),
+        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
+        match delivery.event_type {
+            EventType::Requested | EventType::Resolved => {}
             other => return Err(format!("an email route does not take {}", other.as_str())),
-        };
+        }
         // Every person at once: an attempt lasts one SMTP timeout, within its lease,
         // however many there are.
         let sends = target.to.iter().enumerate().map(|(i, address)| {

@@ -15,7 +15,7 @@ pub mod blocks;
 
 use std::{sync::Arc, time::Duration};
 
-use askgate_proto::v1::{ConnectSlackRequest, Requested, Resolved, SlackApp};
+use askgate_proto::v1::{ConnectSlackRequest, SlackApp};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
 use uuid::Uuid;
@@ -65,20 +65,6 @@ const LOOKUP_PAGES: usize = 5;
 /// The note of where an ask's message went: `{"channel", "ts"}`.
 fn posted_key(app: &str, rpc_id: &str) -> String {
     format!("slack:{app}:{rpc_id}")
-}
-
-/// What a Slack delivery carries: the ask, and (for an update) its resolution, in
-/// proto3 JSON.
-pub fn delivery_body(requested: &Requested, resolved: Option<&Resolved>) -> Result<String, Error> {
-    let failed = |e: anyhow::Error| Error::Internal(format!("a Slack delivery's body: {e:#}"));
-    let mut body = json!({
-        "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
-    });
-    if let Some(resolved) = resolved {
-        body["resolved"] =
-            crate::protojson::to_value("askgate.v1.Resolved", resolved).map_err(failed)?;
-    }
-    Ok(body.to_string())
 }
 
 impl Slack {
@@ -196,11 +182,7 @@ impl Slack {
         target: &SlackTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let body: Value =
-            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
-        let requested: Requested =
-            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
         let token = self.open(app, "bot_token", &target.bot_token)?;
         let posted_at = posted_key(&app.id, &delivery.rpc_id);
         let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
@@ -249,9 +231,7 @@ impl Slack {
                 };
                 let place: Value =
                     serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
-                let resolved: Resolved =
-                    crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
-                        .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+                let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
                 let mut message = blocks::resolved_message(&requested, &resolved);
                 message["channel"] = place["channel"].clone();
                 message["ts"] = place["ts"].clone();

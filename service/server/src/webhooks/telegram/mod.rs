@@ -16,7 +16,7 @@ pub mod render;
 use std::{sync::Arc, time::Duration};
 
 use askgate_core::domain::{approval, connect, model::TELEGRAM_CHANNEL};
-use askgate_proto::v1::{ConnectTelegramRequest, Requested, Resolved, TelegramBot};
+use askgate_proto::v1::{ConnectTelegramRequest, Requested, TelegramBot};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
 use uuid::Uuid;
@@ -266,11 +266,7 @@ impl Telegram {
         target: &TelegramTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let body: Value =
-            serde_json::from_str(&delivery.body).map_err(|e| format!("corrupt delivery: {e}"))?;
-        let requested: Requested =
-            crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-                .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
         let posted_at = posted_key(&bot.id, &delivery.rpc_id);
         let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
         match delivery.event_type {
@@ -283,9 +279,7 @@ impl Telegram {
                 };
                 let place: Value =
                     serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
-                let resolved: Resolved =
-                    crate::protojson::from_value("askgate.v1.Resolved", &body["resolved"])
-                        .map_err(|e| format!("corrupt delivery: {e:#}"))?;
+                let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
                 let settled = format!(
                     "{} by {}",
                     resolved.reason().as_str_name().to_lowercase(),
