@@ -79,7 +79,10 @@ impl Reply {
                     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
                 ),
                 (header::X_FRAME_OPTIONS, "DENY"),
-                (header::REFERRER_POLICY, "no-referrer"),
+                // Not no-referrer: Chromium then sends `Origin: null` with the page's own
+                // form, which the origin policy refuses; same-origin keeps the URL (a
+                // secret link) from every other site all the same.
+                (header::REFERRER_POLICY, "same-origin"),
                 (header::CACHE_CONTROL, "no-store"),
                 (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             ] {
