@@ -5,7 +5,8 @@
 # replicas and Sentinels, in their short form; the webhook tests with a Python receiver that
 # verifies signatures with the Standard Webhooks reference library, the Slack tests with
 # a fake Slack that checks Block Kit with the official Slack SDK), the MCP tests
-# (tests/mcp: the official MCP Python SDK against `askgate mcp`), the Python SDK's (client/python: its wheel built and
+# (tests/mcp: the official MCP Python SDK against `askgate mcp`), the A2A tests (tests/a2a:
+# the official A2A Python SDK against `askgate serve --a2a on`), the Python SDK's (client/python: its wheel built and
 # installed into a venv), the Node SDK's (client/node: its tarball packed and installed
 # into a fresh project) and the browser console's tests (client/web: Playwright driving
 # Debian's Chromium).
@@ -79,6 +80,13 @@ echo "==> MCP tests (tests/mcp, the MCP Python SDK)"
 venv=target/mcp-venv
 venv_with "$venv" tests/mcp/requirements.txt
 ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/mcp
+
+# askgate as an A2A agent (`--a2a on`), driven by the official A2A Python SDK (its gRPC
+# transport), in a venv of its own under target/.
+echo "==> A2A tests (tests/a2a, the A2A Python SDK)"
+venv=target/a2a-venv
+venv_with "$venv" tests/a2a/requirements.txt
+ASKGATE_BIN="$PWD/target/debug/askgate" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/a2a
 
 # The Python SDK (client/python): its generated code must match the proto, its wheel
 # must build, and its tests run against the binary `cargo test` just built, with the

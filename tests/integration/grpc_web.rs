@@ -82,7 +82,7 @@ fn preflight(server: &TestServer, origin: &str) -> http::request::Builder {
     .header("access-control-request-method", "POST")
     .header(
         "access-control-request-headers",
-        "authorization,content-type,x-grpc-web,x-user-agent",
+        "authorization,content-type,x-grpc-web,x-user-agent,traceparent,tracestate",
     )
 }
 
@@ -111,6 +111,8 @@ async fn cors_admits_the_configured_origins_only() {
         "content-type",
         "x-grpc-web",
         "x-user-agent",
+        "traceparent",
+        "tracestate",
     ] {
         assert!(
             header("access-control-allow-headers").contains(name),

@@ -37,6 +37,7 @@ mod slack;
 mod telegram;
 mod tls;
 mod tool;
+mod traces;
 mod tui;
 mod unattended;
 mod webhooks;

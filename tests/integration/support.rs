@@ -558,13 +558,18 @@ pub async fn http1(request: http::request::Builder) -> http::Response<bytes::Byt
 
 /// A `UserQuestions` client speaking gRPC-Web over HTTP/1.1, as the console does.
 pub fn web_client(server: &TestServer) -> WebClient {
+    web_client_at(&server.url())
+}
+
+/// A [`web_client`] of the server at `url`.
+pub fn web_client_at(url: &str) -> WebClient {
     use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
     let http1 = HttpClient::builder(TokioExecutor::new())
         .build_http::<tonic_web::GrpcWebCall<tonic::body::Body>>();
     let service = tower::ServiceBuilder::new()
         .layer(tonic_web::GrpcWebClientLayer::new())
         .service(http1);
-    let origin = server.url().parse().expect("the server's url");
+    let origin = url.parse().expect("the server's url");
     askgate_proto::v1::user_questions_client::UserQuestionsClient::with_origin(service, origin)
 }
 

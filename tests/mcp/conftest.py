@@ -60,6 +60,7 @@ class Askgate:
 
     def __init__(self) -> None:
         self.processes: list[subprocess.Popen[str]] = []
+        self.served: dict[str, subprocess.Popen[str]] = {}
         self.dir = Path(tempfile.mkdtemp(prefix="askgate-mcp-"))
 
     def spawn(
@@ -90,7 +91,16 @@ class Askgate:
         )
         match = re.search(r"local_addr=([0-9.:]+)", line)
         assert match, line
-        return f"http://{match.group(1)}"
+        url = f"http://{match.group(1)}"
+        self.served[url] = process
+        return url
+
+    def stop_serving(self, url: str) -> None:
+        """Stops the `askgate serve` at `url` as an operator does (SIGTERM), and waits
+        for its clean exit."""
+        process = self.served.pop(url)
+        process.terminate()
+        assert process.wait(timeout=WAIT) == 0
 
     def run(self, *args: str, timeout: float = WAIT) -> tuple[int, str, str]:
         """Runs a client command to its end: (exit code, stdout, stderr)."""

@@ -15,6 +15,7 @@ mod fanout;
 mod nodes;
 mod roundtrip;
 mod soak;
+mod traces;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 

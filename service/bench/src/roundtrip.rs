@@ -50,6 +50,10 @@ pub struct RoundtripArgs {
     /// started on a free port for the run.
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// Tracing on: every node exports every span (`--otlp-endpoint`, 100% sampled) to
+    /// an OTLP sink in this process (docs/performance.md, "Traces").
+    #[arg(long)]
+    pub traces: bool,
 }
 
 /// What one load measured: calls per second and the latency of each call.
@@ -114,17 +118,24 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
         args.asks,
         warmup(args.asks)
     );
+    let sink = match args.traces {
+        true => Some(crate::traces::Sink::start().await?),
+        false => None,
+    };
+    let traced = sink.as_ref().map(|s| s.node_args()).unwrap_or_default();
+    let traced: Vec<&str> = traced.iter().map(String::as_str).collect();
     let mut results = Vec::new();
     for backend in &args.backends {
         let _own_redis: Box<dyn std::any::Any>;
         let _data_dir: crate::nodes::DataDir;
         let mut redis_url = None;
         let nodes = match backend {
-            BenchBackend::Memory => vec![start_node(&[]).await?],
+            BenchBackend::Memory => vec![start_node(&traced).await?],
             BenchBackend::Sqlite => {
                 let dir = crate::nodes::DataDir::new()?;
                 let args = dir.args();
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+                args.extend(&traced);
                 let node = start_node(&args).await?;
                 _data_dir = dir;
                 vec![node]
@@ -140,21 +151,22 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
                     }
                 };
                 redis_url = Some(url.clone());
-                redis_nodes(&url, false, args.nodes, &[]).await?
+                redis_nodes(&url, false, args.nodes, &traced).await?
             }
             BenchBackend::RedisWait => {
                 start_redis_check().await?;
                 let redis = askgate_testing::RedisFailover::start(1).await;
                 let url = redis.servers[0].url.clone();
                 redis_url = Some(url.clone());
-                let nodes = redis_nodes(&url, false, args.nodes, &WAIT_ARGS).await?;
+                let wait: Vec<&str> = WAIT_ARGS.iter().chain(&traced).copied().collect();
+                let nodes = redis_nodes(&url, false, args.nodes, &wait).await?;
                 _own_redis = Box::new(redis);
                 nodes
             }
             BenchBackend::Cluster => {
                 start_redis_check().await?;
                 let cluster = askgate_testing::RedisCluster::start(3).await;
-                let nodes = redis_nodes(&cluster.url, true, args.nodes, &[]).await?;
+                let nodes = redis_nodes(&cluster.url, true, args.nodes, &traced).await?;
                 _own_redis = Box::new(cluster);
                 nodes
             }
@@ -165,6 +177,10 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
         }
     }
     print_table(&results);
+    if let Some(sink) = sink {
+        // What is still batched in the nodes went with them: a lower bound.
+        println!("traces: {} spans received by the OTLP sink", sink.spans());
+    }
     Ok(())
 }
 

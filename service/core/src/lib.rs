@@ -10,3 +10,7 @@
 pub mod backend;
 pub mod clock;
 pub mod domain;
+
+/// The `tracing` target of the spans askgate exports as traces (and of nothing else):
+/// the server's and, at debug level, the engines' calls to their stores.
+pub const TRACE_TARGET: &str = "askgate::trace";

@@ -19,6 +19,7 @@
 //! `askgate-core` (the rules, the error and the storage traits, re-exported here as
 //! [`domain`] and [`backend`]).
 
+pub mod a2a;
 pub mod api;
 pub mod approvals;
 pub mod auth;
@@ -34,6 +35,7 @@ pub mod questions;
 pub mod server;
 pub mod slack;
 pub mod telegram;
+pub mod telemetry;
 pub mod web;
 pub mod webhooks;
 

@@ -64,13 +64,16 @@ impl CorsOrigins {
     }
 }
 
-/// Headers a gRPC-Web client sends: its framing, its deadline, and the credential.
-const GRPC_WEB_REQUEST_HEADERS: [&str; 5] = [
+/// Headers a gRPC-Web client sends: its framing, its deadline, the credential, and
+/// the W3C trace context of the page's span (docs/operations.md, "Traces").
+const GRPC_WEB_REQUEST_HEADERS: [&str; 7] = [
     "authorization",
     "content-type",
     "grpc-timeout",
     "x-grpc-web",
     "x-user-agent",
+    "traceparent",
+    "tracestate",
 ];
 
 /// Headers a gRPC-Web client must read: a call that fails at once carries its status
@@ -295,7 +298,7 @@ impl Answers for Jwks {
 
 /// Headers every console response carries: the page loads only its own files, talks
 /// only to its own origin, and is not framed by other sites.
-fn secured(response: http::response::Builder) -> http::response::Builder {
+pub(crate) fn secured(response: http::response::Builder) -> http::response::Builder {
     response
         .header(
             header::CONTENT_SECURITY_POLICY,
@@ -312,14 +315,14 @@ fn redirect(to: &'static str) -> Response<tonic::body::Body> {
         .expect("a valid response")
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<tonic::body::Body> {
+pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<tonic::body::Body> {
     secured(Response::builder().status(status))
         .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(body_of(Bytes::from_static(text.as_bytes())))
         .expect("a valid response")
 }
 
-fn body_of(bytes: Bytes) -> tonic::body::Body {
+pub(crate) fn body_of(bytes: Bytes) -> tonic::body::Body {
     tonic::body::Body::new(Full::new(bytes))
 }
 

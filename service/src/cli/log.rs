@@ -1,15 +1,54 @@
-//! The log's field formatter: every value a log line holds is cut at
+//! The log, and the traces beside it.
+//!
+//! The log's field formatter cuts every value a log line holds at
 //! [`MAX_LOGGED_VALUE_BYTES`], whoever logs it (askgate, rmcp, hyper). Much of what is
 //! logged comes from callers (an MCP client's `clientInfo`, a notification's params,
 //! a cancel reason): without the cut, one request could write megabytes of log.
 
-use std::fmt::{self, Write as _};
+use std::{
+    fmt::{self, Write as _},
+    io::IsTerminal,
+};
 
+use anyhow::Context as _;
+use askgate_server::telemetry::{self, TraceExport, Traces};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::{
+    EnvFilter, Layer,
     field::RecordFields,
     fmt::{FormatFields, format::Writer},
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
 };
+
+/// Installs the log (to stderr, filtered by `filter`, a `--log` directive list) and,
+/// with `export`, the OTLP trace exporter: call within the runtime the exporter's
+/// connections are to live on.
+pub fn init(filter: &str, export: Option<&TraceExport>) -> anyhow::Result<Option<Traces>> {
+    // rmcp logs several INFO lines per MCP session, one a Debug dump of the client's
+    // parameters: they are for debugging, unless the filter names rmcp itself. The
+    // spans askgate exports as traces are not log lines, unless the filter names them.
+    let mut filter = filter.to_owned();
+    if !filter.contains("rmcp") {
+        filter.push_str(",rmcp=warn");
+    }
+    if !filter.contains(telemetry::TARGET) {
+        filter = format!("{filter},{}=off", telemetry::TARGET);
+    }
+    let filter =
+        EnvFilter::try_new(&filter).with_context(|| format!("invalid --log filter {filter:?}"))?;
+    let traces = export.map(Traces::start).transpose()?;
+    let log = tracing_subscriber::fmt::layer()
+        .fmt_fields(BoundedFields)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter);
+    tracing_subscriber::registry()
+        .with(log)
+        .with(traces.as_ref().map(Traces::layer))
+        .init();
+    Ok(traces)
+}
 
 /// Longest value (or message) one log field shows; the rest is left out and `…` marks
 /// the cut.

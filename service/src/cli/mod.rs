@@ -33,10 +33,9 @@ mod telegram;
 mod watch;
 mod webhooks;
 
-use std::{io::IsTerminal, path::PathBuf, process::ExitCode, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 pub use common::{ConnectArgs, EXIT_USAGE, ScopeArgs, exit_code, shutdown_signal};
 pub use serve::ServeArgs;
@@ -153,30 +152,23 @@ pub fn main() -> ExitCode {
         _ => "warn",
     };
     let filter = cli.log.as_deref().unwrap_or(default_log);
-    // rmcp logs several INFO lines per MCP session, one a Debug dump of the client's
-    // parameters: they are for debugging, unless the filter names rmcp itself.
-    let filter = match filter.contains("rmcp") {
-        true => filter.to_owned(),
-        false => format!("{filter},rmcp=warn"),
-    };
-    let filter = filter.as_str();
-    match EnvFilter::try_new(filter) {
-        Ok(filter) => tracing_subscriber::fmt()
-            .fmt_fields(log::BoundedFields)
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::stderr().is_terminal())
-            .init(),
-        Err(e) => {
-            eprintln!("askgate: invalid --log filter {filter:?}: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("askgate: failed to start the runtime: {e}");
             return ExitCode::FAILURE;
+        }
+    };
+    let export = match &cli.command {
+        Command::Serve(args) => args.trace_export(),
+        _ => None,
+    };
+    // The exporter's connections live on the runtime.
+    let traces = match runtime.block_on(async { log::init(filter, export.as_ref()) }) {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("askgate: {e:#}");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let code = runtime.block_on(async move {
@@ -203,6 +195,9 @@ pub fn main() -> ExitCode {
             Command::Audit(command) => audit::run(command).await,
         }
     });
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     // Don't wait for blocking stdin readers or lingering tasks.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code

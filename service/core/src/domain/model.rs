@@ -114,6 +114,8 @@ pub struct NewAsk {
     pub allowed_channels: Vec<String>,
     /// The subject of the credential that asked.
     pub asked_by: String,
+    /// The W3C `traceparent` of the ask's span (empty when traces are not exported).
+    pub traceparent: String,
 }
 
 impl NewAsk {
@@ -136,6 +138,7 @@ impl NewAsk {
             default_answers: Vec::new(),
             allowed_channels: Vec::new(),
             asked_by: String::new(),
+            traceparent: String::new(),
         }
     }
 }

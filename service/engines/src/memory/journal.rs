@@ -232,9 +232,18 @@ impl Journal {
     /// Once every change recorded so far is durable: BACKEND_UNAVAILABLE when the
     /// writer failed.
     pub async fn synced(&self) -> Result<(), Error> {
+        use tracing::Instrument;
         let (done, synced) = oneshot::channel();
         self.send(Entry::Synced(done));
-        synced.await.map_err(|_| self.failed())
+        // With --otlp-backend-calls, the wait for SQLite's commit is a span.
+        let span = tracing::debug_span!(
+            target: askgate_core::TRACE_TARGET,
+            "askgate.sqlite",
+            otel.kind = "client",
+            db.system.name = "sqlite",
+            db.operation.name = "COMMIT",
+        );
+        synced.instrument(span).await.map_err(|_| self.failed())
     }
 
     /// Waits while the writer has [`BACKLOG`] entries or more waiting: work that comes

@@ -278,11 +278,15 @@ impl redis::aio::ConnectionLike for RedisConn {
         &'a mut self,
         cmd: &'a redis::Cmd,
     ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
+        let call = match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
             Self::Sentinel(conn) => Box::pin(conn.command(cmd)),
-        }
+        };
+        traced(call, || match cmd.args_iter().next() {
+            Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+            _ => String::new(),
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -291,11 +295,12 @@ impl redis::aio::ConnectionLike for RedisConn {
         offset: usize,
         count: usize,
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
+        let call = match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Sentinel(conn) => Box::pin(conn.pipeline(pipeline, offset, count)),
-        }
+        };
+        traced(call, || "PIPELINE".to_owned())
     }
 
     fn get_db(&self) -> i64 {
@@ -305,6 +310,27 @@ impl redis::aio::ConnectionLike for RedisConn {
             Self::Sentinel(_) => 0,
         }
     }
+}
+
+/// `call` under a span of its own when backend calls are traced (`--otlp-backend-calls`):
+/// as it is, at no cost, otherwise. `operation`: the command's name.
+fn traced<'a, T: 'a>(
+    call: redis::RedisFuture<'a, T>,
+    operation: impl FnOnce() -> String,
+) -> redis::RedisFuture<'a, T> {
+    use tracing::Instrument;
+    let span = tracing::debug_span!(
+        target: askgate_core::TRACE_TARGET,
+        "askgate.redis",
+        otel.kind = "client",
+        db.system.name = "redis",
+        db.operation.name = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        return call;
+    }
+    span.record("db.operation.name", operation());
+    Box::pin(call.instrument(span))
 }
 
 /// How every askgate connection to Redis reconnects: quickly, and never backing off

@@ -348,6 +348,7 @@ mod hooks {
             retry_until_ms: u64::MAX,
             next_attempt_ms: 0,
             last_attempt_ms: 0,
+            traceparent: String::new(),
         }
     }
 

@@ -44,6 +44,7 @@ use crate::{
         status,
     },
     questions::Questions,
+    telemetry,
 };
 
 /// The request header in which a client names its channel (`tui`, `cli`, an SDK's
@@ -160,9 +161,17 @@ impl UserQuestions for UserQuestionsApi {
         let checked = span.in_scope(|| {
             let caller = self.gate.admit(&request, Action::Ask, &session_id)?;
             let deadline = deadline::of(&request, self.max_wait);
+            let traced =
+                telemetry::ask_span(&session_id, request.get_ref().questions.len(), || {
+                    telemetry::caller(request.metadata())
+                });
             self.questions
                 .check_ask(&caller.tenant, &caller.sub, request.into_inner(), deadline)
-                .map_err(|e| status::to_status(&e, &session_id, None))
+                .map(|checked| checked.traced(traced.clone()))
+                .map_err(|e| {
+                    telemetry::refused(&traced, &e);
+                    status::to_status(&e, &session_id, None)
+                })
         });
         let checked = match checked {
             Ok(checked) => checked,
@@ -229,8 +238,11 @@ impl UserQuestions for UserQuestionsApi {
         let _timer = self.gate.timer("Answer");
         let caller = self.gate.admit(&request, Action::Answer, &session_id)?;
         let by = resolver(&request, &caller.sub)?;
-        self.questions
-            .answer(&caller.tenant, request.into_inner(), &by)
+        let parent = telemetry::caller(request.metadata());
+        let call = self
+            .questions
+            .answer(&caller.tenant, request.into_inner(), &by);
+        telemetry::within(parent, call)
             .await
             .map(|()| Response::new(AnswerResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
@@ -248,8 +260,11 @@ impl UserQuestions for UserQuestionsApi {
         let _timer = self.gate.timer("Cancel");
         let caller = self.gate.admit(&request, Action::Cancel, &session_id)?;
         let by = resolver(&request, &caller.sub)?;
-        self.questions
-            .cancel(&caller.tenant, request.into_inner(), &by)
+        let parent = telemetry::caller(request.metadata());
+        let call = self
+            .questions
+            .cancel(&caller.tenant, request.into_inner(), &by);
+        telemetry::within(parent, call)
             .await
             .map(|()| Response::new(CancelResponse {}))
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))

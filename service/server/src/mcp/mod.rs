@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tonic::Code;
 
-use crate::{domain::Error, questions::Questions};
+use crate::{domain::Error, questions::Questions, telemetry};
 
 /// How long an ask's outcome stays for `await_user_answer` after it is known.
 const OUTCOME_RETENTION: Duration = Duration::from_secs(600);
@@ -193,10 +193,16 @@ impl AskgateMcp {
 
     /// Starts the ask on its own task and returns its id, or the refusal when the
     /// request is refused at once.
-    fn start(&self, scope: &Scope, questions: Vec<Question>) -> Result<String, ToolOutput> {
+    /// `caller`: the trace context of the call's `_meta`.
+    fn start(
+        &self,
+        scope: &Scope,
+        questions: Vec<Question>,
+        caller: Option<opentelemetry::Context>,
+    ) -> Result<String, ToolOutput> {
         let ask_id = uuid::Uuid::now_v7().to_string();
         let (outcome_tx, outcome) = watch::channel(None);
-        let call = self.call(scope, &ask_id, questions)?;
+        let call = self.call(scope, &ask_id, questions, caller)?;
         self.waiting
             .lock()
             .insert((scope.clone(), ask_id.clone()), Waiting { outcome });
@@ -216,6 +222,7 @@ impl AskgateMcp {
         scope: &Scope,
         ask_id: &str,
         questions: Vec<Question>,
+        caller: Option<opentelemetry::Context>,
     ) -> Result<impl Future<Output = ToolOutput> + Send + 'static, ToolOutput> {
         let grace = self.settings.reattach_grace;
         Ok(match &self.asker {
@@ -223,6 +230,13 @@ impl AskgateMcp {
                 let mut ask = Ask::new(session_id)
                     .request_id(ask_id)
                     .reattach_grace(grace);
+                // The server the ask goes to makes its span: the caller's context
+                // goes along.
+                if let Some(caller) = &caller {
+                    let headers = telemetry::headers_of(caller);
+                    let field = |name| headers.get(name).map_or("", String::as_str);
+                    ask = ask.trace_context(field("traceparent"), field("tracestate"));
+                }
                 for question in questions {
                     ask = ask.question(question);
                 }
@@ -246,9 +260,17 @@ impl AskgateMcp {
                     ..Default::default()
                 };
                 let deadline = tokio::time::Instant::now() + *max_wait;
+                let traced =
+                    telemetry::ask_span(&scope.session_id, request.questions.len(), || {
+                        caller.filter(|_| telemetry::enabled())
+                    });
                 let checked = local
                     .check_ask(&scope.tenant, &scope.subject, request, deadline)
-                    .map_err(|e| refused(&e))?;
+                    .map(|checked| checked.traced(traced.clone()))
+                    .map_err(|e| {
+                        telemetry::refused(&traced, &e);
+                        refused(&e)
+                    })?;
                 let local = local.clone();
                 futures_util::future::Either::Right(async move {
                     match local.ask(checked).await {
@@ -388,7 +410,8 @@ impl AskgateMcp {
         let text = Value::Object(arguments.unwrap_or_default()).to_string();
         let started = self.scope(context).and_then(|scope| {
             let questions = tool::parse_arguments(&text)?;
-            Ok((self.start(&scope, questions)?, scope))
+            let caller = telemetry::from_json(&context.meta.0.0);
+            Ok((self.start(&scope, questions, caller)?, scope))
         });
         match started {
             Ok((ask_id, scope)) => self.wait(&scope, &ask_id, context).await,

@@ -85,6 +85,7 @@ impl Questions {
             ask: Box::new(checked?),
             deadline,
             started,
+            span: Span::none(),
         })
     }
 
@@ -155,6 +156,7 @@ impl Questions {
             default_answers,
             allowed_channels: request.allowed_channels,
             asked_by: subject.to_owned(),
+            traceparent: String::new(),
         })
     }
 
@@ -169,9 +171,17 @@ impl Questions {
             ask,
             deadline,
             started,
+            span,
         } = checked;
         let tenant = ask.key.tenant.clone();
-        let result = self.register_and_wait(ask, deadline).await;
+        // The call's own span, whose log lines want the rpc_id too.
+        let logged = Span::current();
+        let mut unfinished = Unfinished(Some(&span));
+        let result = self
+            .register_and_wait(ask, deadline, [&logged, &span])
+            .instrument(span.clone())
+            .await;
+        unfinished.0 = None;
         let (outcome, waited) = match &result {
             Ok(response) => (response.resolution().as_str_name(), Some(started.elapsed())),
             Err(AskFailure {
@@ -185,6 +195,9 @@ impl Questions {
             Err(failure) => (failure.error.reason(), None),
         };
         self.metrics.ask_finished(&tenant, outcome, waited);
+        if !span.is_disabled() {
+            traced_outcome(&span, &result, started);
+        }
         result
     }
 
@@ -192,6 +205,7 @@ impl Questions {
         &self,
         ask: Box<NewAsk>,
         deadline: Instant,
+        [logged, span]: [&Span; 2],
     ) -> Result<AskResponse, AskFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let terms = Terms::of(&ask);
@@ -210,7 +224,8 @@ impl Questions {
                 .unwrap_or_default(),
         };
         let (registered, mut abort) = self.register(ask, abort).await?;
-        Span::current().record("rpc_id", abort.rpc_id.as_str());
+        logged.record("rpc_id", abort.rpc_id.as_str());
+        span.record("askgate.rpc_id", abort.rpc_id.as_str());
         debug!("ask registered");
 
         let mut outcome_rx = registered.outcome;
@@ -228,6 +243,9 @@ impl Questions {
         };
         let key = abort.key.clone();
         let rpc_id = abort.disarm();
+        if let Ok(outcome) = &outcome {
+            span.record("askgate.channel", outcome.channel.as_str());
+        }
         let outcome = outcome
             .map_err(|_| Error::Internal("ask dropped without an outcome".into()))
             .and_then(|outcome| self.unsealed(&key, &rpc_id, terms.as_deref(), outcome))
@@ -387,6 +405,40 @@ impl Questions {
                 settle.disarm();
                 Err(error.into())
             }
+        }
+    }
+}
+
+/// Records how an ask ended on its span: its resolution (or the refusal's reason, an
+/// error) and how long it waited.
+fn traced_outcome(span: &Span, result: &Result<AskResponse, AskFailure>, started: Instant) {
+    let (resolution, error) = match result {
+        Ok(response) => (response.resolution().as_str_name(), false),
+        Err(failure) => match &failure.error {
+            Error::AskCancelled { .. } => ("CANCELLED", false),
+            Error::AskExpired => ("EXPIRED", false),
+            Error::AskAborted => ("ABORTED", false),
+            other => (other.reason(), true),
+        },
+    };
+    span.record("askgate.resolution", resolution);
+    span.record(
+        "askgate.wait_ms",
+        i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+    );
+    if error {
+        span.record("otel.status_code", "error");
+    }
+}
+
+/// Marks an ask's span DROPPED when its call goes away before the ask has an outcome
+/// (the ask is then settled as [`SettleOnDrop`] says).
+struct Unfinished<'a>(Option<&'a Span>);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(span) = self.0.filter(|span| !span.is_disabled()) {
+            span.record("askgate.resolution", "DROPPED");
         }
     }
 }

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use tokio_stream::StreamExt;
+use tracing::Instrument;
 
 use crate::{
     approvals::{Audit, Receipts, secrets},
@@ -34,6 +35,7 @@ use crate::{
     },
     domain::{Error, Limits, NewAsk, Outcome, Resolver, SessionKey, answer, approval, validate},
     metrics::Metrics,
+    telemetry,
 };
 
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
@@ -60,6 +62,22 @@ pub struct CheckedAsk {
     ask: Box<NewAsk>,
     deadline: Instant,
     started: Instant,
+    /// The span of its wait ([`crate::telemetry::ask_span`]); disabled when traces are
+    /// not exported.
+    span: tracing::Span,
+}
+
+impl CheckedAsk {
+    /// Waits under `span` (an [`crate::telemetry::ask_span`]): the ask keeps its
+    /// `traceparent`, and the span gets the ask's id and outcome.
+    pub fn traced(mut self, span: tracing::Span) -> Self {
+        if !span.is_disabled() {
+            span.record("askgate.tenant", &*self.ask.key.tenant);
+            self.ask.traceparent = crate::telemetry::traceparent(&span);
+        }
+        self.span = span;
+        self
+    }
 }
 
 /// The per-tenant Ask rate limit.
@@ -167,9 +185,16 @@ impl Questions {
     ) -> Result<(), Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
+        let span = telemetry::resolve_span(
+            "askgate.answer",
+            &request.session_id,
+            &request.rpc_id,
+            &by.channel,
+        );
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = async {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
+            telemetry::link(&span, &pending.traceparent);
             may_answer(&pending, by)?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
             match pending.quorum.map_or(0, |q| q.count) {
@@ -180,7 +205,9 @@ impl Questions {
                 }
             }
         }
+        .instrument(span.clone())
         .await;
+        telemetry::record_outcome(&span, &claimed);
         self.count_conflict(tenant, claimed)
     }
 
@@ -232,9 +259,16 @@ impl Questions {
         let reason = Some(request.reason.trim().to_owned()).filter(|r| !r.is_empty());
         let source = CancelSource::try_from(request.source)
             .map_err(|_| Error::bad_request("source", "unknown cancel source"))?;
+        let span = telemetry::resolve_span(
+            "askgate.cancel",
+            &request.session_id,
+            &request.rpc_id,
+            &by.channel,
+        );
         let key = SessionKey::new(tenant, request.session_id);
         let claimed = async {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
+            telemetry::link(&span, &pending.traceparent);
             allowed(&pending, by)?;
             self.backend
                 .claim(
@@ -244,7 +278,9 @@ impl Questions {
                 )
                 .await
         }
+        .instrument(span.clone())
         .await;
+        telemetry::record_outcome(&span, &claimed);
         self.count_conflict(tenant, claimed)
     }
 

@@ -82,6 +82,8 @@ pub struct ServerConfig {
     pub console: bool,
     /// Serve MCP over streamable HTTP at `/mcp`.
     pub mcp: bool,
+    /// Serve the A2A protocol: its gRPC service and the agent card.
+    pub a2a: bool,
     /// Longest one MCP tool call waits before it returns "still waiting".
     pub mcp_max_wait: Option<Duration>,
     /// MCP sessions this node holds at once, over all tenants.
@@ -390,6 +392,7 @@ impl Default for ServerConfig {
             public_url: None,
             console: true,
             mcp: true,
+            a2a: false,
             mcp_max_wait: None,
             max_mcp_sessions: 4096,
             webhooks: WebhookConfig::default(),

@@ -20,6 +20,7 @@ use super::{
     tasks::{TaskGuard, follow_backend_health, reload_on_sighup, set_health},
 };
 use crate::{
+    a2a::{A2aApi, A2aServiceServer, AgentCardPage},
     api::{
         AgentsApi, AuditApi, EmailApi, NtfyApi, SlackApi, TelegramApi, UserQuestionsApi,
         WebhooksApi, deadline, health,
@@ -224,7 +225,15 @@ impl Node {
         let audit = AuditApi::new(self.audit.clone(), gate.clone());
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
-        Ok(Dispatch::default()
+        let mut dispatch = Dispatch::default();
+        if config.a2a {
+            let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.max_wait);
+            dispatch = dispatch.serve(InterceptedService::new(
+                A2aServiceServer::new(a2a).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ));
+        }
+        Ok(dispatch
             .serve(health::service(self.health.clone(), draining))
             .serve(reflection_v1)
             .serve(reflection_v1alpha)
@@ -329,6 +338,13 @@ impl Node {
             ))
             // MCP over streamable HTTP at /mcp, beside the console.
             .layer(tower::util::option_layer(self.mcp(config)))
+            // The A2A agent card (with --a2a on; a 404 that says so otherwise).
+            .layer(AnswersLayer(AgentCardPage::new(
+                config.a2a,
+                config.public_url.as_ref().map(|u| u.origin().to_owned()),
+                config.tls.is_some(),
+                !matches!(config.auth, AuthConfig::None { .. }),
+            )))
             // The receipts' public keys.
             .layer(AnswersLayer(Jwks::new(
                 self.receipts.as_ref().map(|r| r.published().to_owned()),

@@ -7,16 +7,19 @@ use std::{sync::Arc, time::Duration};
 use backon::BackoffBuilder as _;
 use bytes::Bytes;
 use tokio::sync::Semaphore;
-use tracing::{debug, warn};
+use tracing::{Instrument, Span, debug, warn};
 
 use super::{
     Inner, Streak,
     clock::{millis, now_ms},
     send::Target,
 };
-use crate::backend::hooks::{
-    Shares,
-    records::{ChannelTarget, DeliveryRecord, EndpointRecord, Status},
+use crate::{
+    backend::hooks::{
+        Shares,
+        records::{ChannelTarget, DeliveryRecord, EndpointRecord, Status},
+    },
+    telemetry,
 };
 
 /// Beyond an attempt's timeout, how long its lease lasts.
@@ -36,8 +39,17 @@ impl Inner {
             .unwrap_or(self.config.retry_max)
     }
 
-    /// One attempt of a claimed delivery, and its outcome recorded.
-    async fn attempt(&self, mut delivery: DeliveryRecord) {
+    /// One attempt of a claimed delivery, and its outcome recorded, under a span of
+    /// its own: a child of its ask's.
+    async fn attempt(&self, delivery: DeliveryRecord) {
+        let span = telemetry::delivery_span(&delivery);
+        let outcome = self.attempt_traced(delivery).instrument(span.clone()).await;
+        if !span.is_disabled() {
+            span.record("askgate.outcome", outcome);
+        }
+    }
+
+    async fn attempt_traced(&self, mut delivery: DeliveryRecord) -> &'static str {
         let endpoint = match self
             .store
             .endpoint(&delivery.tenant, &delivery.endpoint_id)
@@ -47,9 +59,12 @@ impl Inner {
             Err(e) => {
                 // The lease runs out and the delivery is tried again.
                 warn!("reading a webhook endpoint failed: {e}");
-                return;
+                return "unread";
             }
         };
+        if let Some(endpoint) = &endpoint {
+            Span::current().record("askgate.channel", endpoint.channel_name());
+        }
         let now = now_ms();
         delivery.last_attempt_ms = now;
         let result = match &endpoint {
@@ -110,6 +125,7 @@ impl Inner {
             Ok(false) => debug!(delivery = %delivery.id, "the attempt's lease had moved on"),
             Err(e) => warn!(delivery = %delivery.id, "recording a webhook attempt failed: {e}"),
         }
+        outcome
     }
 
     /// POSTs a delivery, signed now; an error text unless the endpoint answered 2xx.

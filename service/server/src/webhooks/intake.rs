@@ -124,6 +124,7 @@ impl Inner {
                 retry_until_ms: now + millis(self.config.retry_for),
                 next_attempt_ms: now,
                 last_attempt_ms: 0,
+                traceparent: requested.traceparent.clone(),
             })
             .collect();
         let queued = self.store.enqueue(tenant, &deliveries).await?;

@@ -146,14 +146,35 @@ impl Sender {
         headers: &[(&'static str, String)],
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), String> {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in headers {
+            let value = http::HeaderValue::try_from(value.as_str())
+                .map_err(|e| format!("invalid {name} header: {e}"))?;
+            map.append(*name, value);
+        }
+        self.post_headers(target, map, body).await
+    }
+
+    /// [`Self::post`] with the headers as a map.
+    pub async fn post_headers(
+        &self,
+        target: &Target,
+        headers: http::HeaderMap,
+        body: Bytes,
+    ) -> Result<(http::StatusCode, Bytes), String> {
         self.timed(self.send(http::Method::POST, target, headers, body))
             .await
     }
 
     /// GETs `target`: the response's status and (the start of) its body.
     pub async fn get(&self, target: &Target) -> Result<(http::StatusCode, Bytes), String> {
-        self.timed(self.send(http::Method::GET, target, &[], Bytes::new()))
-            .await
+        self.timed(self.send(
+            http::Method::GET,
+            target,
+            http::HeaderMap::new(),
+            Bytes::new(),
+        ))
+        .await
     }
 
     async fn timed(
@@ -170,7 +191,7 @@ impl Sender {
         &self,
         method: http::Method,
         target: &Target,
-        headers: &[(&'static str, String)],
+        headers: http::HeaderMap,
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), String> {
         let addrs = self.resolve(target).await?;
@@ -196,9 +217,7 @@ impl Sender {
             Some(port) => format!("{}:{port}", target.uri.host().unwrap_or_default()),
             None => target.uri.host().unwrap_or_default().to_owned(),
         };
-        let typed = headers
-            .iter()
-            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        let typed = headers.contains_key(header::CONTENT_TYPE);
         let posting = method == http::Method::POST;
         let mut request = Request::builder()
             .method(method)
@@ -211,8 +230,8 @@ impl Sender {
             header::USER_AGENT,
             concat!("askgate-webhooks/", env!("CARGO_PKG_VERSION")),
         );
-        for (name, value) in headers {
-            request = request.header(*name, value);
+        if let Some(all) = request.headers_mut() {
+            all.extend(headers);
         }
         let request = request
             .body(Full::new(body))

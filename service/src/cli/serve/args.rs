@@ -37,6 +37,15 @@ pub enum AuthMode {
     Jwt,
 }
 
+/// `--otlp-protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OtlpProtocolArg {
+    /// OTLP/gRPC (a collector's port 4317).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (port 4318).
+    Http,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// A TOML file of settings named like these flags without the dashes
@@ -145,6 +154,35 @@ pub struct ServeArgs {
         conflicts_with = "metrics_token_file"
     )]
     pub metrics_allow_anonymous: bool,
+    /// Export traces over OTLP to this collector: the span of each ask's wait (a child
+    /// of the agent's span when the call carries a W3C `traceparent`), of the calls
+    /// that answer or cancel it, and of deliveries (docs/operations.md, "Traces").
+    /// `http://collector:4317` for gRPC, `http://collector:4318` with
+    /// `--otlp-protocol http`; `https://` for TLS. Headers (a vendor's API key) from
+    /// `OTEL_EXPORTER_OTLP_HEADERS`. Unset: no traces, and no cost.
+    #[arg(long, env = "ASKGATE_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// OTLP over gRPC, or over HTTP with protobuf bodies (to `{endpoint}/v1/traces`).
+    #[arg(
+        long,
+        env = "ASKGATE_OTLP_PROTOCOL",
+        value_enum,
+        default_value = "grpc"
+    )]
+    pub otlp_protocol: OtlpProtocolArg,
+    /// The share of traces started here that are exported (0 to 1). A call that
+    /// carries a `traceparent` follows its sampled flag instead.
+    #[arg(
+        long,
+        env = "ASKGATE_OTLP_SAMPLING",
+        default_value_t = 1.0,
+        requires = "otlp_endpoint"
+    )]
+    pub otlp_sampling: f64,
+    /// Also export a span for every Redis or SQLite call (several per ask: for
+    /// debugging, not for production).
+    #[arg(long, env = "ASKGATE_OTLP_BACKEND_CALLS", requires = "otlp_endpoint")]
+    pub otlp_backend_calls: bool,
     /// Asks a tenant may start per second, sustained.
     #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = ServerConfig::default().ask_rate)]
     pub ask_rate: u32,
@@ -279,6 +317,12 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_MCP", default_value = "on", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub mcp: bool,
+    /// Serve the A2A protocol (`on` or `off`): askgate as the A2A agent "a human", its
+    /// gRPC service on this port and its card at /.well-known/agent-card.json
+    /// (docs/a2a.md); agent credentials as for gRPC.
+    #[arg(long, env = "ASKGATE_A2A", default_value = "off", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub a2a: bool,
     /// Longest one MCP tool call waits before it returns "still waiting" with an ask_id
     /// for `await_user_answer` (the question stays open); default: until answered.
     #[arg(long, env = "ASKGATE_MCP_MAX_WAIT", value_parser = parse_duration)]

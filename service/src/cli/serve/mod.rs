@@ -6,7 +6,7 @@ use std::{process::ExitCode, time::Duration};
 
 use tracing::error;
 
-pub use self::args::{AuthMode, BackendKind, ServeArgs};
+pub use self::args::{AuthMode, BackendKind, OtlpProtocolArg, ServeArgs};
 use super::common::{EXIT_USAGE, shutdown_signal};
 use askgate_proto::v1::NotifyPolicy;
 use askgate_server::{
@@ -20,11 +20,26 @@ use askgate_server::{
         AuthConfig, BackendChoice, Http2Limits, MetricsAuth, RedisConfig, ServerConfig, TlsConfig,
         WaitPolicy, run_with_metrics,
     },
+    telemetry::{OtlpProtocol, TraceExport},
     web::CorsOrigins,
     webhooks::WebhookConfig,
 };
 
 impl ServeArgs {
+    /// The trace export these flags ask for (none without --otlp-endpoint).
+    pub fn trace_export(&self) -> Option<TraceExport> {
+        Some(TraceExport {
+            endpoint: self.otlp_endpoint.clone()?,
+            protocol: match self.otlp_protocol {
+                OtlpProtocolArg::Grpc => OtlpProtocol::Grpc,
+                OtlpProtocolArg::Http => OtlpProtocol::Http,
+            },
+            sampling: self.otlp_sampling,
+            backend_calls: self.otlp_backend_calls,
+            instance: uuid::Uuid::new_v4().to_string(),
+        })
+    }
+
     /// The server configuration these flags describe; refuses values that cannot work.
     pub fn to_config(&self) -> Result<ServerConfig, String> {
         self.check_positive()?;
@@ -62,6 +77,7 @@ impl ServeArgs {
                 .transpose()?,
             console: self.console,
             mcp: self.mcp,
+            a2a: self.a2a,
             max_mcp_sessions: self.max_mcp_sessions,
             mcp_max_wait: self.mcp_max_wait,
             webhooks: self.webhooks(),

@@ -329,6 +329,7 @@ pub mod conformance {
             retry_until_ms: created_ms + 1_000_000,
             next_attempt_ms: created_ms,
             last_attempt_ms: 0,
+            traceparent: String::new(),
         }
     }
 

@@ -116,6 +116,18 @@ pub struct SlackTarget {
 }
 
 impl EndpointRecord {
+    /// What the endpoint is: `webhook`, or its chat channel's name (`slack`, ...).
+    pub fn channel_name(&self) -> &'static str {
+        use crate::domain::model::{EMAIL_CHANNEL, NTFY_CHANNEL, SLACK_CHANNEL, TELEGRAM_CHANNEL};
+        match (&self.slack, &self.channel) {
+            (Some(_), _) => SLACK_CHANNEL,
+            (_, Some(ChannelTarget::Telegram(_))) => TELEGRAM_CHANNEL,
+            (_, Some(ChannelTarget::Email(_))) => EMAIL_CHANNEL,
+            (_, Some(ChannelTarget::Ntfy(_))) => NTFY_CHANNEL,
+            (None, None) => "webhook",
+        }
+    }
+
     /// Whether this is a plain webhook endpoint (a URL), not a chat channel.
     pub fn is_webhook(&self) -> bool {
         self.slack.is_none() && self.channel.is_none()
@@ -187,6 +199,10 @@ pub struct DeliveryRecord {
     /// While pending: when the next attempt is due.
     pub next_attempt_ms: u64,
     pub last_attempt_ms: u64,
+    /// The `traceparent` of its ask's span (empty when traces are not exported): the
+    /// attempts' spans are its children.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub traceparent: String,
 }
 
 /// The reminder schedule of one pending ask.

@@ -23,7 +23,7 @@ use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use async_trait::async_trait;
 use prost::Message as _;
 use tokio::sync::oneshot;
-use tracing::debug;
+use tracing::{Instrument, debug};
 use uuid::Uuid;
 
 use super::store::{RedisHookStore, TenantKeys};
@@ -105,7 +105,7 @@ impl Backend for RedisBackend {
         let this = self.clone();
         let key = ask.key.clone();
         let grace = ask.reattach_grace;
-        tokio::spawn(async move {
+        let registration = async move {
             let result = this.register_now(ask).await;
             if let Err(Ok(registered)) = result_tx.send(result) {
                 // The caller is gone: abort at once, or leave it to the reattach grace
@@ -119,7 +119,9 @@ impl Backend for RedisBackend {
                     debug!(rpc_id = %registered.rpc_id, "aborting a dropped ask failed: {e}");
                 }
             }
-        });
+        };
+        // In the caller's span: its log lines, and its trace's store calls.
+        tokio::spawn(registration.in_current_span());
         result_rx
             .await
             .map_err(|_| Error::Internal("registration task ended without a result".into()))?
