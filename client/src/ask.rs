@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use tonic::metadata::{Ascii, MetadataValue};
+
 use crate::proto::{
     AgentRef, AskRequest, Intent, PlanReview, Question, QuestionOption, Unattended, intent,
 };
@@ -111,6 +113,8 @@ pub struct Ask {
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry: bool,
     pub(crate) retry_budget: Duration,
+    /// The W3C trace context the call carries (`traceparent`, `tracestate`).
+    pub(crate) trace: Vec<(&'static str, MetadataValue<Ascii>)>,
 }
 
 impl Ask {
@@ -262,6 +266,23 @@ impl Ask {
         }
     }
 
+    /// Makes the ask's span on the server (the human's wait, when it exports traces) a
+    /// child of the caller's span: the W3C `traceparent` (and `tracestate`, when not
+    /// empty) the call carries. A value that cannot be a header value is left out. Without it, and
+    /// with the `opentelemetry` feature, the call carries the current OpenTelemetry
+    /// context through the global propagator.
+    pub fn trace_context(mut self, traceparent: &str, tracestate: &str) -> Self {
+        self.trace.clear();
+        for (name, value) in [("traceparent", traceparent), ("tracestate", tracestate)] {
+            if let Ok(value) = MetadataValue::try_from(value)
+                && !value.is_empty()
+            {
+                self.trace.push((name, value));
+            }
+        }
+        self
+    }
+
     /// The wire request, for callers that need fields the builder does not cover.
     pub fn request_mut(&mut self) -> &mut AskRequest {
         &mut self.request
@@ -283,6 +304,7 @@ impl From<AskRequest> for Ask {
             timeout: None,
             retry: true,
             retry_budget: DEFAULT_RETRY_BUDGET,
+            trace: Vec::new(),
         }
     }
 }

@@ -53,6 +53,7 @@ mod lease;
 pub mod receipt;
 mod retry;
 pub mod tool;
+mod trace;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
@@ -276,6 +277,7 @@ impl Client {
         loop {
             let attempt = Instant::now();
             let mut request = self.request(ask.request.clone());
+            trace::carry(&ask.trace, request.metadata_mut());
             if let Some(deadline) = deadline {
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {

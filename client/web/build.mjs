@@ -14,6 +14,9 @@ await build({
   // The SDK's TypeScript sources (its package's "source" export condition), so that
   // the console builds without building the SDK first.
   conditions: ["source"],
+  // The SDK reads the caller's trace context through @opentelemetry/api when an
+  // application has it; the console asks nothing, so it is not bundled.
+  external: ["@opentelemetry/api"],
   format: "esm",
   target: "es2022",
   minify: true,

@@ -41,6 +41,7 @@ import {
   waitOf,
 } from "./model.js";
 import { Retries, backoff, pause } from "./retry.js";
+import { traceHeaders } from "./trace.js";
 
 /** Which session(s) to follow, and from where. */
 export interface FollowOptions {
@@ -125,12 +126,16 @@ export class Client {
     const retries = new Retries(wait, ask.retry ?? true, ask.retryForMs ?? DEFAULT_RETRY_BUDGET_MS);
     const request = askRequest(ask, ask.requestId ?? freshRequestId());
     const signal = this.#until(ask.signal);
+    // The caller's trace context as the call starts: every attempt carries it.
+    const trace = await traceHeaders(ask);
     for (;;) {
       const attempt = performance.now();
       let error: AskgateError;
       try {
         const timeoutMs = retries.timeoutMs();
-        const response = await this.#questions.ask(request, this.#options({ signal, timeoutMs }));
+        const options = this.#options({ signal, timeoutMs });
+        options.headers = { ...(options.headers as Record<string, string>), ...trace };
+        const response = await this.#questions.ask(request, options);
         return {
           rpcId: response.rpcId,
           answers: response.answers.map(answerOf),

@@ -135,6 +135,13 @@ export interface Ask {
   defaultAnswers?: readonly QuestionAnswer[];
   /** The only channels that may resolve it (e.g. "console", "tui"); none: any. */
   allowedChannels?: readonly string[];
+  /**
+   * The W3C trace context of the caller's span (`traceparent`, and `tracestate`): the
+   * ask's span on the server (the human's wait) becomes its child. Unset: the active
+   * OpenTelemetry context, when `@opentelemetry/api` is installed.
+   */
+  traceparent?: string;
+  tracestate?: string;
   /** The ask's own lifetime from registration; the call waits {@link TTL_SLACK_MS} beyond it. */
   ttlMs?: number;
 }

@@ -8,6 +8,21 @@ from typing import Iterable, List, Mapping, Optional, Sequence
 
 from .v1 import askgate_pb2 as pb
 
+#: The W3C headers of a trace context.
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def current_trace_context() -> List[tuple[str, str]]:
+    """The W3C trace context of the current OpenTelemetry context, as the global
+    propagator writes it; empty without `opentelemetry-api` or a recording span."""
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        return []
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return [(name, value) for name, value in carrier.items() if name in TRACE_HEADERS]
+
 #: How long a question stays answerable after the asking call went away (a broken
 #: connection, a restarted worker), so that a retry with the same request_id picks
 #: the answer up. The Rust client's default too.
@@ -150,6 +165,20 @@ class Ask:
     #: The ask's own lifetime in seconds from registration; the call waits a little
     #: beyond it (`TTL_SLACK`).
     ttl: Optional[float] = None
+    #: The W3C trace context of the caller's span (`traceparent`, and `tracestate`):
+    #: the ask's span on the server (the human's wait) becomes its child. Unset: the
+    #: current OpenTelemetry context, when `opentelemetry-api` is installed (the
+    #: `opentelemetry` extra).
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
+
+    def trace_metadata(self) -> List[tuple[str, str]]:
+        """The call's trace context headers: the ones given, else the current
+        OpenTelemetry context's (never its baggage)."""
+        if self.traceparent:
+            given = [("traceparent", self.traceparent)]
+            return given + ([("tracestate", self.tracestate)] if self.tracestate else [])
+        return current_trace_context()
 
     def wait(self) -> Optional[float]:
         """How long the call waits: its timeout, stretched past the ask's lifetime."""

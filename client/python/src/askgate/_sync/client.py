@@ -73,12 +73,12 @@ class Client:
         its reattach grace; `abort` resolves it at once."""
         retries = Retries(ask.wait(), ask.retry, ask.retry_for)
         request = ask.request()
+        # The caller's trace context as the call starts: every attempt carries it.
+        metadata = self._target.metadata() + ask.trace_metadata()
         while True:
             attempt = time.monotonic()
             try:
-                response = self._questions.Ask(
-                    request, timeout=retries.timeout(), metadata=self._target.metadata()
-                )
+                response = self._questions.Ask(request, timeout=retries.timeout(), metadata=metadata)
                 return AskResult(
                     rpc_id=response.rpc_id,
                     answers=[Answer.of(a) for a in response.answers],
