@@ -1,7 +1,8 @@
 """askgate as an A2A agent, driven by the official A2A Python SDK (`a2a-sdk`, its gRPC
 transport) against a real `askgate serve --a2a on`: the agent card, a message whose
 DataPart holds the questions, the task WORKING then COMPLETED with the answers, and
-the other resolutions: a human's cancel, CancelTask, expiry, nobody following."""
+the other resolutions: a human's cancel, CancelTask, expiry, nobody following; the
+same message sent again (after a dropped call, after a restart) joins its ask."""
 
 from __future__ import annotations
 
@@ -94,6 +95,13 @@ def final(received: list):  # type: ignore[no-untyped-def]
     return last.task.status if last.HasField("task") else last.status_update.status
 
 
+async def when_ended(client, url: str, task_id: str):  # type: ignore[no-untyped-def]
+    """The task `task_id` once it has ended: followed to its end, then fetched."""
+    async with a2a(url) as follower:
+        [_ async for _ in follower.subscribe(SubscribeToTaskRequest(id=task_id))]
+    return await client.get_task(GetTaskRequest(id=task_id))
+
+
 async def test_the_agent_card_names_the_skill_and_its_input_schema(askgate: Askgate) -> None:
     url = serve(askgate)
     card = httpx.get(f"{url}/.well-known/agent-card.json", timeout=10).json()
@@ -178,6 +186,50 @@ async def test_cancel_task_aborts_the_ask_and_a_subscriber_sees_it_end(askgate: 
             await client.cancel_task(CancelTaskRequest(id=task.id))
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id="no-such-task"))
+
+
+async def test_the_same_message_sent_again_joins_its_ask(askgate: Askgate) -> None:
+    """A client whose blocking call dropped before it learnt the task's id sends the
+    message again: the new task joins the same ask, so the human is asked once and
+    both tasks end with the one answer. The message id reused with other questions is
+    another ask."""
+    url = serve(askgate)
+    askgate.watch(url, "s")
+    rephrased = {"questions": [{**DATABASE["questions"][0], "question": "Which database, really?"}]}
+    async with a2a(url, streaming=False) as client:
+        sent = [
+            (await events(client, ask("s", data, immediately=True)))[0].task
+            for data in (DATABASE, DATABASE, rephrased)
+        ]
+        assert len({task.id for task in sent}) == 3
+        askgate.spawn("bot", "--addr", url, "--session", "s", "--policy", "first")
+        ended = [await when_ended(client, url, task.id) for task in sent]
+    assert [task.status.state for task in ended] == [TaskState.TASK_STATE_COMPLETED] * 3
+    first, again, other = (task.metadata["askgate.rpc_id"] for task in ended)
+    assert first == again, "the message sent again joined its ask"
+    assert other != first, "other questions under the same message id are another ask"
+    assert answers(ended[1]) == {"answers": [{"id": "db", "selected": ["Postgres"]}]}
+
+
+async def test_a_message_sent_again_after_a_restart_gets_the_answer(askgate: Askgate) -> None:
+    """The node that took the message restarts (SQLite): the same message sent to the
+    node that comes back joins the ask the human saw before, and gets its answer."""
+    store = ("--backend", "sqlite", "--data-dir", str(askgate.dir / "data"))
+    url = serve(askgate, *store)
+    before = askgate.watch(url, "s").requested
+    async with a2a(url, streaming=False) as client:
+        await events(client, ask("s", immediately=True))
+    asked = before()
+    askgate.stop_serving(url)
+    url = serve(askgate, *store)
+    askgate.watch(url, "s")
+    async with a2a(url, streaming=False) as client:
+        [sent] = await events(client, ask("s", immediately=True))
+        askgate.spawn("bot", "--addr", url, "--session", "s", "--policy", "first")
+        ended = await when_ended(client, url, sent.task.id)
+    assert ended.status.state == TaskState.TASK_STATE_COMPLETED, ended
+    assert ended.metadata["askgate.rpc_id"] == asked["rpc_id"]
+    assert answers(ended) == {"answers": [{"id": "db", "selected": ["Postgres"]}]}
 
 
 async def test_expiry_and_nobody_following_fail_with_the_reason(askgate: Askgate) -> None:

@@ -4,7 +4,9 @@
 //!
 //! A `SendMessage` whose DataPart holds `{"questions": [...]}` (the `ask_user_question`
 //! tool's input) is an ask in the session the message's context names (a new one when
-//! it names none), with the task's id as its request_id. The task is WORKING while the
+//! it names none). Its request_id comes from the message's id and its questions, so a
+//! client that sends the same message again (after a dropped call, or a node's restart)
+//! joins the ask instead of asking twice (`request_id`). The task is WORKING while the
 //! ask is pending, then COMPLETED with a DataPart artifact of the answers, CANCELED
 //! (the human cancelled, with their reason; or `CancelTask`, which aborts the ask), or
 //! FAILED (it expired, nobody follows the session, ...), the reason in the status
@@ -32,7 +34,8 @@ use tonic::{Code, Request, Response, Status};
 
 pub use a2a_pb::a2a_service_server::A2aServiceServer;
 pub use card::{AGENT_CARD_PATH, AgentCardPage};
-use tasks::{RETENTION, Tasks, a2a_error, is_terminal};
+use sha2::{Digest, Sha256};
+use tasks::{Found, RETENTION, Tasks, a2a_error, is_terminal};
 
 use crate::{
     auth::{Action, Gate},
@@ -40,6 +43,10 @@ use crate::{
     questions::Questions,
     telemetry,
 };
+
+/// How long an ask stays pending for its message sent again when the node that took it
+/// restarts: as long as the SDKs' grace.
+const REATTACH_GRACE: Duration = askgate_client::DEFAULT_REATTACH_GRACE;
 
 /// How long `CancelTask` waits for the aborted ask's task to end.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -92,7 +99,8 @@ impl A2aApi {
             context => context.to_owned(),
         };
         let caller = self.gate.admit(&request, Action::Ask, &session)?;
-        let questions = questions_of(message)?;
+        let (questions, arguments) = questions_of(message)?;
+        let request_id = request_id(&message.message_id, &arguments);
         let id = uuid::Uuid::now_v7().to_string();
         let traced = telemetry::ask_span(&session, questions.len(), || {
             telemetry::caller(request.metadata())
@@ -100,13 +108,17 @@ impl A2aApi {
         let ask = AskRequest {
             session_id: session.clone(),
             questions,
-            request_id: id.clone(),
+            request_id: request_id.clone(),
+            // A node that restarts keeps the ask that long for the message sent again.
+            reattach_grace_ms: REATTACH_GRACE.as_millis().try_into().unwrap_or(u32::MAX),
             ..AskRequest::default()
         };
         let deadline = Instant::now() + self.max_wait;
         // The task takes its place first: a node with no room for it asks nothing.
         let first = tasks::working(&id, &session);
-        let sender = self.tasks.start(&caller.tenant, first.clone())?;
+        let sender = self
+            .tasks
+            .start(&caller.tenant, &request_id, first.clone())?;
         let checked = self
             .questions
             .check_ask(&caller.tenant, &caller.sub, ask, deadline)
@@ -137,22 +149,19 @@ impl A2aApi {
     }
 
     /// The task `id` of the caller's tenant, if the caller may ask in its session: the
-    /// tenant, the session and the task's state.
-    fn task<T>(
-        &self,
-        request: &Request<T>,
-        id: &str,
-    ) -> Result<(String, String, watch::Receiver<Task>), Status> {
+    /// tenant, and the task.
+    fn task<T>(&self, request: &Request<T>, id: &str) -> Result<(String, Found), Status> {
         check_version(request)?;
         let caller = self.gate.admit(request, Action::WhoAmI, "")?;
-        let (session, state) = self.tasks.get(&caller.tenant, id)?;
-        self.gate.admit(request, Action::Ask, &session)?;
-        Ok((caller.tenant.to_string(), session, state))
+        let found = self.tasks.get(&caller.tenant, id)?;
+        self.gate.admit(request, Action::Ask, &found.session)?;
+        Ok((caller.tenant.to_string(), found))
     }
 }
 
-/// The questions of a message's DataPart, checked against the tool's schema.
-fn questions_of(message: &Message) -> Result<Vec<Question>, Status> {
+/// The questions of a message's DataPart, checked against the tool's schema, and the
+/// DataPart as JSON.
+fn questions_of(message: &Message) -> Result<(Vec<Question>, String), Status> {
     let data = message
         .parts
         .iter()
@@ -167,13 +176,31 @@ fn questions_of(message: &Message) -> Result<Vec<Question>, Status> {
             )
         })?;
     let arguments = proto_value_to_json_value(data).to_string();
-    askgate_client::tool::parse_arguments(&arguments).map_err(|refused| {
+    let questions = askgate_client::tool::parse_arguments(&arguments).map_err(|refused| {
         let text = refused
             .text
             .strip_prefix("Error: ")
             .unwrap_or(&refused.text);
         invalid(text)
-    })
+    })?;
+    Ok((questions, arguments))
+}
+
+/// The request_id of a message's ask: a digest of the message's id and its DataPart.
+/// The same message sent again joins its ask (or gets its recorded outcome): a client
+/// whose blocking call dropped before it learnt the task's id, or whose node
+/// restarted, sends it again and the human is asked once. Another message that reuses
+/// the id with other questions is another ask, never the first one's answers. A
+/// message with no id (the protocol requires one) is a new ask each time.
+fn request_id(message_id: &str, arguments: &str) -> String {
+    if message_id.is_empty() {
+        return uuid::Uuid::now_v7().to_string();
+    }
+    let mut digest = Sha256::new();
+    digest.update(message_id.len().to_be_bytes());
+    digest.update(message_id);
+    digest.update(arguments);
+    format!("a2a-{}", hex::encode(&digest.finalize()[..16]))
 }
 
 /// The longest message an INVALID_PARAMS carries: it may quote the caller's input.
@@ -327,8 +354,8 @@ impl A2aService for A2aApi {
     }
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
-        let (_, _, state) = self.task(&request, &request.get_ref().id)?;
-        let task = state.borrow().clone();
+        let (_, found) = self.task(&request, &request.get_ref().id)?;
+        let task = found.state.borrow().clone();
         Ok(Response::new(task))
     }
 
@@ -347,8 +374,8 @@ impl A2aService for A2aApi {
         &self,
         request: Request<CancelTaskRequest>,
     ) -> Result<Response<Task>, Status> {
-        let id = request.get_ref().id.clone();
-        let (tenant, session, mut state) = self.task(&request, &id)?;
+        let (tenant, found) = self.task(&request, &request.get_ref().id)?;
+        let (session, mut state) = (found.session, found.state);
         if is_terminal(&state.borrow()) {
             return Err(a2a_error(
                 Code::FailedPrecondition,
@@ -358,7 +385,7 @@ impl A2aService for A2aApi {
         }
         let abort = AbortRequest {
             session_id: session.clone(),
-            request_id: id,
+            request_id: found.request_id,
         };
         match self.questions.abort(&tenant, abort).await {
             // Resolved meanwhile: the task ends as its resolution says.
@@ -380,8 +407,8 @@ impl A2aService for A2aApi {
         &self,
         request: Request<SubscribeToTaskRequest>,
     ) -> Result<Response<Updates>, Status> {
-        let (_, _, state) = self.task(&request, &request.get_ref().id)?;
-        Ok(Response::new(updates(state)))
+        let (_, found) = self.task(&request, &request.get_ref().id)?;
+        Ok(Response::new(updates(found.state)))
     }
 
     async fn create_task_push_notification_config(
@@ -434,5 +461,27 @@ mod tests {
         let status = invalid(&huge);
         assert!(status.message().len() <= MAX_MESSAGE_BYTES);
         assert!(status.message().starts_with("unknown field"));
+    }
+
+    #[test]
+    fn the_same_message_is_the_same_ask_and_another_is_another() {
+        let questions = r#"{"questions":[{"id":"db","question":"Which?"}]}"#;
+        let first = request_id("m-1", questions);
+        assert_eq!(first, request_id("m-1", questions), "sent again");
+        assert!(first.len() <= 64, "{first}");
+        assert_ne!(first, request_id("m-2", questions), "another message");
+        let other = r#"{"questions":[{"id":"db","question":"Which one?"}]}"#;
+        assert_ne!(
+            first,
+            request_id("m-1", other),
+            "the id reused for other questions"
+        );
+        // The id's length is part of the digest: no id and text can pass for another.
+        assert_ne!(request_id("m", "-1{}"), request_id("m-1", "{}"));
+        assert_ne!(
+            request_id("", questions),
+            request_id("", questions),
+            "no id"
+        );
     }
 }

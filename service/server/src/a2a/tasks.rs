@@ -26,21 +26,30 @@ pub const MAX_TASKS_PER_TENANT: usize = 10_000;
 pub const ANSWERS_ARTIFACT: &str = "answers";
 
 /// One task as the registry keeps it.
-struct Entry {
+#[derive(Clone, Debug)]
+pub struct Found {
     /// The task's context: the askgate session it asks in.
-    context_id: String,
-    state: watch::Receiver<Task>,
+    pub session: String,
+    /// Its ask's request_id in that session.
+    pub request_id: String,
+    pub state: watch::Receiver<Task>,
 }
 
 /// The node's tasks, by tenant and id. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Tasks {
-    inner: Arc<Mutex<HashMap<String, HashMap<String, Entry>>>>,
+    inner: Arc<Mutex<HashMap<String, HashMap<String, Found>>>>,
 }
 
 impl Tasks {
-    /// Adds a running task; its state goes through the returned sender.
-    pub fn start(&self, tenant: &str, task: Task) -> Result<watch::Sender<Task>, Status> {
+    /// Adds a running task, whose ask has `request_id`; its state goes through the
+    /// returned sender.
+    pub fn start(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        task: Task,
+    ) -> Result<watch::Sender<Task>, Status> {
         let mut all = self.inner.lock();
         let tenants = all.entry(tenant.to_owned()).or_default();
         if tenants.len() >= MAX_TASKS_PER_TENANT {
@@ -51,21 +60,27 @@ impl Tasks {
             )));
         }
         let (sender, state) = watch::channel(task);
-        let (id, context_id) = {
+        let (id, session) = {
             let task = state.borrow();
             (task.id.clone(), task.context_id.clone())
         };
-        tenants.insert(id, Entry { context_id, state });
+        let request_id = request_id.to_owned();
+        let found = Found {
+            session,
+            request_id,
+            state,
+        };
+        tenants.insert(id, found);
         Ok(sender)
     }
 
-    /// The task `id` of `tenant`: its context, and its state.
-    pub fn get(&self, tenant: &str, id: &str) -> Result<(String, watch::Receiver<Task>), Status> {
+    /// The task `id` of `tenant`.
+    pub fn get(&self, tenant: &str, id: &str) -> Result<Found, Status> {
         self.inner
             .lock()
             .get(tenant)
             .and_then(|tasks| tasks.get(id))
-            .map(|entry| (entry.context_id.clone(), entry.state.clone()))
+            .cloned()
             .ok_or_else(|| a2a_error(tonic::Code::NotFound, "TASK_NOT_FOUND", "no such task"))
     }
 
@@ -238,8 +253,8 @@ mod tests {
     #[test]
     fn a_tenants_tasks_are_its_own() {
         let tasks = Tasks::default();
-        let _running = tasks.start("a", working("t", "s")).expect("started");
-        assert!(tasks.get("a", "t").is_ok());
+        let _running = tasks.start("a", "r", working("t", "s")).expect("started");
+        assert_eq!(tasks.get("a", "t").expect("found").request_id, "r");
         let other = tasks.get("b", "t").expect_err("another tenant's");
         assert_eq!(other.code(), tonic::Code::NotFound);
         tasks.forget("a", "t");
