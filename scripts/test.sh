@@ -73,6 +73,10 @@ echo "==> the fake Slack's Block Kit checker (tests/slack)"
 (cd tests/slack && "$ASKGATE_TEST_PYTHON" -m pytest -q -p no:cacheprovider)
 
 cargo test --workspace --locked "$@"
+# The Rust SDK's `opentelemetry` feature (off in the workspace's build): the caller's
+# current context is carried, its baggage is not.
+echo "==> the Rust SDK with its opentelemetry feature"
+cargo test -p askgate-client --features opentelemetry --locked --lib trace
 
 # MCP clients against the binary `cargo test` just built: the official Python SDK, in
 # a venv of its own under target/ (made once, refreshed when the requirements change).

@@ -167,8 +167,9 @@ async fn grpc_receiver() -> (SocketAddr, Spans) {
     (addr, spans)
 }
 
-/// OTLP/HTTP (protobuf bodies at /v1/traces) on 127.0.0.1; it answers 200 to any
-/// other POST (a webhook).
+/// OTLP/HTTP (protobuf bodies POSTed to /v1/traces) on 127.0.0.1, refusing as a
+/// collector does any other method or content type (405, 415) and a body that is no
+/// export request (400); it answers 200 to a request at any other path (a webhook).
 async fn http_receiver() -> (SocketAddr, Spans) {
     use http_body_util::BodyExt;
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -194,19 +195,21 @@ async fn http_receiver() -> (SocketAddr, Spans) {
                                     Box::new(e)
                                 });
                         }
-                        let path_ok = true;
+                        let posted = request.method() == http::Method::POST;
                         let typed = request
                             .headers()
                             .get("content-type")
                             .is_some_and(|t| t == "application/x-protobuf");
                         let body = request.into_body().collect().await?.to_bytes();
-                        let status = match (path_ok, typed, ExportTraceServiceRequest::decode(body))
+                        let status = match (posted, typed, ExportTraceServiceRequest::decode(body))
                         {
+                            (false, _, _) => 405,
+                            (_, false, _) => 415,
+                            (_, _, Err(_)) => 400,
                             (true, true, Ok(export)) => {
                                 sink.take(export);
                                 200
                             }
-                            _ => 400,
                         };
                         let response = ExportTraceServiceResponse::default().encode_to_vec();
                         http::Response::builder()
@@ -334,35 +337,32 @@ fn assert_one_trace(spans: &Spans, rpc_id: &str, channel: &str) -> (String, Stri
     (ask.instance, answer.instance)
 }
 
+/// One node exporting over `protocol` to `receiver`: an ask answered `via`, in one
+/// trace whose answer came from `channel`.
+async fn one_node_trace(receiver: (SocketAddr, Spans), protocol: &str, via: Via, channel: &str) {
+    let (receiver, spans) = receiver;
+    let endpoint = format!("http://{receiver}");
+    let node =
+        ServeProcess::start_with(&["--otlp-endpoint", &endpoint, "--otlp-protocol", protocol])
+            .await;
+    let rpc_id = ask_and_answer(&node, &node, via).await;
+    stop(node).await;
+    assert_one_trace(&spans, &rpc_id, channel);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_span_the_asks_wait_and_the_answer_form_one_trace() {
-    let (receiver, spans) = grpc_receiver().await;
-    let endpoint = format!("http://{receiver}");
-    let node = ServeProcess::start_with(&["--otlp-endpoint", &endpoint]).await;
-    let rpc_id = ask_and_answer(&node, &node, Via::Grpc).await;
-    stop(node).await;
-    assert_one_trace(&spans, &rpc_id, "grpc");
+    one_node_trace(grpc_receiver().await, "grpc", Via::Grpc, "grpc").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consoles_answer_over_grpc_web_joins_the_trace() {
-    let (receiver, spans) = grpc_receiver().await;
-    let endpoint = format!("http://{receiver}");
-    let node = ServeProcess::start_with(&["--otlp-endpoint", &endpoint]).await;
-    let rpc_id = ask_and_answer(&node, &node, Via::GrpcWeb).await;
-    stop(node).await;
-    assert_one_trace(&spans, &rpc_id, "console");
+    one_node_trace(grpc_receiver().await, "grpc", Via::GrpcWeb, "console").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_go_over_otlp_http_too() {
-    let (receiver, spans) = http_receiver().await;
-    let endpoint = format!("http://{receiver}");
-    let node =
-        ServeProcess::start_with(&["--otlp-endpoint", &endpoint, "--otlp-protocol", "http"]).await;
-    let rpc_id = ask_and_answer(&node, &node, Via::Grpc).await;
-    stop(node).await;
-    assert_one_trace(&spans, &rpc_id, "grpc");
+    one_node_trace(http_receiver().await, "http", Via::Grpc, "grpc").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

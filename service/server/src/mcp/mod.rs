@@ -260,10 +260,9 @@ impl AskgateMcp {
                     ..Default::default()
                 };
                 let deadline = tokio::time::Instant::now() + *max_wait;
+                // The span asks for its parent only when it is exported.
                 let traced =
-                    telemetry::ask_span(&scope.session_id, request.questions.len(), || {
-                        caller.filter(|_| telemetry::enabled())
-                    });
+                    telemetry::ask_span(&scope.session_id, request.questions.len(), || caller);
                 let checked = local
                     .check_ask(&scope.tenant, &scope.subject, request, deadline)
                     .map(|checked| checked.traced(traced.clone()))

@@ -167,7 +167,8 @@ pub struct ServeArgs {
         long,
         env = "ASKGATE_OTLP_PROTOCOL",
         value_enum,
-        default_value = "grpc"
+        default_value = "grpc",
+        requires = "otlp_endpoint"
     )]
     pub otlp_protocol: OtlpProtocolArg,
     /// The share of traces started here that are exported (0 to 1). A call that
