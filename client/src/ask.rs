@@ -213,14 +213,33 @@ impl Ask {
 
     /// The action the answer approves: shown to the human and, when the server signs
     /// receipts, bound to the resolution by [`AskResponse::receipt`]
-    /// (`crate::receipt::verify_receipt` checks it before the action runs).
+    /// (`crate::receipt::verify_receipt` checks it before the action runs). Its
+    /// arguments must be I-JSON: numbers past 2^53, or that a double does not hold
+    /// exactly, go as strings. The first option of the first question approves it
+    /// unless [`Self::approving_answers`] says otherwise.
     ///
     /// [`AskResponse::receipt`]: crate::proto::AskResponse::receipt
     pub fn action(mut self, name: &str, arguments_json: &str) -> Self {
+        let approving = self
+            .request
+            .action
+            .take()
+            .map(|a| a.approving_answers)
+            .unwrap_or_default();
         self.request.action = Some(crate::proto::Action {
             name: name.to_owned(),
             arguments_json: arguments_json.to_owned(),
+            approving_answers: approving,
         });
+        self
+    }
+
+    /// The answers that approve the action (for each question they name, exactly that
+    /// answer): a receipt says `approved` only for them. Call after [`Self::action`].
+    pub fn approving_answers(mut self, answers: Vec<crate::proto::QuestionAnswer>) -> Self {
+        if let Some(action) = &mut self.request.action {
+            action.approving_answers = answers;
+        }
         self
     }
 

@@ -62,7 +62,7 @@ use proto::{
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
     audit_client::AuditClient, email_client::EmailClient, ntfy_client::NtfyClient,
-    slack_client::SlackClient, telegram_client::TelegramClient,
+    receipts_client::ReceiptsClient, slack_client::SlackClient, telegram_client::TelegramClient,
     user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
@@ -91,6 +91,7 @@ pub struct Client {
     email: EmailClient<Channel>,
     ntfy: NtfyClient<Channel>,
     audit: AuditClient<Channel>,
+    receipts: ReceiptsClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
     /// The channel this client answers from (`askgate-channel`), if it names one.
@@ -204,7 +205,8 @@ impl Client {
             telegram: TelegramClient::new(channel.clone()),
             email: EmailClient::new(channel.clone()),
             ntfy: NtfyClient::new(channel.clone()),
-            audit: AuditClient::new(channel),
+            audit: AuditClient::new(channel.clone()),
+            receipts: ReceiptsClient::new(channel),
             authorization: None,
             channel: None,
         }
@@ -507,6 +509,28 @@ impl Client {
     ) -> Result<tonic::Streaming<proto::AuditRecord>, Error> {
         let request = self.request(proto::ExportAuditRequest { after_seq, limit });
         Ok(self.audit.export_audit(request).await?.into_inner())
+    }
+
+    /// The tenant's audit head: its last record, signed with the receipt key (admin
+    /// role). Taken after an export's last record, it proves the export's end.
+    pub async fn audit_head(&mut self) -> Result<proto::AuditHead, Error> {
+        let request = self.request(proto::GetAuditHeadRequest {});
+        Ok(self.audit.get_audit_head(request).await?.into_inner())
+    }
+
+    /// Uses up a receipt (agent or admin role, the receipt's own tenant): the first
+    /// call returns its decision, every later one fails `RECEIPT_CONSUMED`. An
+    /// executor that consumes before it runs the action runs it once, however often
+    /// the receipt is replayed. It does not check the action or the decision:
+    /// [`receipt::verify_receipt`] does.
+    pub async fn consume_receipt(
+        &mut self,
+        receipt: &str,
+    ) -> Result<proto::ConsumeReceiptResponse, Error> {
+        let request = self.request(proto::ConsumeReceiptRequest {
+            receipt: receipt.trim().to_owned(),
+        });
+        Ok(self.receipts.consume_receipt(request).await?.into_inner())
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use askgate_client::{
     Ask, Client, Error, Event, Reason, answer, question,
-    receipt::{self, ReceiptError, verify_receipt, verify_receipt_with},
+    receipt::{self, Decision, ReceiptError, Verify, verify_receipt, verify_receipt_with},
 };
 use askgate_proto::v1::{Action, AnswerRequest, Resolution, Resolved};
 use askgate_server::server::ServerConfig;
@@ -49,6 +49,7 @@ fn deploy() -> Action {
     Action {
         name: "deploy".into(),
         arguments_json: r#"{"service":"api","env":"prod","replicas":3}"#.into(),
+        ..Default::default()
     }
 }
 
@@ -67,7 +68,15 @@ async fn requested_with_action(events: &mut askgate_client::Events) -> String {
     loop {
         if let Event::Requested { requested, .. } = next_event(events).await {
             let action = requested.action.expect("the event shows the action");
-            assert_eq!(action, deploy());
+            assert_eq!(
+                (action.name.as_str(), action.arguments_json.as_str()),
+                (deploy().name.as_str(), deploy().arguments_json.as_str())
+            );
+            // The server names the approving answers: by default the first option.
+            assert_eq!(
+                action.approving_answers,
+                [answer::select("go", ["Approve"])]
+            );
             let expected =
                 receipt::action_digest(&action.name, &action.arguments_json).expect("a digest");
             assert_eq!(requested.action_digest, expected);
@@ -113,12 +122,15 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     );
 
     let keys = jwks(&server).await;
-    let claims = verify_receipt(&response.receipt, &keys, &deploy()).expect("a valid receipt");
+    let claims =
+        verify_receipt(&response.receipt, &keys, "default", &deploy()).expect("a valid receipt");
     assert_eq!(
         (claims.rpc_id.as_str(), claims.session_id.as_str()),
         (rpc_id.as_str(), "s")
     );
     assert_eq!(claims.resolution, "ANSWERED");
+    assert_eq!(claims.decision(), Some(Decision::Approved));
+    assert_eq!(claims.asked_by, "anonymous");
     assert_eq!(claims.jti, rpc_id);
     assert_eq!(
         claims.answers_digest,
@@ -129,13 +141,13 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
         arguments_json: "{ \"replicas\": 3, \"env\": \"prod\", \"service\": \"api\" }".into(),
         ..deploy()
     };
-    assert!(verify_receipt(&response.receipt, &keys, &respelt).is_ok());
+    assert!(verify_receipt(&response.receipt, &keys, "default", &respelt).is_ok());
     let tampered = Action {
         arguments_json: r#"{"service":"api","env":"prod","replicas":30}"#.into(),
         ..deploy()
     };
     assert!(matches!(
-        verify_receipt(&response.receipt, &keys, &tampered),
+        verify_receipt(&response.receipt, &keys, "default", &tampered),
         Err(ReceiptError::WrongAction { .. })
     ));
 
@@ -154,8 +166,12 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     let token = error
         .metadata("receipt")
         .expect("a receipt in the metadata");
-    let claims = verify_receipt(token, &keys, &deploy()).expect("a valid receipt");
+    let Err(ReceiptError::NotApproved(claims)) = verify_receipt(token, &keys, "default", &deploy())
+    else {
+        panic!("a cancelled ask approves nothing")
+    };
     assert_eq!(claims.resolution, "CANCELLED");
+    assert_eq!(claims.decision(), Some(Decision::Cancelled));
     assert!(claims.approvers.is_empty());
 }
 on_every_backend!(
@@ -172,16 +188,26 @@ async fn a_receipt_of_a_stranger_or_out_of_date_is_refused() {
     let stranger = signing(&stranger_dir, KEY_B, Duration::from_secs(600)).await;
     let (response, _) = answered(&server, "Reject").await;
     assert_eq!(
-        verify_receipt(&response.receipt, &jwks(&stranger).await, &deploy()),
+        verify_receipt(
+            &response.receipt,
+            &jwks(&stranger).await,
+            "default",
+            &deploy()
+        ),
         Err(ReceiptError::UnknownKey)
     );
     let keys = jwks(&server).await;
-    let claims = verify_receipt_with(&response.receipt, &keys, &deploy(), Duration::ZERO)
+    let exact = Verify {
+        leeway: Duration::ZERO,
+        any_decision: true,
+    };
+    let claims = verify_receipt_with(&response.receipt, &keys, "default", &deploy(), &exact)
         .expect("valid while fresh");
+    assert_eq!(claims.decision(), Some(Decision::Rejected));
     // Past its second of validity (timestamps are whole seconds).
     tokio::time::sleep(Duration::from_millis(2100)).await;
     assert_eq!(
-        verify_receipt_with(&response.receipt, &keys, &deploy(), Duration::ZERO),
+        verify_receipt_with(&response.receipt, &keys, "default", &deploy(), &exact),
         Err(ReceiptError::Expired),
         "{claims:?}"
     );
@@ -222,9 +248,16 @@ async fn default_answers_apply_when_nobody_answers() {
     assert_eq!(response.resolved_by, "askgate:default");
     assert!(response.approvers.is_empty());
     assert_eq!(response.answers, [answer::select("go", ["Reject"])]);
-    let claims = verify_receipt(&response.receipt, &jwks(&server).await, &deploy())
-        .expect("a receipt of the defaults");
+    let Err(ReceiptError::NotApproved(claims)) = verify_receipt(
+        &response.receipt,
+        &jwks(&server).await,
+        "default",
+        &deploy(),
+    ) else {
+        panic!("defaults approve nothing")
+    };
     assert_eq!(claims.resolution, "DEFAULTED");
+    assert_eq!(claims.decision(), Some(Decision::Defaulted));
 
     let rpc_id = requested_with_action(&mut events).await;
     let resolved = next_resolved(&mut events).await;
@@ -399,10 +432,11 @@ async fn the_cli_verifies_a_receipt_against_the_action() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// `askgate receipt verify --jwks <jwks> --action <action> <token>`: exit code, out, err.
+/// `askgate receipt verify --jwks <jwks> --tenant default --action <action> <token>`:
+/// exit code, out, err.
 async fn verify(jwks: &str, action: &str, token: &str) -> (i32, String, String) {
     finish(askgate(&[
-        "receipt", "verify", "--jwks", jwks, "--action", action, token,
+        "receipt", "verify", "--jwks", jwks, "--tenant", "default", "--action", action, token,
     ]))
     .await
 }

@@ -146,7 +146,7 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::RateLimited
         | Reason::Unauthenticated
         | Reason::PermissionDenied => 7,
-        Reason::NotPending | Reason::NotFound => 8,
+        Reason::NotPending | Reason::NotFound | Reason::ReceiptConsumed => 8,
         Reason::ShuttingDown | Reason::BackendUnavailable => 9,
         _ if error.code() == Code::Unavailable => 9,
         _ => 1,

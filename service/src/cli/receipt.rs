@@ -1,23 +1,30 @@
-//! `askgate receipt verify`: checks a receipt as an executor would before it runs the
-//! action (docs/approvals.md): signed by one of the server's keys, not expired, and
-//! bound to exactly this action. Prints the receipt's claims as JSON.
+//! `askgate receipt verify` and `consume`: an executor's check before it runs the
+//! action a human approved (docs/approvals.md). `verify`: signed by one of the
+//! server's keys, not expired, of this tenant, bound to exactly this action, and
+//! deciding `approved` (prints the claims as JSON); `consume` (or `verify --consume`):
+//! used up on the server, so that a replayed receipt runs nothing twice.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use askgate_client::receipt::{self, JwkSet, ReceiptError};
+use askgate_client::receipt::{self, JwkSet, ReceiptError, Verify};
 use askgate_proto::v1::Action;
 use askgate_server::webhooks::send::{Sender, Target};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 
-use super::common::fail_local;
+use super::common::{ConnectArgs, fail, fail_local};
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum ReceiptCommand {
-    /// Verify a receipt against the server's keys and the action about to run; exit 0
-    /// when it is valid and bound to that action (its claims are printed), 1 when it
-    /// is not, 2 when the keys or the action cannot be read.
+    /// Verify a receipt against the server's keys, the tenant and the action about to
+    /// run: exit 0 when it approves that action (its claims are printed), 3 when it is
+    /// valid but decides otherwise (rejected, defaulted, cancelled, expired, aborted:
+    /// printed), 1 when it is not valid for them, 2 when the keys or the action cannot
+    /// be read. With --consume, an approving receipt is then used up on the server.
     Verify(VerifyArgs),
+    /// Use up a receipt on the server (agent or admin credential of its tenant): exit
+    /// 0 the first time (printing its decision), 8 (RECEIPT_CONSUMED) after.
+    Consume(ConsumeArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -26,6 +33,9 @@ pub struct VerifyArgs {
     /// that JWK Set.
     #[arg(long)]
     pub jwks: String,
+    /// The tenant the action runs for: a receipt of any other tenant is refused.
+    #[arg(long)]
+    pub tenant: String,
     /// The action about to run, as JSON: `{"name": ..., "arguments": {...}}` (or
     /// `"arguments_json"`: the arguments as a JSON text); `-` for stdin.
     #[arg(long)]
@@ -33,14 +43,34 @@ pub struct VerifyArgs {
     /// How far this machine's clock may be behind the server's.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub leeway: Duration,
+    /// Exit 0 for any decision once everything else holds (to record a "no"); the
+    /// claims say which.
+    #[arg(long, conflicts_with = "consume")]
+    pub any_decision: bool,
+    /// Once it verifies, use the receipt up on the server (`receipt consume`): exit 8
+    /// when it was used before.
+    #[arg(long)]
+    pub consume: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
     /// The receipt (a compact JWS).
-    pub token: String,
+    pub receipt: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The receipt (a compact JWS).
+    pub receipt: String,
 }
 
 /// Exit code of a receipt that does not verify.
 const EXIT_INVALID: u8 = 1;
 /// Exit code when the keys or the action cannot be read.
 const EXIT_INPUT: u8 = 2;
+/// Exit code of a valid receipt whose decision is not `approved`.
+const EXIT_NOT_APPROVED: u8 = 3;
 /// Largest key set or action file read.
 const MAX_INPUT_BYTES: usize = 1024 * 1024;
 
@@ -56,7 +86,13 @@ struct ActionFile {
 }
 
 pub async fn run(command: ReceiptCommand) -> ExitCode {
-    let ReceiptCommand::Verify(args) = command;
+    match command {
+        ReceiptCommand::Verify(args) => verify(args).await,
+        ReceiptCommand::Consume(args) => consume(&args.connect, args.receipt.trim()).await,
+    }
+}
+
+async fn verify(args: VerifyArgs) -> ExitCode {
     let keys = match keys(&args.jwks).await {
         Ok(keys) => keys,
         Err(e) => return fail_local(format!("cannot read the keys: {e}"), EXIT_INPUT),
@@ -65,21 +101,59 @@ pub async fn run(command: ReceiptCommand) -> ExitCode {
         Ok(action) => action,
         Err(e) => return fail_local(format!("cannot read the action: {e}"), EXIT_INPUT),
     };
-    match receipt::verify_receipt_with(args.token.trim(), &keys, &action, args.leeway) {
+    let checks = Verify {
+        leeway: args.leeway,
+        any_decision: args.any_decision,
+    };
+    let token = args.receipt.trim();
+    let print = |claims: &receipt::Claims| {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(claims).unwrap_or_default()
+        );
+    };
+    match receipt::verify_receipt_with(token, &keys, &args.tenant, &action, &checks) {
         Ok(claims) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&claims).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
+            print(&claims);
+            match args.consume {
+                true => consume(&args.connect, token).await,
+                false => ExitCode::SUCCESS,
+            }
+        }
+        Err(ReceiptError::NotApproved(claims)) => {
+            print(&claims);
+            let error = ReceiptError::NotApproved(claims);
+            fail_local(format!("{error}: do not run the action"), EXIT_NOT_APPROVED)
         }
         Err(ReceiptError::Digest(e)) => fail_local(e.to_string(), EXIT_INPUT),
         Err(e) => fail_local(format!("invalid receipt: {e}"), EXIT_INVALID),
     }
 }
 
+async fn consume(connect: &ConnectArgs, token: &str) -> ExitCode {
+    let mut client = match connect.connect().await {
+        Ok(client) => client,
+        Err(e) => return fail(&e),
+    };
+    match client.consume_receipt(token).await {
+        Ok(consumed) => {
+            let at = consumed
+                .consumed_at
+                .and_then(|t| std::time::SystemTime::try_from(t).ok())
+                .map(|t| humantime::format_rfc3339_millis(t).to_string())
+                .unwrap_or_default();
+            eprintln!(
+                "askgate: receipt consumed at {at}: its decision is {}",
+                consumed.decision
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
 /// The JWK Set at a URL, or in a file.
-async fn keys(source: &str) -> Result<JwkSet, String> {
+pub(crate) async fn keys(source: &str) -> Result<JwkSet, String> {
     let bytes = match source.starts_with("http://") || source.starts_with("https://") {
         true => {
             let target = Target::parse(source).map_err(|e| format!("{source} {e}"))?;
@@ -108,6 +182,7 @@ fn action(path: &PathBuf) -> Result<Action, String> {
     Ok(Action {
         name: file.name,
         arguments_json,
+        approving_answers: Vec::new(),
     })
 }
 

@@ -151,6 +151,71 @@ pub fn verify<'a>(records: impl IntoIterator<Item = &'a AuditRecord>) -> Result<
     Ok(count)
 }
 
+/// Why an export does not prove what it holds: [`verify_export`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unproven {
+    /// A record breaks the chain.
+    #[error("the chain breaks at seq {}: {}", .0.seq, .0.what)]
+    Broken(Broken),
+    /// The records do not start where the chain (or the anchor) does.
+    #[error("{0}")]
+    Start(String),
+    /// The records do not end at the signed head: truncated, or rewritten.
+    #[error("{0}")]
+    End(String),
+}
+
+/// Checks an export as a whole: every link of `records` (oldest first), their end at
+/// the signed `head` (its seq and hash), and their start at the chain's first record,
+/// or, given an `anchor` (a hash kept from an earlier export's head), right after it.
+/// Returns how many records verify. So a rewritten, re-chained, renumbered, truncated
+/// or emptied export fails, naming why.
+pub fn verify_export(
+    records: &[AuditRecord],
+    head: &Head,
+    anchor: Option<&str>,
+) -> Result<u64, Unproven> {
+    let count = verify(records).map_err(Unproven::Broken)?;
+    let (Some(first), Some(last)) = (records.first(), records.last()) else {
+        return match (head.seq, anchor) {
+            (0, None) => Ok(0),
+            (_, Some(anchor)) if anchor == head.hash => Ok(0),
+            _ => Err(Unproven::End(format!(
+                "the export holds no record, but the signed head is at seq {}",
+                head.seq
+            ))),
+        };
+    };
+    match anchor {
+        Some(anchor) if first.prev_hash != anchor => {
+            return Err(Unproven::Start(format!(
+                "the export starts at seq {}, whose prev_hash is not the anchor",
+                first.seq
+            )));
+        }
+        None if first.seq != 1 => {
+            return Err(Unproven::Start(format!(
+                "the export starts at seq {} (the records before it were pruned or left out): \
+                 give --anchor with the head's hash of an earlier export",
+                first.seq
+            )));
+        }
+        _ => {}
+    }
+    if last.seq != head.seq || last.hash != head.hash {
+        return Err(Unproven::End(format!(
+            "the export ends at seq {}, but the signed head is at seq {}{}",
+            last.seq,
+            head.seq,
+            match last.seq == head.seq {
+                true => " with another hash: the records were rewritten",
+                false => ": records are missing or were added",
+            }
+        )));
+    }
+    Ok(count)
+}
+
 /// Answers as a record holds them, and as the `ask_user_question` tool returns them:
 /// `[{"id", "selected": [...], "custom"?}]`.
 pub fn answers_json(answers: &[QuestionAnswer]) -> Value {
@@ -213,6 +278,44 @@ pub fn at(time: SystemTime) -> Value {
     humantime::format_rfc3339_millis(time).to_string().into()
 }
 
+/// What consuming a receipt came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumed {
+    /// Consumed now, at this time: the first use.
+    Now(SystemTime),
+    /// Consumed before, at this time: the action must not run again.
+    Before(SystemTime),
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn millis(time: SystemTime) -> u64 {
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The record of a receipt consumed (`jti`, the ask's rpc_id) by `subject`: its id is
+/// the same for every use of the receipt, so that only the first is recorded.
+pub fn consumption(
+    tenant: &str,
+    jti: &str,
+    session_id: &str,
+    subject: &str,
+    decision: &str,
+) -> AuditEntry {
+    let mut fields = Map::new();
+    fields.insert("kind".into(), "receipt.consumed".into());
+    fields.insert("at".into(), at(SystemTime::now()));
+    fields.insert("session_id".into(), session_id.into());
+    fields.insert("rpc_id".into(), jti.into());
+    fields.insert("subject".into(), subject.into());
+    fields.insert("decision".into(), decision.into());
+    AuditEntry {
+        tenant: tenant.to_owned(),
+        id: format!("receipt.consumed\u{1f}{jti}"),
+        fields,
+    }
+}
+
 #[async_trait]
 pub trait AuditStore: Send + Sync + 'static {
     /// Appends `entries` to their tenants' chains, in order, durably; an entry whose
@@ -227,8 +330,23 @@ pub trait AuditStore: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<AuditRecord>, Error>;
 
-    /// Forgets records older than `retention` (their `at`), oldest first.
+    /// Forgets records older than `retention` (their `at`), oldest first, and receipts'
+    /// consumptions past their `keep_until`.
     async fn prune(&self, retention: Duration) -> Result<(), Error>;
+
+    /// The tenant's last record (seq 0 before the first).
+    async fn head(&self, tenant: &str) -> Result<Head, Error>;
+
+    /// Uses up the receipt `jti` of `entry`'s tenant, once: `entry` (its
+    /// [`consumption`] record) is appended, and the use remembered until `keep_until`
+    /// (past the last moment any receipt of that ask can be valid). Durable before it
+    /// returns [`Consumed::Now`]; every later call returns [`Consumed::Before`].
+    async fn consume(
+        &self,
+        entry: AuditEntry,
+        jti: &str,
+        keep_until: SystemTime,
+    ) -> Result<Consumed, Error>;
 }
 
 /// The rules every [`AuditStore`] keeps, for the engines' tests to run.
@@ -320,6 +438,98 @@ pub mod conformance {
         let kept = one.export("acme", 0, 1000).await.expect("export");
         assert_eq!(verify(&kept), Ok(2));
         assert_eq!(kept[1].prev_hash, all[42].hash);
+        // The head is the last record, seen from either handle.
+        let head = two.head("acme").await.expect("head");
+        assert_eq!((head.seq, head.hash.as_str()), (44, kept[1].hash.as_str()));
+        assert_eq!(one.head("nobody").await.expect("head"), Head::default());
+        assert_eq!(verify_export(&kept, &head, Some(&all[41].hash)), Ok(2));
+    }
+
+    /// A receipt is consumed once, whichever handle is asked, and the first use is
+    /// recorded in its tenant's log; another tenant's receipt of the same id is its own.
+    pub async fn consumption_rules(one: Arc<dyn AuditStore>, two: Arc<dyn AuditStore>) {
+        let until = SystemTime::now() + Duration::from_secs(600);
+        let record = |tenant: &str| consumption(tenant, "r-1", "s", "exec", "approved");
+        let Consumed::Now(first) = one
+            .consume(record("payco"), "r-1", until)
+            .await
+            .expect("consume")
+        else {
+            panic!("the first use consumes")
+        };
+        for store in [&one, &two] {
+            let again = store
+                .consume(record("payco"), "r-1", until)
+                .await
+                .expect("consume");
+            assert_eq!(again, Consumed::Before(first), "the use is remembered");
+        }
+        assert!(matches!(
+            two.consume(record("shopco"), "r-1", until)
+                .await
+                .expect("consume"),
+            Consumed::Now(_)
+        ));
+        let log = one.export("payco", 0, 100).await.expect("export");
+        let kinds: Vec<Value> = log
+            .iter()
+            .map(|r| serde_json::from_str::<Value>(&r.body_json).expect("json")["kind"].clone())
+            .collect();
+        assert_eq!(
+            kinds,
+            [json!("receipt.consumed")],
+            "one record, of the first use"
+        );
+        // Racing uses: one wins.
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+            tasks.push(tokio::spawn(async move {
+                store
+                    .consume(
+                        consumption("payco", "r-2", "s", "exec", "approved"),
+                        "r-2",
+                        until,
+                    )
+                    .await
+            }));
+        }
+        let mut won = 0;
+        for task in tasks {
+            if matches!(
+                task.await.expect("join").expect("consume"),
+                Consumed::Now(_)
+            ) {
+                won += 1;
+            }
+        }
+        assert_eq!(won, 1);
+        // Past its keep_until, a use is forgotten by pruning.
+        let gone = SystemTime::now() - Duration::from_secs(1);
+        one.consume(
+            consumption("payco", "r-3", "s", "exec", "approved"),
+            "r-3",
+            gone,
+        )
+        .await
+        .expect("consume");
+        one.prune(Duration::from_secs(3600)).await.expect("prune");
+        assert!(matches!(
+            two.consume(
+                consumption("payco", "r-3", "s", "exec", "approved"),
+                "r-3",
+                until
+            )
+            .await
+            .expect("consume"),
+            Consumed::Now(_)
+        ));
+        assert!(matches!(
+            two.consume(record("payco"), "r-1", until)
+                .await
+                .expect("consume"),
+            Consumed::Before(_)
+        ));
     }
 }
 

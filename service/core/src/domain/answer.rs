@@ -20,6 +20,25 @@ pub fn normalize(
     answers: Vec<QuestionAnswer>,
     limits: &Limits,
 ) -> Result<Vec<QuestionAnswer>, Error> {
+    check(questions, answers, limits, true)
+}
+
+/// [`normalize`] for answers to some of the questions (approving answers): each
+/// answer checked as in a batch, no question answered twice, none required.
+pub fn normalize_some(
+    questions: &[Question],
+    answers: Vec<QuestionAnswer>,
+    limits: &Limits,
+) -> Result<Vec<QuestionAnswer>, Error> {
+    check(questions, answers, limits, false)
+}
+
+fn check(
+    questions: &[Question],
+    answers: Vec<QuestionAnswer>,
+    limits: &Limits,
+    complete: bool,
+) -> Result<Vec<QuestionAnswer>, Error> {
     let index: HashMap<&str, usize> = questions
         .iter()
         .enumerate()
@@ -54,7 +73,7 @@ pub fn normalize(
         }
     }
     for (question, answer) in questions.iter().zip(&normalized) {
-        if answer.is_none() {
+        if complete && answer.is_none() {
             violations.push(Violation::new(
                 "answers",
                 format!(

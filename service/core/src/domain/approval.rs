@@ -104,6 +104,59 @@ pub fn claimed_channel(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The approving answers of an ask's action, normalised (`approving`: those the action
+/// names, or the default the caller took): each selects options of a question that is
+/// not secret, with no own words, so that a receipt's `approved` always means a
+/// choice the human was shown. Errors name `action.approving_answers`.
+pub fn approving_answers(
+    questions: &[Question],
+    approving: Vec<QuestionAnswer>,
+    named: bool,
+    limits: &Limits,
+) -> Result<Vec<QuestionAnswer>, super::Error> {
+    const FIELD: &str = "action.approving_answers";
+    if approving.is_empty() {
+        return Err(super::Error::bad_request(
+            FIELD,
+            "the first question has no options: name the answers that approve the action",
+        ));
+    }
+    let normalized =
+        super::answer::normalize_some(questions, approving, limits).map_err(|e| match e {
+            super::Error::BadAnswer(violations) => super::Error::BadRequest(
+                violations
+                    .into_iter()
+                    .map(|v| Violation::new(v.field.replacen("answers", FIELD, 1), v.description))
+                    .collect(),
+            ),
+            other => other,
+        })?;
+    let mut violations = Vec::new();
+    for (i, answer) in normalized.iter().enumerate() {
+        let field = match named {
+            true => format!("{FIELD}[{i}]"),
+            false => FIELD.to_owned(),
+        };
+        let secret = questions.iter().any(|q| q.secret && q.id == answer.id);
+        if secret {
+            violations.push(Violation::new(
+                &field,
+                "a secret question cannot approve an action (its answer stays with the asker)",
+            ));
+        }
+        if answer.selected.is_empty() || answer.custom.is_some() {
+            violations.push(Violation::new(
+                &field,
+                "an approving answer selects options, without own words",
+            ));
+        }
+    }
+    match violations.is_empty() {
+        true => Ok(normalized),
+        false => Err(super::Error::BadRequest(violations)),
+    }
+}
+
 /// What is wrong with the approval fields of an ask (the default answers are checked
 /// against the questions by the caller, as an answer batch is).
 pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
@@ -209,6 +262,7 @@ mod tests {
             action: Some(Action {
                 name: name.into(),
                 arguments_json: arguments,
+                ..Default::default()
             }),
             ..ask()
         };

@@ -200,6 +200,9 @@ pub enum Error {
     SelfApproval,
     #[error("this ask cannot be resolved from this channel")]
     ChannelNotAllowed,
+    /// The receipt was consumed before, at `consumed_at` (RFC 3339).
+    #[error("this receipt was already used")]
+    ReceiptConsumed { consumed_at: String },
     #[error("too many pending questions: {0}")]
     TooManyPending(String),
     #[error("too many subscribers: {0}")]
@@ -252,6 +255,7 @@ impl Error {
             Self::AlreadyApproved => ErrorReason::AlreadyApproved,
             Self::SelfApproval => ErrorReason::SelfApproval,
             Self::ChannelNotAllowed => ErrorReason::ChannelNotAllowed,
+            Self::ReceiptConsumed { .. } => ErrorReason::ReceiptConsumed,
             Self::TooManyPending(_) => ErrorReason::TooManyPending,
             Self::TooManySubscribers(_) => ErrorReason::TooManySubscribers,
             Self::TooManyAgents(_) => ErrorReason::TooManyAgents,

@@ -21,9 +21,10 @@ pub fn code(error: &Error) -> Code {
         | Error::BadRequest(_)
         | Error::BadIntent(_)
         | Error::BadAnswer(_) => Code::InvalidArgument,
-        Error::NoProvider | Error::CallerNotLive | Error::DelegatedCaller => {
-            Code::FailedPrecondition
-        }
+        Error::NoProvider
+        | Error::CallerNotLive
+        | Error::DelegatedCaller
+        | Error::ReceiptConsumed { .. } => Code::FailedPrecondition,
         Error::DuplicateProvider | Error::AlreadyApproved => Code::AlreadyExists,
         Error::AskCancelled { .. } => Code::Aborted,
         Error::AskAborted => Code::Cancelled,
@@ -107,6 +108,12 @@ pub fn to_status_with_receipt(
             metadata.insert(
                 "resolved_by".to_owned(),
                 cut(&settled.resolved_by, MAX_METADATA_ID_BYTES),
+            );
+        }
+        Error::ReceiptConsumed { consumed_at } => {
+            metadata.insert(
+                "consumed_at".to_owned(),
+                cut(consumed_at, MAX_METADATA_ID_BYTES),
             );
         }
         Error::AskCancelled { reason, origin } => {
@@ -220,6 +227,12 @@ mod tests {
             (Error::AlreadyApproved, Code::AlreadyExists),
             (Error::SelfApproval, Code::PermissionDenied),
             (Error::ChannelNotAllowed, Code::PermissionDenied),
+            (
+                Error::ReceiptConsumed {
+                    consumed_at: String::new(),
+                },
+                Code::FailedPrecondition,
+            ),
         ];
         // Every reason of the proto's ErrorReason is produced by some error, and no
         // error produces one that is not there.

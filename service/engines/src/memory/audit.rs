@@ -9,7 +9,7 @@ use std::{
 };
 
 use askgate_core::{
-    backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
+    backend::audit::{AuditEntry, AuditRecord, AuditStore, Consumed, Head, millis},
     domain::Error,
 };
 use async_trait::async_trait;
@@ -31,6 +31,15 @@ struct Log {
     records: VecDeque<(SystemTime, AuditRecord)>,
     ids: HashSet<String>,
     id_order: VecDeque<String>,
+    /// Receipts consumed (by jti): when, and until when the use is remembered.
+    consumed: HashMap<String, Spent>,
+}
+
+/// A receipt's use, in milliseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spent {
+    pub at_ms: u64,
+    pub until_ms: u64,
 }
 
 impl Log {
@@ -68,10 +77,15 @@ impl MemoryAuditStore {
         }
     }
 
-    /// The heads of a durable log (the sqlite engine's): records go to `journal`, and
-    /// none is kept here.
-    pub fn durable(journal: Journal, heads: Vec<(String, Head)>) -> Self {
-        let logs = heads
+    /// The heads of a durable log (the sqlite engine's), and the receipts used and
+    /// still remembered (tenant, jti, use): records go to `journal`, and none is kept
+    /// here.
+    pub fn durable(
+        journal: Journal,
+        heads: Vec<(String, Head)>,
+        consumed: Vec<(String, String, Spent)>,
+    ) -> Self {
+        let mut logs: HashMap<String, Log> = heads
             .into_iter()
             .map(|(tenant, head)| {
                 let log = Log {
@@ -81,6 +95,9 @@ impl MemoryAuditStore {
                 (tenant, log)
             })
             .collect();
+        for (tenant, jti, spent) in consumed {
+            logs.entry(tenant).or_default().consumed.insert(jti, spent);
+        }
         Self {
             logs: Mutex::new(logs),
             keep: 0,
@@ -181,17 +198,76 @@ impl AuditStore for MemoryAuditStore {
         let Some(cutoff) = SystemTime::now().checked_sub(retention) else {
             return Ok(());
         };
-        if let Some(journal) = &self.journal {
-            journal.record(Change::AuditPruned { before: cutoff });
-            return journal.synced().await;
-        }
-        // Each tenant's newest record stays, as on the durable engines.
+        let now_ms = millis(SystemTime::now());
         for log in self.logs.lock().values_mut() {
+            log.consumed.retain(|_, spent| spent.until_ms >= now_ms);
+            // Each tenant's newest record stays, as on the durable engines.
             while log.records.len() > 1 && log.records.front().is_some_and(|(at, _)| *at < cutoff) {
                 log.records.pop_front();
             }
         }
+        if let Some(journal) = &self.journal {
+            journal.record(Change::AuditPruned {
+                before: cutoff,
+                consumed_before_ms: now_ms,
+            });
+            return journal.synced().await;
+        }
         Ok(())
+    }
+
+    async fn head(&self, tenant: &str) -> Result<Head, Error> {
+        Ok(self
+            .logs
+            .lock()
+            .get(tenant)
+            .map(|log| log.head.clone())
+            .unwrap_or_default())
+    }
+
+    async fn consume(
+        &self,
+        entry: AuditEntry,
+        jti: &str,
+        keep_until: SystemTime,
+    ) -> Result<Consumed, Error> {
+        if let Some(journal) = &self.journal {
+            journal.room().await;
+        }
+        // Whole milliseconds, as the store keeps it.
+        let now = std::time::UNIX_EPOCH + Duration::from_millis(millis(SystemTime::now()));
+        {
+            let mut logs = self.logs.lock();
+            let tenant = entry.tenant.clone();
+            let log = logs.entry(tenant.clone()).or_default();
+            if let Some(spent) = log.consumed.get(jti) {
+                let at = std::time::UNIX_EPOCH + Duration::from_millis(spent.at_ms);
+                return Ok(Consumed::Before(at));
+            }
+            let spent = Spent {
+                at_ms: millis(now),
+                until_ms: millis(keep_until),
+            };
+            log.consumed.insert(jti.to_owned(), spent);
+            let record = self.chain(&mut logs, entry);
+            if let Some(journal) = &self.journal {
+                let mut changes = vec![Change::ReceiptConsumed {
+                    tenant: tenant.clone(),
+                    jti: jti.to_owned(),
+                    spent,
+                }];
+                changes.extend(record.map(|record| Change::Audit {
+                    tenant,
+                    at: now,
+                    record,
+                }));
+                journal.record_all(changes);
+            }
+        }
+        if let Some(journal) = &self.journal {
+            journal.synced().await?;
+        }
+        Ok(Consumed::Now(now))
     }
 }
 
@@ -205,6 +281,8 @@ mod tests {
     async fn the_memory_log_keeps_the_rules() {
         let store = Arc::new(MemoryAuditStore::default());
         askgate_core::backend::audit::conformance::rules(store.clone(), store).await;
+        let store = Arc::new(MemoryAuditStore::default());
+        askgate_core::backend::audit::conformance::consumption_rules(store.clone(), store).await;
     }
 
     #[tokio::test]

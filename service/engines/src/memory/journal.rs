@@ -80,8 +80,18 @@ pub enum Change {
         at: SystemTime,
         record: askgate_core::backend::audit::AuditRecord,
     },
-    /// The audit records appended before `before` are past their retention.
-    AuditPruned { before: SystemTime },
+    /// The audit records appended before `before` are past their retention, and the
+    /// receipts' uses remembered until before `consumed_before_ms`.
+    AuditPruned {
+        before: SystemTime,
+        consumed_before_ms: u64,
+    },
+    /// A receipt was used (ConsumeReceipt).
+    ReceiptConsumed {
+        tenant: String,
+        jti: String,
+        spent: crate::memory::audit::Spent,
+    },
 }
 
 /// A change to the hook store's records.

@@ -284,6 +284,12 @@ impl AuditKeys {
         format!("{}:ids", self.tag)
     }
 
+    /// A receipt used (ConsumeReceipt): when, in ms since the epoch; it expires once
+    /// every receipt of its ask has.
+    pub fn consumed(&self, jti: &str) -> String {
+        format!("{}:consumed:{}", self.tag, escape(jti, TENANT_RESERVED))
+    }
+
     /// Every tenant with an audit log, for the retention sweep.
     pub fn tenants() -> &'static str {
         "ag:audit-tenants"

@@ -4,13 +4,13 @@
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use askgate_core::{
-    backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
+    backend::audit::{AuditEntry, AuditRecord, AuditStore, Consumed, Head},
     domain::Error,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, params};
 
-use crate::memory::{MemoryAuditStore, journal::Journal};
+use crate::memory::{MemoryAuditStore, audit::Spent, journal::Journal};
 
 pub struct SqliteAuditStore {
     /// The tenants' heads; records go to the journal (the engine appends a
@@ -21,9 +21,13 @@ pub struct SqliteAuditStore {
 }
 
 impl SqliteAuditStore {
-    pub(super) fn new(journal: Journal, heads: Vec<(String, Head)>, file: PathBuf) -> Self {
+    pub(super) fn new(journal: Journal, stored: StoredAudit, file: PathBuf) -> Self {
         Self {
-            heads: Arc::new(MemoryAuditStore::durable(journal, heads)),
+            heads: Arc::new(MemoryAuditStore::durable(
+                journal,
+                stored.heads,
+                stored.consumed,
+            )),
             file,
         }
     }
@@ -34,8 +38,35 @@ impl SqliteAuditStore {
     }
 }
 
+/// What the log's store holds beside the records.
+pub(super) struct StoredAudit {
+    heads: Vec<(String, Head)>,
+    consumed: Vec<(String, String, Spent)>,
+}
+
+/// The tenants' heads and the receipts used, as the store holds them.
+pub(super) fn stored(conn: &Connection) -> rusqlite::Result<StoredAudit> {
+    let mut rows = conn.prepare("SELECT tenant, jti, consumed_ms, until_ms FROM consumed")?;
+    let consumed = rows
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                Spent {
+                    at_ms: row.get::<_, i64>(2)?.unsigned_abs(),
+                    until_ms: row.get::<_, i64>(3)?.unsigned_abs(),
+                },
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(StoredAudit {
+        heads: heads(conn)?,
+        consumed,
+    })
+}
+
 /// Each tenant's newest record, where its chain goes on.
-pub(super) fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head)>> {
+fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head)>> {
     let mut rows = conn.prepare(
         "SELECT tenant, seq, hash FROM audit AS a \
          WHERE seq = (SELECT max(seq) FROM audit AS b WHERE b.tenant = a.tenant)",
@@ -94,5 +125,18 @@ impl AuditStore for SqliteAuditStore {
 
     async fn prune(&self, retention: Duration) -> Result<(), Error> {
         self.heads.prune(retention).await
+    }
+
+    async fn head(&self, tenant: &str) -> Result<Head, Error> {
+        self.heads.head(tenant).await
+    }
+
+    async fn consume(
+        &self,
+        entry: AuditEntry,
+        jti: &str,
+        keep_until: std::time::SystemTime,
+    ) -> Result<Consumed, Error> {
+        self.heads.consume(entry, jti, keep_until).await
     }
 }

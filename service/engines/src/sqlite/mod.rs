@@ -116,12 +116,7 @@ impl SqliteEngine {
 }
 
 /// Opens the store file (made if missing), migrates it and reads what it holds.
-type Read = (
-    Connection,
-    Stored,
-    StoredHooks,
-    Vec<(String, askgate_core::backend::audit::Head)>,
-);
+type Read = (Connection, Stored, StoredHooks, audit::StoredAudit);
 
 fn read(file: &Path) -> anyhow::Result<Read> {
     let mut conn = open(file)?;
@@ -129,7 +124,7 @@ fn read(file: &Path) -> anyhow::Result<Read> {
     load::prune(&conn)?;
     let stored = load::asks(&conn)?;
     let hooks = load::hooks(&conn)?;
-    let heads = audit::heads(&conn)?;
+    let heads = audit::stored(&conn)?;
     Ok((conn, stored, hooks, heads))
 }
 

@@ -101,6 +101,18 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, session_id, rpc_id)
     ) WITHOUT ROWID;
     ",
+    // 3: receipts used (ConsumeReceipt), remembered until every receipt of their ask
+    // has expired.
+    "
+    CREATE TABLE consumed (
+        tenant TEXT NOT NULL,
+        jti TEXT NOT NULL,
+        consumed_ms INTEGER NOT NULL,
+        until_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant, jti)
+    ) WITHOUT ROWID;
+    CREATE INDEX consumed_until ON consumed (until_ms);
+    ",
 ];
 
 /// The version this askgate writes.

@@ -534,6 +534,37 @@ async fn the_audit_log_keeps_the_rules_and_survives_a_restart() {
 }
 
 #[tokio::test]
+async fn a_consumed_receipt_stays_consumed_after_a_crash() {
+    use askgate_core::backend::audit::{AuditStore, Consumed, conformance, consumption};
+    let dir = Scratch::new();
+    let engine = open(&dir, StateConfig::default()).await;
+    let audit: Arc<dyn AuditStore> = engine.audit_store();
+    conformance::consumption_rules(audit.clone(), audit.clone()).await;
+    let until = std::time::SystemTime::now() + Duration::from_secs(600);
+    let record = || consumption("acme", "r-9", "s", "exec", "approved");
+    let Consumed::Now(at) = audit
+        .consume(record(), "r-9", until)
+        .await
+        .expect("consume")
+    else {
+        panic!("the first use")
+    };
+    // Acknowledged, so on disk: kill -9 now, and the use is still there.
+    let copy = crash_copy(&dir);
+    let engine = open(&copy, StateConfig::default()).await;
+    let audit = engine.audit_store();
+    assert_eq!(
+        audit
+            .consume(record(), "r-9", until)
+            .await
+            .expect("consume"),
+        Consumed::Before(at)
+    );
+    let head = audit.head("acme").await.expect("head");
+    assert_eq!(head.seq, 1, "its record too");
+}
+
+#[tokio::test]
 async fn a_quorum_asks_votes_survive_a_crash() {
     use askgate_core::domain::quorum::{Vote, Voted};
     let vote = |subject: &str| Vote {

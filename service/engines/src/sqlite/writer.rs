@@ -123,9 +123,10 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 .execute(params![&**tenant, agent_id])?;
         }
         Change::Hook(change) => hook(tx, change)?,
-        Change::Votes { .. } | Change::Audit { .. } | Change::AuditPruned { .. } => {
-            approvals(tx, change)?
-        }
+        Change::Votes { .. }
+        | Change::Audit { .. }
+        | Change::AuditPruned { .. }
+        | Change::ReceiptConsumed { .. } => approvals(tx, change)?,
     }
     Ok(())
 }
@@ -263,13 +264,30 @@ fn approvals(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 epoch_ms(*at) as i64,
             ])?;
         }
-        Change::AuditPruned { before } => {
+        Change::AuditPruned {
+            before,
+            consumed_before_ms,
+        } => {
             // Each tenant's newest record stays: the next one links to it.
             tx.prepare_cached(
                 "DELETE FROM audit WHERE at_ms < ?1 AND seq < \
                  (SELECT max(seq) FROM audit AS newest WHERE newest.tenant = audit.tenant)",
             )?
             .execute(params![epoch_ms(*before) as i64])?;
+            tx.prepare_cached("DELETE FROM consumed WHERE until_ms < ?1")?
+                .execute(params![*consumed_before_ms as i64])?;
+        }
+        Change::ReceiptConsumed { tenant, jti, spent } => {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO consumed (tenant, jti, consumed_ms, until_ms) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                tenant,
+                jti,
+                spent.at_ms as i64,
+                spent.until_ms as i64
+            ])?;
         }
         _ => {}
     }

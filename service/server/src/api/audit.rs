@@ -2,28 +2,40 @@
 //! first (docs/approvals.md). Needs the admin role, with a credential not limited to
 //! some sessions; sees only the caller's tenant.
 
-use std::pin::Pin;
+use std::{pin::Pin, sync::Arc, time::SystemTime};
 
-use askgate_proto::v1::{AuditRecord, ExportAuditRequest, audit_server::Audit as AuditService};
+use askgate_client::receipt::HeadClaims;
+use askgate_proto::v1::{
+    AuditHead, AuditRecord, ExportAuditRequest, GetAuditHeadRequest,
+    audit_server::Audit as AuditService,
+};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
 use super::{Gate, webhooks::failed};
 use crate::{
-    approvals::{Audit, audit::EXPORT_PAGE},
+    approvals::{Audit, Receipts, audit::EXPORT_PAGE},
     auth::Action,
+    backend::audit,
+    domain::Error,
 };
 
 /// The `askgate.v1.Audit` service.
 pub struct AuditApi {
     audit: Audit,
     gate: Gate,
+    /// What signs the heads; without it a head goes unsigned.
+    receipts: Option<Arc<Receipts>>,
 }
 
 impl AuditApi {
-    pub fn new(audit: Audit, gate: Gate) -> Self {
-        Self { audit, gate }
+    pub fn new(audit: Audit, gate: Gate, receipts: Option<Arc<Receipts>>) -> Self {
+        Self {
+            audit,
+            gate,
+            receipts,
+        }
     }
 }
 
@@ -76,6 +88,40 @@ impl AuditService for AuditApi {
             }
         });
         Ok(Response::new(records))
+    }
+
+    /// The head as of now, signed with the receipt key: taken after an export's last
+    /// record, it proves the export ends there.
+    #[instrument(name = "GetAuditHead", skip_all, fields(tenant))]
+    async fn get_audit_head(
+        &self,
+        request: Request<GetAuditHeadRequest>,
+    ) -> Result<Response<AuditHead>, Status> {
+        let _timer = self.gate.timer("GetAuditHead");
+        let caller = self.gate.admit(&request, Action::ExportAudit, "")?;
+        let head = self.audit.head(&caller.tenant).await.map_err(failed)?;
+        let claims = HeadClaims {
+            tenant: caller.tenant.to_string(),
+            seq: head.seq,
+            hash: head.hash,
+            at: audit::at(SystemTime::now())
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        let jws = match &self.receipts {
+            Some(receipts) => receipts
+                .sign_head(&claims)
+                .map_err(|e| failed(Error::Internal(format!("signing the audit head: {e:#}"))))?,
+            None => String::new(),
+        };
+        Ok(Response::new(AuditHead {
+            tenant: claims.tenant,
+            seq: claims.seq,
+            hash: claims.hash,
+            at: claims.at,
+            jws,
+        }))
     }
 }
 

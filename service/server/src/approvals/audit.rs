@@ -149,6 +149,21 @@ impl Audit {
         self.store.export(tenant, after_seq, limit).await
     }
 
+    /// The tenant's last record.
+    pub async fn head(&self, tenant: &str) -> Result<audit::Head, Error> {
+        self.store.head(tenant).await
+    }
+
+    /// Uses up the receipt `jti` (see [`AuditStore::consume`]); `entry` is its record.
+    pub async fn consume(
+        &self,
+        entry: AuditEntry,
+        jti: &str,
+        keep_until: std::time::SystemTime,
+    ) -> Result<audit::Consumed, Error> {
+        self.store.consume(entry, jti, keep_until).await
+    }
+
     /// Drops records past `retention`, every hour, until the task is aborted.
     pub async fn prune_every_hour(self, retention: Duration) {
         loop {

@@ -7,7 +7,9 @@ use std::{
 };
 
 use anyhow::Context as _;
-use askgate_client::receipt::{Claims, ISSUER};
+use askgate_client::receipt::{
+    AUDIT_HEAD_TYPE, Claims, HeadClaims, ISSUER, ReceiptError, verify_signed,
+};
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use jsonwebtoken::{
     Algorithm, EncodingKey, Header,
@@ -103,6 +105,25 @@ impl Receipts {
         header.typ = Some("JWT".into());
         Ok(jsonwebtoken::encode(&header, &claims, &self.signing)?)
     }
+
+    /// Signs a tenant's audit head (docs/approvals.md): what proves an export's end.
+    pub fn sign_head(&self, head: &HeadClaims) -> anyhow::Result<String> {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.kid.clone());
+        header.typ = Some(AUDIT_HEAD_TYPE.into());
+        Ok(jsonwebtoken::encode(&header, head, &self.signing)?)
+    }
+
+    /// The claims of a receipt one of these keys signed and that has not expired
+    /// (no leeway: this is the clock that signed it).
+    pub fn verify(&self, token: &str) -> Result<Claims, ReceiptError> {
+        verify_signed(token, &self.keys, Duration::ZERO)
+    }
+
+    /// How long a receipt stays valid.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
 }
 
 fn read_pem(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -149,6 +170,7 @@ pub(crate) mod tests {
         Action {
             name: "deploy".into(),
             arguments_json: r#"{"env":"prod"}"#.into(),
+            ..Default::default()
         }
     }
 
@@ -160,6 +182,8 @@ pub(crate) mod tests {
             rpc_id: "r1".into(),
             action_digest: action_digest(&action.name, &action.arguments_json).expect("in a test"),
             resolution: "ANSWERED".into(),
+            decision: "approved".into(),
+            asked_by: "bot".into(),
             answers_digest: String::new(),
             approvers: vec!["ana".into()],
             resolved_by: "ana".into(),
@@ -175,7 +199,7 @@ pub(crate) mod tests {
         let token = signer.sign(claims(&deploy())).expect("in a test");
         let keys: JwkSet = serde_json::from_str(signer.published()).expect("in a test");
         assert_eq!(keys.keys.len(), 2);
-        let verified = verify_receipt(&token, &keys, &deploy()).expect("in a test");
+        let verified = verify_receipt(&token, &keys, "acme", &deploy()).expect("in a test");
         assert_eq!(verified.iss, "askgate");
         assert_eq!(verified.approvers, ["ana"]);
         // The same arguments, spelt otherwise, are the same action.
@@ -183,13 +207,13 @@ pub(crate) mod tests {
             arguments_json: "{ \"env\" : \"prod\" }".into(),
             ..deploy()
         };
-        assert!(verify_receipt(&token, &keys, &respelt).is_ok());
+        assert!(verify_receipt(&token, &keys, "acme", &respelt).is_ok());
         let other = Action {
             arguments_json: r#"{"env":"staging"}"#.into(),
             ..deploy()
         };
         assert!(matches!(
-            verify_receipt(&token, &keys, &other),
+            verify_receipt(&token, &keys, "acme", &other),
             Err(ReceiptError::WrongAction { .. })
         ));
     }
@@ -200,14 +224,14 @@ pub(crate) mod tests {
         let stranger = receipts(&[KEY_B], DEFAULT_RECEIPT_TTL);
         let token = signer.sign(claims(&deploy())).expect("in a test");
         assert_eq!(
-            verify_receipt(&token, stranger.keys(), &deploy()),
+            verify_receipt(&token, stranger.keys(), "acme", &deploy()),
             Err(ReceiptError::UnknownKey)
         );
         // A stranger's key published under the signer's kid: the signature fails.
         let mut forged = stranger.keys().clone();
         forged.keys[0].common.key_id = Some(signer.kid().to_owned());
         assert_eq!(
-            verify_receipt(&token, &forged, &deploy()),
+            verify_receipt(&token, &forged, "acme", &deploy()),
             Err(ReceiptError::BadSignature)
         );
         // Claims changed after signing.
@@ -218,7 +242,7 @@ pub(crate) mod tests {
         body.approvers.push("mallory".into());
         parts[1] = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&body).expect("in a test"));
         assert_eq!(
-            verify_receipt(&parts.join("."), signer.keys(), &deploy()),
+            verify_receipt(&parts.join("."), signer.keys(), "acme", &deploy()),
             Err(ReceiptError::BadSignature)
         );
         // Signed long ago: expired, past the verifier's leeway.
@@ -230,9 +254,53 @@ pub(crate) mod tests {
         header.kid = Some(signer.kid().to_owned());
         let expired = jsonwebtoken::encode(&header, &old, &signer.signing).expect("in a test");
         assert_eq!(
-            verify_receipt(&expired, signer.keys(), &deploy()),
+            verify_receipt(&expired, signer.keys(), "acme", &deploy()),
             Err(ReceiptError::Expired)
         );
+    }
+
+    #[test]
+    fn a_receipt_of_another_tenant_or_decision_is_refused() {
+        let signer = receipts(&[KEY_A], DEFAULT_RECEIPT_TTL);
+        let token = signer.sign(claims(&deploy())).expect("in a test");
+        assert_eq!(
+            verify_receipt(&token, signer.keys(), "beta", &deploy()),
+            Err(ReceiptError::WrongTenant {
+                receipt: "acme".into(),
+                expected: "beta".into()
+            })
+        );
+        let rejected = signer
+            .sign(Claims {
+                decision: "rejected".into(),
+                ..claims(&deploy())
+            })
+            .expect("in a test");
+        assert!(matches!(
+            verify_receipt(&rejected, signer.keys(), "acme", &deploy()),
+            Err(ReceiptError::NotApproved(c)) if c.decision == "rejected"
+        ));
+        // A head is no receipt, and a receipt no head.
+        let head = askgate_client::receipt::HeadClaims {
+            tenant: "acme".into(),
+            seq: 3,
+            hash: "ab".into(),
+            at: "2026-12-03T00:00:00.000Z".into(),
+        };
+        let jws = signer.sign_head(&head).expect("in a test");
+        assert!(matches!(
+            verify_receipt(&jws, signer.keys(), "acme", &deploy()),
+            Err(ReceiptError::Malformed(_))
+        ));
+        assert_eq!(
+            askgate_client::receipt::verify_audit_head(&jws, signer.keys(), "acme"),
+            Ok(head)
+        );
+        assert!(askgate_client::receipt::verify_audit_head(&token, signer.keys(), "acme").is_err());
+        assert!(matches!(
+            askgate_client::receipt::verify_audit_head(&jws, signer.keys(), "beta"),
+            Err(ReceiptError::WrongTenant { .. })
+        ));
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub enum Action {
     ManageWebhooks,
     /// The `Audit` service: the whole tenant's decisions and admin changes.
     ExportAudit,
+    /// Using up a receipt of the tenant before its action runs (the executor: agent
+    /// or admin).
+    ConsumeReceipt,
     /// Who the caller is: any role may ask.
     WhoAmI,
 }
@@ -81,7 +84,7 @@ pub enum Action {
 impl Action {
     fn role(self) -> Option<Role> {
         Some(match self {
-            Self::Ask | Self::Abort | Self::Attach => Role::Agent,
+            Self::Ask | Self::Abort | Self::Attach | Self::ConsumeReceipt => Role::Agent,
             Self::ManageWebhooks | Self::ExportAudit => Role::Admin,
             Self::WhoAmI => return None,
             _ => Role::Ui,

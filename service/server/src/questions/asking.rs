@@ -7,7 +7,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::receipt::{self, Claims};
+use askgate_client::receipt::{self, Claims, Decision};
 use askgate_proto::v1::{
     AskRequest, AskResponse, NotifyPolicy, QuestionAnswer, Resolution, Unattended,
 };
@@ -35,6 +35,10 @@ pub(super) struct Terms {
     order: Vec<String>,
     /// What it resolves with when its lifetime ends.
     default_answers: Vec<QuestionAnswer>,
+    /// The answers that approve its action (empty without an action).
+    approving: Vec<QuestionAnswer>,
+    /// The subject that asked.
+    asked_by: String,
 }
 
 impl Terms {
@@ -55,6 +59,12 @@ impl Terms {
                     },
                     secret,
                     default_answers: ask.default_answers.clone(),
+                    approving: ask
+                        .action
+                        .as_ref()
+                        .map(|a| a.approving_answers.clone())
+                        .unwrap_or_default(),
+                    asked_by: ask.asked_by.clone(),
                 })
             })
     }
@@ -132,10 +142,21 @@ impl Questions {
                 other => other,
             })?,
         };
-        let action_digest = match &request.action {
-            Some(action) => receipt::action_digest(&action.name, &action.arguments_json)
-                .map_err(|e| Error::bad_request("action.arguments_json", e.to_string()))?,
-            None => String::new(),
+        let (action, action_digest) = match request.action {
+            Some(mut action) => {
+                let digest = receipt::action_digest(&action.name, &action.arguments_json)
+                    .map_err(|e| Error::bad_request("action.arguments_json", e.to_string()))?;
+                let named = !action.approving_answers.is_empty();
+                let approving = receipt::approving_answers(&action, &request.questions);
+                action.approving_answers = approval::approving_answers(
+                    &request.questions,
+                    approving,
+                    named,
+                    &self.limits,
+                )?;
+                (Some(action), digest)
+            }
+            None => (None, String::new()),
         };
         Ok(NewAsk {
             key: SessionKey::new(tenant, request.session_id),
@@ -150,7 +171,7 @@ impl Questions {
                 .notify
                 .or(self.default_notify)
                 .filter(schedules_something),
-            action: request.action,
+            action,
             action_digest,
             quorum: request.quorum.map_or(0, |q| q.count),
             default_answers,
@@ -327,6 +348,10 @@ impl Questions {
             rpc_id: rpc_id.to_owned(),
             action_digest: terms.action_digest.clone(),
             resolution: outcome.resolution.as_str_name().to_owned(),
+            decision: Decision::of(outcome.resolution, &outcome.answers, &terms.approving)
+                .as_str()
+                .to_owned(),
+            asked_by: terms.asked_by.clone(),
             answers_digest: receipt::answers_digest(&outcome.answers, |id| {
                 terms.secret.iter().any(|s| s == id)
             }),

@@ -7,8 +7,9 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use askgate_proto::v1::{
     agents_server::AgentsServer, audit_server::AuditServer, email_server::EmailServer,
-    ntfy_server::NtfyServer, slack_server::SlackServer, telegram_server::TelegramServer,
-    user_questions_server::UserQuestionsServer, webhooks_server::WebhooksServer,
+    ntfy_server::NtfyServer, receipts_server::ReceiptsServer, slack_server::SlackServer,
+    telegram_server::TelegramServer, user_questions_server::UserQuestionsServer,
+    webhooks_server::WebhooksServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -22,8 +23,8 @@ use super::{
 use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
     api::{
-        AgentsApi, AuditApi, EmailApi, NtfyApi, SlackApi, TelegramApi, UserQuestionsApi,
-        WebhooksApi, deadline, health,
+        AgentsApi, AuditApi, EmailApi, NtfyApi, ReceiptsApi, SlackApi, TelegramApi,
+        UserQuestionsApi, WebhooksApi, deadline, health,
     },
     approvals::{Audit, Receipts},
     auth::Gate,
@@ -222,7 +223,13 @@ impl Node {
         let telegram = TelegramApi::new(self.hooks.clone(), gate.clone());
         let email = EmailApi::new(self.hooks.clone(), gate.clone());
         let ntfy = NtfyApi::new(self.hooks.clone(), gate.clone());
-        let audit = AuditApi::new(self.audit.clone(), gate.clone());
+        let audit = AuditApi::new(self.audit.clone(), gate.clone(), self.receipts.clone());
+        let receipts = ReceiptsApi::new(
+            self.audit.clone(),
+            gate.clone(),
+            self.receipts.clone(),
+            config.settings.request_retention,
+        );
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
         let mut dispatch = Dispatch::default();
@@ -267,6 +274,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 AuditServer::new(audit).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                ReceiptsServer::new(receipts).max_decoding_message_size(limit),
                 authenticate,
             )))
     }

@@ -12,7 +12,7 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 
 use askgate_core::{
-    backend::audit::{AuditEntry, AuditRecord, AuditStore, Head},
+    backend::audit::{AuditEntry, AuditRecord, AuditStore, Consumed, Head, millis},
     clock::now_ms,
     domain::Error,
 };
@@ -223,13 +223,58 @@ impl AuditStore for RedisAuditStore {
         }
         Ok(())
     }
+
+    async fn head(&self, tenant: &str) -> Result<Head, Error> {
+        let keys = AuditKeys::new(tenant);
+        let (seq, hash): (Option<u64>, Option<String>) = redis::cmd("HMGET")
+            .arg(keys.head())
+            .arg("seq")
+            .arg("hash")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(Head {
+            seq: seq.unwrap_or(0),
+            hash: hash.unwrap_or_default(),
+        })
+    }
+
+    /// The record first (its id makes a second append of it a no-op), then the use,
+    /// set only if absent: a node that dies between the two leaves the record of a
+    /// use that a retry completes, never a use without its record.
+    async fn consume(
+        &self,
+        entry: AuditEntry,
+        jti: &str,
+        keep_until: std::time::SystemTime,
+    ) -> Result<Consumed, Error> {
+        let keys = AuditKeys::new(&entry.tenant);
+        self.append_tenant(&entry.tenant.clone(), &[entry]).await?;
+        let now = now_ms();
+        let until = millis(keep_until).max(now + 1);
+        let before: Option<u64> = redis::cmd("SET")
+            .arg(keys.consumed(jti))
+            .arg(now)
+            .arg("NX")
+            .arg("GET")
+            .arg("PXAT")
+            .arg(until)
+            .query_async(&mut self.acked.clone())
+            .await
+            .map_err(unavailable)?;
+        let at = |ms| std::time::UNIX_EPOCH + Duration::from_millis(ms);
+        Ok(match before {
+            Some(ms) => Consumed::Before(at(ms)),
+            None => Consumed::Now(at(now)),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use askgate_core::backend::audit::conformance::rules;
+    use askgate_core::backend::audit::conformance::{consumption_rules, rules};
     use askgate_testing::{RedisCluster, RedisServer};
 
     use super::*;
@@ -262,5 +307,7 @@ mod tests {
         };
         let (one, other) = two(&target).await;
         rules(one, other).await;
+        let (one, other) = two(&target).await;
+        consumption_rules(one, other).await;
     }
 }

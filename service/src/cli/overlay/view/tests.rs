@@ -329,6 +329,7 @@ fn what_an_answer_approves_is_shown_with_the_question() {
             action: Some(askgate_proto::v1::Action {
                 name: "deploy".into(),
                 arguments_json: r#"{"env":"prod"}"#.into(),
+                ..Default::default()
             }),
             quorum: Some(askgate_proto::v1::Quorum { count: 2 }),
             ..Default::default()

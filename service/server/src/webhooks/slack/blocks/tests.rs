@@ -379,6 +379,7 @@ fn the_action_an_answer_approves_is_shown_whole_or_with_its_end() {
             r#"{{"env":"prod","notes":"{}","last":"rm -rf /"}}"#,
             "x".repeat(5000)
         ),
+        ..Default::default()
     });
     asked.action_digest = "0123456789abcdef".repeat(4);
     asked.quorum = Some(askgate_proto::v1::Quorum { count: 2 });

@@ -105,6 +105,7 @@ fn every_shape_of_ask_keeps_to_telegrams_limits() {
     gated.action = Some(Action {
         name: "deploy <prod>".into(),
         arguments_json: format!("{{\"cmd\": {:?}}}", long),
+        ..Default::default()
     });
     gated.quorum = Some(Quorum { count: 2 });
     shapes.push(gated);
