@@ -235,6 +235,28 @@ pub fn answers_json(answers: &[QuestionAnswer]) -> Value {
     )
 }
 
+/// Longest answers a record holds as they are (their canonical JSON, in bytes): longer
+/// ones are recorded as their digest only, `answers_sha256`, so that one ask cannot
+/// make a record hold whatever its free-text answers hold.
+pub const MAX_RECORDED_ANSWERS_BYTES: usize = 4 * 1024;
+
+/// Puts `answers` in a record's `fields`: as `answers`, or, past
+/// [`MAX_RECORDED_ANSWERS_BYTES`], as `answers_sha256` (lowercase hex SHA-256 of their
+/// canonical JSON, which whoever holds the answers can check).
+pub fn record_answers(fields: &mut Map<String, Value>, answers: &[QuestionAnswer]) {
+    let value = answers_json(answers);
+    let text = canonical(&value);
+    match text.len() > MAX_RECORDED_ANSWERS_BYTES {
+        true => {
+            let digest = hex::encode(Sha256::digest(text.as_bytes()));
+            fields.insert("answers_sha256".into(), digest.into());
+        }
+        false => {
+            fields.insert("answers".into(), value);
+        }
+    }
+}
+
 /// The record of a `resolved` event: who resolved which ask, how, from where, with
 /// which answers (those to secret questions as their MAC only, `answers_hmac`),
 /// approving which action. `asked` is the ask as it was pending.
@@ -253,7 +275,7 @@ pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) 
     fields.insert("channel".into(), resolved.channel.clone().into());
     fields.insert("resolution".into(), resolved.reason().as_str_name().into());
     fields.insert("action_digest".into(), action_digest.into());
-    fields.insert("answers".into(), answers_json(&resolved.answers));
+    record_answers(&mut fields, &resolved.answers);
     if !resolved.answers_hmac.is_empty() {
         fields.insert("answers_hmac".into(), resolved.answers_hmac.clone().into());
     }

@@ -10,6 +10,9 @@ pub struct StateConfig {
     pub shards: usize,
     /// Events each session keeps for cursor resume.
     pub history_len: usize,
+    /// Bytes (encoded events) each session's history keeps at most: past them the
+    /// oldest events drop (the newest always stays).
+    pub history_bytes: u64,
     /// Events a session subscriber may fall behind before it gets `reset`.
     pub subscriber_buffer: usize,
     /// Events an `all_sessions` subscriber may fall behind before it gets `reset`.
@@ -40,6 +43,9 @@ pub struct StateConfig {
     pub reconnect_grace: Duration,
     /// How long the outcome of an ask with a request_id is kept for a retry.
     pub request_retention: Duration,
+    /// Bytes a tenant's audit records may hold: past them its oldest records go (the
+    /// chain goes on from the newest, which always stays).
+    pub max_audit_bytes_per_tenant: u64,
 }
 
 impl Default for StateConfig {
@@ -47,6 +53,7 @@ impl Default for StateConfig {
         Self {
             shards: 64,
             history_len: 1000,
+            history_bytes: 8 * 1024 * 1024,
             subscriber_buffer: 1024,
             tenant_buffer: 16 * 1024,
             max_pending_per_session: 1024,
@@ -61,6 +68,7 @@ impl Default for StateConfig {
             max_mcp_sessions_per_tenant: 256,
             reconnect_grace: Duration::from_secs(5),
             request_retention: Duration::from_secs(600),
+            max_audit_bytes_per_tenant: 1024 * 1024 * 1024,
         }
     }
 }

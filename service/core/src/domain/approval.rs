@@ -36,6 +36,51 @@ pub const SERVER_CHANNELS: [&str; 7] = [
 /// mailbox or phone, so they never collect a secret answer (they link to the console).
 pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, EMAIL_CHANNEL, NTFY_CHANNEL];
 
+/// The prefix of the subjects the server resolves as itself (`askgate:default`, ...):
+/// no credential may name one.
+pub const RESERVED_SUBJECT_PREFIX: &str = "askgate:";
+
+/// Whether a credential may name `subject`: not empty, and not one the server keeps
+/// for itself (`askgate:…`, in any case: subjects are compared as [`person`]s).
+pub fn credential_subject(subject: &str) -> Result<(), String> {
+    if subject.is_empty() {
+        return Err("must not be empty".into());
+    }
+    let reserved = subject
+        .get(..RESERVED_SUBJECT_PREFIX.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED_SUBJECT_PREFIX));
+    match reserved {
+        true => Err(format!(
+            "{} begins with {RESERVED_SUBJECT_PREFIX}, which the server keeps for itself",
+            echo(subject)
+        )),
+        false => Ok(()),
+    }
+}
+
+/// The person a subject names, for counting approvers and telling an asker from an
+/// approver: subjects compared without case (`alice` and `Alice` are one person), and
+/// an email identity (`email:…`) by its address without a `+tag` (`ana+1@x.org` is
+/// `ana@x.org`). Two subjects are one person when their keys are equal.
+pub fn person(subject: &str) -> String {
+    let lower = subject.to_lowercase();
+    let Some(address) = lower.strip_prefix("email:") else {
+        return lower;
+    };
+    match address.rsplit_once('@') {
+        Some((local, domain)) => {
+            let local = local.split_once('+').map_or(local, |(base, _)| base);
+            format!("email:{local}@{domain}")
+        }
+        None => lower,
+    }
+}
+
+/// Whether two subjects name one person ([`person`]).
+pub fn same_person(a: &str, b: &str) -> bool {
+    a == b || person(a) == person(b)
+}
+
 /// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
 /// channels.
 pub fn may_resolve(requested: &Requested, channel: &str) -> bool {
@@ -249,6 +294,39 @@ mod tests {
             .into_iter()
             .map(|v| v.field)
             .collect()
+    }
+
+    #[test]
+    fn spellings_of_one_person_are_one_person() {
+        assert!(same_person("alice", "Alice"));
+        assert!(same_person("ALICE", "alice"));
+        assert!(same_person(
+            "email:Ana+1@Example.org",
+            "email:ana+ops@example.org"
+        ));
+        assert!(same_person(
+            "email:ana@example.org",
+            "email:ana+2@example.org"
+        ));
+        assert!(same_person("slack:T1/U2", "slack:t1/u2"));
+        assert!(!same_person("alice", "alicia"));
+        assert!(!same_person(
+            "email:ana@example.org",
+            "email:bo@example.org"
+        ));
+        // A `+` outside an email identity is part of the name.
+        assert!(!same_person("ci+bot", "ci"));
+        assert!(same_person("Straße", "straße"));
+    }
+
+    #[test]
+    fn the_servers_own_subjects_are_reserved() {
+        for refused in ["askgate:default", "Askgate:default", "ASKGATE:", ""] {
+            assert!(credential_subject(refused).is_err(), "{refused}");
+        }
+        for taken in ["ana", "askgate", "askgate-bot", "x:askgate:y"] {
+            assert!(credential_subject(taken).is_ok(), "{taken}");
+        }
     }
 
     #[test]

@@ -46,7 +46,11 @@ impl Votes {
     /// (NOT_PENDING: it is about to resolve), but a voter who asks again is told the
     /// outcome again, so that a retry after a lost reply still makes the final claim.
     pub fn cast(&mut self, vote: Vote, needed: u32) -> Result<Voted, Error> {
-        let voted = self.votes.iter().any(|v| v.subject == vote.subject);
+        // One person, however their subject is spelt (`Alice`, `alice`).
+        let voted = self
+            .votes
+            .iter()
+            .any(|v| super::approval::same_person(&v.subject, &vote.subject));
         if self.closed {
             return match voted {
                 true => Ok(self.decided()),
@@ -168,6 +172,22 @@ mod tests {
             Ok(Voted::Complete(_))
         ));
         assert_eq!(votes.cast(vote("cy", "A"), 2), Err(Error::not_pending()));
+    }
+
+    #[test]
+    fn one_person_spelt_two_ways_votes_once() {
+        let mut votes = Votes::default();
+        votes.cast(vote("alice", "A"), 3).expect("first");
+        assert_eq!(
+            votes.cast(vote("Alice", "A"), 3),
+            Err(Error::AlreadyApproved)
+        );
+        votes.cast(vote("email:bo@x.org", "A"), 3).expect("bo");
+        assert_eq!(
+            votes.cast(vote("email:Bo+2@x.org", "A"), 3),
+            Err(Error::AlreadyApproved)
+        );
+        assert_eq!(votes.votes.len(), 2);
     }
 
     #[test]

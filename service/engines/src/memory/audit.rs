@@ -27,6 +27,9 @@ const IDS_PER_TENANT: usize = 16 * 1024;
 #[derive(Default)]
 struct Log {
     head: Head,
+    /// What the tenant's records hold, in bytes ([`record_bytes`]); on a durable log
+    /// an estimate from above, set back after each trim.
+    bytes: u64,
     /// The last records, with when each was appended.
     records: VecDeque<(SystemTime, AuditRecord)>,
     ids: HashSet<String>,
@@ -58,21 +61,38 @@ impl Log {
 pub struct MemoryAuditStore {
     logs: Mutex<HashMap<String, Log>>,
     keep: usize,
+    /// Bytes a tenant's records may hold: past them the oldest go (never the newest).
+    max_bytes: u64,
     journal: Option<Journal>,
 }
 
 impl Default for MemoryAuditStore {
     fn default() -> Self {
-        Self::new(KEEP_PER_TENANT)
+        Self::new(
+            KEEP_PER_TENANT,
+            askgate_core::backend::StateConfig::default().max_audit_bytes_per_tenant,
+        )
     }
 }
 
+/// What a record counts against its tenant's audit budget: its body and hashes.
+pub fn record_bytes(record: &AuditRecord) -> u64 {
+    (record.body_json.len() + record.hash.len() + record.prev_hash.len()) as u64
+}
+
+/// A trimmed log keeps this share of its budget, so that a log at its budget is not
+/// trimmed at every append.
+fn trimmed_to(max_bytes: u64) -> u64 {
+    max_bytes / 10 * 9
+}
+
 impl MemoryAuditStore {
-    /// A log that keeps the last `keep` records of each tenant.
-    pub fn new(keep: usize) -> Self {
+    /// A log that keeps the last `keep` records of each tenant, within `max_bytes`.
+    pub fn new(keep: usize, max_bytes: u64) -> Self {
         Self {
             logs: Mutex::new(HashMap::new()),
             keep,
+            max_bytes,
             journal: None,
         }
     }
@@ -82,14 +102,16 @@ impl MemoryAuditStore {
     /// here.
     pub fn durable(
         journal: Journal,
-        heads: Vec<(String, Head)>,
+        heads: Vec<(String, Head, u64)>,
         consumed: Vec<(String, String, Spent)>,
+        max_bytes: u64,
     ) -> Self {
         let mut logs: HashMap<String, Log> = heads
             .into_iter()
-            .map(|(tenant, head)| {
+            .map(|(tenant, head, bytes)| {
                 let log = Log {
                     head,
+                    bytes,
                     ..Log::default()
                 };
                 (tenant, log)
@@ -101,29 +123,56 @@ impl MemoryAuditStore {
         Self {
             logs: Mutex::new(logs),
             keep: 0,
+            max_bytes,
             journal: Some(journal),
         }
     }
 }
 
 impl MemoryAuditStore {
-    /// Chains `entry` unless its tenant's log holds it already: the record, for the
-    /// caller to keep or journal. Under the logs' lock.
-    fn chain(&self, logs: &mut HashMap<String, Log>, entry: AuditEntry) -> Option<AuditRecord> {
-        let log = logs.entry(entry.tenant.clone()).or_default();
+    /// Chains `entry` unless its tenant's log holds it already, at `now`, and keeps
+    /// the log within its byte budget: the changes a durable log journals (the record,
+    /// and a trim when the log went past its budget), pushed onto `changes`. Under the
+    /// logs' lock.
+    fn chain(
+        &self,
+        logs: &mut HashMap<String, Log>,
+        entry: AuditEntry,
+        now: SystemTime,
+        changes: &mut Vec<Change>,
+    ) {
+        let tenant = entry.tenant.clone();
+        let log = logs.entry(tenant.clone()).or_default();
         if log.ids.contains(&entry.id) {
-            return None;
+            return;
         }
         let record = log.head.chain(&entry);
         log.head = Head::after(&record);
         log.remember(entry.id);
+        log.bytes += record_bytes(&record);
+        if self.journal.is_some() {
+            changes.push(Change::Audit {
+                tenant: tenant.clone(),
+                at: now,
+                record,
+            });
+            if log.bytes > self.max_bytes {
+                // The store drops its oldest records down to this (never the newest).
+                let keep_bytes = trimmed_to(self.max_bytes);
+                changes.push(Change::AuditTrimmed { tenant, keep_bytes });
+                log.bytes = keep_bytes;
+            }
+            return;
+        }
         if self.keep > 0 {
-            log.records.push_back((SystemTime::now(), record.clone()));
-            while log.records.len() > self.keep {
-                log.records.pop_front();
+            log.records.push_back((now, record));
+        }
+        while log.records.len() > 1 && (log.records.len() > self.keep || log.bytes > self.max_bytes)
+        {
+            if let Some((_, dropped)) = log.records.pop_front() {
+                log.bytes = log.bytes.saturating_sub(record_bytes(&dropped));
             }
         }
-        Some(record)
     }
 
     /// Chains `entry` (unless appended before) and, on a durable log, records it with
@@ -132,14 +181,8 @@ impl MemoryAuditStore {
     /// reach the journal in their seq order.
     pub fn append_with(&self, entry: AuditEntry, mut changes: Vec<Change>) {
         let mut logs = self.logs.lock();
-        let tenant = entry.tenant.clone();
-        let record = self.chain(&mut logs, entry);
+        self.chain(&mut logs, entry, SystemTime::now(), &mut changes);
         if let Some(journal) = &self.journal {
-            changes.extend(record.map(|record| Change::Audit {
-                tenant,
-                at: SystemTime::now(),
-                record,
-            }));
             journal.record_all(changes);
         }
     }
@@ -154,16 +197,14 @@ impl AuditStore for MemoryAuditStore {
         {
             let now = SystemTime::now();
             let mut logs = self.logs.lock();
+            let mut changes = Vec::new();
             for entry in entries {
-                let tenant = entry.tenant.clone();
-                if let (Some(record), Some(journal)) = (self.chain(&mut logs, entry), &self.journal)
-                {
-                    journal.record(Change::Audit {
-                        tenant,
-                        at: now,
-                        record,
-                    });
-                }
+                self.chain(&mut logs, entry, now, &mut changes);
+            }
+            if let Some(journal) = &self.journal
+                && !changes.is_empty()
+            {
+                journal.record_all(changes);
             }
         }
         if let Some(journal) = &self.journal {
@@ -203,7 +244,9 @@ impl AuditStore for MemoryAuditStore {
             log.consumed.retain(|_, spent| spent.until_ms >= now_ms);
             // Each tenant's newest record stays, as on the durable engines.
             while log.records.len() > 1 && log.records.front().is_some_and(|(at, _)| *at < cutoff) {
-                log.records.pop_front();
+                if let Some((_, dropped)) = log.records.pop_front() {
+                    log.bytes = log.bytes.saturating_sub(record_bytes(&dropped));
+                }
             }
         }
         if let Some(journal) = &self.journal {
@@ -249,18 +292,13 @@ impl AuditStore for MemoryAuditStore {
                 until_ms: millis(keep_until),
             };
             log.consumed.insert(jti.to_owned(), spent);
-            let record = self.chain(&mut logs, entry);
+            let mut changes = vec![Change::ReceiptConsumed {
+                tenant,
+                jti: jti.to_owned(),
+                spent,
+            }];
+            self.chain(&mut logs, entry, now, &mut changes);
             if let Some(journal) = &self.journal {
-                let mut changes = vec![Change::ReceiptConsumed {
-                    tenant: tenant.clone(),
-                    jti: jti.to_owned(),
-                    spent,
-                }];
-                changes.extend(record.map(|record| Change::Audit {
-                    tenant,
-                    at: now,
-                    record,
-                }));
                 journal.record_all(changes);
             }
         }
@@ -287,7 +325,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_memory_log_is_bounded_but_its_chain_goes_on() {
-        let store = MemoryAuditStore::new(2);
+        let store = MemoryAuditStore::new(2, u64::MAX);
         for i in 0..5 {
             let entry = askgate_core::backend::audit::conformance::entry("acme", &i.to_string());
             store.append(vec![entry]).await.expect("append");

@@ -33,12 +33,13 @@ pub enum Change {
     SessionOpened { key: SessionKey, epoch: u64 },
     /// A session was dropped with its history (its request records stay).
     SessionRetired { key: SessionKey },
-    /// The session's event `seq`; the store keeps the last `history_len`.
+    /// The session's event `seq`; the store keeps its history from `oldest_kept` on
+    /// (past `seq`: none of it).
     Event {
         key: SessionKey,
         seq: u64,
         message: Message,
-        history_len: usize,
+        oldest_kept: u64,
     },
     /// A new pending ask: its `requested` event is the session's event `seq`.
     AskAdded(Box<AddedAsk>),
@@ -86,6 +87,9 @@ pub enum Change {
         before: SystemTime,
         consumed_before_ms: u64,
     },
+    /// The tenant's audit log went past its byte budget: its oldest records go until
+    /// the rest hold at most `keep_bytes` (the newest always stays).
+    AuditTrimmed { tenant: String, keep_bytes: u64 },
     /// A receipt was used (ConsumeReceipt).
     ReceiptConsumed {
         tenant: String,

@@ -44,7 +44,7 @@ mod state;
 mod subscription;
 mod tenants;
 
-pub use audit::MemoryAuditStore;
+pub use audit::{KEEP_PER_TENANT as AUDIT_RECORDS_PER_TENANT, MemoryAuditStore};
 pub use hooks::MemoryHookStore;
 use state::Inner;
 use subscription::Subscription;

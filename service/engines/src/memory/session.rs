@@ -28,8 +28,11 @@ pub(super) struct Session {
     /// (most sessions hold one or two asks).
     pending: BTreeMap<u64, Box<PendingAsk>>,
     by_rpc_id: HashMap<Arc<str>, u64>,
-    /// The last `history_len` events, oldest first, with their sequence numbers.
+    /// The last events (at most `history_len`, and at most `history_bytes` of them
+    /// but the newest), oldest first, with their sequence numbers.
     history: VecDeque<(u64, Message)>,
+    /// The encoded bytes of `history`.
+    history_bytes: u64,
     /// The channel to the session's own subscribers, made by the first of them and
     /// dropped with the last: a channel preallocates its whole buffer, and most
     /// sessions are only ever followed through their tenant's channel.
@@ -83,6 +86,20 @@ pub(super) fn parse_cursor(cursor: &str) -> Option<(u64, u64)> {
     Some((u64::from_str_radix(epoch, 16).ok()?, seq))
 }
 
+/// How much of its events a session's history keeps.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HistoryLimits {
+    /// Events (0: none).
+    pub len: usize,
+    /// Encoded bytes, the newest event whatever its size.
+    pub bytes: u64,
+}
+
+/// What an event counts in its session's history.
+fn event_bytes(message: &Message) -> u64 {
+    prost::Message::encoded_len(&**message) as u64
+}
+
 /// Whether `since` is less than `grace` ago.
 pub(super) fn within(since: Option<Instant>, grace: Duration) -> bool {
     since.is_some_and(|t| t.elapsed() < grace)
@@ -97,6 +114,7 @@ impl Session {
             pending: BTreeMap::new(),
             by_rpc_id: HashMap::new(),
             history: VecDeque::new(),
+            history_bytes: 0,
             events_tx: None,
             tenant_tx,
             exclusive_held: false,
@@ -112,6 +130,7 @@ impl Session {
         let mut session = Self::new(stored.epoch, tenant_tx);
         session.head = stored.head;
         session.history = stored.history.into();
+        session.history_bytes = session.history.iter().map(|(_, m)| event_bytes(m)).sum();
         session.left_at = Some(Instant::now());
         for ask in stored.asks {
             session.pending_bytes += ask.bytes;
@@ -168,16 +187,23 @@ impl Session {
         }
     }
 
-    /// Appends an event (keeping the last `history_len`) and sends it to the session's
-    /// and the tenant's subscribers.
-    pub(super) fn push(&mut self, history_len: usize, event: Event) -> Message {
+    /// Appends an event and sends it to the session's and the tenant's subscribers.
+    /// The history keeps the last `limits.len` events, dropping the oldest while it
+    /// holds more than `limits.bytes` (the newest always stays); a resume from before
+    /// what it keeps gets `reset`.
+    pub(super) fn push(&mut self, limits: HistoryLimits, event: Event) -> Message {
         self.head += 1;
         let msg = message(cursor(self.epoch, self.head), event);
-        if self.history.len() >= history_len {
-            self.history.pop_front();
-        }
-        if history_len > 0 {
+        if limits.len > 0 {
+            self.history_bytes += event_bytes(&msg);
             self.history.push_back((self.head, msg.clone()));
+        }
+        while self.history.len() > 1
+            && (self.history.len() > limits.len || self.history_bytes > limits.bytes)
+        {
+            if let Some((_, dropped)) = self.history.pop_front() {
+                self.history_bytes = self.history_bytes.saturating_sub(event_bytes(&dropped));
+            }
         }
         // Sending fails only when nobody listens, which is fine.
         if let Some(events_tx) = &self.events_tx {
@@ -185,6 +211,12 @@ impl Session {
         }
         let _ = self.tenant_tx.send(msg.clone());
         msg
+    }
+
+    /// The sequence number of the oldest event the history keeps (the head's next when
+    /// it keeps none): what a store keeps of it starts there.
+    pub(super) fn oldest_kept(&self) -> u64 {
+        self.history.front().map_or(self.head + 1, |(seq, _)| *seq)
     }
 
     pub(super) fn head_cursor(&self) -> String {

@@ -176,21 +176,30 @@ impl Shard {
     }
 
     /// The request id's ask ended with `resolved`, remembered until `expires`.
+    /// Returns the bytes the outcome holds, which count against its tenant's budget
+    /// until it expires.
     pub(super) fn record_done(
         &mut self,
         key: &SessionKey,
         request_id: Arc<str>,
         resolved: Message,
         expires: Instant,
-    ) {
+    ) -> u64 {
+        let bytes = outcome_bytes(&resolved);
         let request = (key.clone(), request_id);
         self.request_expiry.push_back((expires, request.clone()));
         self.requests
             .insert(request, RequestState::Done { resolved, expires });
+        bytes
     }
 
-    /// Forgets the recorded outcomes that expired by `now`; hands them to `expired`.
-    pub(super) fn expire_requests(&mut self, now: Instant, mut expired: impl FnMut(RequestKey)) {
+    /// Forgets the recorded outcomes that expired by `now`; hands each to `expired`
+    /// with the bytes it held.
+    pub(super) fn expire_requests(
+        &mut self,
+        now: Instant,
+        mut expired: impl FnMut(RequestKey, u64),
+    ) {
         while self
             .request_expiry
             .front()
@@ -199,11 +208,12 @@ impl Shard {
             let Some((_, request)) = self.request_expiry.pop_front() else {
                 break;
             };
-            if let Some(RequestState::Done { expires, .. }) = self.requests.get(&request)
+            if let Some(RequestState::Done { expires, resolved }) = self.requests.get(&request)
                 && *expires <= now
             {
+                let bytes = outcome_bytes(resolved);
                 self.requests.remove(&request);
-                expired(request);
+                expired(request, bytes);
             }
         }
     }
@@ -248,23 +258,31 @@ impl Shard {
     }
 
     /// A request record as a store kept it; one that expired meanwhile is dropped.
+    /// Returns the bytes a restored outcome holds (0 for none).
     pub(super) fn restore_request(
         &mut self,
         request: StoredRequest,
         now: Instant,
         wall: SystemTime,
-    ) {
+    ) -> u64 {
         match request.state {
             StoredRequestState::Pending { rpc_id } => {
                 self.record_pending(&request.key, request.request_id, &rpc_id);
+                0
             }
-            StoredRequestState::Done { resolved, expires } => {
-                if let Ok(left) = expires.duration_since(wall) {
-                    self.record_done(&request.key, request.request_id, resolved, now + left);
+            StoredRequestState::Done { resolved, expires } => match expires.duration_since(wall) {
+                Ok(left) => {
+                    self.record_done(&request.key, request.request_id, resolved, now + left)
                 }
-            }
+                Err(_) => 0,
+            },
         }
     }
+}
+
+/// What a recorded outcome counts against its tenant's byte budget: its encoded size.
+fn outcome_bytes(resolved: &Message) -> u64 {
+    prost::Message::encoded_len(&**resolved) as u64
 }
 
 /// A new `all_sessions` subscriber's replay: `reset` first if asked, then the pending

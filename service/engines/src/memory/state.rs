@@ -39,7 +39,7 @@ use super::{
     agents::{Agents, AskKeys},
     durable::Durable,
     journal::{AddedAsk, Change, Journal, Stored, StoredRequestState},
-    session::{PendingAsk, Session},
+    session::{HistoryLimits, PendingAsk, Session},
     shard::{Shard, tenant_replay},
     tenants::Tenants,
 };
@@ -127,19 +127,26 @@ impl Inner {
 
     /// Appends an event to the session, recorded.
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
-        let message = session.push(self.config.history_len, event);
+        let message = session.push(self.history_limits(), event);
         self.durable
-            .record(|| self.event_change(key, session.head(), &message));
+            .record(|| self.event_change(key, session, &message));
         message
     }
 
-    /// What records the session's event `seq`.
-    fn event_change(&self, key: &SessionKey, seq: u64, message: &Message) -> Change {
+    fn history_limits(&self) -> HistoryLimits {
+        HistoryLimits {
+            len: self.config.history_len,
+            bytes: self.config.history_bytes,
+        }
+    }
+
+    /// What records the session's newest event, `message`.
+    fn event_change(&self, key: &SessionKey, session: &Session, message: &Message) -> Change {
         Change::Event {
             key: key.clone(),
-            seq,
+            seq: session.head(),
             message: message.clone(),
-            history_len: self.config.history_len,
+            oldest_kept: session.oldest_kept(),
         }
     }
 
@@ -220,6 +227,10 @@ impl Inner {
         }
         let retention = self.config.request_retention;
         let recorded = message(String::new(), Event::Resolved(resolved));
+        // Recorded before any ask: it must fit the tenant's budget.
+        let size = prost::Message::encoded_len(&*recorded) as u64;
+        self.tenants
+            .admit_outcome(&key.tenant, size, self.config.max_pending_bytes_per_tenant)?;
         let request_id: Arc<str> = request_id.into();
         self.durable.record(|| Change::RequestDone {
             key: key.clone(),
@@ -344,7 +355,8 @@ impl Inner {
             for key in shard.due_retiring(now) {
                 self.retire_if_unused(&mut shard, &key);
             }
-            shard.expire_requests(now, |(key, request_id)| {
+            shard.expire_requests(now, |(key, request_id), held| {
+                self.tenants.release_outcome(&key.tenant, held);
                 self.durable
                     .record(|| Change::RequestExpired { key, request_id });
             });
@@ -368,8 +380,8 @@ impl Inner {
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         self.tenants.release_pending(&key.tenant, ask.bytes);
-        let message = session.push(self.config.history_len, Event::Resolved(resolved));
-        let seq = session.head();
+        let message = session.push(self.history_limits(), Event::Resolved(resolved));
+        let event = self.event_change(key, session, &message);
         let retention = self.config.request_retention;
         // The ask's removal, its `resolved`, its request's record and its audit record
         // are durable together.
@@ -380,7 +392,7 @@ impl Inner {
                         key: key.clone(),
                         rpc_id: rpc_id.to_owned(),
                     },
-                    self.event_change(key, seq, &message),
+                    event,
                 ];
                 if !ask.request_id.is_empty() {
                     changes.push(Change::RequestDone {
@@ -399,7 +411,8 @@ impl Inner {
         }
         if !ask.request_id.is_empty() {
             let expires = Instant::now() + retention;
-            shard.record_done(key, ask.request_id, message.clone(), expires);
+            let held = shard.record_done(key, ask.request_id, message.clone(), expires);
+            self.tenants.hold_outcome(&key.tenant, held);
         }
         // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
         let waiters = ask.waiters;
@@ -598,7 +611,9 @@ impl Inner {
         });
         let (now, wall) = (Instant::now(), SystemTime::now());
         for request in requests {
-            self.shard(&request.key).restore_request(request, now, wall);
+            let tenant = request.key.tenant.clone();
+            let held = self.shard(&request.key).restore_request(request, now, wall);
+            self.tenants.hold_outcome(&tenant, held);
         }
         for agent in stored.agents {
             let lease = (

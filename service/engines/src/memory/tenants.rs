@@ -136,6 +136,39 @@ impl Tenants {
         });
     }
 
+    /// A recorded outcome of `bytes`, kept for retries: it counts against the tenant's
+    /// byte budget (not its count of pending asks) until it expires. Never refused:
+    /// the ask is already resolved; new asks are, while the tenant is past its budget.
+    pub(super) fn hold_outcome(&self, tenant: &Arc<str>, bytes: u64) {
+        if bytes > 0 {
+            self.with(tenant, |state| state.pending_bytes += bytes);
+        }
+    }
+
+    /// [`Self::hold_outcome`] for an outcome recorded before any ask (an Abort by a
+    /// request_id not asked yet): refused when it does not fit the tenant's budget.
+    pub(super) fn admit_outcome(
+        &self,
+        tenant: &Arc<str>,
+        bytes: u64,
+        max_bytes: u64,
+    ) -> Result<(), Error> {
+        self.with(tenant, |state| {
+            if state.pending_bytes + bytes > max_bytes {
+                return Err(Error::pending_bytes_full("tenant", max_bytes));
+            }
+            state.pending_bytes += bytes;
+            Ok(())
+        })
+    }
+
+    /// A recorded outcome of `bytes` expired.
+    pub(super) fn release_outcome(&self, tenant: &str, bytes: u64) {
+        self.existing(tenant, |state| {
+            state.pending_bytes = state.pending_bytes.saturating_sub(bytes);
+        });
+    }
+
     /// An `all_sessions` subscriber that counts follows the tenant now, or left less
     /// than `grace` ago.
     pub(super) fn attended_within(&self, tenant: &str, grace: Duration) -> bool {

@@ -49,6 +49,11 @@ impl SessionKeys {
         self.key("events")
     }
 
+    /// The bytes [`Self::events`] holds, for the history's byte bound.
+    pub fn events_bytes(&self) -> String {
+        self.key("events-bytes")
+    }
+
     /// The sequence number of the last event.
     pub fn head(&self) -> String {
         self.key("head")
@@ -215,6 +220,17 @@ impl TenantKeys {
     /// its byte budget.
     pub fn pending_bytes(&self) -> String {
         format!("{}:pending_bytes", self.tag)
+    }
+
+    /// The tenant's recorded outcomes (kept for retries), `<bytes> <id>` scored by
+    /// when each expires: they count against its byte budget until then.
+    pub fn outcomes(&self) -> String {
+        format!("{}:outcomes", self.tag)
+    }
+
+    /// The bytes [`Self::outcomes`] holds.
+    pub fn outcome_bytes(&self) -> String {
+        format!("{}:outcome_bytes", self.tag)
     }
 
     /// Set (with a short expiry) while some node has an `all_sessions` subscriber.

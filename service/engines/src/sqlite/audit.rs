@@ -21,12 +21,18 @@ pub struct SqliteAuditStore {
 }
 
 impl SqliteAuditStore {
-    pub(super) fn new(journal: Journal, stored: StoredAudit, file: PathBuf) -> Self {
+    pub(super) fn new(
+        journal: Journal,
+        stored: StoredAudit,
+        file: PathBuf,
+        max_bytes_per_tenant: u64,
+    ) -> Self {
         Self {
             heads: Arc::new(MemoryAuditStore::durable(
                 journal,
                 stored.heads,
                 stored.consumed,
+                max_bytes_per_tenant,
             )),
             file,
         }
@@ -40,7 +46,8 @@ impl SqliteAuditStore {
 
 /// What the log's store holds beside the records.
 pub(super) struct StoredAudit {
-    heads: Vec<(String, Head)>,
+    /// Each tenant's head, and the bytes its records hold.
+    heads: Vec<(String, Head, u64)>,
     consumed: Vec<(String, String, Spent)>,
 }
 
@@ -65,11 +72,12 @@ pub(super) fn stored(conn: &Connection) -> rusqlite::Result<StoredAudit> {
     })
 }
 
-/// Each tenant's newest record, where its chain goes on.
-fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head)>> {
+/// Each tenant's newest record, where its chain goes on, and what its records hold.
+fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head, u64)>> {
     let mut rows = conn.prepare(
-        "SELECT tenant, seq, hash FROM audit AS a \
-         WHERE seq = (SELECT max(seq) FROM audit AS b WHERE b.tenant = a.tenant)",
+        "SELECT tenant, max(seq), (SELECT hash FROM audit AS b WHERE b.tenant = a.tenant \
+           ORDER BY seq DESC LIMIT 1), sum(length(body) + length(hash) + length(prev_hash)) \
+         FROM audit AS a GROUP BY tenant",
     )?;
     rows.query_map([], |row| {
         Ok((
@@ -78,6 +86,7 @@ fn heads(conn: &Connection) -> rusqlite::Result<Vec<(String, Head)>> {
                 seq: row.get::<_, i64>(1)?.unsigned_abs(),
                 hash: row.get(2)?,
             },
+            row.get::<_, i64>(3)?.unsigned_abs(),
         ))
     })?
     .collect()

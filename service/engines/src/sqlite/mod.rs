@@ -79,7 +79,12 @@ impl SqliteEngine {
                 let _dir = dir;
                 writer::run(conn, reader);
             })?;
-        let audit = std::sync::Arc::new(SqliteAuditStore::new(journal.clone(), heads, store_file));
+        let audit = std::sync::Arc::new(SqliteAuditStore::new(
+            journal.clone(),
+            heads,
+            store_file,
+            config.max_audit_bytes_per_tenant,
+        ));
         let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks, audit.heads());
         let (backend, orphans) = MemoryBackend::durable(config, journal, stored, audit.heads());
         info!(

@@ -101,8 +101,8 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             key,
             seq,
             message,
-            history_len,
-        } => event(tx, key, *seq, &message.encode_to_vec(), *history_len)?,
+            oldest_kept,
+        } => event(tx, key, *seq, &message.encode_to_vec(), *oldest_kept)?,
         Change::AskAdded(ask) => add_ask(tx, ask)?,
         Change::AskRemoved { key, rpc_id } => {
             tx.prepare_cached(
@@ -126,6 +126,7 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
         Change::Votes { .. }
         | Change::Audit { .. }
         | Change::AuditPruned { .. }
+        | Change::AuditTrimmed { .. }
         | Change::ReceiptConsumed { .. } => approvals(tx, change)?,
     }
     Ok(())
@@ -179,28 +180,27 @@ fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// The session's event `seq`: kept with the last `history_len` before it, the head
-/// moved on.
+/// The session's event `seq`: kept with the history from `oldest_kept` on (as the
+/// session keeps it), the head moved on.
 fn event(
     tx: &Transaction<'_>,
     key: &SessionKey,
     seq: u64,
     message: &[u8],
-    history_len: usize,
+    oldest_kept: u64,
 ) -> rusqlite::Result<()> {
     let (tenant, session) = (&*key.tenant, &*key.session_id);
     tx.prepare_cached("UPDATE sessions SET head = ?3 WHERE tenant = ?1 AND session_id = ?2")?
         .execute(params![tenant, session, seq as i64])?;
-    if history_len == 0 {
+    if oldest_kept > seq {
         return Ok(());
     }
     tx.prepare_cached(
         "INSERT OR REPLACE INTO events (tenant, session_id, seq, message) VALUES (?1, ?2, ?3, ?4)",
     )?
     .execute(params![tenant, session, seq as i64, message])?;
-    let oldest = seq.saturating_sub(history_len as u64 - 1);
     tx.prepare_cached("DELETE FROM events WHERE tenant = ?1 AND session_id = ?2 AND seq < ?3")?
-        .execute(params![tenant, session, oldest as i64])?;
+        .execute(params![tenant, session, oldest_kept as i64])?;
     Ok(())
 }
 
@@ -276,6 +276,18 @@ fn approvals(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             .execute(params![epoch_ms(*before) as i64])?;
             tx.prepare_cached("DELETE FROM consumed WHERE until_ms < ?1")?
                 .execute(params![*consumed_before_ms as i64])?;
+        }
+        Change::AuditTrimmed { tenant, keep_bytes } => {
+            // The oldest record from which on the newest hold at most keep_bytes (the
+            // newest alone, when even it holds more); everything before it goes.
+            tx.prepare_cached(
+                "DELETE FROM audit WHERE tenant = ?1 AND seq < coalesce( \
+                   (SELECT seq FROM (SELECT seq, sum(length(body) + length(hash) + \
+                      length(prev_hash)) OVER (ORDER BY seq DESC) AS newer \
+                    FROM audit WHERE tenant = ?1) WHERE newer <= ?2 ORDER BY seq LIMIT 1), \
+                   (SELECT max(seq) FROM audit WHERE tenant = ?1))",
+            )?
+            .execute(params![tenant, *keep_bytes as i64])?;
         }
         Change::ReceiptConsumed { tenant, jti, spent } => {
             tx.prepare_cached(

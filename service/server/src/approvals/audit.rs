@@ -128,7 +128,7 @@ impl Audit {
         fields.insert("subject".into(), by.subject.clone().into());
         fields.insert("channel".into(), by.channel.clone().into());
         fields.insert("action_digest".into(), pending.action_digest.clone().into());
-        fields.insert("answers".into(), audit::answers_json(answers));
+        audit::record_answers(&mut fields, answers);
         AuditEntry {
             tenant: key.tenant.to_string(),
             id: format!(

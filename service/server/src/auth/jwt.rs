@@ -19,7 +19,7 @@ use jsonwebtoken::{
 use serde::{Deserialize, Serialize};
 
 use super::{Failure, Principal, Role, Validity, parse_roles};
-use crate::domain::validate;
+use crate::domain::{approval, validate};
 
 /// The claims askgate reads (and `askgate token` writes).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -188,9 +188,10 @@ impl JwtVerifier {
             .claims;
         let roles =
             parse_roles(claims.roles.iter().map(String::as_str)).map_err(|_| Failure::BadClaims)?;
-        if claims.sub.is_empty() || roles.is_empty() {
+        if roles.is_empty() {
             return Err(Failure::BadClaims);
         }
+        approval::credential_subject(&claims.sub).map_err(|_| Failure::ReservedSubject)?;
         validate::tenant_name(&claims.tenant).map_err(|_| Failure::BadTenant)?;
         Ok(Principal {
             sub: claims.sub,

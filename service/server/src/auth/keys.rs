@@ -23,7 +23,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 
 use super::{Failure, Principal, Role, Validity, parse_roles};
-use crate::domain::validate;
+use crate::domain::{approval, validate};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,9 +74,8 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
             let mut hash = [0u8; 32];
             hex::decode_to_slice(&entry.sha256, &mut hash)
                 .with_context(|| format!("keys[{i}].sha256 is not 64 hex digits"))?;
-            if entry.sub.is_empty() {
-                bail!("keys[{i}]: sub must not be empty");
-            }
+            approval::credential_subject(&entry.sub)
+                .map_err(|e| anyhow::anyhow!("keys[{i}].sub: {e}"))?;
             validate::tenant_name(&entry.tenant)
                 .map_err(|e| anyhow::anyhow!("keys[{i}].tenant: {e}"))?;
             let roles = parse_roles(entry.roles.iter().map(String::as_str))

@@ -209,6 +209,8 @@ pub enum Failure {
     WrongIssuer,
     WrongAudience,
     BadClaims,
+    /// The subject is empty, or one the server keeps for itself (`askgate:…`).
+    ReservedSubject,
     /// The credential names a tenant that is not a valid tenant name.
     BadTenant,
     /// A stream's credential expired or was revoked while the stream was open.
@@ -227,6 +229,7 @@ impl Failure {
             Self::WrongIssuer => "wrong_issuer",
             Self::WrongAudience => "wrong_audience",
             Self::BadClaims => "bad_claims",
+            Self::ReservedSubject => "reserved_subject",
             Self::BadTenant => "bad_tenant",
             Self::Revoked => "revoked",
         }
@@ -243,6 +246,9 @@ impl Failure {
             Self::WrongIssuer => "the token's issuer is not accepted",
             Self::WrongAudience => "the token's audience is not accepted",
             Self::BadClaims => "the token's claims are incomplete",
+            Self::ReservedSubject => {
+                "the token's sub is empty or begins with askgate:, which the server keeps for itself"
+            }
             Self::BadTenant => {
                 "the credential's tenant is not a valid tenant name (1-64 characters of [A-Za-z0-9._-])"
             }

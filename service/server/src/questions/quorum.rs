@@ -11,7 +11,7 @@ use tracing::debug;
 use super::Questions;
 use crate::approvals::Audit;
 use crate::domain::{
-    Error, Outcome, Resolver, SessionKey,
+    Error, Outcome, Resolver, SessionKey, approval,
     quorum::{self, Vote, Voted},
 };
 
@@ -25,7 +25,7 @@ impl Questions {
         by: &Resolver,
         needed: u32,
     ) -> Result<(), Error> {
-        if !pending.asked_by.is_empty() && pending.asked_by == by.subject {
+        if !pending.asked_by.is_empty() && approval::same_person(&pending.asked_by, &by.subject) {
             return Err(Error::SelfApproval);
         }
         let rpc_id = &pending.rpc_id;

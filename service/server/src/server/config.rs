@@ -271,7 +271,10 @@ impl ServerConfig {
                 (Arc::new(backend), Arc::new(hooks), audit)
             }
             BackendChoice::Memory => {
-                let audit = Arc::new(MemoryAuditStore::default());
+                let audit = Arc::new(MemoryAuditStore::new(
+                    askgate_engines::memory::AUDIT_RECORDS_PER_TENANT,
+                    self.settings.max_audit_bytes_per_tenant,
+                ));
                 let hooks = MemoryHookStore::new(limits).with_audit(audit.clone());
                 (
                     Arc::new(MemoryBackend::new(self.settings.clone())),

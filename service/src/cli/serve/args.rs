@@ -279,6 +279,10 @@ pub struct ServeArgs {
     /// Events each session keeps for cursor resume.
     #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = StateConfig::default().history_len)]
     pub history_len: usize,
+    /// Bytes (of encoded events) each session's history keeps at most: past them the
+    /// oldest events drop, and a resume from before them gets `reset`.
+    #[arg(long, env = "ASKGATE_HISTORY_BYTES", default_value_t = StateConfig::default().history_bytes)]
+    pub history_bytes: u64,
     /// How long a session counts as attended after its last subscriber left (so a UI
     /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
     #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(StateConfig::default().reconnect_grace), value_parser = parse_duration)]
@@ -409,6 +413,10 @@ pub struct ServeArgs {
     /// next links to it).
     #[arg(long, env = "ASKGATE_AUDIT_RETENTION", default_value = "90d", value_parser = parse_duration)]
     pub audit_retention: Duration,
+    /// Bytes a tenant's audit records may hold: past them its oldest records are
+    /// dropped, as retention drops them (the newest always stays).
+    #[arg(long, env = "ASKGATE_MAX_AUDIT_BYTES_PER_TENANT", default_value_t = StateConfig::default().max_audit_bytes_per_tenant)]
+    pub max_audit_bytes_per_tenant: u64,
     /// How long a receipt stays valid.
     #[arg(long, env = "ASKGATE_RECEIPT_TTL", default_value = "15m", value_parser = parse_duration)]
     pub receipt_ttl: Duration,

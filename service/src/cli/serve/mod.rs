@@ -191,6 +191,7 @@ impl ServeArgs {
     fn settings(&self) -> StateConfig {
         StateConfig {
             history_len: self.history_len,
+            history_bytes: self.history_bytes,
             subscriber_buffer: self.subscriber_buffer,
             max_pending_per_session: self.max_pending_per_session,
             max_pending_per_tenant: self.max_pending_per_tenant,
@@ -204,6 +205,7 @@ impl ServeArgs {
             max_mcp_sessions_per_tenant: self.max_mcp_sessions_per_tenant,
             reconnect_grace: self.reconnect_grace,
             request_retention: self.request_retention,
+            max_audit_bytes_per_tenant: self.max_audit_bytes_per_tenant,
             ..StateConfig::default()
         }
     }

@@ -11,6 +11,7 @@ for i = 1, #oldest, 2 do
     break
   end
   redis.call('ZREM', KEYS[2], oldest[i])
+  redis.call('HINCRBY', KEYS[1], 'bytes', -#oldest[i])
   dropped = dropped + 1
 end
 return dropped

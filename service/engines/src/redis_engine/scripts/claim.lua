@@ -4,6 +4,10 @@
 --       tenant_channel session_id idle_ttl_s publish_command wait_mark now_ms
 --       settled_order session_bytes tenant_bytes
 --       outbox outbox_data outbox_index outbox_member (or four '') votes
+--       history_bytes_key max_history_bytes tenant_outcome_bytes tenant_outcomes
+-- An outcome recorded for retries counts against the tenant's byte budget until it
+-- expires: here with the tenant's keys, else by the node after (TENANT_OUTCOME); the
+-- reply says how many bytes it holds.
 -- Without the tenant's keys, the node does the tenant's part after (TENANT_CLAIMED).
 -- The wait mark and the settled order share the session's hash tag, so they live in
 -- this slot. With an outbox, the event (and the ask it ended) goes into the session's
@@ -34,8 +38,7 @@ end
 local seq = redis.call('INCR', KEYS[5])
 local epoch = redis.call('GET', KEYS[6]) or ''
 local event = 'R' .. ARGV[2]
-redis.call('RPUSH', KEYS[4], event)
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+append_history(KEYS[4], ARGV[22], event, tonumber(ARGV[4]), tonumber(ARGV[23]), ARGV[10])
 redis.call('HSET', KEYS[7], ARGV[1], ARGV[3], ARGV[1] .. ' r', ARGV[2])
 redis.call('EXPIRE', KEYS[7], ARGV[5])
 -- The session remembers how its last history_len asks ended, as its history does: a
@@ -47,12 +50,18 @@ while redis.call('LLEN', ARGV[14]) > tonumber(ARGV[4]) do
 end
 redis.call('EXPIRE', ARGV[14], ARGV[5])
 local request_id = redis.call('HGET', KEYS[3], ARGV[1])
+local held = 0
 if request_id then
   redis.call('HDEL', KEYS[3], ARGV[1])
   -- The request key shares the session's hash tag, so it lives in this slot.
   local request = ARGV[7] .. request_id
   redis.call('HSET', request, 'state', 'D', 'rpc', ARGV[1], 'resolved', ARGV[2])
   redis.call('EXPIRE', request, ARGV[5])
+  held = #ARGV[2]
+  if tenant then
+    local expires = tonumber(ARGV[13]) + 1000 * tonumber(ARGV[5])
+    hold_outcome(ARGV[24], ARGV[25], held, expires, ARGV[1])
+  end
 end
 local remaining = redis.call('HLEN', KEYS[1])
 if tenant and remaining == 0 then
@@ -80,4 +89,4 @@ if tenant then
   redis.call('PUBLISH', ARGV[8], message)
 end
 local now = redis.call('TIME')
-return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2]), asked}
+return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2]), asked, held}

@@ -1,6 +1,6 @@
 -- KEYS: asks events head epoch
 -- ARGV: rpc_id notice history_len channel publish_command tenant_channel idle_ttl_s
---       mark rank
+--       mark rank history_bytes_key max_history_bytes
 -- Appends a notice (reminder, escalation) about a pending ask to its session's history
 -- and publishes it; nothing when the ask is no longer pending. Without the tenant's
 -- channel (on a Redis Cluster, where it lives in another slot) the node publishes
@@ -22,8 +22,7 @@ end
 local seq = redis.call('INCR', KEYS[3])
 local epoch = redis.call('GET', KEYS[4]) or ''
 local event = 'N' .. ARGV[2]
-redis.call('RPUSH', KEYS[2], event)
-redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
+append_history(KEYS[2], ARGV[10], event, tonumber(ARGV[3]), tonumber(ARGV[11]), ARGV[7])
 for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   redis.call('EXPIRE', key, ARGV[7])
 end

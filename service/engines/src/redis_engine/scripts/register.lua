@@ -7,6 +7,7 @@
 --       max_tenant_bytes
 --       [wait_member node_id grace_ms mark_ttl_ms must_be_attended] (or five '')
 --       outbox outbox_data outbox_index outbox_member (or four '')
+--       history_bytes_key max_history_bytes tenant_outcome_bytes tenant_outcomes
 -- session_bytes and tenant_bytes name the counters of what pending asks hold (the
 -- session's shares its hash tag; the tenant's is used only with the tenant's keys):
 -- a new ask's `requested` must fit within both budgets.
@@ -38,8 +39,13 @@ local size = #ARGV[2]
 if tonumber(redis.call('GET', ARGV[15]) or '0') + size > tonumber(ARGV[16]) then
   return {'session_bytes_full'}
 end
-if tenant and tonumber(redis.call('GET', ARGV[17]) or '0') + size > tonumber(ARGV[18]) then
-  return {'tenant_bytes_full'}
+-- The tenant's byte budget holds its pending asks and its outcomes kept for retries.
+if tenant then
+  sweep_outcomes(ARGV[30], ARGV[31], ARGV[13])
+  if tonumber(redis.call('GET', ARGV[17]) or '0') + outcome_bytes(ARGV[30]) + size
+      > tonumber(ARGV[18]) then
+    return {'tenant_bytes_full'}
+  end
 end
 if tenant then
   redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
@@ -72,8 +78,7 @@ local seq = redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], seq, ARGV[1])
 local event = 'Q' .. ARGV[2]
-redis.call('RPUSH', KEYS[4], event)
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[4]), -1)
+append_history(KEYS[4], ARGV[28], event, tonumber(ARGV[4]), tonumber(ARGV[29]), ARGV[10])
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
   redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])

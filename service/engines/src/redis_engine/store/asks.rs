@@ -98,6 +98,8 @@ impl RedisStore {
             .key(tenant.pending())
             .key(tenant.held_sessions())
             .key(tenant.pending_bytes())
+            .key(tenant.outcome_bytes())
+            .key(tenant.outcomes())
             .arg(&*key.session_id)
             .arg(now)
             .arg(now + idle_ms)
@@ -191,6 +193,16 @@ impl RedisStore {
             invocation.arg(arg);
         }
         invocation
+            .arg(call.keys.events_bytes())
+            .arg(self.config.history_bytes);
+        for key in [call.tenant.outcome_bytes(), call.tenant.outcomes()] {
+            invocation.arg(if self.conn.is_cluster() {
+                String::new()
+            } else {
+                key
+            });
+        }
+        invocation
     }
 
     /// The error of a refused registration.
@@ -248,6 +260,8 @@ impl RedisStore {
             .arg(self.idle_ttl_secs())
             .arg(keys.notice_mark(rpc_id, &kind))
             .arg(rank)
+            .arg(keys.events_bytes())
+            .arg(self.config.history_bytes)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -327,6 +341,18 @@ impl RedisStore {
             })
             .arg(&self.outbox_args(&keys, key))
             .arg(keys.votes(&resolved.rpc_id))
+            .arg(keys.events_bytes())
+            .arg(self.config.history_bytes)
+            .arg(if cluster {
+                String::new()
+            } else {
+                tenant.outcome_bytes()
+            })
+            .arg(if cluster {
+                String::new()
+            } else {
+                tenant.outcomes()
+            })
             .invoke_async(&mut self.acked())
             .await
             .map_err(unavailable)?;
@@ -337,6 +363,7 @@ impl RedisStore {
                 asked,
                 session_left,
                 held,
+                outcome_bytes,
             } => {
                 if cluster {
                     let message = live_message(&epoch, seq, b'R', &bytes);
@@ -351,6 +378,12 @@ impl RedisStore {
                         asked.len(),
                     )
                     .await;
+                    if outcome_bytes > 0 {
+                        let held = OutcomeHold::Hold(outcome_bytes, &resolved.rpc_id);
+                        if let Err(e) = self.tenant_outcome(&tenant, held).await {
+                            tracing::warn!(tenant = %key.tenant, "counting an outcome failed: {e}");
+                        }
+                    }
                 }
                 Ok(Claimed { seq, epoch, asked })
             }
@@ -398,20 +431,76 @@ impl RedisStore {
         request_id: &str,
         resolved: &Resolved,
     ) -> Result<RequestAbort, Error> {
-        let aborted: AbortReply = scripts::ABORT_REQUEST
+        let tenant = TenantKeys::new(&key.tenant);
+        let encoded = resolved.encode_to_vec();
+        // The abort may be recorded as the outcome of an ask not made yet: it must fit
+        // the tenant's budget first, and is taken off again if it was not recorded.
+        let size = encoded.len() as u64;
+        self.tenant_outcome(&tenant, OutcomeHold::Admit(size, &resolved.rpc_id))
+            .await?;
+        let aborted = scripts::ABORT_REQUEST
             .key(SessionKeys::new(key).request(request_id))
             .arg(&resolved.rpc_id)
-            .arg(resolved.encode_to_vec())
+            .arg(encoded)
             .arg(self.config.request_retention.as_secs().max(1))
-            .invoke_async(&mut self.acked())
+            .invoke_async::<AbortReply>(&mut self.acked())
             .await
-            .map_err(unavailable)?;
-        Ok(match aborted {
+            .map_err(unavailable);
+        if !matches!(aborted, Ok(AbortReply::Recorded)) {
+            let release = OutcomeHold::Release(size, &resolved.rpc_id);
+            if let Err(e) = self.tenant_outcome(&tenant, release).await {
+                tracing::warn!(tenant = %key.tenant, "uncounting an abort failed: {e}");
+            }
+        }
+        Ok(match aborted? {
             AbortReply::Pending(rpc_id) => RequestAbort::Pending(rpc_id),
             AbortReply::Ended => RequestAbort::Ended,
             AbortReply::Recorded => RequestAbort::Recorded,
         })
     }
+
+    /// A recorded outcome on its tenant's byte budget (TENANT_OUTCOME).
+    async fn tenant_outcome(
+        &self,
+        tenant: &TenantKeys,
+        hold: OutcomeHold<'_>,
+    ) -> Result<(), Error> {
+        let (mode, bytes, id) = match hold {
+            OutcomeHold::Hold(bytes, id) => ("hold", bytes, id),
+            OutcomeHold::Admit(bytes, id) => ("admit", bytes, id),
+            OutcomeHold::Release(bytes, id) => ("release", bytes, id),
+        };
+        let now = now_ms();
+        let retention =
+            u64::try_from(self.config.request_retention.as_millis()).unwrap_or(u64::MAX);
+        let reply: String = TENANT_OUTCOME
+            .key(tenant.pending_bytes())
+            .key(tenant.outcome_bytes())
+            .key(tenant.outcomes())
+            .arg(mode)
+            .arg(now)
+            .arg(bytes)
+            .arg(now.saturating_add(retention.max(1000)))
+            .arg(id)
+            .arg(self.config.max_pending_bytes_per_tenant)
+            .invoke_async(&mut self.acked())
+            .await
+            .map_err(unavailable)?;
+        match reply.as_str() {
+            "ok" => Ok(()),
+            _ => Err(self.tenant_bytes_full()),
+        }
+    }
+}
+
+/// What TENANT_OUTCOME does with an outcome of so many bytes, named by its rpc_id.
+enum OutcomeHold<'a> {
+    /// Count it, never refused.
+    Hold(u64, &'a str),
+    /// Count it if it fits the budget.
+    Admit(u64, &'a str),
+    /// Take it off: it was not recorded.
+    Release(u64, &'a str),
 }
 
 /// What one REGISTER call is about.

@@ -40,15 +40,18 @@ struct Kept {
 pub struct RedisAuditStore {
     conn: RedisConn,
     acked: Acked,
+    /// Bytes a tenant's records may hold (their kept JSON).
+    max_bytes: u64,
     /// Tenants this node has put in the retention sweep's index: once each.
     indexed: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl RedisAuditStore {
-    pub(crate) fn new(conn: RedisConn, acked: Acked) -> Self {
+    pub(crate) fn new(conn: RedisConn, acked: Acked, max_bytes: u64) -> Self {
         Self {
             conn,
             acked,
+            max_bytes,
             indexed: Default::default(),
         }
     }
@@ -76,7 +79,8 @@ impl RedisAuditStore {
                 .key(keys.ids())
                 .arg(expected.seq)
                 .arg(&expected.hash)
-                .arg(now);
+                .arg(now)
+                .arg(self.max_bytes);
             let mut any = false;
             for (entry, done) in entries.iter().zip(appended) {
                 if done {
@@ -288,6 +292,7 @@ mod tests {
             stores.push(Arc::new(RedisAuditStore::new(
                 conn.clone(),
                 Acked::plain(conn),
+                u64::MAX,
             )));
         }
         let second = stores.pop().expect("two");

@@ -157,7 +157,11 @@ impl RedisStore {
 
     /// The audit log, on the same Redis.
     pub fn audit(&self) -> RedisAuditStore {
-        RedisAuditStore::new(self.conn.clone(), self.acked.clone())
+        RedisAuditStore::new(
+            self.conn.clone(),
+            self.acked.clone(),
+            self.config.max_audit_bytes_per_tenant,
+        )
     }
 
     /// Makes `incarnation` the agent's live lease for `lease` (renewed by the node),

@@ -119,6 +119,9 @@ pub enum ClaimReply {
         asked: Vec<u8>,
         session_left: Option<String>,
         held: Option<String>,
+        /// Bytes of the outcome recorded for retries (0: none), which count against
+        /// the tenant's budget until it expires.
+        outcome_bytes: u64,
     },
     /// The ask is not pending: how it was settled (`<RESOLUTION> <resolved_by>`),
     /// while the store remembers.
@@ -135,6 +138,7 @@ impl FromRedisValue for ClaimReply {
                 session_left: reply.get(3)?,
                 held: reply.get(4)?,
                 asked: reply.get(5)?,
+                outcome_bytes: reply.get::<Option<u64>>(6)?.unwrap_or(0),
             }),
             "gone" => Ok(Self::Gone {
                 settled: reply.get(1)?,

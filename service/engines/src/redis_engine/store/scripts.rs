@@ -5,10 +5,18 @@ use redis::Script;
 
 /// Registration: the pending limits, the request_id join, store the ask, append its
 /// `requested`, publish it.
-pub(super) const REGISTER: &str = include_str!("../scripts/register.lua");
+pub(super) const REGISTER: &str = concat!(
+    include_str!("../scripts/history.lua"),
+    include_str!("../scripts/outcomes.lua"),
+    include_str!("../scripts/register.lua")
+);
 
 /// A claim: the first wins; record the outcome, append its `resolved`, publish it.
-pub(super) const CLAIM: &str = include_str!("../scripts/claim.lua");
+pub(super) const CLAIM: &str = concat!(
+    include_str!("../scripts/history.lua"),
+    include_str!("../scripts/outcomes.lua"),
+    include_str!("../scripts/claim.lua")
+);
 
 /// A Redis Cluster's tenant part of a registration, after REGISTER (the tenant's keys
 /// and channel share the tenant's hash tag, so this is one slot). The sessions index is
@@ -29,7 +37,19 @@ pub(super) const ADMIT_SESSION: &str = include_str!("../scripts/admit_session.lu
 /// On a cluster, before REGISTER: the tenant's pending count and session cap (its
 /// keys live in the tenant's slot). Concurrent registrations may overshoot the
 /// pending count by their number; the count itself is taken after (TENANT_REGISTERED).
-pub(super) const ADMIT_ASK: &str = include_str!("../scripts/admit_ask.lua");
+pub(super) const ADMIT_ASK: &str = concat!(
+    include_str!("../scripts/outcomes.lua"),
+    include_str!("../scripts/admit_ask.lua")
+);
+
+/// A recorded outcome counted on (or taken off) its tenant's byte budget by the node:
+/// on a cluster after CLAIM, and around ABORT_REQUEST.
+pub(super) static TENANT_OUTCOME: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../scripts/outcomes.lua"),
+        include_str!("../scripts/tenant_outcome.lua")
+    ))
+});
 
 /// The tenant part of a claim on a Redis Cluster, after CLAIM.
 pub(super) const TENANT_CLAIMED: &str = include_str!("../scripts/tenant_claimed.lua");
@@ -59,8 +79,12 @@ pub(super) static CONFIRM: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/confirm.lua")));
 
 /// A notice (reminder, escalation) about a pending ask: append it, publish it.
-pub(super) static NOTICE: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new(include_str!("../scripts/notice.lua")));
+pub(super) static NOTICE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../scripts/history.lua"),
+        include_str!("../scripts/notice.lua")
+    ))
+});
 
 /// The audit log's scripts (`store/audit.rs`), each on a tenant's `{audit/…}` slot.
 pub(super) mod audit_scripts {
