@@ -21,11 +21,11 @@ use crate::{
 };
 
 /// Two Ed25519 keys (PKCS#8 PEM, `openssl genpkey -algorithm ed25519`).
-const KEY_A: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHGSAN8WdSYN83y/bjjMnxqhxP3l+pm2nmf61BuvPQhk\n-----END PRIVATE KEY-----\n";
-const KEY_B: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIIdhO40VjzlWmcocmgUDLdMQ1+wym16qgEk+uZVFtw9P\n-----END PRIVATE KEY-----\n";
+pub(crate) const KEY_A: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHGSAN8WdSYN83y/bjjMnxqhxP3l+pm2nmf61BuvPQhk\n-----END PRIVATE KEY-----\n";
+pub(crate) const KEY_B: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIIdhO40VjzlWmcocmgUDLdMQ1+wym16qgEk+uZVFtw9P\n-----END PRIVATE KEY-----\n";
 
 /// A server that signs receipts with `pem`, valid for `ttl`.
-async fn signing(dir: &TempDir, pem: &str, ttl: Duration) -> TestServer {
+pub(crate) async fn signing(dir: &TempDir, pem: &str, ttl: Duration) -> TestServer {
     TestServer::start_with(ServerConfig {
         receipt_key_files: vec![dir.file("receipt.pem", pem)],
         receipt_ttl: ttl,
@@ -35,7 +35,7 @@ async fn signing(dir: &TempDir, pem: &str, ttl: Duration) -> TestServer {
 }
 
 /// The server's published keys, fetched as an executor would.
-async fn jwks(server: &TestServer) -> JwkSet {
+pub(crate) async fn jwks(server: &TestServer) -> JwkSet {
     let head = format!(
         "GET /.well-known/jwks.json HTTP/1.1\r\nhost: {}",
         server.addr
@@ -45,7 +45,7 @@ async fn jwks(server: &TestServer) -> JwkSet {
     serde_json::from_slice(&body).expect("a JWK Set")
 }
 
-fn deploy() -> Action {
+pub(crate) fn deploy() -> Action {
     Action {
         name: "deploy".into(),
         arguments_json: r#"{"service":"api","env":"prod","replicas":3}"#.into(),

@@ -23,6 +23,7 @@ mod intent;
 mod lagging;
 mod nodes;
 mod ntfy;
+mod proof;
 mod quotas;
 mod reattach;
 mod replay;

@@ -68,6 +68,8 @@ pub enum Backend {
     Redis,
     /// A Redis Cluster of three shards.
     Cluster,
+    /// The default engine, in a data directory of the server's own.
+    Sqlite,
 }
 
 tokio::task_local! {
@@ -98,6 +100,31 @@ macro_rules! on_every_backend {
             $(#[$attr])*
             async fn memory() {
                 crate::support::Backend::Memory.run(super::$name()).await
+            }
+            $(#[$attr])*
+            async fn redis() {
+                crate::support::Backend::Redis.run(super::$name()).await
+            }
+            $(#[$attr])*
+            async fn cluster() {
+                crate::support::Backend::Cluster.run(super::$name()).await
+            }
+        }
+    };
+}
+
+/// [`on_every_backend!`] and SQLite: for the tests of what a crash must not undo or a
+/// store must bound (docs/security.md), `$name::sqlite` too.
+macro_rules! on_every_engine {
+    ($(#[$attr:meta])* $name:ident) => {
+        mod $name {
+            $(#[$attr])*
+            async fn memory() {
+                crate::support::Backend::Memory.run(super::$name()).await
+            }
+            $(#[$attr])*
+            async fn sqlite() {
+                crate::support::Backend::Sqlite.run(super::$name()).await
             }
             $(#[$attr])*
             async fn redis() {
@@ -157,6 +184,8 @@ pub struct TestServer {
     /// The server's own Redis (shared with its peers), when the test runs on
     /// [`Backend::Redis`]; declared last so it outlives the server's shutdown.
     redis: Option<std::sync::Arc<SharedRedis>>,
+    /// The server's data directory, when the test runs on [`Backend::Sqlite`].
+    _data: Option<TempDir>,
 }
 
 impl TestServer {
@@ -186,6 +215,16 @@ impl TestServer {
         if let Some(redis) = &redis {
             config = redis.config(config);
         }
+        let data = match (&config.backend, Backend::current()) {
+            (BackendChoice::Memory, Backend::Sqlite) => {
+                let data = TempDir::new();
+                config.backend = BackendChoice::Sqlite {
+                    data_dir: data.0.join("data"),
+                };
+                Some(data)
+            }
+            _ => None,
+        };
         let redis = redis.map(std::sync::Arc::new);
         let bind = || TcpListener::bind("127.0.0.1:0");
         let listener = bind().await.expect("bind 127.0.0.1:0");
@@ -212,6 +251,7 @@ impl TestServer {
             stop: Some(stop),
             handle: Some(handle),
             redis,
+            _data: data,
         }
     }
 

@@ -62,14 +62,22 @@ pub struct KeysAddArgs {
     pub identity: Identity,
 }
 
+/// The subject and roles of a credential about to be made, checked as the server
+/// checks them when it loads one.
+fn checked(identity: &Identity) -> Result<Vec<askgate_server::auth::Role>, ExitCode> {
+    askgate_server::domain::approval::credential_subject(&identity.sub)
+        .map_err(|e| fail_local(format!("--sub: {e}"), EXIT_USAGE))?;
+    parse_roles(identity.roles.iter().map(String::as_str)).map_err(|e| fail_local(e, EXIT_USAGE))
+}
+
 fn sessions(identity: &Identity) -> Option<Vec<String>> {
     (!identity.sessions.is_empty()).then(|| identity.sessions.clone())
 }
 
 pub fn token(args: TokenArgs) -> ExitCode {
-    let roles = match parse_roles(args.identity.roles.iter().map(String::as_str)) {
+    let roles = match checked(&args.identity) {
         Ok(roles) => roles,
-        Err(e) => return fail_local(e, EXIT_USAGE),
+        Err(code) => return code,
     };
     let spec = TokenSpec {
         sub: args.identity.sub.clone(),
@@ -91,9 +99,9 @@ pub fn token(args: TokenArgs) -> ExitCode {
 
 pub fn keys(command: KeysCommand) -> ExitCode {
     let KeysCommand::Add(args) = command;
-    let roles = match parse_roles(args.identity.roles.iter().map(String::as_str)) {
+    let roles = match checked(&args.identity) {
         Ok(roles) => roles,
-        Err(e) => return fail_local(e, EXIT_USAGE),
+        Err(code) => return code,
     };
     let identity = &args.identity;
     match keys::add(

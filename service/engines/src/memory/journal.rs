@@ -90,6 +90,8 @@ pub enum Change {
     /// The tenant's audit log went past its byte budget: its oldest records go until
     /// the rest hold at most `keep_bytes` (the newest always stays).
     AuditTrimmed { tenant: String, keep_bytes: u64 },
+    /// What the store says of itself (`meta`): `key` is `value` now.
+    Meta { key: String, value: String },
     /// A receipt was used (ConsumeReceipt).
     ReceiptConsumed {
         tenant: String,

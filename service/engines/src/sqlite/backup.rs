@@ -1,5 +1,6 @@
 //! `askgate backup`: an online, consistent copy of a data directory's store, made with
-//! SQLite's backup API while the node keeps serving (or while it is stopped).
+//! SQLite's backup API while the node keeps serving (or while it is stopped), readable
+//! by its owner only (0600).
 
 use std::{
     fs,
@@ -64,6 +65,13 @@ pub fn backup(dir: &Path, out: &Path) -> anyhow::Result<Copied> {
 /// however busy the writer is (a copy in several steps restarts whenever the writer
 /// commits).
 fn copy(source: &Connection, to: &Path) -> anyhow::Result<u64> {
+    // The copy holds every answer and sealed secret: readable by its owner only, from
+    // its first byte.
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    drop(options.open(to)?);
     let mut target = Connection::open(to)?;
     {
         let backup = Backup::new(source, &mut target)?;

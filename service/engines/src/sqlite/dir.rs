@@ -1,5 +1,11 @@
 //! The data directory: made (0700) if missing, checked, and held by one process at a
 //! time through an exclusive lock on a file in it.
+//!
+//! The directory is the node's alone: one another user owns, or that its group or
+//! others may write, is refused (another local user could have prepared it, with a
+//! store or a key of theirs, or could read what the node writes), as is any file of
+//! the node's in it that is so. What passes is made private: the directory 0700, the
+//! node's files 0600.
 
 use std::{
     fs::{self, File, OpenOptions},
@@ -23,9 +29,26 @@ pub struct DataDir {
     _lock: File,
 }
 
+/// The files the node keeps in its data directory (the store's log and shared memory,
+/// the lock, the sealing key), checked and made private at start.
+const NODE_FILES: [&str; 5] = [
+    STORE_FILE,
+    "askgate.db-wal",
+    "askgate.db-shm",
+    LOCK_FILE,
+    "secret.key",
+];
+
 /// Why a data directory cannot be used: each names it.
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
+    /// Another user owns it, or its group or others may write it.
+    #[error(
+        "{path} {why}: the data directory and its files must be this user's alone (another \
+         user could have prepared them, or could change them); fix it with chown and chmod \
+         go-w, or choose another --data-dir"
+    )]
+    NotPrivate { path: PathBuf, why: String },
     #[error("the data directory {0} is not a directory")]
     NotADirectory(PathBuf),
     #[error("cannot use the data directory {path}: {source}")]
@@ -38,7 +61,8 @@ pub enum DirError {
 }
 
 impl DataDir {
-    /// Makes `path` (0700) if it does not exist, and takes its lock.
+    /// Makes `path` (0700) if it does not exist, checks that it and the node's files
+    /// in it are this user's alone and makes them private, and takes its lock.
     pub fn open(path: &Path) -> Result<Self, DirError> {
         let io = |source| DirError::Io {
             path: path.to_owned(),
@@ -50,12 +74,20 @@ impl DataDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => create_private(path).map_err(io)?,
             Err(e) => return Err(io(e)),
         }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path.join(LOCK_FILE))
-            .map_err(io)?;
+        refuse_shared(path)?;
+        make_private(path, 0o700).map_err(io)?;
+        for name in NODE_FILES {
+            let file = path.join(name);
+            if fs::symlink_metadata(&file).is_ok() {
+                refuse_shared(&file)?;
+                make_private(&file, 0o600).map_err(io)?;
+            }
+        }
+        let mut options = OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let lock = options.open(path.join(LOCK_FILE)).map_err(io)?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => return Err(DirError::InUse(path.to_owned())),
@@ -75,6 +107,66 @@ impl DataDir {
     pub fn store(&self) -> PathBuf {
         self.path.join(STORE_FILE)
     }
+}
+
+/// Refuses `path` when another user owns it, or when its group or others may write
+/// it: what a node's data directory, store and key files must never be. A symbolic
+/// link must be this user's too, and so must what it points at.
+pub fn refuse_shared(path: &Path) -> Result<(), DirError> {
+    let io = |source| DirError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let link = fs::symlink_metadata(path).map_err(io)?;
+    if link.file_type().is_symlink() {
+        owned_privately(path, &link, false)?;
+    }
+    owned_privately(path, &fs::metadata(path).map_err(io)?, true)
+}
+
+/// Whether `meta` (of `path`) is this user's, and, with `mode`, written by nobody else.
+fn owned_privately(path: &Path, meta: &fs::Metadata, mode: bool) -> Result<(), DirError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let refused = |why: String| {
+            Err(DirError::NotPrivate {
+                path: path.to_owned(),
+                why,
+            })
+        };
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return refused(format!(
+                "is owned by user {}, not by this process's user {me}",
+                meta.uid()
+            ));
+        }
+        if mode && meta.mode() & 0o022 != 0 {
+            return refused(format!(
+                "may be written by its group or others (mode {:o})",
+                meta.mode() & 0o777
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, meta, mode);
+    Ok(())
+}
+
+/// Sets `mode` on `path` (Unix), unless it has it.
+fn make_private(path: &Path, mode: u32) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let current = fs::metadata(path)?.permissions().mode() & 0o777;
+        if current != mode {
+            fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
 }
 
 /// Makes the directory (and its parents), readable by its owner only.
@@ -106,6 +198,36 @@ mod tests {
         assert!(second.to_string().contains(&dir.display().to_string()));
         drop(held);
         DataDir::open(&dir).expect("free again once the first let go");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_or_file_others_may_write_is_refused_and_the_rest_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+        let scratch = askgate_testing::TempDir::new();
+        let dir = scratch.0.join("data");
+        fs::create_dir(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let refused = DataDir::open(&dir).expect_err("a world-writable directory");
+        assert!(matches!(refused, DirError::NotPrivate { .. }), "{refused}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let store = dir.join(STORE_FILE);
+        fs::write(&store, b"").expect("an empty store");
+        fs::set_permissions(&store, fs::Permissions::from_mode(0o666)).expect("chmod");
+        let refused = DataDir::open(&dir).expect_err("a world-writable store");
+        assert!(refused.to_string().contains("askgate.db"), "{refused}");
+        fs::set_permissions(&store, fs::Permissions::from_mode(0o644)).expect("chmod");
+        let held = DataDir::open(&dir).expect("this user's, written by nobody else");
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&store), 0o600);
+        assert_eq!(mode(&dir.join(LOCK_FILE)), 0o600);
+        drop(held);
+        std::os::unix::fs::symlink("/tmp", dir.join("secret.key")).expect("symlink");
+        assert!(matches!(
+            DataDir::open(&dir),
+            Err(DirError::NotPrivate { .. })
+        ));
     }
 
     #[test]

@@ -33,16 +33,16 @@ use askgate_core::{
     domain::{Outcome, SessionKey},
 };
 use askgate_proto::v1::subscribe_response::Event;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 use tracing::{debug, info};
 
 pub use audit::SqliteAuditStore;
 pub use backup::{Copied, backup};
-pub use dir::{DataDir, DirError, STORE_FILE};
+pub use dir::{DataDir, DirError, STORE_FILE, refuse_shared};
 
 use crate::memory::{
     MemoryBackend, MemoryHookStore,
-    journal::{Journal, Stored, StoredHooks},
+    journal::{self, Journal, Stored, StoredHooks},
 };
 
 /// The engine on a data directory: its backend and its hook store, both written
@@ -51,6 +51,9 @@ pub struct SqliteEngine {
     backend: MemoryBackend,
     hooks: MemoryHookStore,
     audit: std::sync::Arc<SqliteAuditStore>,
+    /// What the store says of the key its secrets are sealed with ([`Self::bind_key`]).
+    key_check: Option<String>,
+    journal: Journal,
 }
 
 impl SqliteEngine {
@@ -64,7 +67,7 @@ impl SqliteEngine {
     ) -> anyhow::Result<Self> {
         let dir = DataDir::open(path)?;
         let started = std::time::Instant::now();
-        let (conn, stored, hooks, heads) = {
+        let (conn, stored, hooks, heads, key_check) = {
             let file = dir.store();
             tokio::task::spawn_blocking(move || read(&file)).await??
         };
@@ -86,7 +89,8 @@ impl SqliteEngine {
             config.max_audit_bytes_per_tenant,
         ));
         let hooks = MemoryHookStore::durable(limits, journal.clone(), hooks, audit.heads());
-        let (backend, orphans) = MemoryBackend::durable(config, journal, stored, audit.heads());
+        let (backend, orphans) =
+            MemoryBackend::durable(config, journal.clone(), stored, audit.heads());
         info!(
             pending = settle.asks.len(),
             agents = settle.agents.len(),
@@ -98,7 +102,36 @@ impl SqliteEngine {
             backend,
             hooks,
             audit,
+            key_check,
+            journal,
         })
+    }
+
+    /// Whether the store was used with a sealing key: a store that was must never be
+    /// given a new one (what it sealed would not open).
+    pub fn has_key(&self) -> bool {
+        self.key_check.is_some()
+    }
+
+    /// Binds the store to the key its secrets are sealed with, named by `check` (a
+    /// value derived from the key, that does not reveal it): a store used with another
+    /// key is refused, never re-keyed; a new store records it.
+    pub async fn bind_key(&self, check: &str) -> anyhow::Result<()> {
+        match &self.key_check {
+            Some(stored) if stored == check => Ok(()),
+            Some(_) => anyhow::bail!(
+                "the store's secrets were sealed with another key than this one: restore the \
+                 data directory's secret.key, or pass the key it was made with in \
+                 --secret-key-file"
+            ),
+            None => {
+                self.journal.record(journal::Change::Meta {
+                    key: KEY_CHECK.into(),
+                    value: check.into(),
+                });
+                Ok(self.journal.synced().await?)
+            }
+        }
     }
 
     pub fn backend(&self) -> MemoryBackend {
@@ -121,7 +154,16 @@ impl SqliteEngine {
 }
 
 /// Opens the store file (made if missing), migrates it and reads what it holds.
-type Read = (Connection, Stored, StoredHooks, audit::StoredAudit);
+type Read = (
+    Connection,
+    Stored,
+    StoredHooks,
+    audit::StoredAudit,
+    Option<String>,
+);
+
+/// The `meta` entry of the sealing key's check.
+const KEY_CHECK: &str = "key_check";
 
 fn read(file: &Path) -> anyhow::Result<Read> {
     let mut conn = open(file)?;
@@ -130,7 +172,14 @@ fn read(file: &Path) -> anyhow::Result<Read> {
     let stored = load::asks(&conn)?;
     let hooks = load::hooks(&conn)?;
     let heads = audit::stored(&conn)?;
-    Ok((conn, stored, hooks, heads))
+    let key_check = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            [KEY_CHECK],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok((conn, stored, hooks, heads, key_check))
 }
 
 /// A connection to the store: WAL mode, every commit synced. A new store's file is
@@ -149,6 +198,8 @@ fn open(file: &Path) -> anyhow::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    // Before anything changes it: a file that is not askgate's is left as it is.
+    schema::claim(&conn).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(|e| anyhow::anyhow!("{} is not a usable store: {e}", file.display()))?;

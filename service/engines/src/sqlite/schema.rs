@@ -1,6 +1,11 @@
 //! The store's tables, versioned by SQLite's `user_version`: each migration takes the
 //! store one version forward, in one transaction, at start. A store written by a newer
 //! askgate than this one is refused.
+//!
+//! A store is marked as askgate's with SQLite's `application_id`. A file marked by
+//! another application is refused, as is an unmarked one that holds anything but the
+//! tables some version of askgate made (an askgate store from before the mark is
+//! marked when it is migrated): a file that is not askgate's is never migrated.
 
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -102,8 +107,13 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     ",
     // 3: receipts used (ConsumeReceipt), remembered until every receipt of their ask
-    // has expired.
+    // has expired; and what the store says of itself (the check of the key its
+    // secrets are sealed with).
     "
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
     CREATE TABLE consumed (
         tenant TEXT NOT NULL,
         jti TEXT NOT NULL,
@@ -118,6 +128,25 @@ const MIGRATIONS: &[&str] = &[
 /// The version this askgate writes.
 pub const VERSION: u32 = MIGRATIONS.len() as u32;
 
+/// The store's `application_id`: "ASKG".
+pub const APPLICATION_ID: i32 = 0x4153_4b47;
+
+/// Every table some version of askgate made.
+const TABLES: [&str; 12] = [
+    "sessions",
+    "events",
+    "asks",
+    "requests",
+    "agents",
+    "endpoints",
+    "deliveries",
+    "timers",
+    "notes",
+    "audit",
+    "votes",
+    "consumed",
+];
+
 /// Why a store cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
@@ -126,11 +155,38 @@ pub enum SchemaError {
          up to {VERSION}): run that version, or restore a backup"
     )]
     Newer { found: u32 },
+    #[error(
+        "the store is another application's (its application_id is {0:#x}, not askgate's): \
+         choose another --data-dir"
+    )]
+    Foreign(i32),
+    #[error(
+        "the store holds what askgate did not write ({0}): it is not an askgate store, and is \
+         left as it is; choose another --data-dir"
+    )]
+    Unknown(String),
     #[error("the store cannot be read or migrated: {0}")]
     Sqlite(#[from] rusqlite::Error),
 }
 
-/// Takes the store to [`VERSION`], one migration per transaction.
+/// Checks that the store is askgate's, before anything else touches it, and marks it
+/// when it is new or an askgate store from before the mark.
+pub fn claim(conn: &Connection) -> Result<(), SchemaError> {
+    let found: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let application: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    match application {
+        APPLICATION_ID => Ok(()),
+        0 => {
+            recognise(conn, found)?;
+            conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+            Ok(())
+        }
+        other => Err(SchemaError::Foreign(other)),
+    }
+}
+
+/// Takes the store (askgate's: [`claim`]) to [`VERSION`], one migration per
+/// transaction.
 pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
     let found: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if found > VERSION {
@@ -141,6 +197,33 @@ pub fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
         tx.execute_batch(migration)?;
         tx.pragma_update(None, "user_version", version as u32 + 1)?;
         tx.commit()?;
+    }
+    Ok(())
+}
+
+/// An unmarked store is askgate's when it is empty (a new store), or when it holds
+/// only askgate's tables, `sessions` among them, at a version askgate wrote.
+fn recognise(conn: &Connection, version: u32) -> Result<(), SchemaError> {
+    let mut rows = conn.prepare("SELECT type, name FROM sqlite_master")?;
+    let objects: Vec<(String, String)> = rows
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    if objects.is_empty() && version == 0 {
+        return Ok(());
+    }
+    let tables: Vec<&str> = objects
+        .iter()
+        .filter(|(kind, _)| kind == "table")
+        .map(|(_, name)| name.as_str())
+        .collect();
+    if let Some(stranger) = tables.iter().find(|name| !TABLES.contains(name)) {
+        return Err(SchemaError::Unknown(format!("a table {stranger}")));
+    }
+    if version == 0 || !tables.contains(&"sessions") {
+        return Err(SchemaError::Unknown(format!(
+            "schema version {version} with tables {}",
+            tables.join(", ")
+        )));
     }
     Ok(())
 }

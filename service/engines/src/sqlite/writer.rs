@@ -128,6 +128,10 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
         | Change::AuditPruned { .. }
         | Change::AuditTrimmed { .. }
         | Change::ReceiptConsumed { .. } => approvals(tx, change)?,
+        Change::Meta { key, value } => {
+            tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?
+                .execute(params![key, value])?;
+        }
     }
     Ok(())
 }

@@ -127,7 +127,7 @@ impl Receipts {
 }
 
 fn read_pem(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let (pem, warning) = crate::auth::secret::read_file(path)
+    let (pem, warning) = crate::auth::secret::read_key_file(path)
         .with_context(|| format!("failed to read the receipt key {}", path.display()))?;
     if let Some(warning) = warning {
         tracing::warn!("{warning}");

@@ -75,7 +75,7 @@ pub struct JwtVerifier {
 }
 
 fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let (secret, warning) = super::secret::read_file(path)?;
+    let (secret, warning) = super::secret::read_key_file(path)?;
     if let Some(warning) = warning {
         tracing::warn!("{warning}");
     }

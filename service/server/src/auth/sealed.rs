@@ -68,7 +68,7 @@ impl SealingKey {
     /// Reads a key file: 32 bytes as 64 hex digits or as base64 (e.g. from `openssl
     /// rand -base64 32`), or the 32 raw bytes. Warns (returned) when others may read it.
     pub fn from_file(path: &Path) -> anyhow::Result<(Self, Option<String>)> {
-        let (contents, warning) = secret::read_file(path)?;
+        let (contents, warning) = secret::read_key_file(path)?;
         let text = std::str::from_utf8(&contents).map(str::trim);
         let bytes = match text {
             Ok(t) if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) => {
@@ -130,6 +130,12 @@ impl SealingKey {
     /// given answer was the one given; nobody else can guess it from the record.
     pub fn mac(&self, data: &[u8]) -> String {
         hex::encode(hmac::sign(&self.mac, data))
+    }
+
+    /// A value that names this key without revealing it: what a store records of the
+    /// key its secrets are sealed with, so that it is never opened with another.
+    pub fn check(&self) -> String {
+        self.mac(b"askgate key check v1")
     }
 
     /// Opens what `seal` made for the same `context`.

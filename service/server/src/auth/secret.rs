@@ -46,6 +46,14 @@ pub fn read_file(path: &Path) -> anyhow::Result<(Vec<u8>, Option<String>)> {
     Ok((bytes, loose_permissions(path)))
 }
 
+/// [`read_file`] for a key the server trusts (a signing or sealing key, a JWT secret):
+/// refused when another user owns it or its group or others may write it (whoever can
+/// change it can forge what it signs).
+pub fn read_key_file(path: &Path) -> anyhow::Result<(Vec<u8>, Option<String>)> {
+    askgate_engines::sqlite::refuse_shared(path)?;
+    read_file(path)
+}
+
 /// Says so when `path` may be read by its group or by others (mode & 0o077 on Unix).
 pub fn loose_permissions(path: &Path) -> Option<String> {
     #[cfg(unix)]

@@ -155,8 +155,14 @@ pub enum BackendChoice {
     },
 }
 
-/// A node's stores: the engine, the webhook store and the audit log, side by side.
-pub(super) type Stores = (Arc<dyn Backend>, Arc<dyn HookStore>, Arc<dyn AuditStore>);
+/// A node's stores: the engine, the webhook store and the audit log, side by side,
+/// and the key that seals what they keep of tenants' secrets.
+pub(super) type Stores = (
+    Arc<dyn Backend>,
+    Arc<dyn HookStore>,
+    Arc<dyn AuditStore>,
+    Option<Arc<SealingKey>>,
+);
 
 /// With `--backend sqlite` and no `--secret-key-file`: the key that seals Slack apps'
 /// secrets and secret answers, in the data directory.
@@ -167,7 +173,7 @@ impl ServerConfig {
     /// `--secret-key-file`, else one of the node's own where its store does not
     /// outlive it or lives beside it; none on Redis without the flag (every node must
     /// open what another sealed).
-    pub(super) fn sealing_key(&self) -> anyhow::Result<Option<Arc<SealingKey>>> {
+    fn sealing_key(&self) -> anyhow::Result<Option<Arc<SealingKey>>> {
         Ok(match (&self.secret_key_file, &self.backend) {
             (Some(path), _) => {
                 let (key, warning) = SealingKey::from_file(path)
@@ -266,9 +272,26 @@ impl ServerConfig {
                 let engine = SqliteEngine::open(data_dir, self.settings.clone(), limits)
                     .await
                     .with_context(|| format!("--data-dir {}", data_dir.display()))?;
+                let key_file = data_dir.join(KEY_FILE);
+                if self.secret_key_file.is_none() && engine.has_key() && !key_file.exists() {
+                    anyhow::bail!(
+                        "--data-dir {}: {KEY_FILE} is missing, and the store holds what was \
+                         sealed with it: restore it from the backup of the data directory (or \
+                         pass it with --secret-key-file); a new key would not open those \
+                         secrets",
+                        data_dir.display()
+                    );
+                }
+                let sealing = self.sealing_key()?;
+                if let Some(key) = &sealing {
+                    engine
+                        .bind_key(&key.check())
+                        .await
+                        .with_context(|| format!("--data-dir {}", data_dir.display()))?;
+                }
                 let audit = engine.audit_store();
                 let (backend, hooks) = engine.into_parts();
-                (Arc::new(backend), Arc::new(hooks), audit)
+                (Arc::new(backend), Arc::new(hooks), audit, sealing)
             }
             BackendChoice::Memory => {
                 let audit = Arc::new(MemoryAuditStore::new(
@@ -280,6 +303,7 @@ impl ServerConfig {
                     Arc::new(MemoryBackend::new(self.settings.clone())),
                     Arc::new(hooks),
                     audit,
+                    self.sealing_key()?,
                 )
             }
             BackendChoice::Redis { redis, ca_file } => {
@@ -296,7 +320,12 @@ impl ServerConfig {
                     })?;
                 let hooks = backend.hook_store(limits);
                 let audit = backend.audit_store();
-                (Arc::new(backend), Arc::new(hooks), Arc::new(audit))
+                (
+                    Arc::new(backend),
+                    Arc::new(hooks),
+                    Arc::new(audit),
+                    self.sealing_key()?,
+                )
             }
         })
     }

@@ -88,8 +88,7 @@ impl Node {
     pub(super) async fn build(config: &ServerConfig) -> anyhow::Result<Self> {
         let auth = Arc::new(config.auth.authenticator()?);
         let metrics = Metrics::new(config.metrics_tenant_labels);
-        let (backend, hook_store, audit_store) = config.backend().await?;
-        let sealing = config.sealing_key()?;
+        let (backend, hook_store, audit_store, sealing) = config.backend().await?;
         let audit = Audit::new(audit_store);
         if config.webhooks.allow_private {
             warn!(
