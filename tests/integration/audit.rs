@@ -140,14 +140,66 @@ on_every_backend!(
     every_resolution_and_admin_change_is_in_the_chain
 );
 
-/// `askgate audit export` writes JSON lines that `askgate audit verify` accepts, and a
-/// record changed in the file is named.
+/// `askgate audit verify --jwks URL --tenant T FILE` for `file`: exit code and stderr.
+pub(crate) async fn verify_export(
+    server: &TestServer,
+    tenant: &str,
+    file: &std::path::Path,
+    anchor: Option<&str>,
+) -> (i32, String) {
+    let jwks = format!("{}/.well-known/jwks.json", server.url());
+    let mut args = vec!["audit", "verify", "--jwks", &jwks, "--tenant", tenant];
+    if let Some(anchor) = anchor {
+        args.extend(["--anchor", anchor]);
+    }
+    args.push(file.to_str().expect("utf-8"));
+    let (code, _, err) = finish(askgate(&args)).await;
+    (code, err)
+}
+
+/// `lines` as a file of `dir`.
+fn lines_file(dir: &TempDir, name: &str, lines: &[String]) -> std::path::PathBuf {
+    dir.file(name, lines.iter().map(|l| format!("{l}\n")).collect::<String>())
+}
+
+/// Each record line re-hashed from `prev` on, as someone rewriting the log would.
+fn rechained(lines: &[String]) -> Vec<String> {
+    let mut prev = String::new();
+    lines
+        .iter()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).expect("a JSON line");
+            if record.get("head").is_some() {
+                return line.clone();
+            }
+            let body = record["body"].as_str().expect("a body").to_owned();
+            record["prev_hash"] = prev.clone().into();
+            let hash = audit::link_hash(&prev, &body);
+            record["hash"] = hash.clone().into();
+            prev = hash;
+            record.to_string()
+        })
+        .collect()
+}
+
+/// `askgate audit export` writes the records and, last, the head the server signed
+/// after them; `askgate audit verify --jwks --tenant` accepts exactly that. A
+/// changed, re-chained, renumbered, truncated (at either end) or emptied export fails,
+/// naming why, and so does one verified for another tenant; an export after an
+/// earlier one verifies from that one's head (`--anchor`). Before, every one of these
+/// verified, even an empty file ("0 records verify").
 #[tokio::test]
-async fn the_cli_exports_verifies_and_names_a_changed_record() {
-    let server = TestServer::start().await;
+async fn an_export_proves_its_end() {
+    let keys_dir = TempDir::new();
+    let server = crate::approvals::signing(
+        &keys_dir,
+        crate::approvals::KEY_A,
+        std::time::Duration::from_secs(600),
+    )
+    .await;
     let mut ui = server.client().await;
     let mut events = subscribed(&mut ui, "s").await;
-    for i in 0..3 {
+    for i in 0..4 {
         let mut agent = server.client().await;
         let call = tokio::spawn(async move {
             agent
@@ -163,48 +215,94 @@ async fn the_cli_exports_verifies_and_names_a_changed_record() {
             .expect("join")
             .expect("answered");
     }
-    log_of(&ui, 3).await;
+    log_of(&ui, 4).await;
     let (code, out, err) = finish(askgate(&["audit", "export", "--addr", &server.url()])).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().count(), 3, "{out}");
+    let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 5, "four records and the head: {out}");
+    let head: Value = serde_json::from_str(&lines[4]).expect("the head line");
+    assert_eq!(head["head"]["seq"], 4);
+    assert_eq!(head["head"]["tenant"], "default");
     let dir = TempDir::new();
-    let file = dir.file("audit.jsonl", &out);
-    let path = file.to_str().expect("utf-8");
-    let (code, _, err) = finish(askgate(&["audit", "verify", path])).await;
+    let whole = lines_file(&dir, "audit.jsonl", &lines);
+    let (code, err) = verify_export(&server, "default", &whole, None).await;
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("3 records verify"), "{err}");
+    assert!(err.contains("4 records verify"), "{err}");
 
-    // Someone rewrites who answered the second record.
-    let changed: String = out
-        .lines()
-        .enumerate()
-        .map(|(i, line)| {
-            let mut record: Value = serde_json::from_str(line).expect("a JSON line");
-            if i == 1 {
-                let body = record["body"].as_str().expect("a body");
-                let mut fields: Value = serde_json::from_str(body).expect("a JSON body");
-                fields["subject"] = "mallory".into();
-                record["body"] = audit::canonical(&fields).into();
-            }
-            format!("{record}\n")
-        })
-        .collect();
-    let file = dir.file("changed.jsonl", changed);
-    let (code, _, err) = finish(askgate(&["audit", "verify", file.to_str().expect("utf-8")])).await;
+    let refused = |name: &'static str, lines: Vec<String>, why: &'static str| {
+        let file = lines_file(&dir, name, &lines);
+        let server = &server;
+        async move {
+            let (code, err) = verify_export(server, "default", &file, None).await;
+            assert_eq!(code, 1, "{name}: {err}");
+            assert!(err.contains(why), "{name}: {err}");
+        }
+    };
+    // Who answered the second record, rewritten.
+    let mut changed = lines.clone();
+    let mut record: Value = serde_json::from_str(&changed[1]).expect("json");
+    let mut fields: Value =
+        serde_json::from_str(record["body"].as_str().expect("a body")).expect("json");
+    fields["subject"] = "mallory".into();
+    record["body"] = audit::canonical(&fields).into();
+    changed[1] = record.to_string();
+    refused("changed.jsonl", changed.clone(), "seq 2").await;
+    // ...and the chain re-hashed after it: every link holds, the signed head does not.
+    refused("rechained.jsonl", rechained(&changed), "signed head").await;
+    // A record dropped from the middle, the rest renumbered and re-chained.
+    let mut renumbered: Vec<String> = lines.clone();
+    renumbered.remove(1);
+    for (i, line) in renumbered.iter_mut().enumerate().take(3) {
+        let mut record: Value = serde_json::from_str(line).expect("json");
+        let mut fields: Value =
+            serde_json::from_str(record["body"].as_str().expect("a body")).expect("json");
+        fields["seq"] = (i as u64 + 1).into();
+        record["seq"] = (i as u64 + 1).into();
+        record["body"] = audit::canonical(&fields).into();
+        *line = record.to_string();
+    }
+    refused("renumbered.jsonl", rechained(&renumbered), "signed head").await;
+    // The last record cut off (its head kept), and the head cut off.
+    let mut tail_cut = lines.clone();
+    tail_cut.remove(3);
+    refused("tail.jsonl", tail_cut, "signed head is at seq 4").await;
+    refused("headless.jsonl", lines[..4].to_vec(), "no signed head").await;
+    // The first record cut off.
+    refused("head_cut.jsonl", lines[1..].to_vec(), "starts at seq 2").await;
+    // Nothing but the head, and nothing at all.
+    refused("empty.jsonl", lines[4..].to_vec(), "holds no record").await;
+    refused("nothing.jsonl", Vec::new(), "no signed head").await;
+    // Another tenant's export: the head is signed for "default".
+    let (code, err) = verify_export(&server, "acme", &whole, None).await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("seq 2"), "{err}");
+    assert!(err.contains("tenant"), "{err}");
 
-    // A record dropped from the middle.
-    let dropped: String = out
-        .lines()
-        .enumerate()
-        .filter(|(i, _)| *i != 1)
-        .map(|(_, l)| format!("{l}\n"))
-        .collect();
-    let file = dir.file("dropped.jsonl", dropped);
-    let (code, _, err) = finish(askgate(&["audit", "verify", file.to_str().expect("utf-8")])).await;
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("seq 3"), "{err}");
+    // An export after the first four verifies from their head.
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move {
+        agent
+            .ask(Ask::new("s").question(question("go", "Go?").choice("yes")))
+            .await
+    });
+    let rpc_id = next_requested(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call).await.expect("join").expect("answered");
+    log_of(&ui, 5).await;
+    let (code, out, err) = finish(askgate(&[
+        "audit", "export", "--addr", &server.url(), "--after", "4",
+    ]))
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let later = lines_file(&dir, "later.jsonl", &out.lines().map(str::to_owned).collect::<Vec<_>>());
+    let anchor = head["head"]["hash"].as_str().expect("the first head's hash");
+    let (code, err) = verify_export(&server, "default", &later, Some(anchor)).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = verify_export(&server, "default", &later, None).await;
+    assert_eq!(code, 1, "without the anchor: {err}");
+    let (code, err) = verify_export(&server, "default", &later, Some(&"0".repeat(64))).await;
+    assert_eq!(code, 1, "another anchor: {err}");
 }
 
 /// Three nodes on one Redis, agents asking and humans answering through all of them at
@@ -212,10 +310,18 @@ async fn the_cli_exports_verifies_and_names_a_changed_record() {
 /// agents saw exactly once.
 async fn three_nodes_keep_one_chain_with_every_resolution() {
     const ASKS: usize = 60;
-    let first = TestServer::start().await;
+    let keys_dir = TempDir::new();
+    let config = ServerConfig {
+        receipt_key_files: vec![keys_dir.file("receipt.pem", crate::approvals::KEY_A)],
+        ..test_config()
+    };
+    let first = TestServer::start_with(config.clone()).await;
     let mut nodes = vec![first];
     for _ in 0..2 {
-        let peer = nodes[0].start_peer().await.expect("a peer on redis");
+        let peer = nodes[0]
+            .start_peer_with(config.clone())
+            .await
+            .expect("a peer on redis");
         nodes.push(peer);
     }
     let mut answerers = Vec::new();
@@ -279,10 +385,10 @@ async fn three_nodes_keep_one_chain_with_every_resolution() {
     // What an auditor runs: the export of another node, verified by the CLI.
     let (code, out, err) = finish(askgate(&["audit", "export", "--addr", &nodes[0].url()])).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().count(), ASKS);
+    assert_eq!(out.lines().count(), ASKS + 1, "the records and the head");
     let dir = TempDir::new();
     let file = dir.file("audit.jsonl", &out);
-    let (code, _, err) = finish(askgate(&["audit", "verify", file.to_str().expect("utf-8")])).await;
+    let (code, err) = verify_export(&nodes[1], "default", &file, None).await;
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(&format!("{ASKS} records verify")), "{err}");
 }
