@@ -14,11 +14,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: redis-server and redis-cli (the Redis backend's
-# tests), tmux (the answering overlay runs in a real terminal), chromium (the console's
-# tests; Playwright never downloads a browser of its own).
+# tests), tmux (the answering overlay runs in a real terminal), strace (a slow disk for
+# the crash tests), chromium (the console's tests; Playwright never downloads a browser
+# of its own).
 missing=()
 command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing+=(redis-server)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# strace: the crash tests make a slow disk with its fault injection (delayed fsyncs).
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
 command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 or newer with npm" >&2; exit 1; }
 if [ "${#missing[@]}" -gt 0 ]; then

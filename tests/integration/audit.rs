@@ -159,7 +159,10 @@ pub(crate) async fn verify_export(
 
 /// `lines` as a file of `dir`.
 fn lines_file(dir: &TempDir, name: &str, lines: &[String]) -> std::path::PathBuf {
-    dir.file(name, lines.iter().map(|l| format!("{l}\n")).collect::<String>())
+    dir.file(
+        name,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
 }
 
 /// Each record line re-hashed from `prev` on, as someone rewriting the log would.
@@ -288,15 +291,29 @@ async fn an_export_proves_its_end() {
     ui.answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
         .await
         .expect("answer");
-    within("the ask", call).await.expect("join").expect("answered");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
     log_of(&ui, 5).await;
     let (code, out, err) = finish(askgate(&[
-        "audit", "export", "--addr", &server.url(), "--after", "4",
+        "audit",
+        "export",
+        "--addr",
+        &server.url(),
+        "--after",
+        "4",
     ]))
     .await;
     assert_eq!(code, 0, "{err}");
-    let later = lines_file(&dir, "later.jsonl", &out.lines().map(str::to_owned).collect::<Vec<_>>());
-    let anchor = head["head"]["hash"].as_str().expect("the first head's hash");
+    let later = lines_file(
+        &dir,
+        "later.jsonl",
+        &out.lines().map(str::to_owned).collect::<Vec<_>>(),
+    );
+    let anchor = head["head"]["hash"]
+        .as_str()
+        .expect("the first head's hash");
     let (code, err) = verify_export(&server, "default", &later, Some(anchor)).await;
     assert_eq!(code, 0, "{err}");
     let (code, err) = verify_export(&server, "default", &later, None).await;

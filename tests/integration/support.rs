@@ -424,9 +424,13 @@ impl ServeProcess {
     }
 
     pub async fn start_with(extra: &[&str]) -> Self {
-        let path = std::path::Path::new(ASKGATE);
+        Self::spawn_with(std::path::Path::new(ASKGATE), extra).await
+    }
+
+    /// `program serve …` (askgate, or a wrapper that runs it).
+    pub async fn spawn_with(program: &std::path::Path, extra: &[&str]) -> Self {
         Self(
-            askgate_testing::ServeProcess::spawn(path, extra)
+            askgate_testing::ServeProcess::spawn(program, extra)
                 .await
                 .expect("askgate serve starts"),
         )

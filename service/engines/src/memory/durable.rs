@@ -96,6 +96,12 @@ impl Durable {
         }
     }
 
+    /// The journal, on a durable engine: what a subscriber waits on before it hands an
+    /// event on.
+    pub(super) fn journal(&self) -> Option<Journal> {
+        self.journal.clone()
+    }
+
     /// Waits while a durable engine's writer is behind (see `Journal::room`).
     pub(super) async fn room(&self) {
         if let Some(journal) = &self.journal {

@@ -11,7 +11,7 @@
 use std::{
     sync::{
         Arc, OnceLock,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         mpsc,
     },
     time::{Duration, SystemTime},
@@ -24,7 +24,7 @@ use askgate_core::{
     },
     domain::{Error, SessionKey},
 };
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, oneshot, watch};
 
 /// A change to the state, as the store keeps it.
 #[derive(Debug)]
@@ -200,7 +200,6 @@ pub struct JournalReader {
 }
 
 /// What the two halves share.
-#[derive(Default)]
 struct Shared {
     /// Why the writer stopped, once it did.
     failure: OnceLock<String>,
@@ -208,6 +207,24 @@ struct Shared {
     backlog: AtomicUsize,
     /// Woken when the backlog falls under [`BACKLOG`], or the writer stops.
     drained: Notify,
+    /// Entries sent so far, counted before each is sent.
+    sent: AtomicU64,
+    /// Entries the writer took and made durable so far (the channel hands them over
+    /// in the order their sends completed); it stops moving when the writer fails,
+    /// and `failure` says so.
+    durable: watch::Sender<u64>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            failure: OnceLock::new(),
+            backlog: AtomicUsize::new(0),
+            drained: Notify::new(),
+            sent: AtomicU64::new(0),
+            durable: watch::channel(0).0,
+        }
+    }
 }
 
 impl Journal {
@@ -223,6 +240,8 @@ impl Journal {
 
     fn send(&self, entry: Entry) {
         self.shared.backlog.fetch_add(1, Ordering::AcqRel);
+        // Counted before it is sent: see `Journal::sent`.
+        self.shared.sent.fetch_add(1, Ordering::AcqRel);
         // A writer that is gone has failed (and said so) or the engine is closing.
         let _ = self.entries.send(entry);
     }
@@ -279,6 +298,40 @@ impl Journal {
         }
     }
 
+    /// How many entries were sent so far. Read after an entry's send completed, it
+    /// names a point at or past that entry: once [`Self::durable_at`] that count, the
+    /// entry is on disk (the writer takes entries in the order their sends
+    /// completed, and at most this many had started).
+    pub fn sent(&self) -> u64 {
+        self.shared.sent.load(Ordering::Acquire)
+    }
+
+    /// Whether the first `count` entries the writer took are durable.
+    pub fn is_durable(&self, count: u64) -> bool {
+        *self.shared.durable.borrow() >= count
+    }
+
+    /// Completes once the first `count` entries are durable; BACKEND_UNAVAILABLE when
+    /// the writer failed first.
+    pub fn durable_at(
+        &self,
+        count: u64,
+    ) -> impl std::future::Future<Output = Result<(), Error>> + Send + 'static {
+        let mut durable = self.shared.durable.subscribe();
+        let journal = self.clone();
+        async move {
+            loop {
+                if *durable.borrow_and_update() >= count {
+                    return Ok(());
+                }
+                journal.check()?;
+                if durable.changed().await.is_err() {
+                    return Err(journal.failed());
+                }
+            }
+        }
+    }
+
     /// BACKEND_UNAVAILABLE with why the writer stopped, when it did.
     pub fn check(&self) -> Result<(), Error> {
         match self.shared.failure.get() {
@@ -306,10 +359,17 @@ impl JournalReader {
         }
     }
 
+    /// The first `count` entries the writer took are durable.
+    pub fn durable(&self, count: u64) {
+        self.shared.durable.send_replace(count);
+    }
+
     /// The writer stopped for `why`: nothing after this is acknowledged.
     pub fn fail(&self, why: String) {
         let _ = self.shared.failure.set(why);
         self.shared.drained.notify_waiters();
+        // Wakes whoever waits for durability, to find the failure.
+        self.shared.durable.send_modify(|_| {});
     }
 }
 

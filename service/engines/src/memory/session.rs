@@ -187,10 +187,10 @@ impl Session {
         }
     }
 
-    /// Appends an event and sends it to the session's and the tenant's subscribers.
-    /// The history keeps the last `limits.len` events, dropping the oldest while it
-    /// holds more than `limits.bytes` (the newest always stays); a resume from before
-    /// what it keeps gets `reset`.
+    /// Appends an event to the history, which keeps the last `limits.len` events,
+    /// dropping the oldest while it holds more than `limits.bytes` (the newest always
+    /// stays; a resume from before what it keeps gets `reset`). Subscribers get it from
+    /// [`Self::publish`], once it is recorded.
     pub(super) fn push(&mut self, limits: HistoryLimits, event: Event) -> Message {
         self.head += 1;
         let msg = message(cursor(self.epoch, self.head), event);
@@ -205,12 +205,19 @@ impl Session {
                 self.history_bytes = self.history_bytes.saturating_sub(event_bytes(&dropped));
             }
         }
+        msg
+    }
+
+    /// Sends `msg` (the event just pushed) to the session's and the tenant's
+    /// subscribers. Called under the shard's lock, after every change the event stands
+    /// for is recorded: a durable engine's subscriber waits for those records to be on
+    /// disk before it hands the event on.
+    pub(super) fn publish(&self, msg: &Message) {
         // Sending fails only when nobody listens, which is fine.
         if let Some(events_tx) = &self.events_tx {
             let _ = events_tx.send(msg.clone());
         }
         let _ = self.tenant_tx.send(msg.clone());
-        msg
     }
 
     /// The sequence number of the oldest event the history keeps (the head's next when

@@ -115,6 +115,11 @@ impl Inner {
         self.durable.synced().await
     }
 
+    /// The journal, on a durable engine (subscribers wait on it).
+    pub(super) fn journal(&self) -> Option<Journal> {
+        self.durable.journal()
+    }
+
     /// Waits while a durable engine's writer is behind (see `Journal::room`).
     pub(super) async fn room(&self) {
         self.durable.room().await;
@@ -125,7 +130,8 @@ impl Inner {
         self.durable.check().is_ok()
     }
 
-    /// Appends an event to the session, recorded.
+    /// Appends an event to the session, recorded; the caller publishes it once every
+    /// change it stands for is recorded too ([`Session::publish`]).
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
         let message = session.push(self.history_limits(), event);
         self.durable
@@ -406,6 +412,7 @@ impl Inner {
             },
             || audit_entry(key, &message, &ask.requested),
         );
+        session.publish(&message);
         if let Some(agent) = ask.agent() {
             self.agents.release_ask(key, rpc_id, agent);
         }
@@ -504,6 +511,11 @@ impl Inner {
                 rpc_id: rpc_id.clone(),
             });
             shard.record_pending(&key, request_id, &rpc_id);
+        }
+        // Subscribers see it once all of it is recorded, and (a durable engine's) on
+        // disk: a question a human saw is never lost by a crash.
+        if let Some(session) = shard.session(&key) {
+            session.publish(&reported);
         }
         // Reported once everything above is durable (on a durable engine).
         self.durable

@@ -199,7 +199,12 @@ fn open(file: &Path) -> anyhow::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     // Before anything changes it: a file that is not askgate's is left as it is.
-    schema::claim(&conn).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    schema::claim(&conn).map_err(|e| match e {
+        schema::SchemaError::Sqlite(e) => {
+            anyhow::anyhow!("{} is not a usable store: {e}", file.display())
+        }
+        other => anyhow::anyhow!("{}: {other}", file.display()),
+    })?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(|e| anyhow::anyhow!("{} is not a usable store: {e}", file.display()))?;

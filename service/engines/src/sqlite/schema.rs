@@ -174,6 +174,9 @@ pub enum SchemaError {
 pub fn claim(conn: &Connection) -> Result<(), SchemaError> {
     let found: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let application: i32 = conn.pragma_query_value(None, "application_id", |row| row.get(0))?;
+    if found > VERSION && matches!(application, 0 | APPLICATION_ID) {
+        return Err(SchemaError::Newer { found });
+    }
     match application {
         APPLICATION_ID => Ok(()),
         0 => {

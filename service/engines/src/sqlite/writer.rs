@@ -20,6 +20,8 @@ const MAX_GROUP: usize = 16 * 1024;
 pub fn run(mut conn: Connection, reader: JournalReader) {
     let mut changes = Vec::new();
     let mut waiting = Vec::new();
+    // Entries taken and made durable so far.
+    let mut durable: u64 = 0;
     while let Ok(first) = reader.entries.recv() {
         sort(first, &mut changes, &mut waiting);
         // Entries taken (one of them may hold several changes).
@@ -48,6 +50,8 @@ pub fn run(mut conn: Connection, reader: JournalReader) {
             debug!(changes = changes.len(), "group committed");
             changes.clear();
         }
+        durable += handled as u64;
+        reader.durable(durable);
         for entry in waiting.drain(..) {
             match entry {
                 Entry::Then(action) => action(),

@@ -51,9 +51,8 @@ impl Inner {
         let mut shard = self.shard(key);
         let session = shard.session_mut(key)?;
         let requested = session.requested(rpc_id).ok()?.clone();
-        Some(Noticed {
-            message: self.push(session, key, notice),
-            requested,
-        })
+        let message = self.push(session, key, notice);
+        session.publish(&message);
+        Some(Noticed { message, requested })
     }
 }
