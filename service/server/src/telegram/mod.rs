@@ -3,7 +3,9 @@
 //! - its `X-Telegram-Bot-Api-Secret-Token` is the one askgate gave the bot at
 //!   `setWebhook`, compared in constant time (the token names the tenant, whose record
 //!   of the bot holds the sealed copy);
-//! - its `update_id` was not seen before (a replay is refused, on every node);
+//! - its `update_id` was not seen before, on any node (one seen before is answered 200
+//!   and changes nothing: Telegram sends an update again until it gets a 2xx, and holds
+//!   back the ones after it meanwhile);
 //! - it comes from the bot's chat.
 //!
 //! Then a click goes through `Answer` (a choice, the marked options) or opens a prompt
@@ -156,7 +158,12 @@ impl Ingress for Updates {
             .await
         {
             Ok(true) => {}
-            Ok(false) => return refused("replayed: this update was seen before"),
+            // Seen before: Telegram's own retry (or a replay). Acknowledged, so that it
+            // stops retrying and sends the updates after it; nothing is done again.
+            Ok(false) => {
+                debug!(bot = %id, update_id, "an update seen before, acknowledged again");
+                return ok();
+            }
             Err(e) => return unavailable("recording a Telegram update", &e),
         }
         if update["callback_query"].is_object() {
