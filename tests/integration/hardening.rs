@@ -643,6 +643,51 @@ async fn silent_connections_are_closed_and_requests_in_flight_are_not() {
         .expect("resolved");
 }
 
+/// HTTP/2 connections that open no stream are closed after --idle-timeout even while
+/// they PING (and answer the node's PINGs): four of them cannot hold a node with
+/// --max-connections 4 (before, 30 such connections filled 30 places until they left,
+/// and `askgate health` failed meanwhile).
+#[tokio::test]
+async fn http2_connections_that_only_ping_are_closed() {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+    let idle = std::time::Duration::from_millis(700);
+    let mut config = test_config();
+    config.connections.idle_timeout = idle;
+    config.connections.max_connections = 4;
+    config.keepalive_interval = std::time::Duration::from_millis(100);
+    let server = TestServer::start_with(config).await;
+    let mut pinging = Vec::new();
+    for _ in 0..4 {
+        let stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(std::time::Duration::from_millis(100))
+            .keep_alive_while_idle(true)
+            .handshake::<_, http_body_util::Empty<bytes::Bytes>>(TokioIo::new(stream))
+            .await
+            .expect("an HTTP/2 handshake");
+        let started = std::time::Instant::now();
+        pinging.push(tokio::spawn(async move {
+            let _sender = sender;
+            let _ = connection.await;
+            started.elapsed()
+        }));
+    }
+    for connection in pinging {
+        let open_for = within("the node to close a pinging connection", connection)
+            .await
+            .expect("join");
+        assert!(open_for >= idle, "not before the timeout: {open_for:?}");
+    }
+    let mut client = askgate_client::Client::connect(server.url())
+        .await
+        .expect("a place again");
+    client.list_pending("s").await.expect("served");
+}
+
 /// Past --max-connections a new connection is closed at once (and counted); a place
 /// comes back when a connection closes.
 #[tokio::test]

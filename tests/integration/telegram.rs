@@ -607,7 +607,7 @@ fn deploy(session: &str) -> Ask {
 }
 
 async fn a_click_answers_and_the_message_is_edited_forged_updates_are_refused_and_repeats_do_nothing()
-{
+ {
     let (fake, _dir, server, bot) = with_bot().await;
     let client = server.client().await;
     let call = in_background(&client, deploy("ops/1"));
@@ -687,7 +687,10 @@ async fn a_click_answers_and_the_message_is_edited_forged_updates_are_refused_an
         .iter()
         .filter(|c| c.method == "answerCallbackQuery")
         .count();
-    assert_eq!(acknowledged, 2, "the click and the late click, not the replay");
+    assert_eq!(
+        acknowledged, 2,
+        "the click and the late click, not the replay"
+    );
 
     // The bot is no webhook endpoint; disconnected, it is gone and its webhook too.
     let mut webhooks = WebhooksClient::connect(server.url())

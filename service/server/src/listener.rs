@@ -3,11 +3,13 @@
 //!
 //! - At most `--max-connections` at once: one past it is closed at once (and counted
 //!   in `askgate_refused_connections`), so idle sockets cannot take every descriptor.
-//! - A connection with no request in flight that sends nothing for `--idle-timeout` is
-//!   closed: a silent TCP connection, a TLS or HTTP/2 handshake that never comes, an
-//!   HTTP/1.1 connection kept alive and left. A live HTTP/2 peer answers the node's
-//!   keepalive PINGs, so a gRPC channel stays open while its peer is there; a request
-//!   in flight (a blocked Ask, a Subscribe stream) is never idle.
+//! - A connection with no request in flight for `--idle-timeout` (since it was opened,
+//!   or since its last request ended) is closed, whatever it sends meanwhile: a silent
+//!   TCP connection, a TLS or HTTP/2 handshake that never comes, an HTTP/1.1
+//!   connection kept alive and left, an HTTP/2 connection that answers PINGs (or sends
+//!   its own) but opens no stream. A request in flight (a blocked Ask, a Subscribe
+//!   stream) is never idle; a gRPC client whose idle channel was closed connects again
+//!   for its next call.
 //! - When accepting fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
 //!   ENOMEM), the loop backs off (10 ms doubling to 1 s) instead of spinning on a
 //!   connection it cannot take; it says so in the log once per episode.
@@ -138,12 +140,14 @@ fn out_of_resources(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(24 | 23 | 105 | 55 | 12))
 }
 
-/// What a connection is doing: requests in flight, and when it last sent something.
+/// What a connection is doing: requests in flight, and since when it has had none.
 #[derive(Debug)]
 pub struct Activity {
     in_flight: AtomicUsize,
-    /// Milliseconds since the listener's epoch.
-    last_read: AtomicU64,
+    /// When its last request ended (or it was opened), in milliseconds since the
+    /// listener's epoch. What it reads meanwhile does not count: PINGs and SETTINGS
+    /// keep no connection open.
+    idle_from: AtomicU64,
     epoch: Instant,
     /// The connection's reader, woken when its last request ends so that its idle
     /// clock starts.
@@ -157,7 +161,7 @@ impl Activity {
 
     fn idle_since(&self) -> Option<Instant> {
         (self.in_flight.load(Ordering::Acquire) == 0)
-            .then(|| self.epoch + Duration::from_millis(self.last_read.load(Ordering::Relaxed)))
+            .then(|| self.epoch + Duration::from_millis(self.idle_from.load(Ordering::Relaxed)))
     }
 }
 
@@ -192,12 +196,12 @@ impl GuardedStream {
         metrics.open.inc();
         let activity = Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
-            last_read: AtomicU64::new(0),
+            idle_from: AtomicU64::new(0),
             epoch,
             reader: AtomicWaker::new(),
         });
         activity
-            .last_read
+            .idle_from
             .store(activity.now_ms(), Ordering::Relaxed);
         Self {
             io,
@@ -231,16 +235,9 @@ impl AsyncRead for GuardedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let before = buf.filled().len();
         let read = Pin::new(&mut this.io).poll_read(cx, buf);
         let activity = &this.info.activity;
         match read {
-            Poll::Ready(Ok(())) if buf.filled().len() > before => {
-                activity
-                    .last_read
-                    .store(activity.now_ms(), Ordering::Relaxed);
-                Poll::Ready(Ok(()))
-            }
             Poll::Pending => {
                 let Some(since) = activity.idle_since() else {
                     // Cheap when the waker is the same as last time (it usually is).
@@ -257,7 +254,7 @@ impl AsyncRead for GuardedStream {
                 match this.idle.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        "closed: the connection sent nothing for --idle-timeout",
+                        "closed: the connection had no request in flight for --idle-timeout",
                     ))),
                     Poll::Pending => Poll::Pending,
                 }
@@ -335,7 +332,7 @@ impl Drop for Flying {
     fn drop(&mut self) {
         let activity = &self.0;
         activity
-            .last_read
+            .idle_from
             .store(activity.now_ms(), Ordering::Relaxed);
         if activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The reader may be parked with no idle clock running: start it.
