@@ -376,7 +376,16 @@ async fn a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome() {
         .expect("join")
         .expect("answered");
     assert_eq!(answered.answers[0].selected, ["no"]);
-    assert_eq!(answered.resolved_by, format!("ntfy:{TOPIC}"));
+    // The connection, never the topic: the topic is its secret.
+    let id = client
+        .clone()
+        .list_ntfy_topics()
+        .await
+        .expect("topics")
+        .remove(0)
+        .id;
+    assert_eq!(answered.resolved_by, format!("ntfy:{id}"));
+    assert!(!answered.resolved_by.contains(TOPIC));
     // Once only; and the other option's action is too late.
     assert_eq!(http(&server, "POST", &no).await, 410);
     assert_eq!(http(&server, "POST", &path(&actions[1]["url"])).await, 409);
@@ -392,13 +401,97 @@ async fn a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome() {
     assert!(
         outcome["message"]
             .as_str()
-            .is_some_and(|m| m.contains(&format!("Answered by ntfy:{TOPIC}")))
+            .is_some_and(|m| m.contains(&format!("Answered by ntfy:{id}")) && !m.contains(TOPIC))
     );
 }
 on_every_backend!(
     #[tokio::test]
     a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome
 );
+
+/// A push shows questions and options only: a plan to review (its detail), an action
+/// (its arguments) or a text cut to a push's size gets no answer button, only the page
+/// that shows all of it (before, "Approve" on a plan of "DROP TABLE users" was one tap
+/// away from a push that never showed it).
+async fn a_push_offers_no_answer_for_what_it_does_not_show() {
+    let (fake, _dir, server) = with_topic().await;
+    let client = server.client().await;
+    let kinds = |push: &Value| -> Vec<String> {
+        push["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .filter_map(|a| a["action"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let plan = Ask::new("ops/plan").question(
+        question("plan", "Run this migration?")
+            .detail("DROP TABLE users;")
+            .choice("Approve")
+            .choice("Reject")
+            .plan_review("Approve"),
+    );
+    let _plan = in_background(&client, plan);
+    let push = fake.asked("ops/plan").await;
+    assert_eq!(kinds(&push), ["view"], "{push}");
+    assert!(
+        !push["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("DROP")
+    );
+    let action = deploy("ops/action", &["yes", "no"]).action("deploy", r#"{"env":"prod"}"#);
+    let _action = in_background(&client, action);
+    assert_eq!(kinds(&fake.asked("ops/action").await), ["view"]);
+    let long = Ask::new("ops/long").question(
+        question("q", &"a long question ".repeat(250))
+            .choice("yes")
+            .choice("no"),
+    );
+    let _long = in_background(&client, long);
+    assert_eq!(kinds(&fake.asked("ops/long").await), ["view"]);
+    // Nothing hidden: the options' buttons.
+    let _plain = in_background(&client, deploy("ops/plain", &["yes", "no"]));
+    assert_eq!(
+        kinds(&fake.asked("ops/plain").await),
+        ["view", "http", "http"]
+    );
+}
+on_every_backend!(
+    #[tokio::test]
+    a_push_offers_no_answer_for_what_it_does_not_show
+);
+
+/// An ntfy server on an internal address is refused when the topic is connected,
+/// naming the field, unless the server allows private addresses (as for webhooks).
+#[tokio::test]
+async fn an_internal_ntfy_server_is_refused_at_connect() {
+    let dir = TempDir::new();
+    let server = TestServer::start_with(ServerConfig {
+        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+        ..test_config()
+    })
+    .await;
+    let mut admin = server.client().await;
+    for internal in [
+        "http://127.0.0.1:8080",
+        "http://169.254.169.254",
+        "http://10.0.0.7",
+    ] {
+        let refused = admin
+            .connect_ntfy(ConnectNtfyRequest {
+                server_url: internal.into(),
+                topic: TOPIC.into(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("an internal server");
+        assert_eq!(refused.reason(), Reason::BadRequest, "{internal}");
+        assert_eq!(refused.violations()[0].0, "server_url", "{internal}");
+    }
+    assert!(admin.list_ntfy_topics().await.expect("list").is_empty());
+}
 
 async fn actions_follow_the_ask_and_the_console_wins_first() {
     let (fake, _dir, server) = with_topic().await;

@@ -125,13 +125,7 @@ impl Hooks {
             return Err(Error::BadRequest(violations));
         }
         let target = target.map_err(|e| Error::bad_request("url", e))?;
-        let resolved = tokio::time::timeout(
-            self.inner.config.timeout,
-            self.inner.sender.resolve(&target),
-        )
-        .await
-        .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
-        resolved.map_err(|e| Error::bad_request("url", e))?;
+        self.reachable("url", &target).await?;
         let record = EndpointRecord {
             id: format!("ep_{}", Uuid::now_v7().simple()),
             tenant: tenant.to_owned(),
@@ -336,6 +330,19 @@ impl Hooks {
         Ok(())
     }
 
+    /// A server a tenant names (a webhook's, an ntfy server's): it must resolve, and
+    /// only to public addresses unless the server allows private ones (as for every
+    /// delivery): refused at connect, naming `field`, rather than at every delivery.
+    async fn reachable(&self, field: &str, target: &Target) -> Result<(), Error> {
+        let resolved =
+            tokio::time::timeout(self.inner.config.timeout, self.inner.sender.resolve(target))
+                .await
+                .unwrap_or_else(|_| Err(format!("resolving {} timed out", target.host)));
+        resolved
+            .map(|_| ())
+            .map_err(|e| Error::bad_request(field, e))
+    }
+
     /// Connects an ntfy topic of the tenant (see [`ntfy::Ntfy::connect`]).
     pub async fn connect_ntfy(
         &self,
@@ -347,6 +354,11 @@ impl Hooks {
             .inner
             .ntfy
             .connect(tenant, request, &self.inner.limits)?;
+        if let Some(ChannelTarget::Ntfy(target)) = &record.channel {
+            let server = Target::parse(&format!("{}/", target.server_url))
+                .map_err(|e| Error::bad_request("server_url", e))?;
+            self.reachable("server_url", &server).await?;
+        }
         let topic =
             ntfy::topic_of(&record).ok_or_else(|| Error::Internal("not an ntfy topic".into()))?;
         let details =

@@ -4,7 +4,11 @@
 //! publish API) through the leased deliveries: the question, tapping it opens the
 //! ask's page ([`crate::links`]), and for a question choosing one of two or three
 //! options, an HTTP action per option that POSTs the option's signed link (answering
-//! as `ntfy:<topic>`). The ask's `resolved` publishes its outcome under the same
+//! as `ntfy:<connection id>`: the topic is the secret that lets anyone read and send to
+//! it, and goes nowhere else). A push shows the questions and their options only: an
+//! ask with a detail (a plan to review), an action (whose arguments it does not show)
+//! or a text too long for a push gets no answer buttons, only its page, where all of
+//! it is shown: what a human approves is what they were shown. The ask's `resolved` publishes its outcome under the same
 //! sequence id, which ntfy 2.16 and later use to replace the notification (an older
 //! server shows it as a second one).
 
@@ -59,6 +63,9 @@ fn sequence_id(route: &str, rpc_id: &str) -> String {
     format!("askgate-{}", hex::encode(&digest[..12]))
 }
 
+/// The line that ends a text cut to a push's size.
+const CUT_MARK: &str = "… (the whole ask is on its page)";
+
 /// `text` within `max` bytes, cut on a character boundary with an ellipsis line.
 fn within(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -68,7 +75,7 @@ fn within(text: &str, max: usize) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}\n… (the whole ask is on its page)", &text[..end])
+    format!("{}\n{CUT_MARK}", &text[..end])
 }
 
 /// The notification's text: each question, numbered when several, and its options
@@ -174,7 +181,7 @@ impl Ntfy {
         }
         let asked = format!("ntfy-asked:{}:{}", route.id, delivery.rpc_id);
         let mut push = match delivery.event_type {
-            EventType::Requested => self.ask_push(route, target, &requested)?,
+            EventType::Requested => self.ask_push(route, &requested)?,
             // The outcome waits for the ask's push: published first, it would be
             // replaced by the question.
             _ if store
@@ -207,14 +214,12 @@ impl Ntfy {
     }
 
     /// The push of a pending ask: its page on a tap, and the options' actions.
-    fn ask_push(
-        &self,
-        route: &EndpointRecord,
-        target: &NtfyTarget,
-        requested: &Requested,
-    ) -> Result<Value, String> {
+    fn ask_push(&self, route: &EndpointRecord, requested: &Requested) -> Result<Value, String> {
         let now = super::clock::now_ms();
-        let who = format!("{NTFY_CHANNEL}:{}", target.topic);
+        // The person behind the topic, never the topic itself: it is the topic's
+        // secret, and `resolved_by` reaches the agent, the receipt and every UI.
+        let who = format!("{NTFY_CHANNEL}:{}", route.id);
+        let shows_all = shows_everything(requested);
         let url = |option| {
             self.links
                 .url(&Link::new(route, requested, who.clone(), option, now))
@@ -224,7 +229,7 @@ impl Ntfy {
             true => {
                 let page = url(None)?;
                 match requested.questions.as_slice() {
-                    [q] if (2..=3).contains(&q.options.len()) && !q.multi_select => {
+                    [q] if shows_all && (2..=3).contains(&q.options.len()) && !q.multi_select => {
                         if q.options.len() == 2 {
                             actions.push(view("Open", &page));
                         }
@@ -286,6 +291,18 @@ impl Ntfy {
             false => Err(format!("ntfy: HTTP {}", status.as_u16())),
         }
     }
+}
+
+/// Whether the push's text holds everything a human would approve with a button:
+/// no question has a detail, the ask approves no action (its arguments are not in the
+/// push) and the text is not cut.
+fn shows_everything(requested: &Requested) -> bool {
+    requested.action.is_none()
+        && requested
+            .questions
+            .iter()
+            .all(|q| q.detail.as_deref().is_none_or(str::is_empty))
+        && !message(requested).contains(CUT_MARK)
 }
 
 fn view(label: &str, url: &str) -> Value {
