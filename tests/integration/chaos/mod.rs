@@ -119,6 +119,63 @@ async fn with_wait_replicas_the_primarys_death_loses_no_acknowledged_answer() {
     }
 }
 
+/// With `--redis-wait-replicas 1`, once a failover promoted the only replica (none is
+/// left to confirm anything), even an answer already on record is held back: its
+/// retry fails BACKEND_UNAVAILABLE saying so in words (before: an internal "- Io:" and
+/// nothing about reads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_replicas_and_no_replica_left_reads_are_held_back_saying_why() {
+    let mut redis = RedisFailover::start(1).await;
+    let nodes = nodes(
+        &redis,
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout",
+            "300ms",
+        ],
+    )
+    .await;
+    let mut human = nodes[0].client().await;
+    let mut events = human.subscribe_session("held").await.expect("subscribe");
+    let ask = || {
+        askgate_client::Ask::new("held")
+            .question(askgate_client::question("go", "Go?").choice("yes"))
+            .request_id("held-1")
+            .hold_unattended()
+            .no_retry()
+            .timeout(Duration::from_secs(5))
+    };
+    let mut agent = nodes[1].client().await;
+    let call = tokio::spawn(async move { agent.ask(ask()).await });
+    let rpc_id = crate::support::next_requested(&mut events).await;
+    human
+        .answer(
+            "held",
+            &rpc_id,
+            vec![askgate_client::answer::select("go", ["yes"])],
+        )
+        .await
+        .expect("answer");
+    crate::support::within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    redis.kill_primary().await;
+    let refused = crate::support::eventually("the retry to be held back", || async {
+        let mut client = askgate_client::Client::connect_lazy(nodes[0].url.clone()).ok()?;
+        let error = client.ask(ask()).await.err()?;
+        (error.reason() == askgate_client::Reason::BackendUnavailable
+            && error.message().contains("replica"))
+        .then_some(error)
+    })
+    .await;
+    let message = refused.message();
+    assert!(!message.contains("- Io"), "{message}");
+    assert!(message.contains("reads back"), "{message}");
+    assert!(message.contains("retrying the call is safe"), "{message}");
+}
+
 /// The same run without `--redis-wait-replicas`: what the flag prevents. The answers
 /// acknowledged while the replicas were cut off die with the primary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -78,8 +78,15 @@ pub struct RedisStore {
 pub use askgate_core::clock::now_ms;
 
 /// Maps a Redis failure: an unreachable server is UNAVAILABLE (retry), anything else
-/// is a fault of ours.
+/// is a fault of ours. Replicas that did not confirm a write say why in words, not in
+/// the client library's error format.
 pub fn unavailable(error: redis::RedisError) -> Error {
+    if error.kind() == redis::ErrorKind::Io
+        && error.to_string().starts_with(wait::WAIT_FAILED)
+        && let Some(detail) = error.detail()
+    {
+        return Error::BackendUnavailable(detail.to_owned());
+    }
     if error.is_io_error()
         || error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
         || error.is_connection_dropped()

@@ -95,15 +95,23 @@ impl WaitPolicy {
         };
         Err(redis::RedisError::from((
             redis::ErrorKind::Io,
-            "write not acknowledged in time",
+            WAIT_FAILED,
             format!(
-                "the write was not {what} {} replica(s) within {:?} (confirmed: {replicas}); \
-                 it may or may not survive a failover, and retrying the call is safe",
+                "not {what} {} replica(s) within {:?} (confirmed: {replicas}): with \
+                 --redis-wait-replicas, what a call writes or reads back is confirmed on \
+                 that many replicas before the call is answered, so while fewer are \
+                 connected (after a failover, until a replica follows the new primary) \
+                 writes and reads of outcomes are held back; a write may or may not survive \
+                 a failover, and retrying the call is safe",
                 self.replicas, self.timeout
             ),
         )))
     }
 }
+
+/// The description of a write its replicas did not confirm in time: its detail is
+/// the whole message for the caller (`unavailable`).
+pub(super) const WAIT_FAILED: &str = "write not acknowledged in time";
 
 /// Where acknowledging writes go when they must wait: a connection of their own, so
 /// that a `WAIT` (which holds its connection until replicas answer, or its timeout)
