@@ -16,10 +16,12 @@ import { AskgateError } from "./errors.js";
 import {
   Agents,
   type AttachResponse,
+  type ConsumeReceiptResponse,
   type Delivery,
   DeliveryStatus,
   type Endpoint,
   type QuestionAnswer,
+  Receipts,
   type Requested,
   Resolution,
   Slack,
@@ -84,6 +86,7 @@ export class Client {
   readonly #agents: RpcClient<typeof Agents>;
   readonly #webhooks: RpcClient<typeof Webhooks>;
   readonly #slack: RpcClient<typeof Slack>;
+  readonly #receipts: RpcClient<typeof Receipts>;
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
@@ -99,6 +102,7 @@ export class Client {
     this.#agents = createClient(Agents, transport);
     this.#webhooks = createClient(Webhooks, transport);
     this.#slack = createClient(Slack, transport);
+    this.#receipts = createClient(Receipts, transport);
   }
 
   /** Ends the client: calls in flight fail (CANCELED), and none is retried. */
@@ -236,6 +240,17 @@ export class Client {
    * Who the client's credential names (tenant, subject, roles) and which sessions it
    * may see (`everySession`, or the `sessions` patterns); any role may ask.
    */
+  /**
+   * Uses up a receipt (agent or admin credential of its tenant): the first call
+   * resolves to its `decision`, every later one rejects with `RECEIPT_CONSUMED`. An
+   * executor that consumes before it runs the action runs it once, however often the
+   * receipt is replayed. It checks neither the action nor the decision:
+   * `verifyReceipt` (`@askgate/client/receipts`) does, and `checkReceipt` does both.
+   */
+  async consumeReceipt(receipt: string): Promise<ConsumeReceiptResponse> {
+    return await this.#call(() => this.#receipts.consumeReceipt({ receipt: receipt.trim() }, this.#options()));
+  }
+
   async whoAmI(): Promise<WhoAmIResponse> {
     return await this.#call(() => this.#questions.whoAmI({}, this.#options()));
   }

@@ -147,14 +147,23 @@ export interface Ask {
 }
 
 /** What an approval is for: a tool or operation and its exact arguments (a JSON text). */
+/**
+ * What an approval is for: a tool or operation and its exact arguments (a JSON text),
+ * and the answers that approve it (`approvingAnswers`; by default the first option of
+ * the first question). Numbers in the arguments must be exact in a double (I-JSON):
+ * send larger integers and finer decimals as strings.
+ */
 export interface Action {
   name: string;
   argumentsJson: string;
+  approvingAnswers?: QuestionAnswer[];
 }
 
 /** An action from its arguments as a JSON value. */
-export function action(name: string, args: unknown): Action {
-  return { name, argumentsJson: JSON.stringify(args) };
+export function action(name: string, args: unknown, approvingAnswers?: QuestionAnswer[]): Action {
+  return approvingAnswers === undefined
+    ? { name, argumentsJson: JSON.stringify(args) }
+    : { name, argumentsJson: JSON.stringify(args), approvingAnswers };
 }
 
 /** How much longer than an ask's own lifetime (`ttlMs`) its call waits. */

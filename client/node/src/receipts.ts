@@ -1,26 +1,33 @@
 // Receipts: what an executor checks before it runs an action a human approved
 // (docs/approvals.md).
 //
-//   import { verifyReceipt } from "@askgate/client/receipts";
+//   import { checkReceipt } from "@askgate/client/receipts";
 //
 //   const jwks = await (await fetch("http://127.0.0.1:50051/.well-known/jwks.json")).json();
-//   const claims = await verifyReceipt(result.receipt, jwks, action("deploy", { env: "prod" }));
+//   const claims = await checkReceipt(client, result.receipt, jwks, deploy, { tenant: "acme" });
+//   run(deploy); // approved for acme, this very action, and used up: a replay is refused
 //
-// A receipt is a compact JWS (EdDSA, Ed25519) whose claims bind a resolution to the
-// digest of the action the human saw: SHA-256 over the RFC 8785 canonical JSON of
-// `{"name", "arguments"}`, the same in every askgate client.
+// A receipt is a compact JWS (EdDSA, Ed25519) whose claims bind a decision to the
+// tenant and to the digest of the action the human saw: SHA-256 over the RFC 8785
+// canonical JSON of `{"name", "arguments"}`, the same in every askgate client. One key
+// may sign every tenant's receipts: the tenant check is what keeps another tenant's
+// approval from running this one's action.
 
 import { createHash } from "node:crypto";
 
 import canonicalizeModule from "canonicalize";
 import { type JSONWebKeySet, createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify } from "jose";
 
-import type { QuestionAnswer } from "./gen/askgate/v1/askgate_pb.js";
+import type { ConsumeReceiptResponse, QuestionAnswer } from "./gen/askgate/v1/askgate_pb.js";
 import type { Action } from "./model.js";
 
 export const ISSUER = "askgate";
 /** How far this machine's clock may be behind the server's, in seconds. */
 export const DEFAULT_LEEWAY_S = 60;
+/** The `typ` of a signed audit head (never a receipt). */
+export const AUDIT_HEAD_TYPE = "askgate-audit-head+jwt";
+/** The largest integer a double holds with every smaller one: 2^53 - 1. */
+export const MAX_SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
 
 /** What a receipt states. */
 export interface ReceiptClaims {
@@ -31,6 +38,10 @@ export interface ReceiptClaims {
   action_digest: string;
   /** `ANSWERED`, `DEFAULTED`, `CANCELLED`, `EXPIRED`, ... */
   resolution: string;
+  /** `approved` (only then may the action run), `rejected`, `defaulted`, `cancelled`, `expired`, `aborted`. */
+  decision: string;
+  /** The subject of the credential that asked (an approver equal to it approved its own request). */
+  asked_by: string;
   answers_digest: string;
   approvers: string[];
   resolved_by: string;
@@ -40,19 +51,96 @@ export interface ReceiptClaims {
   jti: string;
 }
 
+/** Why a receipt must not be acted on. */
+export type ReceiptErrorKind =
+  | "malformed"
+  | "unknown_key"
+  | "bad_signature"
+  | "expired"
+  | "wrong_tenant"
+  | "wrong_action"
+  | "inexact"
+  | "not_approved";
+
 /**
  * A receipt that must not be acted on: `kind` "malformed", "unknown_key" (signed by a
- * key the set does not hold), "bad_signature" (changed or forged), "expired" or
- * "wrong_action" (a receipt for another action than the one about to run).
+ * key the set does not hold), "bad_signature" (changed or forged), "expired",
+ * "wrong_tenant" (another tenant's receipt), "wrong_action" (a receipt for another
+ * action than the one about to run), "inexact" (the action's arguments hold a number a
+ * double would change: it has no exact digest) or "not_approved" (a valid receipt whose
+ * decision is rejected, defaulted, cancelled, expired or aborted; `claims` holds it).
  */
 export class ReceiptError extends Error {
   constructor(
-    readonly kind: "malformed" | "unknown_key" | "bad_signature" | "expired" | "wrong_action",
+    readonly kind: ReceiptErrorKind,
     message: string,
+    readonly claims?: ReceiptClaims,
   ) {
     super(`${kind}: ${message}`);
     this.name = "ReceiptError";
   }
+}
+
+/** A decimal number as [negative, significant digits, exponent of the last digit]. */
+function decimal(text: string): [boolean, string, number] {
+  let negative = false;
+  let rest = text;
+  if (rest.startsWith("-")) {
+    negative = true;
+    rest = rest.slice(1);
+  }
+  const e = rest.search(/[eE]/);
+  let exponent = e >= 0 ? Number.parseInt(rest.slice(e + 1), 10) : 0;
+  const mantissa = e >= 0 ? rest.slice(0, e) : rest;
+  const [whole, fraction = ""] = mantissa.split(".");
+  const digits = `${whole}${fraction}`;
+  exponent -= fraction.length;
+  const trimmedEnd = digits.replace(/0+$/, "");
+  exponent += digits.length - trimmedEnd.length;
+  const significant = trimmedEnd.replace(/^0+/, "");
+  return significant === "" ? [false, "", 0] : [negative, significant, exponent];
+}
+
+/** Why the JSON number `text` is not I-JSON, if it is not. */
+function inexact(text: string): string | undefined {
+  if (!/[.eE]/.test(text)) {
+    const magnitude = BigInt(text.replace(/^-/, ""));
+    return magnitude > BigInt(MAX_SAFE_INTEGER) ? "an integer beyond ±(2^53 - 1)" : undefined;
+  }
+  const value = Number(text);
+  if (!Number.isFinite(value)) {
+    return "beyond the range of a double";
+  }
+  const [a, b] = [decimal(text), decimal(value.toExponential())];
+  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] ? undefined : "not exactly a double";
+}
+
+/** The first number of `json` (a valid JSON text) that is not I-JSON (RFC 7493). */
+export function firstInexactNumber(json: string): [string, string] | undefined {
+  let i = 0;
+  while (i < json.length) {
+    const c = json[i];
+    if (c === '"') {
+      i += 1;
+      while (i < json.length && json[i] !== '"') {
+        i += json[i] === "\\" ? 2 : 1;
+      }
+      i += 1;
+    } else if (c === "-" || (c >= "0" && c <= "9")) {
+      const start = i;
+      while (i < json.length && /[0-9+\-.eE]/.test(json[i])) {
+        i += 1;
+      }
+      const number = json.slice(start, i);
+      const why = inexact(number);
+      if (why !== undefined) {
+        return [number, why];
+      }
+    } else {
+      i += 1;
+    }
+  }
+  return undefined;
 }
 
 // The package is CommonJS (`module.exports = serialize`), which its typings describe as
@@ -65,13 +153,20 @@ function digest(value: unknown): string {
     .digest("hex");
 }
 
-/** Lowercase hex SHA-256 of the canonical JSON of `{"name", "arguments"}`. */
+/**
+ * Lowercase hex SHA-256 of the canonical JSON of `{"name", "arguments"}`. The arguments
+ * must be I-JSON (RFC 7493): every number exact in a double.
+ */
 export function actionDigest(action: Action): string {
   let args: unknown;
   try {
     args = JSON.parse(action.argumentsJson);
   } catch (thrown) {
     throw new ReceiptError("malformed", `argumentsJson is not JSON: ${String(thrown)}`);
+  }
+  const found = firstInexactNumber(action.argumentsJson);
+  if (found !== undefined) {
+    throw new ReceiptError("inexact", `argumentsJson holds ${found[0].slice(0, 64)}, ${found[1]}: send it as a string`);
   }
   return digest({ name: action.name, arguments: args });
 }
@@ -92,28 +187,43 @@ export function answersDigest(
   );
 }
 
+/** How {@link verifyReceipt} checks. */
+export interface VerifyOptions {
+  /** The tenant the action runs for: a receipt of any other tenant is refused. */
+  tenant: string;
+  /** How far this machine's clock may be behind the server's ({@link DEFAULT_LEEWAY_S}). */
+  leewayS?: number;
+  /** Resolve to the claims whatever the decision (to record a "no"), instead of rejecting. */
+  anyDecision?: boolean;
+}
+
 /**
- * Checks `token` before `action` runs: signed (EdDSA) by a key of `jwks` (the server's
- * `/.well-known/jwks.json`), issued by askgate, not expired, and bound to this very
- * action. Resolves to its claims: what the resolution and answers allow is the
- * caller's to decide (an ANSWERED receipt may record a "Reject"). Rejects with
- * {@link ReceiptError}.
+ * Checks `token` before `action` runs for `tenant`: signed (EdDSA) by a key of `jwks`
+ * (the server's `/.well-known/jwks.json`), issued by askgate, not expired, of this
+ * tenant, bound to this very action, and deciding `approved`. Resolves to its claims
+ * (with `decision` and `asked_by`); rejects with {@link ReceiptError} otherwise
+ * (`not_approved` holds the claims of a valid receipt of another decision, which
+ * `anyDecision` resolves to instead).
  */
 export async function verifyReceipt(
   token: string,
   jwks: JSONWebKeySet,
   action: Action,
-  { leewayS = DEFAULT_LEEWAY_S }: { leewayS?: number } = {},
+  { tenant, leewayS = DEFAULT_LEEWAY_S, anyDecision = false }: VerifyOptions,
 ): Promise<ReceiptClaims> {
   const expected = actionDigest(action);
   let alg: string | undefined;
+  let typ: string | undefined;
   try {
-    alg = decodeProtectedHeader(token).alg;
+    ({ alg, typ } = decodeProtectedHeader(token));
   } catch (thrown) {
     throw new ReceiptError("malformed", String(thrown));
   }
   if (alg !== "EdDSA") {
     throw new ReceiptError("malformed", `signed with ${alg}, not EdDSA`);
+  }
+  if (typ === AUDIT_HEAD_TYPE) {
+    throw new ReceiptError("malformed", "an audit head, not a receipt");
   }
   let claims: ReceiptClaims;
   try {
@@ -136,11 +246,40 @@ export async function verifyReceipt(
     }
     throw new ReceiptError("malformed", String(thrown));
   }
+  if (claims.tenant !== tenant) {
+    throw new ReceiptError("wrong_tenant", `the receipt is of tenant ${JSON.stringify(claims.tenant)}, not ${JSON.stringify(tenant)}`);
+  }
   if (claims.action_digest !== expected) {
     throw new ReceiptError(
       "wrong_action",
       `the receipt is for another action (digest ${claims.action_digest}, this action's ${expected})`,
     );
   }
+  if (!anyDecision && claims.decision !== "approved") {
+    throw new ReceiptError("not_approved", `the receipt's decision is ${claims.decision || "not stated"}, not approved`, claims);
+  }
+  return claims;
+}
+
+/** What {@link checkReceipt} consumes a receipt with: an askgate `Client`. */
+export interface ReceiptConsumer {
+  consumeReceipt(receipt: string): Promise<ConsumeReceiptResponse>;
+}
+
+/**
+ * The executor's whole check before it runs `action`: {@link verifyReceipt} (this
+ * tenant, this action, approved), then the receipt consumed on the server, so that a
+ * replay of it runs nothing twice (`RECEIPT_CONSUMED`, an `AskgateError`). Resolves to
+ * the claims.
+ */
+export async function checkReceipt(
+  client: ReceiptConsumer,
+  token: string,
+  jwks: JSONWebKeySet,
+  action: Action,
+  options: VerifyOptions,
+): Promise<ReceiptClaims> {
+  const claims = await verifyReceipt(token, jwks, action, { ...options, anyDecision: false });
+  await client.consumeReceipt(token);
   return claims;
 }

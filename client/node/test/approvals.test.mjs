@@ -1,6 +1,7 @@
 // Approvals against a real `askgate serve` (docs/approvals.md): a receipt verified with
-// the server's published keys, a tampered action, another server's key and an expired
-// receipt refused; default answers on expiry; the channels an ask allows.
+// the server's published keys for its tenant, a tampered action, another tenant, another
+// server's key, an expired receipt and a decision other than approved refused; a receipt
+// consumed once; I-JSON arguments; default answers on expiry; the channels an ask allows.
 
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
@@ -9,11 +10,13 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { AskgateError, Client, action, custom, question, select } from "@askgate/client";
-import { ReceiptError, verifyReceipt } from "@askgate/client/receipts";
+import { ReceiptError, actionDigest, checkReceipt, verifyReceipt } from "@askgate/client/receipts";
 
 import { Server, eventually, tempDir, within } from "./support.mjs";
 
 const DEPLOY = action("deploy", { service: "api", env: "prod", replicas: 3 });
+/** The tenant of a server without authentication. */
+const TENANT = { tenant: "default" };
 const dir = tempDir();
 let signing;
 let stranger;
@@ -78,24 +81,30 @@ test("a receipt binds the answer to the action", async () => {
   assert.deepEqual(result.approvers, [result.resolvedBy]);
   const keys = await jwks(signing);
   const respelt = { name: "deploy", argumentsJson: '{ "replicas": 3, "env": "prod", "service": "api" }' };
-  const claims = await verifyReceipt(result.receipt, keys, respelt);
+  const claims = await verifyReceipt(result.receipt, keys, respelt, TENANT);
   assert.equal(claims.rpc_id, result.rpcId);
   assert.equal(claims.resolution, "ANSWERED");
+  assert.equal(claims.decision, "approved");
+  assert.equal(claims.asked_by, "anonymous");
+  await assert.rejects(
+    verifyReceipt(result.receipt, keys, DEPLOY, { tenant: "acme" }),
+    (e) => e instanceof ReceiptError && e.kind === "wrong_tenant",
+  );
 
   const tampered = action("deploy", { service: "api", env: "prod", replicas: 30 });
-  await assert.rejects(verifyReceipt(result.receipt, keys, tampered), (e) => e instanceof ReceiptError && e.kind === "wrong_action");
+  await assert.rejects(verifyReceipt(result.receipt, keys, tampered, TENANT), (e) => e instanceof ReceiptError && e.kind === "wrong_action");
   await assert.rejects(
-    verifyReceipt(result.receipt, await jwks(stranger), DEPLOY),
+    verifyReceipt(result.receipt, await jwks(stranger), DEPLOY, TENANT),
     (e) => e instanceof ReceiptError && e.kind === "unknown_key",
   );
   const forged = await jwks(stranger);
   forged.keys[0].kid = keys.keys[0].kid;
-  await assert.rejects(verifyReceipt(result.receipt, forged, DEPLOY), (e) => e instanceof ReceiptError && e.kind === "bad_signature");
+  await assert.rejects(verifyReceipt(result.receipt, forged, DEPLOY, TENANT), (e) => e instanceof ReceiptError && e.kind === "bad_signature");
 
   // Valid for a second (--receipt-ttl 1s; timestamps are whole seconds).
   await new Promise((resolve) => setTimeout(resolve, 2100));
   await assert.rejects(
-    verifyReceipt(result.receipt, keys, DEPLOY, { leewayS: 0 }),
+    verifyReceipt(result.receipt, keys, DEPLOY, { ...TENANT, leewayS: 0 }),
     (e) => e instanceof ReceiptError && e.kind === "expired",
   );
 });
@@ -104,8 +113,50 @@ test("a cancelled ask's receipt is in the error", async () => {
   const error = await resolved(signing, ship(), (ui, rpcId) => ui.cancel("s", rpcId, "not today"));
   assert.ok(error instanceof AskgateError, String(error));
   assert.equal(error.reason, "ASK_CANCELLED");
-  const claims = await verifyReceipt(error.metadata.receipt, await jwks(signing), DEPLOY);
+  await assert.rejects(
+    verifyReceipt(error.metadata.receipt, await jwks(signing), DEPLOY, TENANT),
+    (e) => e instanceof ReceiptError && e.kind === "not_approved" && e.claims.decision === "cancelled",
+  );
+  const claims = await verifyReceipt(error.metadata.receipt, await jwks(signing), DEPLOY, { ...TENANT, anyDecision: true });
   assert.equal(claims.resolution, "CANCELLED");
+});
+
+test("only the approving answer approves, and a receipt runs its action once", async () => {
+  const keys = await jwks(signing);
+  const rejected = await resolved(signing, ship(), (ui, rpcId) => ui.answer("s", rpcId, [select("go", "Reject")]));
+  await assert.rejects(
+    verifyReceipt(rejected.receipt, keys, DEPLOY, TENANT),
+    (e) => e instanceof ReceiptError && e.kind === "not_approved" && e.claims.decision === "rejected",
+  );
+  const approved = await resolved(signing, ship(), (ui, rpcId) => ui.answer("s", rpcId, [select("go", "Approve")]));
+  const executor = new Client({ addr: signing.addr });
+  try {
+    const claims = await checkReceipt(executor, approved.receipt, keys, DEPLOY, TENANT);
+    assert.equal(claims.decision, "approved");
+    const replayed = await checkReceipt(executor, approved.receipt, keys, DEPLOY, TENANT).catch((e) => e);
+    assert.ok(replayed instanceof AskgateError, String(replayed));
+    assert.equal(replayed.reason, "RECEIPT_CONSUMED");
+    assert.ok(replayed.metadata.consumed_at);
+  } finally {
+    executor.close();
+  }
+});
+
+test("numbers a double would change have no digest and no ask", async () => {
+  const agent = new Client({ addr: signing.addr });
+  try {
+    for (const argumentsJson of ['{"user_id": 1234567890123456789}', '{"amount": 0.1000000000000000000001}']) {
+      assert.throws(() => actionDigest({ name: "pay", argumentsJson }), (e) => e instanceof ReceiptError && e.kind === "inexact");
+      const refused = await agent
+        .ask({ sessionId: "s", questions: [question("go", "Go?", { options: ["yes"] })], action: { name: "pay", argumentsJson } })
+        .catch((e) => e);
+      assert.equal(refused.reason, "BAD_REQUEST");
+      assert.equal(refused.violations[0].field, "action.arguments_json");
+    }
+    assert.ok(actionDigest({ name: "pay", argumentsJson: '{"user_id": "1234567890123456789", "amount": 0.1, "n": 1e3}' }));
+  } finally {
+    agent.close();
+  }
 });
 
 test("default answers apply when nobody answers", async () => {
@@ -115,8 +166,9 @@ test("default answers apply when nobody answers", async () => {
     assert.equal(result.resolution, "DEFAULTED");
     assert.equal(result.resolvedBy, "askgate:default");
     assert.deepEqual(result.answers, [{ id: "go", selected: ["Reject"] }]);
-    const claims = await verifyReceipt(result.receipt, await jwks(signing), DEPLOY);
+    const claims = await verifyReceipt(result.receipt, await jwks(signing), DEPLOY, { ...TENANT, anyDecision: true });
     assert.equal(claims.resolution, "DEFAULTED");
+    assert.equal(claims.decision, "defaulted");
     const expired = await within("the ask", agent.ask(ship({ ttlMs: 300 })).catch((e) => e));
     assert.equal(expired.reason, "ASK_EXPIRED");
   } finally {

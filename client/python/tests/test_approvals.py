@@ -1,6 +1,7 @@
 """Approvals against a real `askgate serve` (docs/approvals.md): a receipt verified
-with the server's published keys, a tampered action, another server's key and an
-expired receipt refused; default answers on expiry; the channels an ask allows."""
+with the server's published keys for its tenant, a tampered action, another tenant,
+another server's key, an expired receipt and a decision other than approved refused;
+a receipt consumed once; default answers on expiry; the channels an ask allows."""
 
 from __future__ import annotations
 
@@ -83,28 +84,33 @@ def test_a_receipt_binds_the_answer_to_the_action(signing: Server, tmp_path: Pat
     assert result.approvers == [result.resolved_by]
     keys = jwks(signing)
     respelt = Action("deploy", '{ "replicas": 3, "env": "prod", "service": "api" }')
-    claims = verify_receipt(result.receipt, keys, respelt)
+    claims = verify_receipt(result.receipt, keys, respelt, tenant="default")
     assert claims["rpc_id"] == result.rpc_id == claims["jti"]
     assert claims["resolution"] == "ANSWERED"
+    assert claims["decision"] == "approved"
+    assert claims["asked_by"] == "anonymous"
+    with pytest.raises(ReceiptError) as other_tenant:
+        verify_receipt(result.receipt, keys, DEPLOY, tenant="acme")
+    assert other_tenant.value.kind == "wrong_tenant"
     from askgate.v1 import askgate_pb2 as pb
 
     assert claims["answers_digest"] == answers_digest([pb.QuestionAnswer(id="go", selected=["Approve"])])
 
     tampered = Action.of("deploy", {"service": "api", "env": "prod", "replicas": 30})
     with pytest.raises(ReceiptError) as wrong:
-        verify_receipt(result.receipt, keys, tampered)
+        verify_receipt(result.receipt, keys, tampered, tenant="default")
     assert wrong.value.kind == "wrong_action"
 
     stranger = Server("--receipt-key-file", key_file(tmp_path, "b.pem"))
     try:
         with pytest.raises(ReceiptError) as unknown:
-            verify_receipt(result.receipt, jwks(stranger), DEPLOY)
+            verify_receipt(result.receipt, jwks(stranger), DEPLOY, tenant="default")
         assert unknown.value.kind == "unknown_key"
         # The stranger's key under the signer's kid: the signature fails.
         forged = jwks(stranger)
         forged["keys"][0]["kid"] = keys["keys"][0]["kid"]
         with pytest.raises(ReceiptError) as bad:
-            verify_receipt(result.receipt, forged, DEPLOY)
+            verify_receipt(result.receipt, forged, DEPLOY, tenant="default")
         assert bad.value.kind == "bad_signature"
     finally:
         stranger.stop()
@@ -112,7 +118,7 @@ def test_a_receipt_binds_the_answer_to_the_action(signing: Server, tmp_path: Pat
     # Valid for a second (--receipt-ttl 1s; timestamps are whole seconds).
     time.sleep(2.1)
     with pytest.raises(ReceiptError) as expired:
-        verify_receipt(result.receipt, keys, DEPLOY, leeway=0)
+        verify_receipt(result.receipt, keys, DEPLOY, tenant="default", leeway=0)
     assert expired.value.kind == "expired"
 
 
@@ -134,7 +140,12 @@ def test_a_cancelled_asks_receipt_is_in_the_error(signing: Server) -> None:
     thread.join(timeout=20)
     error = outcome["error"]
     assert error.reason is Reason.ASK_CANCELLED
-    claims = verify_receipt(error.metadata["receipt"], jwks(signing), DEPLOY)
+    with pytest.raises(ReceiptError) as refused:
+        verify_receipt(error.metadata["receipt"], jwks(signing), DEPLOY, tenant="default")
+    assert refused.value.kind == "not_approved"
+    assert refused.value.claims is not None
+    assert refused.value.claims["decision"] == "cancelled"
+    claims = verify_receipt(error.metadata["receipt"], jwks(signing), DEPLOY, tenant="default", any_decision=True)
     assert claims["resolution"] == "CANCELLED"
 
 
@@ -144,10 +155,64 @@ def test_default_answers_apply_when_nobody_answers(signing: Server) -> None:
         assert result.resolution == "DEFAULTED"
         assert result.resolved_by == "askgate:default"
         assert [a.selected for a in result.answers] == [["Reject"]]
-        assert verify_receipt(result.receipt, jwks(signing), DEPLOY)["resolution"] == "DEFAULTED"
+        claims = verify_receipt(result.receipt, jwks(signing), DEPLOY, tenant="default", any_decision=True)
+        assert (claims["resolution"], claims["decision"]) == ("DEFAULTED", "defaulted")
         with pytest.raises(AskgateError) as expired:
             agent.ask(ship(ttl=0.3))
         assert expired.value.reason is Reason.ASK_EXPIRED
+
+
+def test_only_the_approving_answer_approves_and_a_receipt_runs_once(signing: Server) -> None:
+    keys = jwks(signing)
+    rejected = answered(signing, ship(), "Reject")["result"]
+    with pytest.raises(ReceiptError) as refused:
+        verify_receipt(rejected.receipt, keys, DEPLOY, tenant="default")
+    assert refused.value.kind == "not_approved"
+    assert refused.value.claims is not None and refused.value.claims["decision"] == "rejected"
+
+    approved = answered(signing, ship(), "Approve")["result"]
+    with Client(signing.addr) as executor:
+        claims = executor.check_receipt(approved.receipt, keys, DEPLOY, tenant="default")
+        assert claims["decision"] == "approved"
+        with pytest.raises(AskgateError) as replayed:
+            executor.check_receipt(approved.receipt, keys, DEPLOY, tenant="default")
+        assert replayed.value.reason is Reason.RECEIPT_CONSUMED
+        assert "consumed_at" in replayed.value.metadata
+        with pytest.raises(ReceiptError):
+            executor.check_receipt(rejected.receipt, keys, DEPLOY, tenant="default")
+
+
+def test_the_async_client_checks_and_consumes_once(signing: Server) -> None:
+    import asyncio
+
+    from askgate import AsyncClient
+
+    approved = answered(signing, ship(), "Approve")["result"]
+    keys = jwks(signing)
+
+    async def scenario() -> None:
+        async with AsyncClient(signing.addr) as executor:
+            claims = await executor.check_receipt(approved.receipt, keys, DEPLOY, tenant="default")
+            assert claims["decision"] == "approved"
+            with pytest.raises(AskgateError) as replayed:
+                await executor.consume_receipt(approved.receipt)
+            assert replayed.value.reason is Reason.RECEIPT_CONSUMED
+
+    asyncio.run(scenario())
+
+
+def test_numbers_a_double_would_change_have_no_digest(server: Server) -> None:
+    from askgate.receipts import action_digest
+
+    for arguments in ('{"user_id": 1234567890123456789}', '{"amount": 0.1000000000000000000001}'):
+        with pytest.raises(ReceiptError) as inexact:
+            action_digest(Action("pay", arguments))
+        assert inexact.value.kind == "inexact"
+        with Client(server.addr) as agent, pytest.raises(AskgateError) as refused:
+            agent.ask(Ask("s", [question("go", "Go?", options=["yes"])], action=Action("pay", arguments)))
+        assert refused.value.reason is Reason.BAD_REQUEST
+        assert refused.value.violations[0][0] == "action.arguments_json"
+    assert action_digest(Action("pay", '{"user_id": "1234567890123456789", "amount": 0.1}'))
 
 
 def test_only_the_allowed_channels_resolve_an_ask(server: Server) -> None:

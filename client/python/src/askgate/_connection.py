@@ -145,3 +145,4 @@ class Stubs:
         self.agents = rpc.AgentsStub(channel)
         self.webhooks = rpc.WebhooksStub(channel)
         self.slack = rpc.SlackStub(channel)
+        self.receipts = rpc.ReceiptsStub(channel)

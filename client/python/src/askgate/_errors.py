@@ -45,6 +45,7 @@ class Reason(str, enum.Enum):
     ALREADY_APPROVED = "ALREADY_APPROVED"
     SELF_APPROVAL = "SELF_APPROVAL"
     CHANNEL_NOT_ALLOWED = "CHANNEL_NOT_ALLOWED"
+    RECEIPT_CONSUMED = "RECEIPT_CONSUMED"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

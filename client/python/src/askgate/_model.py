@@ -104,17 +104,23 @@ class Answer:
 @dataclass(frozen=True)
 class Action:
     """What an approval is for: a tool or operation and its exact arguments (any JSON
-    value, or a JSON text in `arguments_json`)."""
+    value, or a JSON text in `arguments_json`), and the answers that approve it
+    (`approving_answers`; by default the first option of the first question). Numbers
+    in the arguments must be exact in a double (I-JSON): send larger integers and
+    finer decimals as strings."""
 
     name: str
     arguments_json: str
+    approving_answers: Sequence[pb.QuestionAnswer] = ()
 
     @classmethod
-    def of(cls, name: str, arguments: object) -> "Action":
+    def of(
+        cls, name: str, arguments: object, approving_answers: Sequence[pb.QuestionAnswer] = ()
+    ) -> "Action":
         """An action from its arguments as a JSON value."""
         import json
 
-        return cls(name, json.dumps(arguments))
+        return cls(name, json.dumps(arguments), tuple(approving_answers))
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,7 @@ class Ask:
         if self.action is not None:
             request.action.name = self.action.name
             request.action.arguments_json = self.action.arguments_json
+            request.action.approving_answers.extend(self.action.approving_answers)
         if self.quorum is not None:
             request.quorum.count = self.quorum
         request.default_answers.extend(self.default_answers)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 
 from .._connection import Retries, Target, backoff
 from .._errors import AskgateError, Reason
-from .._model import Answer, Ask, AskResult, Event, endpoint_request, slack_request
+from .._model import Action, Answer, Ask, AskResult, Event, endpoint_request, slack_request
 from ..v1 import askgate_pb2 as pb
 from ..v1 import askgate_pb2_grpc as rpc
 from .runtime import CLIENT_DOC, AsyncAgentLease, Channel, RpcError, first, sleep
@@ -48,6 +48,10 @@ class AsyncClient:
     @property
     def _slack(self) -> rpc.SlackStub:
         return self._channel.stubs().slack
+
+    @property
+    def _receipts(self) -> rpc.ReceiptsStub:
+        return self._channel.stubs().receipts
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -157,6 +161,36 @@ class AsyncClient:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it
         may see (`every_session`, or the `sessions` patterns); any role may ask."""
         return await self._call(self._questions.WhoAmI, pb.WhoAmIRequest())
+
+    async def consume_receipt(self, receipt: str) -> pb.ConsumeReceiptResponse:
+        """Uses up a receipt (agent or admin credential of its tenant): the first call
+        returns its `decision`, every later one raises `AskgateError` with
+        `Reason.RECEIPT_CONSUMED`. An executor that consumes before it runs the action
+        runs it once, however often the receipt is replayed. It checks neither the
+        action nor the decision: `askgate.receipts.verify_receipt` does, and
+        `check_receipt` does both."""
+        request = pb.ConsumeReceiptRequest(receipt=receipt.strip())
+        return await self._call(self._receipts.ConsumeReceipt, request)
+
+    async def check_receipt(
+        self,
+        receipt: str,
+        jwks: Mapping[str, Any],
+        action: Action,
+        *,
+        tenant: str,
+    ) -> Dict[str, Any]:
+        """The executor's whole check before it runs `action` for `tenant`: the receipt
+        verified (signed by a key of `jwks`, not expired, of this tenant, bound to this
+        action, deciding `approved`: `askgate.receipts.verify_receipt`, which raises
+        `ReceiptError` otherwise), then consumed on the server (`AskgateError` with
+        `Reason.RECEIPT_CONSUMED` when it was used before). Returns the claims. Needs
+        the `receipts` extra."""
+        from ..receipts import verify_receipt
+
+        claims = verify_receipt(receipt, jwks, action, tenant=tenant)
+        await self.consume_receipt(receipt)
+        return claims
 
     async def connect_slack(
         self,

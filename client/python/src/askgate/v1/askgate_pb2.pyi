@@ -55,6 +55,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALREADY_APPROVED: _ClassVar[ErrorReason]
     SELF_APPROVAL: _ClassVar[ErrorReason]
     CHANNEL_NOT_ALLOWED: _ClassVar[ErrorReason]
+    RECEIPT_CONSUMED: _ClassVar[ErrorReason]
 
 class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,12 +105,45 @@ TOO_MANY_WEBHOOKS: ErrorReason
 ALREADY_APPROVED: ErrorReason
 SELF_APPROVAL: ErrorReason
 CHANNEL_NOT_ALLOWED: ErrorReason
+RECEIPT_CONSUMED: ErrorReason
 CANCEL_SOURCE_UNSPECIFIED: CancelSource
 UI_CLOSED: CancelSource
 DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
 PENDING: DeliveryStatus
 DELIVERED: DeliveryStatus
 FAILED: DeliveryStatus
+
+class GetAuditHeadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AuditHead(_message.Message):
+    __slots__ = ("tenant", "seq", "hash", "at", "jws")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    JWS_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    seq: int
+    hash: str
+    at: str
+    jws: str
+    def __init__(self, tenant: _Optional[str] = ..., seq: _Optional[int] = ..., hash: _Optional[str] = ..., at: _Optional[str] = ..., jws: _Optional[str] = ...) -> None: ...
+
+class ConsumeReceiptRequest(_message.Message):
+    __slots__ = ("receipt",)
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    receipt: str
+    def __init__(self, receipt: _Optional[str] = ...) -> None: ...
+
+class ConsumeReceiptResponse(_message.Message):
+    __slots__ = ("decision", "consumed_at")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_AT_FIELD_NUMBER: _ClassVar[int]
+    decision: str
+    consumed_at: _timestamp_pb2.Timestamp
+    def __init__(self, decision: _Optional[str] = ..., consumed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExportAuditRequest(_message.Message):
     __slots__ = ("after_seq", "limit")
@@ -227,12 +261,14 @@ class AskRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
 
 class Action(_message.Message):
-    __slots__ = ("name", "arguments_json")
+    __slots__ = ("name", "arguments_json", "approving_answers")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    APPROVING_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments_json: str
-    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+    approving_answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., approving_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ...) -> None: ...
 
 class Quorum(_message.Message):
     __slots__ = ("count",)

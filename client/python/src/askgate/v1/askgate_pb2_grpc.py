@@ -717,6 +717,11 @@ class AuditStub:
                 request_serializer=askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.SerializeToString,
                 response_deserializer=askgate_dot_v1_dot_askgate__pb2.AuditRecord.FromString,
                 _registered_method=True)
+        self.GetAuditHead = channel.unary_unary(
+                '/askgate.v1.Audit/GetAuditHead',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.GetAuditHeadRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.AuditHead.FromString,
+                _registered_method=True)
 
 
 class AuditServicer:
@@ -735,6 +740,14 @@ class AuditServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAuditHead(self, request, context):
+        """The tenant's last record, signed with the receipt key: what proves an export's end
+        (`askgate audit export` writes it after the records it read).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuditServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -742,6 +755,11 @@ def add_AuditServicer_to_server(servicer, server):
                     servicer.ExportAudit,
                     request_deserializer=askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.FromString,
                     response_serializer=askgate_dot_v1_dot_askgate__pb2.AuditRecord.SerializeToString,
+            ),
+            'GetAuditHead': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAuditHead,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.GetAuditHeadRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.AuditHead.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -777,6 +795,115 @@ class Audit:
             '/askgate.v1.Audit/ExportAudit',
             askgate_dot_v1_dot_askgate__pb2.ExportAuditRequest.SerializeToString,
             askgate_dot_v1_dot_askgate__pb2.AuditRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAuditHead(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Audit/GetAuditHead',
+            askgate_dot_v1_dot_askgate__pb2.GetAuditHeadRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.AuditHead.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ReceiptsStub:
+    """Single use for receipts: an executor that consumes a receipt before it runs the
+    action cannot be replayed into running it twice. Needs the agent or admin role; a
+    receipt of another tenant is refused as if it were forged.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ConsumeReceipt = channel.unary_unary(
+                '/askgate.v1.Receipts/ConsumeReceipt',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptResponse.FromString,
+                _registered_method=True)
+
+
+class ReceiptsServicer:
+    """Single use for receipts: an executor that consumes a receipt before it runs the
+    action cannot be replayed into running it twice. Needs the agent or admin role; a
+    receipt of another tenant is refused as if it were forged.
+    """
+
+    def ConsumeReceipt(self, request, context):
+        """OK the first time; RECEIPT_CONSUMED (FAILED_PRECONDITION) after.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReceiptsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ConsumeReceipt': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumeReceipt,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Receipts', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Receipts', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Receipts:
+    """Single use for receipts: an executor that consumes a receipt before it runs the
+    action cannot be replayed into running it twice. Needs the agent or admin role; a
+    receipt of another tenant is refused as if it were forged.
+    """
+
+    @staticmethod
+    def ConsumeReceipt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Receipts/ConsumeReceipt',
+            askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ConsumeReceiptResponse.FromString,
             options,
             channel_credentials,
             insecure,
