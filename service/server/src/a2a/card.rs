@@ -131,7 +131,12 @@ pub fn card(url: &str, authenticated: bool) -> String {
     }
     let typed: a2a_pb::protojson::AgentCard =
         serde_json::from_value(card).expect("the card is an A2A AgentCard");
-    serde_json::to_string(&typed).expect("an AgentCard serializes")
+    // Checked as an AgentCard, served with the tool's schema as its one source has it:
+    // a protobuf Struct holds numbers as doubles, which would turn `1` into `1.0`.
+    let mut served = serde_json::to_value(&typed).expect("an AgentCard serializes");
+    served["capabilities"]["extensions"][0]["params"]["input_schema"] =
+        askgate_client::tool::input_schema();
+    served.to_string()
 }
 
 #[cfg(test)]
@@ -147,14 +152,13 @@ mod tests {
             assert_eq!(parsed.supported_interfaces[0].protocol_binding, "GRPC");
             assert_eq!(parsed.skills[0].id, "ask_user_question");
             let value: serde_json::Value = serde_json::from_str(&text).expect("json");
-            // The schema, as a protobuf Struct holds it (its numbers are doubles).
-            let schema = a2a_pb::pbconv::proto_value_to_json_value(
-                &a2a_pb::pbconv::json_value_to_proto_value(&askgate_client::tool::input_schema()),
-            );
+            // The schema as its one source has it: `1`, never `1.0`.
             assert_eq!(
                 value["capabilities"]["extensions"][0]["params"]["input_schema"],
-                schema
+                askgate_client::tool::input_schema()
             );
+            assert!(text.contains(r#""minItems":1,"#), "{text}");
+            assert!(!text.contains(r#""minItems":1.0"#), "{text}");
             assert_eq!(value.get("securitySchemes").is_some(), authenticated);
         }
     }
