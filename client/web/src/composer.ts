@@ -64,6 +64,9 @@ export function planApprove(question: Question): string | undefined {
   return kind?.case === "planReview" ? kind.value.approve : undefined;
 }
 
+/** What the human is told on the question that approves the batch's action. */
+export const APPROVING_HINT = "This question approves the action: choose one of its options.";
+
 export class Composer {
   readonly batch: Requested;
   /** The question shown. */
@@ -86,6 +89,15 @@ export class Composer {
 
   get draft(): Draft {
     return this.drafts[this.item];
+  }
+
+  /**
+   * Whether the question shown approves the batch's action: its options alone answer it
+   * (no own words, no skip), so that an approval is a choice the human was shown.
+   */
+  get approving(): boolean {
+    const id = this.question.id;
+    return this.batch.action?.approvingAnswers.some((a) => a.id === id) ?? false;
   }
 
   /** Every question answered or skipped. */
@@ -127,6 +139,7 @@ export class Composer {
 
   /** The "Other" text as typed (not yet confirmed on a single-select). */
   type(text: string): void {
+    if (this.approving && this.question.options.length > 0) return;
     this.draft.custom = text;
     if (this.question.multiSelect) this.settleMulti();
   }
@@ -154,8 +167,9 @@ export class Composer {
       return;
     }
     draft.status = draft.status === "skipped" ? "skipped" : "open";
-    this.hint =
-      this.question.options.length === 0
+    this.hint = this.approving
+      ? APPROVING_HINT
+      : this.question.options.length === 0
         ? "Type an answer, or Skip this question."
         : multi
           ? "Choose at least one option, write your own, or Skip this question."
@@ -164,6 +178,10 @@ export class Composer {
 
   /** Skips only the current question; the drafts of the others stay. */
   skip(): void {
+    if (this.approving) {
+      this.hint = APPROVING_HINT;
+      return;
+    }
     this.draft.status = "skipped";
     this.advance();
   }

@@ -391,8 +391,8 @@ export class View {
           },
           ...options,
         ),
-      h("label", { class: "text-label", for: "answer-text" }, textLabel),
-      textBox,
+      !(c.approving && !optionless) && h("label", { class: "text-label", for: "answer-text" }, textLabel),
+      !(c.approving && !optionless) && textBox,
       c.hint && h("p", { class: "hint", role: "alert", "data-testid": "hint" }, c.hint),
       h(
         "div",
@@ -402,7 +402,8 @@ export class View {
           { type: "button", "data-key": "back", disabled: c.item === 0, onclick: () => this.act(() => c.goTo(c.item - 1)) },
           "Back",
         ),
-        h("button", { type: "button", "data-key": "skip", "data-testid": "skip", onclick: () => this.act(() => c.skip()) }, "Skip"),
+        !c.approving &&
+          h("button", { type: "button", "data-key": "skip", "data-testid": "skip", onclick: () => this.act(() => c.skip()) }, "Skip"),
         h(
           "button",
           { type: "button", "data-key": "next", "data-testid": "next", onclick: () => this.act(() => c.confirm()) },

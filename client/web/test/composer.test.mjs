@@ -114,3 +114,27 @@ for (const vector of VECTORS.vectors) {
     }
   });
 }
+
+test("the question that approves the batch's action takes its options only", () => {
+  const approving = create(RequestedSchema, {
+    rpcId: "r",
+    sessionId: "s",
+    questions: [
+      { id: "go", question: "Deploy?", options: [{ label: "Approve" }, { label: "Reject" }] },
+      { id: "why", question: "Why?", options: [{ label: "ops" }] },
+    ],
+    action: { name: "deploy", argumentsJson: "{}", approvingAnswers: [{ id: "go", selected: ["Approve"] }] },
+  });
+  const composer = new Composer(approving);
+  assert.equal(composer.approving, true);
+  composer.skip();
+  assert.equal(composer.item, 0, "not skipped");
+  assert.match(composer.hint, /approves the action/);
+  composer.type("my own words");
+  assert.equal(composer.draft.custom, "", "no own words");
+  composer.choose("Approve");
+  assert.equal(composer.item, 1);
+  assert.equal(composer.approving, false);
+  composer.skip();
+  assert.equal(composer.phase.kind, "review");
+});

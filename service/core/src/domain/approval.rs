@@ -81,6 +81,16 @@ pub fn same_person(a: &str, b: &str) -> bool {
     a == b || person(a) == person(b)
 }
 
+/// Whether `question_id` is one whose answer approves `requested`'s action: a UI offers
+/// its options alone there (no own words, no skip), so that a human who approves does
+/// so by choosing what they were shown.
+pub fn approves_action(requested: &Requested, question_id: &str) -> bool {
+    requested
+        .action
+        .as_ref()
+        .is_some_and(|a| a.approving_answers.iter().any(|ans| ans.id == question_id))
+}
+
 /// Whether `channel` may resolve `requested` (answer or cancel it): one of its allowed
 /// channels.
 pub fn may_resolve(requested: &Requested, channel: &str) -> bool {

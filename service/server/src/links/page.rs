@@ -32,7 +32,15 @@ pub fn notice(title: &str, text: &str) -> String {
     )
 }
 
-fn question(out: &mut String, question: &Question, number: Option<usize>, chosen: Option<usize>) {
+/// One question's fieldset; `approving`: it approves the ask's action, so its options
+/// alone answer it (no own words; a radio button must be chosen).
+fn question(
+    out: &mut String,
+    question: &Question,
+    number: Option<usize>,
+    chosen: Option<usize>,
+    approving: bool,
+) {
     let prefix = number.map_or(String::new(), |n| format!("{}. ", n + 1));
     out.push_str(&format!(
         "<fieldset><legend><b>{prefix}{}</b></legend>\n",
@@ -52,6 +60,10 @@ fn question(out: &mut String, question: &Question, number: Option<usize>, chosen
     } else {
         "radio"
     };
+    let required = match approving && !question.multi_select {
+        true => " required",
+        false => "",
+    };
     for (i, option) in question.options.iter().enumerate() {
         let checked = if chosen == Some(i) { " checked" } else { "" };
         let mark = if approve == Some(option.label.as_str()) {
@@ -65,17 +77,20 @@ fn question(out: &mut String, question: &Question, number: Option<usize>, chosen
             .filter(|d| !d.trim().is_empty())
             .map_or(String::new(), |d| format!(" — {}", escape(d)));
         out.push_str(&format!(
-            "<label><input type=\"{kind}\" name=\"{name}\" value=\"{}\"{checked}> <b>{}</b>{mark}{description}</label>\n",
+            "<label><input type=\"{kind}\" name=\"{name}\" value=\"{}\"{checked}{required}> <b>{}</b>{mark}{description}</label>\n",
             escape(&option.label),
             escape(&option.label),
         ));
     }
     let custom = escape(&format!("custom.{}", question.id));
-    match question.options.is_empty() {
-        true => out.push_str(&format!(
+    match (question.options.is_empty(), approving) {
+        (true, _) => out.push_str(&format!(
             "<label>Your answer<br><textarea name=\"{custom}\" rows=\"4\" cols=\"60\"></textarea></label>\n"
         )),
-        false => out.push_str(&format!(
+        (false, true) => {
+            out.push_str("<p class=\"context\">This answer approves the action: choose an option.</p>\n")
+        }
+        (false, false) => out.push_str(&format!(
             "<label>Other: <input type=\"text\" name=\"{custom}\" size=\"40\"></label>\n"
         )),
     }
@@ -126,7 +141,8 @@ pub fn form(
             body.push_str("<form method=\"post\">\n");
             let several = requested.questions.len() > 1;
             for (i, q) in requested.questions.iter().enumerate() {
-                question(&mut body, q, several.then_some(i), single);
+                let approving = crate::domain::approval::approves_action(requested, &q.id);
+                question(&mut body, q, several.then_some(i), single, approving);
             }
             body.push_str("<button type=\"submit\">Send</button>\n</form>\n");
         }
@@ -151,4 +167,45 @@ pub fn form(
     }
     body.push_str("<p class=\"context\">Nothing is sent until you press a button.</p>\n");
     page(&title, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Action, QuestionAnswer, QuestionOption};
+
+    use super::*;
+
+    #[test]
+    fn the_question_that_approves_an_action_takes_a_chosen_option_only() {
+        let mut requested = Requested {
+            rpc_id: "r".into(),
+            session_id: "s".into(),
+            questions: vec![Question {
+                id: "go".into(),
+                question: "Deploy?".into(),
+                options: ["Approve", "Reject"]
+                    .map(|label| QuestionOption {
+                        label: label.into(),
+                        description: None,
+                    })
+                    .to_vec(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let open = form(&requested, true, true, None, None);
+        assert!(open.contains("name=\"custom.go\""), "{open}");
+        requested.action = Some(Action {
+            name: "deploy".into(),
+            arguments_json: "{}".into(),
+            approving_answers: vec![QuestionAnswer {
+                id: "go".into(),
+                selected: vec!["Approve".into()],
+                custom: None,
+            }],
+        });
+        let gated = form(&requested, true, true, None, None);
+        assert!(!gated.contains("name=\"custom.go\""), "{gated}");
+        assert!(gated.contains(" required>"), "{gated}");
+    }
 }

@@ -136,6 +136,9 @@ fn line_hint(hint: Hint) -> &'static str {
             "give option numbers like 1,3, o:TEXT for your own answer, or s to skip"
         }
         Hint::EmptyAnswer => "write your answer, or s to skip",
+        Hint::ChooseToApprove => {
+            "this question approves an action: give one of its option numbers (or c:REASON to cancel)"
+        }
     }
 }
 

@@ -96,6 +96,8 @@ pub enum Hint {
     NothingChosen,
     /// Enter on an empty own-words answer.
     EmptyAnswer,
+    /// Own words or a skip on the question that approves the ask's action.
+    ChooseToApprove,
 }
 
 impl Hint {
@@ -104,6 +106,9 @@ impl Hint {
         match self {
             Self::NothingChosen => "choose with Space, o for your own answer, s to skip",
             Self::EmptyAnswer => "type an answer, or Esc then s to skip",
+            Self::ChooseToApprove => {
+                "this question approves an action: choose one of its options (or c to cancel)"
+            }
         }
     }
 }
@@ -128,6 +133,13 @@ impl Overlay {
     /// service never sends).
     pub fn question(&self) -> Option<&Question> {
         self.batch.questions.get(self.item)
+    }
+
+    /// Whether the question shown approves the ask's action: its options alone answer
+    /// it (no own words, no skip).
+    pub fn approving(&self) -> bool {
+        self.question()
+            .is_some_and(|q| askgate_server::domain::approval::approves_action(&self.batch, &q.id))
     }
 
     /// The approve option's label when the question asks to review a plan.
@@ -228,6 +240,9 @@ impl Overlay {
                 draft.custom = None;
                 draft.status = Status::Answered;
                 self.advance();
+            }
+            Key::Char('o') | Key::Char('s') if self.approving() => {
+                self.hint = Some(Hint::ChooseToApprove);
             }
             Key::Char('o') => self.mode = Mode::Typing(self.custom_text()),
             Key::Char('s') => {

@@ -324,6 +324,12 @@ fn option_lines<'a>(overlay: &Overlay, question: &'a Question) -> Text<'a> {
 fn key_line(overlay: &Overlay) -> Line<'static> {
     let multi = overlay.question().is_some_and(|q| q.multi_select);
     let keys = match &overlay.mode {
+        Mode::Choosing if overlay.approving() && multi => {
+            "↑↓ move  Space toggle  Enter confirm  ←→  c cancel  ? help  q quit  (approves an action)"
+        }
+        Mode::Choosing if overlay.approving() => {
+            "↑↓ move  Enter choose  ←→  c cancel  ? help  q quit  (approves an action)"
+        }
         Mode::Typing(_) => "type your answer  Enter save  Esc back",
         Mode::CancelReason(_) => "type a reason (optional)  Enter cancel the batch  Esc back",
         Mode::Review => "Enter submit  ← back to the questions  c cancel  ? help  q quit",

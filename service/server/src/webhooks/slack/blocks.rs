@@ -306,7 +306,8 @@ pub fn question_message(at: &Ref, requested: &Requested, console: Option<&str>) 
     match requested.questions.as_slice() {
         [question] => {
             blocks.extend(question_blocks(question, None, false));
-            blocks.extend(one_question_controls(at, question, cancel));
+            let approving = crate::domain::approval::approves_action(requested, &question.id);
+            blocks.extend(one_question_controls(at, question, approving, cancel));
         }
         questions => {
             // Room for the "more" line and the controls within Slack's cap.
@@ -337,8 +338,22 @@ pub fn question_message(at: &Ref, requested: &Requested, console: Option<&str>) 
 }
 
 /// The controls of a message that asks one question: its options as buttons (single
-/// select) or checkboxes (multi select), a form for free text, and Cancel.
-fn one_question_controls(at: &Ref, question: &Question, cancel: Value) -> Vec<Value> {
+/// select) or checkboxes (multi select), a form for free text (not on a question that
+/// approves the ask's action: its options alone answer it), and Cancel.
+fn one_question_controls(
+    at: &Ref,
+    question: &Question,
+    approving: bool,
+    cancel: Value,
+) -> Vec<Value> {
+    let other = |elements: Vec<Value>| match approving {
+        true => elements,
+        false => {
+            let mut elements = elements;
+            elements.insert(elements.len() - 1, button("Other…", OPEN, at, None));
+            elements
+        }
+    };
     if question.options.is_empty() {
         return vec![
             json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
@@ -358,9 +373,9 @@ fn one_question_controls(at: &Ref, question: &Question, cancel: Value) -> Vec<Va
         };
         return vec![
             json!({ "type": "actions", "block_id": CHECKS_BLOCK, "elements": [element] }),
-            json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
-                button("Submit", SUBMIT, at, Some("primary")), button("Other…", OPEN, at, None), cancel,
-            ]}),
+            json!({ "type": "actions", "block_id": "askgate.controls", "elements": other(vec![
+                button("Submit", SUBMIT, at, Some("primary")), cancel,
+            ])}),
         ];
     }
     let approve = approve_label(question);
@@ -383,9 +398,7 @@ fn one_question_controls(at: &Ref, question: &Question, cancel: Value) -> Vec<Va
         })
         .collect();
     blocks.push(
-        json!({ "type": "actions", "block_id": "askgate.controls", "elements": [
-            button("Other…", OPEN, at, None), cancel,
-        ]}),
+        json!({ "type": "actions", "block_id": "askgate.controls", "elements": other(vec![cancel]) }),
     );
     blocks
 }
@@ -397,10 +410,12 @@ fn answer_text(answer: &QuestionAnswer) -> String {
 
 /// The form that answers a whole batch: per question its choices (radio buttons or
 /// checkboxes, a menu past ten options) and an "Other" text; a question left empty is
-/// skipped.
+/// skipped. The question that approves the ask's action must be answered, by its
+/// choices alone.
 pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
     let mut blocks = Vec::new();
     for (i, question) in requested.questions.iter().enumerate() {
+        let approving = crate::domain::approval::approves_action(requested, &question.id);
         if let Some(detail) = question.detail.as_deref().filter(|d| !d.trim().is_empty()) {
             let heading = match approve_label(question) {
                 Some(_) => "*The plan to review*\n",
@@ -432,8 +447,12 @@ pub fn answer_modal(at: &Ref, requested: &Requested) -> Value {
             element["placeholder"] = plain("Choose…", MAX_OPTION);
         }
         blocks.push(json!({
-            "type": "input", "block_id": format!("q{i}"), "optional": true, "label": label, "element": element,
+            "type": "input", "block_id": format!("q{i}"), "optional": !approving, "label": label,
+            "element": element,
         }));
+        if approving {
+            continue;
+        }
         let other = match question.multi_select {
             true => "Other (added to your choices)",
             false => "Other (instead of a choice)",

@@ -300,11 +300,16 @@ fn button(text: &str, data: &Data) -> Value {
 }
 
 /// The keyboard of an ask Telegram may answer; for a multi-select question, `marked`
-/// are its options marked so far.
+/// are its options marked so far. A question that approves the ask's action gets no
+/// "Other…": its options alone answer it.
 pub fn keyboard(key: &str, requested: &Requested, marked: &BTreeSet<usize>) -> Value {
     let key = key.to_owned();
     let mut rows: Vec<Value> = Vec::new();
     let cancel = button("✖ Cancel…", &Data::Cancel(key.clone()));
+    let other = |q: &askgate_proto::v1::Question| {
+        (!crate::domain::approval::approves_action(requested, &q.id))
+            .then(|| button("✍ Other…", &Data::Other(key.clone())))
+    };
     match (controls(requested), requested.questions.first()) {
         (Controls::Choose, Some(q)) => {
             let approve = approve_label(q);
@@ -317,10 +322,8 @@ pub fn keyboard(key: &str, requested: &Requested, marked: &BTreeSet<usize>) -> V
                 let text = format!("{mark}{}. {}", i + 1, option.label.trim());
                 rows.push(json!([button(&text, &Data::Choose(key.clone(), i))]));
             }
-            rows.push(json!([
-                button("✍ Other…", &Data::Other(key.clone())),
-                cancel
-            ]));
+            let row: Vec<Value> = other(q).into_iter().chain([cancel]).collect();
+            rows.push(Value::Array(row));
         }
         (Controls::Toggle, Some(q)) => {
             for (i, option) in q.options.iter().enumerate() {
@@ -333,11 +336,12 @@ pub fn keyboard(key: &str, requested: &Requested, marked: &BTreeSet<usize>) -> V
                 );
                 rows.push(json!([button(&text, &Data::Toggle(key.clone(), i, on))]));
             }
-            rows.push(json!([
-                button("✔ Send", &Data::Done(key.clone())),
-                button("✍ Other…", &Data::Other(key.clone())),
-                cancel,
-            ]));
+            let row: Vec<Value> = [button("✔ Send", &Data::Done(key.clone()))]
+                .into_iter()
+                .chain(other(q))
+                .chain([cancel])
+                .collect();
+            rows.push(Value::Array(row));
         }
         _ => rows.push(json!([
             button("✍ Answer…", &Data::Answer(key.clone())),

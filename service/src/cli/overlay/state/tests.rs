@@ -468,3 +468,34 @@ mod shared_vectors {
         }
     }
 }
+
+#[test]
+fn the_question_that_approves_an_action_takes_its_options_only() {
+    let mut o = Overlay::new(Requested {
+        rpc_id: "r".into(),
+        session_id: "s".into(),
+        questions: vec![
+            question("go", &["Approve", "Reject"], false),
+            question("why", &["ops", "dev"], false),
+        ],
+        action: Some(askgate_proto::v1::Action {
+            name: "deploy".into(),
+            arguments_json: "{}".into(),
+            approving_answers: vec![answer("go", &["Approve"], None)],
+        }),
+        ..Default::default()
+    });
+    assert!(o.approving());
+    for key in ['o', 's'] {
+        keys(&mut o, &[Key::Char(key)]);
+        assert_eq!(o.mode, Mode::Choosing, "{key}");
+        assert_eq!(o.item, 0, "{key}: not skipped");
+        assert_eq!(o.hint, Some(Hint::ChooseToApprove), "{key}");
+    }
+    // Its options answer it; the other question still takes own words and skips.
+    keys(&mut o, &[Key::Enter]);
+    assert_eq!(o.item, 1);
+    assert!(!o.approving());
+    keys(&mut o, &[Key::Char('s')]);
+    assert_eq!(o.mode, Mode::Review);
+}

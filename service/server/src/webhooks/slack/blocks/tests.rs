@@ -399,3 +399,32 @@ fn the_action_an_answer_approves_is_shown_whole_or_with_its_end() {
     assert!(text.contains("needs 2 approvers"), "{text}");
     assert!(text.contains("if nobody answers in time: *no*"), "{text}");
 }
+
+#[test]
+fn the_question_that_approves_an_action_offers_no_other_and_must_be_answered() {
+    let mut gated = requested(vec![question("Deploy?", &["Approve", "Reject"])]);
+    assert!(actions(&question_message(&at(), &gated, None)).contains(&OPEN));
+    gated.action = Some(askgate_proto::v1::Action {
+        name: "deploy".into(),
+        arguments_json: "{}".into(),
+        approving_answers: vec![QuestionAnswer {
+            id: "q".into(),
+            selected: vec!["Approve".into()],
+            custom: None,
+        }],
+    });
+    let message = question_message(&at(), &gated, None);
+    assert!(!actions(&message).contains(&OPEN), "{message}");
+    assert!(actions(&message).contains(&CANCEL));
+    gated.questions[0].multi_select = true;
+    assert!(!actions(&question_message(&at(), &gated, None)).contains(&OPEN));
+    let modal = answer_modal(&at(), &gated);
+    let inputs: Vec<&Value> = modal["blocks"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .filter(|b| b["type"] == "input")
+        .collect();
+    assert_eq!(inputs.len(), 1, "no Other text: {modal}");
+    assert_eq!(inputs[0]["optional"], false, "it must be answered");
+}

@@ -230,3 +230,36 @@ fn replies_answer_by_number_or_in_own_words() {
     );
     assert!(parse_reply(&batch, "1\n2\n3").is_err());
 }
+
+#[test]
+fn the_question_that_approves_an_action_offers_no_other() {
+    let key = ask_key("tenant", "session", "r");
+    let texts = |requested: &Requested| -> Vec<String> {
+        keyboard(&key, requested, &BTreeSet::new())["inline_keyboard"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .flat_map(|row| row.as_array().expect("a row").clone())
+            .map(|b| b["text"].as_str().expect("text").to_owned())
+            .collect()
+    };
+    for multi in [false, true] {
+        let mut gated = ask(vec![question("go", 2, multi, "Deploy?")]);
+        assert!(texts(&gated).iter().any(|t| t.contains("Other")), "{multi}");
+        gated.action = Some(Action {
+            name: "deploy".into(),
+            arguments_json: "{}".into(),
+            approving_answers: vec![askgate_proto::v1::QuestionAnswer {
+                id: "go".into(),
+                selected: vec![gated.questions[0].options[0].label.clone()],
+                custom: None,
+            }],
+        });
+        let shown = texts(&gated);
+        assert!(
+            !shown.iter().any(|t| t.contains("Other")),
+            "{multi}: {shown:?}"
+        );
+        assert!(shown.iter().any(|t| t.contains("Cancel")), "{multi}");
+    }
+}
