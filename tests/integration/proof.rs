@@ -733,3 +733,133 @@ async fn long_answers_are_recorded_as_their_digest() {
     ));
     assert_eq!(body["answers_sha256"], digest.as_str());
 }
+
+/// docs/approvals.md's Rust snippet, compiled from its file (the doc holds the same
+/// text: checked below).
+#[path = "snippets/executor.rs"]
+mod executor_snippet;
+
+/// A code block of docs/approvals.md, by the `<!-- snippet: NAME -->` line before it.
+fn approvals_snippet(name: &str) -> String {
+    let doc = std::fs::read_to_string(crate::support::tests_file("../docs/approvals.md"))
+        .expect("docs/approvals.md");
+    let marker = format!("<!-- snippet: {name} -->\n");
+    let start = doc
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no snippet {name}"))
+        + marker.len();
+    let code = &doc[start..];
+    let code = &code[code.find('\n').expect("a fence") + 1..];
+    code[..code.find("```").expect("a closing fence")].to_owned()
+}
+
+/// A server of tenant acme that signs receipts, and an approved receipt for the
+/// docs' deploy (`{"service": "api", "env": "prod"}`): the server, the agent's token
+/// and the receipt.
+async fn an_approved_deploy() -> (Keyed, String) {
+    let keys = json!({
+        "agent": {"tenant": "acme", "sub": "deployer", "roles": ["agent"]},
+        "ana": {"tenant": "acme", "sub": "ana", "roles": ["ui"]},
+    });
+    let keyed = keyed(keys, test_config()).await;
+    let agent = as_key(&keyed.server, &keyed.tokens["agent"]).await;
+    let mut ana = as_key(&keyed.server, &keyed.tokens["ana"]).await;
+    let deploy = Ask::new("s")
+        .question(
+            question("go", "Deploy api to prod?")
+                .choice("Approve")
+                .choice("Reject"),
+        )
+        .action("deploy", r#"{"service": "api", "env": "prod"}"#)
+        .hold_unattended();
+    let approver = ana.clone();
+    let outcome = resolved_by(&agent, &mut ana, deploy, |rpc_id| {
+        let mut ana = approver.clone();
+        async move {
+            ana.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+                .await
+                .expect("approve");
+        }
+    })
+    .await;
+    let receipt = receipt_of(&outcome);
+    (keyed, receipt)
+}
+
+/// The executor's whole check as docs/approvals.md writes it for the command line:
+/// run as written, it says to run the deploy once; a replay of the receipt runs
+/// nothing (exit 8, RECEIPT_CONSUMED).
+#[tokio::test]
+async fn the_docs_executor_check_runs_as_written_on_the_command_line() {
+    let (keyed, receipt) = an_approved_deploy().await;
+    let dir = TempDir::new();
+    let snippet = approvals_snippet("executor-sh");
+    // The action file the snippet's first line describes.
+    let action = snippet
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("# action.json: "))
+        .expect("the snippet names its action file");
+    dir.file("action.json", action);
+    let bin = std::path::Path::new(crate::support::ASKGATE)
+        .parent()
+        .expect("the binary's directory");
+    let run = || {
+        tokio::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &snippet])
+            .current_dir(&dir.0)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("ASKGATE_ADDR", keyed.server.url())
+            .env("ASKGATE_TOKEN", &keyed.tokens["agent"])
+            .env("RECEIPT", &receipt)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("bash")
+    };
+    let (code, out, err) = finish(run()).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("run the deploy"), "{out}");
+    let (code, out, err) = finish(run()).await;
+    assert_eq!(code, 8, "a replay: {out} {err}");
+    assert!(err.contains("RECEIPT_CONSUMED"), "{err}");
+    assert!(!out.contains("run the deploy"), "{out}");
+}
+
+/// The executor's whole check as docs/approvals.md writes it in Rust (the file the
+/// test compiles is the doc's text): the receipt approves the deploy once.
+#[tokio::test]
+async fn the_docs_executor_check_runs_as_written_in_rust() {
+    let text = std::fs::read_to_string(crate::support::tests_file(
+        "integration/snippets/executor.rs",
+    ))
+    .expect("the snippet's file");
+    assert_eq!(
+        approvals_snippet("executor-rust"),
+        text,
+        "docs/approvals.md's Rust snippet and tests/integration/snippets/executor.rs differ"
+    );
+    let (keyed, receipt) = an_approved_deploy().await;
+    let mut client = as_key(&keyed.server, &keyed.tokens["agent"]).await;
+    let keys = jwks(&keyed.server).await;
+    let claims = executor_snippet::check_deploy(&mut client, &keys, &receipt)
+        .await
+        .expect("approved, once");
+    assert_eq!(claims.approvers, ["ana"]);
+    assert_eq!(claims.asked_by, "deployer");
+    let replay = executor_snippet::check_deploy(&mut client, &keys, &receipt)
+        .await
+        .expect_err("a replay");
+    assert!(
+        matches!(&replay, askgate_client::receipt::CheckError::Call(e) if e.reason() == Reason::ReceiptConsumed),
+        "{replay}"
+    );
+}
