@@ -86,6 +86,25 @@ where
     within("the ask", call).await.expect("join")
 }
 
+/// `ask` made by `agent` and approved ("Approve" for question "go") by `approver`.
+async fn approved_by(
+    agent: &Client,
+    approver: &Client,
+    ask: Ask,
+) -> Result<AskResponse, askgate_client::Error> {
+    let mut watcher = approver.clone();
+    resolved_by(agent, &mut watcher, ask, |rpc_id| {
+        let mut approver = approver.clone();
+        async move {
+            approver
+                .answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+                .await
+                .expect("approve");
+        }
+    })
+    .await
+}
+
 /// The receipt of an ask's outcome: in the response, or in the error's metadata.
 fn receipt_of(outcome: &Result<AskResponse, askgate_client::Error>) -> String {
     match outcome {
@@ -158,8 +177,7 @@ async fn a_receipt_says_what_was_decided() {
             ana.answer("s", &rpc_id, answers).await.expect("answer");
         }
     };
-    let approve = vec![answer::select("go", ["Approve"])];
-    let outcome = resolved_by(&agent, &mut watcher, ship("s"), answered(approve)).await;
+    let outcome = approved_by(&agent, &ana, ship("s")).await;
     let token = receipt_of(&outcome);
     assert_eq!(decision(&token, &jwks, "acme"), Decision::Approved);
     let (code, claims, err) = cli_verify(&server, &token, "acme").await;
@@ -251,16 +269,8 @@ async fn one_tenants_approval_does_not_pass_for_another() {
         ..
     } = keyed(keys, test_config()).await;
     let beta = as_key(&server, &tokens["beta"]).await;
-    let mut beta_ui = beta.clone();
-    let outcome = resolved_by(&beta, &mut beta_ui, ship("s"), |rpc_id| {
-        let mut beta = beta.clone();
-        async move {
-            beta.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
-                .await
-                .expect("beta approves its own ask");
-        }
-    })
-    .await;
+    // Beta approves its own ask.
+    let outcome = approved_by(&beta, &beta, ship("s")).await;
     let token = receipt_of(&outcome);
     let jwks = jwks(&server).await;
     let claims = verify_receipt(&token, &jwks, "beta", &deploy()).expect("beta's own receipt");
@@ -347,16 +357,7 @@ async fn a_receipt_is_consumed_once() {
         _dir,
     } = keyed(keys, test_config()).await;
     let agent = as_key(&server, &tokens["agent"]).await;
-    let mut ui = agent.clone();
-    let outcome = resolved_by(&agent, &mut ui, ship("s"), |rpc_id| {
-        let mut ui = agent.clone();
-        async move {
-            ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
-                .await
-                .expect("answer");
-        }
-    })
-    .await;
+    let outcome = approved_by(&agent, &agent, ship("s")).await;
     let token = receipt_of(&outcome);
     let mut executor = agent.clone();
     let consumed = executor

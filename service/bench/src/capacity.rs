@@ -215,6 +215,12 @@ async fn start_from_backup(
         .status()
         .await?;
     anyhow::ensure!(status.success(), "askgate backup failed: {status}");
+    // A restore takes the key the store's secrets are sealed with (the node refuses
+    // the store without it), as docs/operations.md says.
+    std::fs::copy(
+        dir.path().join("secret.key"),
+        copy.path().join("secret.key"),
+    )?;
     let copied = started.elapsed();
     let metrics = free_port()?;
     let mut args = copy.args();

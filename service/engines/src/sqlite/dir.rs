@@ -110,8 +110,9 @@ impl DataDir {
 }
 
 /// Refuses `path` when another user owns it, or when its group or others may write
-/// it: what a node's data directory, store and key files must never be. A symbolic
-/// link must be this user's too, and so must what it points at.
+/// it: what a node's data directory, store and key files must never be. Root may own
+/// it (root can do anything anyway: a key mounted from a Kubernetes Secret is root's).
+/// A symbolic link must be owned so too, and so must what it points at.
 pub fn refuse_shared(path: &Path) -> Result<(), DirError> {
     let io = |source| DirError::Io {
         path: path.to_owned(),
@@ -136,9 +137,9 @@ fn owned_privately(path: &Path, meta: &fs::Metadata, mode: bool) -> Result<(), D
             })
         };
         let me = rustix::process::geteuid().as_raw();
-        if meta.uid() != me {
+        if meta.uid() != me && meta.uid() != 0 {
             return refused(format!(
-                "is owned by user {}, not by this process's user {me}",
+                "is owned by user {}, not by this process's user {me} (or root)",
                 meta.uid()
             ));
         }
