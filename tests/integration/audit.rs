@@ -191,7 +191,6 @@ fn rechained(lines: &[String]) -> Vec<String> {
 /// naming why, and so does one verified for another tenant; an export after an
 /// earlier one verifies from that one's head (`--anchor`). Before, every one of these
 /// verified, even an empty file ("0 records verify").
-#[tokio::test]
 async fn an_export_proves_its_end() {
     let keys_dir = TempDir::new();
     let server = crate::approvals::signing(
@@ -321,6 +320,10 @@ async fn an_export_proves_its_end() {
     let (code, err) = verify_export(&server, "default", &later, Some(&"0".repeat(64))).await;
     assert_eq!(code, 1, "another anchor: {err}");
 }
+on_every_engine!(
+    #[tokio::test]
+    an_export_proves_its_end
+);
 
 /// Three nodes on one Redis, agents asking and humans answering through all of them at
 /// once: the tenant's log is one chain that verifies, and holds each resolution the

@@ -294,7 +294,7 @@ async fn one_tenants_approval_does_not_pass_for_another() {
         .expect_err("beta's receipt");
     assert_eq!(refused.reason(), Reason::BadRequest);
 }
-on_every_backend!(
+on_every_engine!(
     #[tokio::test]
     one_tenants_approval_does_not_pass_for_another
 );
@@ -457,7 +457,7 @@ async fn one_person_is_one_approver() {
         "three persons"
     );
 }
-on_every_backend!(
+on_every_engine!(
     #[tokio::test]
     one_person_is_one_approver
 );

@@ -157,9 +157,12 @@ async fn decide(args: &ClaudeCodeArgs, session: &str, input: &HookInput) -> Deci
     if input.hook_event_name == "PermissionRequest" {
         ask = ask.label(PERMISSION_LABEL.0, PERMISSION_LABEL.1);
         // The approval is bound to the tool call it approves (docs/approvals.md): its
-        // receipt names the digest of this tool and input, when they fit an action.
+        // receipt names the digest of this tool and input, when they fit an action (at
+        // most 64 KiB, every number exact in a double).
         let arguments = input.tool_input.to_string();
-        if arguments.len() <= askgate_server::domain::approval::MAX_ACTION_ARGUMENTS_BYTES {
+        if arguments.len() <= askgate_server::domain::approval::MAX_ACTION_ARGUMENTS_BYTES
+            && askgate_client::receipt::ijson::first_inexact_number(&arguments).is_none()
+        {
             ask = ask.action(&input.tool_name, &arguments);
         }
     }

@@ -501,21 +501,21 @@ impl Inner {
                 votes: None,
             },
         );
-        if let (Some(caller), Some(agent)) = (caller.as_mut(), &ask.agent) {
-            caller.record(&key, &rpc_id, agent);
-        }
         if !request_id.is_empty() {
             self.durable.record(|| Change::RequestPending {
                 key: key.clone(),
                 request_id: request_id.clone(),
                 rpc_id: rpc_id.clone(),
             });
-            shard.record_pending(&key, request_id, &rpc_id);
         }
         // Subscribers see it once all of it is recorded, and (a durable engine's) on
         // disk: a question a human saw is never lost by a crash.
-        if let Some(session) = shard.session(&key) {
-            session.publish(&reported);
+        session.publish(&reported);
+        if let (Some(caller), Some(agent)) = (caller.as_mut(), &ask.agent) {
+            caller.record(&key, &rpc_id, agent);
+        }
+        if !request_id.is_empty() {
+            shard.record_pending(&key, request_id, &rpc_id);
         }
         // Reported once everything above is durable (on a durable engine).
         self.durable

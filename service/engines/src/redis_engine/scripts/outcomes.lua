@@ -19,15 +19,14 @@ local function sweep_outcomes(bytes_key, outcomes_key, now_ms)
   end
 end
 
+-- Every outcome is kept for the same retention, so the newest expires last: both keys
+-- expire with it.
 local function hold_outcome(bytes_key, outcomes_key, bytes, expires_ms, id)
   if redis.call('ZADD', outcomes_key, expires_ms, bytes .. ' ' .. id) == 1 then
     redis.call('INCRBY', bytes_key, bytes)
   end
-  for _, key in ipairs({bytes_key, outcomes_key}) do
-    if redis.call('PEXPIRETIME', key) < tonumber(expires_ms) then
-      redis.call('PEXPIREAT', key, expires_ms)
-    end
-  end
+  redis.call('PEXPIREAT', outcomes_key, expires_ms)
+  redis.call('PEXPIREAT', bytes_key, expires_ms)
 end
 
 -- What the tenant's outcomes hold now.
