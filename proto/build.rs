@@ -19,6 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Most asks approve no action: a pointer where the action would be keeps every
+        // request, pending event and call smaller.
+        .boxed(".askgate.v1.AskRequest.action")
+        .boxed(".askgate.v1.Requested.action")
         .compile_fds(descriptors)?;
     Ok(())
 }

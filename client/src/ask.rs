@@ -226,11 +226,11 @@ impl Ask {
             .take()
             .map(|a| a.approving_answers)
             .unwrap_or_default();
-        self.request.action = Some(crate::proto::Action {
+        self.request.action = Some(Box::new(crate::proto::Action {
             name: name.to_owned(),
             arguments_json: arguments_json.to_owned(),
             approving_answers: approving,
-        });
+        }));
         self
     }
 

@@ -245,6 +245,21 @@ pub const MAX_RECORDED_ANSWERS_BYTES: usize = 4 * 1024;
 /// canonical JSON, which whoever holds the answers can check).
 pub fn record_answers(fields: &mut Map<String, Value>, answers: &[QuestionAnswer]) {
     let value = answers_json(answers);
+    // Most answers are far below the bound whatever their escaping (a byte is at most
+    // six in JSON): those are not written out to be measured.
+    let bound: usize = answers
+        .iter()
+        .map(|a| {
+            let text = a.id.len()
+                + a.selected.iter().map(String::len).sum::<usize>()
+                + a.custom.as_ref().map_or(0, String::len);
+            6 * text + 8 * a.selected.len() + 48
+        })
+        .sum();
+    if bound <= MAX_RECORDED_ANSWERS_BYTES {
+        fields.insert("answers".into(), value);
+        return;
+    }
     let text = canonical(&value);
     match text.len() > MAX_RECORDED_ANSWERS_BYTES {
         true => {

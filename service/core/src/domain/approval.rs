@@ -347,11 +347,11 @@ mod tests {
     #[test]
     fn an_action_needs_a_name_and_json_arguments_within_the_limit() {
         let with = |name: &str, arguments: String| AskRequest {
-            action: Some(Action {
+            action: Some(Box::new(Action {
                 name: name.into(),
                 arguments_json: arguments,
                 ..Default::default()
-            }),
+            })),
             ..ask()
         };
         assert!(fields(&with("deploy", r#"{"env":"prod"}"#.into())).is_empty());

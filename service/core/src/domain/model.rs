@@ -104,7 +104,7 @@ pub struct NewAsk {
     /// Reminders and escalation while pending (the ask's, or the server's default).
     pub notify: Option<NotifyPolicy>,
     /// What the ask approves, if anything, with its digest.
-    pub action: Option<Action>,
+    pub action: Option<Box<Action>>,
     pub action_digest: String,
     /// Distinct subjects whose answers it needs (0: the first answer resolves it).
     pub quorum: u32,

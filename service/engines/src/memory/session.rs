@@ -191,11 +191,14 @@ impl Session {
     /// dropping the oldest while it holds more than `limits.bytes` (the newest always
     /// stays; a resume from before what it keeps gets `reset`). Subscribers get it from
     /// [`Self::publish`], once it is recorded.
-    pub(super) fn push(&mut self, limits: HistoryLimits, event: Event) -> Message {
+    ///
+    /// Returns the event and its encoded size.
+    pub(super) fn push(&mut self, limits: HistoryLimits, event: Event) -> (Message, u64) {
         self.head += 1;
         let msg = message(cursor(self.epoch, self.head), event);
+        let size = event_bytes(&msg);
         if limits.len > 0 {
-            self.history_bytes += event_bytes(&msg);
+            self.history_bytes += size;
             self.history.push_back((self.head, msg.clone()));
         }
         while self.history.len() > 1
@@ -205,7 +208,7 @@ impl Session {
                 self.history_bytes = self.history_bytes.saturating_sub(event_bytes(&dropped));
             }
         }
-        msg
+        (msg, size)
     }
 
     /// Sends `msg` (the event just pushed) to the session's and the tenant's

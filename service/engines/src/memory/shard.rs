@@ -46,6 +46,8 @@ enum RequestState {
     Done {
         resolved: Message,
         expires: Instant,
+        /// What it counts against its tenant's byte budget until it expires.
+        bytes: u64,
     },
 }
 
@@ -176,21 +178,26 @@ impl Shard {
     }
 
     /// The request id's ask ended with `resolved`, remembered until `expires`.
-    /// Returns the bytes the outcome holds, which count against its tenant's budget
-    /// until it expires.
+    /// `bytes`: what the outcome holds (its encoded size), which counts against its
+    /// tenant's budget until it expires.
     pub(super) fn record_done(
         &mut self,
         key: &SessionKey,
         request_id: Arc<str>,
         resolved: Message,
         expires: Instant,
-    ) -> u64 {
-        let bytes = outcome_bytes(&resolved);
+        bytes: u64,
+    ) {
         let request = (key.clone(), request_id);
         self.request_expiry.push_back((expires, request.clone()));
-        self.requests
-            .insert(request, RequestState::Done { resolved, expires });
-        bytes
+        self.requests.insert(
+            request,
+            RequestState::Done {
+                resolved,
+                expires,
+                bytes,
+            },
+        );
     }
 
     /// Forgets the recorded outcomes that expired by `now`; hands each to `expired`
@@ -208,10 +215,10 @@ impl Shard {
             let Some((_, request)) = self.request_expiry.pop_front() else {
                 break;
             };
-            if let Some(RequestState::Done { expires, resolved }) = self.requests.get(&request)
+            if let Some(RequestState::Done { expires, bytes, .. }) = self.requests.get(&request)
                 && *expires <= now
             {
-                let bytes = outcome_bytes(resolved);
+                let bytes = *bytes;
                 self.requests.remove(&request);
                 expired(request, bytes);
             }
@@ -242,7 +249,9 @@ impl Shard {
                 debug!(%rpc_id, request_id, "a retry joined its pending ask");
                 Some(Registered { rpc_id, outcome })
             }
-            RequestState::Done { resolved, expires } if *expires > Instant::now() => {
+            RequestState::Done {
+                resolved, expires, ..
+            } if *expires > Instant::now() => {
                 let Some(Event::Resolved(resolved)) = &resolved.event else {
                     return None;
                 };
@@ -272,7 +281,10 @@ impl Shard {
             }
             StoredRequestState::Done { resolved, expires } => match expires.duration_since(wall) {
                 Ok(left) => {
-                    self.record_done(&request.key, request.request_id, resolved, now + left)
+                    let bytes = outcome_bytes(&resolved);
+                    let (key, id) = (request.key, request.request_id);
+                    self.record_done(&key, id, resolved, now + left, bytes);
+                    bytes
                 }
                 Err(_) => 0,
             },

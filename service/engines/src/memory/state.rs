@@ -133,7 +133,7 @@ impl Inner {
     /// Appends an event to the session, recorded; the caller publishes it once every
     /// change it stands for is recorded too ([`Session::publish`]).
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
-        let message = session.push(self.history_limits(), event);
+        let (message, _) = session.push(self.history_limits(), event);
         self.durable
             .record(|| self.event_change(key, session, &message));
         message
@@ -244,7 +244,7 @@ impl Inner {
             resolved: recorded.clone(),
             expires: SystemTime::now() + retention,
         });
-        shard.record_done(key, request_id, recorded, Instant::now() + retention);
+        shard.record_done(key, request_id, recorded, Instant::now() + retention, size);
         Ok(RequestAbort::Recorded)
     }
 
@@ -385,8 +385,13 @@ impl Inner {
             .ok_or_else(|| session.not_pending(rpc_id))?;
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
-        self.tenants.release_pending(&key.tenant, ask.bytes);
-        let message = session.push(self.history_limits(), Event::Resolved(resolved));
+        let (message, size) = session.push(self.history_limits(), Event::Resolved(resolved));
+        // Its outcome, kept for retries, counts against the tenant's bytes in its place.
+        let kept = match ask.request_id.is_empty() {
+            true => 0,
+            false => size,
+        };
+        self.tenants.release_pending(&key.tenant, ask.bytes, kept);
         let event = self.event_change(key, session, &message);
         let retention = self.config.request_retention;
         // The ask's removal, its `resolved`, its request's record and its audit record
@@ -418,8 +423,7 @@ impl Inner {
         }
         if !ask.request_id.is_empty() {
             let expires = Instant::now() + retention;
-            let held = shard.record_done(key, ask.request_id, message.clone(), expires);
-            self.tenants.hold_outcome(&key.tenant, held);
+            shard.record_done(key, ask.request_id, message.clone(), expires, size);
         }
         // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
         let waiters = ask.waiters;

@@ -128,11 +128,12 @@ impl Tenants {
         });
     }
 
-    /// A pending ask of `bytes` ended.
-    pub(super) fn release_pending(&self, tenant: &str, bytes: u64) {
+    /// A pending ask of `bytes` ended; its outcome, kept for retries, holds `kept`
+    /// bytes in its place (0: none kept), until it expires ([`Self::release_outcome`]).
+    pub(super) fn release_pending(&self, tenant: &str, bytes: u64, kept: u64) {
         self.existing(tenant, |state| {
             state.pending = state.pending.saturating_sub(1);
-            state.pending_bytes = state.pending_bytes.saturating_sub(bytes);
+            state.pending_bytes = state.pending_bytes.saturating_sub(bytes) + kept;
         });
     }
 

@@ -195,7 +195,7 @@ mod tests {
         };
         let open = form(&requested, true, true, None, None);
         assert!(open.contains("name=\"custom.go\""), "{open}");
-        requested.action = Some(Action {
+        requested.action = Some(Box::new(Action {
             name: "deploy".into(),
             arguments_json: "{}".into(),
             approving_answers: vec![QuestionAnswer {
@@ -203,7 +203,7 @@ mod tests {
                 selected: vec!["Approve".into()],
                 custom: None,
             }],
-        });
+        }));
         let gated = form(&requested, true, true, None, None);
         assert!(!gated.contains("name=\"custom.go\""), "{gated}");
         assert!(gated.contains(" required>"), "{gated}");

@@ -478,11 +478,11 @@ fn the_question_that_approves_an_action_takes_its_options_only() {
             question("go", &["Approve", "Reject"], false),
             question("why", &["ops", "dev"], false),
         ],
-        action: Some(askgate_proto::v1::Action {
+        action: Some(Box::new(askgate_proto::v1::Action {
             name: "deploy".into(),
             arguments_json: "{}".into(),
             approving_answers: vec![answer("go", &["Approve"], None)],
-        }),
+        })),
         ..Default::default()
     });
     assert!(o.approving());

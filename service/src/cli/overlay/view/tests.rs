@@ -326,11 +326,11 @@ fn what_an_answer_approves_is_shown_with_the_question() {
             rpc_id: "r1".into(),
             session_id: "demo".into(),
             questions: vec![db_question()],
-            action: Some(askgate_proto::v1::Action {
+            action: Some(Box::new(askgate_proto::v1::Action {
                 name: "deploy".into(),
                 arguments_json: r#"{"env":"prod"}"#.into(),
                 ..Default::default()
-            }),
+            })),
             quorum: Some(askgate_proto::v1::Quorum { count: 2 }),
             ..Default::default()
         },

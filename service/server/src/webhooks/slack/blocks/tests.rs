@@ -373,14 +373,14 @@ fn a_secret_answer_is_never_shown_in_the_channel() {
 #[test]
 fn the_action_an_answer_approves_is_shown_whole_or_with_its_end() {
     let mut asked = requested(vec![question("Deploy?", &["yes", "no"])]);
-    asked.action = Some(askgate_proto::v1::Action {
+    asked.action = Some(Box::new(askgate_proto::v1::Action {
         name: "deploy".into(),
         arguments_json: format!(
             r#"{{"env":"prod","notes":"{}","last":"rm -rf /"}}"#,
             "x".repeat(5000)
         ),
         ..Default::default()
-    });
+    }));
     asked.action_digest = "0123456789abcdef".repeat(4);
     asked.quorum = Some(askgate_proto::v1::Quorum { count: 2 });
     asked.default_answers = vec![QuestionAnswer {
@@ -404,7 +404,7 @@ fn the_action_an_answer_approves_is_shown_whole_or_with_its_end() {
 fn the_question_that_approves_an_action_offers_no_other_and_must_be_answered() {
     let mut gated = requested(vec![question("Deploy?", &["Approve", "Reject"])]);
     assert!(actions(&question_message(&at(), &gated, None)).contains(&OPEN));
-    gated.action = Some(askgate_proto::v1::Action {
+    gated.action = Some(Box::new(askgate_proto::v1::Action {
         name: "deploy".into(),
         arguments_json: "{}".into(),
         approving_answers: vec![QuestionAnswer {
@@ -412,7 +412,7 @@ fn the_question_that_approves_an_action_offers_no_other_and_must_be_answered() {
             selected: vec!["Approve".into()],
             custom: None,
         }],
-    });
+    }));
     let message = question_message(&at(), &gated, None);
     assert!(!actions(&message).contains(&OPEN), "{message}");
     assert!(actions(&message).contains(&CANCEL));

@@ -102,11 +102,11 @@ fn every_shape_of_ask_keeps_to_telegrams_limits() {
         })),
     });
     let mut gated = ask(vec![review]);
-    gated.action = Some(Action {
+    gated.action = Some(Box::new(Action {
         name: "deploy <prod>".into(),
         arguments_json: format!("{{\"cmd\": {:?}}}", long),
         ..Default::default()
-    });
+    }));
     gated.quorum = Some(Quorum { count: 2 });
     shapes.push(gated);
     let key = ask_key("t", "s", "r");
@@ -246,7 +246,7 @@ fn the_question_that_approves_an_action_offers_no_other() {
     for multi in [false, true] {
         let mut gated = ask(vec![question("go", 2, multi, "Deploy?")]);
         assert!(texts(&gated).iter().any(|t| t.contains("Other")), "{multi}");
-        gated.action = Some(Action {
+        gated.action = Some(Box::new(Action {
             name: "deploy".into(),
             arguments_json: "{}".into(),
             approving_answers: vec![askgate_proto::v1::QuestionAnswer {
@@ -254,7 +254,7 @@ fn the_question_that_approves_an_action_offers_no_other() {
                 selected: vec![gated.questions[0].options[0].label.clone()],
                 custom: None,
             }],
-        });
+        }));
         let shown = texts(&gated);
         assert!(
             !shown.iter().any(|t| t.contains("Other")),
