@@ -105,6 +105,53 @@ on_every_backend!(
     rule_8_no_error_within_the_reconnect_grace_then_no_provider
 );
 
+/// Semantics 10 before 8: an agent whose call dropped and who retries after the human
+/// left gets the answer it was given; only a new ask is NO_PROVIDER. (Before, Redis
+/// refused the retry NO_PROVIDER once nobody had followed the session for the grace.)
+async fn a_retry_after_the_human_left_gets_its_recorded_answer() {
+    let server = TestServer::start_with(with_grace(Duration::from_millis(200))).await;
+    let mut client = server.client().await;
+    let mut events = subscribed(&mut client, "s").await;
+    let retried = yes("s").request_id("r");
+    let mut asker = client.clone();
+    let call = tokio::spawn({
+        let ask = retried.clone();
+        async move { asker.ask(ask).await }
+    });
+    let rpc_id = next_requested(&mut events).await;
+    client
+        .answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    drop(events);
+
+    eventually("the grace to run out", || {
+        let mut client = client.clone();
+        async move {
+            let ask = yes("s").timeout(Duration::from_millis(100));
+            match client.ask(ask).await {
+                Err(e) if e.reason() == Reason::NoProvider => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    let again = client
+        .ask(retried)
+        .await
+        .expect("the recorded answer, followed or not");
+    assert_eq!(again.rpc_id, rpc_id);
+    assert_eq!(again.answers[0].selected, ["yes"]);
+}
+on_every_engine!(
+    #[tokio::test]
+    a_retry_after_the_human_left_gets_its_recorded_answer
+);
+
 async fn rule_8_hold_waits_for_a_late_subscriber_who_answers() {
     let server = TestServer::start().await;
     let mut client = server.client().await;

@@ -169,19 +169,7 @@ pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl M
         .await
         .expect("within the reconnect grace");
     // Once the grace has passed (on the store's clock), nobody attends.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match backend.register(fail()).await {
-            Err(Error::NoProvider) => break,
-            Ok(_) => {}
-            Err(e) => panic!("{e}"),
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the grace never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_unattended(&backend, fail).await;
 
     let all = backend
         .subscribe(Scope::Tenant("tenant".into()), SubscribeOptions::default())
@@ -223,6 +211,73 @@ pub async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcom
     // No second requested for any of the retries.
     let quiet = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
     assert!(quiet.is_err(), "no event after the resolution");
+}
+
+/// Rule 10 comes before rule 8: a retry by request_id finds its ask, pending or
+/// ended, whoever follows the session. NO_PROVIDER is for new asks only: an agent whose
+/// call dropped and who retries after the human left still gets the answer it was given.
+pub async fn rule_10_a_retry_finds_its_ask_whoever_follows(make: impl Make) {
+    let (backend, _guard) = backend(
+        make,
+        StateConfig {
+            reconnect_grace: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await;
+    let fail = |request_id: &str| {
+        ask_with("s", |a| {
+            a.if_unattended = Unattended::Fail;
+            a.request_id = request_id.into();
+        })
+    };
+    let events = subscribe(&backend, "s").await;
+    let first = backend.register(fail("req-1")).await.expect("attended");
+    drop(events);
+    until_unattended(&backend, || fail("")).await;
+
+    let retry = backend
+        .register(fail("req-1"))
+        .await
+        .expect("a retry joins its pending ask, followed or not");
+    assert_eq!(retry.rpc_id, first.rpc_id);
+    backend
+        .claim(&key("s"), &first.rpc_id, answered())
+        .await
+        .expect("claim");
+    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+
+    let late = backend
+        .register(fail("req-1"))
+        .await
+        .expect("a retry gets its recorded outcome, followed or not");
+    assert_eq!(late.rpc_id, first.rpc_id);
+    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    assert!(
+        matches!(
+            backend.register(fail("req-2")).await,
+            Err(Error::NoProvider)
+        ),
+        "a new request is still refused"
+    );
+}
+
+/// Registers `ask()` until the backend refuses it NO_PROVIDER: the reconnect grace of
+/// the session's last subscriber has passed on the store's clock (at most 10 s).
+async fn until_unattended(backend: &Arc<dyn Backend>, ask: impl Fn() -> NewAsk) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match backend.register(ask()).await {
+            Err(Error::NoProvider) => return,
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the grace never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// An Abort by request_id that arrives before its Ask is recorded as that ask's

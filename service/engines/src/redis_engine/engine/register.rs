@@ -43,11 +43,17 @@ impl RedisBackend {
         // and checks Semantics 8 itself. On a cluster the wait list lives in another
         // slot: the ask goes on it before it exists (if this node dies at any point
         // after the script, the survivors still find it), with the unattended check in
-        // the same round trip.
+        // the same round trip. Its finding goes to the script, which refuses a new ask
+        // unattended but lets a retry by request_id find its own (Semantics 10 first).
+        let mut attended = None;
         if node.store().is_cluster() {
             // Whatever part of the listing is written is swept as due if it fails.
             rollback.listed = true;
-            list_first(node, &key, &rpc_id, &spec, must_be_attended).await?;
+            let followed = list_first(node, &key, &rpc_id, &spec, must_be_attended).await?;
+            if !followed && ask.request_id.is_empty() {
+                return Err(Error::NoProvider);
+            }
+            attended = Some(followed);
         }
         let requested = events::requested(&rpc_id, &mut ask);
         // Listen first and wait under the new id, so an answer given the instant the
@@ -61,6 +67,7 @@ impl RedisBackend {
             grace: spec.grace,
             mark_ttl: spec.mark_ttl,
             must_be_attended,
+            attended,
         };
         let registered = node
             .store()
@@ -190,15 +197,16 @@ fn wait_spec(node: &Node, ask: &NewAsk) -> WaitSpec {
     }
 }
 
-/// On a cluster: lists the ask on this node's wait list before it exists, and checks
-/// in the same round trip that someone follows the session when it must be attended.
+/// On a cluster: lists the ask on this node's wait list before it exists, and looks in
+/// the same round trip whether someone follows the session when it must be attended.
+/// Returns whether the ask may go on as attended (always, when it need not be).
 async fn list_first(
     node: &Arc<Node>,
     key: &SessionKey,
     rpc_id: &str,
     spec: &WaitSpec,
     must_be_attended: bool,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let listed = node.list_waiter(key, rpc_id, spec.grace, spec.mark_ttl);
     let attended = async {
         match must_be_attended {
@@ -208,10 +216,7 @@ async fn list_first(
     };
     let (listed, attended) = tokio::join!(listed, attended);
     listed?;
-    match attended? {
-        true => Ok(()),
-        false => Err(Error::NoProvider),
-    }
+    attended
 }
 
 /// What a registration put in place under its new rpc_id, taken back when it drops

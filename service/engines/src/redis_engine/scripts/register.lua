@@ -5,7 +5,7 @@
 --       tenant_channel session_id idle_ttl_s max_tenant_pending publish_command
 --       now_ms max_tenant_sessions session_bytes max_session_bytes tenant_bytes
 --       max_tenant_bytes
---       [wait_member node_id grace_ms mark_ttl_ms must_be_attended] (or five '')
+--       [wait_member node_id grace_ms mark_ttl_ms] (or four '') must_be_attended
 --       outbox outbox_data outbox_index outbox_member (or four '')
 --       history_bytes_key max_history_bytes tenant_outcome_bytes tenant_outcomes
 -- session_bytes and tenant_bytes name the counters of what pending asks hold (the
@@ -19,11 +19,12 @@
 -- With an outbox (a node that queues webhook and channel deliveries) the new event goes
 -- into the session's outbox in the same step, and the session into its slot's outbox
 -- index: its deliveries are queued even if the node dies right after (OUTBOX_*).
+-- ARGV[23] = '1': the ask must be attended. With the node's keys the script checks
+-- that someone follows; without them (on a cluster) the node found nobody following.
+-- Either way a retry by request_id finds its ask first, pending or ended, whoever
+-- follows (Semantics 10 before 8): NO_PROVIDER is for new asks only.
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
-if listing and ARGV[23] == '1' and redis.call('EXISTS', KEYS[13], KEYS[14]) == 0 then
-  return {'no_provider'}
-end
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
@@ -31,6 +32,9 @@ if ARGV[3] ~= '' then
   elseif state == 'D' then
     return {'recorded', redis.call('HGET', KEYS[7], 'rpc'), redis.call('HGET', KEYS[7], 'resolved')}
   end
+end
+if ARGV[23] == '1' and (not listing or redis.call('EXISTS', KEYS[13], KEYS[14]) == 0) then
+  return {'no_provider'}
 end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[5]) then
   return {'full'}

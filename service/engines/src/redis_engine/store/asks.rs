@@ -52,7 +52,7 @@ impl RedisStore {
             bytes: &bytes,
             now,
         };
-        let invocation = self.register_invocation(&call, listing.filter(|_| !cluster));
+        let invocation = self.register_invocation(&call, listing);
         let registered: RegisterReply = invocation
             .invoke_async(&mut self.acked())
             .await
@@ -147,7 +147,10 @@ impl RedisStore {
                 .key(call.tenant.pending())
                 .key(call.tenant.held_sessions());
         }
-        if let Some(listing) = listing {
+        // On a cluster the node's wait list and who follows live in other slots: the
+        // node listed the ask and looked before the script.
+        let listed_here = listing.filter(|_| !self.conn.is_cluster());
+        if let Some(listing) = listed_here {
             invocation
                 .key(node_waits_key(listing.node_id))
                 .key(call.keys.wait_mark(&call.requested.rpc_id))
@@ -177,18 +180,22 @@ impl RedisStore {
                 call.tenant.pending_bytes()
             })
             .arg(self.config.max_pending_bytes_per_tenant);
-        if let Some(listing) = listing {
+        if let Some(listing) = listed_here {
             invocation
                 .arg(wait_member(call.key, &call.requested.rpc_id))
                 .arg(listing.node_id)
                 .arg(listing.grace.as_millis() as u64)
-                .arg(listing.mark_ttl.as_millis() as u64)
-                .arg(if listing.must_be_attended { "1" } else { "0" });
+                .arg(listing.mark_ttl.as_millis() as u64);
         } else {
-            for _ in 0..5 {
+            for _ in 0..4 {
                 invocation.arg("");
             }
         }
+        // A new ask that must be attended is refused unless someone follows: the
+        // script looks, or the node did (then only its finding that nobody does).
+        let refuse_unattended =
+            listing.is_some_and(|l| l.must_be_attended && l.attended != Some(true));
+        invocation.arg(if refuse_unattended { "1" } else { "0" });
         for arg in self.outbox_args(call.keys, call.key) {
             invocation.arg(arg);
         }

@@ -29,8 +29,11 @@ pub struct Listing<'a> {
     pub grace: std::time::Duration,
     /// How long the wait mark lives.
     pub mark_ttl: std::time::Duration,
-    /// `if_unattended = FAIL`: refuse the ask (NO_PROVIDER) unless someone follows.
+    /// `if_unattended = FAIL`: refuse a new ask (NO_PROVIDER) unless someone follows.
     pub must_be_attended: bool,
+    /// Whether someone follows the session, when the node looked itself (on a cluster,
+    /// where who follows is kept in other slots); `None`: the script looks.
+    pub attended: Option<bool>,
 }
 
 /// A session's pending asks and the point of its history they reflect.
