@@ -83,8 +83,10 @@ export class View {
     this.redrawPending = false;
     const focused = document.activeElement as HTMLElement | null;
     const focusKey = focused?.dataset?.key;
+    // Only text fields have a selection (a checkbox's is null, and setting one throws).
     const selection =
-      focused instanceof HTMLInputElement || focused instanceof HTMLTextAreaElement
+      (focused instanceof HTMLInputElement || focused instanceof HTMLTextAreaElement) &&
+      focused.selectionStart !== null
         ? [focused.selectionStart, focused.selectionEnd]
         : undefined;
 
@@ -103,7 +105,11 @@ export class View {
     if (focusKey) {
       const again = this.root.querySelector<HTMLElement>(`[data-key="${focusKey}"]`);
       again?.focus();
-      if (selection && (again instanceof HTMLInputElement || again instanceof HTMLTextAreaElement)) {
+      if (
+        selection &&
+        (again instanceof HTMLInputElement || again instanceof HTMLTextAreaElement) &&
+        again.selectionStart !== null
+      ) {
         again.setSelectionRange(selection[0], selection[1]);
       }
     }

@@ -37,6 +37,8 @@ export function within(what, promise, ms = WAIT_MS) {
 export class Harness {
   constructor() {
     this.children = [];
+    /** What the pages threw uncaught: any fails the test when it closes. */
+    this.pageErrors = [];
     this.browser = undefined;
   }
 
@@ -115,7 +117,10 @@ export class Harness {
     const context = await this.browser.newContext({ viewport: { width, height } });
     const page = await context.newPage();
     page.setDefaultTimeout(WAIT_MS);
-    page.on("pageerror", (error) => console.error(`page error: ${error.message}`));
+    page.on("pageerror", (error) => {
+      console.error(`page error: ${error.message}`);
+      this.pageErrors.push(error.message);
+    });
     return page;
   }
 
@@ -123,6 +128,9 @@ export class Harness {
     await this.browser?.close().catch(() => {});
     for (const child of this.children) {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    }
+    if (this.pageErrors.length > 0) {
+      throw new Error(`the console threw uncaught: ${this.pageErrors.join("; ")}`);
     }
   }
 
