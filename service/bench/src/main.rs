@@ -62,6 +62,9 @@ pub enum BenchBackend {
     RedisWait,
     /// A Redis Cluster of three shards started for the run (`redis-cli` creates it).
     Cluster,
+    /// A Redis Cluster of three shards, each a primary with one replica, every
+    /// acknowledging write waiting for its shard's replica (`--redis-wait-replicas 1`).
+    ClusterWait,
 }
 
 #[tokio::main]

@@ -119,6 +119,13 @@ pub async fn start_one(
             let cluster = askgate_testing::RedisCluster::start(3).await;
             (redis_args(&cluster.url, true), Box::new(cluster))
         }
+        BenchBackend::ClusterWait => {
+            start_redis_check().await?;
+            let cluster = replicated_cluster().await;
+            let mut args = redis_args(&cluster.url, true);
+            args.extend(WAIT_ARGS.iter().map(|a| (*a).to_owned()));
+            (args, Box::new(cluster))
+        }
     };
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -166,8 +173,13 @@ pub fn backend_name(backend: BenchBackend) -> String {
         .unwrap_or_default()
 }
 
-/// The flags of the `redis-wait` nodes.
+/// The flags of the `redis-wait` and `cluster-wait` nodes.
 pub const WAIT_ARGS: [&str; 2] = ["--redis-wait-replicas", "1"];
+
+/// The `cluster-wait` run's cluster: three shards, each a primary with one replica.
+pub async fn replicated_cluster() -> askgate_testing::RedisCluster {
+    askgate_testing::RedisCluster::start_replicated(3, 1, std::time::Duration::from_secs(5)).await
+}
 
 /// `count` nodes on Redis at `url` (a cluster's URL list with `cluster`).
 pub async fn redis_nodes(

@@ -170,6 +170,14 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
                 _own_redis = Box::new(cluster);
                 nodes
             }
+            BenchBackend::ClusterWait => {
+                start_redis_check().await?;
+                let cluster = crate::nodes::replicated_cluster().await;
+                let wait: Vec<&str> = WAIT_ARGS.iter().chain(&traced).copied().collect();
+                let nodes = redis_nodes(&cluster.url, true, args.nodes, &wait).await?;
+                _own_redis = Box::new(cluster);
+                nodes
+            }
         };
         for &concurrency in &args.concurrency {
             let redis = redis_url.as_deref();
@@ -388,7 +396,7 @@ fn print_redis_commands(results: &[Figures]) {
 fn print_table(results: &[Figures]) {
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     println!(
-        "{:<8} {:>5} {:>4} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9}",
+        "{:<12} {:>5} {:>4} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9}",
         "backend",
         "nodes",
         "conc",
@@ -403,7 +411,7 @@ fn print_table(results: &[Figures]) {
     );
     for f in results {
         println!(
-            "{:<8} {:>5} {:>4} {:>9.0} {:>8} {:>8} {:>9.0} {:>8} {:>8} {:>8.2}x {:>8.2}x",
+            "{:<12} {:>5} {:>4} {:>9.0} {:>8} {:>8} {:>9.0} {:>8} {:>8} {:>8.2}x {:>8.2}x",
             backend_name(f.backend),
             f.nodes,
             f.concurrency,
@@ -418,7 +426,7 @@ fn print_table(results: &[Figures]) {
         );
     }
     println!(
-        "CPU per call (µs), servers and this load generator (askers and bot):\n{:<8} {:>5} {:>4} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
+        "CPU per call (µs), servers and this load generator (askers and bot):\n{:<12} {:>5} {:>4} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
         "backend",
         "nodes",
         "conc",
@@ -434,7 +442,7 @@ fn print_table(results: &[Figures]) {
         let ratio = |a: Duration, b: Duration| us(a) / us(b).max(f64::MIN_POSITIVE);
         let (ask, check) = (f.asks.cpu, f.checks.cpu);
         println!(
-            "{:<8} {:>5} {:>4} {:>11.0} {:>11.0} {:>8.2}x {:>11.0} {:>11.0} {:>8.2}x",
+            "{:<12} {:>5} {:>4} {:>11.0} {:>11.0} {:>8.2}x {:>11.0} {:>11.0} {:>8.2}x",
             backend_name(f.backend),
             f.nodes,
             f.concurrency,

@@ -185,9 +185,10 @@ impl Drop for RedisServer {
     }
 }
 
-/// A real Redis Cluster: `shards` `redis-server` processes in cluster mode on free
-/// loopback ports, their slots assigned by `redis-cli --cluster create`, no replicas.
-/// Stopped (and their directories removed) when dropped.
+/// A real Redis Cluster: `redis-server` processes in cluster mode on free loopback
+/// ports, their slots assigned by `redis-cli --cluster create`, each shard a primary
+/// with as many replicas as asked. Stopped (and their directories removed) when
+/// dropped.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     /// The nodes' URLs, comma-separated: `--redis-url` with `--redis-cluster`.
@@ -195,18 +196,26 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
-    /// Starts the nodes, creates the cluster and waits (at most 20 s) until every node
-    /// reports it healthy.
+    /// `shards` primaries, no replicas: starts the nodes, creates the cluster and waits
+    /// (at most 20 s) until every node reports it healthy.
     pub async fn start(shards: usize) -> Self {
+        Self::start_replicated(shards, 0, Duration::from_secs(5)).await
+    }
+
+    /// `shards` primaries with `replicas` replicas each, which promote one of theirs
+    /// once their primary has been unreachable for `node_timeout` (Redis's
+    /// `cluster-node-timeout`).
+    pub async fn start_replicated(shards: usize, replicas: usize, node_timeout: Duration) -> Self {
+        let timeout = node_timeout.as_millis().to_string();
         let mut nodes = Vec::new();
-        for _ in 0..shards {
+        for _ in 0..shards * (1 + replicas) {
             let flags = flags(&[
                 "--appendonly",
                 "no",
                 "--cluster-enabled",
                 "yes",
                 "--cluster-node-timeout",
-                "5000",
+                &timeout,
             ]);
             nodes.push(RedisServer::start_with(flags, None).await);
         }
@@ -217,7 +226,7 @@ impl RedisCluster {
         let created = tokio::process::Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .output()
@@ -237,7 +246,138 @@ impl RedisCluster {
             nodes,
         };
         cluster.wait_healthy().await;
+        if replicas > 0 {
+            cluster.wait_replicated(replicas).await;
+        }
         cluster
+    }
+
+    /// Kills (SIGKILL) the primary of the shard holding `key`'s slot, and waits (at
+    /// most 30 s) until the surviving nodes report the cluster `ok` again with a new
+    /// primary for that slot. Returns how long that took.
+    pub async fn kill_primary_of(&mut self, key: &str) -> Duration {
+        let slot: u16 = self
+            .query_any(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+            .await;
+        let old = self.primary_port_of(slot, None).await;
+        let victim = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == old)
+            .expect("the primary is one of the nodes");
+        victim.kill();
+        let killed = std::time::Instant::now();
+        let deadline = killed + Duration::from_secs(30);
+        loop {
+            let promoted = self.primary_port_of(slot, Some(old)).await;
+            if promoted != old && self.state_ok(promoted).await {
+                return killed.elapsed();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the cluster did not promote a replica within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A reply from the first live node that gives one.
+    async fn query_any<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> T {
+        for node in &self.nodes {
+            let reply: redis::RedisResult<T> = async {
+                let client = redis::Client::open(node.url.as_str())?;
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                cmd.query_async(&mut conn).await
+            }
+            .await;
+            if let Ok(reply) = reply {
+                return reply;
+            }
+        }
+        panic!("no node of the cluster answered");
+    }
+
+    /// The port of the primary serving `slot`, as a node other than `not` sees it.
+    async fn primary_port_of(&self, slot: u16, not: Option<u16>) -> u16 {
+        for node in self.nodes.iter().filter(|n| Some(n.port) != not) {
+            let shards: redis::RedisResult<redis::Value> = async {
+                let client = redis::Client::open(node.url.as_str())?;
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut conn)
+                    .await
+            }
+            .await;
+            let Ok(redis::Value::Array(ranges)) = shards else {
+                continue;
+            };
+            for range in ranges {
+                let redis::Value::Array(range) = range else {
+                    continue;
+                };
+                let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+                    (range.first(), range.get(1))
+                else {
+                    continue;
+                };
+                if !(*start..=*end).contains(&i64::from(slot)) {
+                    continue;
+                }
+                if let Some(redis::Value::Array(primary)) = range.get(2)
+                    && let Some(redis::Value::Int(port)) = primary.get(1)
+                {
+                    return *port as u16;
+                }
+            }
+        }
+        0
+    }
+
+    /// Whether the node on `port` reports `cluster_state:ok`.
+    async fn state_ok(&self, port: u16) -> bool {
+        let Some(node) = self.nodes.iter().find(|n| n.port == port) else {
+            return false;
+        };
+        let info: redis::RedisResult<String> = async {
+            let client = redis::Client::open(node.url.as_str())?;
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query_async(&mut conn)
+                .await
+        }
+        .await;
+        info.is_ok_and(|i| i.contains("cluster_state:ok"))
+    }
+
+    /// Waits (at most 20 s) until every primary has `replicas` replicas online.
+    async fn wait_replicated(&self, replicas: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        for node in &self.nodes {
+            let client = redis::Client::open(node.url.as_str()).expect("url");
+            loop {
+                let info: redis::RedisResult<String> = async {
+                    let mut conn = client.get_multiplexed_async_connection().await?;
+                    redis::cmd("INFO")
+                        .arg("replication")
+                        .query_async(&mut conn)
+                        .await
+                }
+                .await;
+                let replicated = info.is_ok_and(|info| {
+                    info.contains("role:slave") || info.matches("state=online").count() >= replicas
+                });
+                if replicated {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the cluster's replicas were not online within 20 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 
     async fn wait_healthy(&self) {

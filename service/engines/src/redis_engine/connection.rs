@@ -138,18 +138,22 @@ impl RedisTarget {
             .response_timeout(self.response_timeout)
             .retries(3)
             .min_retry_wait(50)
-            .max_retry_wait(1000);
+            .max_retry_wait(1000)
+            // A node that refuses a few reconnections in a row is dropped, and the
+            // requests for its slots rebuild the slot map from the others: that is how
+            // a killed primary's promoted replica is found. Without a limit the client
+            // would try the dead address for ever (its slots never re-read).
+            .max_connection_attempts(CLUSTER_NODE_ATTEMPTS);
         if self.tls() {
             builder = builder.certs(self.certificates());
         }
-        if let Some(push) = push {
+        if let Some(push) = push.clone() {
             builder = builder
                 .use_protocol(redis::ProtocolVersion::RESP3)
                 .push_sender(push);
         }
-        Ok(RedisConn::Cluster(
-            builder.build()?.get_async_connection().await?,
-        ))
+        let conn = ClusterConn::connect(builder.build()?, push).await?;
+        Ok(RedisConn::Cluster(conn))
     }
 
     /// A connection to the primary the Sentinels of `url` name `master`.
@@ -198,14 +202,221 @@ impl RedisTarget {
     }
 }
 
+/// Reconnections to a cluster node (50 ms apart, doubling) before it is dropped and the
+/// slot map read again from the other nodes.
+const CLUSTER_NODE_ATTEMPTS: std::num::NonZeroUsize = std::num::NonZeroUsize::new(3).unwrap();
+
 /// A connection to one Redis server (reconnecting by itself) or to a Redis Cluster
 /// (routing each command to the shard of its key's slot). Cheap to clone; clones share
 /// the connection.
 #[derive(Clone)]
 pub enum RedisConn {
     Single(ConnectionManager),
-    Cluster(redis::cluster_async::ClusterConnection),
+    Cluster(ClusterConn),
     Sentinel(super::sentinel::SentinelConn),
+}
+
+/// A Redis Cluster connection that follows the cluster's own failover. The client
+/// library reconnects to a node that went away and re-reads the slot map on MOVED, but
+/// a node whose primary was killed could stay stuck on a map naming the dead primary,
+/// every command timing out, while a connection made afresh found the promoted
+/// replica at once. So an error that says the cluster changed or a node is out of
+/// reach (a timeout, a refused or broken connection, CLUSTERDOWN, MOVED, TRYAGAIN)
+/// makes a fresh connection from the seeds, in the background, at most once per
+/// [`CLUSTER_REBUILD_EVERY`]; calls go on meanwhile on the current one. A connection
+/// with pub/sub subscribes the fresh one to its channels before it takes over, then
+/// reports a disconnection to its push receiver: what was published in between was
+/// missed, and whoever follows re-reads (as after any pub/sub disconnection).
+#[derive(Clone)]
+pub struct ClusterConn(std::sync::Arc<ClusterShared>);
+
+struct ClusterShared {
+    client: redis::cluster::ClusterClient,
+    current: std::sync::RwLock<redis::cluster_async::ClusterConnection>,
+    /// Whether a fresh connection is being made, and when the last one was.
+    rebuild: std::sync::Mutex<Rebuild>,
+    /// Where pub/sub messages go (a connection that subscribes), and its channels.
+    push: Option<PushSender>,
+    /// Held while a channel is subscribed or unsubscribed, and while a fresh connection
+    /// is subscribed and put in place: no channel is subscribed on the connection being
+    /// replaced only.
+    channels: tokio::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+#[derive(Default)]
+struct Rebuild {
+    running: bool,
+    last: Option<std::time::Instant>,
+}
+
+/// The least time between two fresh cluster connections.
+const CLUSTER_REBUILD_EVERY: Duration = Duration::from_secs(1);
+
+impl ClusterConn {
+    async fn connect(
+        client: redis::cluster::ClusterClient,
+        push: Option<PushSender>,
+    ) -> redis::RedisResult<Self> {
+        let conn = client.get_async_connection().await?;
+        Ok(Self(std::sync::Arc::new(ClusterShared {
+            client,
+            current: std::sync::RwLock::new(conn),
+            rebuild: std::sync::Mutex::default(),
+            push,
+            channels: tokio::sync::Mutex::default(),
+        })))
+    }
+
+    async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        let mut channels = self.0.channels.lock().await;
+        self.seen(self.current().ssubscribe(channel).await)?;
+        channels.insert(channel.to_owned());
+        Ok(())
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        let mut channels = self.0.channels.lock().await;
+        channels.remove(channel);
+        self.seen(self.current().sunsubscribe(channel).await)
+    }
+
+    /// The connection calls go to now.
+    fn current(&self) -> redis::cluster_async::ClusterConnection {
+        self.0
+            .current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Looks at a call's error: one that says the cluster changed or a node is out of
+    /// reach starts a fresh connection, unless one is being made or was made lately.
+    fn failed(&self, error: &redis::RedisError) {
+        if topology_suspect(error) {
+            self.rebuild();
+        }
+    }
+
+    /// Makes a fresh connection in the background, unless one is being made or was
+    /// made lately.
+    fn rebuild(&self) {
+        {
+            let mut rebuild = self
+                .0
+                .rebuild
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let recent = rebuild
+                .last
+                .is_some_and(|last| last.elapsed() < CLUSTER_REBUILD_EVERY);
+            if rebuild.running || recent {
+                return;
+            }
+            rebuild.running = true;
+        }
+        let shared = self.0.clone();
+        tokio::spawn(async move {
+            // A connection made while the cluster was still failing over may hold the
+            // old map: until every primary answers a PING, make another.
+            for _ in 0..CLUSTER_REBUILDS {
+                match shared.client.get_async_connection().await {
+                    Ok(mut fresh) => {
+                        let channels = shared.channels.lock().await;
+                        // One at a time: one SSUBSCRIBE names one slot. A fresh connection
+                        // that cannot take every channel does not take over.
+                        let mut subscribed = true;
+                        for channel in channels.iter() {
+                            if let Err(e) = fresh.ssubscribe(channel).await {
+                                tracing::warn!("redis cluster: resubscribing failed: {e}");
+                                subscribed = false;
+                                break;
+                            }
+                        }
+                        if !subscribed {
+                            drop(channels);
+                            tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
+                            continue;
+                        }
+                        *shared
+                            .current
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh.clone();
+                        drop(channels);
+                        if let Some(push) = &shared.push {
+                            let _ = push.send(redis::PushInfo {
+                                kind: redis::PushKind::Disconnection,
+                                data: vec![redis::Value::SimpleString(RECONNECTED.into())],
+                            });
+                        }
+                        tracing::warn!("redis cluster: reconnected from the seeds after an error");
+                        tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
+                        if every_primary_answers(fresh).await {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("redis cluster: reconnecting from the seeds failed: {e}");
+                        tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
+                    }
+                }
+            }
+            let mut rebuild = shared
+                .rebuild
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            rebuild.running = false;
+            rebuild.last = Some(std::time::Instant::now());
+        });
+    }
+
+    /// `result`, after [`Self::failed`] looked at its error.
+    fn seen<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        if let Err(e) = &result {
+            self.failed(e);
+        }
+        result
+    }
+}
+
+/// The data of the disconnection a cluster connection reports once a fresh connection
+/// took over ([`RedisConn::pubsub_lost`] ignores it: it is the reconnection).
+const RECONNECTED: &str = "askgate: reconnected from the seeds";
+
+/// Fresh connections one error may make, a [`CLUSTER_REBUILD_EVERY`] apart, until
+/// every primary answers; a later error starts over.
+const CLUSTER_REBUILDS: usize = 30;
+
+/// Whether every primary of the cluster, as `conn` maps it, answers a PING within a
+/// second.
+async fn every_primary_answers(mut conn: redis::cluster_async::ClusterConnection) -> bool {
+    let ping = redis::cmd("PING");
+    let answered = ping.query_async::<redis::Value>(&mut conn);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), answered).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Whether `error` may mean the cluster's shape changed under the connection.
+fn topology_suspect(error: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    error.is_timeout()
+        || error.is_connection_refusal()
+        || error.is_connection_dropped()
+        || error.is_unrecoverable_error()
+        || matches!(
+            error.kind(),
+            ErrorKind::Io | ErrorKind::ClusterConnectionNotFound
+        )
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(
+                redis::ServerErrorKind::ClusterDown
+                    | redis::ServerErrorKind::Moved
+                    | redis::ServerErrorKind::TryAgain
+                    | redis::ServerErrorKind::MasterDown
+            )
+        )
 }
 
 impl RedisConn {
@@ -225,7 +436,7 @@ impl RedisConn {
     pub async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Self::Single(conn) => conn.subscribe(channel).await,
-            Self::Cluster(conn) => conn.ssubscribe(channel).await,
+            Self::Cluster(conn) => conn.subscribe(channel).await,
             Self::Sentinel(conn) => conn.subscribe(channel).await,
         }
     }
@@ -233,8 +444,23 @@ impl RedisConn {
     pub async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
         match self {
             Self::Single(conn) => conn.unsubscribe(channel).await,
-            Self::Cluster(conn) => conn.sunsubscribe(channel).await,
+            Self::Cluster(conn) => conn.unsubscribe(channel).await,
             Self::Sentinel(conn) => conn.unsubscribe(channel).await,
+        }
+    }
+
+    /// The pub/sub connection reported `info`, a disconnection: on a cluster, one of
+    /// its node connections was lost (a shard's primary may have died), so a fresh
+    /// connection is made unless the report is of one that just took over.
+    pub fn pubsub_lost(&self, info: &redis::PushInfo) {
+        let reconnected = matches!(
+            info.data.as_slice(),
+            [redis::Value::SimpleString(what)] if what == RECONNECTED
+        );
+        if let Self::Cluster(conn) = self
+            && !reconnected
+        {
+            conn.rebuild();
         }
     }
 
@@ -256,8 +482,10 @@ impl RedisConn {
             Self::Cluster(conn) => {
                 let mut running = tokio::task::JoinSet::new();
                 for command in commands {
-                    let mut conn = conn.clone();
-                    running.spawn(async move { command.exec_async(&mut conn).await });
+                    let conn = conn.clone();
+                    running.spawn(async move {
+                        conn.seen(command.exec_async(&mut conn.current()).await)
+                    });
                 }
                 let mut outcome = Ok(());
                 while let Some(done) = running.join_next().await {
@@ -280,7 +508,9 @@ impl redis::aio::ConnectionLike for RedisConn {
     ) -> redis::RedisFuture<'a, redis::Value> {
         let call = match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => {
+                Box::pin(async move { conn.seen(conn.current().req_packed_command(cmd).await) })
+            }
             Self::Sentinel(conn) => Box::pin(conn.command(cmd)),
         };
         traced(call, || match cmd.args_iter().next() {
@@ -297,7 +527,10 @@ impl redis::aio::ConnectionLike for RedisConn {
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
         let call = match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => Box::pin(async move {
+                let mut current = conn.current();
+                conn.seen(current.req_packed_commands(pipeline, offset, count).await)
+            }),
             Self::Sentinel(conn) => Box::pin(conn.pipeline(pipeline, offset, count)),
         };
         traced(call, || "PIPELINE".to_owned())
@@ -306,7 +539,7 @@ impl redis::aio::ConnectionLike for RedisConn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(conn) => conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.current().get_db(),
             Self::Sentinel(_) => 0,
         }
     }

@@ -136,6 +136,7 @@ impl Fanout {
         });
         let dispatcher = tokio::spawn(dispatch(
             push_rx,
+            conn.clone(),
             Arc::downgrade(&channels),
             disconnections.clone(),
             probe.clone(),
@@ -300,6 +301,7 @@ impl Fanout {
 
 async fn dispatch(
     mut push_rx: mpsc::UnboundedReceiver<PushInfo>,
+    conn: RedisConn,
     channels: Weak<Mutex<HashMap<String, Arc<Channel>>>>,
     disconnections: Arc<tokio::sync::watch::Sender<u64>>,
     probe: Arc<Probe>,
@@ -336,6 +338,7 @@ async fn dispatch(
                 }
             }
             PushKind::Disconnection => {
+                conn.pubsub_lost(&push);
                 probe.lost();
                 disconnections.send_modify(|n| *n += 1);
                 warn!("redis pub/sub connection lost; it resubscribes on reconnect");

@@ -64,3 +64,142 @@ mod waiting {
 
     askgate_core::backend_conformance_suite!(make);
 }
+
+/// A Redis Cluster's own failover, followed: a shard's primary killed -9, one of its
+/// replicas promoted by the cluster, and the node serves that shard again (healthy,
+/// new asks taken, the answer its replica acknowledged before the kill still there).
+mod cluster_failover {
+    use std::time::{Duration, Instant};
+
+    use askgate_core::domain::{NewAsk, Outcome, SessionKey};
+    use askgate_proto::v1::{Question, QuestionAnswer, Unattended};
+    use askgate_testing::RedisCluster;
+
+    use super::*;
+    use crate::redis_engine::{WaitPolicy, keys::SessionKeys};
+
+    fn ask(key: &SessionKey, request_id: &str) -> NewAsk {
+        let mut ask = NewAsk::new(
+            key.clone(),
+            vec![Question {
+                id: "q".into(),
+                question: "ok?".into(),
+                ..Default::default()
+            }],
+        );
+        ask.if_unattended = Unattended::Hold;
+        ask.request_id = request_id.into();
+        ask
+    }
+
+    fn answered() -> Outcome {
+        let answer = QuestionAnswer {
+            id: "q".into(),
+            selected: vec!["yes".into()],
+            ..Default::default()
+        };
+        Outcome::answered(vec![answer], "ana")
+    }
+
+    /// Registers a new ask and answers it, or says why not.
+    async fn round_trip(backend: &Arc<dyn Backend>, key: &SessionKey) -> Result<(), String> {
+        let registered = backend
+            .register(ask(key, ""))
+            .await
+            .map_err(|e| format!("register: {e}"))?;
+        backend
+            .claim(key, &registered.rpc_id, answered())
+            .await
+            .map_err(|e| format!("claim: {e}"))?;
+        registered
+            .outcome
+            .await
+            .map(|_| ())
+            .map_err(|_| "no outcome".to_owned())
+    }
+
+    /// With `wait`, each shard has one replica more than the writes wait for: one is
+    /// promoted, and the new primary still has the replicas they need. The lease is
+    /// short, so that the node renews while the shard fails over (before, that left the
+    /// node's cluster connection timing out on every call).
+    async fn follows_a_failover(wait: WaitPolicy) {
+        let replicas = wait.replicas as usize + 1;
+        let mut cluster = RedisCluster::start_replicated(3, replicas, Duration::from_secs(1)).await;
+        let redis = RedisConfig {
+            cluster: true,
+            wait,
+            lease: Duration::from_secs(3),
+            ..RedisConfig::new(&cluster.url)
+        };
+        let backend = backend(redis, StateConfig::default()).await;
+        let key = SessionKey::new("tenant", "s");
+        let first = backend.register(ask(&key, "r")).await.expect("register");
+        backend
+            .claim(&key, &first.rpc_id, answered())
+            .await
+            .expect("claim");
+        first.outcome.await.expect("outcome");
+
+        // Load on every shard while the primary dies and its replica is promoted.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let load = tokio::spawn({
+            let (backend, stop) = (backend.clone(), stop.clone());
+            async move {
+                let mut i = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let key = SessionKey::new("tenant", format!("load-{}", i % 16).as_str());
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), round_trip(&backend, &key))
+                            .await;
+                    i += 1;
+                }
+            }
+        });
+        let promoted_in = cluster
+            .kill_primary_of(&SessionKeys::new(&key).asks())
+            .await;
+        let promoted = Instant::now();
+        let deadline = promoted + Duration::from_secs(30);
+        loop {
+            let healthy = backend.healthy().await;
+            let last = match round_trip(&backend, &key).await {
+                Ok(()) if healthy => break,
+                Ok(()) => "unhealthy".to_owned(),
+                Err(why) => why,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "not serving the shard 30 s after its replica's promotion: {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        eprintln!(
+            "promoted {promoted_in:?} after the kill; serving {:?} after the promotion",
+            promoted.elapsed()
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.await.expect("the load");
+        if wait.replicas > 0 {
+            let again = backend
+                .register(ask(&key, "r"))
+                .await
+                .expect("the retry's recorded outcome");
+            assert_eq!(again.rpc_id, first.rpc_id);
+            assert_eq!(again.outcome.await.expect("outcome"), answered());
+        }
+    }
+
+    #[tokio::test]
+    async fn with_replica_waits() {
+        follows_a_failover(WaitPolicy {
+            replicas: 1,
+            ..WaitPolicy::default()
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn without_replica_waits() {
+        follows_a_failover(WaitPolicy::default()).await;
+    }
+}

@@ -87,8 +87,21 @@ pub fn unavailable(error: redis::RedisError) -> Error {
     {
         return Error::BackendUnavailable(detail.to_owned());
     }
+    // A cluster changing shape (a failover, slots moving) is as passing as a lost
+    // connection: the call may be retried.
+    let moving = matches!(
+        error.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::ReadOnly
+                | redis::ServerErrorKind::Moved
+                | redis::ServerErrorKind::Ask
+                | redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::ClusterDown
+                | redis::ServerErrorKind::MasterDown
+        ) | redis::ErrorKind::ClusterConnectionNotFound
+    );
     if error.is_io_error()
-        || error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+        || moving
         || error.is_connection_dropped()
         || error.is_connection_refusal()
         || error.is_timeout()

@@ -226,9 +226,20 @@ async fn send_batches(
     }
 }
 
+/// Whether `cmd` loads a script (after a NOSCRIPT reply): it writes no data, so it
+/// waits for nothing, and it goes as a command of its own, which a cluster sends to
+/// every primary. In a pipeline with a `WAIT` (neither names a key) it would go to any
+/// one node, and the script's next EVALSHA fail NOSCRIPT again on its own shard.
+fn loads_a_script(cmd: &redis::Cmd) -> bool {
+    matches!(
+        cmd.args_iter().next(),
+        Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"SCRIPT")
+    )
+}
+
 impl ConnectionLike for Acked {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
-        if !self.policy.waits() {
+        if !self.policy.waits() || loads_a_script(cmd) {
             return self.conn.req_packed_command(cmd);
         }
         Box::pin(async move {
@@ -288,7 +299,7 @@ mod tests {
         domain::{Error, SessionKey},
     };
     use askgate_proto::v1::{Requested, Resolution, Resolved};
-    use askgate_testing::{RedisFailover, SENTINEL_MASTER};
+    use askgate_testing::{RedisCluster, RedisFailover, SENTINEL_MASTER};
 
     use super::WaitPolicy;
     use crate::redis_engine::store::{RedisStore, RedisTarget, Registration};
@@ -378,5 +389,73 @@ mod tests {
         zero.register(&key, &requested("r3"), "", None)
             .await
             .expect("a write on the promoted primary");
+    }
+
+    /// On a cluster each acknowledging write waits on its own shard, and the scripts
+    /// are loaded where they run: every shard registers and resolves an ask (before,
+    /// every write failed NOSCRIPT).
+    #[tokio::test]
+    async fn on_a_cluster_each_write_waits_for_its_shards_replica() {
+        let cluster = RedisCluster::start_replicated(3, 1, Duration::from_secs(1)).await;
+        let policy = WaitPolicy {
+            replicas: 1,
+            ..WaitPolicy::default()
+        };
+        let target = RedisTarget {
+            cluster: true,
+            response_timeout: policy.response_timeout(),
+            ..RedisTarget::from(&cluster.url)
+        };
+        let store = RedisStore::connect(target.clone(), StateConfig::default())
+            .await
+            .expect("connect to the cluster")
+            .waiting(&target, policy)
+            .await
+            .expect("a connection for acknowledged writes");
+        // Sessions spread over the slots, so that every shard runs the scripts.
+        for i in 0..8 {
+            let session = format!("s{i}");
+            let key = SessionKey::new("acme", session.as_str());
+            let ask = Requested {
+                rpc_id: "r1".into(),
+                session_id: session.clone(),
+                ..Default::default()
+            };
+            let registered = store.register(&key, &ask, "req", None).await;
+            assert!(
+                matches!(registered, Ok(Registration::New { .. })),
+                "session {session}: {registered:?}"
+            );
+            let resolved = Resolved {
+                rpc_id: "r1".into(),
+                session_id: session.clone(),
+                reason: Resolution::Answered.into(),
+                resolved_by: "ana".into(),
+                ..Default::default()
+            };
+            store
+                .claim(&key, &resolved)
+                .await
+                .unwrap_or_else(|e| panic!("session {session}: {e}"));
+        }
+        // The writes did wait: for more replicas than a shard has, they time out.
+        let two = WaitPolicy {
+            replicas: 2,
+            timeout: Duration::from_millis(300),
+            ..WaitPolicy::default()
+        };
+        let impatient = RedisStore::connect(target.clone(), StateConfig::default())
+            .await
+            .expect("connect to the cluster")
+            .waiting(&target, two)
+            .await
+            .expect("a connection for acknowledged writes");
+        let key = SessionKey::new("acme", "s0");
+        match impatient.register(&key, &requested("r2"), "", None).await {
+            Err(Error::BackendUnavailable(message)) => {
+                assert!(message.contains("may or may not survive"), "{message}");
+            }
+            other => panic!("expected UNAVAILABLE, got {other:?}"),
+        }
     }
 }
