@@ -25,6 +25,22 @@ fn with_grace(grace: Duration) -> ServerConfig {
     }
 }
 
+/// Asks in `session` until one is refused NO_PROVIDER: its last subscriber's reconnect
+/// grace is over (each ask expires at once if the session is still attended).
+async fn until_unattended(client: &askgate_client::Client, session: &str) {
+    eventually("the grace to run out", || {
+        let mut client = client.clone();
+        async move {
+            let ask = yes(session).timeout(Duration::from_millis(100));
+            match client.ask(ask).await {
+                Err(e) if e.reason() == Reason::NoProvider => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+}
+
 async fn rule_8_no_provider_when_nobody_follows_the_session() {
     let server = TestServer::start().await;
     let err = server
@@ -88,17 +104,7 @@ async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
     drop(events);
 
     // Once the grace is over, nobody attends the session any more.
-    eventually("the grace to run out", || {
-        let mut client = client.clone();
-        async move {
-            let ask = yes("s").timeout(Duration::from_millis(100));
-            match client.ask(ask).await {
-                Err(e) if e.reason() == Reason::NoProvider => Some(()),
-                _ => None,
-            }
-        }
-    })
-    .await;
+    until_unattended(&client, "s").await;
 }
 on_every_backend!(
     #[tokio::test]
@@ -129,17 +135,7 @@ async fn a_retry_after_the_human_left_gets_its_recorded_answer() {
         .expect("answered");
     drop(events);
 
-    eventually("the grace to run out", || {
-        let mut client = client.clone();
-        async move {
-            let ask = yes("s").timeout(Duration::from_millis(100));
-            match client.ask(ask).await {
-                Err(e) if e.reason() == Reason::NoProvider => Some(()),
-                _ => None,
-            }
-        }
-    })
-    .await;
+    until_unattended(&client, "s").await;
     let again = client
         .ask(retried)
         .await

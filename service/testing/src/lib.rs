@@ -282,16 +282,10 @@ impl RedisCluster {
     }
 
     /// A reply from the first live node that gives one.
-    async fn query_any<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> T {
+    async fn query_any<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
         for node in &self.nodes {
-            let reply: redis::RedisResult<T> = async {
-                let client = redis::Client::open(node.url.as_str())?;
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                cmd.query_async(&mut conn).await
-            }
-            .await;
-            if let Ok(reply) = reply {
-                return reply;
+            if let Ok(answer) = reply(&node.url, cmd).await {
+                return answer;
             }
         }
         panic!("no node of the cluster answered");
@@ -299,17 +293,9 @@ impl RedisCluster {
 
     /// The port of the primary serving `slot`, as a node other than `not` sees it.
     async fn primary_port_of(&self, slot: u16, not: Option<u16>) -> u16 {
+        let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
         for node in self.nodes.iter().filter(|n| Some(n.port) != not) {
-            let shards: redis::RedisResult<redis::Value> = async {
-                let client = redis::Client::open(node.url.as_str())?;
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut conn)
-                    .await
-            }
-            .await;
-            let Ok(redis::Value::Array(ranges)) = shards else {
+            let Ok(redis::Value::Array(ranges)) = reply(&node.url, &slots).await else {
                 continue;
             };
             for range in ranges {
@@ -339,71 +325,57 @@ impl RedisCluster {
         let Some(node) = self.nodes.iter().find(|n| n.port == port) else {
             return false;
         };
-        let info: redis::RedisResult<String> = async {
-            let client = redis::Client::open(node.url.as_str())?;
-            let mut conn = client.get_multiplexed_async_connection().await?;
-            redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query_async(&mut conn)
-                .await
-        }
-        .await;
+        let info: redis::RedisResult<String> =
+            reply(&node.url, redis::cmd("CLUSTER").arg("INFO")).await;
         info.is_ok_and(|i| i.contains("cluster_state:ok"))
     }
 
     /// Waits (at most 20 s) until every primary has `replicas` replicas online.
     async fn wait_replicated(&self, replicas: usize) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        for node in &self.nodes {
-            let client = redis::Client::open(node.url.as_str()).expect("url");
-            loop {
-                let info: redis::RedisResult<String> = async {
-                    let mut conn = client.get_multiplexed_async_connection().await?;
-                    redis::cmd("INFO")
-                        .arg("replication")
-                        .query_async(&mut conn)
-                        .await
-                }
-                .await;
-                let replicated = info.is_ok_and(|info| {
-                    info.contains("role:slave") || info.matches("state=online").count() >= replicas
-                });
-                if replicated {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the cluster's replicas were not online within 20 s"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+        self.until_every_node(
+            "every primary's replicas to be online",
+            redis::cmd("INFO").arg("replication"),
+            |info| info.contains("role:slave") || info.matches("state=online").count() >= replicas,
+        )
+        .await;
     }
 
     async fn wait_healthy(&self) {
+        self.until_every_node(
+            "every node to report the cluster healthy",
+            redis::cmd("CLUSTER").arg("INFO"),
+            |info| info.contains("cluster_state:ok"),
+        )
+        .await;
+    }
+
+    /// Waits (at most 20 s) until every node's reply to `cmd` is `ready`.
+    async fn until_every_node(&self, what: &str, cmd: &redis::Cmd, ready: impl Fn(&str) -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         for node in &self.nodes {
-            let client = redis::Client::open(node.url.as_str()).expect("url");
             loop {
-                let info: redis::RedisResult<String> = async {
-                    let mut conn = client.get_multiplexed_async_connection().await?;
-                    redis::cmd("CLUSTER")
-                        .arg("INFO")
-                        .query_async(&mut conn)
-                        .await
-                }
-                .await;
-                if info.is_ok_and(|i| i.contains("cluster_state:ok")) {
+                let answer: redis::RedisResult<String> = reply(&node.url, cmd).await;
+                if answer.is_ok_and(|a| ready(&a)) {
                     break;
                 }
                 assert!(
                     std::time::Instant::now() < deadline,
-                    "the cluster was not healthy within 20 s"
+                    "waited 20 s for {what}"
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
+}
+
+/// `cmd`'s reply from the Redis at `url`, on a connection of its own.
+pub(crate) async fn reply<T: redis::FromRedisValue>(
+    url: &str,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    cmd.query_async(&mut conn).await
 }
 
 /// An `askgate serve --listen 127.0.0.1:0` child process, its address read from its log;

@@ -178,9 +178,7 @@ impl RedisFailover {
 
 /// A command's reply from the server at `url`, as text.
 async fn query(url: &str, cmd: &mut redis::Cmd) -> redis::RedisResult<String> {
-    let client = redis::Client::open(url)?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let value: redis::Value = cmd.query_async(&mut conn).await?;
+    let value: redis::Value = crate::reply(url, cmd).await?;
     Ok(format!("{value:?}"))
 }
 

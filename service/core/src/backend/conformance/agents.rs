@@ -143,14 +143,7 @@ pub async fn rule_7_a_child_of_a_live_parent_is_delegated(make: impl Make) {
 }
 
 pub async fn rule_8_fail_needs_a_subscriber_now_or_within_the_grace(make: impl Make) {
-    let (backend, _guard) = backend(
-        make,
-        StateConfig {
-            reconnect_grace: Duration::from_millis(200),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (backend, _guard) = with_short_grace(make).await;
     let fail = || ask_with("s", |a| a.if_unattended = Unattended::Fail);
     assert!(matches!(
         backend.register(fail()).await,
@@ -217,14 +210,7 @@ pub async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcom
 /// ended, whoever follows the session. NO_PROVIDER is for new asks only: an agent whose
 /// call dropped and who retries after the human left still gets the answer it was given.
 pub async fn rule_10_a_retry_finds_its_ask_whoever_follows(make: impl Make) {
-    let (backend, _guard) = backend(
-        make,
-        StateConfig {
-            reconnect_grace: Duration::from_millis(200),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (backend, _guard) = with_short_grace(make).await;
     let fail = |request_id: &str| {
         ask_with("s", |a| {
             a.if_unattended = Unattended::Fail;
@@ -260,6 +246,18 @@ pub async fn rule_10_a_retry_finds_its_ask_whoever_follows(make: impl Make) {
         ),
         "a new request is still refused"
     );
+}
+
+/// A backend whose sessions stay attended 200 ms after their last subscriber left.
+async fn with_short_grace(make: impl Make) -> Made {
+    backend(
+        make,
+        StateConfig {
+            reconnect_grace: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// Registers `ask()` until the backend refuses it NO_PROVIDER: the reconnect grace of
