@@ -16,7 +16,7 @@ use tonic_health::pb::{
 
 use crate::{
     BenchBackend, backend_name, measured_node,
-    nodes::{DataDir, start_node},
+    nodes::{DataDir, metrics_addr, start_node},
     start_one,
 };
 use askgate_testing::ServeProcess;
@@ -66,12 +66,12 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     if args.sessions == 0 || args.connections == 0 {
         bail!("--sessions and --connections must be at least 1");
     }
-    let metrics = free_port()?;
     let per_session = (args.pending / args.sessions + 1).max(args.big).to_string();
     let per_tenant = (args.pending + args.big + 1).to_string();
-    let mut node_args = measured_node(&metrics, &per_session, &per_tenant);
+    let mut node_args = measured_node(&per_session, &per_tenant);
     node_args.extend(args.node_args.iter().map(String::as_str));
     let (node, _redis) = start_one(args.backend, &node_args).await?;
+    let metrics = metrics_addr(&node)?;
     let serving = serving_after(&node).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = node.rss()?;
@@ -222,10 +222,9 @@ async fn start_from_backup(
         copy.path().join("secret.key"),
     )?;
     let copied = started.elapsed();
-    let metrics = free_port()?;
     let mut args = copy.args();
     args.extend(
-        measured_node(&metrics, per_session, per_tenant)
+        measured_node(per_session, per_tenant)
             .iter()
             .map(|a| (*a).to_owned()),
     );
@@ -306,11 +305,6 @@ async fn serving_after(node: &ServeProcess) -> anyhow::Result<Duration> {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-}
-
-pub(super) fn free_port() -> anyhow::Result<String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.to_string())
 }
 
 /// The node's `askgate_pending_asks` gauge, read from its Prometheus endpoint.

@@ -66,21 +66,26 @@ pub async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
     ServeProcess::spawn(askgate, &args).await
 }
 
-/// The flags of a node the bench watches: its metrics listener (RSS aside, the figures
-/// come from there) and pending caps the scenario's load fits in.
-pub fn measured_node<'a>(
-    metrics: &'a str,
-    per_session: &'a str,
-    per_tenant: &'a str,
-) -> Vec<&'a str> {
+/// The flags of a node the bench watches: its metrics listener on a port of its own
+/// choosing (RSS aside, the figures come from there; [`metrics_addr`] says where) and
+/// pending caps the scenario's load fits in.
+pub fn measured_node<'a>(per_session: &'a str, per_tenant: &'a str) -> Vec<&'a str> {
     vec![
         "--metrics",
-        metrics,
+        "127.0.0.1:0",
         "--max-pending-per-session",
         per_session,
         "--max-pending-per-tenant",
         per_tenant,
     ]
+}
+
+/// Where the metrics listener of a node started with [`measured_node`] listens, read
+/// from its log (a port chosen here and passed in could be taken by another process
+/// before the node binds it).
+pub fn metrics_addr(node: &ServeProcess) -> anyhow::Result<String> {
+    node.logged_field("metrics listening", "addr")
+        .context("the node did not log its metrics address")
 }
 
 /// One node on `backend` with `extra` flags; for Redis (or a cluster) also the Redis it

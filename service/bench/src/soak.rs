@@ -27,9 +27,9 @@ use askgate_testing::{RedisServer, ServeProcess};
 
 use crate::{
     BenchBackend, backend_name,
-    capacity::{free_port, gauge},
+    capacity::gauge,
     measured_node,
-    nodes::DataDir,
+    nodes::{DataDir, metrics_addr},
     start_one,
 };
 
@@ -101,12 +101,11 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     if args.sessions == 0 || args.connections == 0 || args.waiting == 0 {
         bail!("--waiting, --sessions and --connections must be at least 1");
     }
-    let metrics = free_port()?;
     let per_session = (args.waiting / args.sessions + 1).to_string();
     let per_tenant = (args.waiting + args.sessions).to_string();
     let retention = format!("{}ms", args.request_retention.as_millis());
     let history_len = args.history_len.to_string();
-    let mut node_args = measured_node(&metrics, &per_session, &per_tenant);
+    let mut node_args = measured_node(&per_session, &per_tenant);
     node_args.extend([
         "--request-retention",
         &retention,
@@ -114,6 +113,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         &history_len,
     ]);
     let (node, held) = start_one(args.backend, &node_args).await?;
+    let metrics = metrics_addr(&node)?;
     let outside = match (
         held.downcast_ref::<RedisServer>(),
         held.downcast_ref::<DataDir>(),

@@ -409,6 +409,37 @@ const RECENT_LINES: usize = 256;
 const RECENT_LINE_BYTES: usize = 512;
 const WHOLE_LOG_BYTES: usize = 8 << 20;
 
+impl ServeLog {
+    /// Keeps `line` (and echoes it to stderr when `echo`).
+    fn record(&mut self, line: &str, echo: bool) {
+        if echo {
+            eprintln!("serve: {line}");
+        }
+        self.longest = self.longest.max(line.len());
+        if self.recent.len() == RECENT_LINES {
+            self.recent.pop_front();
+        }
+        let mut end = line.len().min(RECENT_LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.recent.push_back(line[..end].to_owned());
+        if self.whole.len() + line.len() < WHOLE_LOG_BYTES {
+            self.whole.push_str(line);
+            self.whole.push('\n');
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// The last `lines` recent lines, one per line.
+    fn tail(&self, lines: usize) -> String {
+        let skip = self.recent.len().saturating_sub(lines);
+        let kept: Vec<&str> = self.recent.iter().skip(skip).map(String::as_str).collect();
+        kept.join("\n")
+    }
+}
+
 impl ServeProcess {
     /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
     /// most 10 s) until it logs its address. The log is at `info` unless `args` give
@@ -435,8 +466,11 @@ impl ServeProcess {
             .context("starting askgate serve")?;
         let stderr = child.stderr.take().context("serve's stderr")?;
         let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let echo = std::env::var_os("ASKGATE_ECHO_SERVE_LOG").is_some();
+        let log = Arc::new(parking_lot::Mutex::new(ServeLog::default()));
         let addr = tokio::time::timeout(Duration::from_secs(10), async {
             while let Some(line) = lines.next_line().await? {
+                log.lock().record(&line, echo);
                 if let Some((_, rest)) = line.split_once("local_addr=") {
                     let addr = rest.split_whitespace().next().unwrap_or_default();
                     return Ok(addr.to_owned());
@@ -445,31 +479,13 @@ impl ServeProcess {
             anyhow::bail!("askgate serve exited before listening")
         })
         .await
-        .context("askgate serve did not start within 10 s")??;
-        let log = Arc::new(parking_lot::Mutex::new(ServeLog::default()));
+        .context("askgate serve did not start within 10 s")
+        .and_then(|read| read)
+        .map_err(|e| anyhow::anyhow!("{e:#}; its log ends:\n{}", log.lock().tail(20)))?;
         let kept = log.clone();
         let drain = tokio::spawn(async move {
-            let echo = std::env::var_os("ASKGATE_ECHO_SERVE_LOG").is_some();
             while let Ok(Some(line)) = lines.next_line().await {
-                if echo {
-                    eprintln!("serve: {line}");
-                }
-                let mut log = kept.lock();
-                log.longest = log.longest.max(line.len());
-                if log.recent.len() == RECENT_LINES {
-                    log.recent.pop_front();
-                }
-                let mut end = line.len().min(RECENT_LINE_BYTES);
-                while !line.is_char_boundary(end) {
-                    end -= 1;
-                }
-                log.recent.push_back(line[..end].to_owned());
-                if log.whole.len() + line.len() < WHOLE_LOG_BYTES {
-                    log.whole.push_str(&line);
-                    log.whole.push('\n');
-                } else {
-                    log.overflowed = true;
-                }
+                kept.lock().record(&line, echo);
             }
         });
         Ok(Self {
@@ -494,6 +510,21 @@ impl ServeProcess {
             .recent
             .iter()
             .any(|line| line.contains(needle))
+    }
+
+    /// The value of `field` (`field=value`) on the first recent log line containing
+    /// `message`: for example where `--metrics 127.0.0.1:0` listens.
+    pub fn logged_field(&self, message: &str, field: &str) -> Option<String> {
+        let key = format!("{field}=");
+        self.log
+            .lock()
+            .recent
+            .iter()
+            .filter(|line| line.contains(message))
+            .find_map(|line| {
+                let (_, rest) = line.split_once(&key)?;
+                Some(rest.split_whitespace().next()?.to_owned())
+            })
     }
 
     /// Stops the process (SIGKILL) and reads its log to the end: everything it logged,
