@@ -17,6 +17,19 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Sends `SIG<name>` to `pids` (with kill(1): no unsafe code here).
+fn signal(name: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids.iter().map(u32::to_string))
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill -{name} {pids:?} failed: {status}");
+}
+
 /// A real `redis-server` on a free loopback port in a temporary directory; stopped (and
 /// its directory removed) when dropped.
 pub struct RedisServer {
@@ -256,16 +269,40 @@ impl RedisCluster {
     /// most 30 s) until the surviving nodes report the cluster `ok` again with a new
     /// primary for that slot. Returns how long that took.
     pub async fn kill_primary_of(&mut self, key: &str) -> Duration {
+        self.cut_off_and_kill_primary_of(key, Duration::ZERO).await
+    }
+
+    /// [`Self::kill_primary_of`], after cutting its replicas off for `cut_off`: they are
+    /// stopped (SIGSTOP) and their replication links closed, so that what the primary
+    /// acknowledges meanwhile it alone holds; they go on (SIGCONT) once it is dead.
+    pub async fn cut_off_and_kill_primary_of(&mut self, key: &str, cut_off: Duration) -> Duration {
         let slot: u16 = self
             .query_any(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
             .await;
         let old = self.primary_port_of(slot, None).await;
+        let replicas = match cut_off.is_zero() {
+            true => Vec::new(),
+            false => self.replica_pids_of(old).await,
+        };
         let victim = self
             .nodes
             .iter_mut()
             .find(|n| n.port == old)
             .expect("the primary is one of the nodes");
+        if !replicas.is_empty() {
+            signal("STOP", &replicas);
+            let links = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("replica")
+                .to_owned();
+            let _: i64 = reply(&victim.url, &links)
+                .await
+                .expect("CLIENT KILL TYPE replica");
+            tokio::time::sleep(cut_off).await;
+        }
         victim.kill();
+        signal("CONT", &replicas);
         let killed = std::time::Instant::now();
         let deadline = killed + Duration::from_secs(30);
         loop {
@@ -289,6 +326,23 @@ impl RedisCluster {
             }
         }
         panic!("no node of the cluster answered");
+    }
+
+    /// The process ids of the replicas of the primary on `port`.
+    async fn replica_pids_of(&self, port: u16) -> Vec<u32> {
+        let mut pids = Vec::new();
+        for node in &self.nodes {
+            let role: Vec<redis::Value> = reply(&node.url, &redis::cmd("ROLE"))
+                .await
+                .unwrap_or_default();
+            if let [redis::Value::BulkString(kind), _, redis::Value::Int(of), ..] = role.as_slice()
+                && kind.as_slice() == b"slave"
+                && *of == i64::from(port)
+            {
+                pids.push(node.child.id());
+            }
+        }
+        pids
     }
 
     /// The port of the primary serving `slot`, as a node other than `not` sees it.

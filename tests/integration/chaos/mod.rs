@@ -5,6 +5,7 @@
 //! acknowledged and lost (`load.rs`), and prints its figures (docs/operations.md,
 //! "Faults and what they cost"). `ASKGATE_CHAOS=full` runs the long form.
 
+mod cluster;
 mod load;
 mod network;
 

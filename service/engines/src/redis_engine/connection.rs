@@ -223,7 +223,9 @@ pub enum RedisConn {
 /// replica at once. So an error that says the cluster changed or a node is out of
 /// reach (a timeout, a refused or broken connection, CLUSTERDOWN, MOVED, TRYAGAIN)
 /// makes a fresh connection from the seeds, in the background, at most once per
-/// [`CLUSTER_REBUILD_EVERY`]; calls go on meanwhile on the current one. A connection
+/// [`CLUSTER_REBUILD_EVERY`]; calls go on meanwhile on the current one. The fresh one
+/// takes over once the cluster settled (one made before the cluster promoted a
+/// replica would map the dead primary). A connection
 /// with pub/sub subscribes the fresh one to its channels before it takes over, then
 /// reports a disconnection to its push receiver: what was published in between was
 /// missed, and whoever follows re-reads (as after any pub/sub disconnection).
@@ -316,49 +318,31 @@ impl ClusterConn {
         }
         let shared = self.0.clone();
         tokio::spawn(async move {
-            // A connection made while the cluster was still failing over may hold the
-            // old map: until every primary answers a PING, make another.
-            for _ in 0..CLUSTER_REBUILDS {
-                match shared.client.get_async_connection().await {
-                    Ok(mut fresh) => {
-                        let channels = shared.channels.lock().await;
-                        // One at a time: one SSUBSCRIBE names one slot. A fresh connection
-                        // that cannot take every channel does not take over.
-                        let mut subscribed = true;
-                        for channel in channels.iter() {
-                            if let Err(e) = fresh.ssubscribe(channel).await {
-                                tracing::warn!("redis cluster: resubscribing failed: {e}");
-                                subscribed = false;
-                                break;
-                            }
-                        }
-                        if !subscribed {
-                            drop(channels);
-                            tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
-                            continue;
-                        }
-                        *shared
-                            .current
-                            .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh.clone();
-                        drop(channels);
-                        if let Some(push) = &shared.push {
-                            let _ = push.send(redis::PushInfo {
-                                kind: redis::PushKind::Disconnection,
-                                data: vec![redis::Value::SimpleString(RECONNECTED.into())],
-                            });
-                        }
-                        tracing::warn!("redis cluster: reconnected from the seeds after an error");
-                        tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
-                        if every_primary_answers(fresh).await {
-                            break;
-                        }
-                    }
+            // A connection made while the cluster is still failing over may map the dead
+            // primary: one takes over once the cluster settled, or after a few tries (a
+            // fresh map is no worse than the current one; a shard may be down for good).
+            for attempt in 1..=CLUSTER_REBUILDS {
+                let mut fresh = match shared.client.get_async_connection().await {
+                    Ok(fresh) => fresh,
                     Err(e) => {
                         tracing::warn!("redis cluster: reconnecting from the seeds failed: {e}");
-                        tokio::time::sleep(CLUSTER_REBUILD_EVERY).await;
+                        tokio::time::sleep(CLUSTER_REBUILD_PAUSE).await;
+                        continue;
                     }
+                };
+                let settled = cluster_settled(&mut fresh).await;
+                if !settled && attempt % CLUSTER_REBUILDS_UNSETTLED != 0 {
+                    tokio::time::sleep(CLUSTER_REBUILD_PAUSE).await;
+                    continue;
                 }
+                // The map is read afresh now that the cluster settled.
+                if settled && let Ok(after) = shared.client.get_async_connection().await {
+                    fresh = after;
+                }
+                if shared.take_over(fresh).await && settled {
+                    break;
+                }
+                tokio::time::sleep(CLUSTER_REBUILD_PAUSE).await;
             }
             let mut rebuild = shared
                 .rebuild
@@ -378,23 +362,80 @@ impl ClusterConn {
     }
 }
 
+impl ClusterShared {
+    /// Puts `fresh` in place of the current connection, once it is subscribed to every
+    /// channel the current one has (one at a time: one SSUBSCRIBE names one slot), and
+    /// reports a disconnection to the push receiver; false when it could not take
+    /// every channel (it does not take over then).
+    async fn take_over(&self, mut fresh: redis::cluster_async::ClusterConnection) -> bool {
+        let channels = self.channels.lock().await;
+        for channel in channels.iter() {
+            if let Err(e) = fresh.ssubscribe(channel).await {
+                tracing::warn!("redis cluster: resubscribing failed: {e}");
+                return false;
+            }
+        }
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        drop(channels);
+        if let Some(push) = &self.push {
+            let _ = push.send(redis::PushInfo {
+                kind: redis::PushKind::Disconnection,
+                data: vec![redis::Value::SimpleString(RECONNECTED.into())],
+            });
+        }
+        tracing::warn!("redis cluster: reconnected from the seeds after an error");
+        true
+    }
+}
+
 /// The data of the disconnection a cluster connection reports once a fresh connection
 /// took over ([`RedisConn::pubsub_lost`] ignores it: it is the reconnection).
 const RECONNECTED: &str = "askgate: reconnected from the seeds";
 
-/// Fresh connections one error may make, a [`CLUSTER_REBUILD_EVERY`] apart, until
-/// every primary answers; a later error starts over.
-const CLUSTER_REBUILDS: usize = 30;
+/// Fresh connections one error may make, a [`CLUSTER_REBUILD_PAUSE`] apart, until
+/// the cluster settled (some 30 s); a later error starts over.
+const CLUSTER_REBUILDS: usize = 60;
 
-/// Whether every primary of the cluster, as `conn` maps it, answers a PING within a
-/// second.
-async fn every_primary_answers(mut conn: redis::cluster_async::ClusterConnection) -> bool {
-    let ping = redis::cmd("PING");
-    let answered = ping.query_async::<redis::Value>(&mut conn);
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), answered).await,
-        Ok(Ok(_))
-    )
+/// The pause between two fresh connections of one rebuild.
+const CLUSTER_REBUILD_PAUSE: Duration = Duration::from_millis(250);
+
+/// Every this many fresh connections of one rebuild, one takes over even though the
+/// cluster has not settled.
+const CLUSTER_REBUILDS_UNSETTLED: usize = 8;
+
+/// Whether the cluster, as a node of it reached through `conn` sees it, serves every
+/// slot it serves from a primary that is up: none failing (`fail`, `fail?`) or cut
+/// from that node (its link `disconnected`). Right after a primary dies it is still
+/// listed with its slots until a replica takes them over: a connection made before
+/// that would map the dead primary.
+async fn cluster_settled(conn: &mut redis::cluster_async::ClusterConnection) -> bool {
+    let command = redis::cmd("CLUSTER").arg("NODES").to_owned();
+    let nodes = command.query_async::<String>(conn);
+    match tokio::time::timeout(Duration::from_secs(1), nodes).await {
+        Ok(Ok(nodes)) => nodes.lines().all(primary_serves),
+        _ => false,
+    }
+}
+
+/// For one line of `CLUSTER NODES` (`<id> <addr> <flags> <primary> <ping> <pong>
+/// <epoch> <link> <slot>...`): false for a primary holding slots that fails or is
+/// out of the reporting node's reach.
+fn primary_serves(line: &str) -> bool {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (Some(flags), Some(link)) = (fields.get(2), fields.get(7)) else {
+        return true;
+    };
+    let flags: Vec<&str> = flags.split(',').collect();
+    let holds_slots = fields.len() > 8;
+    if !flags.contains(&"master") || !holds_slots {
+        return true;
+    }
+    let failing = flags.iter().any(|f| f.starts_with("fail"));
+    let reached = flags.contains(&"myself") || *link == "connected";
+    !failing && reached
 }
 
 /// Whether `error` may mean the cluster's shape changed under the connection.

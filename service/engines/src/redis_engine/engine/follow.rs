@@ -74,7 +74,10 @@ fn session_of(event: &StoredEvent) -> &str {
 const UNSEEN_MARGIN: Duration = Duration::from_secs(2);
 
 /// The events of a session first seen by an `all_sessions` subscriber: those since
-/// `since` (by the ask's own timestamps), never a `resolved` without its `requested`.
+/// `since` (by the ask's own timestamps), never a `resolved` without its `requested`,
+/// and every ask the history leaves pending, however old: the snapshot did not cover
+/// the session (a registration whose tenant part ran late, after a failover, had not
+/// put it in the sessions index yet), so this is the subscriber's only sight of it.
 /// The history holds the live event that revealed the session (the scripts write
 /// before they publish).
 fn since_subscribed(events: Vec<(u64, StoredEvent)>, since: SystemTime) -> Vec<(u64, StoredEvent)> {
@@ -82,19 +85,26 @@ fn since_subscribed(events: Vec<(u64, StoredEvent)>, since: SystemTime) -> Vec<(
         t.and_then(|t| SystemTime::try_from(t).ok())
             .unwrap_or(SystemTime::UNIX_EPOCH)
     };
-    let mut earlier = HashSet::new();
-    let mut batch = Vec::new();
-    for (seq, event) in events {
-        match &event {
-            StoredEvent::Requested(r) if at(&r.requested_at) < since => {
-                earlier.insert(r.rpc_id.clone());
+    let resolved: HashSet<&str> = events
+        .iter()
+        .filter(|(_, event)| matches!(event, StoredEvent::Resolved(_)))
+        .map(|(_, event)| event.rpc_id())
+        .collect();
+    let earlier: HashSet<String> = events
+        .iter()
+        .filter_map(|(_, event)| match event {
+            StoredEvent::Requested(r)
+                if at(&r.requested_at) < since && resolved.contains(r.rpc_id.as_str()) =>
+            {
+                Some(r.rpc_id.clone())
             }
-            StoredEvent::Resolved(_) | StoredEvent::Notice(_)
-                if earlier.contains(event.rpc_id()) => {}
-            _ => batch.push((seq, event)),
-        }
-    }
-    batch
+            _ => None,
+        })
+        .collect();
+    events
+        .into_iter()
+        .filter(|(_, event)| !earlier.contains(event.rpc_id()))
+        .collect()
 }
 
 /// What forwarding a live event did.
@@ -511,5 +521,49 @@ async fn fail_subscription(events_tx: &DeliveryTx, ended: Result<(), Error>) {
     if let Err(e) = ended {
         debug!("subscription failed: {e}");
         let _ = events_tx.send(Err(e)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use askgate_proto::v1::{Requested, Resolved};
+
+    use super::*;
+
+    fn requested(rpc_id: &str, at: SystemTime) -> StoredEvent {
+        StoredEvent::Requested(Requested {
+            rpc_id: rpc_id.into(),
+            requested_at: Some(at.into()),
+            ..Default::default()
+        })
+    }
+
+    fn resolved(rpc_id: &str) -> StoredEvent {
+        StoredEvent::Resolved(Resolved {
+            rpc_id: rpc_id.into(),
+            ..Default::default()
+        })
+    }
+
+    /// A session the snapshot missed: what came before the subscription and ended is
+    /// history, but an ask still pending is shown however old (before: dropped, and
+    /// the subscriber never saw the ask).
+    #[test]
+    fn an_unseen_session_shows_its_pending_asks_however_old() {
+        let since = SystemTime::now();
+        let old = since - Duration::from_secs(60);
+        let events = vec![
+            (1, requested("ended", old)),
+            (2, resolved("ended")),
+            (3, requested("waiting", old)),
+            (4, requested("new", since + Duration::from_secs(1))),
+            (5, resolved("new")),
+        ];
+        let kept = since_subscribed(events, since);
+        let kept: Vec<(u64, &str)> = kept
+            .iter()
+            .map(|(seq, event)| (*seq, event.rpc_id()))
+            .collect();
+        assert_eq!(kept, [(3, "waiting"), (4, "new"), (5, "new")]);
     }
 }

@@ -22,13 +22,23 @@
 -- ARGV[23] = '1': the ask must be attended. With the node's keys the script checks
 -- that someone follows; without them (on a cluster) the node found nobody following.
 -- Either way a retry by request_id finds its ask first, pending or ended, whoever
--- follows (Semantics 10 before 8): NO_PROVIDER is for new asks only.
+-- follows (Semantics 10 before 8): NO_PROVIDER is for new asks only. On a cluster a
+-- retry that finds its ask pending gets its event, for the node to announce it to the
+-- tenant again (TENANT_REGISTERED, without counting it).
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
 if ARGV[3] ~= '' then
   local state = redis.call('HGET', KEYS[7], 'state')
   if state == 'P' then
-    return {'joined', redis.call('HGET', KEYS[7], 'rpc')}
+    local rpc = redis.call('HGET', KEYS[7], 'rpc')
+    if tenant then
+      return {'joined', rpc}
+    end
+    -- On a cluster the retry announces the ask to the tenant again (its first
+    -- registration may have failed before its tenant part ran): its event with it.
+    local now = redis.call('TIME')
+    return {'joined', rpc, redis.call('ZSCORE', KEYS[2], rpc), redis.call('GET', KEYS[6]),
+      redis.call('HGET', KEYS[1], rpc), now[1] .. string.format('%06d', now[2])}
   elseif state == 'D' then
     return {'recorded', redis.call('HGET', KEYS[7], 'rpc'), redis.call('HGET', KEYS[7], 'resolved')}
   end

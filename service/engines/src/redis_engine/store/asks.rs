@@ -10,7 +10,7 @@ use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use prost::Message as _;
 
 use super::{
-    Claimed, Listing, RedisStore, Registration, SessionKeys, TenantKeys, decode,
+    Claimed, Listing, RedisStore, Registration, SessionKeys, TenantKeys, TenantPart, decode,
     model::{encode_notice, live_message},
     now_ms, parse_settled,
     replies::{AbortReply, ClaimReply, NoticeReply, Refusal, RegisterReply},
@@ -60,21 +60,32 @@ impl RedisStore {
         match registered {
             RegisterReply::New { seq, epoch, held } => {
                 if cluster {
-                    let message = live_message(&epoch, seq, b'Q', &bytes);
-                    let held = held.unwrap_or_default();
-                    self.tenant_part(
-                        &self.tenant_registered,
-                        key,
-                        held,
-                        message,
-                        false,
-                        bytes.len(),
-                    )
-                    .await;
+                    let part = TenantPart {
+                        claimed: false,
+                        key: key.clone(),
+                        time_us: held.unwrap_or_default(),
+                        message: live_message(&epoch, seq, b'Q', &bytes),
+                        session_emptied: false,
+                        size: bytes.len(),
+                    };
+                    self.tenant_part(part, true).await;
                 }
                 Ok(Registration::New { seq, epoch })
             }
-            RegisterReply::Joined { rpc_id } => Ok(Registration::Joined { rpc_id }),
+            RegisterReply::Joined { rpc_id, event } => {
+                if let Some(event) = event {
+                    let part = TenantPart {
+                        claimed: false,
+                        key: key.clone(),
+                        message: live_message(&event.epoch, event.seq, b'Q', &event.requested),
+                        time_us: event.time_us,
+                        session_emptied: false,
+                        size: event.requested.len(),
+                    };
+                    self.tenant_part(part, false).await;
+                }
+                Ok(Registration::Joined { rpc_id })
+            }
             RegisterReply::Recorded { rpc_id, resolved } => Ok(Registration::Recorded {
                 rpc_id,
                 resolved: Box::new(decode(&resolved)?),
@@ -373,18 +384,15 @@ impl RedisStore {
                 outcome_bytes,
             } => {
                 if cluster {
-                    let message = live_message(&epoch, seq, b'R', &bytes);
-                    let emptied = session_left.as_deref() == Some("0");
-                    let held = held.unwrap_or_default();
-                    self.tenant_part(
-                        &self.tenant_claimed,
-                        key,
-                        held,
-                        message,
-                        emptied,
-                        asked.len(),
-                    )
-                    .await;
+                    let part = TenantPart {
+                        claimed: true,
+                        key: key.clone(),
+                        time_us: held.unwrap_or_default(),
+                        message: live_message(&epoch, seq, b'R', &bytes),
+                        session_emptied: session_left.as_deref() == Some("0"),
+                        size: asked.len(),
+                    };
+                    self.tenant_part(part, true).await;
                     if outcome_bytes > 0 {
                         let held = OutcomeHold::Hold(outcome_bytes, &resolved.rpc_id);
                         if let Err(e) = self.tenant_outcome(&tenant, held).await {

@@ -113,6 +113,45 @@ pub fn unavailable(error: redis::RedisError) -> Error {
     }
 }
 
+/// How long a node retries a tenant part that failed (a cluster's failover takes
+/// seconds; a shard gone for longer leaves the tenant's subscribers to their next
+/// resync).
+const TENANT_PART_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The tenant's part of a registration or a claim on a cluster: see
+/// [`RedisStore::tenant_part`].
+struct TenantPart {
+    /// A claim's part (TENANT_CLAIMED), or a registration's (TENANT_REGISTERED).
+    claimed: bool,
+    key: SessionKey,
+    /// The session shard's clock at the script (the sessions index's score).
+    time_us: String,
+    /// The event, as published on the tenant's channel.
+    message: Vec<u8>,
+    /// Whether the claim left the session with nothing pending.
+    session_emptied: bool,
+    /// The ask's bytes, on the tenant's byte budget.
+    size: usize,
+}
+
+/// Whether `error` says the command never ran: the cluster sent it elsewhere or was
+/// down, or no connection was made. (A timeout or a dropped connection leaves unknown
+/// whether it ran.)
+fn did_not_run(error: &redis::RedisError) -> bool {
+    error.is_connection_refusal()
+        || matches!(
+            error.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::ReadOnly
+                    | redis::ServerErrorKind::Moved
+                    | redis::ServerErrorKind::Ask
+                    | redis::ServerErrorKind::TryAgain
+                    | redis::ServerErrorKind::ClusterDown
+                    | redis::ServerErrorKind::MasterDown
+            ) | redis::ErrorKind::ClusterConnectionNotFound
+        )
+}
+
 fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Error> {
     M::decode(bytes).map_err(|e| Error::Internal(format!("corrupt entry in redis: {e}")))
 }
@@ -251,36 +290,81 @@ impl RedisStore {
 
     /// On a cluster, the tenant's part of a registration or a claim (TENANT_REGISTERED
     /// or TENANT_CLAIMED), after the session's script. That one stands whatever happens
-    /// here (its caller must not be told otherwise): a failure is logged.
-    async fn tenant_part(
-        &self,
-        script: &Script,
-        key: &SessionKey,
-        time_us: String,
-        message: Vec<u8>,
-        session_emptied: bool,
-        size: usize,
-    ) {
-        let tenant = TenantKeys::new(&key.tenant);
+    /// here (its caller must not be told otherwise), and the tenant's subscribers and
+    /// sessions index must learn of it: a part that fails (the tenant's shard failing
+    /// over, say) is retried in the background until it runs ([`Self::retry_tenant_part`]).
+    ///
+    /// `count` false announces the ask only (a retried registration that found its ask
+    /// pending: whether its first tenant part counted it is unknown).
+    async fn tenant_part(&self, part: TenantPart, count: bool) {
+        if let Err(e) = self.run_tenant_part(&part, count).await {
+            tracing::warn!(
+                tenant = %part.key.tenant,
+                "the tenant's part of a script failed; retrying it: {e}"
+            );
+            // A claim's part counts again whatever the failure: a claim counted twice
+            // leaves the tenant's counts low, never high (see `retry_tenant_part`).
+            let count = count && (part.claimed || did_not_run(&e));
+            let store = self.clone();
+            tokio::spawn(async move { store.retry_tenant_part(part, count).await });
+        }
+    }
+
+    /// Runs a tenant part that failed again, backing off, until it runs or
+    /// [`TENANT_PART_PATIENCE`] passed. Its announcement (the sessions index, the
+    /// tenant's channel) may run twice: followers skip what they saw. Its counts run
+    /// again only when `count` says they are owed: after a failure that leaves unknown
+    /// whether the script ran, a registration's count is left out, so that an ask is
+    /// never counted twice; the tenant's counts may then be low by one, which its caps
+    /// forgive (a count left high would hold the tenant back for good).
+    async fn retry_tenant_part(&self, part: TenantPart, mut count: bool) {
+        let started = std::time::Instant::now();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+            match self.run_tenant_part(&part, count).await {
+                Ok(()) => {
+                    tracing::info!(tenant = %part.key.tenant, "the tenant's part of a script ran on a retry");
+                    return;
+                }
+                Err(e) if started.elapsed() > TENANT_PART_PATIENCE => {
+                    tracing::error!(
+                        tenant = %part.key.tenant,
+                        session = %part.key.session_id,
+                        "the tenant's part of a script failed for {TENANT_PART_PATIENCE:?}; \
+                         the tenant's subscribers may miss an event of the session: {e}"
+                    );
+                    return;
+                }
+                Err(e) => count &= part.claimed || did_not_run(&e),
+            }
+        }
+    }
+
+    async fn run_tenant_part(&self, part: &TenantPart, count: bool) -> redis::RedisResult<()> {
+        let tenant = TenantKeys::new(&part.key.tenant);
         let idle_ms = self.idle_ttl_secs() * 1000;
-        let done = script
+        let script = match part.claimed {
+            true => &self.tenant_claimed,
+            false => &self.tenant_registered,
+        };
+        script
             .key(tenant.sessions())
             .key(tenant.pending())
             .key(tenant.held_sessions())
             .key(tenant.pending_bytes())
-            .arg(&*key.session_id)
-            .arg(time_us)
+            .arg(&*part.key.session_id)
+            .arg(&part.time_us)
             .arg(tenant.channel())
-            .arg(message)
-            .arg(if session_emptied { "1" } else { "0" })
+            .arg(&part.message)
+            .arg(if part.session_emptied { "1" } else { "0" })
             .arg(now_ms() + idle_ms)
             .arg(idle_ms)
-            .arg(size)
+            .arg(part.size)
+            .arg(if count { "1" } else { "0" })
             .invoke_async::<()>(&mut self.conn.clone())
-            .await;
-        if let Err(e) = done {
-            tracing::warn!(tenant = %key.tenant, "the tenant's part of a script failed: {e}");
-        }
+            .await
     }
 
     /// Whether the store is a Redis Cluster (see [`RedisConn`]).

@@ -72,9 +72,11 @@ pub enum RegisterReply {
         epoch: String,
         held: Option<String>,
     },
-    /// The request_id names an ask still pending: this one.
+    /// The request_id names an ask still pending: this one; on a cluster with its
+    /// event, for the node to announce it to the tenant again.
     Joined {
         rpc_id: String,
+        event: Option<PendingEvent>,
     },
     /// The request_id names an ask resolved already: its encoded `Resolved`.
     Recorded {
@@ -82,6 +84,17 @@ pub enum RegisterReply {
         resolved: Vec<u8>,
     },
     Refused(Refusal),
+}
+
+/// A pending ask's `requested` event, as a retry on a cluster finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEvent {
+    pub seq: u64,
+    pub epoch: String,
+    /// The encoded `Requested`.
+    pub requested: Vec<u8>,
+    /// The session shard's clock now.
+    pub time_us: String,
 }
 
 impl FromRedisValue for RegisterReply {
@@ -95,6 +108,15 @@ impl FromRedisValue for RegisterReply {
             },
             "joined" => Self::Joined {
                 rpc_id: reply.get(1)?,
+                event: match reply.get::<Option<String>>(3)? {
+                    None => None,
+                    Some(epoch) => Some(PendingEvent {
+                        seq: reply.seq(2)?,
+                        epoch,
+                        requested: reply.get(4)?,
+                        time_us: reply.get(5)?,
+                    }),
+                },
             },
             "recorded" => Self::Recorded {
                 rpc_id: reply.get(1)?,
