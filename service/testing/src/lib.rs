@@ -208,6 +208,14 @@ pub struct RedisCluster {
     pub url: String,
 }
 
+/// A shard whose replicas [`RedisCluster::cut_off_replicas_of`] cut off.
+pub struct CutOff {
+    slot: u16,
+    primary: u16,
+    /// Stopped until the primary is killed.
+    replicas: Vec<u32>,
+}
+
 impl RedisCluster {
     /// `shards` primaries, no replicas: starts the nodes, creates the cluster and waits
     /// (at most 20 s) until every node reports it healthy.
@@ -269,26 +277,22 @@ impl RedisCluster {
     /// most 30 s) until the surviving nodes report the cluster `ok` again with a new
     /// primary for that slot. Returns how long that took.
     pub async fn kill_primary_of(&mut self, key: &str) -> Duration {
-        self.cut_off_and_kill_primary_of(key, Duration::ZERO).await
+        let cut = self.cut_off_replicas_of(key, false).await;
+        self.kill_cut_off(cut).await
     }
 
-    /// [`Self::kill_primary_of`], after cutting its replicas off for `cut_off`: they are
-    /// stopped (SIGSTOP) and their replication links closed, so that what the primary
-    /// acknowledges meanwhile it alone holds; they go on (SIGCONT) once it is dead.
-    pub async fn cut_off_and_kill_primary_of(&mut self, key: &str, cut_off: Duration) -> Duration {
-        let slot: u16 = self
-            .query_any(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
-            .await;
-        let old = self.primary_port_of(slot, None).await;
-        let replicas = match cut_off.is_zero() {
-            true => Vec::new(),
-            false => self.replica_pids_of(old).await,
+    /// Cuts the replicas of the primary of `key`'s shard off: they are stopped
+    /// (SIGSTOP) and their replication links closed, so that what the primary
+    /// acknowledges from now on it alone holds, until [`Self::kill_cut_off`] kills it
+    /// and lets them go on. With `cut` false, nothing is cut (the primary is only
+    /// found).
+    pub async fn cut_off_replicas_of(&mut self, key: &str, cut: bool) -> CutOff {
+        let slot = self.slot_of(key).await;
+        let primary = self.primary_port_of(slot, None).await;
+        let replicas = match cut {
+            true => self.replica_pids_of(primary).await,
+            false => Vec::new(),
         };
-        let victim = self
-            .nodes
-            .iter_mut()
-            .find(|n| n.port == old)
-            .expect("the primary is one of the nodes");
         if !replicas.is_empty() {
             signal("STOP", &replicas);
             let links = redis::cmd("CLIENT")
@@ -296,11 +300,30 @@ impl RedisCluster {
                 .arg("TYPE")
                 .arg("replica")
                 .to_owned();
-            let _: i64 = reply(&victim.url, &links)
-                .await
-                .expect("CLIENT KILL TYPE replica");
-            tokio::time::sleep(cut_off).await;
+            let url = format!("redis://127.0.0.1:{primary}");
+            let _: i64 = reply(&url, &links).await.expect("CLIENT KILL TYPE replica");
         }
+        CutOff {
+            slot,
+            primary,
+            replicas,
+        }
+    }
+
+    /// Kills the primary of a [`CutOff`], lets its replicas go on, and waits (at most
+    /// 30 s) until the surviving nodes report the cluster `ok` again with a new
+    /// primary for its slot. Returns how long that took.
+    pub async fn kill_cut_off(&mut self, cut: CutOff) -> Duration {
+        let CutOff {
+            slot,
+            primary: old,
+            replicas,
+        } = cut;
+        let victim = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == old)
+            .expect("the primary is one of the nodes");
         victim.kill();
         signal("CONT", &replicas);
         let killed = std::time::Instant::now();
@@ -315,6 +338,44 @@ impl RedisCluster {
                 "the cluster did not promote a replica within 30 s"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The slot of `key`.
+    async fn slot_of(&self, key: &str) -> u16 {
+        self.query_any(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+            .await
+    }
+
+    /// Puts the primary of `key`'s shard behind a proxy of `toxiproxy` named `name`:
+    /// the cluster announces the proxy's port for it (its cluster bus keeps its own),
+    /// so every client reaches that shard through the proxy. Waits (at most 20 s) until
+    /// every node tells clients so.
+    pub async fn announce_through(&self, key: &str, toxiproxy: &Toxiproxy, name: &str) {
+        let slot = self.slot_of(key).await;
+        let primary = self.primary_port_of(slot, None).await;
+        let port = toxiproxy.proxy(name, &format!("127.0.0.1:{primary}")).await;
+        let url = format!("redis://127.0.0.1:{primary}");
+        for (setting, value) in [
+            ("cluster-announce-bus-port", u32::from(primary) + 10_000),
+            ("cluster-announce-port", u32::from(port)),
+        ] {
+            let set = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(setting)
+                .arg(value)
+                .to_owned();
+            let _: String = reply(&url, &set).await.expect("CONFIG SET");
+        }
+        for node in &self.nodes {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while self.primary_port_seen_by(node, slot).await != Some(port) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "waited 20 s for the cluster to announce the proxy"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 
@@ -347,31 +408,39 @@ impl RedisCluster {
 
     /// The port of the primary serving `slot`, as a node other than `not` sees it.
     async fn primary_port_of(&self, slot: u16, not: Option<u16>) -> u16 {
-        let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
         for node in self.nodes.iter().filter(|n| Some(n.port) != not) {
-            let Ok(redis::Value::Array(ranges)) = reply(&node.url, &slots).await else {
-                continue;
-            };
-            for range in ranges {
-                let redis::Value::Array(range) = range else {
-                    continue;
-                };
-                let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
-                    (range.first(), range.get(1))
-                else {
-                    continue;
-                };
-                if !(*start..=*end).contains(&i64::from(slot)) {
-                    continue;
-                }
-                if let Some(redis::Value::Array(primary)) = range.get(2)
-                    && let Some(redis::Value::Int(port)) = primary.get(1)
-                {
-                    return *port as u16;
-                }
+            if let Some(port) = self.primary_port_seen_by(node, slot).await {
+                return port;
             }
         }
         0
+    }
+
+    /// The port `node` tells clients the primary serving `slot` is on.
+    async fn primary_port_seen_by(&self, node: &RedisServer, slot: u16) -> Option<u16> {
+        let slots = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
+        let Ok(redis::Value::Array(ranges)) = reply(&node.url, &slots).await else {
+            return None;
+        };
+        for range in ranges {
+            let redis::Value::Array(range) = range else {
+                continue;
+            };
+            let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+                (range.first(), range.get(1))
+            else {
+                continue;
+            };
+            if !(*start..=*end).contains(&i64::from(slot)) {
+                continue;
+            }
+            if let Some(redis::Value::Array(primary)) = range.get(2)
+                && let Some(redis::Value::Int(port)) = primary.get(1)
+            {
+                return u16::try_from(*port).ok();
+            }
+        }
+        None
     }
 
     /// Whether the node on `port` reports `cluster_state:ok`.

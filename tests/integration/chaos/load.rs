@@ -125,11 +125,27 @@ impl Load {
         self.ledger.answered.lock().len()
     }
 
+    /// Answers acknowledged so far in `session` (agent `i` asks in `chaos-<i>`).
+    pub fn answered_in(&self, session: &str) -> usize {
+        let answered = self.ledger.answered.lock();
+        answered.keys().filter(|(s, _)| s == session).count()
+    }
+
     /// Waits until `more` answers beyond `from` were acknowledged.
     pub async fn flowing(&self, what: &str, from: usize, more: usize) {
+        self.until(what, || self.answered() >= from + more).await;
+    }
+
+    /// Waits until `more` answers beyond `from` were acknowledged in `session`.
+    pub async fn flowing_in(&self, what: &str, session: &str, from: usize, more: usize) {
+        self.until(what, || self.answered_in(session) >= from + more)
+            .await;
+    }
+
+    async fn until(&self, what: &str, done: impl Fn() -> bool) {
         crate::support::eventually(what, || {
-            let now = self.answered();
-            async move { (now >= from + more).then_some(()) }
+            let done = done();
+            async move { done.then_some(()) }
         })
         .await;
     }

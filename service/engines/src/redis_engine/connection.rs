@@ -243,6 +243,9 @@ struct ClusterShared {
     /// is subscribed and put in place: no channel is subscribed on the connection being
     /// replaced only.
     channels: tokio::sync::Mutex<std::collections::HashSet<String>>,
+    /// Bumped when a fresh connection takes over: calls still waiting on the one it
+    /// replaced give up (see [`ClusterConn::call`]).
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -266,7 +269,37 @@ impl ClusterConn {
             rebuild: std::sync::Mutex::default(),
             push,
             channels: tokio::sync::Mutex::default(),
+            generation: tokio::sync::watch::Sender::new(0),
         })))
+    }
+
+    /// Runs `call` on the current connection. A call still waiting when a fresh
+    /// connection takes over fails at once, as a timeout would (the command may or may
+    /// not have run, and callers retry either way): calls that went to a dead primary
+    /// would otherwise each wait out the response timeout.
+    async fn call<T, F>(
+        &self,
+        call: impl FnOnce(redis::cluster_async::ClusterConnection) -> F,
+    ) -> redis::RedisResult<T>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let (conn, mut replaced) = {
+            let current = self
+                .0
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (current.clone(), self.0.generation.subscribe())
+        };
+        let result = tokio::select! {
+            result = call(conn) => result,
+            _ = replaced.changed() => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the cluster connection was replaced while the call waited",
+            ))),
+        };
+        self.seen(result)
     }
 
     async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
@@ -375,10 +408,14 @@ impl ClusterShared {
                 return false;
             }
         }
-        *self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        {
+            let mut current = self
+                .current
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *current = fresh;
+            self.generation.send_modify(|n| *n += 1);
+        }
         drop(channels);
         if let Some(push) = &self.push {
             let _ = push.send(redis::PushInfo {
@@ -549,9 +586,9 @@ impl redis::aio::ConnectionLike for RedisConn {
     ) -> redis::RedisFuture<'a, redis::Value> {
         let call = match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
-            Self::Cluster(conn) => {
-                Box::pin(async move { conn.seen(conn.current().req_packed_command(cmd).await) })
-            }
+            Self::Cluster(conn) => Box::pin(
+                conn.call(move |mut current| async move { current.req_packed_command(cmd).await }),
+            ),
             Self::Sentinel(conn) => Box::pin(conn.command(cmd)),
         };
         traced(call, || match cmd.args_iter().next() {
@@ -568,10 +605,9 @@ impl redis::aio::ConnectionLike for RedisConn {
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
         let call = match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => Box::pin(async move {
-                let mut current = conn.current();
-                conn.seen(current.req_packed_commands(pipeline, offset, count).await)
-            }),
+            Self::Cluster(conn) => Box::pin(conn.call(move |mut current| async move {
+                current.req_packed_commands(pipeline, offset, count).await
+            })),
             Self::Sentinel(conn) => Box::pin(conn.pipeline(pipeline, offset, count)),
         };
         traced(call, || "PIPELINE".to_owned())
