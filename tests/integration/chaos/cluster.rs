@@ -70,14 +70,7 @@ async fn shard_primary_killed_under_load(
         .await;
     }
     let promoted = cluster.kill_cut_off(cut).await;
-    let killed = Instant::now() - promoted;
-    let serving = serving_again(&nodes, killed).await;
-    let before = load.answered();
-    load.flowing("answers after the failover", before, ANSWERS)
-        .await;
-    let ledger = load.stop().await;
-    let client = nodes[0].client().await;
-    let report = load::check(&client, &ledger, &receiver).await;
+    let (serving, report) = super::after_the_failover(&nodes, load, &receiver, promoted).await;
     eprintln!(
         "cluster shard primary killed ({extra:?}): promoted after {promoted:?}, every node \
          serving after {serving:?} (both from the kill); {report:?}"

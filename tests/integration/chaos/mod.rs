@@ -74,6 +74,25 @@ async fn serving_again(nodes: &[ServeProcess], since: Instant) -> Duration {
     since.elapsed()
 }
 
+/// After a failover that promoted a replica `promoted` after the kill: how long after
+/// the kill every node served again, and once the load flowed again and stopped, what
+/// it lost.
+async fn after_the_failover(
+    nodes: &[ServeProcess],
+    load: Load,
+    receiver: &crate::webhooks::Receiver,
+    promoted: Duration,
+) -> (Duration, Report) {
+    let killed = Instant::now() - promoted;
+    let serving = serving_again(nodes, killed).await;
+    let before = load.answered();
+    load.flowing("answers after the failover", before, ANSWERS)
+        .await;
+    let ledger = load.stop().await;
+    let client = nodes[0].client().await;
+    (serving, load::check(&client, &ledger, receiver).await)
+}
+
 /// The primary's death under load: agents ask and humans answer on two nodes, the
 /// replicas lose their link to the primary for [`CUT_OFF`] (asynchronous replication
 /// falls behind so), the primary is killed and the Sentinels promote a replica.
@@ -96,14 +115,7 @@ async fn primary_killed_under_load(extra: &[&str]) -> Report {
     // The load goes on while the primary is alone.
     tokio::time::sleep(CUT_OFF).await;
     let promoted = redis.kill_primary().await;
-    let killed = Instant::now() - promoted;
-    let serving = serving_again(&nodes, killed).await;
-    let before = load.answered();
-    load.flowing("answers after the failover", before, ANSWERS)
-        .await;
-    let ledger = load.stop().await;
-    let client = nodes[0].client().await;
-    let report = load::check(&client, &ledger, &receiver).await;
+    let (serving, report) = after_the_failover(&nodes, load, &receiver, promoted).await;
     eprintln!(
         "primary killed ({extra:?}): promoted after {promoted:?}, every node serving after \
          {serving:?}; {report:?}"

@@ -89,19 +89,8 @@ pub fn unavailable(error: redis::RedisError) -> Error {
     }
     // A cluster changing shape (a failover, slots moving) is as passing as a lost
     // connection: the call may be retried.
-    let moving = matches!(
-        error.kind(),
-        redis::ErrorKind::Server(
-            redis::ServerErrorKind::ReadOnly
-                | redis::ServerErrorKind::Moved
-                | redis::ServerErrorKind::Ask
-                | redis::ServerErrorKind::TryAgain
-                | redis::ServerErrorKind::ClusterDown
-                | redis::ServerErrorKind::MasterDown
-        ) | redis::ErrorKind::ClusterConnectionNotFound
-    );
     if error.is_io_error()
-        || moving
+        || cluster_moving(&error)
         || error.is_connection_dropped()
         || error.is_connection_refusal()
         || error.is_timeout()
@@ -138,18 +127,23 @@ struct TenantPart {
 /// down, or no connection was made. (A timeout or a dropped connection leaves unknown
 /// whether it ran.)
 fn did_not_run(error: &redis::RedisError) -> bool {
-    error.is_connection_refusal()
-        || matches!(
-            error.kind(),
-            redis::ErrorKind::Server(
-                redis::ServerErrorKind::ReadOnly
-                    | redis::ServerErrorKind::Moved
-                    | redis::ServerErrorKind::Ask
-                    | redis::ServerErrorKind::TryAgain
-                    | redis::ServerErrorKind::ClusterDown
-                    | redis::ServerErrorKind::MasterDown
-            ) | redis::ErrorKind::ClusterConnectionNotFound
-        )
+    error.is_connection_refusal() || cluster_moving(error)
+}
+
+/// Whether `error` is a refusal a changing cluster gives (a redirect, a shard down or
+/// read-only, no connection to the slot's node): the command did not run.
+fn cluster_moving(error: &redis::RedisError) -> bool {
+    matches!(
+        error.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::ReadOnly
+                | redis::ServerErrorKind::Moved
+                | redis::ServerErrorKind::Ask
+                | redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::ClusterDown
+                | redis::ServerErrorKind::MasterDown
+        ) | redis::ErrorKind::ClusterConnectionNotFound
+    )
 }
 
 fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, Error> {
