@@ -659,6 +659,9 @@ async fn http2_connections_that_only_ping_are_closed() {
     let server = TestServer::start_with(config).await;
     let mut pinging = Vec::new();
     for _ in 0..4 {
+        // Before the connection: the node's idle clock starts when it accepts, which
+        // is before the handshake is done here.
+        let started = std::time::Instant::now();
         let stream = tokio::net::TcpStream::connect(server.addr)
             .await
             .expect("connect");
@@ -669,7 +672,6 @@ async fn http2_connections_that_only_ping_are_closed() {
             .handshake::<_, http_body_util::Empty<bytes::Bytes>>(TokioIo::new(stream))
             .await
             .expect("an HTTP/2 handshake");
-        let started = std::time::Instant::now();
         pinging.push(tokio::spawn(async move {
             let _sender = sender;
             let _ = connection.await;
