@@ -292,14 +292,14 @@ impl ClusterConn {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             (current.clone(), self.0.generation.subscribe())
         };
-        let result = tokio::select! {
-            result = call(conn) => result,
+        tokio::select! {
+            result = call(conn) => self.seen(result),
+            // Not a sign of a changing cluster (it is the cure of one): no rebuild.
             _ = replaced.changed() => Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
                 "the cluster connection was replaced while the call waited",
             ))),
-        };
-        self.seen(result)
+        }
     }
 
     async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
@@ -352,8 +352,10 @@ impl ClusterConn {
         let shared = self.0.clone();
         tokio::spawn(async move {
             // A connection made while the cluster is still failing over may map the dead
-            // primary: one takes over once the cluster settled, or after a few tries (a
+            // primary: one takes over once the cluster settled, or at the last try (a
             // fresh map is no worse than the current one; a shard may be down for good).
+            // Each take-over costs the calls then waiting and a pub/sub resync: no more
+            // than needed.
             for attempt in 1..=CLUSTER_REBUILDS {
                 let mut fresh = match shared.client.get_async_connection().await {
                     Ok(fresh) => fresh,
@@ -364,7 +366,7 @@ impl ClusterConn {
                     }
                 };
                 let settled = cluster_settled(&mut fresh).await;
-                if !settled && attempt % CLUSTER_REBUILDS_UNSETTLED != 0 {
+                if !settled && attempt < CLUSTER_REBUILDS {
                     tokio::time::sleep(CLUSTER_REBUILD_PAUSE).await;
                     continue;
                 }
@@ -433,15 +435,12 @@ impl ClusterShared {
 const RECONNECTED: &str = "askgate: reconnected from the seeds";
 
 /// Fresh connections one error may make, a [`CLUSTER_REBUILD_PAUSE`] apart, until
-/// the cluster settled (some 30 s); a later error starts over.
+/// the cluster settled (15 s at least: more than a failover takes with a
+/// `cluster-node-timeout` of a few seconds); a later error starts over.
 const CLUSTER_REBUILDS: usize = 60;
 
 /// The pause between two fresh connections of one rebuild.
 const CLUSTER_REBUILD_PAUSE: Duration = Duration::from_millis(250);
-
-/// Every this many fresh connections of one rebuild, one takes over even though the
-/// cluster has not settled.
-const CLUSTER_REBUILDS_UNSETTLED: usize = 8;
 
 /// Whether the cluster, as a node of it reached through `conn` sees it, serves every
 /// slot it serves from a primary that is up: none failing (`fail`, `fail?`) or cut

@@ -347,3 +347,45 @@ pub async fn rule_10_an_abandoned_ask_is_aborted(make: impl Make) {
     let err = backend.claim(&key("s"), &rpc_id, answered()).await;
     assert!(matches!(err, Err(Error::NotPending { .. })));
 }
+
+/// Rule 10 comes before the caps: a retry by request_id finds its ask, pending or
+/// ended, even while its tenant holds its most pending asks (the retry adds none).
+pub async fn rule_10_a_retry_finds_its_ask_at_a_full_tenant(make: impl Make) {
+    let (backend, _guard) = backend(
+        make,
+        StateConfig {
+            max_pending_per_tenant: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    let with_id =
+        |session: &str, request_id: &str| ask_with(session, |a| a.request_id = request_id.into());
+    let first = backend
+        .register(with_id("s1", "req-1"))
+        .await
+        .expect("register");
+    let full = backend.register(with_id("s2", "req-2")).await.map(|_| ());
+    assert!(matches!(full, Err(Error::TooManyPending(_))), "{full:?}");
+    let retry = backend
+        .register(with_id("s1", "req-1"))
+        .await
+        .expect("a retry joins its pending ask at a full tenant");
+    assert_eq!(retry.rpc_id, first.rpc_id);
+    backend
+        .claim(&key("s1"), &first.rpc_id, answered())
+        .await
+        .expect("claim");
+    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+
+    let _other = backend
+        .register(with_id("s2", "req-2"))
+        .await
+        .expect("room again");
+    let late = backend
+        .register(with_id("s1", "req-1"))
+        .await
+        .expect("a retry gets its recorded outcome at a full tenant");
+    assert_eq!(late.rpc_id, first.rpc_id);
+    assert_eq!(late.outcome.await.expect("outcome"), answered());
+}

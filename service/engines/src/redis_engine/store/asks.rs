@@ -39,9 +39,15 @@ impl RedisStore {
         let cluster = self.conn.is_cluster();
         let now = now_ms();
         let bytes = requested.encode_to_vec();
-        if cluster {
-            self.admit_on_cluster(key, &tenant, now, bytes.len())
-                .await?;
+        if cluster
+            && let Err(refused) = self.admit_on_cluster(key, &tenant, now, bytes.len()).await
+            && !self.request_known(&keys, request_id).await?
+        {
+            // A retry of a known request adds nothing: REGISTER finds it (rule 10
+            // before the caps, as on one Redis, where one script does both). A request
+            // whose record expires in between comes in as a new ask, one over the cap,
+            // as concurrent admissions may be.
+            return Err(refused);
         }
         let call = Call {
             key,
@@ -92,6 +98,20 @@ impl RedisStore {
             }),
             RegisterReply::Refused(refusal) => Err(self.refused(refusal)),
         }
+    }
+
+    /// Whether `request_id` names an ask of the session, pending or recorded.
+    async fn request_known(&self, keys: &SessionKeys, request_id: &str) -> Result<bool, Error> {
+        if request_id.is_empty() {
+            return Ok(false);
+        }
+        let state: Option<String> = redis::cmd("HGET")
+            .arg(keys.request(request_id))
+            .arg("state")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        Ok(matches!(state.as_deref(), Some("P" | "D")))
     }
 
     /// On a cluster the tenant's keys live in another slot: its caps are checked
