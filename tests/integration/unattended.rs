@@ -41,6 +41,29 @@ async fn until_unattended(client: &askgate_client::Client, session: &str) {
     .await;
 }
 
+/// Asks `ask` (in `session`) from `client`; once `events` (a subscription that sees
+/// the session) shows it, answers "yes" through `answerer`, and waits for the answer;
+/// the ask's rpc_id.
+async fn asked_and_answered(
+    client: &askgate_client::Client,
+    answerer: &mut askgate_client::Client,
+    events: &mut askgate_client::Events,
+    (session, ask): (&str, Ask),
+) -> String {
+    let mut asker = client.clone();
+    let call = tokio::spawn(async move { asker.ask(ask).await });
+    let rpc_id = next_requested(events).await;
+    answerer
+        .answer(session, &rpc_id, vec![answer::select("q", ["yes"])])
+        .await
+        .expect("answer");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    rpc_id
+}
+
 async fn rule_8_no_provider_when_nobody_follows_the_session() {
     let server = TestServer::start().await;
     let err = server
@@ -65,17 +88,8 @@ async fn rule_8_an_all_sessions_subscriber_attends_every_session() {
     let mut client = server.client().await;
     let mut all = client.subscribe_all().await.expect("subscribe all");
     until_synced(&mut all).await;
-    let mut asker = client.clone();
-    let call = tokio::spawn(async move { asker.ask(yes("any")).await });
-    let rpc_id = next_requested(&mut all).await;
-    client
-        .answer("any", &rpc_id, vec![answer::select("q", ["yes"])])
-        .await
-        .expect("answer");
-    within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
+    let asker = client.clone();
+    asked_and_answered(&asker, &mut client, &mut all, ("any", yes("any"))).await;
 }
 on_every_backend!(
     #[tokio::test]
@@ -87,20 +101,11 @@ async fn rule_8_no_error_within_the_reconnect_grace_then_no_provider() {
     let mut client = server.client().await;
     let events = subscribed(&mut client, "s").await;
     drop(events);
-    // The subscriber just left: the session is still attended.
-    let mut asker = client.clone();
-    let call = tokio::spawn(async move { asker.ask(yes("s")).await });
+    // The subscriber just left: the session is still attended (answered within the
+    // grace). The ask may come before or after this subscription: in its replay or live.
     let mut ui = server.client().await;
-    // The ask may come before or after this subscription: in its replay or live.
     let mut events = ui.subscribe_session("s").await.expect("subscribe");
-    let rpc_id = next_requested(&mut events).await;
-    ui.answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
-        .await
-        .expect("answer");
-    within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered within the grace");
+    asked_and_answered(&client, &mut ui, &mut events, ("s", yes("s"))).await;
     drop(events);
 
     // Once the grace is over, nobody attends the session any more.
@@ -119,20 +124,8 @@ async fn a_retry_after_the_human_left_gets_its_recorded_answer() {
     let mut client = server.client().await;
     let mut events = subscribed(&mut client, "s").await;
     let retried = yes("s").request_id("r");
-    let mut asker = client.clone();
-    let call = tokio::spawn({
-        let ask = retried.clone();
-        async move { asker.ask(ask).await }
-    });
-    let rpc_id = next_requested(&mut events).await;
-    client
-        .answer("s", &rpc_id, vec![answer::select("q", ["yes"])])
-        .await
-        .expect("answer");
-    within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
+    let asker = client.clone();
+    let rpc_id = asked_and_answered(&asker, &mut client, &mut events, ("s", retried.clone())).await;
     drop(events);
 
     until_unattended(&client, "s").await;

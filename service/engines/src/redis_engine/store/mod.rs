@@ -290,15 +290,21 @@ impl RedisStore {
     ///
     /// `count` false announces the ask only (a retried registration that found its ask
     /// pending: whether its first tenant part counted it is unknown).
+    /// Such an announcement is not retried in the background: the caller's next retry
+    /// announces again (a task per retry would let one agent's retries pile up).
     async fn tenant_part(&self, part: TenantPart, count: bool) {
         if let Err(e) = self.run_tenant_part(&part, count).await {
+            if !count {
+                tracing::warn!(tenant = %part.key.tenant, "announcing an ask again failed: {e}");
+                return;
+            }
             tracing::warn!(
                 tenant = %part.key.tenant,
                 "the tenant's part of a script failed; retrying it: {e}"
             );
             // A claim's part counts again whatever the failure: a claim counted twice
             // leaves the tenant's counts low, never high (see `retry_tenant_part`).
-            let count = count && (part.claimed || did_not_run(&e));
+            let count = part.claimed || did_not_run(&e);
             let store = self.clone();
             tokio::spawn(async move { store.retry_tenant_part(part, count).await });
         }
