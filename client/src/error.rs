@@ -46,6 +46,37 @@ impl Error {
         Status::from_error(Box::new(error)).into()
     }
 
+    /// Whether the call never reached an askgate server: UNAVAILABLE with no askgate
+    /// reason (nothing listens, the name does not resolve, TLS failed, the connection
+    /// broke).
+    pub fn is_unreachable(&self) -> bool {
+        self.reason == Reason::Unspecified && self.code() == Code::Unavailable
+    }
+
+    /// This error, if the server at `target` was unreachable, said as a person needs
+    /// it: the address, every cause (tonic's own message is only "tcp connect error"),
+    /// and whether `askgate serve` runs there. Any other error is returned as it is.
+    pub fn at(self, target: &str) -> Self {
+        if !self.is_unreachable() {
+            return self;
+        }
+        let mut causes = vec![self.status.message().to_owned()];
+        let mut source = std::error::Error::source(&self.status);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !causes.iter().any(|known| known.contains(&text)) {
+                causes.push(text);
+            }
+            source = cause.source();
+        }
+        causes.retain(|c| !c.is_empty() && c != "transport error");
+        Status::unavailable(format!(
+            "cannot reach askgate at {target} ({}): is `askgate serve` running there?",
+            causes.join(": ")
+        ))
+        .into()
+    }
+
     /// What went wrong, by name.
     pub fn reason(&self) -> Reason {
         self.reason

@@ -57,7 +57,7 @@ mod trace;
 
 pub use askgate_proto::v1 as proto;
 use proto::{
-    AnswerRequest, AskResponse, CancelRequest, CancelSource, CreateEndpointRequest,
+    AnswerRequest, AnswerResponse, AskResponse, CancelRequest, CancelSource, CreateEndpointRequest,
     DeleteEndpointRequest, Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest,
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
@@ -172,11 +172,12 @@ impl Client {
         endpoint: impl Into<String>,
         options: ConnectOptions,
     ) -> Result<Self, Error> {
+        let endpoint = endpoint.into();
         let channel = options
-            .endpoint(endpoint.into())?
+            .endpoint(endpoint.clone())?
             .connect()
             .await
-            .map_err(Error::transport)?;
+            .map_err(|e| Error::transport(e).at(&endpoint))?;
         Ok(Self::new(channel).authorized(options.authorization()?))
     }
 
@@ -364,13 +365,25 @@ impl Client {
         rpc_id: &str,
         answers: Vec<QuestionAnswer>,
     ) -> Result<(), Error> {
+        self.answer_counted(session_id, rpc_id, answers).await?;
+        Ok(())
+    }
+
+    /// [`Client::answer`], telling what the answer did: on a quorum ask that needs
+    /// more approvers it is a vote, and the response counts the `votes` so far of the
+    /// `needed` (both 0 when the answer resolved the ask).
+    pub async fn answer_counted(
+        &mut self,
+        session_id: &str,
+        rpc_id: &str,
+        answers: Vec<QuestionAnswer>,
+    ) -> Result<AnswerResponse, Error> {
         let request = self.request(AnswerRequest {
             session_id: session_id.to_owned(),
             rpc_id: rpc_id.to_owned(),
             answers,
         });
-        self.inner.answer(request).await?;
-        Ok(())
+        Ok(self.inner.answer(request).await?.into_inner())
     }
 
     /// Closes a pending ask without an answer; `reason` (may be empty) reaches the

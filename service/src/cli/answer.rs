@@ -62,34 +62,7 @@ impl AnswerArgs {
                 json::from_json("askgate.v1.AnswerRequest", text).map_err(|e| format!("{e:#}"))?;
             return Ok(request.answers);
         }
-        let mut answers: Vec<QuestionAnswer> = Vec::new();
-        let mut entry = |id: &str| -> usize {
-            match answers.iter().position(|a| a.id == id) {
-                Some(i) => i,
-                None => {
-                    answers.push(answer::skip(id));
-                    answers.len() - 1
-                }
-            }
-        };
-        let mut picks = Vec::new();
-        for (id, label) in &self.select {
-            picks.push((entry(id), Some(label), None));
-        }
-        for (id, text) in &self.text {
-            picks.push((entry(id), None, Some(text)));
-        }
-        for id in &self.skip {
-            entry(id);
-        }
-        for (i, label, text) in picks {
-            if let Some(label) = label {
-                answers[i].selected.push(label.clone());
-            }
-            if let Some(text) = text {
-                answers[i].custom = Some(text.clone());
-            }
-        }
+        let answers = answers_of(&self.select, &self.text, &self.skip);
         if answers.is_empty() {
             return Err("give --select, --text or --skip per question, --json, or --cancel".into());
         }
@@ -120,14 +93,27 @@ pub async fn run(args: AnswerArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     let result = match args.cancel {
-        true => client.cancel(&session, &rpc_id, &args.reason).await,
-        false => client.answer(&session, &rpc_id, answers).await,
+        true => client
+            .cancel(&session, &rpc_id, &args.reason)
+            .await
+            .map(|()| format!("cancelled ask {rpc_id} in session {session}")),
+        false => client
+            .answer_counted(&session, &rpc_id, answers)
+            .await
+            .map(|response| match response.needed {
+                0 => format!("answered ask {rpc_id} in session {session}"),
+                needed => format!(
+                    "recorded your vote on ask {rpc_id} in session {session}: {} of {needed} \
+                     approvals; it resolves when {} more give the same answers",
+                    response.votes,
+                    needed.saturating_sub(response.votes)
+                ),
+            }),
     };
     match result {
-        Ok(()) => {
+        Ok(done) => {
             // Said on stderr: stdout stays for data, as with the other commands.
-            let done = if args.cancel { "cancelled" } else { "answered" };
-            eprintln!("askgate: {done} ask {rpc_id} in session {session}");
+            eprintln!("askgate: {done}");
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e),
@@ -195,6 +181,44 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
             None => fail_local(format!("{e:#}"), 1),
         },
     }
+}
+
+/// One answer per question id, in first-mention order, from `ID=LABEL` picks (repeat
+/// an id for several labels), `ID=TEXT` free texts and skipped ids.
+pub(super) fn answers_of(
+    select: &[(String, String)],
+    text: &[(String, String)],
+    skip: &[String],
+) -> Vec<QuestionAnswer> {
+    let mut answers: Vec<QuestionAnswer> = Vec::new();
+    let mut entry = |id: &str| -> usize {
+        match answers.iter().position(|a| a.id == id) {
+            Some(i) => i,
+            None => {
+                answers.push(answer::skip(id));
+                answers.len() - 1
+            }
+        }
+    };
+    let mut picks = Vec::new();
+    for (id, label) in select {
+        picks.push((entry(id), Some(label), None));
+    }
+    for (id, text) in text {
+        picks.push((entry(id), None, Some(text)));
+    }
+    for id in skip {
+        entry(id);
+    }
+    for (i, label, text) in picks {
+        if let Some(label) = label {
+            answers[i].selected.push(label.clone());
+        }
+        if let Some(text) = text {
+            answers[i].custom = Some(text.clone());
+        }
+    }
+    answers
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 use std::{process::ExitCode, time::Duration};
 
 use askgate_client::{Ask, Reason, question};
-use askgate_proto::v1::{AskRequest, Unattended};
+use askgate_proto::v1::{Action, AskRequest, Quorum, Resolution, Unattended};
 use clap::Args;
 
-use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration, parse_pair};
-use super::json;
+use super::common::{
+    ConnectArgs, EXIT_DEFAULTED, EXIT_USAGE, fail, fail_local, parse_duration, parse_pair,
+};
+use super::{answer, json};
 
 #[derive(Debug, Clone, Args)]
 pub struct AskArgs {
@@ -53,8 +55,9 @@ pub struct AskArgs {
     /// The incarnation printed by `askgate attach`.
     #[arg(long, env = "ASKGATE_INCARNATION", requires = "agent_id")]
     pub incarnation: Option<String>,
-    /// Idempotency key: a retry with the same session and request id joins the same
-    /// ask, or gets its answer. Default: a fresh one per call.
+    /// Idempotency key: a retry with the same session, request id and questions joins
+    /// the same ask, or gets its answer (other questions: REQUEST_ID_REUSED). Default:
+    /// the --json file's request_id, else a fresh one per call.
     #[arg(long)]
     pub request_id: Option<String>,
     /// How long the question stays answerable if this process dies, for a rerun with
@@ -82,6 +85,32 @@ pub struct AskArgs {
     /// Escalate once this long after the ask if it is still pending (at least 1s).
     #[arg(long, value_parser = parse_duration)]
     pub escalate_after: Option<Duration>,
+    /// Approval: the action the answer approves, e.g. `deploy` (docs/approvals.md);
+    /// the first option of the first question approves it, and an approving answer
+    /// carries a signed receipt for it.
+    #[arg(long)]
+    pub action: Option<String>,
+    /// The action's arguments: a JSON object, or `@FILE` (`@-` for stdin).
+    #[arg(long, requires = "action")]
+    pub arguments: Option<String>,
+    /// Distinct people whose same answers resolve the ask (2 to 10).
+    #[arg(long)]
+    pub quorum: Option<u32>,
+    /// How long the ask stays answerable whatever its caller does; then it resolves
+    /// with its --default answers (DEFAULTED, exit code 10), or ASK_EXPIRED.
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+    /// The answer given when the --ttl runs out: `QUESTION_ID=LABEL`; repeat for
+    /// several labels or questions.
+    #[arg(long = "default", value_parser = parse_pair)]
+    pub default_select: Vec<(String, String)>,
+    /// A free-text default answer: `QUESTION_ID=TEXT`.
+    #[arg(long, value_parser = parse_pair)]
+    pub default_text: Vec<(String, String)>,
+    /// Only this channel may resolve the ask (`console`, `cli`, `tui`, `slack`,
+    /// `telegram`, `email`, `mcp`, `grpc`, ...); repeat for several.
+    #[arg(long = "allowed-channel")]
+    pub allowed_channels: Vec<String>,
 }
 
 impl AskArgs {
@@ -142,7 +171,50 @@ impl AskArgs {
                 escalate_after_ms: ms(self.escalate_after)?,
             });
         }
+        self.approval(&mut request)?;
         Ok(request)
+    }
+
+    /// The approval fields the flags give, over those of --json.
+    fn approval(&self, request: &mut AskRequest) -> Result<(), String> {
+        if let Some(name) = &self.action {
+            let arguments_json = match self.arguments.as_deref() {
+                None => String::new(),
+                Some(arguments) => {
+                    let text = match arguments.strip_prefix('@') {
+                        Some(path) => json::read_input(path)
+                            .map_err(|e| format!("--arguments {arguments}: {e:#}"))?,
+                        None => arguments.to_owned(),
+                    };
+                    // Said here, not by the server's BAD_REQUEST after the connect.
+                    let value: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("--arguments is not JSON: {e}"))?;
+                    if !value.is_object() {
+                        return Err("--arguments must be a JSON object".into());
+                    }
+                    text
+                }
+            };
+            request.action = Some(Box::new(Action {
+                name: name.clone(),
+                arguments_json,
+                approving_answers: Vec::new(),
+            }));
+        }
+        if let Some(count) = self.quorum {
+            request.quorum = Some(Quorum { count });
+        }
+        if let Some(ttl) = self.ttl {
+            request.ttl_ms = u64::try_from(ttl.as_millis()).map_err(|_| "--ttl is too long")?;
+        }
+        let defaults = answer::answers_of(&self.default_select, &self.default_text, &[]);
+        if !defaults.is_empty() {
+            request.default_answers = defaults;
+        }
+        if !self.allowed_channels.is_empty() {
+            request.allowed_channels = self.allowed_channels.clone();
+        }
+        Ok(())
     }
 }
 
@@ -151,22 +223,37 @@ pub async fn run(args: AskArgs) -> ExitCode {
         Ok(request) => request,
         Err(e) => return fail_local(e, EXIT_USAGE),
     };
+    // The first connect is retried like any attempt, within --retry-for: an agent
+    // started before its server waits for it. Said at once, as a person needs it.
     let mut client = match args.connect.connect().await {
         Ok(client) => client,
+        Err(e) if e.is_unreachable() && !args.retry_for.is_zero() => {
+            eprintln!(
+                "askgate: {}\naskgate: retrying for up to {} (--retry-for)",
+                e.message(),
+                humantime::format_duration(args.retry_for)
+            );
+            match args.connect.connect_lazy() {
+                Ok(client) => client,
+                Err(e) => return fail(&e),
+            }
+        }
         Err(e) => return fail(&e),
     };
     let session = request.session_id.clone();
+    // --request-id, else the JSON's, else a fresh one. Named here, so that the waiting
+    // line can give it: running the same file again finds the same ask.
+    let request_id = match (&args.request_id, request.request_id.as_str()) {
+        (Some(flag), _) => flag.clone(),
+        (None, "") => uuid::Uuid::new_v4().to_string(),
+        (None, from_json) => from_json.to_owned(),
+    };
     let mut ask = Ask::from(request)
         .reattach_grace(args.reattach_grace)
         .retry_for(args.retry_for);
     if let Some(timeout) = args.timeout {
         ask = ask.timeout(timeout);
     }
-    // Named here, so that the waiting line can give it.
-    let request_id = args
-        .request_id
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     ask = ask.request_id(&request_id);
     if let (Some(agent_id), Some(incarnation)) = (&args.agent_id, &args.incarnation) {
         ask = ask.agent(agent_id, incarnation);
@@ -183,6 +270,13 @@ pub async fn run(args: AskArgs) -> ExitCode {
         Ok(response) => match json::to_json("askgate.v1.AskResponse", &response) {
             Ok(line) => {
                 println!("{line}");
+                if response.resolution() == Resolution::Defaulted {
+                    eprintln!(
+                        "askgate: nobody answered within the ask's ttl: it resolved with its \
+                         default answers (DEFAULTED, exit code {EXIT_DEFAULTED})"
+                    );
+                    return ExitCode::from(EXIT_DEFAULTED);
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail_local(format!("{e:#}"), 1),
@@ -199,7 +293,7 @@ pub async fn run(args: AskArgs) -> ExitCode {
                         .unwrap_or_default()
                 );
             }
-            fail(&e)
+            fail(&e.at(&args.connect.url()))
         }
     }
 }

@@ -127,7 +127,13 @@ impl ScopeArgs {
 /// Exit code for invalid command lines and configuration (EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
 
-/// The exit code of a failed client call.
+/// Exit code of `ask` when nobody answered in time and the ask resolved with its
+/// default answers (DEFAULTED): the answers are printed, as for an answer, but a
+/// script must not take them for a person's.
+pub const EXIT_DEFAULTED: u8 = 10;
+
+/// The exit code of a failed client call. Every reason is decided here: the match
+/// names each one, so that a new reason cannot fall through to 1 unnoticed.
 pub fn exit_code(error: &askgate_client::Error) -> u8 {
     match error.reason() {
         Reason::AskCancelled => 3,
@@ -145,11 +151,16 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::TooManyWebhooks
         | Reason::RateLimited
         | Reason::Unauthenticated
-        | Reason::PermissionDenied => 7,
+        | Reason::PermissionDenied
+        | Reason::AlreadyApproved
+        | Reason::SelfApproval
+        | Reason::ChannelNotAllowed
+        | Reason::RequestIdReused => 7,
         Reason::NotPending | Reason::NotFound | Reason::ReceiptConsumed => 8,
         Reason::ShuttingDown | Reason::BackendUnavailable => 9,
-        _ if error.code() == Code::Unavailable => 9,
-        _ => 1,
+        // No askgate reason: the transport's code decides (unreachable, or a proxy).
+        Reason::Unspecified if error.code() == Code::Unavailable => 9,
+        Reason::Unspecified | Reason::Internal => 1,
     }
 }
 
@@ -216,6 +227,19 @@ pub(crate) fn parse_duration(value: &str) -> Result<Duration, String> {
 /// their defaults from the config types, which write each one once.
 pub(crate) fn span(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
+}
+
+/// A switch written `on` or `off` (as the help says; `true`/`false`, `yes`/`no` and
+/// `1`/`0` are taken as well, unlisted).
+pub(crate) fn on_off() -> impl clap::builder::TypedValueParser<Value = bool> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    let hidden = ["true", "false", "yes", "no", "1", "0"].map(|v| PossibleValue::new(v).hide(true));
+    PossibleValuesParser::new(
+        [PossibleValue::new("on"), PossibleValue::new("off")]
+            .into_iter()
+            .chain(hidden),
+    )
+    .map(|value| matches!(value.as_str(), "on" | "true" | "yes" | "1"))
 }
 
 /// Splits `KEY=VALUE`.

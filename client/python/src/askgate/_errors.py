@@ -46,6 +46,7 @@ class Reason(str, enum.Enum):
     SELF_APPROVAL = "SELF_APPROVAL"
     CHANNEL_NOT_ALLOWED = "CHANNEL_NOT_ALLOWED"
     RECEIPT_CONSUMED = "RECEIPT_CONSUMED"
+    REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

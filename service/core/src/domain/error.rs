@@ -103,6 +103,31 @@ impl fmt::Display for Listed<'_> {
     }
 }
 
+/// The text of ASK_CANCELLED: a person's cancel keeps the seed's words (agents know
+/// them); approvers who disagreed did not cancel, and are not called "the user".
+fn cancelled_text(reason: Option<&str>, origin: CancelSource) -> String {
+    let reason = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    match origin {
+        CancelSource::ApproversDisagreed => format!("the question was not answered{reason}"),
+        CancelSource::Unspecified | CancelSource::UiClosed => {
+            format!("the user cancelled the question{reason}")
+        }
+    }
+}
+
+/// The text of CHANNEL_NOT_ALLOWED, naming where the ask may be resolved.
+fn channel_text(allowed: &[String]) -> String {
+    match allowed {
+        [] => "this ask holds a secret question, which no chat channel answers: answer it in \
+               the console or a terminal"
+            .to_owned(),
+        allowed => format!(
+            "this ask cannot be resolved from this channel: only from {}",
+            allowed.join(", ")
+        ),
+    }
+}
+
 /// How a finished ask ended, for NOT_PENDING: lets a second UI tell "someone else
 /// answered" from "never existed".
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +206,7 @@ pub enum Error {
         "human interaction is unavailable while the calling agent is owned by another live agent; include the unresolved question or decision in the child agent's final result"
     )]
     DelegatedCaller,
-    #[error("the user cancelled the question{}", .reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    #[error("{}", cancelled_text(reason.as_deref(), *origin))]
     AskCancelled {
         reason: Option<String>,
         /// Who cancelled: a person, or an answering UI closing (metadata `cancel_source`).
@@ -198,11 +223,18 @@ pub enum Error {
     AlreadyApproved,
     #[error("the asker cannot approve its own quorum ask")]
     SelfApproval,
-    #[error("this ask cannot be resolved from this channel")]
-    ChannelNotAllowed,
+    /// `allowed`: the only channels that may resolve it (empty: the ask holds a secret
+    /// question, which no chat channel answers).
+    #[error("{}", channel_text(allowed))]
+    ChannelNotAllowed { allowed: Vec<String> },
     /// The receipt was consumed before, at `consumed_at` (RFC 3339).
     #[error("this receipt was already used")]
     ReceiptConsumed { consumed_at: String },
+    /// The request_id names an ask with other questions (or another action).
+    #[error(
+        "this request_id was used for a different ask in this session: a retry must send the same questions and action, a new ask needs a new request_id"
+    )]
+    RequestIdReused,
     #[error("too many pending questions: {0}")]
     TooManyPending(String),
     #[error("too many subscribers: {0}")]
@@ -254,8 +286,9 @@ impl Error {
             Self::NotPending { .. } => ErrorReason::NotPending,
             Self::AlreadyApproved => ErrorReason::AlreadyApproved,
             Self::SelfApproval => ErrorReason::SelfApproval,
-            Self::ChannelNotAllowed => ErrorReason::ChannelNotAllowed,
+            Self::ChannelNotAllowed { .. } => ErrorReason::ChannelNotAllowed,
             Self::ReceiptConsumed { .. } => ErrorReason::ReceiptConsumed,
+            Self::RequestIdReused => ErrorReason::RequestIdReused,
             Self::TooManyPending(_) => ErrorReason::TooManyPending,
             Self::TooManySubscribers(_) => ErrorReason::TooManySubscribers,
             Self::TooManyAgents(_) => ErrorReason::TooManyAgents,

@@ -141,6 +141,53 @@ impl NewAsk {
             traceparent: String::new(),
         }
     }
+
+    /// What makes a retry the same ask (docs/protocol.md, Semantics 10): its questions
+    /// and the digest of its action. A request_id already known in the session with
+    /// another fingerprint is REQUEST_ID_REUSED.
+    pub fn fingerprint(&self) -> Fingerprint {
+        use prost::Message as _;
+        use sha2::{Digest as _, Sha256};
+        let mut hasher = Sha256::new();
+        for question in &self.questions {
+            // Each question's length first: no two batches encode to the same bytes.
+            let encoded = question.encode_length_delimited_to_vec();
+            hasher.update(&encoded);
+        }
+        hasher.update([0]);
+        hasher.update(self.action_digest.as_bytes());
+        let digest = hasher.finalize();
+        let mut bytes = [0; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Fingerprint(bytes)
+    }
+}
+
+/// The first 16 bytes of a SHA-256 over an ask's questions and action digest
+/// ([`NewAsk::fingerprint`]): stored with its request_id, so that the id names one
+/// ask only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 16]);
+
+impl Fingerprint {
+    /// Lowercase hex, as a store without binary values keeps it.
+    pub fn to_hex(self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// From [`Self::to_hex`]'s form; None for anything else.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let mut bytes = [0; 16];
+        hex::decode_to_slice(text, &mut bytes).ok()?;
+        Some(Self(bytes))
+    }
+
+    /// Whether a retry with this fingerprint is the ask recorded with `recorded`. A
+    /// record without one (kept by an older askgate, or an abort that overtook its
+    /// ask) matches any.
+    pub fn matches(self, recorded: Option<Self>) -> bool {
+        recorded.is_none_or(|recorded| recorded == self)
+    }
 }
 
 /// How a pending ask ended: delivered to the waiting `Ask` and broadcast as `resolved`.

@@ -25,7 +25,9 @@ pub fn code(error: &Error) -> Code {
         | Error::CallerNotLive
         | Error::DelegatedCaller
         | Error::ReceiptConsumed { .. } => Code::FailedPrecondition,
-        Error::DuplicateProvider | Error::AlreadyApproved => Code::AlreadyExists,
+        Error::DuplicateProvider | Error::AlreadyApproved | Error::RequestIdReused => {
+            Code::AlreadyExists
+        }
         Error::AskCancelled { .. } => Code::Aborted,
         Error::AskAborted => Code::Cancelled,
         Error::AskExpired => Code::DeadlineExceeded,
@@ -37,7 +39,7 @@ pub fn code(error: &Error) -> Code {
         | Error::TooManySessions(_)
         | Error::RateLimited(_) => Code::ResourceExhausted,
         Error::Unauthenticated(_) => Code::Unauthenticated,
-        Error::PermissionDenied(_) | Error::SelfApproval | Error::ChannelNotAllowed => {
+        Error::PermissionDenied(_) | Error::SelfApproval | Error::ChannelNotAllowed { .. } => {
             Code::PermissionDenied
         }
         Error::ShuttingDown | Error::BackendUnavailable(_) => Code::Unavailable,
@@ -225,8 +227,14 @@ mod tests {
             (Error::Unauthenticated("x".into()), Code::Unauthenticated),
             (Error::PermissionDenied("x".into()), Code::PermissionDenied),
             (Error::AlreadyApproved, Code::AlreadyExists),
+            (Error::RequestIdReused, Code::AlreadyExists),
             (Error::SelfApproval, Code::PermissionDenied),
-            (Error::ChannelNotAllowed, Code::PermissionDenied),
+            (
+                Error::ChannelNotAllowed {
+                    allowed: Vec::new(),
+                },
+                Code::PermissionDenied,
+            ),
             (
                 Error::ReceiptConsumed {
                     consumed_at: String::new(),

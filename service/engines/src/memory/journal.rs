@@ -22,7 +22,7 @@ use askgate_core::{
         events::Message,
         hooks::records::{DeliveryRecord, EndpointRecord, TimerRecord},
     },
-    domain::{Error, SessionKey},
+    domain::{Error, Fingerprint, SessionKey},
 };
 use tokio::sync::{Notify, oneshot, watch};
 
@@ -51,11 +51,12 @@ pub enum Change {
         rpc_id: String,
         votes: askgate_core::domain::quorum::Votes,
     },
-    /// The request id names the pending ask `rpc_id`.
+    /// The request id names the pending ask `rpc_id`, sent with `fingerprint`.
     RequestPending {
         key: SessionKey,
         request_id: Arc<str>,
         rpc_id: String,
+        fingerprint: Option<Fingerprint>,
     },
     /// The request id's ask ended with `resolved`, remembered until `expires`.
     RequestDone {
@@ -63,6 +64,7 @@ pub enum Change {
         request_id: Arc<str>,
         resolved: Message,
         expires: SystemTime,
+        fingerprint: Option<Fingerprint>,
     },
     /// The request id's record expired.
     RequestExpired {
@@ -399,6 +401,8 @@ pub struct StoredRequest {
     pub key: SessionKey,
     pub request_id: Arc<str>,
     pub state: StoredRequestState,
+    /// The fingerprint of the ask it was sent with (none when the store kept none).
+    pub fingerprint: Option<Fingerprint>,
 }
 
 #[derive(Debug)]

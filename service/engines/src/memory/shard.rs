@@ -11,7 +11,7 @@ use std::{
 use askgate_core::{
     backend::events::Message,
     backend::{Registered, RequestAbort, events},
-    domain::{Outcome, SessionKey},
+    domain::{Error, Fingerprint, Outcome, SessionKey},
 };
 use askgate_proto::v1::subscribe_response::Event;
 use tokio::{sync::oneshot, time::Instant};
@@ -36,10 +36,12 @@ pub(super) struct Shard {
 /// A request id in its session; the id shared by the map and the expiry queue.
 pub(super) type RequestKey = (SessionKey, Arc<str>);
 
-/// What a request id names.
+/// What a request id names, with the fingerprint of the ask it was sent with (none
+/// for an abort that came first, or a record an older askgate kept).
 enum RequestState {
     Pending {
         rpc_id: String,
+        fingerprint: Option<Fingerprint>,
     },
     /// The ask's `resolved` event, the one in the history (it holds the rpc_id and
     /// the outcome): a finished request costs its key and a reference.
@@ -48,7 +50,16 @@ enum RequestState {
         expires: Instant,
         /// What it counts against its tenant's byte budget until it expires.
         bytes: u64,
+        fingerprint: Option<Fingerprint>,
     },
+}
+
+impl RequestState {
+    fn fingerprint(&self) -> Option<Fingerprint> {
+        match self {
+            Self::Pending { fingerprint, .. } | Self::Done { fingerprint, .. } => *fingerprint,
+        }
+    }
 }
 
 impl Shard {
@@ -162,7 +173,7 @@ impl Shard {
     /// (its outcome still kept); None when the request id is free.
     pub(super) fn known_request(&self, key: &SessionKey, request_id: &str) -> Option<RequestAbort> {
         match self.request(key, request_id)? {
-            RequestState::Pending { rpc_id } => Some(RequestAbort::Pending(rpc_id.clone())),
+            RequestState::Pending { rpc_id, .. } => Some(RequestAbort::Pending(rpc_id.clone())),
             RequestState::Done { expires, .. } if *expires > Instant::now() => {
                 Some(RequestAbort::Ended)
             }
@@ -170,11 +181,25 @@ impl Shard {
         }
     }
 
-    /// The request id names the pending ask `rpc_id`.
-    pub(super) fn record_pending(&mut self, key: &SessionKey, request_id: Arc<str>, rpc_id: &str) {
+    /// The fingerprint the request id's ask was sent with, if it has one.
+    pub(super) fn fingerprint_of(&self, key: &SessionKey, request_id: &str) -> Option<Fingerprint> {
+        self.request(key, request_id)?.fingerprint()
+    }
+
+    /// The request id names the pending ask `rpc_id`, sent with `fingerprint`.
+    pub(super) fn record_pending(
+        &mut self,
+        key: &SessionKey,
+        request_id: Arc<str>,
+        rpc_id: &str,
+        fingerprint: Option<Fingerprint>,
+    ) {
         let rpc_id = rpc_id.to_owned();
-        self.requests
-            .insert((key.clone(), request_id), RequestState::Pending { rpc_id });
+        let state = RequestState::Pending {
+            rpc_id,
+            fingerprint,
+        };
+        self.requests.insert((key.clone(), request_id), state);
     }
 
     /// The request id's ask ended with `resolved`, remembered until `expires`.
@@ -187,6 +212,7 @@ impl Shard {
         resolved: Message,
         expires: Instant,
         bytes: u64,
+        fingerprint: Option<Fingerprint>,
     ) {
         let request = (key.clone(), request_id);
         self.request_expiry.push_back((expires, request.clone()));
@@ -196,6 +222,7 @@ impl Shard {
                 resolved,
                 expires,
                 bytes,
+                fingerprint,
             },
         );
     }
@@ -237,17 +264,33 @@ impl Shard {
     }
 
     /// A retry of a known request: joins its pending ask or returns its recorded
-    /// outcome. `None` when the request is new (or its record expired).
-    pub(super) fn rejoin(&mut self, key: &SessionKey, request_id: &str) -> Option<Registered> {
+    /// outcome; REQUEST_ID_REUSED when the request id was sent with another ask.
+    /// `None` when the request is new (or its record expired).
+    pub(super) fn rejoin(
+        &mut self,
+        key: &SessionKey,
+        request_id: &str,
+        fingerprint: Fingerprint,
+    ) -> Option<Result<Registered, Error>> {
         let (outcome_tx, outcome) = oneshot::channel();
-        match self.request(key, request_id)? {
-            RequestState::Pending { rpc_id } => {
+        let request = self.request(key, request_id)?;
+        if let RequestState::Done { expires, .. } = request
+            && *expires <= Instant::now()
+        {
+            return None;
+        }
+        if !fingerprint.matches(request.fingerprint()) {
+            debug!(request_id, "a request id was sent again with another ask");
+            return Some(Err(Error::RequestIdReused));
+        }
+        match request {
+            RequestState::Pending { rpc_id, .. } => {
                 let rpc_id = rpc_id.clone();
                 if !self.session_mut(key)?.join(&rpc_id, outcome_tx) {
                     return None;
                 }
                 debug!(%rpc_id, request_id, "a retry joined its pending ask");
-                Some(Registered { rpc_id, outcome })
+                Some(Ok(Registered { rpc_id, outcome }))
             }
             RequestState::Done {
                 resolved, expires, ..
@@ -257,10 +300,10 @@ impl Shard {
                 };
                 let _ = outcome_tx.send(events::outcome_of(resolved));
                 debug!(rpc_id = %resolved.rpc_id, request_id, "a retry got its recorded outcome");
-                Some(Registered {
+                Some(Ok(Registered {
                     rpc_id: resolved.rpc_id.clone(),
                     outcome,
-                })
+                }))
             }
             RequestState::Done { .. } => None,
         }
@@ -274,16 +317,17 @@ impl Shard {
         now: Instant,
         wall: SystemTime,
     ) -> u64 {
+        let fingerprint = request.fingerprint;
         match request.state {
             StoredRequestState::Pending { rpc_id } => {
-                self.record_pending(&request.key, request.request_id, &rpc_id);
+                self.record_pending(&request.key, request.request_id, &rpc_id, fingerprint);
                 0
             }
             StoredRequestState::Done { resolved, expires } => match expires.duration_since(wall) {
                 Ok(left) => {
                     let bytes = outcome_bytes(&resolved);
                     let (key, id) = (request.key, request.request_id);
-                    self.record_done(&key, id, resolved, now + left, bytes);
+                    self.record_done(&key, id, resolved, now + left, bytes, fingerprint);
                     bytes
                 }
                 Err(_) => 0,

@@ -23,7 +23,7 @@ use askgate_core::{
         audit::{self, AuditEntry},
         events::{self, Message, message},
     },
-    domain::{Error, NewAsk, Outcome, SessionKey},
+    domain::{Error, Fingerprint, NewAsk, Outcome, SessionKey},
 };
 use askgate_proto::v1::{Requested, Resolved, Unattended, subscribe_response::Event};
 use parking_lot::{Mutex, MutexGuard};
@@ -160,12 +160,13 @@ impl Inner {
         let key = ask.key.clone();
         let mut shard = self.shard(&key);
         self.check_open()?;
-        if !ask.request_id.is_empty()
-            && let Some(joined) = shard.rejoin(&key, &ask.request_id)
+        let fingerprint = (!ask.request_id.is_empty()).then(|| ask.fingerprint());
+        if let Some(fingerprint) = fingerprint
+            && let Some(joined) = shard.rejoin(&key, &ask.request_id, fingerprint)
         {
-            return Ok(joined);
+            return joined;
         }
-        let stored = self.store(&mut shard, ask);
+        let stored = self.store(&mut shard, ask, fingerprint);
         if stored.is_err() {
             self.retire_if_unused(&mut shard, &key);
         }
@@ -243,8 +244,10 @@ impl Inner {
             request_id: request_id.clone(),
             resolved: recorded.clone(),
             expires: SystemTime::now() + retention,
+            fingerprint: None,
         });
-        shard.record_done(key, request_id, recorded, Instant::now() + retention, size);
+        let expires = Instant::now() + retention;
+        shard.record_done(key, request_id, recorded, expires, size, None);
         Ok(RequestAbort::Recorded)
     }
 
@@ -383,6 +386,11 @@ impl Inner {
         let ask = session
             .take_pending(rpc_id)
             .ok_or_else(|| session.not_pending(rpc_id))?;
+        let fingerprint = match ask.request_id.is_empty() {
+            true => None,
+            false => shard.fingerprint_of(key, &ask.request_id),
+        };
+        let session = shard.session_mut(key).ok_or_else(Error::not_pending)?;
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
         let (message, size) = session.push(self.history_limits(), Event::Resolved(resolved));
@@ -411,6 +419,7 @@ impl Inner {
                         request_id: ask.request_id.clone(),
                         resolved: message.clone(),
                         expires: SystemTime::now() + retention,
+                        fingerprint,
                     });
                 }
                 changes
@@ -423,7 +432,8 @@ impl Inner {
         }
         if !ask.request_id.is_empty() {
             let expires = Instant::now() + retention;
-            shard.record_done(key, ask.request_id, message.clone(), expires, size);
+            let id = ask.request_id;
+            shard.record_done(key, id, message.clone(), expires, size, fingerprint);
         }
         // Calls that went away (aborted, or waiting out a reattach grace) are skipped.
         let waiters = ask.waiters;
@@ -448,7 +458,13 @@ impl Inner {
     }
 
     /// Stores a new ask after every check; the shard is locked by the caller.
-    fn store(&self, shard: &mut Shard, mut ask: NewAsk) -> Result<Registered, Error> {
+    /// `fingerprint`: the ask's, when it has a request_id.
+    fn store(
+        &self,
+        shard: &mut Shard,
+        mut ask: NewAsk,
+        fingerprint: Option<Fingerprint>,
+    ) -> Result<Registered, Error> {
         let key = ask.key.clone();
         let config = &self.config;
         let session = self.session(shard, &key)?;
@@ -510,6 +526,7 @@ impl Inner {
                 key: key.clone(),
                 request_id: request_id.clone(),
                 rpc_id: rpc_id.clone(),
+                fingerprint,
             });
         }
         // Subscribers see it once all of it is recorded, and (a durable engine's) on
@@ -519,7 +536,7 @@ impl Inner {
             caller.record(&key, &rpc_id, agent);
         }
         if !request_id.is_empty() {
-            shard.record_pending(&key, request_id, &rpc_id);
+            shard.record_pending(&key, request_id, &rpc_id, fingerprint);
         }
         // Reported once everything above is durable (on a durable engine).
         self.durable

@@ -377,7 +377,7 @@ mod tests {
             ..Default::default()
         };
         writer
-            .register(&key, &requested, "", None)
+            .register(&key, &requested, "", None, None)
             .await
             .expect("register");
         let resolved = Resolved {

@@ -99,6 +99,22 @@ impl DataDir {
         })
     }
 
+    /// Whether another askgate process holds `path` now (InUse), checked without
+    /// making or changing anything: a second `askgate serve` says so before it tries
+    /// the port the first one holds. [`Self::open`] checks again for real.
+    pub fn check_free(path: &Path) -> Result<(), DirError> {
+        let lock = match OpenOptions::new().write(true).open(path.join(LOCK_FILE)) {
+            Ok(lock) => lock,
+            // No lock file (a new directory), or one this user may not open: open
+            // says what is wrong with it.
+            Err(_) => return Ok(()),
+        };
+        match lock.try_lock() {
+            Err(fs::TryLockError::WouldBlock) => Err(DirError::InUse(path.to_owned())),
+            _ => Ok(()),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -6,7 +6,10 @@ use std::{
     time::{Duration, UNIX_EPOCH},
 };
 
-use askgate_core::{backend::events::Message, domain::SessionKey};
+use askgate_core::{
+    backend::events::Message,
+    domain::{Fingerprint, SessionKey},
+};
 use askgate_proto::v1::SubscribeResponse;
 use prost::Message as _;
 use rusqlite::{Connection, Row};
@@ -120,7 +123,8 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
 fn requests(conn: &Connection) -> Result<Vec<StoredRequest>, LoadError> {
     let mut requests = Vec::new();
     let mut rows = conn.prepare(
-        "SELECT tenant, session_id, request_id, rpc_id, resolved, expires_ms FROM requests",
+        "SELECT tenant, session_id, request_id, rpc_id, resolved, expires_ms, fingerprint \
+         FROM requests",
     )?;
     for row in rows.query_map([], |row| {
         Ok((
@@ -129,9 +133,10 @@ fn requests(conn: &Connection) -> Result<Vec<StoredRequest>, LoadError> {
             row.get::<_, Option<String>>(3)?,
             row.get::<_, Option<Vec<u8>>>(4)?,
             row.get::<_, Option<i64>>(5)?,
+            row.get::<_, Option<Vec<u8>>>(6)?,
         ))
     })? {
-        let ((tenant, session_id), request_id, rpc_id, resolved, expires_ms) = row?;
+        let ((tenant, session_id), request_id, rpc_id, resolved, expires_ms, fingerprint) = row?;
         let state = match (rpc_id, resolved) {
             (Some(rpc_id), _) => StoredRequestState::Pending { rpc_id },
             (None, Some(resolved)) => StoredRequestState::Done {
@@ -144,6 +149,10 @@ fn requests(conn: &Connection) -> Result<Vec<StoredRequest>, LoadError> {
             key: SessionKey::new(tenant.as_str(), session_id.as_str()),
             request_id: Arc::from(request_id.as_str()),
             state,
+            // Anything but 16 bytes was not written by askgate: as if there were none.
+            fingerprint: fingerprint
+                .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok())
+                .map(Fingerprint),
         });
     }
     Ok(requests)

@@ -123,6 +123,11 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX consumed_until ON consumed (until_ms);
     ",
+    // 4: the fingerprint of the ask a request id was sent with (16 bytes: its questions
+    // and action), so that the id names that ask only (REQUEST_ID_REUSED).
+    "
+    ALTER TABLE requests ADD COLUMN fingerprint BLOB;
+    ",
 ];
 
 /// The version this askgate writes.

@@ -2,7 +2,7 @@ use std::{sync::Arc, time::Duration};
 
 use askgate_core::{
     backend::{Backend, Scope, StateConfig, SubscribeOptions, hooks::StoreLimits},
-    domain::{NewAsk, Outcome, SessionKey},
+    domain::{Error, NewAsk, Outcome, SessionKey},
 };
 use askgate_proto::v1::{Question, Resolution, subscribe_response::Event};
 use tokio_stream::StreamExt;
@@ -89,6 +89,16 @@ async fn a_pending_ask_and_a_recorded_outcome_survive_a_crash() {
     let listed = restored.list_pending(&key("s")).await.expect("list");
     assert_eq!(listed.len(), 1, "the pending ask is back: {listed:?}");
     assert_eq!(listed[0].rpc_id, pending.rpc_id, "with its rpc_id");
+    // Each request id still names its own ask only.
+    for request_id in ["pending-one", "answered-one"] {
+        let mut other = ask("s", request_id, Duration::from_secs(60));
+        other.questions[0].question = "Roll back?".into();
+        let reused = restored.register(other).await.map(|r| r.rpc_id);
+        assert!(
+            matches!(reused, Err(Error::RequestIdReused)),
+            "{request_id}: {reused:?}"
+        );
+    }
     let retried = restored
         .register(ask("s", "pending-one", Duration::from_secs(60)))
         .await

@@ -147,16 +147,18 @@ fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             key,
             request_id,
             rpc_id,
+            fingerprint,
         } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO requests (tenant, session_id, request_id, rpc_id, \
-             resolved, expires_ms) VALUES (?1, ?2, ?3, ?4, NULL, NULL)",
+             resolved, expires_ms, fingerprint) VALUES (?1, ?2, ?3, ?4, NULL, NULL, ?5)",
             )?
             .execute(params![
                 &*key.tenant,
                 &*key.session_id,
                 &**request_id,
-                rpc_id
+                rpc_id,
+                fingerprint.map(|f| f.0),
             ])?;
         }
         Change::RequestDone {
@@ -164,10 +166,11 @@ fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             request_id,
             resolved,
             expires,
+            fingerprint,
         } => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO requests (tenant, session_id, request_id, rpc_id, \
-             resolved, expires_ms) VALUES (?1, ?2, ?3, NULL, ?4, ?5)",
+             resolved, expires_ms, fingerprint) VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6)",
             )?
             .execute(params![
                 &*key.tenant,
@@ -175,6 +178,7 @@ fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
                 &**request_id,
                 resolved.encode_to_vec(),
                 epoch_ms(*expires) as i64,
+                fingerprint.map(|f| f.0),
             ])?;
         }
         Change::RequestExpired { key, request_id } => {

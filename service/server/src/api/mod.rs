@@ -45,7 +45,7 @@ use crate::{
         model::{CONSOLE_CHANNEL, GRPC_CHANNEL},
         status,
     },
-    questions::Questions,
+    questions::{Answered, Questions},
     telemetry,
 };
 
@@ -246,7 +246,12 @@ impl UserQuestions for UserQuestionsApi {
             .answer(&caller.tenant, request.into_inner(), &by);
         telemetry::within(parent, call)
             .await
-            .map(|()| Response::new(AnswerResponse {}))
+            .map(|answered| {
+                Response::new(match answered {
+                    Answered::Resolved => AnswerResponse::default(),
+                    Answered::Voted { votes, needed } => AnswerResponse { votes, needed },
+                })
+            })
             .map_err(|e| status::to_status(&e, &session_id, Some(&rpc_id)))
     }
 

@@ -60,7 +60,7 @@ fn refusal(error: &Error) -> (StatusCode, String) {
         ),
         Error::AlreadyApproved => (StatusCode::CONFLICT, error.to_string()),
         Error::BadAnswer(_) | Error::BadRequest(_) => (StatusCode::BAD_REQUEST, error.to_string()),
-        Error::ChannelNotAllowed | Error::SelfApproval | Error::PermissionDenied(_) => {
+        Error::ChannelNotAllowed { .. } | Error::SelfApproval | Error::PermissionDenied(_) => {
             (StatusCode::FORBIDDEN, error.to_string())
         }
         e => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),

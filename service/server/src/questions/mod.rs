@@ -182,7 +182,7 @@ impl Questions {
         tenant: &str,
         request: AnswerRequest,
         by: &Resolver,
-    ) -> Result<(), Error> {
+    ) -> Result<Answered, Error> {
         validate::session_id("session_id", &request.session_id)?;
         validate::rpc_id(&request.rpc_id)?;
         let span = telemetry::resolve_span(
@@ -201,7 +201,8 @@ impl Questions {
                 needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
                 _ => {
                     let outcome = self.answered(&key, &pending, answers, by)?;
-                    self.backend.claim(&key, &request.rpc_id, outcome).await
+                    self.backend.claim(&key, &request.rpc_id, outcome).await?;
+                    Ok(Answered::Resolved)
                 }
             }
         }
@@ -239,7 +240,7 @@ impl Questions {
         })
     }
 
-    fn count_conflict(&self, tenant: &str, result: Result<(), Error>) -> Result<(), Error> {
+    fn count_conflict<T>(&self, tenant: &str, result: Result<T, Error>) -> Result<T, Error> {
         if let Err(Error::NotPending { .. }) = result {
             self.metrics.answer_conflict(tenant);
         }
@@ -429,21 +430,36 @@ impl Questions {
     }
 }
 
+/// What an accepted answer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// It resolved the ask (the first valid resolution wins).
+    Resolved,
+    /// It was a vote on a quorum ask that needs more: `votes` of `needed` so far.
+    Voted { votes: u32, needed: u32 },
+}
+
 /// CHANNEL_NOT_ALLOWED unless `by`'s channel may resolve `pending`
 /// ([`approval::may_resolve`]).
 fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
     match approval::may_resolve(pending, &by.channel) {
         true => Ok(()),
-        false => Err(Error::ChannelNotAllowed),
+        false => Err(Error::ChannelNotAllowed {
+            allowed: pending.allowed_channels.clone(),
+        }),
     }
 }
 
 /// CHANNEL_NOT_ALLOWED unless `by`'s channel may answer `pending`
 /// ([`approval::may_answer`]: no chat channel answers a secret question).
 fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
+    allowed(pending, by)?;
     match approval::may_answer(pending, &by.channel) {
         true => Ok(()),
-        false => Err(Error::ChannelNotAllowed),
+        // Allowed, but a chat channel and a secret question.
+        false => Err(Error::ChannelNotAllowed {
+            allowed: Vec::new(),
+        }),
     }
 }
 

@@ -5,10 +5,12 @@
 
 use std::time::SystemTime;
 
-use askgate_proto::v1::{Approval, QuestionAnswer, Requested, subscribe_response::Event};
+use askgate_proto::v1::{
+    Approval, CancelSource, QuestionAnswer, Requested, subscribe_response::Event,
+};
 use tracing::debug;
 
-use super::Questions;
+use super::{Answered, Questions};
 use crate::approvals::Audit;
 use crate::domain::{
     Error, Outcome, Resolver, SessionKey, approval,
@@ -24,7 +26,7 @@ impl Questions {
         answers: Vec<QuestionAnswer>,
         by: &Resolver,
         needed: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<Answered, Error> {
         if !pending.asked_by.is_empty() && approval::same_person(&pending.asked_by, &by.subject) {
             return Err(Error::SelfApproval);
         }
@@ -62,7 +64,10 @@ impl Questions {
                     .notify(key, rpc_id, Event::Approval(approval))
                     .await;
                 debug!(%rpc_id, count, needed, noticed = matches!(noticed, Ok(Some(_))), "vote recorded");
-                Ok(())
+                Ok(Answered::Voted {
+                    votes: count,
+                    needed,
+                })
             }
             Voted::Complete(votes) => {
                 // This vote completed it: its approver resolves the ask, with all of them.
@@ -70,13 +75,15 @@ impl Questions {
                     approvers: votes.iter().map(|v| v.subject.clone()).collect(),
                     ..Outcome::answered(answers, by.clone())
                 };
-                self.backend.claim(key, rpc_id, outcome).await
+                self.backend.claim(key, rpc_id, outcome).await?;
+                Ok(Answered::Resolved)
             }
             Voted::Disagreed(votes) => {
                 let reason = Some(quorum::disagreement(&votes));
-                self.backend
-                    .claim(key, rpc_id, Outcome::cancelled(reason, by.clone()))
-                    .await
+                let disagreed = CancelSource::ApproversDisagreed;
+                let outcome = Outcome::cancelled_by(reason, by.clone(), disagreed);
+                self.backend.claim(key, rpc_id, outcome).await?;
+                Ok(Answered::Resolved)
             }
         }
     }

@@ -12,7 +12,7 @@ use askgate_engines::{
 };
 use askgate_proto::v1::NotifyPolicy;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::{
     auth::{
@@ -190,11 +190,13 @@ impl ServerConfig {
                 let path = data_dir.join(KEY_FILE);
                 let (key, made) = SealingKey::kept_in(&path)
                     .with_context(|| format!("the sealing key {}", path.display()))?;
+                // Said once, when it is made: nothing is wrong, there is one more file
+                // to back up.
                 if made {
-                    warn!(
-                        "no --secret-key-file: Slack apps' secrets and secret answers are sealed \
-                         with a key made in {}; back it up with the data directory, or pass \
-                         --secret-key-file",
+                    info!(
+                        "made the sealing key {} (Slack apps' secrets and secret answers are \
+                         sealed with it): back it up with the data directory, or pass \
+                         --secret-key-file (docs/operations.md)",
                         path.display()
                     );
                 }

@@ -274,7 +274,8 @@ impl Interactivity {
             answers,
         };
         let by = Resolver::new(who, SLACK_CHANNEL);
-        self.questions.answer(&at.tenant, request, &by).await
+        self.questions.answer(&at.tenant, request, &by).await?;
+        Ok(())
     }
 
     /// A click in a message: a choice, the checkboxes' Submit, or a form to open.

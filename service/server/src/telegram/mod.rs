@@ -245,7 +245,8 @@ impl Updates {
             answers,
         };
         let by = Resolver::new(who, TELEGRAM_CHANNEL);
-        self.questions.answer(&bot.tenant, request, &by).await
+        self.questions.answer(&bot.tenant, request, &by).await?;
+        Ok(())
     }
 
     /// Calls the Bot API while answering an update, within [`CALL_TIMEOUT`]; a failure

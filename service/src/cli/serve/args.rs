@@ -12,7 +12,7 @@ use askgate_server::{
 };
 use clap::{Args, ValueEnum};
 
-use crate::cli::common::{parse_duration, span};
+use crate::cli::common::{on_off, parse_duration, span};
 
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -314,19 +314,19 @@ pub struct ServeArgs {
     pub public_url: Option<String>,
     /// Serve the browser console at /console/ (`on` or `off`).
     #[arg(long, env = "ASKGATE_CONSOLE", default_value = "on", action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
+          value_parser = on_off())]
     pub console: bool,
     /// Serve MCP over streamable HTTP at /mcp on this port (`on` or `off`): agents'
     /// MCP clients ask through it with an agent credential and the `askgate-session`
     /// header.
     #[arg(long, env = "ASKGATE_MCP", default_value = "on", action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
+          value_parser = on_off())]
     pub mcp: bool,
     /// Serve the A2A protocol (`on` or `off`): askgate as the A2A agent "a human", its
     /// gRPC service on this port and its card at /.well-known/agent-card.json
     /// (docs/a2a.md); agent credentials as for gRPC.
     #[arg(long, env = "ASKGATE_A2A", default_value = "off", action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
+          value_parser = on_off())]
     pub a2a: bool,
     /// Longest one MCP tool call waits before it returns "still waiting" with an ask_id
     /// for `await_user_answer` (the question stays open); default: until answered.

@@ -1,6 +1,7 @@
 //! `askgate serve`: flags (and `ASKGATE_*` variables) to [`ServerConfig`], bind, run.
 
 mod args;
+mod port;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -365,8 +366,28 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // The data directory first: a second `serve` on the same directory learns that
+    // (and how to fix it) rather than that the first one holds the port.
+    if let BackendChoice::Sqlite { data_dir } = &config.backend
+        && let Err(e) = askgate_engines::sqlite::DataDir::check_free(data_dir)
+    {
+        error!("{e}");
+        return ExitCode::FAILURE;
+    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            let port = args.listen.port();
+            let held_by = port::holder(port)
+                .map(|process| format!(" by {process}"))
+                .unwrap_or_default();
+            error!(
+                listen = %args.listen,
+                "port {port} is already in use{held_by}: stop that process, or give this \
+                 one another address with --listen (e.g. --listen 127.0.0.1:0 for any free port)"
+            );
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             error!(listen = %args.listen, "failed to listen: {e}");
             return ExitCode::FAILURE;
@@ -406,6 +427,23 @@ mod tests {
     fn parse(args: &[&str]) -> ServeArgs {
         let argv = std::iter::once("serve").chain(args.iter().copied());
         Wrapper::try_parse_from(argv).expect("valid flags").serve
+    }
+
+    #[test]
+    fn the_switches_help_lists_the_values_it_names() {
+        use clap::CommandFactory as _;
+        let help = Wrapper::command().render_long_help().to_string();
+        for flag in ["--console", "--mcp", "--a2a"] {
+            let start = help.find(&format!("{flag} <")).expect(flag);
+            let section = &help[start..];
+            let end = section.find("\n      --").unwrap_or(section.len());
+            let section = &section[..end];
+            assert!(section.contains("`on` or `off`"), "{section}");
+            assert!(section.contains("[possible values: on, off]"), "{section}");
+        }
+        for (value, on) in [("on", true), ("off", false), ("true", true), ("0", false)] {
+            assert_eq!(parse(&["--a2a", value]).a2a, on, "{value}");
+        }
     }
 
     #[test]

@@ -56,11 +56,13 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SELF_APPROVAL: _ClassVar[ErrorReason]
     CHANNEL_NOT_ALLOWED: _ClassVar[ErrorReason]
     RECEIPT_CONSUMED: _ClassVar[ErrorReason]
+    REQUEST_ID_REUSED: _ClassVar[ErrorReason]
 
 class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CANCEL_SOURCE_UNSPECIFIED: _ClassVar[CancelSource]
     UI_CLOSED: _ClassVar[CancelSource]
+    APPROVERS_DISAGREED: _ClassVar[CancelSource]
 
 class DeliveryStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -106,8 +108,10 @@ ALREADY_APPROVED: ErrorReason
 SELF_APPROVAL: ErrorReason
 CHANNEL_NOT_ALLOWED: ErrorReason
 RECEIPT_CONSUMED: ErrorReason
+REQUEST_ID_REUSED: ErrorReason
 CANCEL_SOURCE_UNSPECIFIED: CancelSource
 UI_CLOSED: CancelSource
+APPROVERS_DISAGREED: CancelSource
 DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
 PENDING: DeliveryStatus
 DELIVERED: DeliveryStatus
@@ -484,8 +488,12 @@ class AnswerRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ...) -> None: ...
 
 class AnswerResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("votes", "needed")
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_FIELD_NUMBER: _ClassVar[int]
+    votes: int
+    needed: int
+    def __init__(self, votes: _Optional[int] = ..., needed: _Optional[int] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("session_id", "rpc_id", "reason", "source")

@@ -206,6 +206,62 @@ pub async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcom
     assert!(quiet.is_err(), "no event after the resolution");
 }
 
+/// A request_id names one ask: sent again with other questions, or another action,
+/// it is REQUEST_ID_REUSED while its ask is pending and once it ended, never the other
+/// ask's answer; the same ask still joins or gets its outcome, and an abort recorded
+/// before any ask (no fingerprint) still ends the ask that comes with it.
+pub async fn rule_10_a_request_id_names_one_ask(make: impl Make) {
+    let (backend, _guard) = default_backend(make).await;
+    let with = |question: &str, digest: &str| {
+        ask_with("s", |a| {
+            a.request_id = "req-1".into();
+            a.questions[0].question = question.into();
+            a.action_digest = digest.into();
+        })
+    };
+    let first = backend.register(with("ok?", "")).await.expect("register");
+    for (other, why) in [
+        (with("deploy?", ""), "other questions"),
+        (with("ok?", "sha256:1"), "another action"),
+    ] {
+        let reused = backend.register(other).await.map(|r| r.rpc_id);
+        assert!(
+            matches!(reused, Err(Error::RequestIdReused)),
+            "pending, {why}: {reused:?}"
+        );
+    }
+    let retry = backend.register(with("ok?", "")).await.expect("join");
+    assert_eq!(retry.rpc_id, first.rpc_id, "the same ask joins");
+    backend
+        .claim(&key("s"), &first.rpc_id, answered())
+        .await
+        .expect("claim");
+    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    let reused = backend
+        .register(with("deploy?", ""))
+        .await
+        .map(|r| r.rpc_id);
+    assert!(
+        matches!(reused, Err(Error::RequestIdReused)),
+        "ended: {reused:?}"
+    );
+    let late = backend.register(with("ok?", "")).await.expect("recorded");
+    assert_eq!(late.outcome.await.expect("outcome"), answered());
+
+    use crate::backend::{RequestAbort, events};
+    let aborted = events::resolved(&key("s"), "rpc-unasked", &Outcome::aborted());
+    let recorded = backend
+        .abort_request(&key("s"), "req-2", aborted)
+        .await
+        .expect("abort first");
+    assert_eq!(recorded, RequestAbort::Recorded);
+    let mut after = with("anything?", "");
+    after.request_id = "req-2".into();
+    let after = backend.register(after).await.expect("the abort's record");
+    let outcome = after.outcome.await.expect("outcome");
+    assert_eq!(outcome.resolution, Resolution::Aborted);
+}
+
 /// Rule 10 comes before rule 8: a retry by request_id finds its ask, pending or
 /// ended, whoever follows the session. NO_PROVIDER is for new asks only: an agent whose
 /// call dropped and who retries after the human left still gets the answer it was given.

@@ -58,6 +58,7 @@ macro_rules! backend_conformance_suite {
                 rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcome,
                 rule_10_a_retry_finds_its_ask_whoever_follows,
                 rule_10_a_retry_finds_its_ask_at_a_full_tenant,
+                rule_10_a_request_id_names_one_ask,
                 rule_10_an_abandoned_ask_is_aborted,
                 an_abort_that_overtakes_its_ask_ends_it_unseen,
                 budgets_are_held_per_tenant_and_given_back,

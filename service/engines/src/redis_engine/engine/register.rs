@@ -55,6 +55,7 @@ impl RedisBackend {
             }
             attended = Some(followed);
         }
+        let fingerprint = (!ask.request_id.is_empty()).then(|| ask.fingerprint());
         let requested = events::requested(&rpc_id, &mut ask);
         // Listen first and wait under the new id, so an answer given the instant the
         // ask is stored (on any node) cannot be missed.
@@ -71,7 +72,13 @@ impl RedisBackend {
         };
         let registered = node
             .store()
-            .register(&key, &requested, &ask.request_id, Some(&listing))
+            .register(
+                &key,
+                &requested,
+                &ask.request_id,
+                fingerprint,
+                Some(&listing),
+            )
             .await;
         // The script lists only a new ask; after an error, whatever it wrote is taken
         // off (or swept as due).

@@ -8,6 +8,7 @@
 --       [wait_member node_id grace_ms mark_ttl_ms] (or four '') must_be_attended
 --       outbox outbox_data outbox_index outbox_member (or four '')
 --       history_bytes_key max_history_bytes tenant_outcome_bytes tenant_outcomes
+--       fingerprint
 -- session_bytes and tenant_bytes name the counters of what pending asks hold (the
 -- session's shares its hash tag; the tenant's is used only with the tenant's keys):
 -- a new ask's `requested` must fit within both budgets.
@@ -25,10 +26,17 @@
 -- follows (Semantics 10 before 8): NO_PROVIDER is for new asks only. On a cluster a
 -- retry that finds its ask pending gets its event, for the node to announce it to the
 -- tenant again (TENANT_REGISTERED, without counting it).
+-- ARGV[32], the ask's fingerprint (its questions and action), is kept with its request
+-- id: a request id known with another one is 'reused' (an empty one, kept by an older
+-- askgate or by an abort that came first, matches any).
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
 if ARGV[3] ~= '' then
-  local state = redis.call('HGET', KEYS[7], 'state')
+  local state, fingerprint = unpack(redis.call('HMGET', KEYS[7], 'state', 'fp'))
+  if (state == 'P' or state == 'D') and fingerprint and fingerprint ~= ''
+      and fingerprint ~= ARGV[32] then
+    return {'reused'}
+  end
   if state == 'P' then
     local rpc = redis.call('HGET', KEYS[7], 'rpc')
     if tenant then
@@ -95,7 +103,7 @@ local event = 'Q' .. ARGV[2]
 append_history(KEYS[4], ARGV[28], event, tonumber(ARGV[4]), tonumber(ARGV[29]), ARGV[10])
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
-  redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1])
+  redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1], 'fp', ARGV[32])
   redis.call('PERSIST', KEYS[7])
 end
 if tenant then

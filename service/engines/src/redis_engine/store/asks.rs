@@ -4,7 +4,7 @@
 
 use askgate_core::{
     backend::RequestAbort,
-    domain::{Error, SessionKey},
+    domain::{Error, Fingerprint, SessionKey},
 };
 use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
 use prost::Message as _;
@@ -27,11 +27,13 @@ impl RedisStore {
     /// slot, so [`Self::list_waiter`] runs before) the same script puts the new ask on
     /// the node's wait list and, for an ask that must be attended, checks that someone
     /// follows the session (Semantics 8): one round trip for all of it.
+    /// `fingerprint` is the ask's when it has a request_id: the id names that ask only.
     pub async fn register(
         &self,
         key: &SessionKey,
         requested: &Requested,
         request_id: &str,
+        fingerprint: Option<Fingerprint>,
         listing: Option<&Listing<'_>>,
     ) -> Result<Registration, Error> {
         let keys = SessionKeys::new(key);
@@ -55,6 +57,7 @@ impl RedisStore {
             tenant: &tenant,
             requested,
             request_id,
+            fingerprint: fingerprint.map(Fingerprint::to_hex).unwrap_or_default(),
             bytes: &bytes,
             now,
         };
@@ -240,6 +243,7 @@ impl RedisStore {
                 key
             });
         }
+        invocation.arg(&call.fingerprint);
         invocation
     }
 
@@ -257,6 +261,7 @@ impl RedisStore {
             Refusal::TenantBytesFull => self.tenant_bytes_full(),
             Refusal::SessionsFull => self.sessions_full(),
             Refusal::NoProvider => Error::NoProvider,
+            Refusal::RequestIdReused => Error::RequestIdReused,
         }
     }
 
@@ -545,6 +550,8 @@ struct Call<'a> {
     tenant: &'a TenantKeys,
     requested: &'a Requested,
     request_id: &'a str,
+    /// Hex, empty for none.
+    fingerprint: String,
     bytes: &'a [u8],
     now: u64,
 }

@@ -45,6 +45,8 @@ pub enum Refusal {
     SessionsFull,
     /// Nobody follows the session and the ask must be attended (Semantics 8).
     NoProvider,
+    /// The request_id names another ask (REQUEST_ID_REUSED).
+    RequestIdReused,
 }
 
 impl Refusal {
@@ -57,6 +59,7 @@ impl Refusal {
             "tenant_bytes_full" => Self::TenantBytesFull,
             "sessions_full" => Self::SessionsFull,
             "no_provider" => Self::NoProvider,
+            "reused" => Self::RequestIdReused,
             _ => return None,
         })
     }

@@ -46,7 +46,7 @@ async fn register_then_claim_first_wins_and_later_claims_learn_the_resolution() 
     let redis = RedisServer::start().await;
     let store = store(&redis).await;
     let registered = store
-        .register(&key(), &requested("r1"), "", None)
+        .register(&key(), &requested("r1"), "", None, None)
         .await
         .expect("register");
     let Registration::New { seq, epoch } = registered else {
@@ -111,7 +111,7 @@ async fn concurrent_claims_have_exactly_one_winner() {
     for round in 0..20 {
         let rpc_id = format!("r{round}");
         store
-            .register(&key(), &requested(&rpc_id), "", None)
+            .register(&key(), &requested(&rpc_id), "", None, None)
             .await
             .expect("register");
         let claims: Vec<_> = (0..16)
@@ -142,14 +142,14 @@ async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() 
     let store = store(&redis).await;
     assert!(matches!(
         store
-            .register(&key(), &requested("r1"), "req", None)
+            .register(&key(), &requested("r1"), "req", None, None)
             .await
             .expect("register"),
         Registration::New { .. }
     ));
     assert_eq!(
         store
-            .register(&key(), &requested("r2"), "req", None)
+            .register(&key(), &requested("r2"), "req", None, None)
             .await
             .expect("retry"),
         Registration::Joined {
@@ -160,7 +160,7 @@ async fn a_request_id_joins_while_pending_and_gets_the_recorded_outcome_after() 
     store.claim(&key(), &outcome).await.expect("claim");
     assert_eq!(
         store
-            .register(&key(), &requested("r3"), "req", None)
+            .register(&key(), &requested("r3"), "req", None, None)
             .await
             .expect("late retry"),
         Registration::Recorded {
@@ -185,7 +185,7 @@ async fn history_is_trimmed_and_an_old_cursor_must_reset() {
     for i in 0..5 {
         let rpc_id = format!("r{i}");
         store
-            .register(&key(), &requested(&rpc_id), "", None)
+            .register(&key(), &requested(&rpc_id), "", None, None)
             .await
             .expect("register");
         store
@@ -226,7 +226,7 @@ async fn after_a_run_nothing_is_kept_without_an_expiry() {
         let rpc_id = format!("r{i}");
         let request_id = if i % 2 == 0 { "req" } else { "" };
         store
-            .register(&key, &requested(&rpc_id), request_id, None)
+            .register(&key, &requested(&rpc_id), request_id, None, None)
             .await
             .expect("register");
         store
@@ -267,10 +267,12 @@ async fn the_pending_limit_is_enforced_in_the_script() {
     )
     .await;
     store
-        .register(&key(), &requested("r1"), "", None)
+        .register(&key(), &requested("r1"), "", None, None)
         .await
         .expect("first");
-    let full = store.register(&key(), &requested("r2"), "", None).await;
+    let full = store
+        .register(&key(), &requested("r2"), "", None, None)
+        .await;
     assert!(matches!(full, Err(Error::TooManyPending(_))));
 }
 
@@ -289,7 +291,7 @@ async fn a_busy_session_remembers_how_its_last_history_len_asks_ended_not_every_
     for round in 0..history_len + 2 {
         let rpc_id = format!("r{round}");
         store
-            .register(&key(), &requested(&rpc_id), "", None)
+            .register(&key(), &requested(&rpc_id), "", None, None)
             .await
             .expect("register");
         store
@@ -340,7 +342,7 @@ async fn a_notice_of_a_rank_already_sent_is_not_sent_again() {
     let redis = RedisServer::start().await;
     let store = store(&redis).await;
     store
-        .register(&key(), &requested("r1"), "", None)
+        .register(&key(), &requested("r1"), "", None, None)
         .await
         .expect("register");
     let reminder = |count| {

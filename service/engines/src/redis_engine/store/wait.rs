@@ -335,7 +335,7 @@ mod tests {
             ..WaitPolicy::default()
         };
         let store = store(&redis, one).await;
-        let registered = store.register(&key, &requested("r1"), "", None).await;
+        let registered = store.register(&key, &requested("r1"), "", None, None).await;
         assert!(
             matches!(registered, Ok(Registration::New { .. })),
             "{registered:?}"
@@ -349,7 +349,9 @@ mod tests {
             ..WaitPolicy::default()
         };
         let impatient = self::store(&redis, two).await;
-        let refused = impatient.register(&key, &requested("r2"), "", None).await;
+        let refused = impatient
+            .register(&key, &requested("r2"), "", None, None)
+            .await;
         match refused {
             Err(Error::BackendUnavailable(message)) => {
                 assert!(message.contains("may or may not survive"), "{message}");
@@ -386,7 +388,7 @@ mod tests {
         }
         // And the promoted primary takes writes, waiting for no replica it lacks.
         let zero = self::store(&redis, WaitPolicy::default()).await;
-        zero.register(&key, &requested("r3"), "", None)
+        zero.register(&key, &requested("r3"), "", None, None)
             .await
             .expect("a write on the promoted primary");
     }
@@ -421,7 +423,7 @@ mod tests {
                 session_id: session.clone(),
                 ..Default::default()
             };
-            let registered = store.register(&key, &ask, "req", None).await;
+            let registered = store.register(&key, &ask, "req", None, None).await;
             assert!(
                 matches!(registered, Ok(Registration::New { .. })),
                 "session {session}: {registered:?}"
@@ -451,7 +453,10 @@ mod tests {
             .await
             .expect("a connection for acknowledged writes");
         let key = SessionKey::new("acme", "s0");
-        match impatient.register(&key, &requested("r2"), "", None).await {
+        match impatient
+            .register(&key, &requested("r2"), "", None, None)
+            .await
+        {
             Err(Error::BackendUnavailable(message)) => {
                 assert!(message.contains("may or may not survive"), "{message}");
             }
