@@ -15,6 +15,7 @@ mod durability;
 mod email;
 mod errors;
 mod fanout;
+mod first_hour;
 mod first_wins;
 mod grpc_web;
 mod hardening;

@@ -254,6 +254,34 @@ pub(crate) fn parse_pair(value: &str) -> Result<(String, String), String> {
 mod tests {
     use super::*;
 
+    /// Every reason has its row in docs/cli.md's exit-code table, with the code this
+    /// build gives it: a new reason is decided (the match names each) and documented.
+    #[test]
+    fn the_exit_code_table_names_every_reason_with_its_code() {
+        use tonic_types::{ErrorDetails, StatusExt as _};
+        let doc = include_str!("../../../docs/cli.md");
+        let table = &doc[doc.find("| code | meaning |").expect("the exit-code table")..];
+        let rows: Vec<&str> = table.lines().take_while(|l| l.starts_with('|')).collect();
+        for reason in Reason::all().filter(|r| *r != Reason::Unspecified) {
+            let name = format!("`{}`", reason.as_str_name());
+            let row = rows
+                .iter()
+                .find(|row| row.contains(&name))
+                .unwrap_or_else(|| panic!("docs/cli.md's exit codes do not name {name}"));
+            let documented: u8 = row[1..]
+                .split('|')
+                .next()
+                .expect("code")
+                .trim()
+                .parse()
+                .expect("a number");
+            let details = ErrorDetails::with_error_info(reason.as_str_name(), "askgate", []);
+            let status = tonic::Status::with_error_details(Code::Unknown, "x", details);
+            let error = askgate_client::Error::from(status);
+            assert_eq!(exit_code(&error), documented, "{name}");
+        }
+    }
+
     #[test]
     fn durations_and_pairs_parse() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
