@@ -487,9 +487,22 @@ mod tests {
         }
     }
 
+    /// What the description tells the model about asking well, pinned here and in
+    /// the Python and TypeScript SDKs' tests with the same sentences: a change to
+    /// client/ask_user_question.json that drops one fails all three.
+    const GUIDANCE: [&str; 4] = [
+        "Ask everything you need in one call.",
+        "Keep each question short and specific.",
+        "Prefer options (2 to 4, each with a short description of what it means) over open \
+         questions; the user can always answer in their own words instead.",
+        "To recommend an option, put it first and end its label with \" (Recommended)\"",
+    ];
+
     #[test]
-    fn the_description_says_how_to_recommend_an_option() {
-        assert!(description().contains("(Recommended)"));
+    fn the_description_tells_the_model_how_to_ask() {
+        for sentence in GUIDANCE {
+            assert!(description().contains(sentence), "{sentence}");
+        }
     }
 
     #[test]

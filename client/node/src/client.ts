@@ -61,7 +61,11 @@ export class Client extends CoreClient {
       { pingIntervalMs: 30_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 15 * 60_000 },
       { ca, cert, key },
     );
-    super(createGrpcTransport({ baseUrl: addr, sessionManager: sessions }), { token, channel: options.channel });
+    super(createGrpcTransport({ baseUrl: addr, sessionManager: sessions }), {
+      token,
+      channel: options.channel,
+      addr,
+    });
     this.addr = addr;
     this.#hasToken = token !== undefined;
     this.#sessions = sessions;

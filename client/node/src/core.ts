@@ -82,6 +82,8 @@ function abortedBy(signal: AbortSignal | undefined, thrown: unknown): boolean {
 export class Client {
   readonly #token: string | undefined;
   readonly #channel: string | undefined;
+  /** The server's address, when known: error hints name it. */
+  readonly #addr: string | undefined;
   readonly #questions: RpcClient<typeof UserQuestions>;
   readonly #agents: RpcClient<typeof Agents>;
   readonly #webhooks: RpcClient<typeof Webhooks>;
@@ -95,9 +97,10 @@ export class Client {
    * application's name; not one of the server's own), recorded with what it resolves
    * and matched against an ask's `allowedChannels`.
    */
-  constructor(transport: Transport, options: { token?: string; channel?: string } = {}) {
+  constructor(transport: Transport, options: { token?: string; channel?: string; addr?: string } = {}) {
     this.#token = options.token;
     this.#channel = options.channel;
+    this.#addr = options.addr;
     this.#questions = createClient(UserQuestions, transport);
     this.#agents = createClient(Agents, transport);
     this.#webhooks = createClient(Webhooks, transport);
@@ -152,7 +155,7 @@ export class Client {
         if (abortedBy(signal, thrown)) {
           throw signal.reason;
         }
-        error = AskgateError.from(thrown);
+        error = AskgateError.from(thrown).withHint(this.#addr, request.sessionId);
         if (
           wait !== undefined &&
           error.code === Code.DeadlineExceeded &&
@@ -377,7 +380,7 @@ export class Client {
     try {
       return await call();
     } catch (thrown) {
-      throw AskgateError.from(thrown);
+      throw AskgateError.from(thrown).withHint(this.#addr);
     }
   }
 }

@@ -38,6 +38,12 @@ export interface Violation {
  */
 export class AskgateError extends Error {
   override readonly name = "AskgateError";
+  /**
+   * The next step for a person (how to get a NO_PROVIDER session followed, what to
+   * check when the server is unreachable), apart from `rawMessage`, which stays the
+   * text agents and models know. Shown at the end of `message`.
+   */
+  readonly hint: string | undefined;
 
   constructor(
     readonly reason: Reason,
@@ -45,9 +51,27 @@ export class AskgateError extends Error {
     readonly rawMessage: string,
     readonly metadata: Readonly<Record<string, string>> = {},
     readonly violations: readonly Violation[] = [],
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; hint?: string },
   ) {
-    super(`${reason} (${Code[code]}): ${rawMessage}`, options);
+    const hint = options?.hint;
+    const text = `${reason} (${Code[code]}): ${rawMessage}`;
+    super(hint === undefined ? text : `${text} (hint: ${hint})`, options);
+    this.hint = hint;
+  }
+
+  /**
+   * This error with a hint for a person, when one helps: `addr` is the server's
+   * address, `sessionId` the ask's.
+   */
+  withHint(addr: string | undefined, sessionId?: string): AskgateError {
+    const hint = hintFor(this, addr, sessionId);
+    if (hint === undefined || this.hint !== undefined) {
+      return this;
+    }
+    return new AskgateError(this.reason, this.code, this.rawMessage, this.metadata, this.violations, {
+      cause: this.cause,
+      hint,
+    });
   }
 
   /** The askgate error of whatever a call threw. */
@@ -99,4 +123,24 @@ export class AskgateError extends Error {
       [Code.Unavailable, Code.Unknown, Code.Internal, Code.Canceled].includes(this.code)
     );
   }
+}
+
+/** What a person does next after `error`, when this client can say. */
+function hintFor(error: AskgateError, addr: string | undefined, sessionId?: string): string | undefined {
+  if (error.reason === "NO_PROVIDER" && sessionId !== undefined && sessionId !== "") {
+    const page = encodeURIComponent(sessionId).replaceAll("%2F", "/");
+    const console =
+      addr !== undefined && /^https?:\/\//.test(addr)
+        ? ` (or open the console at ${addr.replace(/\/+$/, "")}/console/#/sessions/${page})`
+        : "";
+    return (
+      `nobody follows session ${sessionId}: start \`askgate answer --session ${sessionId}\`` +
+      `${console} first, or ask with hold: true to wait until someone does`
+    );
+  }
+  if (error.reason === "ERROR_REASON_UNSPECIFIED" && error.code === Code.Unavailable) {
+    const where = addr === undefined ? "" : ` at ${addr}`;
+    return `cannot reach askgate${where}: is \`askgate serve\` running there?`;
+  }
+  return undefined;
 }

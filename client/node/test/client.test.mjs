@@ -33,6 +33,30 @@ test("retries stop at the retry budget", async () => {
     assert.ok(error instanceof AskgateError, String(error));
     assert.equal(error.code, Code.Unavailable);
     assert.ok(error.retryable);
+    // A person is told where it looked, and what to check.
+    const hint = `cannot reach askgate at ${addr}: is \`askgate serve\` running there?`;
+    assert.equal(error.hint, hint);
+    assert.ok(error.message.endsWith(`(hint: ${hint})`), error.message);
+  } finally {
+    client.close();
+  }
+});
+
+test("NO_PROVIDER keeps its text and hints at the next step", async (t) => {
+  const server = await Server.start();
+  t.after(() => server.stop());
+  const client = new Client({ addr: server.addr });
+  try {
+    const error = await client.ask({ ...ASK, sessionId: "team-a/review" }).catch((e) => e);
+    assert.ok(error instanceof AskgateError, String(error));
+    assert.equal(error.reason, "NO_PROVIDER");
+    assert.equal(error.rawMessage, "no user-questions provider is registered", "the seed's text");
+    assert.equal(
+      error.hint,
+      "nobody follows session team-a/review: start `askgate answer --session team-a/review` " +
+        `(or open the console at ${server.addr}/console/#/sessions/team-a/review) first, or ask ` +
+        "with hold: true to wait until someone does",
+    );
   } finally {
     client.close();
   }

@@ -48,6 +48,22 @@ async function mcpTools() {
   }
 }
 
+// What the description tells the model about asking well: the same sentences as the
+// Rust SDK's and the Python SDK's tests pin in client/ask_user_question.json.
+const GUIDANCE = [
+  "Ask everything you need in one call.",
+  "Keep each question short and specific.",
+  "Prefer options (2 to 4, each with a short description of what it means) over open " +
+    "questions; the user can always answer in their own words instead.",
+  'To recommend an option, put it first and end its label with " (Recommended)"',
+];
+
+test("the tool description tells the model how to ask", () => {
+  for (const sentence of GUIDANCE) {
+    assert.ok(DESCRIPTION.includes(sentence), sentence);
+  }
+});
+
 test("the tool definition is the server's, in every shape", async () => {
   const server = (await mcpTools()).find((t) => t.name === "ask_user_question");
   assert.deepEqual(

@@ -45,6 +45,22 @@ def test_the_async_client_asks_follows_and_answers(server: Server) -> None:
     asyncio.run(scenario())
 
 
+# What the description tells the model about asking well: the same sentences as the
+# Rust SDK's and the TypeScript SDK's tests pin in client/ask_user_question.json.
+GUIDANCE = (
+    "Ask everything you need in one call.",
+    "Keep each question short and specific.",
+    "Prefer options (2 to 4, each with a short description of what it means) over open "
+    "questions; the user can always answer in their own words instead.",
+    'To recommend an option, put it first and end its label with " (Recommended)"',
+)
+
+
+def test_the_tool_description_tells_the_model_how_to_ask() -> None:
+    for sentence in GUIDANCE:
+        assert sentence in definition()["description"], sentence
+
+
 def test_the_tool_definition_is_the_servers() -> None:
     """The same name, description and schema as the Rust SDK and `askgate mcp`."""
     server = subprocess.Popen(

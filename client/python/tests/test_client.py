@@ -12,7 +12,7 @@ import pytest
 
 from askgate import Ask, AskgateError, AsyncClient, Client, Reason, question
 from askgate.v1 import askgate_pb2 as pb
-from conftest import WAIT
+from conftest import WAIT, Server
 
 
 def test_the_reasons_are_the_protos() -> None:
@@ -30,6 +30,25 @@ def test_retries_stop_at_the_retry_budget() -> None:
             client.ask(Ask("s", [question("db", "Which?", options=["a"])], retry_for=0.5))
         assert unreachable.value.code == grpc.StatusCode.UNAVAILABLE
         assert time.monotonic() - started < WAIT
+        # A person is told where it looked, and what to check.
+        hint = f"cannot reach askgate at {addr}: is `askgate serve` running there?"
+        assert unreachable.value.hint == hint
+        assert hint in str(unreachable.value)
+
+
+def test_no_provider_keeps_its_text_and_hints_at_the_next_step(server: Server) -> None:
+    with Client(server.addr) as client:
+        with pytest.raises(AskgateError) as refused:
+            client.ask(Ask("team-a/review", [question("db", "Which?", options=["a"])]))
+    error = refused.value
+    assert error.reason is Reason.NO_PROVIDER
+    assert error.message == "no user-questions provider is registered", "the seed's text"
+    assert error.hint == (
+        "nobody follows session team-a/review: start `askgate answer --session team-a/review` "
+        f"(or open the console at {server.addr}/console/#/sessions/team-a/review) first, or ask "
+        "with hold=True to wait until someone does"
+    )
+    assert str(error).endswith(f"(hint: {error.hint})")
 
 
 def test_the_token_never_shows() -> None:

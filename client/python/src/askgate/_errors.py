@@ -4,6 +4,7 @@ server attaches to every failure)."""
 from __future__ import annotations
 
 import enum
+from urllib.parse import quote
 from typing import Dict, List, Optional, Tuple
 
 import grpc
@@ -70,15 +71,31 @@ class AskgateError(Exception):
         violations: Optional[List[Tuple[str, str]]] = None,
     ) -> None:
         super().__init__(f"{reason.value}: {message}")
+        #: The next step for a person (e.g. how to get NO_PROVIDER's session followed),
+        #: apart from `message`, which stays the text agents and models know.
+        self.hint: Optional[str] = None
         self.reason = reason
         self.code = code
         self.message = message
         self.metadata: Dict[str, str] = dict(metadata or {})
         self.violations: List[Tuple[str, str]] = list(violations or [])
 
+    def __str__(self) -> str:
+        text = f"{self.reason.value}: {self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
     @classmethod
-    def from_rpc_error(cls, error: grpc.RpcError) -> "AskgateError":
-        """The askgate error of a failed call (sync or asyncio)."""
+    def from_rpc_error(
+        cls, error: grpc.RpcError, addr: Optional[str] = None, session_id: Optional[str] = None
+    ) -> "AskgateError":
+        """The askgate error of a failed call (sync or asyncio). With the server's `addr`
+        (and the ask's `session_id`) it carries a `hint` for a person where one helps."""
+        failed = cls._of(error)
+        failed.hint = _hint(failed, addr, session_id)
+        return failed
+
+    @classmethod
+    def _of(cls, error: grpc.RpcError) -> "AskgateError":
         code: grpc.StatusCode = error.code()  # type: ignore[attr-defined]
         message: str = error.details() or ""  # type: ignore[attr-defined]
         reason, metadata, violations = Reason.UNSPECIFIED, {}, []
@@ -140,3 +157,19 @@ def _status_of(error: grpc.RpcError):  # type: ignore[no-untyped-def]
 
 
 __all__ = ["AskgateError", "Reason"]
+
+
+def _hint(error: AskgateError, addr: Optional[str], session_id: Optional[str]) -> Optional[str]:
+    """What a person does next after `error`, when this client can say."""
+    if error.reason is Reason.NO_PROVIDER and session_id:
+        console = ""
+        if addr and addr.startswith(("http://", "https://")):
+            page = quote(session_id, safe="/")
+            console = f" (or open the console at {addr.rstrip('/')}/console/#/sessions/{page})"
+        return (
+            f"nobody follows session {session_id}: start `askgate answer --session {session_id}`"
+            f"{console} first, or ask with hold=True to wait until someone does"
+        )
+    if error.reason is Reason.UNSPECIFIED and error.code == grpc.StatusCode.UNAVAILABLE and addr:
+        return f"cannot reach askgate at {addr}: is `askgate serve` running there?"
+    return None

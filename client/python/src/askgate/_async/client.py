@@ -91,7 +91,7 @@ class AsyncClient:
                     receipt=response.receipt,
                 )
             except RpcError as failure:
-                error = AskgateError.from_rpc_error(failure)
+                error = AskgateError.from_rpc_error(failure, self._target.addr, ask.session_id)
             await sleep(retries.pause(attempt, error))
 
     async def abort(self, session_id: str, request_id: str) -> None:
@@ -250,7 +250,7 @@ class AsyncClient:
                         yield event
                 return
             except RpcError as failure:
-                error = AskgateError.from_rpc_error(failure)
+                error = AskgateError.from_rpc_error(failure, self._target.addr)
                 if not error.retryable:
                     raise error from None
             await sleep(next(delays))
@@ -265,7 +265,7 @@ class AsyncClient:
         try:
             lease = await first(stream)
         except RpcError as failure:
-            raise AskgateError.from_rpc_error(failure) from None
+            raise AskgateError.from_rpc_error(failure, self._target.addr) from None
         if lease is None:
             raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease")
         held = AsyncAgentLease(lease.lease.incarnation, stream)
@@ -278,4 +278,4 @@ class AsyncClient:
         try:
             return await method(request, metadata=self._target.metadata())
         except RpcError as failure:
-            raise AskgateError.from_rpc_error(failure) from None
+            raise AskgateError.from_rpc_error(failure, self._target.addr) from None

@@ -92,7 +92,7 @@ class Client:
                     receipt=response.receipt,
                 )
             except RpcError as failure:
-                error = AskgateError.from_rpc_error(failure)
+                error = AskgateError.from_rpc_error(failure, self._target.addr, ask.session_id)
             sleep(retries.pause(attempt, error))
 
     def abort(self, session_id: str, request_id: str) -> None:
@@ -251,7 +251,7 @@ class Client:
                         yield event
                 return
             except RpcError as failure:
-                error = AskgateError.from_rpc_error(failure)
+                error = AskgateError.from_rpc_error(failure, self._target.addr)
                 if not error.retryable:
                     raise error from None
             sleep(next(delays))
@@ -266,7 +266,7 @@ class Client:
         try:
             lease = first(stream)
         except RpcError as failure:
-            raise AskgateError.from_rpc_error(failure) from None
+            raise AskgateError.from_rpc_error(failure, self._target.addr) from None
         if lease is None:
             raise AskgateError(Reason.INTERNAL, grpc.StatusCode.INTERNAL, "Attach ended before its lease")
         held = AgentLease(lease.lease.incarnation, stream)
@@ -279,4 +279,4 @@ class Client:
         try:
             return method(request, metadata=self._target.metadata())
         except RpcError as failure:
-            raise AskgateError.from_rpc_error(failure) from None
+            raise AskgateError.from_rpc_error(failure, self._target.addr) from None
