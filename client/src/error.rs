@@ -15,12 +15,18 @@ pub use askgate_proto::v1::ErrorReason as Reason;
 
 /// A failed askgate call.
 #[derive(Debug, thiserror::Error)]
-#[error("{reason} ({code:?}): {message}", code = status.code(), message = status.message())]
+#[error(
+    "{reason} ({code:?}): {message}{hint}",
+    code = status.code(),
+    message = status.message(),
+    hint = hint.as_deref().map(|h| format!(" (hint: {h})")).unwrap_or_default()
+)]
 pub struct Error {
     status: Status,
     reason: Reason,
     metadata: HashMap<String, String>,
     violations: Vec<(String, String)>,
+    hint: Option<String>,
 }
 
 /// tonic's channel enforces the request's `grpc-timeout` itself and reports its expiry
@@ -39,11 +45,31 @@ impl Error {
             reason: Reason::AskExpired,
             metadata: HashMap::new(),
             violations: Vec::new(),
+            hint: None,
         }
     }
 
     pub(crate) fn transport(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Status::from_error(Box::new(error)).into()
+    }
+
+    /// The next step for a person (how to get a NO_PROVIDER session followed), apart
+    /// from [`Error::message`], which stays the text agents and models know. Shown at
+    /// the end of `Display`.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
+
+    /// This error with NO_PROVIDER's hint for an ask in `session_id`.
+    pub(crate) fn with_session_hint(mut self, session_id: &str) -> Self {
+        if self.reason == Reason::NoProvider && !session_id.is_empty() {
+            self.hint = Some(format!(
+                "nobody follows session {session_id}: start `askgate answer --session \
+                 {session_id}` (or open the session in the console) first, or ask with \
+                 Ask::hold_unattended to wait until someone does"
+            ));
+        }
+        self
     }
 
     /// Whether the call never reached an askgate server: UNAVAILABLE with no askgate
@@ -153,6 +179,7 @@ impl From<Status> for Error {
             reason,
             metadata,
             violations,
+            hint: None,
         }
     }
 }

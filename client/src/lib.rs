@@ -296,7 +296,7 @@ impl Client {
                 Err(status) => Error::from(status),
             };
             if !ask.retry || !retry::is_retryable(&error) || failing.exhausted(attempt, &error) {
-                return Err(error);
+                return Err(error.with_session_hint(&ask.request.session_id));
             }
             let mut pause = delays.next().unwrap_or_default();
             if let Some(deadline) = deadline {

@@ -77,6 +77,13 @@ async fn rule_8_no_provider_when_nobody_follows_the_session() {
         (Code::FailedPrecondition, Reason::NoProvider)
     );
     assert_eq!(err.message(), "no user-questions provider is registered");
+    // The seed's text for agents; the next step for a person, apart.
+    let hint = err.hint().expect("a hint");
+    assert!(
+        hint.starts_with("nobody follows session s: start `askgate answer --session s`"),
+        "{hint}"
+    );
+    assert!(err.to_string().ends_with(&format!("(hint: {hint})")), "{err}");
 }
 on_every_backend!(
     #[tokio::test]
