@@ -11,6 +11,7 @@ mod approvals;
 mod audit;
 mod chaos;
 mod cli;
+mod docs;
 mod durability;
 mod email;
 mod errors;

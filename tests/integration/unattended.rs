@@ -83,7 +83,10 @@ async fn rule_8_no_provider_when_nobody_follows_the_session() {
         hint.starts_with("nobody follows session s: start `askgate answer --session s`"),
         "{hint}"
     );
-    assert!(err.to_string().ends_with(&format!("(hint: {hint})")), "{err}");
+    assert!(
+        err.to_string().ends_with(&format!("(hint: {hint})")),
+        "{err}"
+    );
 }
 on_every_backend!(
     #[tokio::test]

@@ -18,13 +18,63 @@ import { Server, askgateOutput, eventually, tempDir, within } from "./support.mj
 
 const PACKAGE = fileURLToPath(new URL("..", import.meta.url));
 const DOCS = fileURLToPath(new URL("../../../docs/approvals.md", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
-/** A code block of docs/approvals.md, by the `<!-- snippet: NAME -->` line before it. */
-function snippet(name) {
-  const found = new RegExp(`<!-- snippet: ${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\`\`\``).exec(readFileSync(DOCS, "utf8"));
-  assert.ok(found, `docs/approvals.md has no snippet ${name}`);
+/** A code block of a doc (docs/approvals.md unless named), by the `<!-- snippet: NAME -->` line before it. */
+function snippet(name, doc = DOCS) {
+  const found = new RegExp(`<!-- snippet: ${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\`\`\``).exec(readFileSync(doc, "utf8"));
+  assert.ok(found, `${doc} has no snippet ${name}`);
   return found[1];
 }
+
+/** Runs `code` as a module of the installed package's project, as a user would. */
+function start(t, code, env) {
+  const home = process.env.ASKGATE_NODE_INSTALL ?? PACKAGE;
+  const script = join(home, `snippet-${process.pid}-${Math.random().toString(36).slice(2)}.mjs`);
+  writeFileSync(script, code);
+  t.after(() => rmSync(script, { force: true }));
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const output = { out: "", err: "" };
+  child.stdout.on("data", (chunk) => (output.out += chunk));
+  child.stderr.on("data", (chunk) => (output.err += chunk));
+  const exited = once(child, "exit").then(([status]) => ({ status, ...output }));
+  return { child, output, exited };
+}
+
+/** An asking snippet run as written, again while it fails NO_PROVIDER (its follower,
+ * started just before, is not following yet); any other outcome is final. */
+async function runUntilFollowed(t, code, env) {
+  return await eventually("the snippet to be followed", async () => {
+    const done = await within("the snippet", start(t, code, env).exited);
+    return done.err.includes("NO_PROVIDER") ? undefined : done;
+  });
+}
+
+test("the README's TypeScript quickstart runs as written", async (t) => {
+  const server = await Server.start();
+  t.after(() => server.stop());
+  const bot = spawn(process.env.ASKGATE_BIN, ["bot", "--addr", server.addr, "--session", "demo", "--policy", "first"], {
+    stdio: "ignore",
+  });
+  t.after(() => bot.kill());
+  const done = await runUntilFollowed(t, snippet("quickstart-js", join(ROOT, "README.md")), { ASKGATE_ADDR: server.addr });
+  assert.equal(done.status, 0, done.err);
+  assert.match(done.out, /^\[ 'Postgres \(Recommended\)' \] by /);
+});
+
+test("docs/node.md's ask and follow snippets run together", async (t) => {
+  const page = join(ROOT, "docs", "node.md");
+  const server = await Server.start();
+  t.after(() => server.stop());
+  const env = { ASKGATE_ADDR: server.addr };
+  const follower = start(t, snippet("node-follow", page), env);
+  t.after(() => follower.child.kill());
+  const done = await runUntilFollowed(t, `${snippet("node-ask", page)}\nconsole.log(JSON.stringify(result));\nclient.close();\n`, env);
+  assert.equal(done.status, 0, done.err);
+  const result = JSON.parse(done.out);
+  assert.deepEqual(result.answers[0].selected, ["Postgres (Recommended)"]);
+  assert.equal(follower.output.err, "", "the follower failed nothing");
+});
 
 test("the docs' executor check runs as written", async (t) => {
   const dir = tempDir();
