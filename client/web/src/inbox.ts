@@ -157,7 +157,11 @@ export class InboxView extends View {
             },
             this.sound ? "Sound on" : "Sound off",
           ),
-          h("button", { type: "button", class: "quiet", "data-testid": "sign-out", onclick: this.signOut }, "Sign out"),
+          // Only a credential this tab holds can be signed out of: a server without
+          // authentication opens the inbox by itself.
+          this.session.signedIn
+            ? h("button", { type: "button", class: "quiet", "data-testid": "sign-out", onclick: this.signOut }, "Sign out")
+            : null,
         ),
       ),
     );

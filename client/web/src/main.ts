@@ -4,6 +4,9 @@
 // once and kept for this tab only (sessionStorage), so it is not bookmarked, shared or
 // shown on screen; a URL fragment never reaches a server.
 
+import { AskgateError, Client } from "@askgate/client/core";
+import { createGrpcWebTransport } from "@connectrpc/connect-web";
+
 import { InboxView } from "./inbox.js";
 import { Session } from "./session.js";
 import { View } from "./view.js";
@@ -60,7 +63,7 @@ function signIn(root: HTMLElement, refused?: { why: string; then: Route }): void
     <h1>askgate console</h1>
     <p class="error" role="alert" data-testid="sign-in-why" hidden></p>
     <p class="muted">Answer the questions agents ask: every session you may see in the inbox, or one session.</p>
-    <label class="text-label" for="token">Token: an API key or JWT (if the server requires one)</label>
+    <label class="text-label" for="token">Token: an API key or a JWT with the ui role</label>
     <input class="text" id="token" name="token" type="password" autocomplete="off" data-testid="sign-in-token">
     <label class="text-label" for="session">Session id (optional: empty opens the inbox)</label>
     <input class="text" id="session" name="session" autocomplete="off" pattern="[A-Za-z0-9._:@/\\-]{1,128}">
@@ -89,6 +92,48 @@ function signIn(root: HTMLElement, refused?: { why: string; then: Route }): void
   form.querySelector<HTMLInputElement>("#token")?.focus();
 }
 
+/** What the sign-in form says when the server needs a credential this tab does not hold. */
+const NEEDS_A_TOKEN =
+  "This server needs a token (an API key or a JWT) to show its questions: it runs with " +
+  "--auth. Sign in with one that has the ui role (an admin makes it with `askgate keys add " +
+  "--roles ui` or `askgate token --roles ui`).";
+
+/**
+ * The console's front door (`#/`, the address `askgate serve` prints): straight to the
+ * inbox when the server takes this tab as it is (no authentication on a loopback
+ * server, or a token the tab already holds), else the sign-in form saying why it is
+ * there. WhoAmI decides: it is what any credential, or none, may call.
+ */
+async function land(root: HTMLElement): Promise<void> {
+  const token = sessionStorage.getItem(TOKEN_KEY) || undefined;
+  const client = new Client(createGrpcWebTransport({ baseUrl: location.origin }), { token });
+  const waiting = document.createElement("p");
+  waiting.className = "muted";
+  waiting.textContent = "Connecting…";
+  root.replaceChildren(waiting);
+  let why: string | undefined;
+  try {
+    await client.whoAmI();
+  } catch (thrown) {
+    const error = AskgateError.from(thrown);
+    if (error.reason === "UNAUTHENTICATED") {
+      if (token !== undefined) sessionStorage.removeItem(TOKEN_KEY);
+      why = refusal(token !== undefined);
+    } else {
+      why = `The server cannot be reached (${error.rawMessage}). Sign in to try again.`;
+    }
+  } finally {
+    client.close();
+  }
+  // A page chosen meanwhile wins.
+  if (parseHash(location.hash).page !== "sign-in" || !root.contains(waiting)) return;
+  if (why === undefined) {
+    location.hash = "#/inbox";
+    return;
+  }
+  signIn(root, { why, then: { page: "inbox" } });
+}
+
 /** Whether two routes show the same page (whatever batch or token they name). */
 function samePage(a: Route, b: Route): boolean {
   if (a.page === "session" && b.page === "session") return a.sessionId === b.sessionId;
@@ -99,7 +144,7 @@ function samePage(a: Route, b: Route): boolean {
 function refusal(hadToken: boolean): string {
   return hadToken
     ? "The server did not accept this token. Sign in with another one."
-    : "This server needs a token (an API key or a JWT) to show its questions. Sign in with one.";
+    : NEEDS_A_TOKEN;
 }
 
 /** Forgets the token and shows the sign-in form. */
@@ -119,7 +164,7 @@ function start(): void {
   const route = parseHash(location.hash);
   if (route.page === "sign-in") {
     document.title = "askgate console";
-    signIn(root);
+    void land(root);
     return;
   }
   if (route.token !== undefined) {

@@ -148,6 +148,11 @@ export class Session {
     });
   }
 
+  /** Whether this tab holds a credential (a token) for the server. */
+  get signedIn(): boolean {
+    return this.options.token !== undefined;
+  }
+
   /** Following every session the credential may see, not one. */
   get inbox(): boolean {
     return this.options.sessionId === undefined;

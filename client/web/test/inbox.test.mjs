@@ -434,3 +434,25 @@ test("a quorum batch: each approval is recorded and counted, and the last one cl
   assert.deepEqual(json.approvers, ["ana@acme", "bo@acme"], JSON.stringify(json));
   await shows(ana, "notice", "Answer sent.");
 });
+
+test("the address serve prints opens the inbox by itself on a server without authentication", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const url = await h.serve();
+  const page = await h.page();
+  await page.goto(`${url}/console/`);
+  await shows(page, "connection", "Connected");
+  assert.equal(new URL(page.url()).hash, "#/inbox", "no sign-in form to get past");
+  assert.equal(await page.getByTestId("sign-in-token").count(), 0);
+  assert.equal(await page.getByTestId("sign-out").count(), 0, "no credential to sign out of");
+  await screenshot(page, "inbox-10-anonymous-lands-in-the-inbox");
+
+  // A server with authentication: the form, saying why it is there.
+  const auth = new Harness();
+  t.after(() => auth.close());
+  const { url: authUrl } = await authServer(auth);
+  const signIn = await auth.page();
+  await signIn.goto(`${authUrl}/console/`);
+  await shows(signIn, "sign-in-why", "it runs with --auth");
+  assert.equal(new URL(signIn.url()).hash, "", "still the front door");
+});
