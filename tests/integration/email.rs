@@ -256,6 +256,11 @@ async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {
     assert_eq!(status, 200);
     assert!(page.contains("value=\"no\" checked"), "{page}");
     assert!(page.contains("Deploy &lt;b&gt;now"), "{page}");
+    assert!(
+        page.contains("you answer as email:ana@example.com"),
+        "says whom Ana answers as: {page}"
+    );
+    assert!(page.contains("--accent:"), "the console's style: {page}");
     let (status, _) = http(&server, "GET", &yes, "").await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -283,6 +288,15 @@ async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {
     // The form sent: Ana's answer, as Ana.
     let (status, page) = http(&server, "POST", &no, "q.q=no").await;
     assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Your answer is sent:"), "{page}");
+    assert!(
+        page.contains("then? → no</li>"),
+        "repeats the answer: {page}"
+    );
+    assert!(
+        page.contains("Sent as <b>email:ana@example.com</b>"),
+        "{page}"
+    );
     let answered = within("the ask", call)
         .await
         .expect("join")
@@ -297,8 +311,9 @@ async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {
     let (status, page) = http(&server, "POST", &bo_yes, "").await;
     assert_eq!(status, 409, "{page}");
     assert!(
-        page.contains("Too late") || page.contains("resolved already"),
-        "{page}"
+        page.contains("Too late: answered by email:ana@example.com.")
+            && page.contains("then? → no"),
+        "says who won, and how: {page}"
     );
 
     // Each person gets the follow-up, in the ask's thread.

@@ -76,9 +76,15 @@ test("a person opens the mail's link in a browser and sends the form; the agent 
   await page.getByText("Deploy <b>now</b>?").waitFor();
   assert.equal(await page.getByRole("radio", { name: "no" }).isChecked(), true);
   assert.equal(agent.running(), true);
+  // Whom the person answers as, on the console's look (its colours, its cards).
+  await page.getByText("you answer as email:ana@example.com").waitFor();
+  const card = await page.locator(".card").evaluate((el) => getComputedStyle(el).borderRadius);
+  assert.equal(card, "10px", "the console's card");
   await screenshot(page, "email-link-page");
   await page.getByRole("button", { name: "Send" }).click();
-  await page.getByText("Your answer is sent.").waitFor();
+  await page.getByText("Your answer is sent:").waitFor();
+  await page.getByText("Deploy <b>now</b>? → no").waitFor();
+  await page.getByText("Sent as email:ana@example.com.").waitFor();
   await screenshot(page, "email-link-sent");
 
   const { code, json } = await agent.result();
@@ -89,4 +95,14 @@ test("a person opens the mail's link in a browser and sends the form; the agent 
   // The link is spent: opening it again says so.
   const again = await page.goto(no);
   assert.equal(again.status(), 410);
+
+  // The other option's link, opened later on a phone: who won, and what.
+  const phone = await h.page({ width: 390, height: 844 });
+  const late = await phone.goto(links[0].slice("choose: ".length));
+  assert.equal(late.status(), 409);
+  await phone.getByText("Too late: answered by email:ana@example.com.").waitFor();
+  await phone.getByText("Deploy <b>now</b>? → no").waitFor();
+  const overflow = await phone.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  assert.equal(overflow, false, "no sideways scrolling at phone width");
+  await screenshot(phone, "email-link-late-phone");
 });

@@ -41,6 +41,15 @@ pub fn escape_html(text: &str) -> String {
     out
 }
 
+/// An option's label without its " (Recommended)" mark, when it has one: the mark the
+/// tool's description tells models to put, which the answering UIs show as a badge.
+pub fn recommended(label: &str) -> Option<&str> {
+    label
+        .trim_end()
+        .strip_suffix("(Recommended)")
+        .map(str::trim_end)
+}
+
 /// The label of the option that approves a plan under review.
 pub fn approve_label(question: &askgate_proto::v1::Question) -> Option<&str> {
     use askgate_proto::v1::intent::Kind;

@@ -12,15 +12,15 @@
 
 mod page;
 
-use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
+use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested, Resolved};
 use bytes::Bytes;
 use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
 use crate::{
-    domain::{Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, approval, shown, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
-    questions::Questions,
+    questions::{Answered, Questions},
     webhooks::{
         Hooks,
         links::{LINK_PATH, Link},
@@ -40,7 +40,77 @@ pub struct Links {
 }
 
 fn notice(status: StatusCode, title: &str, text: &str) -> Reply {
-    Reply::html(status, page::notice(title, text))
+    Reply::html(status, page::notice(title, &[text.to_owned()]))
+}
+
+/// What a sent form did, in words for its page.
+struct Sent {
+    title: &'static str,
+    done: String,
+    /// What was sent, one line per question.
+    what: Vec<String>,
+}
+
+/// The note that keeps how an ask ended, in words, for the pages of its links opened
+/// later (the engine forgets a resolved ask once its session goes idle).
+fn settled_key(tenant: &str, rpc_id: &str) -> String {
+    format!("link-settled:{tenant}:{rpc_id}")
+}
+
+/// Bytes of one line kept of how an ask ended, and lines kept: an ask's own words
+/// (its questions, a person's answer) are cut to that.
+const MAX_SETTLED_LINE: usize = 300;
+const MAX_SETTLED_LINES: usize = 33;
+
+/// Keeps how the ask `rpc_id` of `tenant` ended, in `lines` (cut to a bounded size),
+/// for the pages of its links opened later; the first word kept stays.
+pub async fn remember_settled(
+    store: &dyn crate::backend::hooks::HookStore,
+    tenant: &str,
+    rpc_id: &str,
+    lines: &[String],
+) {
+    let words: Vec<String> = lines
+        .iter()
+        .take(MAX_SETTLED_LINES)
+        .map(|line| crate::webhooks::slack::blocks::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
+        .collect();
+    let key = settled_key(tenant, rpc_id);
+    if let Err(e) = store
+        .put_note(&key, &words.join("\n"), USED_TTL_MS, true)
+        .await
+    {
+        warn!("noting how an ask ended failed: {e}");
+    }
+}
+
+/// How an ask ended, in lines for a page: who resolved it and how, then what each
+/// question was answered (never a secret).
+pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> {
+    let mut lines = vec![format!(
+        "Too late: {}",
+        crate::webhooks::email::mail::outcome(resolved)
+    )];
+    lines.extend(answered_lines(requested, &resolved.answers));
+    lines
+}
+
+/// `question → answer` for each answered question of `requested` (a secret never).
+fn answered_lines(requested: &Requested, answers: &[QuestionAnswer]) -> Vec<String> {
+    requested
+        .questions
+        .iter()
+        .filter_map(|asked| {
+            let answer = answers.iter().find(|a| a.id == asked.id)?;
+            let words = match asked.secret {
+                true => "(secret)".to_owned(),
+                false => {
+                    shown::answer_words(answer, str::to_owned).unwrap_or_else(|| "skipped".into())
+                }
+            };
+            Some(format!("{} → {words}", asked.question))
+        })
+        .collect()
 }
 
 /// What a refused answer says.
@@ -117,21 +187,19 @@ impl Ingress for Links {
         }
         let requested = match self.pending(&link).await {
             Ok(Some(requested)) => requested,
-            Ok(None) => {
-                let (status, text) = refusal(&self.late(&link).await);
-                return notice(status, "This ask is resolved", &text);
-            }
+            Ok(None) => return self.resolved_page(&link).await,
             Err(e) => return unavailable(&e),
         };
         let answerable = approval::may_answer(&requested, link.channel());
         let cancellable = approval::may_resolve(&requested, link.channel());
+        let may = (answerable, cancellable);
         if parts.method == Method::GET {
-            let form = page::form(&requested, answerable, cancellable, link.option, None);
+            let form = page::form(&requested, may, link.option, &link.who, None);
             return Reply::html(StatusCode::OK, form);
         }
         let sent = self.post(&link, &requested, &body).await;
         match sent {
-            Ok(done) => {
+            Ok(sent) => {
                 if let Err(e) = self
                     .hooks
                     .store()
@@ -140,11 +208,12 @@ impl Ingress for Links {
                 {
                     warn!("noting a spent link failed: {e}");
                 }
-                notice(StatusCode::OK, "Sent", done)
+                let page = page::sent(sent.title, &sent.done, &sent.what, &link.who);
+                Reply::html(StatusCode::OK, page)
             }
             Err(e @ (Error::BadAnswer(_) | Error::BadRequest(_))) => {
                 let (status, text) = refusal(&e);
-                let form = page::form(&requested, answerable, cancellable, None, Some(&text));
+                let form = page::form(&requested, may, None, &link.who, Some(&text));
                 Reply::html(status, form)
             }
             Err(e) => {
@@ -181,6 +250,32 @@ impl Links {
         Ok(pending.into_iter().find(|r| r.rpc_id == link.rpc))
     }
 
+    /// The page of a link whose ask is resolved: how it ended and who won, as the
+    /// note kept when it was resolved says, else as the engine still knows it.
+    async fn resolved_page(&self, link: &Link) -> Reply {
+        let title = "This ask is resolved";
+        match self
+            .hooks
+            .store()
+            .note(&settled_key(&link.tenant, &link.rpc))
+            .await
+        {
+            Ok(Some(words)) => {
+                let lines: Vec<String> = words.lines().map(str::to_owned).collect();
+                return Reply::html(StatusCode::CONFLICT, page::notice(title, &lines));
+            }
+            Ok(None) => {}
+            Err(e) => warn!("reading how an ask ended failed: {e}"),
+        }
+        let (status, text) = refusal(&self.late(link).await);
+        notice(status, title, &text)
+    }
+
+    /// Keeps how the link's ask ended, in `lines`, for its other links.
+    async fn remember(&self, link: &Link, lines: &[String]) {
+        remember_settled(&**self.hooks.store(), &link.tenant, &link.rpc, lines).await;
+    }
+
     /// Why a link of a resolved ask does nothing: who won, as the engine knows it.
     async fn late(&self, link: &Link) -> Error {
         let request = AnswerRequest {
@@ -196,12 +291,7 @@ impl Links {
     }
 
     /// Sends the form: what was done, in words.
-    async fn post(
-        &self,
-        link: &Link,
-        requested: &Requested,
-        body: &[u8],
-    ) -> Result<&'static str, Error> {
+    async fn post(&self, link: &Link, requested: &Requested, body: &[u8]) -> Result<Sent, Error> {
         let fields: Vec<(String, String)> = form_urlencoded::parse(body)
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
@@ -214,6 +304,10 @@ impl Links {
         if field("cancel").is_some() {
             let reason = field("reason").unwrap_or_default().trim();
             let reason = crate::webhooks::slack::blocks::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
+            let said = match reason.is_empty() {
+                true => String::new(),
+                false => format!(": {reason}"),
+            };
             let request = CancelRequest {
                 session_id: link.session.clone(),
                 rpc_id: link.rpc.clone(),
@@ -223,18 +317,46 @@ impl Links {
             self.questions
                 .cancel(&link.tenant, request, &Self::resolver(link))
                 .await?;
-            return Ok("The ask is cancelled.");
+            let done = format!("Too late: cancelled by {}{said}", link.who);
+            self.remember(link, &[done]).await;
+            return Ok(Sent {
+                title: "Cancelled",
+                done: format!("The ask is cancelled{said}."),
+                what: Vec::new(),
+            });
         }
         let answers = answers(requested, &fields, link.option);
+        let what = answered_lines(requested, &answers);
         let request = AnswerRequest {
             session_id: link.session.clone(),
             rpc_id: link.rpc.clone(),
             answers,
         };
-        self.questions
+        let answered = self
+            .questions
             .answer(&link.tenant, request, &Self::resolver(link))
             .await?;
-        Ok("Your answer is sent.")
+        Ok(match answered {
+            Answered::Resolved => {
+                let mut lines = vec![format!("Too late: answered by {}.", link.who)];
+                lines.extend(what.iter().cloned());
+                self.remember(link, &lines).await;
+                Sent {
+                    title: "Sent",
+                    done: "Your answer is sent:".into(),
+                    what,
+                }
+            }
+            Answered::Voted { votes, needed } => Sent {
+                title: "Vote recorded",
+                done: format!(
+                    "Your vote is recorded: {votes} of {needed} approvals. The ask resolves \
+                     when {} more give the same answers.",
+                    needed.saturating_sub(votes)
+                ),
+                what,
+            },
+        })
     }
 }
 

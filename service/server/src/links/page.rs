@@ -10,26 +10,59 @@ use crate::domain::shown::{self, approve_label, escape_html as escape};
 /// Bytes of a detail or an action's arguments shown.
 const MAX_DETAIL: usize = 16 * 1024;
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:42rem;margin:2rem auto;\
-padding:0 1rem;line-height:1.4}fieldset{margin:1rem 0;border:1px solid #ccc;border-radius:6px}\
-label{display:block;margin:.3rem 0}pre{white-space:pre-wrap;background:#f4f4f4;padding:.5rem}\
-.context{color:#555}button{font-size:1rem;padding:.4rem 1rem;margin:.5rem 0}";
+/// The console's own style sheet, so that a link's page looks like the console (light
+/// and dark, readable from phone width up), inlined: the pages load nothing.
+const CONSOLE_CSS: &str = include_str!("../../../../client/web/dist/console.css");
 
-fn page(title: &str, body: &str) -> String {
+/// What the pages add to it: forms without the console's script (a chosen option is
+/// marked by CSS alone).
+const PAGE_CSS: &str = "fieldset{border:0;padding:0;margin:0 0 1.25rem}\
+legend{font-weight:600;padding:0;margin-bottom:.25rem}\
+.option-row:has(input:checked){border-color:var(--accent);background:var(--accent-soft)}\
+.option-row input{margin-top:.3rem;flex:none}\
+.answers{margin:.5rem 0;padding-left:1.25rem}main{margin-top:.25rem}";
+
+/// A page: the console's bar (the session, when there is one) over one card.
+fn page(title: &str, session: Option<&str>, body: &str) -> String {
+    let session = session.map_or(String::new(), |s| {
+        format!("<span class=\"session\">{}</span>", escape(s))
+    });
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <title>askgate: {}</title><style>{STYLE}</style></head>\n<body>\n{body}</body></html>\n",
+         <title>askgate: {}</title><style>{CONSOLE_CSS}{PAGE_CSS}</style></head>\n<body>\
+         <div id=\"app\"><header class=\"bar\"><span class=\"brand\">askgate</span>{session}\
+         </header>\n<main><div class=\"card\">\n{body}</div></main></div></body></html>\n",
         escape(title)
     )
 }
 
-/// A page that only says something (what happened, why a link does nothing).
-pub fn notice(title: &str, text: &str) -> String {
-    page(
-        title,
-        &format!("<h1>{}</h1>\n<p>{}</p>\n", escape(title), escape(text)),
-    )
+/// A page that only says something (what happened, why a link does nothing): its
+/// title, then each of `lines` as a paragraph.
+pub fn notice(title: &str, lines: &[String]) -> String {
+    let mut body = format!("<h1>{}</h1>\n", escape(title));
+    for line in lines {
+        body.push_str(&format!("<p>{}</p>\n", escape(line)));
+    }
+    page(title, None, &body)
+}
+
+/// What a sent form did: `done` (the answer is sent, the vote recorded, the ask
+/// cancelled), then what was sent, one line per question, and whom as.
+pub fn sent(title: &str, done: &str, what: &[String], who: &str) -> String {
+    let mut body = format!("<h1>{}</h1>\n<p>{}</p>\n", escape(title), escape(done));
+    if !what.is_empty() {
+        body.push_str("<ul class=\"answers\">\n");
+        for line in what {
+            body.push_str(&format!("<li>{}</li>\n", escape(line)));
+        }
+        body.push_str("</ul>\n");
+    }
+    body.push_str(&format!(
+        "<p class=\"muted\">Sent as <b>{}</b>. You may close this page.</p>\n",
+        escape(who)
+    ));
+    page(title, None, &body)
 }
 
 /// One question's fieldset; `approving`: it approves the ask's action, so its options
@@ -42,17 +75,24 @@ fn question(
     approving: bool,
 ) {
     let prefix = number.map_or(String::new(), |n| format!("{}. ", n + 1));
+    out.push_str("<fieldset>");
+    if let Some(header) = question.header.as_deref().filter(|h| !h.trim().is_empty()) {
+        out.push_str(&format!("<span class=\"chip\">{}</span>", escape(header)));
+    }
     out.push_str(&format!(
-        "<fieldset><legend><b>{prefix}{}</b></legend>\n",
+        "<legend>{prefix}{}</legend>\n",
         escape(&question.question)
     ));
     let approve = approve_label(question);
     if let Some(detail) = question.detail.as_deref().filter(|d| !d.trim().is_empty()) {
-        if approve.is_some() {
-            out.push_str("<p>The plan to review:</p>\n");
-        }
         let detail = shown::head_and_tail(detail, MAX_DETAIL);
-        out.push_str(&format!("<pre>{}</pre>\n", escape(&detail)));
+        match approve {
+            Some(_) => out.push_str(&format!(
+                "<div class=\"plan\"><p class=\"muted\">The plan to review:</p><pre>{}</pre></div>\n",
+                escape(&detail)
+            )),
+            None => out.push_str(&format!("<p class=\"detail\">{}</p>\n", escape(&detail))),
+        }
     }
     let name = escape(&format!("q.{}", question.id));
     let kind = if question.multi_select {
@@ -64,34 +104,42 @@ fn question(
         true => " required",
         false => "",
     };
+    out.push_str("<div class=\"options\">\n");
     for (i, option) in question.options.iter().enumerate() {
         let checked = if chosen == Some(i) { " checked" } else { "" };
-        let mark = if approve == Some(option.label.as_str()) {
-            " (approves the plan)"
-        } else {
-            ""
+        let marked = shown::recommended(&option.label);
+        let badge = match (approve == Some(option.label.as_str()), marked.is_some()) {
+            (true, _) => "<span class=\"badge approve\">approves the plan</span>",
+            (false, true) => "<span class=\"badge\">recommended</span>",
+            (false, false) => "",
         };
         let description = option
             .description
             .as_deref()
             .filter(|d| !d.trim().is_empty())
-            .map_or(String::new(), |d| format!(" — {}", escape(d)));
+            .map_or(String::new(), |d| {
+                format!("<span class=\"description\">{}</span>", escape(d))
+            });
         out.push_str(&format!(
-            "<label><input type=\"{kind}\" name=\"{name}\" value=\"{}\"{checked}{required}> <b>{}</b>{mark}{description}</label>\n",
+            "<label class=\"option-row\"><input type=\"{kind}\" name=\"{name}\" value=\"{}\"{checked}{required}>\
+             <span class=\"body\"><span class=\"label\">{}</span>{description}</span>{badge}</label>\n",
             escape(&option.label),
-            escape(&option.label),
+            escape(marked.unwrap_or(&option.label)),
         ));
     }
+    out.push_str("</div>\n");
     let custom = escape(&format!("custom.{}", question.id));
     match (question.options.is_empty(), approving) {
         (true, _) => out.push_str(&format!(
-            "<label>Your answer<br><textarea name=\"{custom}\" rows=\"4\" cols=\"60\"></textarea></label>\n"
+            "<label class=\"text-label\" for=\"{custom}\">Your answer</label>\
+             <textarea class=\"text\" id=\"{custom}\" name=\"{custom}\" rows=\"4\"></textarea>\n"
         )),
-        (false, true) => {
-            out.push_str("<p class=\"context\">This answer approves the action: choose an option.</p>\n")
-        }
+        (false, true) => out.push_str(
+            "<p class=\"muted\">This answer approves the action: choose an option.</p>\n",
+        ),
         (false, false) => out.push_str(&format!(
-            "<label>Other: <input type=\"text\" name=\"{custom}\" size=\"40\"></label>\n"
+            "<label class=\"text-label\" for=\"{custom}\">Or in your own words</label>\
+             <input class=\"text\" type=\"text\" id=\"{custom}\" name=\"{custom}\">\n"
         )),
     }
     out.push_str("</fieldset>\n");
@@ -99,34 +147,44 @@ fn question(
 
 /// The ask as a form: `answerable` when the link may answer it (else the console is
 /// named instead), `cancellable` when it may cancel it; `chosen` is the option the
-/// link was for. `error` is why the last sending was refused.
+/// link was for; `who` is whom the page answers as. `error` is why the last sending
+/// was refused.
 pub fn form(
     requested: &Requested,
-    answerable: bool,
-    cancellable: bool,
+    (answerable, cancellable): (bool, bool),
     chosen: Option<usize>,
+    who: &str,
     error: Option<&str>,
 ) -> String {
     let title = shown::title(requested);
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
-    let mut context = vec![format!("session {}", requested.session_id)];
+    let mut context = Vec::new();
+    if !requested.asked_by.is_empty() {
+        context.push(format!("asked by {}", requested.asked_by));
+    }
     if let Some(agent) = requested.agent.as_ref().filter(|a| !a.agent_id.is_empty()) {
         context.push(format!("agent {}", agent.agent_id));
     }
+    context.push(format!("you answer as {who}"));
     body.push_str(&format!(
-        "<p class=\"context\">{}</p>\n",
+        "<p class=\"muted\">{}</p>\n",
         escape(&context.join(" · "))
     ));
     if let Some(error) = error {
-        body.push_str(&format!("<p><b>Not sent:</b> {}</p>\n", escape(error)));
+        body.push_str(&format!(
+            "<p class=\"error\" role=\"alert\"><b>Not sent:</b> {}</p>\n",
+            escape(error)
+        ));
     }
     if let Some(action) = &requested.action {
         let arguments = shown::arguments(&action.arguments_json);
         body.push_str(&format!(
-            "<p>🔐 <b>Approves</b> <code>{}</code> (digest <code>{}</code>)</p>\n<pre>{}</pre>\n",
+            "<section class=\"approval\"><h3>🔐 Approves <code>{}</code></h3><pre>{}</pre>\
+             <p class=\"digest\">Its digest, {}…, is what the signed receipt binds: the \
+             action that runs must be exactly this one.</p></section>\n",
             escape(&action.name),
+            escape(&shown::head_and_tail(&arguments, MAX_DETAIL)),
             escape(requested.action_digest.get(..12).unwrap_or_default()),
-            escape(&shown::head_and_tail(&arguments, MAX_DETAIL))
         ));
     }
     let terms = shown::terms(requested, |a| {
@@ -144,7 +202,9 @@ pub fn form(
                 let approving = crate::domain::approval::approves_action(requested, &q.id);
                 question(&mut body, q, several.then_some(i), single, approving);
             }
-            body.push_str("<button type=\"submit\">Send</button>\n</form>\n");
+            body.push_str(
+                "<div class=\"actions\"><button class=\"primary\" type=\"submit\">Send</button></div>\n</form>\n",
+            );
         }
         false => {
             for (i, q) in requested.questions.iter().enumerate() {
@@ -160,13 +220,13 @@ pub fn form(
     if cancellable {
         body.push_str(
             "<form method=\"post\"><input type=\"hidden\" name=\"cancel\" value=\"1\">\
-             <label>Or cancel the ask, with a reason (optional): \
-             <input type=\"text\" name=\"reason\" maxlength=\"400\" size=\"40\"></label>\
-             <button type=\"submit\">Cancel the ask</button></form>\n",
+             <label class=\"text-label\" for=\"reason\">Or cancel the ask, with a reason (optional)</label>\
+             <input class=\"text\" type=\"text\" id=\"reason\" name=\"reason\" maxlength=\"400\">\
+             <div class=\"actions\"><button class=\"danger\" type=\"submit\">Cancel the ask</button></div></form>\n",
         );
     }
-    body.push_str("<p class=\"context\">Nothing is sent until you press a button.</p>\n");
-    page(&title, &body)
+    body.push_str("<p class=\"muted\">Nothing is sent until you press a button.</p>\n");
+    page(&title, Some(&requested.session_id), &body)
 }
 
 #[cfg(test)]
@@ -193,7 +253,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let open = form(&requested, true, true, None, None);
+        let open = form(
+            &requested,
+            (true, true),
+            None,
+            "email:ana@example.com",
+            None,
+        );
         assert!(open.contains("name=\"custom.go\""), "{open}");
         requested.action = Some(Box::new(Action {
             name: "deploy".into(),
@@ -204,7 +270,13 @@ mod tests {
                 custom: None,
             }],
         }));
-        let gated = form(&requested, true, true, None, None);
+        let gated = form(
+            &requested,
+            (true, true),
+            None,
+            "email:ana@example.com",
+            None,
+        );
         assert!(!gated.contains("name=\"custom.go\""), "{gated}");
         assert!(gated.contains(" required>"), "{gated}");
     }

@@ -152,6 +152,11 @@ impl Email {
             EventType::Requested | EventType::Resolved => {}
             other => return Err(format!("an email route does not take {}", other.as_str())),
         }
+        // The pages of the ask's links, opened from now on, say how it ended.
+        if let Some(resolved) = &resolved {
+            let lines = crate::links::settled_lines(&requested, resolved);
+            crate::links::remember_settled(store, &route.tenant, &delivery.rpc_id, &lines).await;
+        }
         // Every person at once: an attempt lasts one SMTP timeout, within its lease,
         // however many there are.
         let sends = target.to.iter().enumerate().map(|(i, address)| {
