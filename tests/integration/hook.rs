@@ -195,13 +195,14 @@ async fn a_tool_approval_is_a_single_select_question() {
         let pending = ui.list_pending("cc").await.expect("list");
         let question = &pending[0].questions[0];
         assert_eq!(question.question, "Allow Claude to use Bash?");
-        assert!(question.detail().contains("rm -rf build"), "{question:?}");
-        // Bound to the tool call it approves: the action is the tool and its input.
+        // Bound to the tool call it approves: the action is the tool and its input,
+        // shown once (as the action), not again as the question's detail.
         let action = pending[0].action.clone().expect("an action");
         assert_eq!(action.name, "Bash");
         let arguments: Value = serde_json::from_str(&action.arguments_json).expect("JSON");
         assert_eq!(arguments["command"], "rm -rf build");
         assert_eq!(pending[0].action_digest.len(), 64);
+        assert_eq!(question.detail, None, "the command once: {question:?}");
         ui.answer(
             "cc",
             &rpc_id,

@@ -65,14 +65,24 @@ export interface Options {
 
 /** How a batch was resolved, and by whom (the terminal overlay says the same). */
 export function resolutionNotice(
-  resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & { cancelSource?: CancelSource },
+  resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & {
+    cancelSource?: CancelSource;
+    approvers?: readonly string[];
+  },
   where = " elsewhere",
 ): string {
   const by = resolved.resolvedBy ? ` by ${resolved.resolvedBy}` : "";
   switch (resolved.reason) {
     case Resolution.ANSWERED:
+      // A quorum met: every approver, not only the last.
+      if (resolved.approvers !== undefined && resolved.approvers.length > 1) {
+        return `Approved by ${resolved.approvers.join(", ")}: the quorum is met.`;
+      }
       return `Answered${where}${by}.`;
     case Resolution.CANCELLED:
+      if (resolved.cancelSource === CancelSource.APPROVERS_DISAGREED) {
+        return `Not answered: ${resolved.cancelReason || "the approvers disagreed"}.`;
+      }
       if (resolved.cancelSource === CancelSource.UI_CLOSED) {
         return resolved.resolvedBy
           ? `Closed unanswered: the exclusive answering window of ${resolved.resolvedBy} closed.`
@@ -342,7 +352,10 @@ export class Session {
    */
   private close(
     composer: Composer,
-    resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & { cancelSource?: CancelSource },
+    resolved: Pick<Resolved, "reason" | "resolvedBy" | "cancelReason"> & {
+      cancelSource?: CancelSource;
+      approvers?: readonly string[];
+    },
     event: boolean,
   ): void {
     this.queue = this.queue.filter((c) => c !== composer);
@@ -354,8 +367,11 @@ export class Session {
       event &&
       ((sent === "answer" && resolved.reason === Resolution.ANSWERED) ||
         (sent === "cancel" && resolved.reason === Resolution.CANCELLED));
+    // A quorum this console approved in is met by someone else's answer: the notice
+    // says so, not "Answer sent" (this answer was a vote, sent long ago).
+    const quorumMet = resolved.approvers !== undefined && resolved.approvers.length > 1;
     this.notice = ours
-      ? { text: sent === "cancel" ? "Cancelled." : "Answer sent.", about, tone: "done" }
+      ? { text: sent === "cancel" ? "Cancelled." : quorumMet ? resolutionNotice(resolved) : "Answer sent.", about, tone: "done" }
       : { text: resolutionNotice(resolved), about, tone: "warn" };
     this.recent.unshift({
       sessionId: composer.batch.sessionId,

@@ -599,6 +599,17 @@ function approvedText(c: Composer): HTMLElement {
   );
 }
 
+/** When the batch's default answers apply, in the reader's clock: "by 14:05 (in 25 min)". */
+function deadline(batch: Requested): string {
+  const seconds = batch.expiresAt ? Number(batch.expiresAt.seconds) : 0;
+  if (seconds <= 0) return "in time";
+  const at = new Date(seconds * 1000);
+  const left = Math.max(0, Math.round((at.getTime() - Date.now()) / 60_000));
+  const when = at.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const within = left < 60 ? `${left} min` : `${Math.round(left / 60)} h`;
+  return `by ${when} (in ${within})`;
+}
+
 /**
  * What the batch's answer approves (docs/approvals.md): the action with its arguments
  * pretty-printed, the approvers a quorum needs, the answers that apply when nobody
@@ -616,7 +627,12 @@ function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefi
     terms.push(
       h("h3", {}, "Approves ", h("code", { "data-testid": "action-name" }, batch.action.name)),
       h("pre", { "data-testid": "action-arguments" }, headAndTail(args, MAX_SHOWN_ARGUMENTS)),
-      h("p", { class: "digest" }, `digest ${batch.actionDigest.slice(0, 16)}…`),
+      h(
+        "p",
+        { class: "digest", "data-testid": "action-digest" },
+        batch.askedBy ? `Asked by ${batch.askedBy}. ` : "",
+        `Digest ${batch.actionDigest.slice(0, 16)}…: the signed receipt binds your answer to exactly this action, so nothing else can run on it.`,
+      ),
     );
   }
   if (batch.quorum && batch.quorum.count > 1) {
@@ -625,7 +641,7 @@ function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefi
   }
   if (batch.defaultAnswers.length > 0) {
     const defaults = batch.defaultAnswers.map((a) => a.custom ?? a.selected.join(", ")).join("; ");
-    terms.push(h("p", { "data-testid": "defaults" }, `If nobody answers in time: ${defaults}.`));
+    terms.push(h("p", { "data-testid": "defaults" }, `If nobody answers ${deadline(batch)}: ${defaults}.`));
   }
   return terms.length > 0 ? h("div", { class: "approval", "data-testid": "approval" }, ...terms) : undefined;
 }

@@ -405,9 +405,17 @@ test("what an answer approves shows with the question; only the console may answ
     questions: [question("go", "Deploy api to prod?", ["Approve", "Reject"], { header: "Deploy" })],
     action: { name: "deploy", argumentsJson: JSON.stringify({ service: "api", env: "prod", replicas: 3 }) },
     allowedChannels: ["console"],
+    ttlMs: 600_000,
+    defaultAnswers: [{ id: "go", selected: ["Reject"] }],
   });
   await shows(page, "action-name", "deploy");
   await shows(page, "action-arguments", '"replicas": 3');
+  // Who asked, what the digest means, and when the default applies.
+  await shows(page, "action-digest", "Asked by anonymous.");
+  await shows(page, "action-digest", "the signed receipt binds your answer to exactly this action");
+  await shows(page, "defaults", "Reject.");
+  // The ttl was 10 min when asked; a slow machine may show a minute less.
+  assert.match(await page.getByTestId("defaults").innerText(), /^If nobody answers by .+ \(in (9|10) min\): Reject\.$/);
   await screenshot(page, "11-approval-with-action");
   await page.getByRole("button", { name: /Approve/ }).first().click();
   await page.getByTestId("review").waitFor();

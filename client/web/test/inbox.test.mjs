@@ -432,7 +432,10 @@ test("a quorum batch: each approval is recorded and counted, and the last one cl
   const { code, json, stderr } = await agent.result();
   assert.equal(code, 0, stderr);
   assert.deepEqual(json.approvers, ["ana@acme", "bo@acme"], JSON.stringify(json));
-  await shows(ana, "notice", "Answer sent.");
+  // Ana's vote was sent long ago: what she learns now is that the quorum is met.
+  await shows(ana, "notice", "Approved by ana@acme, bo@acme: the quorum is met.");
+  assert.doesNotMatch(await ana.getByTestId("notice").innerText(), /Answer sent/);
+  await screenshot(ana, "inbox-09-quorum-met");
 });
 
 test("the address serve prints opens the inbox by itself on a server without authentication", async (t) => {

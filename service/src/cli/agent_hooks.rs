@@ -7,7 +7,8 @@
 //!   labels joined with ", ", or the human's own words). A cancel is a `deny` whose
 //!   reason reaches Claude.
 //! - `PermissionRequest` (a tool approval, e.g. Bash): one single-select question
-//!   ("Allow once" / "Deny", the tool input as its detail); the answer is the
+//!   ("Allow once" / "Deny"; the tool input is the action it approves, or its detail
+//!   when it does not fit an action); the answer is the
 //!   decision.
 //! - When askgate cannot help (unreachable, nobody follows the session, no answer
 //!   in time) the hook prints nothing and exits 0: Claude Code goes on with its own
@@ -138,7 +139,7 @@ pub async fn run(command: HookCommand) -> ExitCode {
 }
 
 async fn decide(args: &ClaudeCodeArgs, session: &str, input: &HookInput) -> Decision {
-    let Some(questions) = questions_of(input) else {
+    let Some(mut questions) = questions_of(input) else {
         return Decision::FallBack(format!(
             "nothing for askgate in {} on {}",
             input.hook_event_name, input.tool_name
@@ -164,6 +165,11 @@ async fn decide(args: &ClaudeCodeArgs, session: &str, input: &HookInput) -> Deci
             && askgate_client::receipt::ijson::first_inexact_number(&arguments).is_none()
         {
             ask = ask.action(&input.tool_name, &arguments);
+            // Every answering UI shows the action's arguments: the command once, not
+            // again as the question's detail.
+            for question in &mut questions {
+                question.detail = None;
+            }
         }
     }
     for question in questions {

@@ -138,7 +138,7 @@ async fn interactive(args: AnswerArgs) -> ExitCode {
         .connect
         .connect()
         .await
-        .and_then(|c| c.with_channel("tui"))
+        .and_then(|c| c.with_channel(overlay::OVERLAY_CHANNEL))
     {
         Ok(client) => client,
         Err(e) => return fail(&e),

@@ -109,12 +109,34 @@ pub fn terms(
     }
     if !requested.default_answers.is_empty() {
         let defaults: Vec<String> = requested.default_answers.iter().map(answer).collect();
-        terms.push(format!(
-            "if nobody answers in time: {}",
-            defaults.join(", ")
-        ));
+        let by = match requested.expires_at.as_ref().filter(|t| t.seconds > 0) {
+            Some(at) => format!("by {}", utc(at.seconds)),
+            None => "in time".to_owned(),
+        };
+        terms.push(format!("if nobody answers {by}: {}", defaults.join(", ")));
     }
     terms
+}
+
+/// A time (seconds since the epoch) as people read it: `2026-12-04 14:05 UTC`.
+pub fn utc(seconds: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.max(0) as u64);
+    let text = humantime::format_rfc3339_seconds(at).to_string();
+    // 2026-12-04T14:05:09Z: the date, then hours and minutes.
+    format!("{} {} UTC", &text[..10], &text[11..16])
+}
+
+/// `terms` as sentences: each begins with a capital and ends with a full stop.
+pub fn sentences(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|term| {
+            let mut chars = term.chars();
+            let first = chars.next().map(|c| c.to_uppercase().to_string());
+            format!("{}{}.", first.unwrap_or_default(), chars.as_str())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn mark(omitted: usize, total: usize) -> String {

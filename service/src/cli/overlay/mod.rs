@@ -10,6 +10,10 @@ pub mod run;
 pub mod state;
 pub mod view;
 
+/// The channel the overlay answers from (`askgate-channel`): an ask whose
+/// allowed_channels leave it out cannot be answered here.
+pub const OVERLAY_CHANNEL: &str = "tui";
+
 /// A question with these option labels, for the overlay's tests.
 #[cfg(test)]
 fn test_question(id: &str, labels: &[&str], multi_select: bool) -> askgate_proto::v1::Question {

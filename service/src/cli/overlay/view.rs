@@ -3,7 +3,7 @@
 //! the batch's questions, a notice line and the keys. Reads the state, changes nothing.
 
 use askgate_proto::v1::Question;
-use askgate_server::domain::shown;
+use askgate_server::domain::{approval, shown};
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -137,15 +137,34 @@ fn detail_text(overlay: &Overlay, question: &Question) -> Option<String> {
         .cloned()
         .collect();
     let batch = &overlay.batch;
+    // Said before anything is filled in: the server would refuse it at submit.
+    if !approval::may_resolve(batch, super::OVERLAY_CHANNEL) {
+        parts.insert(
+            0,
+            format!(
+                "Only {} may answer this ask, not this terminal: answer it there.",
+                batch.allowed_channels.join(", ")
+            ),
+        );
+    }
     if let Some(action) = &batch.action {
         let arguments = shown::arguments(&action.arguments_json);
-        parts.push(format!("Approves {}:\n{arguments}", action.name));
+        let asked_by = match batch.asked_by.as_str() {
+            "" => String::new(),
+            who => format!("Asked by {who}. "),
+        };
+        let digest = batch.action_digest.get(..12).unwrap_or_default();
+        parts.push(format!(
+            "Approves {}:\n{arguments}\n{asked_by}Digest {digest}…: the signed receipt binds \
+             the answer to exactly this action.",
+            action.name
+        ));
     }
     let terms = shown::terms(batch, |a| {
         shown::answer_words(a, str::to_owned).unwrap_or_else(|| "skipped".into())
     });
     if !terms.is_empty() {
-        parts.push(format!("This ask {}.", terms.join("; ")));
+        parts.push(shown::sentences(&terms));
     }
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }

@@ -342,7 +342,62 @@ fn what_an_answer_approves_is_shown_with_the_question() {
             "What the answer approves",
             "Approves deploy:",
             "\"env\": \"prod\"",
-            "This ask needs 2 approvers",
+            "Needs 2 approvers who give the same answers.",
         ],
+    );
+}
+
+#[test]
+fn an_approval_says_who_asked_what_its_digest_binds_and_when_its_default_applies() {
+    let mut queue = Queue::new();
+    queue.on_event(Event::Requested {
+        cursor: String::new(),
+        requested: Requested {
+            rpc_id: "r1".into(),
+            session_id: "demo".into(),
+            questions: vec![db_question()],
+            action: Some(Box::new(askgate_proto::v1::Action {
+                name: "deploy".into(),
+                arguments_json: r#"{"env":"prod"}"#.into(),
+                ..Default::default()
+            })),
+            action_digest: "0123456789abcdef".repeat(4),
+            asked_by: "worker-7".into(),
+            default_answers: vec![askgate_client::answer::select("db", ["SQLite"])],
+            expires_at: Some(
+                (std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_392_800)).into(),
+            ),
+            ..Default::default()
+        },
+    });
+    let shown = screen(&queue, None);
+    assert_shows(
+        &shown,
+        &[
+            "Asked by worker-7.",
+            "Digest 0123456789ab…: the signed receipt binds",
+            "If nobody answers by 2026-12-04 14:00 UTC: SQLite.",
+        ],
+    );
+    assert!(!shown.contains("This ask if"), "{shown}");
+}
+
+#[test]
+fn an_ask_only_the_console_may_answer_says_so_before_it_is_filled_in() {
+    let mut queue = Queue::new();
+    queue.on_event(Event::Requested {
+        cursor: String::new(),
+        requested: Requested {
+            rpc_id: "r1".into(),
+            session_id: "demo".into(),
+            questions: vec![db_question()],
+            allowed_channels: vec!["console".into()],
+            ..Default::default()
+        },
+    });
+    let shown = screen(&queue, None);
+    assert_shows(
+        &shown,
+        &["Only console may answer this ask, not this terminal: answer it there."],
     );
 }
