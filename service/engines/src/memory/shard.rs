@@ -182,8 +182,14 @@ impl Shard {
     }
 
     /// The fingerprint the request id's ask was sent with, if it has one.
-    pub(super) fn fingerprint_of(&self, key: &SessionKey, request_id: &str) -> Option<Fingerprint> {
-        self.request(key, request_id)?.fingerprint()
+    pub(super) fn fingerprint_of(
+        &self,
+        key: &SessionKey,
+        request_id: &Arc<str>,
+    ) -> Option<Fingerprint> {
+        // The ask's own id: the key is two reference counts, no copy of the id.
+        let request = (key.clone(), request_id.clone());
+        self.requests.get(&request)?.fingerprint()
     }
 
     /// The request id names the pending ask `rpc_id`, sent with `fingerprint`.
