@@ -291,6 +291,9 @@ async fn an_ask_that_resolves_with_its_default_exits_10_with_the_default() {
         "1s",
         "--default",
         "q1=Reject",
+        // An action with no --arguments approves it with none ({}).
+        "--action",
+        "migrate",
     ]);
     let (code, stdout, stderr) = finish(ask).await;
     assert_eq!(code, 10, "DEFAULTED is not a person's answer: {stderr}");

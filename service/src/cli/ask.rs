@@ -90,7 +90,7 @@ pub struct AskArgs {
     /// carries a signed receipt for it.
     #[arg(long)]
     pub action: Option<String>,
-    /// The action's arguments: a JSON object, or `@FILE` (`@-` for stdin).
+    /// The action's arguments: a JSON object, or `@FILE` (`@-` for stdin); default `{}`.
     #[arg(long, requires = "action")]
     pub arguments: Option<String>,
     /// Distinct people whose same answers resolve the ask (2 to 10).
@@ -179,7 +179,8 @@ impl AskArgs {
     fn approval(&self, request: &mut AskRequest) -> Result<(), String> {
         if let Some(name) = &self.action {
             let arguments_json = match self.arguments.as_deref() {
-                None => String::new(),
+                // An action with no arguments: the empty object.
+                None => "{}".to_owned(),
                 Some(arguments) => {
                     let text = match arguments.strip_prefix('@') {
                         Some(path) => json::read_input(path)
