@@ -75,12 +75,16 @@ fn question(
     approving: bool,
 ) {
     let prefix = number.map_or(String::new(), |n| format!("{}. ", n + 1));
-    out.push_str("<fieldset>");
-    if let Some(header) = question.header.as_deref().filter(|h| !h.trim().is_empty()) {
-        out.push_str(&format!("<span class=\"chip\">{}</span>", escape(header)));
-    }
+    // The legend first (a fieldset's name), the header's chip inside it.
+    let chip = question
+        .header
+        .as_deref()
+        .filter(|h| !h.trim().is_empty())
+        .map_or(String::new(), |h| {
+            format!("<span class=\"chip\">{}</span><br>", escape(h))
+        });
     out.push_str(&format!(
-        "<legend>{prefix}{}</legend>\n",
+        "<fieldset><legend>{chip}{prefix}{}</legend>\n",
         escape(&question.question)
     ));
     let approve = approve_label(question);
