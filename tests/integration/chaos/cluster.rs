@@ -36,7 +36,16 @@ async fn cluster_and_nodes(extra: &[&str]) -> (RedisCluster, Vec<ServeProcess>) 
 }
 
 async fn nodes(cluster: &RedisCluster, extra: &[&str]) -> Vec<ServeProcess> {
-    let mut flags = vec!["--webhook-allow-private"];
+    // A delivery whose attempt failed while a shard was cut is tried again within a
+    // second, not after the default backoff (5 s, then 10 s, ...): the check waits for
+    // every delivery a bounded time, and one that is only late must not read as lost.
+    let mut flags = vec![
+        "--webhook-allow-private",
+        "--webhook-retry-initial",
+        "200ms",
+        "--webhook-retry-max",
+        "1s",
+    ];
     flags.extend(extra);
     ServeProcess::redis_nodes(&cluster.url, true, 2, &flags).await
 }

@@ -87,9 +87,14 @@ pub async fn remember_settled(
 /// How an ask ended, in lines for a page: who resolved it and how, then what each
 /// question was answered (never a secret).
 pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> {
+    // "Answered by ana." as "Too late: answered by ana.", as a page's own words say it.
+    let outcome = crate::webhooks::email::mail::outcome(resolved);
+    let mut chars = outcome.chars();
+    let first = chars.next().map(|c| c.to_lowercase().to_string());
     let mut lines = vec![format!(
-        "Too late: {}",
-        crate::webhooks::email::mail::outcome(resolved)
+        "Too late: {}{}",
+        first.unwrap_or_default(),
+        chars.as_str()
     )];
     lines.extend(answered_lines(requested, &resolved.answers));
     lines
