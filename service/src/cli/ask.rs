@@ -55,9 +55,9 @@ pub struct AskArgs {
     /// The incarnation printed by `askgate attach`.
     #[arg(long, env = "ASKGATE_INCARNATION", requires = "agent_id")]
     pub incarnation: Option<String>,
-    /// Idempotency key: a retry with the same session, request id and questions joins
-    /// the same ask, or gets its answer (other questions: REQUEST_ID_REUSED). Default:
-    /// the --json file's request_id, else a fresh one per call.
+    /// Idempotency key: a retry with the same session, request id, questions and
+    /// approval flags joins the same ask, or gets its answer (anything else:
+    /// REQUEST_ID_REUSED). Default: the --json file's request_id, else a fresh one.
     #[arg(long)]
     pub request_id: Option<String>,
     /// How long the question stays answerable if this process dies, for a rerun with

@@ -230,9 +230,9 @@ pub enum Error {
     /// The receipt was consumed before, at `consumed_at` (RFC 3339).
     #[error("this receipt was already used")]
     ReceiptConsumed { consumed_at: String },
-    /// The request_id names an ask with other questions (or another action).
+    /// The request_id names an ask with other questions, action or approval terms.
     #[error(
-        "this request_id was used for a different ask in this session: a retry must send the same questions and action, a new ask needs a new request_id"
+        "this request_id was used for a different ask in this session: a retry must send the same questions, action and approval terms, a new ask needs a new request_id"
     )]
     RequestIdReused,
     #[error("too many pending questions: {0}")]

@@ -142,29 +142,44 @@ impl NewAsk {
         }
     }
 
-    /// What makes a retry the same ask (docs/protocol.md, Semantics 10): its questions
-    /// and the digest of its action. A request_id already known in the session with
-    /// another fingerprint is REQUEST_ID_REUSED.
+    /// What makes a retry the same ask (docs/protocol.md, Semantics 10): its questions,
+    /// the digest of its action, and its approval terms (quorum, default answers,
+    /// allowed channels: an answer given under one quorum must never come back to a
+    /// call that asked for a larger one). A request_id already known in the session
+    /// with another fingerprint is REQUEST_ID_REUSED.
     pub fn fingerprint(&self) -> Fingerprint {
         use prost::Message as _;
         use sha2::{Digest as _, Sha256};
-        let mut hasher = Sha256::new();
+        // Every list counted and every part length-delimited, in a fixed order: no two
+        // asks share the bytes.
+        let mut bytes = Vec::with_capacity(256);
+        let count = |n: usize, bytes: &mut Vec<u8>| prost::encoding::encode_varint(n as u64, bytes);
+        count(self.questions.len(), &mut bytes);
         for question in &self.questions {
-            // Each question's length first: no two batches encode to the same bytes.
-            let encoded = question.encode_length_delimited_to_vec();
-            hasher.update(&encoded);
+            let _ = question.encode_length_delimited(&mut bytes);
         }
-        hasher.update([0]);
-        hasher.update(self.action_digest.as_bytes());
-        let digest = hasher.finalize();
-        let mut bytes = [0; 16];
-        bytes.copy_from_slice(&digest[..16]);
-        Fingerprint(bytes)
+        for part in [self.action_digest.as_bytes(), &self.quorum.to_be_bytes()] {
+            count(part.len(), &mut bytes);
+            bytes.extend_from_slice(part);
+        }
+        count(self.default_answers.len(), &mut bytes);
+        for answer in &self.default_answers {
+            let _ = answer.encode_length_delimited(&mut bytes);
+        }
+        count(self.allowed_channels.len(), &mut bytes);
+        for channel in &self.allowed_channels {
+            count(channel.len(), &mut bytes);
+            bytes.extend_from_slice(channel.as_bytes());
+        }
+        let digest = Sha256::digest(&bytes);
+        let mut fingerprint = [0; 16];
+        fingerprint.copy_from_slice(&digest[..16]);
+        Fingerprint(fingerprint)
     }
 }
 
-/// The first 16 bytes of a SHA-256 over an ask's questions and action digest
-/// ([`NewAsk::fingerprint`]): stored with its request_id, so that the id names one
+/// The first 16 bytes of a SHA-256 over an ask's questions, action digest and approval
+/// terms ([`NewAsk::fingerprint`]): stored with its request_id, so that the id names one
 /// ask only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fingerprint(pub [u8; 16]);

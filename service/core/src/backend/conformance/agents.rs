@@ -219,10 +219,29 @@ pub async fn rule_10_a_request_id_names_one_ask(make: impl Make) {
             a.action_digest = digest.into();
         })
     };
+    // The same questions under other approval terms are another ask too: an answer
+    // given with no quorum must never come back to a call that asked for three.
+    let terms = |change: fn(&mut NewAsk)| {
+        let mut ask = with("ok?", "");
+        change(&mut ask);
+        ask
+    };
+    let skip = |a: &mut NewAsk| {
+        a.default_answers = vec![QuestionAnswer {
+            id: "q".into(),
+            ..Default::default()
+        }]
+    };
     let first = backend.register(with("ok?", "")).await.expect("register");
     for (other, why) in [
         (with("deploy?", ""), "other questions"),
         (with("ok?", "sha256:1"), "another action"),
+        (terms(|a| a.quorum = 3), "a quorum"),
+        (
+            terms(|a| a.allowed_channels = vec!["console".into()]),
+            "allowed channels",
+        ),
+        (terms(skip), "default answers"),
     ] {
         let reused = backend.register(other).await.map(|r| r.rpc_id);
         assert!(
@@ -237,14 +256,16 @@ pub async fn rule_10_a_request_id_names_one_ask(make: impl Make) {
         .await
         .expect("claim");
     assert_eq!(retry.outcome.await.expect("outcome"), answered());
-    let reused = backend
-        .register(with("deploy?", ""))
-        .await
-        .map(|r| r.rpc_id);
-    assert!(
-        matches!(reused, Err(Error::RequestIdReused)),
-        "ended: {reused:?}"
-    );
+    for (other, why) in [
+        (with("deploy?", ""), "other questions"),
+        (terms(|a| a.quorum = 3), "a quorum"),
+    ] {
+        let reused = backend.register(other).await.map(|r| r.rpc_id);
+        assert!(
+            matches!(reused, Err(Error::RequestIdReused)),
+            "ended, {why}: {reused:?}"
+        );
+    }
     let late = backend.register(with("ok?", "")).await.expect("recorded");
     assert_eq!(late.outcome.await.expect("outcome"), answered());
 

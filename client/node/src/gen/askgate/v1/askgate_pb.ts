@@ -2652,8 +2652,9 @@ export enum ErrorReason {
   RECEIPT_CONSUMED = 28,
 
   /**
-   * The request_id names another ask of the session: one with other questions (or
-   * another action). A retry must send the same ask; a new ask needs a new request_id.
+   * The request_id names another ask of the session: one with other questions, another
+   * action or other approval terms. A retry must send the same ask; a new ask needs a
+   * new request_id.
    *
    * @generated from enum value: REQUEST_ID_REUSED = 29;
    */
