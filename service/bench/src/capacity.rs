@@ -15,7 +15,9 @@ use tonic_health::pb::{
 };
 
 use crate::{
-    BenchBackend, backend_name, measured_node,
+    BenchBackend, backend_name,
+    figures::{Better::Lower, record},
+    measured_node,
     nodes::{DataDir, metrics_addr, start_node},
     start_one,
 };
@@ -84,6 +86,10 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
         idle as f64 / MIB,
         serving.as_secs_f64() * 1000.0
     );
+    let name = backend_name(args.backend);
+    record(&format!("{name} idle RSS"), idle as f64 / MIB, "MiB", Lower);
+    let ms = serving.as_secs_f64() * 1000.0;
+    record(&format!("{name} start to SERVING"), ms, "ms", Lower);
 
     let mut clients = Vec::new();
     for _ in 0..args.connections {
@@ -105,9 +111,18 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
         peak as f64 / MIB,
         peak.saturating_sub(idle) as f64 / total as f64
     );
+    let per_ask = peak.saturating_sub(idle) as f64 / total as f64;
+    record(
+        &format!("{name} bytes per pending ask"),
+        per_ask,
+        "B",
+        Lower,
+    );
+    let held = format!("{name} RSS with {total} pending");
+    record(&held, peak as f64 / MIB, "MiB", Lower);
 
     let subscriber = clients[0].clone();
-    replay_busy_session(subscriber.clone(), args.big).await?;
+    replay_busy_session(subscriber.clone(), &name, args.big).await?;
     if let Some(dir) = _redis.downcast_ref::<DataDir>() {
         let limits = (per_session.as_str(), per_tenant.as_str());
         start_from_backup(dir, limits, total, &args.node_args).await?;
@@ -120,7 +135,9 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     while pending_asks(&metrics).await? > 0 && started.elapsed() < args.settle {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    report_fall(&node, peak, started, args.settle, "after the asks resolved").await?;
+    let rss = report_fall(&node, peak, started, args.settle, "after the asks resolved").await?;
+    let fell = format!("{name} RSS after the asks resolved, of the peak");
+    record(&fell, rss as f64 * 100.0 / peak as f64, "%", Lower);
     // HTTP/2 keeps a connection's stream table at its largest: what the clients'
     // connections held is freed when they close.
     drop((clients, subscriber, lister));
@@ -238,11 +255,15 @@ async fn start_from_backup(
         copied.as_secs_f64(),
         serving.as_secs_f64() * 1000.0
     );
+    let store = format!("sqlite store with {total} pending");
+    record(&store, dir.store_bytes() as f64 / MIB, "MiB", Lower);
+    let restart = format!("sqlite start to SERVING with {total} pending");
+    record(&restart, serving.as_secs_f64() * 1000.0, "ms", Lower);
     Ok(())
 }
 
 /// A new subscriber of the session holding `big` asks: how long its replay takes.
-async fn replay_busy_session(mut subscriber: Client, big: usize) -> anyhow::Result<()> {
+async fn replay_busy_session(mut subscriber: Client, name: &str, big: usize) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut events = subscriber.subscribe_session("cap-big").await?;
     let mut replayed = 0;
@@ -254,22 +275,28 @@ async fn replay_busy_session(mut subscriber: Client, big: usize) -> anyhow::Resu
             None => bail!("the subscription ended before synced"),
         }
     }
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
     println!(
-        "a new subscriber on the session holding {big}: synced after {replayed} replayed, in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1000.0
+        "a new subscriber on the session holding {big}: synced after {replayed} replayed, in {ms:.1} ms"
+    );
+    record(
+        &format!("{name} replay of {big} pending to synced"),
+        ms,
+        "ms",
+        Lower,
     );
     Ok(())
 }
 
 /// Waits until the node's RSS is at most a quarter of `peak`, or `settle` has passed
-/// since `started`, and prints it.
+/// since `started`, and prints it; the RSS.
 async fn report_fall(
     node: &ServeProcess,
     peak: u64,
     started: Instant,
     settle: Duration,
     when: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u64> {
     let mut rss = node.rss()?;
     while rss > peak / 4 && started.elapsed() < settle {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -281,7 +308,7 @@ async fn report_fall(
         rss as f64 * 100.0 / peak as f64,
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(rss)
 }
 
 /// How long after its start the node answered a health Check with SERVING.

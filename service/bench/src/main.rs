@@ -12,6 +12,7 @@
 
 mod capacity;
 mod fanout;
+mod figures;
 mod nodes;
 mod roundtrip;
 mod soak;
@@ -31,6 +32,10 @@ struct Cli {
     /// this binary].
     #[arg(long, global = true, env = "ASKGATE_BIN")]
     askgate: Option<PathBuf>,
+    /// Append every figure printed to FILE as well, one `name<TAB>value<TAB>unit<TAB>better`
+    /// line each (for `compare` and scripts/bench-compare.sh).
+    #[arg(long, global = true, value_name = "FILE")]
+    figures: Option<PathBuf>,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -49,6 +54,9 @@ enum Scenario {
     /// A steady load for minutes: asks waiting with churn and subscribers that
     /// reconnect and resume; the node's RSS and task count every interval.
     Soak(soak::SoakArgs),
+    /// Two builds side by side: the median of each figure over the runs recorded with
+    /// `--figures` in one directory per build, both ranges and their ratio.
+    Compare(figures::CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,15 +78,21 @@ pub enum BenchBackend {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = nodes::use_askgate(cli.askgate) {
-        eprintln!("askgate-bench: {e:#}");
-        return ExitCode::from(64);
+    // Every scenario but `compare` drives askgate nodes.
+    if !matches!(cli.scenario, Scenario::Compare(_)) {
+        let chosen = nodes::use_askgate(cli.askgate)
+            .and_then(|()| cli.figures.as_deref().map_or(Ok(()), figures::record_to));
+        if let Err(e) = chosen {
+            eprintln!("askgate-bench: {e:#}");
+            return ExitCode::from(64);
+        }
     }
     let outcome = match cli.scenario {
         Scenario::Roundtrip(args) => roundtrip::run(args).await,
         Scenario::Capacity(args) => capacity::run(args).await,
         Scenario::Fanout(args) => fanout::run(args).await,
         Scenario::Soak(args) => soak::run(args).await,
+        Scenario::Compare(args) => figures::compare(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -456,6 +456,67 @@ fn print_table(results: &[Figures]) {
     }
     print_ratios(results);
     print_redis_commands(results);
+    record_figures(results);
+}
+
+/// Each run's figures for `--figures` (scripts/bench-compare.sh).
+fn record_figures(results: &[Figures]) {
+    use crate::figures::{Better::*, record};
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for f in results {
+        let at = format!("{} c={}", backend_name(f.backend), f.concurrency);
+        record(&format!("{at} asks/s"), f.asks.per_sec, "/s", Higher);
+        record(&format!("{at} p50"), ms(f.asks.p(0.50)), "ms", Lower);
+        record(&format!("{at} p99"), ms(f.asks.p(0.99)), "ms", Lower);
+        record(
+            &format!("{at} server CPU per ask"),
+            us(f.asks.cpu.server),
+            "µs",
+            Lower,
+        );
+        record(
+            &format!("{at} health Checks/s"),
+            f.checks.per_sec,
+            "/s",
+            Higher,
+        );
+        record(
+            &format!("{at} asks/s over Checks/s"),
+            f.asks.per_sec / f.checks.per_sec,
+            "x",
+            Higher,
+        );
+        record(
+            &format!("{at} server CPU per ask over a Check's"),
+            us(f.asks.cpu.server) / us(f.checks.cpu.server).max(f64::MIN_POSITIVE),
+            "x",
+            Lower,
+        );
+        if let Some(commands) = &f.redis_commands {
+            let total: f64 = commands.values().sum();
+            record(&format!("{at} Redis commands per ask"), total, "", Lower);
+        }
+        let memory = results
+            .iter()
+            .find(|m| m.backend == BenchBackend::Memory && m.concurrency == f.concurrency);
+        if let Some(memory) = memory.filter(|_| f.backend != BenchBackend::Memory) {
+            let name = backend_name(f.backend);
+            let throughput = f.asks.per_sec / memory.asks.per_sec;
+            record(
+                &format!("{name}/memory c={} throughput", f.concurrency),
+                throughput,
+                "x",
+                Higher,
+            );
+            record(
+                &format!("{name}-memory c={} p50", f.concurrency),
+                ms(f.asks.p(0.50)) - ms(memory.asks.p(0.50)),
+                "ms",
+                Lower,
+            );
+        }
+    }
 }
 
 /// Each backend but memory against memory, at each concurrency, with its targets.

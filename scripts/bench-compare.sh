@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Two builds of askgate side by side: release binaries of BASE and of HEAD (the working
+# tree when HEAD is not given), measured in alternating runs by the same load generator
+# (this checkout's askgate-bench), then each figure's median for both and their ratio.
+#
+#   scripts/bench-compare.sh [options] BASE [HEAD]
+#
+#   --pairs N             runs of each build, alternated: base then head, then head
+#                         then base, ... (default 3)
+#   --asks N              round trips per backend and concurrency (default 10000)
+#   --backends LIST       roundtrip backends (default memory,sqlite,redis; a build
+#                         without the sqlite engine skips it)
+#   --capacity LIST       capacity backends (default memory,sqlite; "none" skips)
+#   --pending N           capacity: asks held pending (default 100000, +10000 in one
+#                         session, which a new subscriber replays)
+#   --out DIR             where the runs' figures and logs go (default
+#                         target/bench-compare/runs/<date>)
+#   --base-target DIR     cargo target directory for BASE (default
+#                         target/bench-compare/build/<commit>; kept, so a second
+#                         comparison only builds what changed)
+#
+# Prints the comparison as a Markdown table (docs/performance.md keeps one) and writes
+# it to DIR/compare.md. A git worktree of each commit is kept under
+# target/bench-compare/src. Needs redis-server for the redis backend.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+pairs=3
+asks=10000
+backends=memory,sqlite,redis
+capacity=memory,sqlite
+pending=100000
+out=""
+base_target=""
+positional=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pairs) pairs=$2; shift 2 ;;
+    --asks) asks=$2; shift 2 ;;
+    --backends) backends=$2; shift 2 ;;
+    --capacity) capacity=$2; shift 2 ;;
+    --pending) pending=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --base-target) base_target=$2; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "bench-compare: unknown option $1 (see --help)" >&2; exit 64 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+if [ ${#positional[@]} -lt 1 ] || [ ${#positional[@]} -gt 2 ]; then
+  echo "usage: $0 [options] BASE [HEAD] (see --help)" >&2
+  exit 64
+fi
+if ! [ "$pairs" -ge 1 ] 2>/dev/null; then
+  echo "bench-compare: --pairs must be a number of at least 1" >&2
+  exit 64
+fi
+
+work=$root/target/bench-compare
+mkdir -p "$work/src" "$work/build"
+
+# The commit a revision names, or a clear error.
+commit_of() {
+  git rev-parse --verify --quiet "$1^{commit}" || {
+    echo "bench-compare: $1 is not a commit of this repository" >&2
+    exit 64
+  }
+}
+
+# Builds the askgate binary of commit $1 in target directory $2 from a worktree of
+# its own; prints the binary's path.
+build_commit() {
+  local commit=$1 target=$2 src=$work/src/$1
+  if [ ! -d "$src" ]; then
+    git worktree add --detach "$src" "$commit" >&2
+  fi
+  echo "bench-compare: building $commit (release) in $target" >&2
+  (cd "$src" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
+    -p askgate-service --bin askgate) >&2
+  echo "$target/release/askgate"
+}
+
+base=$(commit_of "${positional[0]}")
+base_name=$(git rev-parse --short "$base")
+base_bin=$(build_commit "$base" "${base_target:-$work/build/$base}")
+
+# The load generator is always this checkout's: the same one drives both builds.
+echo "bench-compare: building this checkout (release)" >&2
+cargo build --release --locked --quiet -p askgate-service -p askgate-bench >&2
+bench=$root/target/release/askgate-bench
+if [ ${#positional[@]} -eq 2 ]; then
+  head=$(commit_of "${positional[1]}")
+  head_name=$(git rev-parse --short "$head")
+  head_bin=$(build_commit "$head" "$work/build/$head")
+else
+  head_name="$(git rev-parse --short HEAD)"
+  git diff --quiet HEAD -- || head_name="$head_name+changes"
+  head_bin=$root/target/release/askgate
+fi
+
+out=${out:-$work/runs/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out/base" "$out/head"
+
+# The backends of LIST that binary $1 has (the sqlite engine came after some builds).
+supported() {
+  local bin=$1 list=$2 kept=() b
+  IFS=, read -ra wanted <<<"$list"
+  for b in "${wanted[@]}"; do
+    if [ "$b" = sqlite ] && ! "$bin" serve --help 2>/dev/null | grep -q sqlite; then
+      continue
+    fi
+    kept+=("$b")
+  done
+  (IFS=,; echo "${kept[*]}")
+}
+
+# One run of every scenario with build $1 (base or head), binary $2, run number $3.
+run_build() {
+  local which=$1 bin=$2 n=$3 figures log
+  figures=$out/$which/run-$n.tsv
+  log=$out/$which/run-$n.log
+  local rt cap b
+  rt=$(supported "$bin" "$backends")
+  echo "bench-compare: run $n of $pairs, $which ($bin): roundtrip $rt" >&2
+  "$bench" --askgate "$bin" --figures "$figures" roundtrip \
+    --backends "$rt" --concurrency 1,64 --asks "$asks" >>"$log" 2>&1 || {
+    echo "bench-compare: the run failed; its output is in $log" >&2
+    tail -20 "$log" >&2
+    exit 1
+  }
+  [ "$capacity" = none ] && return 0
+  cap=$(supported "$bin" "$capacity")
+  IFS=, read -ra cap_backends <<<"$cap"
+  for b in "${cap_backends[@]}"; do
+    echo "bench-compare: run $n of $pairs, $which: capacity $b" >&2
+    "$bench" --askgate "$bin" --figures "$figures" capacity --backend "$b" \
+      --pending "$pending" --settle 10s >>"$log" 2>&1 || {
+      echo "bench-compare: the run failed; its output is in $log" >&2
+      tail -20 "$log" >&2
+      exit 1
+    }
+  done
+}
+
+for n in $(seq 1 "$pairs"); do
+  # Alternate which build goes first, so a machine getting busier or quieter over
+  # the comparison weighs on both alike.
+  if [ $((n % 2)) -eq 1 ]; then
+    run_build base "$base_bin" "$n"
+    run_build head "$head_bin" "$n"
+  else
+    run_build head "$head_bin" "$n"
+    run_build base "$base_bin" "$n"
+  fi
+done
+
+{
+  echo "$base_name (base) and $head_name (head): medians of $pairs alternated runs each;"
+  echo "$(nproc) cores, $(date -u +%Y-%m-%d). Figures and logs: $out"
+  echo
+  "$bench" compare "$out/base" "$out/head" --base-name "$base_name" --head-name "$head_name"
+} | tee "$out/compare.md"
