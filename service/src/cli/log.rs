@@ -43,10 +43,14 @@ pub fn init(filter: &str, export: Option<&TraceExport>) -> anyhow::Result<Option
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter);
-    tracing_subscriber::registry()
-        .with(log)
-        .with(traces.as_ref().map(Traces::layer))
-        .init();
+    // No layer in place of the exporter when there is none: an absent `Option` layer
+    // takes an interest in every callsite, so every span (askgate's traced spans,
+    // the per-call debug spans) would be built on every call and never read.
+    let subscriber = tracing_subscriber::registry().with(log);
+    match &traces {
+        Some(traces) => subscriber.with(traces.layer()).init(),
+        None => subscriber.init(),
+    }
     Ok(traces)
 }
 

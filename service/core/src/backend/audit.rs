@@ -42,10 +42,7 @@ impl Head {
     /// The record after this head: `entry` chained to it.
     pub fn chain(&self, entry: &AuditEntry) -> AuditRecord {
         let seq = self.seq + 1;
-        let mut fields = entry.fields.clone();
-        fields.insert("seq".into(), seq.into());
-        fields.insert("tenant".into(), entry.tenant.clone().into());
-        let body_json = canonical(&Value::Object(fields));
+        let body_json = body(&entry.fields, seq, &entry.tenant);
         AuditRecord {
             seq,
             hash: link_hash(&self.hash, &body_json),
@@ -61,6 +58,65 @@ impl Head {
             hash: record.hash.clone(),
         }
     }
+}
+
+/// The canonical JSON of a record's body: `fields` with `seq` and `tenant` (which
+/// take the place of fields of those names).
+///
+/// Every body askgate writes is [`plain`], and is written here key by key in the
+/// order the map keeps them (by key bytes, RFC 8785's order for ASCII keys), `seq`
+/// and `tenant` put in their places: no copy of the fields is made. Any other body
+/// takes [`canonical`].
+fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
+    if !fields.iter().all(|(k, v)| k.is_ascii() && plain(v)) || seq > 1 << 53 {
+        let mut fields = fields.clone();
+        fields.insert("seq".into(), seq.into());
+        fields.insert("tenant".into(), tenant.into());
+        return canonical(&Value::Object(fields));
+    }
+    let mut out = Vec::with_capacity(256);
+    let mut first = true;
+    let mut key = |out: &mut Vec<u8>, name: &str| {
+        out.push(if first { b'{' } else { b',' });
+        first = false;
+        write_json(out, name);
+        out.push(b':');
+    };
+    let (mut seq_due, mut tenant_due) = (true, true);
+    for (name, value) in fields {
+        if seq_due && name.as_str() >= "seq" {
+            key(&mut out, "seq");
+            out.extend_from_slice(seq.to_string().as_bytes());
+            seq_due = false;
+        }
+        if tenant_due && name.as_str() >= "tenant" {
+            key(&mut out, "tenant");
+            write_json(&mut out, tenant);
+            tenant_due = false;
+        }
+        if name == "seq" || name == "tenant" {
+            continue;
+        }
+        key(&mut out, name);
+        write_json(&mut out, value);
+    }
+    if seq_due {
+        key(&mut out, "seq");
+        out.extend_from_slice(seq.to_string().as_bytes());
+    }
+    if tenant_due {
+        key(&mut out, "tenant");
+        write_json(&mut out, tenant);
+    }
+    out.push(b'}');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `value` as compact JSON, onto `out`.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Writing a string or a `Value` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// RFC 8785 canonical JSON of `value`.
@@ -601,6 +657,29 @@ mod tests {
             let big = json!({"n": big});
             proptest::prop_assert!(!plain(&big));
             proptest::prop_assert_eq!(canonical(&big), serde_jcs::to_string(&big).expect("serialises"));
+        }
+
+        /// A record's body, written field by field with `seq` and `tenant` put in their
+        /// places, is the RFC 8785 form of the fields with those two, whatever the keys
+        /// are (below, between and after "seq" and "tenant", or those names themselves).
+        #[test]
+        fn a_body_is_the_canonical_form_of_its_fields_with_seq_and_tenant(
+            keys in proptest::collection::vec("[ -~]{0,8}|seq|tenant|s|t|sequel|tenants|ß", 0..8),
+            texts in proptest::collection::vec("\\PC{0,12}|[\u{0}-\u{1f}\"\\\\]{0,4}", 1..6),
+            seq in 1u64..=(1u64 << 60),
+            tenant in "\\PC{0,12}",
+        ) {
+            let mut fields = Map::new();
+            for (k, t) in keys.iter().zip(texts.iter().cycle()) {
+                fields.insert(k.clone(), json!({"z": t, "a": [1, null]}));
+            }
+            let mut whole = fields.clone();
+            whole.insert("seq".into(), seq.into());
+            whole.insert("tenant".into(), tenant.clone().into());
+            proptest::prop_assert_eq!(
+                body(&fields, seq, &tenant),
+                serde_jcs::to_string(&Value::Object(whole)).expect("serialises")
+            );
         }
     }
 

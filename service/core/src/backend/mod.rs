@@ -137,7 +137,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Arc<SubscribeResponse>, 
 pub struct Registered {
     pub rpc_id: String,
     /// Receives the winning outcome exactly once (at once for a recorded outcome).
-    pub outcome: oneshot::Receiver<Outcome>,
+    pub outcome: oneshot::Receiver<Box<Outcome>>,
 }
 
 /// A live agent lease from `Agents.Attach`.

@@ -54,7 +54,7 @@ pub(super) struct PendingAsk {
     /// The `requested` event, replayed as is (same rpc_id, same cursor).
     pub requested: Message,
     /// The calls waiting for the outcome: the Ask, and retries that joined it.
-    pub waiters: Vec<oneshot::Sender<Outcome>>,
+    pub waiters: Vec<oneshot::Sender<Box<Outcome>>>,
     /// Empty when the ask has none.
     pub request_id: Arc<str>,
     /// The votes cast on a quorum ask so far (none on another ask).
@@ -182,7 +182,7 @@ impl Session {
     pub(super) fn hand_over(&mut self, outcome: &Outcome) {
         for ask in self.pending.values_mut() {
             for waiter in ask.waiters.drain(..) {
-                let _ = waiter.send(outcome.clone());
+                let _ = waiter.send(Box::new(outcome.clone()));
             }
         }
     }
@@ -280,7 +280,7 @@ impl Session {
     }
 
     /// Joins a call to the pending ask `rpc_id`; false when it is not pending.
-    pub(super) fn join(&mut self, rpc_id: &str, waiter: oneshot::Sender<Outcome>) -> bool {
+    pub(super) fn join(&mut self, rpc_id: &str, waiter: oneshot::Sender<Box<Outcome>>) -> bool {
         let Some(ask) = self
             .by_rpc_id
             .get(rpc_id)

@@ -304,7 +304,7 @@ impl Shard {
                 let Some(Event::Resolved(resolved)) = &resolved.event else {
                     return None;
                 };
-                let _ = outcome_tx.send(events::outcome_of(resolved));
+                let _ = outcome_tx.send(Box::new(events::outcome_of(resolved)));
                 debug!(rpc_id = %resolved.rpc_id, request_id, "a retry got its recorded outcome");
                 Some(Ok(Registered {
                     rpc_id: resolved.rpc_id.clone(),

@@ -439,7 +439,7 @@ impl Inner {
         let waiters = ask.waiters;
         self.durable.once_durable(move || {
             for waiter in waiters {
-                let _ = waiter.send(outcome.clone());
+                let _ = waiter.send(Box::new(outcome.clone()));
             }
         });
         let tenant = key.tenant.clone();

@@ -11,7 +11,7 @@ use askgate_client::receipt::{self, Claims, Decision};
 use askgate_proto::v1::{
     AskRequest, AskResponse, NotifyPolicy, QuestionAnswer, Resolution, Unattended,
 };
-use tokio::time::Instant;
+use tokio::{sync::oneshot, time::Instant};
 use tracing::{Instrument, Span, debug};
 
 use super::{AskFailure, CheckedAsk, Questions};
@@ -160,7 +160,7 @@ impl Questions {
         };
         Ok(NewAsk {
             key: SessionKey::new(tenant, request.session_id),
-            questions: request.questions,
+            questions: compact(request.questions),
             agent: request.agent,
             labels: request.labels,
             expires_at: SystemTime::now().checked_add(remaining),
@@ -186,7 +186,9 @@ impl Questions {
     ///
     /// A node keeps one of these futures per pending ask, so its size is memory per
     /// ask: the request was taken apart by [`Self::check_ask`] and is handed to the
-    /// backend from its box, and nothing here holds a copy of it.
+    /// backend from its box, nothing here holds a copy of it, and the wait, once the
+    /// ask is registered, holds only what settles it (the registration's state is
+    /// gone by then).
     pub async fn ask(&self, checked: CheckedAsk) -> Result<AskResponse, AskFailure> {
         let CheckedAsk {
             ask,
@@ -194,15 +196,17 @@ impl Questions {
             started,
             span,
         } = checked;
-        let tenant = ask.key.tenant.clone();
-        // The call's own span, whose log lines want the rpc_id too.
-        let logged = Span::current();
         let mut unfinished = Unfinished(Some(&span));
-        let result = self
-            .register_and_wait(ask, deadline, [&logged, &span])
-            .instrument(span.clone())
-            .await;
+        let result = match span.is_disabled() {
+            true => self.register_and_wait(ask, deadline, &span).await,
+            false => {
+                self.register_and_wait(ask, deadline, &span)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
         unfinished.0 = None;
+        let (result, tenant) = result;
         let (outcome, waited) = match &result {
             Ok(response) => (response.resolution().as_str_name(), Some(started.elapsed())),
             Err(AskFailure {
@@ -222,15 +226,33 @@ impl Questions {
         result
     }
 
+    /// The ask's outcome, and its tenant.
     async fn register_and_wait(
         &self,
         ask: Box<NewAsk>,
         deadline: Instant,
-        [logged, span]: [&Span; 2],
-    ) -> Result<AskResponse, AskFailure> {
+        span: &Span,
+    ) -> (Result<AskResponse, AskFailure>, Arc<str>) {
+        let tenant = ask.key.tenant.clone();
+        let (mut outcome_rx, settle) = match self.registered(ask, deadline, span).await {
+            Ok(registered) => registered,
+            Err(failure) => return (Err(failure), tenant),
+        };
+        let outcome = self.wait(&mut outcome_rx, deadline, &settle).await;
+        (self.finish(outcome, settle, span), tenant)
+    }
+
+    /// Registers `ask`: the channel its outcome comes on, and what settles it should
+    /// the call be dropped (with its terms, when it has any).
+    async fn registered(
+        &self,
+        ask: Box<NewAsk>,
+        deadline: Instant,
+        span: &Span,
+    ) -> Result<(oneshot::Receiver<Box<Outcome>>, SettleOnDrop), AskFailure> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let terms = Terms::of(&ask);
-        let abort = SettleOnDrop {
+        let settle = SettleOnDrop {
             backend: Some(self.backend.clone()),
             metrics: self.metrics.clone(),
             key: ask.key.clone(),
@@ -239,31 +261,50 @@ impl Questions {
                 .checked_sub((remaining / 4).min(DEADLINE_SLACK))
                 .unwrap_or(deadline),
             reattach_grace: ask.reattach_grace,
-            default_answers: terms
-                .as_ref()
-                .map(|t| t.default_answers.clone())
-                .unwrap_or_default(),
+            terms,
         };
-        let (registered, mut abort) = self.register(ask, abort).await?;
-        logged.record("rpc_id", abort.rpc_id.as_str());
-        span.record("askgate.rpc_id", abort.rpc_id.as_str());
+        let (registered, settle) = self.register(ask, settle).await?;
+        // The call's own span (the log's), whose lines want the rpc_id too.
+        Span::current().record("rpc_id", settle.rpc_id.as_str());
+        span.record("askgate.rpc_id", settle.rpc_id.as_str());
         debug!("ask registered");
+        Ok((registered.outcome, settle))
+    }
 
-        let mut outcome_rx = registered.outcome;
-        let outcome = tokio::select! {
-            outcome = &mut outcome_rx => outcome,
-            () = tokio::time::sleep_until(deadline) => {
-                // Expire it (or apply its default answers) unless a resolution won
-                // meanwhile; either way the winner's outcome arrives on the channel.
+    /// The outcome, once it comes: when the deadline passes first, the ask is expired
+    /// (or given its default answers) unless a resolution won meanwhile; either way
+    /// the winner's outcome arrives on the channel.
+    async fn wait(
+        &self,
+        outcome: &mut oneshot::Receiver<Box<Outcome>>,
+        deadline: Instant,
+        settle: &SettleOnDrop,
+    ) -> Result<Outcome, oneshot::error::RecvError> {
+        match tokio::time::timeout_at(deadline, &mut *outcome).await {
+            Ok(outcome) => outcome.map(|o| *o),
+            Err(_) => {
+                let default_answers = settle.terms.as_ref().map(|t| &t.default_answers[..]);
+                let expired = Outcome::on_expiry(default_answers.unwrap_or_default());
                 let _ = self
                     .backend
-                    .claim(&abort.key, &abort.rpc_id, Outcome::on_expiry(&abort.default_answers))
+                    .claim(&settle.key, &settle.rpc_id, expired)
                     .await;
-                outcome_rx.await
+                outcome.await.map(|o| *o)
             }
-        };
-        let key = abort.key.clone();
-        let rpc_id = abort.disarm();
+        }
+    }
+
+    /// The call's reply to `outcome`: the answers (secret ones opened) and the
+    /// receipt, or the error the resolution means.
+    fn finish(
+        &self,
+        outcome: Result<Outcome, oneshot::error::RecvError>,
+        mut settle: SettleOnDrop,
+        span: &Span,
+    ) -> Result<AskResponse, AskFailure> {
+        let terms = settle.terms.take();
+        let key = settle.key.clone();
+        let rpc_id = settle.disarm();
         if let Ok(outcome) = &outcome {
             span.record("askgate.channel", outcome.channel.as_str());
         }
@@ -468,6 +509,17 @@ impl Drop for Unfinished<'_> {
     }
 }
 
+/// `questions` holding no spare room: decoding grows a list four entries at a time
+/// (a one-question batch held room for four, 600 bytes), and an ask's questions are
+/// kept for as long as it waits.
+fn compact(mut questions: Vec<askgate_proto::v1::Question>) -> Vec<askgate_proto::v1::Question> {
+    questions.shrink_to_fit();
+    for question in &mut questions {
+        question.options.shrink_to_fit();
+    }
+    questions
+}
+
 /// Whether a reminder schedule sends anything.
 pub(super) fn schedules_something(notify: &NotifyPolicy) -> bool {
     notify.remind_after_ms > 0 || notify.escalate_after_ms > 0
@@ -514,15 +566,16 @@ const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 /// (tonic drops it when the caller cancels or its connection goes away): `EXPIRED` when
 /// the drop came with the caller's deadline; otherwise `ABORTED`, at once or, with a
 /// reattach grace, once the grace has passed with no call reattached (Semantics 10).
-struct SettleOnDrop {
+pub(super) struct SettleOnDrop {
     backend: Option<Arc<dyn Backend>>,
     metrics: Metrics,
     key: SessionKey,
     rpc_id: String,
     expired_from: Instant,
     reattach_grace: Duration,
-    /// What the ask resolves with when it expires (empty: EXPIRED).
-    default_answers: Vec<QuestionAnswer>,
+    /// The ask's approval terms (none for a plain ask): its default answers are what
+    /// it resolves with when it expires (none: EXPIRED).
+    terms: Option<Box<Terms>>,
 }
 
 impl SettleOnDrop {
@@ -552,7 +605,8 @@ impl Drop for SettleOnDrop {
         let rpc_id = std::mem::take(&mut self.rpc_id);
         let expired = Instant::now() >= self.expired_from;
         let grace = self.reattach_grace;
-        let on_expiry = Outcome::on_expiry(&self.default_answers);
+        let default_answers = self.terms.as_ref().map(|t| &t.default_answers[..]);
+        let on_expiry = Outcome::on_expiry(default_answers.unwrap_or_default());
         let outcome = match expired {
             true => "EXPIRED",
             false => "DROPPED",

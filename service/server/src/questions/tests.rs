@@ -216,3 +216,52 @@ fn chat_channels_answer_no_secret_question_but_may_cancel() {
     pending.questions[0].secret = false;
     assert!(may_answer(&pending, &from("slack")).is_ok());
 }
+
+/// What a waiting Ask's own future holds is memory per pending ask (docs/performance.md
+/// profiles it): printed for a profile, and bounded so that a field added to it by
+/// accident shows up here rather than in a capacity benchmark.
+#[test]
+fn a_waiting_asks_future_stays_small() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let _entered = runtime.enter();
+    let questions = Questions::new(
+        Arc::new(MemoryBackend::new(StateConfig::default())),
+        Limits::default(),
+        Metrics::new(false),
+        AskRate {
+            per_second: 100,
+            burst: 100,
+        },
+    );
+    let request = AskRequest {
+        session_id: "s".into(),
+        questions: vec![Question {
+            id: "q".into(),
+            question: "Go?".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let checked = questions
+        .check_ask(
+            "t",
+            "agent",
+            request,
+            Instant::now() + Duration::from_secs(60),
+        )
+        .expect("a valid ask");
+    let future = questions.ask(checked);
+    let bytes = std::mem::size_of_val(&future);
+    println!(
+        "Questions::ask future: {bytes} bytes; Span {}, SettleOnDrop {}, Outcome {}, Sleep {}, Registered {}",
+        std::mem::size_of::<tracing::Span>(),
+        std::mem::size_of::<super::asking::SettleOnDrop>(),
+        std::mem::size_of::<Outcome>(),
+        std::mem::size_of::<tokio::time::Sleep>(),
+        std::mem::size_of::<crate::backend::Registered>(),
+    );
+    assert!(bytes <= 1024, "the Ask future grew to {bytes} bytes");
+}

@@ -195,12 +195,12 @@ pub async fn rule_10_a_retry_joins_the_pending_ask_then_gets_the_recorded_outcom
         .claim(&key("s"), &retry.rpc_id, answered())
         .await
         .expect("claim");
-    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    assert_eq!(retry.outcome.await.expect("outcome").as_ref(), &answered());
     assert!(matches!(next(&mut events).await, Event::Resolved(_)));
 
     let late = backend.register(with_id()).await.expect("recorded");
     assert_eq!(late.rpc_id, first.rpc_id);
-    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    assert_eq!(late.outcome.await.expect("outcome").as_ref(), &answered());
     // No second requested for any of the retries.
     let quiet = tokio::time::timeout(Duration::from_millis(100), events.next()).await;
     assert!(quiet.is_err(), "no event after the resolution");
@@ -255,7 +255,7 @@ pub async fn rule_10_a_request_id_names_one_ask(make: impl Make) {
         .claim(&key("s"), &first.rpc_id, answered())
         .await
         .expect("claim");
-    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    assert_eq!(retry.outcome.await.expect("outcome").as_ref(), &answered());
     for (other, why) in [
         (with("deploy?", ""), "other questions"),
         (terms(|a| a.quorum = 3), "a quorum"),
@@ -267,7 +267,7 @@ pub async fn rule_10_a_request_id_names_one_ask(make: impl Make) {
         );
     }
     let late = backend.register(with("ok?", "")).await.expect("recorded");
-    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    assert_eq!(late.outcome.await.expect("outcome").as_ref(), &answered());
 
     use crate::backend::{RequestAbort, events};
     let aborted = events::resolved(&key("s"), "rpc-unasked", &Outcome::aborted());
@@ -308,14 +308,14 @@ pub async fn rule_10_a_retry_finds_its_ask_whoever_follows(make: impl Make) {
         .claim(&key("s"), &first.rpc_id, answered())
         .await
         .expect("claim");
-    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    assert_eq!(retry.outcome.await.expect("outcome").as_ref(), &answered());
 
     let late = backend
         .register(fail("req-1"))
         .await
         .expect("a retry gets its recorded outcome, followed or not");
     assert_eq!(late.rpc_id, first.rpc_id);
-    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    assert_eq!(late.outcome.await.expect("outcome").as_ref(), &answered());
     assert!(
         matches!(
             backend.register(fail("req-2")).await,
@@ -453,7 +453,7 @@ pub async fn rule_10_a_retry_finds_its_ask_at_a_full_tenant(make: impl Make) {
         .claim(&key("s1"), &first.rpc_id, answered())
         .await
         .expect("claim");
-    assert_eq!(retry.outcome.await.expect("outcome"), answered());
+    assert_eq!(retry.outcome.await.expect("outcome").as_ref(), &answered());
 
     let _other = backend
         .register(with_id("s2", "req-2"))
@@ -464,5 +464,5 @@ pub async fn rule_10_a_retry_finds_its_ask_at_a_full_tenant(make: impl Make) {
         .await
         .expect("a retry gets its recorded outcome at a full tenant");
     assert_eq!(late.rpc_id, first.rpc_id);
-    assert_eq!(late.outcome.await.expect("outcome"), answered());
+    assert_eq!(late.outcome.await.expect("outcome").as_ref(), &answered());
 }

@@ -19,7 +19,10 @@ pub async fn register_stores_then_broadcasts_and_a_claim_wins_once(make: impl Ma
         .claim(&key("s"), &registered.rpc_id, answered())
         .await
         .expect("first claim wins");
-    assert_eq!(registered.outcome.await.expect("outcome"), answered());
+    assert_eq!(
+        registered.outcome.await.expect("outcome").as_ref(),
+        &answered()
+    );
     let Event::Resolved(resolved) = next(&mut events).await else {
         panic!("expected resolved");
     };

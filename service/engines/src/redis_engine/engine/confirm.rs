@@ -34,7 +34,7 @@ pub(super) fn install(node: &Arc<Node>) {
     node.waiting().confirm_with(Box::new(move |delivery| {
         // Handed over: the call retries through another node, which confirms there.
         if delivery.outcome.resolution == Resolution::Disposed {
-            let _ = delivery.call.send(delivery.outcome);
+            let _ = delivery.call.send(Box::new(delivery.outcome));
             return;
         }
         if let Some(node) = weak.upgrade() {
@@ -56,7 +56,7 @@ async fn confirm(node: Arc<Node>, delivery: Delivery) {
         .as_ref()
         .is_some_and(|r| outcome_of(r) == delivery.outcome);
     if same || (settled.is_none() && !pending) {
-        let _ = delivery.call.send(delivery.outcome);
+        let _ = delivery.call.send(Box::new(delivery.outcome));
         return;
     }
     warn!(

@@ -115,10 +115,10 @@ impl RedisBackend {
         key: &SessionKey,
         registration: Registration,
         rpc_id: String,
-        outcome: oneshot::Receiver<Outcome>,
+        outcome: oneshot::Receiver<Box<Outcome>>,
         requested: Requested,
         spec: &WaitSpec,
-    ) -> Result<(String, oneshot::Receiver<Outcome>), Error> {
+    ) -> Result<(String, oneshot::Receiver<Box<Outcome>>), Error> {
         let node = &self.node;
         match registration {
             Registration::New { seq, epoch } => {

@@ -196,7 +196,7 @@ mod cluster_failover {
                 }
             };
             assert_eq!(again.rpc_id, first.rpc_id);
-            assert_eq!(again.outcome.await.expect("outcome"), answered());
+            assert_eq!(again.outcome.await.expect("outcome").as_ref(), &answered());
         }
     }
 

@@ -36,7 +36,7 @@ pub(super) struct Delivery {
     pub rpc_id: String,
     pub request_id: String,
     pub outcome: Outcome,
-    pub call: oneshot::Sender<Outcome>,
+    pub call: oneshot::Sender<Box<Outcome>>,
 }
 
 pub(super) type ConfirmHook = Box<dyn Fn(Delivery) + Send + Sync>;
@@ -57,7 +57,7 @@ impl Waiting {
         key: &SessionKey,
         rpc_id: &str,
         request_id: &str,
-    ) -> oneshot::Receiver<Outcome> {
+    ) -> oneshot::Receiver<Box<Outcome>> {
         let (outcome_tx, outcome_rx) = oneshot::channel();
         self.calls
             .lock()
@@ -73,7 +73,7 @@ impl Waiting {
         key: &SessionKey,
         rpc_id: &str,
         request_id: &str,
-        call: oneshot::Sender<Outcome>,
+        call: oneshot::Sender<Box<Outcome>>,
     ) {
         let mut calls = self.calls.lock();
         let entry = calls.entry(key, rpc_id, request_id);
@@ -93,7 +93,7 @@ impl Waiting {
         rpc_id: &str,
         request_id: &str,
         outcome: Outcome,
-        call: oneshot::Sender<Outcome>,
+        call: oneshot::Sender<Box<Outcome>>,
     ) {
         match self.confirm.get() {
             Some(confirm) => confirm(Delivery {
@@ -104,7 +104,7 @@ impl Waiting {
                 call,
             }),
             None => {
-                let _ = call.send(outcome);
+                let _ = call.send(Box::new(outcome));
             }
         }
     }
@@ -154,7 +154,7 @@ impl Waiting {
     pub(super) fn hand_over(&self, key: &SessionKey, rpc_id: &str) {
         if let Some(entry) = self.calls.lock().remove(key, rpc_id) {
             for waiter in entry.senders {
-                let _ = waiter.send(Outcome::disposed());
+                let _ = waiter.send(Box::new(Outcome::disposed()));
             }
         }
     }
@@ -234,7 +234,7 @@ impl Waiting {
 
 /// The calls waiting on this node for one ask.
 struct WaitEntry {
-    senders: Vec<oneshot::Sender<Outcome>>,
+    senders: Vec<oneshot::Sender<Box<Outcome>>>,
     /// Empty when no retry can ever reattach to the ask.
     request_id: String,
     /// The ask is known to be in Redis (its registration returned): missing there
