@@ -118,7 +118,8 @@ pub trait Ingress: Clone + Send + Sync + 'static {
 /// Serves an [`Ingress`]; every other request goes on.
 #[derive(Clone)]
 pub struct IngressLayer<I> {
-    ingress: I,
+    /// Shared: the service stack is cloned for every request.
+    ingress: Arc<I>,
     /// Places for bodies read before they are verified.
     unverified: Arc<Semaphore>,
 }
@@ -126,7 +127,7 @@ pub struct IngressLayer<I> {
 impl<I: Ingress> IngressLayer<I> {
     pub fn new(ingress: I) -> Self {
         Self {
-            ingress,
+            ingress: Arc::new(ingress),
             unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
         }
     }
@@ -146,7 +147,7 @@ impl<S, I: Ingress> Layer<S> for IngressLayer<I> {
 
 #[derive(Clone)]
 pub struct IngressRoute<S, I> {
-    ingress: I,
+    ingress: Arc<I>,
     unverified: Arc<Semaphore>,
     inner: S,
 }
@@ -178,7 +179,7 @@ where
         let unverified = self.unverified.clone();
         Either::Left(Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let body = match read_unverified(&ingress, &parts, body, &unverified).await {
+            let body = match read_unverified(&*ingress, &parts, body, &unverified).await {
                 Ok(body) => body,
                 Err(reply) => return Ok(reply.into_response()),
             };

@@ -341,17 +341,46 @@ impl Drop for Flying {
     }
 }
 
-type InFlightFuture<E> =
-    Pin<Box<dyn std::future::Future<Output = Result<http::Response<tonic::body::Body>, E>> + Send>>;
+pin_project_lite::pin_project! {
+    /// The inner call's future, and the request's place in flight. Not boxed: every
+    /// call, a waiting Ask among them, would hold one more allocation for as long as
+    /// it lasts.
+    pub struct InFlightFuture<F> {
+        #[pin]
+        response: F,
+        flying: Option<Flying>,
+    }
+}
+
+impl<F, E> std::future::Future for InFlightFuture<F>
+where
+    F: std::future::Future<Output = Result<http::Response<tonic::body::Body>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.response.poll(cx))?;
+        // The body keeps the request in flight until it is sent.
+        Poll::Ready(Ok(match this.flying.take() {
+            None => response,
+            Some(flying) => response.map(|body| {
+                tonic::body::Body::new(FlyingBody {
+                    body,
+                    _flying: flying,
+                })
+            }),
+        }))
+    }
+}
 
 impl<S, B> Service<http::Request<B>> for InFlight<S>
 where
     S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
 {
     type Response = http::Response<tonic::body::Body>;
     type Error = S::Error;
-    type Future = InFlightFuture<S::Error>;
+    type Future = InFlightFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -359,19 +388,10 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let flying = Flying::begin(&request);
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let response = response.await?;
-            Ok(match flying {
-                None => response,
-                Some(flying) => response.map(|body| {
-                    tonic::body::Body::new(FlyingBody {
-                        body,
-                        _flying: flying,
-                    })
-                }),
-            })
-        })
+        InFlightFuture {
+            response: self.inner.call(request),
+            flying,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! `/console/` (`--console`), embedded in the binary.
 
 use std::{
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -174,7 +175,7 @@ impl<S, A: Answers> Layer<S> for AnswersLayer<A> {
     fn layer(&self, inner: S) -> Answering<S, A> {
         Answering {
             inner,
-            answers: self.0.clone(),
+            answers: Arc::new(self.0.clone()),
         }
     }
 }
@@ -182,7 +183,8 @@ impl<S, A: Answers> Layer<S> for AnswersLayer<A> {
 #[derive(Debug, Clone)]
 pub struct Answering<S, A> {
     inner: S,
-    answers: A,
+    /// Shared: the service stack is cloned for every request.
+    answers: Arc<A>,
 }
 
 impl<S, A, B> Service<Request<B>> for Answering<S, A>

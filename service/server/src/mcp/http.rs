@@ -307,7 +307,7 @@ impl<S> Layer<S> for McpLayer {
 
     fn layer(&self, inner: S) -> McpRoute<S> {
         McpRoute {
-            mcp: self.clone(),
+            mcp: Arc::new(self.clone()),
             inner,
         }
     }
@@ -315,7 +315,8 @@ impl<S> Layer<S> for McpLayer {
 
 #[derive(Clone)]
 pub struct McpRoute<S> {
-    mcp: McpLayer,
+    /// Shared: the service stack is cloned for every request.
+    mcp: Arc<McpLayer>,
     inner: S,
 }
 
