@@ -155,7 +155,12 @@ pub fn link_hash(prev_hash: &str, body_json: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
     hasher.update(body_json.as_bytes());
-    hex::encode(hasher.finalize())
+    // Into a buffer: `hex::encode` builds its string a char at a time.
+    let mut text = [0u8; 64];
+    match hex::encode_to_slice(hasher.finalize(), &mut text) {
+        Ok(()) => String::from_utf8_lossy(&text).into_owned(),
+        Err(_) => unreachable!("64 hex digits hold 32 bytes"),
+    }
 }
 
 /// Where a chain breaks.
