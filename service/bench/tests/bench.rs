@@ -184,3 +184,85 @@ async fn without_an_askgate_binary_it_says_how_to_get_one() {
         "{stderr}"
     );
 }
+
+/// `--figures` records what a run prints, and `compare` sets two directories of runs
+/// side by side: here the same build twice, two runs on one side and one on the other.
+#[tokio::test]
+async fn recorded_figures_compare_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("askgate-bench-figures-{}", std::process::id()));
+    let (base, head) = (dir.join("base"), dir.join("head"));
+    std::fs::create_dir_all(&base).expect("base dir");
+    std::fs::create_dir_all(&head).expect("head dir");
+    for file in [
+        base.join("run-1.tsv"),
+        base.join("run-2.tsv"),
+        head.join("run-1.tsv"),
+    ] {
+        let figures = file.to_str().expect("utf-8 path");
+        let run = bench(&[
+            "--figures",
+            figures,
+            "roundtrip",
+            "--backends",
+            "memory",
+            "--concurrency",
+            "1",
+            "--asks",
+            "40",
+        ]);
+        let (code, out, err) = finish(run).await;
+        assert_eq!(code, 0, "roundtrip failed:\n{out}\n{err}");
+        let text = std::fs::read_to_string(&file).expect("the figures file");
+        assert!(
+            text.lines().any(|l| l.starts_with("memory c=1 asks/s\t")),
+            "no asks/s figure in {text}"
+        );
+    }
+    let compared = bench(&[
+        "compare",
+        base.to_str().expect("utf-8"),
+        head.to_str().expect("utf-8"),
+        "--base-name",
+        "before",
+        "--head-name",
+        "after",
+    ]);
+    let (code, out, err) = finish(compared).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "compare failed:\n{out}\n{err}");
+    assert!(
+        out.starts_with("| figure | before | after | after/before | |"),
+        "{out}"
+    );
+    let asks = out
+        .lines()
+        .find(|l| l.starts_with("| memory c=1 asks/s (/s) |"))
+        .unwrap_or_else(|| panic!("no asks/s row in:\n{out}"));
+    assert!(
+        asks.contains(", 2 runs) |") && asks.contains("(1 run) |"),
+        "{asks}"
+    );
+}
+
+/// The script refuses what it cannot compare before it builds anything.
+#[tokio::test]
+async fn bench_compare_refuses_a_revision_that_is_no_commit() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/bench-compare.sh"
+    );
+    let run = |args: &[&str]| {
+        tokio::process::Command::new("bash")
+            .arg(script)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    let out = run(&[]).await.expect("run the script");
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));
+    let out = run(&["no-such-revision"]).await.expect("run the script");
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-revision is not a commit"), "{err}");
+}
