@@ -104,10 +104,12 @@ mkdir -p "$out/base" "$out/head"
 
 # The backends of LIST that binary $1 has (the sqlite engine came after some builds).
 supported() {
-  local bin=$1 list=$2 kept=() b
+  local bin=$1 list=$2 kept=() b help
+  # Read whole before it is searched: grep -q leaving early would fail the pipe.
+  help=$("$bin" serve --help 2>/dev/null || true)
   IFS=, read -ra wanted <<<"$list"
   for b in "${wanted[@]}"; do
-    if [ "$b" = sqlite ] && ! "$bin" serve --help 2>/dev/null | grep -q sqlite; then
+    if [ "$b" = sqlite ] && [[ $help != *sqlite* ]]; then
       continue
     fi
     kept+=("$b")
