@@ -116,35 +116,21 @@ async fn next(events: &mut EventStream) -> Event {
         .expect("an event")
 }
 
-#[tokio::test]
-async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
-    let permits = Arc::new(Semaphore::new(0));
-    let backend = Arc::new(SlowRegistration {
-        inner: MemoryBackend::new(StateConfig::default()),
-        permits: permits.clone(),
-    });
-    let questions = Questions::new(
-        backend.clone(),
+/// The node's questions over `backend`, with room for the tests' asks.
+fn questions_over(backend: Arc<dyn Backend>) -> Questions {
+    Questions::new(
+        backend,
         Limits::default(),
         Metrics::new(false),
         AskRate {
             per_second: 100,
             burst: 100,
         },
-    );
-    let mut events = questions
-        .subscribe(
-            "t",
-            None,
-            SubscribeRequest {
-                session_id: "s".into(),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("subscribe");
-    assert!(matches!(next(&mut events).await, Event::Synced(_)));
+    )
+}
 
+/// A one-question batch in session `s`, checked for tenant `t`.
+fn checked_ask(questions: &Questions) -> CheckedAsk {
     let request = AskRequest {
         session_id: "s".into(),
         questions: vec![Question {
@@ -158,14 +144,38 @@ async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pendin
         }],
         ..Default::default()
     };
-    let checked = questions
+    questions
         .check_ask(
             "t",
             "agent",
             request,
             Instant::now() + Duration::from_secs(60),
         )
-        .expect("a valid ask");
+        .expect("a valid ask")
+}
+
+#[tokio::test]
+async fn a_call_dropped_while_its_registration_is_in_flight_leaves_no_ask_pending() {
+    let permits = Arc::new(Semaphore::new(0));
+    let backend = Arc::new(SlowRegistration {
+        inner: MemoryBackend::new(StateConfig::default()),
+        permits: permits.clone(),
+    });
+    let questions = questions_over(backend.clone());
+    let mut events = questions
+        .subscribe(
+            "t",
+            None,
+            SubscribeRequest {
+                session_id: "s".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("subscribe");
+    assert!(matches!(next(&mut events).await, Event::Synced(_)));
+
+    let checked = checked_ask(&questions);
     let asking = questions.clone();
     let call = tokio::spawn(async move { asking.ask(checked).await });
     let Event::Requested(requested) = next(&mut events).await else {
@@ -227,32 +237,8 @@ fn a_waiting_asks_future_stays_small() {
         .build()
         .expect("a runtime");
     let _entered = runtime.enter();
-    let questions = Questions::new(
-        Arc::new(MemoryBackend::new(StateConfig::default())),
-        Limits::default(),
-        Metrics::new(false),
-        AskRate {
-            per_second: 100,
-            burst: 100,
-        },
-    );
-    let request = AskRequest {
-        session_id: "s".into(),
-        questions: vec![Question {
-            id: "q".into(),
-            question: "Go?".into(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let checked = questions
-        .check_ask(
-            "t",
-            "agent",
-            request,
-            Instant::now() + Duration::from_secs(60),
-        )
-        .expect("a valid ask");
+    let questions = questions_over(Arc::new(MemoryBackend::new(StateConfig::default())));
+    let checked = checked_ask(&questions);
     let future = questions.ask(checked);
     let bytes = std::mem::size_of_val(&future);
     println!(
