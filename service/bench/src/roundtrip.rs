@@ -454,9 +454,9 @@ fn print_table(results: &[Figures]) {
             ratio(ask.client, check.client),
         );
     }
+    record_figures(results);
     print_ratios(results);
     print_redis_commands(results);
-    record_figures(results);
 }
 
 /// Each run's figures for `--figures` (scripts/bench-compare.sh).
@@ -497,30 +497,13 @@ fn record_figures(results: &[Figures]) {
             let total: f64 = commands.values().sum();
             record(&format!("{at} Redis commands per ask"), total, "", Lower);
         }
-        let memory = results
-            .iter()
-            .find(|m| m.backend == BenchBackend::Memory && m.concurrency == f.concurrency);
-        if let Some(memory) = memory.filter(|_| f.backend != BenchBackend::Memory) {
-            let name = backend_name(f.backend);
-            let throughput = f.asks.per_sec / memory.asks.per_sec;
-            record(
-                &format!("{name}/memory c={} throughput", f.concurrency),
-                throughput,
-                "x",
-                Higher,
-            );
-            record(
-                &format!("{name}-memory c={} p50", f.concurrency),
-                ms(f.asks.p(0.50)) - ms(memory.asks.p(0.50)),
-                "ms",
-                Lower,
-            );
-        }
     }
 }
 
-/// Each backend but memory against memory, at each concurrency, with its targets.
+/// Each backend but memory against memory, at each concurrency, with its targets
+/// (recorded for `--figures` too).
 fn print_ratios(results: &[Figures]) {
+    use crate::figures::{Better::*, record};
     let p50 = |f: &Figures| f.asks.p(0.50).as_secs_f64();
     for shared in results.iter().filter(|f| f.backend != BenchBackend::Memory) {
         let Some(memory) = results
@@ -531,13 +514,21 @@ fn print_ratios(results: &[Figures]) {
         };
         let name = backend_name(shared.backend);
         let throughput = shared.asks.per_sec / memory.asks.per_sec;
+        let at = shared.concurrency;
+        record(
+            &format!("{name}/memory c={at} throughput"),
+            throughput,
+            "x",
+            Higher,
+        );
+        let slower_ms = (p50(shared) - p50(memory)) * 1000.0;
+        record(&format!("{name}-memory c={at} p50"), slower_ms, "ms", Lower);
         match shared.backend {
             // One node on disk: under load at least half of memory's rate; one call at a
             // time at most 2 ms slower (a sync of the log per answer).
             BenchBackend::Sqlite => println!(
                 "{name}/memory at concurrency {}: throughput {throughput:.2}x (target at 64: >= 0.50x), p50 {:+.2} ms (target at 1: <= +2.00 ms)",
-                shared.concurrency,
-                (p50(shared) - p50(memory)) * 1000.0,
+                shared.concurrency, slower_ms,
             ),
             _ => println!(
                 "{name}/memory at concurrency {}: throughput {throughput:.2}x (target >= 0.40x), p50 {:.2}x (target <= 3.00x)",

@@ -65,6 +65,12 @@ pub fn sent(title: &str, done: &str, what: &[String], who: &str) -> String {
     page(title, None, &body)
 }
 
+/// `text` escaped in a span of `class`; none when it is blank.
+fn spanned(class: &str, text: Option<&str>) -> Option<String> {
+    text.filter(|t| !t.trim().is_empty())
+        .map(|t| format!("<span class=\"{class}\">{}</span>", escape(t)))
+}
+
 /// One question's fieldset; `approving`: it approves the ask's action, so its options
 /// alone answer it (no own words; a radio button must be chosen).
 fn question(
@@ -76,13 +82,7 @@ fn question(
 ) {
     let prefix = number.map_or(String::new(), |n| format!("{}. ", n + 1));
     // The legend first (a fieldset's name), the header's chip inside it.
-    let chip = question
-        .header
-        .as_deref()
-        .filter(|h| !h.trim().is_empty())
-        .map_or(String::new(), |h| {
-            format!("<span class=\"chip\">{}</span><br>", escape(h))
-        });
+    let chip = spanned("chip", question.header.as_deref()).map_or(String::new(), |c| c + "<br>");
     out.push_str(&format!(
         "<fieldset><legend>{chip}{prefix}{}</legend>\n",
         escape(&question.question)
@@ -117,13 +117,7 @@ fn question(
             (false, true) => "<span class=\"badge\">recommended</span>",
             (false, false) => "",
         };
-        let description = option
-            .description
-            .as_deref()
-            .filter(|d| !d.trim().is_empty())
-            .map_or(String::new(), |d| {
-                format!("<span class=\"description\">{}</span>", escape(d))
-            });
+        let description = spanned("description", option.description.as_deref()).unwrap_or_default();
         out.push_str(&format!(
             "<label class=\"option-row\"><input type=\"{kind}\" name=\"{name}\" value=\"{}\"{checked}{required}>\
              <span class=\"body\"><span class=\"label\">{}</span>{description}</span>{badge}</label>\n",
