@@ -489,7 +489,7 @@ pub async fn assert_redis_holds_nothing_unbounded(redis: &RedisServer) {
                 .await
                 .expect("pttl");
             // The audit log is kept for --audit-retention and pruned by a sweep, not by
-            // expiry (docs/approvals.md); its ids are pruned as it is appended to.
+            // expiry (docs/approvals.md); its ids go with that sweep too.
             if key.starts_with("ag:{audit/") || key == "ag:audit-tenants" {
                 continue;
             }

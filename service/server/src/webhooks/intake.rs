@@ -4,11 +4,11 @@
 use std::{
     collections::HashMap,
     sync::{Arc, atomic::Ordering},
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 
 use askgate_proto::v1::{Requested, Resolved, subscribe_response::Event};
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, time::Instant};
 use tracing::{error, warn};
 use uuid::Uuid;
 
@@ -19,7 +19,7 @@ use super::{
 use crate::{
     approvals::Audit,
     backend::{
-        Asked, Committed,
+        Asked, Committed, OutboxEntry,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
     },
     domain::Error,
@@ -211,51 +211,116 @@ impl Inner {
 
 /// The node's intake: committed events to deliveries, in order. What arrived meanwhile
 /// is taken as one batch, reading each tenant's endpoints once per batch: under load the
-/// store is read once per batch, not once per event.
+/// store is read once per batch, not once per event. The events an engine keeps in an
+/// outbox go back to it together, [`GIVE_BACK_DELAY`] after the first: one round trip
+/// for many events, even when they arrive one at a time.
 pub(super) async fn intake(inner: Arc<Inner>, mut events: mpsc::Receiver<Committed>) {
     let mut batch = Vec::with_capacity(INTAKE_BATCH);
-    while events.recv_many(&mut batch, INTAKE_BATCH).await > 0 {
-        // The batch's resolutions go into the audit log first: an event is given back
-        // to its outbox only once recorded, so a record that failed is tried again.
-        let recorded = inner.audit.record(Audit::entries(&batch)).await;
-        if let Err(e) = &recorded {
-            error!("recording resolutions in the audit log failed: {e}");
-        }
-        let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, Error>> = HashMap::new();
-        // Events in the engine's outbox whose deliveries are queued: given back.
-        let mut queued = Vec::new();
-        let mut taken_here = 0;
-        for mut committed in batch.drain(..) {
-            let tenant = committed.tenant.clone();
-            let outbox = committed.outbox.take();
-            let event = outbox
-                .as_ref()
-                .map(|o| format!("{}\u{1f}{}", o.key.session_id, committed.message.cursor));
-            if !endpoints.contains_key(&tenant) {
-                let read = inner.store.endpoints(&tenant).await;
-                endpoints.insert(tenant.clone(), read);
-            }
-            let taken = match &endpoints[&tenant] {
-                Ok(list) => inner.take(committed, list, event.as_deref()).await,
-                Err(e) => Err(e.clone()),
-            };
-            match taken {
-                Ok(()) => queued.extend(outbox),
-                // An event in an outbox is queued later, by a sweep; another is lost.
-                Err(e) if outbox.is_some() => {
-                    warn!(%tenant, "queueing webhook deliveries failed (retried from the outbox): {e}");
+    let mut back = GiveBack::default();
+    loop {
+        let due = back.due;
+        tokio::select! {
+            // Cancel safe: a branch that lost received nothing.
+            received = events.recv_many(&mut batch, INTAKE_BATCH) => {
+                if received == 0 {
+                    break;
                 }
-                Err(e) => {
-                    inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
-                    warn!(%tenant, "queueing webhook deliveries failed: {e}");
+                take_batch(&inner, &mut batch, &mut back).await;
+                if back.queued.len() >= GIVE_BACK_BATCH {
+                    back.give(&inner).await;
                 }
             }
-            taken_here += 1;
+            () = sleep_until_due(due) => back.give(&inner).await,
         }
-        if !queued.is_empty() && recorded.is_ok() {
-            inner.backend.queued(queued).await;
+    }
+    back.give(&inner).await;
+}
+
+/// How long events queued from an outbox wait to go back to it with the next ones
+/// (well within the lease after which a sweep would queue them again).
+const GIVE_BACK_DELAY: Duration = Duration::from_millis(20);
+/// Events given back to the outbox in one call at most.
+const GIVE_BACK_BATCH: usize = 1024;
+
+/// Events whose deliveries are queued, not yet given back to their outbox.
+#[derive(Default)]
+struct GiveBack {
+    queued: Vec<OutboxEntry>,
+    /// Events taken by the intake whose count waits for the give-back.
+    taken: usize,
+    /// When they go back.
+    due: Option<Instant>,
+}
+
+impl GiveBack {
+    /// Gives them back; only then are they out of the intake (a flush at shutdown waits
+    /// until the outbox knows).
+    async fn give(&mut self, inner: &Inner) {
+        self.due = None;
+        if !self.queued.is_empty() {
+            inner.backend.queued(std::mem::take(&mut self.queued)).await;
         }
-        // Only now: a flush at shutdown waits until the outbox knows too.
-        inner.in_intake.fetch_sub(taken_here, Ordering::AcqRel);
+        inner
+            .in_intake
+            .fetch_sub(std::mem::take(&mut self.taken), Ordering::AcqRel);
+    }
+}
+
+/// Waits until `due`, or forever without one.
+async fn sleep_until_due(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Queues the deliveries of `batch`'s events (emptying it), after recording its
+/// resolutions in the audit log; the events from an outbox join `back`.
+async fn take_batch(inner: &Inner, batch: &mut Vec<Committed>, back: &mut GiveBack) {
+    // The batch's resolutions go into the audit log first: an event is given back
+    // to its outbox only once recorded, so a record that failed is tried again.
+    let recorded = inner.audit.record(Audit::entries(batch)).await;
+    if let Err(e) = &recorded {
+        error!("recording resolutions in the audit log failed: {e}");
+    }
+    let mut endpoints: HashMap<Arc<str>, Result<Vec<EndpointRecord>, Error>> = HashMap::new();
+    let mut queued = Vec::new();
+    let taken_here = batch.len();
+    for mut committed in batch.drain(..) {
+        let tenant = committed.tenant.clone();
+        let outbox = committed.outbox.take();
+        let event = outbox
+            .as_ref()
+            .map(|o| format!("{}\u{1f}{}", o.key.session_id, committed.message.cursor));
+        if !endpoints.contains_key(&tenant) {
+            let read = inner.store.endpoints(&tenant).await;
+            endpoints.insert(tenant.clone(), read);
+        }
+        let taken = match &endpoints[&tenant] {
+            Ok(list) => inner.take(committed, list, event.as_deref()).await,
+            Err(e) => Err(e.clone()),
+        };
+        match taken {
+            Ok(()) => queued.extend(outbox),
+            // An event in an outbox is queued later, by a sweep; another is lost.
+            Err(e) if outbox.is_some() => {
+                warn!(%tenant, "queueing webhook deliveries failed (retried from the outbox): {e}");
+            }
+            Err(e) => {
+                inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
+                warn!(%tenant, "queueing webhook deliveries failed: {e}");
+            }
+        }
+    }
+    back.taken += taken_here;
+    if recorded.is_ok() && !queued.is_empty() {
+        back.queued.append(&mut queued);
+        back.due
+            .get_or_insert_with(|| Instant::now() + GIVE_BACK_DELAY);
+    } else if back.queued.is_empty() {
+        // Nothing waits to go back: these are out of the intake now.
+        inner
+            .in_intake
+            .fetch_sub(std::mem::take(&mut back.taken), Ordering::AcqRel);
     }
 }

@@ -1,26 +1,37 @@
 -- KEYS: head log ids
 -- ARGV: expected_seq expected_hash now_ms max_bytes then (id seq hash record_json)...
--- Appends records chained to the head the node read, unless another node appended
--- meanwhile: then nothing, and the head as it is now (the node chains again). The
--- head counts the bytes the log's records hold; past max_bytes the oldest records go
--- (never the newest: the next record links to it), down to nine tenths of it.
-local head = redis.call('HMGET', KEYS[1], 'seq', 'hash')
-if (head[1] or '0') ~= ARGV[1] or (head[2] or '') ~= ARGV[2] then
-  return { 0, head[1] or '0', head[2] or '' }
+-- Appends records chained to the head the node expected (the last one it saw), unless
+-- the head moved (another node appended) or one of the entries is appended already
+-- (an event reported twice): then nothing, and the head as it is with, per entry, 1
+-- when it is appended already, for the node to chain again. The head counts the bytes
+-- the log's records hold; past max_bytes the oldest records go (never the newest: the
+-- next record links to it), down to nine tenths of it. The ids older than a day go
+-- with the retention sweep (AUDIT_PRUNE).
+local head = redis.call('HMGET', KEYS[1], 'seq', 'hash', 'bytes')
+local seq, hash = head[1] or '0', head[2] or ''
+local refused = seq ~= ARGV[1] or hash ~= ARGV[2]
+local flags = {}
+for i = 5, #ARGV, 4 do
+  if redis.call('ZSCORE', KEYS[3], ARGV[i]) then
+    flags[#flags + 1] = 1
+    refused = true
+  else
+    flags[#flags + 1] = 0
+  end
+end
+if refused then
+  return { 0, seq, hash, unpack(flags) }
 end
 local now = tonumber(ARGV[3])
 local last_seq, last_hash
-local added = 0
+local bytes = tonumber(head[3] or '0')
 for i = 5, #ARGV, 4 do
   redis.call('ZADD', KEYS[2], ARGV[i + 1], ARGV[i + 3])
   redis.call('ZADD', KEYS[3], now, ARGV[i])
   last_seq, last_hash = ARGV[i + 1], ARGV[i + 2]
-  added = added + #ARGV[i + 3]
+  bytes = bytes + #ARGV[i + 3]
 end
-if last_seq then
-  redis.call('HSET', KEYS[1], 'seq', last_seq, 'hash', last_hash)
-end
-local bytes = redis.call('HINCRBY', KEYS[1], 'bytes', added)
+redis.call('HSET', KEYS[1], 'seq', last_seq, 'hash', last_hash, 'bytes', bytes)
 local max = tonumber(ARGV[4])
 if bytes > max then
   local target = math.floor(max / 10) * 9
@@ -29,6 +40,4 @@ if bytes > max then
     bytes = redis.call('HINCRBY', KEYS[1], 'bytes', -#oldest[1])
   end
 end
--- Ids only guard against an event reported twice, within minutes: a day is plenty.
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 86400000)
 return { 1 }

@@ -1,6 +1,9 @@
--- KEYS: head log   ARGV: cutoff_ms batch
+-- KEYS: head log ids   ARGV: cutoff_ms batch ids_before_ms
 -- Drops the oldest records appended before cutoff_ms, at most batch of them; never
--- the newest (the next record links to it). Returns how many it dropped.
+-- the newest (the next record links to it). Returns how many it dropped. The ids of
+-- entries appended before ids_before_ms go too: they only guard against an event
+-- reported twice, within minutes, and a day is plenty.
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[3])
 local newest = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local cutoff = tonumber(ARGV[1])
 local dropped = 0

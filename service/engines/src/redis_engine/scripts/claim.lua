@@ -18,10 +18,11 @@ if not asked then
   return {'gone', redis.call('HGET', KEYS[7], ARGV[1]) or ''}
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('DEL', ARGV[12])
--- A quorum ask's votes go with it.
+-- Its wait mark goes, and a quorum ask's votes with it.
 if ARGV[21] and ARGV[21] ~= '' then
-  redis.call('DEL', ARGV[21])
+  redis.call('DEL', ARGV[12], ARGV[21])
+else
+  redis.call('DEL', ARGV[12])
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 -- The tenant's count goes when it reaches zero, like its set of sessions; so do the
@@ -43,10 +44,11 @@ redis.call('HSET', KEYS[7], ARGV[1], ARGV[3], ARGV[1] .. ' r', ARGV[2])
 redis.call('EXPIRE', KEYS[7], ARGV[5])
 -- The session remembers how its last history_len asks ended, as its history does: a
 -- busy session's settled hash would otherwise grow for as long as it stays busy.
-redis.call('RPUSH', ARGV[14], ARGV[1])
-while redis.call('LLEN', ARGV[14]) > tonumber(ARGV[4]) do
+local remembered = redis.call('RPUSH', ARGV[14], ARGV[1])
+while remembered > tonumber(ARGV[4]) do
   local forgotten = redis.call('LPOP', ARGV[14])
   redis.call('HDEL', KEYS[7], forgotten, forgotten .. ' r')
+  remembered = remembered - 1
 end
 redis.call('EXPIRE', ARGV[14], ARGV[5])
 local request_id = redis.call('HGET', KEYS[3], ARGV[1])
@@ -80,13 +82,18 @@ if ARGV[17] ~= '' then
   redis.call('HSET', ARGV[18], id, event, id .. ' a', asked)
   redis.call('EXPIRE', ARGV[17], ARGV[10])
   redis.call('EXPIRE', ARGV[18], ARGV[10])
+  -- The index has no expiry: a session leaves it with its outbox's last event.
   redis.call('ZADD', ARGV[19], 'NX', ARGV[13], ARGV[20])
-  redis.call('EXPIRE', ARGV[19], ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call(ARGV[11], ARGV[6], message)
 if tenant then
   redis.call('PUBLISH', ARGV[8], message)
 end
-local now = redis.call('TIME')
-return {'claimed', seq, epoch, remaining, now[1] .. string.format('%06d', now[2]), asked, held}
+-- On a cluster, the shard's clock for the tenant's part.
+local clock = false
+if not tenant then
+  local now = redis.call('TIME')
+  clock = now[1] .. string.format('%06d', now[2])
+end
+return {'claimed', seq, epoch, remaining, clock, asked, held}

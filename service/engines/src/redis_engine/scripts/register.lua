@@ -31,8 +31,9 @@
 -- askgate or by an abort that came first, matches any).
 local tenant = KEYS[8] ~= nil
 local listing = KEYS[11] ~= nil
+local state, fingerprint
 if ARGV[3] ~= '' then
-  local state, fingerprint = unpack(redis.call('HMGET', KEYS[7], 'state', 'fp'))
+  state, fingerprint = unpack(redis.call('HMGET', KEYS[7], 'state', 'fp'))
   if (state == 'P' or state == 'D') and fingerprint and fingerprint ~= ''
       and fingerprint ~= ARGV[32] then
     return {'reused'}
@@ -64,18 +65,20 @@ end
 -- The tenant's byte budget holds its pending asks and its outcomes kept for retries.
 if tenant then
   sweep_outcomes(ARGV[30], ARGV[31], ARGV[13])
-  if tonumber(redis.call('GET', ARGV[17]) or '0') + outcome_bytes(ARGV[30]) + size
-      > tonumber(ARGV[18]) then
+  local counts = redis.call('MGET', ARGV[17], ARGV[30], KEYS[9])
+  if tonumber(counts[1] or '0') + tonumber(counts[2] or '0') + size > tonumber(ARGV[18]) then
     return {'tenant_bytes_full'}
   end
-end
-if tenant then
-  redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
-  if not redis.call('ZSCORE', KEYS[10], ARGV[9])
-      and redis.call('ZCARD', KEYS[10]) >= tonumber(ARGV[14]) then
-    return {'sessions_full'}
+  -- A session held until later is among them; another needs room once the expired
+  -- ones are gone.
+  local held = redis.call('ZSCORE', KEYS[10], ARGV[9])
+  if not held or tonumber(held) <= tonumber(ARGV[13]) then
+    redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', ARGV[13])
+    if redis.call('ZCARD', KEYS[10]) >= tonumber(ARGV[14]) then
+      return {'sessions_full'}
+    end
   end
-  if tonumber(redis.call('GET', KEYS[9]) or '0') >= tonumber(ARGV[11]) then
+  if tonumber(counts[3] or '0') >= tonumber(ARGV[11]) then
     return {'tenant_full'}
   end
   redis.call('INCR', KEYS[9])
@@ -104,7 +107,10 @@ append_history(KEYS[4], ARGV[28], event, tonumber(ARGV[4]), tonumber(ARGV[29]), 
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
   redis.call('HSET', KEYS[7], 'state', 'P', 'rpc', ARGV[1], 'fp', ARGV[32])
-  redis.call('PERSIST', KEYS[7])
+  -- A request key that was there (an abort's outcome) expired with it: no longer.
+  if state or fingerprint then
+    redis.call('PERSIST', KEYS[7])
+  end
 end
 if tenant then
   redis.call('SADD', KEYS[8], ARGV[9])
@@ -119,13 +125,17 @@ if ARGV[24] ~= '' then
   redis.call('HSET', ARGV[25], id, event)
   redis.call('EXPIRE', ARGV[24], ARGV[10])
   redis.call('EXPIRE', ARGV[25], ARGV[10])
+  -- The index has no expiry: a session leaves it with its outbox's last event.
   redis.call('ZADD', ARGV[26], 'NX', ARGV[13], ARGV[27])
-  redis.call('EXPIRE', ARGV[26], ARGV[10])
 end
 local message = epoch .. ' ' .. seq .. ' ' .. event
 redis.call(ARGV[12], ARGV[7], message)
 if tenant then
   redis.call('PUBLISH', ARGV[8], message)
+end
+-- On a cluster, the shard's clock for the tenant's part.
+if tenant then
+  return {'new', seq, epoch}
 end
 local now = redis.call('TIME')
 return {'new', seq, epoch, now[1] .. string.format('%06d', now[2])}

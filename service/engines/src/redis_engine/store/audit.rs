@@ -1,9 +1,10 @@
 //! The audit log on Redis: each tenant's chain on a slot of its own, appended by any
-//! node. Redis's Lua has no SHA-256, so a node chains the records itself: it reads the
-//! head and which entries are appended already (AUDIT_CHECK), chains the new ones, and
-//! appends them only if the head has not moved meanwhile (AUDIT_APPEND), else reads
-//! again. So records are ordered per tenant across nodes, and an event reported twice
-//! (taken again from an outbox) is appended once.
+//! node. Redis's Lua has no SHA-256, so a node chains the records itself, to the head
+//! it saw last, and AUDIT_APPEND appends them only if that is still the head and none
+//! is appended already; else it gives the head and which entries are in the log, and
+//! the node chains again. So records are ordered per tenant across nodes, an event
+//! reported twice (taken again from an outbox) is appended once, and a node that
+//! appends alone takes one round trip per batch.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -25,6 +26,12 @@ use crate::redis_engine::keys::AuditKeys;
 const MAX_ROUNDS: usize = 64;
 /// Records dropped per retention round trip.
 const PRUNE_BATCH: usize = 500;
+/// Tenants whose head a node remembers at most (past them it forgets them all: each
+/// costs one more round trip at its next append).
+const MAX_HEADS: usize = 10_000;
+/// How long an appended entry's id stays, so that an event reported twice (taken again
+/// from an outbox, within minutes) is appended once.
+const IDS_KEPT_MS: u64 = 24 * 3600 * 1000;
 
 /// A record as the log keeps it.
 #[derive(Serialize, Deserialize)]
@@ -44,6 +51,8 @@ pub struct RedisAuditStore {
     max_bytes: u64,
     /// Tenants this node has put in the retention sweep's index: once each.
     indexed: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// Each tenant's head as this node last appended it: the next append expects it.
+    heads: parking_lot::Mutex<HashMap<String, Head>>,
 }
 
 impl RedisAuditStore {
@@ -53,24 +62,22 @@ impl RedisAuditStore {
             acked,
             max_bytes,
             indexed: Default::default(),
+            heads: Default::default(),
         }
     }
 
-    /// Appends one tenant's entries, in order.
+    /// Appends one tenant's entries, in order: chained to the head this node saw last,
+    /// in one round trip while no other node appends to the tenant; when one did (or
+    /// an entry is in the log already), chained again to the head the refusal gave.
     async fn append_tenant(&self, tenant: &str, entries: &[AuditEntry]) -> Result<(), Error> {
         let keys = AuditKeys::new(tenant);
+        let cached = self.heads.lock().get(tenant).cloned();
+        let mut expected = cached.unwrap_or(Head {
+            seq: 0,
+            hash: String::new(),
+        });
+        let mut appended = vec![false; entries.len()];
         for _ in 0..MAX_ROUNDS {
-            let mut check = CHECK.prepare_invoke();
-            check.key(keys.head()).key(keys.ids());
-            for entry in entries {
-                check.arg(&entry.id);
-            }
-            let reply: Vec<redis::Value> = check
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
-            let (mut head, appended) = parse_check(&reply)?;
-            let expected = head.clone();
             let now = now_ms();
             let mut append = APPEND.prepare_invoke();
             append
@@ -81,11 +88,9 @@ impl RedisAuditStore {
                 .arg(&expected.hash)
                 .arg(now)
                 .arg(self.max_bytes);
-            let mut any = false;
-            for (entry, done) in entries.iter().zip(appended) {
-                if done {
-                    continue;
-                }
+            let mut head = expected.clone();
+            let mut sent = Vec::with_capacity(entries.len());
+            for (i, entry) in entries.iter().enumerate().filter(|(i, _)| !appended[*i]) {
                 let record = head.chain(entry);
                 head = Head::after(&record);
                 let kept = Kept {
@@ -102,42 +107,68 @@ impl RedisAuditStore {
                     .arg(record.seq)
                     .arg(&record.hash)
                     .arg(json);
-                any = true;
+                sent.push(i);
             }
-            if !any {
+            if sent.is_empty() {
                 return Ok(());
             }
-            let reply: Vec<redis::Value> = append
-                .invoke_async(&mut self.acked.clone())
-                .await
-                .map_err(unavailable)?;
+            let reply = append
+                .invoke_async::<Vec<redis::Value>>(&mut self.acked.clone())
+                .await;
+            // Unknown whether it was appended: the head is read again next time.
+            let reply = reply.map_err(|e| {
+                self.heads.lock().remove(tenant);
+                unavailable(e)
+            })?;
             if matches!(reply.first(), Some(redis::Value::Int(1))) {
-                if !self.indexed.lock().contains(tenant) {
-                    let _: () = self
-                        .conn
-                        .clone()
-                        .sadd(AuditKeys::tenants(), tenant)
-                        .await
-                        .map_err(unavailable)?;
-                    self.indexed.lock().insert(tenant.to_owned());
-                }
-                return Ok(());
+                self.saw(tenant, head);
+                return self.index(tenant).await;
             }
+            let (now_head, known) = parse_refusal(&reply)?;
+            for (i, known) in sent.into_iter().zip(known) {
+                appended[i] |= known;
+            }
+            expected = now_head;
         }
+        self.heads.lock().remove(tenant);
         Err(Error::BackendUnavailable(format!(
             "the audit log kept moving under {MAX_ROUNDS} appends"
         )))
     }
+
+    /// `head` is the tenant's head now, as this node appended it.
+    fn saw(&self, tenant: &str, head: Head) {
+        let mut heads = self.heads.lock();
+        if heads.len() >= MAX_HEADS && !heads.contains_key(tenant) {
+            heads.clear();
+        }
+        heads.insert(tenant.to_owned(), head);
+    }
+
+    /// Puts the tenant in the retention sweep's index, once per node.
+    async fn index(&self, tenant: &str) -> Result<(), Error> {
+        if self.indexed.lock().contains(tenant) {
+            return Ok(());
+        }
+        let _: () = self
+            .conn
+            .clone()
+            .sadd(AuditKeys::tenants(), tenant)
+            .await
+            .map_err(unavailable)?;
+        self.indexed.lock().insert(tenant.to_owned());
+        Ok(())
+    }
 }
 
-/// The head and the appended flags of an AUDIT_CHECK reply.
-fn parse_check(reply: &[redis::Value]) -> Result<(Head, Vec<bool>), Error> {
+/// The head and the appended-already flags of a refused AUDIT_APPEND.
+fn parse_refusal(reply: &[redis::Value]) -> Result<(Head, Vec<bool>), Error> {
     let text = |value: &redis::Value| -> Result<String, Error> {
         redis::from_redis_value::<String>(value.clone())
             .map_err(|e| Error::Internal(format!("an audit head: {e}")))
     };
-    let (Some(seq), Some(hash)) = (reply.first(), reply.get(1)) else {
-        return Err(Error::Internal("a short audit check reply".into()));
+    let (Some(seq), Some(hash)) = (reply.get(1), reply.get(2)) else {
+        return Err(Error::Internal("a short audit append reply".into()));
     };
     let head = Head {
         seq: text(seq)?
@@ -145,7 +176,7 @@ fn parse_check(reply: &[redis::Value]) -> Result<(Head, Vec<bool>), Error> {
             .map_err(|_| Error::Internal("an audit head's seq".into()))?,
         hash: text(hash)?,
     };
-    let flags = reply[2..]
+    let flags = reply[3..]
         .iter()
         .map(|v| matches!(v, redis::Value::Int(1)))
         .collect();
@@ -215,8 +246,10 @@ impl AuditStore for RedisAuditStore {
                 let dropped: usize = PRUNE
                     .key(keys.head())
                     .key(keys.log())
+                    .key(keys.ids())
                     .arg(cutoff)
                     .arg(PRUNE_BATCH)
+                    .arg(now_ms().saturating_sub(IDS_KEPT_MS))
                     .invoke_async(&mut self.acked.clone())
                     .await
                     .map_err(unavailable)?;

@@ -404,22 +404,22 @@ impl RedisStore {
             .is_ok()
     }
 
-    /// The stored `Requested` of a pending ask.
+    /// The stored `Requested` of a pending ask; else how it ended, if that is
+    /// remembered (a second read: the first one is the common case).
     pub async fn pending_ask(&self, key: &SessionKey, rpc_id: &str) -> Result<Requested, Error> {
         let keys = SessionKeys::new(key);
         let mut conn = self.conn.clone();
-        let (bytes, settled): (Option<Vec<u8>>, Option<String>) = redis::pipe()
-            .hget(keys.asks(), rpc_id)
+        let bytes: Option<Vec<u8>> = conn.hget(keys.asks(), rpc_id).await.map_err(unavailable)?;
+        if let Some(bytes) = bytes {
+            return decode(&bytes);
+        }
+        let settled: Option<String> = conn
             .hget(keys.settled(), rpc_id)
-            .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
-        match bytes {
-            Some(bytes) => decode(&bytes),
-            None => Err(Error::NotPending {
-                settled: settled.as_deref().and_then(parse_settled),
-            }),
-        }
+        Err(Error::NotPending {
+            settled: settled.as_deref().and_then(parse_settled),
+        })
     }
 
     /// The pending asks of a session, oldest first.

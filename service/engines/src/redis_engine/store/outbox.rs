@@ -128,9 +128,11 @@ impl RedisStore {
             let reply: Vec<Vec<u8>> = TAKE
                 .key(keys.outbox())
                 .key(keys.outbox_data())
+                .key(keys.outbox_index(self.is_cluster()))
                 .arg(stale_before)
                 .arg(now)
                 .arg(EVENTS_PER_SESSION)
+                .arg(outbox_member(&key))
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(unavailable)?;

@@ -92,13 +92,11 @@ pub(super) mod audit_scripts {
 
     use redis::Script;
 
-    /// The chain's head, and which entries are appended already.
-    pub static CHECK: LazyLock<Script> =
-        LazyLock::new(|| Script::new(include_str!("../scripts/audit_check.lua")));
-    /// Records chained to the head read, unless it moved.
+    /// Records chained to the head the node saw last, unless it moved or one of them
+    /// is in the log already.
     pub static APPEND: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/audit_append.lua")));
-    /// The oldest records past retention.
+    /// The oldest records past retention, and the ids past a day.
     pub static PRUNE: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/audit_prune.lua")));
 }
