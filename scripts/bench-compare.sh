@@ -18,6 +18,10 @@
 #   --base-target DIR     cargo target directory for BASE (default
 #                         target/bench-compare/build/<commit>; kept, so a second
 #                         comparison only builds what changed)
+#   --same-profile        build BASE with this checkout's [profile.release] settings
+#                         (as CARGO_PROFILE_RELEASE_* variables, in a target directory
+#                         of its own): the code compared, not the build settings. By
+#                         default each build is what its own Cargo.toml makes
 #
 # Prints the comparison as a Markdown table (docs/performance.md keeps one) and writes
 # it to DIR/compare.md. A git worktree of each commit is kept under
@@ -33,6 +37,7 @@ capacity=memory,sqlite
 pending=100000
 out=""
 base_target=""
+same_profile=0
 positional=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,7 +48,8 @@ while [ $# -gt 0 ]; do
     --pending) pending=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --base-target) base_target=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --same-profile) same_profile=1; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) echo "bench-compare: unknown option $1 (see --help)" >&2; exit 64 ;;
     *) positional+=("$1"); shift ;;
   esac
@@ -69,7 +75,8 @@ commit_of() {
 }
 
 # Builds the askgate binary of commit $1 in target directory $2 from a worktree of
-# its own; prints the binary's path.
+# its own, with the environment's CARGO_PROFILE_RELEASE_* settings; prints the
+# binary's path.
 build_commit() {
   local commit=$1 target=$2 src=$work/src/$1
   if [ ! -d "$src" ]; then
@@ -81,9 +88,29 @@ build_commit() {
   echo "$target/release/askgate"
 }
 
+# This checkout's [profile.release] settings as `CARGO_PROFILE_RELEASE_KEY=value`
+# words (`lto = "fat"` gives CARGO_PROFILE_RELEASE_LTO=fat).
+release_profile() {
+  awk '
+    /^\[/ { in_release = ($0 == "[profile.release]"); next }
+    in_release && /^[a-z-]+ *= */ {
+      key = $1; sub(/^[^=]*= */, ""); gsub(/"/, "")
+      gsub(/-/, "_", key)
+      printf "CARGO_PROFILE_RELEASE_%s=%s\n", toupper(key), $0
+    }' Cargo.toml
+}
+
 base=$(commit_of "${positional[0]}")
 base_name=$(git rev-parse --short "$base")
-base_bin=$(build_commit "$base" "${base_target:-$work/build/$base}")
+if [ "$same_profile" = 1 ]; then
+  mapfile -t profile < <(release_profile)
+  echo "bench-compare: BASE with this checkout's profile: ${profile[*]:-(none)}" >&2
+  base_bin=$(env "${profile[@]}" bash -c "$(declare -f build_commit); work=$work; \
+    build_commit $base ${base_target:-$work/build/$base-same-profile}")
+  base_name="$base_name (same profile)"
+else
+  base_bin=$(build_commit "$base" "${base_target:-$work/build/$base}")
+fi
 
 # The load generator is always this checkout's: the same one drives both builds.
 echo "bench-compare: building this checkout (release)" >&2

@@ -18,7 +18,7 @@ use crate::{
     BenchBackend, backend_name,
     figures::{Better::Lower, record},
     measured_node,
-    nodes::{DataDir, metrics_addr, start_node},
+    nodes::{DataDir, metrics_addr, redis_info, start_node},
     start_one,
 };
 use askgate_testing::ServeProcess;
@@ -73,10 +73,12 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     let mut node_args = measured_node(&per_session, &per_tenant);
     node_args.extend(args.node_args.iter().map(String::as_str));
     let (node, _redis) = start_one(args.backend, &node_args).await?;
+    let redis = redis_urls(_redis.as_ref());
     let metrics = metrics_addr(&node)?;
     let serving = serving_after(&node).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = node.rss()?;
+    let redis_idle = primaries_memory(&redis).await?;
     println!(
         "askgate-bench capacity ({} backend; RSS is the node's)",
         backend_name(args.backend)
@@ -120,6 +122,20 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     );
     let held = format!("{name} RSS with {total} pending");
     record(&held, peak as f64 / MIB, "MiB", Lower);
+    if let (Some(before), Some(now)) = (redis_idle, primaries_memory(&redis).await?) {
+        let per_ask = now.saturating_sub(before) as f64 / total as f64;
+        println!(
+            "Redis used_memory (its primaries together) {:.1} MiB to {:.1} MiB: {per_ask:.0} bytes per pending ask",
+            before as f64 / MIB,
+            now as f64 / MIB,
+        );
+        record(
+            &format!("{name} Redis bytes per pending ask"),
+            per_ask,
+            "B",
+            Lower,
+        );
+    }
 
     let subscriber = clients[0].clone();
     replay_busy_session(subscriber.clone(), &name, args.big).await?;
@@ -163,22 +179,45 @@ async fn hold_asks(
     let mut calls = tokio::task::JoinSet::new();
     let sessions = (0..args.pending).map(|i| format!("cap-{}", i % args.sessions));
     let big = std::iter::repeat_n("cap-big".to_owned(), args.big);
+    // On Redis the asks start in waves: a hundred thousand registrations sent at once
+    // queue on the node's connection past its response timeout.
+    let wave = match args.backend {
+        BenchBackend::Memory | BenchBackend::Sqlite => total,
+        _ => REDIS_WAVE,
+    };
+    let started = Instant::now();
     for (i, session) in sessions.chain(big).enumerate() {
         let mut client = clients[i % clients.len()].clone();
         let ask = hold(session);
         calls.spawn(async move { client.ask(ask).await });
+        if (i + 1) % wave == 0 {
+            all_pending(&mut calls, metrics, i + 1, started).await?;
+        }
     }
-    let started = Instant::now();
-    while pending_asks(metrics).await? < total as u64 {
+    all_pending(&mut calls, metrics, total, started).await?;
+    Ok((calls, started))
+}
+
+/// Asks started at once on Redis.
+const REDIS_WAVE: usize = 5_000;
+
+/// Waits until the node counts `count` asks pending (failing at the first ask that fails).
+async fn all_pending(
+    calls: &mut Calls,
+    metrics: &str,
+    count: usize,
+    started: Instant,
+) -> anyhow::Result<()> {
+    while pending_asks(metrics).await? < count as u64 {
         if let Some(Ok(Err(e))) = calls.try_join_next() {
             bail!("an ask failed: {e}");
         }
-        if started.elapsed() > Duration::from_secs(300) {
-            bail!("the asks were not all pending within 5 minutes");
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the asks were not all pending within 10 minutes");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok((calls, started))
+    Ok(())
 }
 
 type Calls = tokio::task::JoinSet<Result<askgate_proto::v1::AskResponse, askgate_client::Error>>;
@@ -352,4 +391,39 @@ pub(super) async fn gauge(metrics: &str, name: &str) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("no {name} in the metrics"))
+}
+
+/// The URLs of every Redis server the run started (none for memory and sqlite).
+fn redis_urls(started: &dyn std::any::Any) -> Vec<String> {
+    if let Some(server) = started.downcast_ref::<askgate_testing::RedisServer>() {
+        return vec![server.url.clone()];
+    }
+    if let Some(failover) = started.downcast_ref::<askgate_testing::RedisFailover>() {
+        return failover.servers.iter().map(|s| s.url.clone()).collect();
+    }
+    if let Some(cluster) = started.downcast_ref::<askgate_testing::RedisCluster>() {
+        return cluster.url.split(',').map(str::to_owned).collect();
+    }
+    Vec::new()
+}
+
+/// What the primaries among `urls` hold together (`used_memory`); none without Redis.
+async fn primaries_memory(urls: &[String]) -> anyhow::Result<Option<u64>> {
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let mut total = 0;
+    for url in urls {
+        let replication = redis_info(url, "replication").await?;
+        if !replication.lines().any(|l| l.trim() == "role:master") {
+            continue;
+        }
+        let memory = redis_info(url, "memory").await?;
+        total += memory
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("used_memory:"))
+            .and_then(|v| v.parse::<u64>().ok())
+            .with_context(|| format!("no used_memory in {url}'s INFO memory"))?;
+    }
+    Ok(Some(total))
 }

@@ -215,6 +215,18 @@ pub async fn redis_info(url: &str, section: &str) -> anyhow::Result<String> {
         .await?)
 }
 
+/// The CPU Redis has used so far, in seconds (`INFO cpu`: user and system).
+pub async fn redis_cpu(url: &str) -> anyhow::Result<f64> {
+    let info = redis_info(url, "cpu").await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.parse::<f64>().ok())
+            .with_context(|| format!("no {name} in INFO cpu"))
+    };
+    Ok(field("used_cpu_user")? + field("used_cpu_sys")?)
+}
+
 /// How many times Redis ran each command so far (`INFO commandstats`).
 pub async fn commandstats(url: &str) -> anyhow::Result<BTreeMap<String, u64>> {
     Ok(parse_commandstats(&redis_info(url, "commandstats").await?))

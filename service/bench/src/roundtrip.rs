@@ -21,8 +21,8 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 use crate::{
     BenchBackend,
     nodes::{
-        WAIT_ARGS, backend_name, commandstats, new_histogram, redis_nodes, start_node, start_redis,
-        start_redis_check,
+        WAIT_ARGS, backend_name, commandstats, new_histogram, redis_cpu, redis_nodes, start_node,
+        start_redis, start_redis_check,
     },
 };
 
@@ -105,8 +105,20 @@ struct Figures {
     concurrency: usize,
     asks: Load,
     checks: Load,
-    /// On one Redis: the commands it ran per ask during the measured asks, by name.
+    /// On Redis (a cluster's shards together): the commands it ran per ask during the
+    /// measured asks, by name.
     redis_commands: Option<BTreeMap<String, f64>>,
+    /// On Redis: the CPU it used per ask then.
+    redis_cpu: Option<RedisCpu>,
+}
+
+/// Redis's CPU per ask: its servers' together, and the busiest one's (on a cluster the
+/// shard with the tenant's keys does a part of every ask of the tenant).
+#[derive(Clone, Copy)]
+struct RedisCpu {
+    total: Duration,
+    busiest: Duration,
+    servers: usize,
 }
 
 pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
@@ -128,7 +140,8 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
     for backend in &args.backends {
         let _own_redis: Box<dyn std::any::Any>;
         let _data_dir: crate::nodes::DataDir;
-        let mut redis_url = None;
+        // The Redis servers whose commands and CPU are counted (a cluster's shards).
+        let mut redis_urls: Vec<String> = Vec::new();
         let nodes = match backend {
             BenchBackend::Memory => vec![start_node(&traced).await?],
             BenchBackend::Sqlite => {
@@ -150,14 +163,14 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
                         url
                     }
                 };
-                redis_url = Some(url.clone());
+                redis_urls = vec![url.clone()];
                 redis_nodes(&url, false, args.nodes, &traced).await?
             }
             BenchBackend::RedisWait => {
                 start_redis_check().await?;
                 let redis = askgate_testing::RedisFailover::start(1).await;
                 let url = redis.servers[0].url.clone();
-                redis_url = Some(url.clone());
+                redis_urls = vec![url.clone()];
                 let wait: Vec<&str> = WAIT_ARGS.iter().chain(&traced).copied().collect();
                 let nodes = redis_nodes(&url, false, args.nodes, &wait).await?;
                 _own_redis = Box::new(redis);
@@ -166,6 +179,7 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
             BenchBackend::Cluster => {
                 start_redis_check().await?;
                 let cluster = askgate_testing::RedisCluster::start(3).await;
+                redis_urls = cluster.url.split(',').map(str::to_owned).collect();
                 let nodes = redis_nodes(&cluster.url, true, args.nodes, &traced).await?;
                 _own_redis = Box::new(cluster);
                 nodes
@@ -180,7 +194,7 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
             }
         };
         for &concurrency in &args.concurrency {
-            let redis = redis_url.as_deref();
+            let redis = &redis_urls;
             results.push(measure(*backend, &nodes, redis, args.asks, concurrency).await?);
         }
     }
@@ -200,7 +214,7 @@ fn warmup(asks: usize) -> usize {
 async fn measure(
     backend: BenchBackend,
     nodes: &[ServeProcess],
-    redis: Option<&str>,
+    redis: &[String],
     asks: usize,
     concurrency: usize,
 ) -> anyhow::Result<Figures> {
@@ -232,18 +246,39 @@ async fn measure(
     };
     let ask = Arc::new(ask);
     run_load(warmup(asks), concurrency, ask.clone()).await?;
-    let commands_before = match redis {
-        Some(url) => Some(commandstats(url).await?),
-        None => None,
-    };
+    let redis_before = redis_usage(redis).await?;
     let before = Cpu::now(nodes)?;
     let mut asks = run_load(asks, concurrency, ask).await?;
     asks.cpu = Cpu::now(nodes)?.per_call_since(&before, asks.latency.len() as usize);
-    let redis_commands = match (redis, commands_before) {
-        (Some(url), Some(before)) => {
-            Some(commands_per_ask(url, &before, asks.latency.len()).await?)
+    let (redis_commands, redis_cpu) = match redis_before {
+        Some(before) => {
+            let count = asks.latency.len().max(1) as f64;
+            let after = redis_usage(redis).await?.unwrap_or_default();
+            let cpu = (after.cpu - before.cpu).max(0.0) / count;
+            let shares: Vec<f64> = after
+                .cpu_each
+                .iter()
+                .zip(&before.cpu_each)
+                .map(|(a, b)| (a - b).max(0.0) / count)
+                .collect();
+            let commands = after
+                .commands
+                .into_iter()
+                .map(|(name, calls)| {
+                    let ran = calls - before.commands.get(&name).copied().unwrap_or(0);
+                    (name, ran as f64 / count)
+                })
+                .filter(|(_, per_ask)| *per_ask > 0.0)
+                .collect();
+            let busiest = shares.iter().copied().fold(0.0, f64::max);
+            let redis_cpu = RedisCpu {
+                total: Duration::from_secs_f64(cpu),
+                busiest: Duration::from_secs_f64(busiest),
+                servers: shares.len(),
+            };
+            (Some(commands), Some(redis_cpu))
         }
-        _ => None,
+        None => (None, None),
     };
     bot.stop();
     let health = Arc::new(health);
@@ -270,24 +305,35 @@ async fn measure(
         asks,
         checks,
         redis_commands,
+        redis_cpu,
     })
 }
 
-/// Redis's commands per ask since `before` (its `INFO commandstats`), by command.
-async fn commands_per_ask(
-    url: &str,
-    before: &BTreeMap<String, u64>,
-    asks: u64,
-) -> anyhow::Result<BTreeMap<String, f64>> {
-    let after = commandstats(url).await?;
-    Ok(after
-        .into_iter()
-        .map(|(name, calls)| {
-            let ran = calls - before.get(&name).copied().unwrap_or(0);
-            (name, ran as f64 / asks as f64)
-        })
-        .filter(|(_, per_ask)| *per_ask > 0.0)
-        .collect())
+/// What the Redis servers of a run have done so far, together.
+#[derive(Default)]
+struct RedisUsage {
+    /// Calls of each command (`INFO commandstats`).
+    commands: BTreeMap<String, u64>,
+    /// CPU seconds (`INFO cpu`), all servers together and each.
+    cpu: f64,
+    cpu_each: Vec<f64>,
+}
+
+/// The usage of `urls` together; none without Redis.
+async fn redis_usage(urls: &[String]) -> anyhow::Result<Option<RedisUsage>> {
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let mut usage = RedisUsage::default();
+    for url in urls {
+        for (name, calls) in commandstats(url).await? {
+            *usage.commands.entry(name).or_default() += calls;
+        }
+        let cpu = redis_cpu(url).await?;
+        usage.cpu += cpu;
+        usage.cpu_each.push(cpu);
+    }
+    Ok(Some(usage))
 }
 
 /// `total` calls made by `concurrency` workers (`call(worker)` makes one), each worker
@@ -385,11 +431,28 @@ fn print_redis_commands(results: &[Figures]) {
             .map(|(name, n)| format!("{name} {n:.2}"))
             .collect();
         println!(
-            "Redis commands per ask, {} nodes at concurrency {} (INFO commandstats): {total:.1} ({})",
+            "Redis commands per ask, {} with {} nodes at concurrency {} (INFO commandstats): {total:.1} ({})",
+            backend_name(f.backend),
             f.nodes,
             f.concurrency,
             listed.join(", ")
         );
+        if let Some(cpu) = f.redis_cpu {
+            let busiest = match cpu.servers {
+                1 => String::new(),
+                n => format!(
+                    " over {n} servers, the busiest {:.0} µs",
+                    cpu.busiest.as_secs_f64() * 1e6
+                ),
+            };
+            println!(
+                "Redis CPU per ask, {} with {} nodes at concurrency {} (INFO cpu): {:.0} µs{busiest}",
+                backend_name(f.backend),
+                f.nodes,
+                f.concurrency,
+                cpu.total.as_secs_f64() * 1e6
+            );
+        }
     }
 }
 
@@ -496,6 +559,14 @@ fn record_figures(results: &[Figures]) {
         if let Some(commands) = &f.redis_commands {
             let total: f64 = commands.values().sum();
             record(&format!("{at} Redis commands per ask"), total, "", Lower);
+        }
+        if let Some(cpu) = f.redis_cpu {
+            record(
+                &format!("{at} Redis CPU per ask"),
+                us(cpu.total),
+                "µs",
+                Lower,
+            );
         }
     }
 }
