@@ -18,7 +18,7 @@ use crate::{
     BenchBackend, backend_name,
     figures::{Better::Lower, record},
     measured_node,
-    nodes::{DataDir, metrics_addr, redis_info, start_node},
+    nodes::{DataDir, metrics_addr, redis_info, start_node_within},
     start_one,
 };
 use askgate_testing::ServeProcess;
@@ -139,10 +139,12 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
 
     let subscriber = clients[0].clone();
     replay_busy_session(subscriber.clone(), &name, args.big).await?;
-    if let Some(dir) = _redis.downcast_ref::<DataDir>() {
-        let limits = (per_session.as_str(), per_tenant.as_str());
-        start_from_backup(dir, limits, total, &args.node_args).await?;
-    }
+    // The store copied while every ask is pending; a node starts on the copy once this
+    // one is gone (two nodes of a million asks each would not fit some machines).
+    let copy = match _redis.downcast_ref::<DataDir>() {
+        Some(dir) => Some(backup(dir, total).await?),
+        None => None,
+    };
 
     // Dropping the calls aborts their asks.
     calls.abort_all();
@@ -159,6 +161,11 @@ pub async fn run(args: CapacityArgs) -> anyhow::Result<()> {
     drop((clients, subscriber, lister));
     let when = "after the clients' connections closed too";
     report_fall(&node, peak, Instant::now(), args.settle, when).await?;
+    drop(node);
+    if let Some(copy) = copy {
+        let limits = (per_session.as_str(), per_tenant.as_str());
+        start_on_copy(copy, limits, total, &args.node_args).await?;
+    }
     Ok(())
 }
 
@@ -250,14 +257,9 @@ async fn wait_stored(
     Ok(stored)
 }
 
-/// On sqlite: the store with every ask pending, copied by `askgate backup` while the
-/// node serves and started as a second node: its size, and how long until SERVING.
-async fn start_from_backup(
-    dir: &DataDir,
-    (per_session, per_tenant): (&str, &str),
-    total: usize,
-    node_args: &[String],
-) -> anyhow::Result<()> {
+/// `dir`'s store copied by `askgate backup` (with its sealing key, which a restore
+/// takes too, as docs/operations.md says), while every ask is pending.
+async fn backup(dir: &DataDir, total: usize) -> anyhow::Result<DataDir> {
     let copy = DataDir::new()?;
     let out = copy.path().join("askgate.db");
     let started = Instant::now();
@@ -271,13 +273,28 @@ async fn start_from_backup(
         .status()
         .await?;
     anyhow::ensure!(status.success(), "askgate backup failed: {status}");
-    // A restore takes the key the store's secrets are sealed with (the node refuses
-    // the store without it), as docs/operations.md says.
     std::fs::copy(
         dir.path().join("secret.key"),
         copy.path().join("secret.key"),
     )?;
-    let copied = started.elapsed();
+    println!(
+        "the store with {total} pending asks: {:.1} MiB; copied by askgate backup in {:.1} s",
+        dir.store_bytes() as f64 / MIB,
+        started.elapsed().as_secs_f64(),
+    );
+    let store = format!("sqlite store with {total} pending");
+    record(&store, dir.store_bytes() as f64 / MIB, "MiB", Lower);
+    Ok(copy)
+}
+
+/// A node started on `copy`, a store holding `total` pending asks: its start to SERVING
+/// (it loads the store first, about a second per hundred thousand asks).
+async fn start_on_copy(
+    copy: DataDir,
+    (per_session, per_tenant): (&str, &str),
+    total: usize,
+    node_args: &[String],
+) -> anyhow::Result<()> {
     let mut args = copy.args();
     args.extend(
         measured_node(per_session, per_tenant)
@@ -286,19 +303,23 @@ async fn start_from_backup(
     );
     args.extend(node_args.iter().cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let node = start_node(&args).await?;
-    let serving = serving_after(&node).await?;
+    let within = start_deadline(total);
+    let node = start_node_within(&args, within).await?;
+    let serving = serving_within(&node, within).await?;
     println!(
-        "the store with {total} pending asks: {:.1} MiB; copied by askgate backup in {:.1} s; a node started on the copy: SERVING in {:.0} ms",
-        dir.store_bytes() as f64 / MIB,
-        copied.as_secs_f64(),
-        serving.as_secs_f64() * 1000.0
+        "a node started on the copy: SERVING in {:.0} ms, RSS {:.1} MiB",
+        serving.as_secs_f64() * 1000.0,
+        node.rss()? as f64 / MIB
     );
-    let store = format!("sqlite store with {total} pending");
-    record(&store, dir.store_bytes() as f64 / MIB, "MiB", Lower);
     let restart = format!("sqlite start to SERVING with {total} pending");
     record(&restart, serving.as_secs_f64() * 1000.0, "ms", Lower);
     Ok(())
+}
+
+/// How long a node on a store of `total` pending asks may take to start: 10 s, and a
+/// second more per 20,000 asks.
+fn start_deadline(total: usize) -> Duration {
+    Duration::from_secs(10 + (total / 20_000) as u64)
 }
 
 /// A new subscriber of the session holding `big` asks: how long its replay takes.
@@ -352,6 +373,11 @@ async fn report_fall(
 
 /// How long after its start the node answered a health Check with SERVING.
 async fn serving_after(node: &ServeProcess) -> anyhow::Result<Duration> {
+    serving_within(node, Duration::from_secs(10)).await
+}
+
+/// How long after its start `node` reported SERVING (at most `within`).
+async fn serving_within(node: &ServeProcess, within: Duration) -> anyhow::Result<Duration> {
     let channel = tonic::transport::Endpoint::from_shared(node.url.clone())?
         .connect()
         .await?;
@@ -366,8 +392,8 @@ async fn serving_after(node: &ServeProcess) -> anyhow::Result<Duration> {
         if status.is_ok_and(|s| s == ServingStatus::Serving) {
             return Ok(node.spawned.elapsed());
         }
-        if node.spawned.elapsed() > Duration::from_secs(10) {
-            bail!("not SERVING within 10 s");
+        if node.spawned.elapsed() > within {
+            bail!("not SERVING within {within:?}");
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

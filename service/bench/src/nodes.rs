@@ -60,10 +60,18 @@ pub fn askgate() -> anyhow::Result<&'static std::path::Path> {
 /// `askgate serve` from the chosen binary, with the per-tenant Ask rate lifted (the
 /// bench's askers share one tenant) and `extra` flags.
 pub async fn start_node(extra: &[&str]) -> anyhow::Result<ServeProcess> {
+    start_node_within(extra, std::time::Duration::from_secs(10)).await
+}
+
+/// [`start_node`], waiting at most `within` for it to listen.
+pub async fn start_node_within(
+    extra: &[&str],
+    within: std::time::Duration,
+) -> anyhow::Result<ServeProcess> {
     let askgate = askgate()?;
     let mut args = vec!["--ask-rate", "1000000000", "--ask-burst", "1000000000"];
     args.extend(extra);
-    ServeProcess::spawn(askgate, &args).await
+    ServeProcess::spawn_within(askgate, &args, within).await
 }
 
 /// The flags of a node the bench watches: its metrics listener on a port of its own

@@ -64,6 +64,8 @@ async fn bench_roundtrip_measures_memory_sqlite_and_three_redis_nodes_beside_hea
     for ratio in [
         "redis/memory at concurrency 8: throughput",
         "sqlite/memory at concurrency 8: throughput",
+        "Redis commands per ask, redis with 3 nodes at concurrency 8",
+        "Redis CPU per ask, redis with 3 nodes at concurrency 8",
     ] {
         assert!(stdout.contains(ratio), "no {ratio:?} in:\n{stdout}");
     }
@@ -107,7 +109,10 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
         ),
         (
             "redis",
-            ["synced after 20 replayed", "after the asks resolved"],
+            [
+                "synced after 20 replayed",
+                "Redis used_memory (its primaries together)",
+            ],
         ),
     ] {
         let small = bench(&[

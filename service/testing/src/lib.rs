@@ -568,6 +568,16 @@ impl ServeProcess {
     /// most 10 s) until it logs its address. The log is at `info` unless `args` give
     /// `--log`.
     pub async fn spawn(askgate: &std::path::Path, args: &[&str]) -> anyhow::Result<Self> {
+        Self::spawn_within(askgate, args, Duration::from_secs(10)).await
+    }
+
+    /// [`ServeProcess::spawn`], waiting at most `within` for the address (a node on a
+    /// large store loads it first).
+    pub async fn spawn_within(
+        askgate: &std::path::Path,
+        args: &[&str],
+        within: Duration,
+    ) -> anyhow::Result<Self> {
         use anyhow::Context;
         use tokio::io::AsyncBufReadExt;
         let spawned = std::time::Instant::now();
@@ -591,7 +601,7 @@ impl ServeProcess {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         let echo = std::env::var_os("ASKGATE_ECHO_SERVE_LOG").is_some();
         let log = Arc::new(parking_lot::Mutex::new(ServeLog::default()));
-        let addr = tokio::time::timeout(Duration::from_secs(10), async {
+        let addr = tokio::time::timeout(within, async {
             while let Some(line) = lines.next_line().await? {
                 log.lock().record(&line, echo);
                 if let Some((_, rest)) = line.split_once("local_addr=") {
@@ -602,7 +612,7 @@ impl ServeProcess {
             anyhow::bail!("askgate serve exited before listening")
         })
         .await
-        .context("askgate serve did not start within 10 s")
+        .with_context(|| format!("askgate serve did not start within {within:?}"))
         .and_then(|read| read)
         .map_err(|e| anyhow::anyhow!("{e:#}; its log ends:\n{}", log.lock().tail(20)))?;
         let kept = log.clone();
