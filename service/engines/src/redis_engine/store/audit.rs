@@ -77,6 +77,7 @@ impl RedisAuditStore {
             hash: String::new(),
         });
         let mut appended = vec![false; entries.len()];
+        let mut refused = false;
         for _ in 0..MAX_ROUNDS {
             let now = now_ms();
             let mut append = APPEND.prepare_invoke();
@@ -110,6 +111,10 @@ impl RedisAuditStore {
                 sent.push(i);
             }
             if sent.is_empty() {
+                // Every entry was in already: the head a refusal gave is the head.
+                if refused {
+                    self.saw(tenant, expected);
+                }
                 return Ok(());
             }
             let reply = append
@@ -129,6 +134,7 @@ impl RedisAuditStore {
                 appended[i] |= known;
             }
             expected = now_head;
+            refused = true;
         }
         self.heads.lock().remove(tenant);
         Err(Error::BackendUnavailable(format!(
