@@ -18,7 +18,7 @@ use crate::{
     BenchBackend, backend_name,
     figures::{Better::Lower, record},
     measured_node,
-    nodes::{DataDir, metrics_addr, redis_info, start_node_within},
+    nodes::{DataDir, metrics_addr, redis_info, redis_urls, start_node_within},
     start_one,
 };
 use askgate_testing::ServeProcess;
@@ -417,20 +417,6 @@ pub(super) async fn gauge(metrics: &str, name: &str) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("no {name} in the metrics"))
-}
-
-/// The URLs of every Redis server the run started (none for memory and sqlite).
-fn redis_urls(started: &dyn std::any::Any) -> Vec<String> {
-    if let Some(server) = started.downcast_ref::<askgate_testing::RedisServer>() {
-        return vec![server.url.clone()];
-    }
-    if let Some(failover) = started.downcast_ref::<askgate_testing::RedisFailover>() {
-        return failover.servers.iter().map(|s| s.url.clone()).collect();
-    }
-    if let Some(cluster) = started.downcast_ref::<askgate_testing::RedisCluster>() {
-        return cluster.url.split(',').map(str::to_owned).collect();
-    }
-    Vec::new()
 }
 
 /// What the primaries among `urls` hold together (`used_memory`); none without Redis.

@@ -269,3 +269,17 @@ pub fn new_histogram() -> Histogram<u64> {
     // 1 µs to 10 minutes, 3 significant figures.
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
+
+/// The URLs of every Redis server the run started (none for memory and sqlite).
+pub fn redis_urls(started: &dyn std::any::Any) -> Vec<String> {
+    if let Some(server) = started.downcast_ref::<askgate_testing::RedisServer>() {
+        return vec![server.url.clone()];
+    }
+    if let Some(failover) = started.downcast_ref::<askgate_testing::RedisFailover>() {
+        return failover.servers.iter().map(|s| s.url.clone()).collect();
+    }
+    if let Some(cluster) = started.downcast_ref::<askgate_testing::RedisCluster>() {
+        return cluster.url.split(',').map(str::to_owned).collect();
+    }
+    Vec::new()
+}

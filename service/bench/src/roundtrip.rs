@@ -179,7 +179,7 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
             BenchBackend::Cluster => {
                 start_redis_check().await?;
                 let cluster = askgate_testing::RedisCluster::start(3).await;
-                redis_urls = cluster.url.split(',').map(str::to_owned).collect();
+                redis_urls = crate::nodes::redis_urls(&cluster);
                 let nodes = redis_nodes(&cluster.url, true, args.nodes, &traced).await?;
                 _own_redis = Box::new(cluster);
                 nodes

@@ -105,6 +105,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
             [
                 "the store with 120 pending asks",
                 "a node started on the copy: SERVING in",
+                "after the asks resolved",
             ],
         ),
         (
@@ -112,6 +113,7 @@ async fn bench_capacity_and_fanout_run_and_print_their_figures() {
             [
                 "synced after 20 replayed",
                 "Redis used_memory (its primaries together)",
+                "after the asks resolved",
             ],
         ),
     ] {

@@ -396,3 +396,61 @@ async fn a_notice_of_a_rank_already_sent_is_not_sent_again() {
         .expect("held");
     assert_eq!(events.len(), 4);
 }
+
+/// The outbox index has no expiry, so a session must leave it: when its events are
+/// given back, and when a sweep finds its outbox gone (expired) with the member left.
+#[tokio::test]
+async fn a_session_leaves_the_outbox_index_with_its_last_event() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    store.use_outbox();
+    let client = redis::Client::open(redis.url.as_str()).expect("url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let indexed = |mut conn: redis::aio::MultiplexedConnection| async move {
+        redis::cmd("ZCARD")
+            .arg(crate::redis_engine::keys::OUTBOXES_KEY)
+            .query_async::<u64>(&mut conn)
+            .await
+            .expect("zcard")
+    };
+    let Registration::New { seq, epoch } = store
+        .register(&key(), &requested("r1"), "", None, None)
+        .await
+        .expect("register")
+    else {
+        panic!("a new ask");
+    };
+    assert_eq!(indexed(conn.clone()).await, 1, "the session is indexed");
+    store
+        .outbox_done(vec![(key(), vec![format!("{epoch} {seq}")])])
+        .await
+        .expect("given back");
+    assert_eq!(
+        indexed(conn.clone()).await,
+        0,
+        "given back: out of the index"
+    );
+
+    store
+        .register(&key(), &requested("r2"), "", None, None)
+        .await
+        .expect("register");
+    // The outbox expires with the member still indexed: a sweep drops the member.
+    let keys = SessionKeys::new(&key());
+    let _: () = redis::cmd("DEL")
+        .arg(keys.outbox())
+        .arg(keys.outbox_data())
+        .query_async(&mut conn)
+        .await
+        .expect("del");
+    assert_eq!(indexed(conn.clone()).await, 1);
+    let taken = store
+        .take_stale(crate::redis_engine::keys::OUTBOXES_KEY, 0)
+        .await
+        .expect("sweep");
+    assert!(taken.is_empty(), "nothing to queue: {taken:?}");
+    assert_eq!(indexed(conn).await, 0, "the sweep dropped the session");
+}
