@@ -294,7 +294,10 @@ impl AuditStore for RedisAuditStore {
         let keys = AuditKeys::new(&entry.tenant);
         self.append_tenant(&entry.tenant.clone(), &[entry]).await?;
         let now = now_ms();
-        let until = millis(keep_until).max(now + 1);
+        // A use kept until a time already past is not remembered (Redis drops a key
+        // set to expire in the past), as a prune would drop it on another engine;
+        // PXAT takes only a positive time.
+        let until = millis(keep_until).max(1);
         let before: Option<u64> = redis::cmd("SET")
             .arg(keys.consumed(jti))
             .arg(now)
