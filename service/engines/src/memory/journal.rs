@@ -34,17 +34,25 @@ pub enum Change {
     /// A session was dropped with its history (its request records stay).
     SessionRetired { key: SessionKey },
     /// The session's event `seq`; the store keeps its history from `oldest_kept` on
-    /// (past `seq`: none of it).
+    /// (past `seq`: none of it), which moved with this event when `trimmed`.
     Event {
         key: SessionKey,
         seq: u64,
         message: Message,
         oldest_kept: u64,
+        trimmed: bool,
     },
     /// A new pending ask: its `requested` event is the session's event `seq`.
     AskAdded(Box<AddedAsk>),
-    /// The ask is no longer pending (its votes go with it).
-    AskRemoved { key: SessionKey, rpc_id: String },
+    /// The ask is no longer pending (its votes go with it, when `voted`: it is a
+    /// quorum ask on which a vote may have been recorded). `order` is the one it was
+    /// added with.
+    AskRemoved {
+        key: SessionKey,
+        rpc_id: String,
+        order: u64,
+        voted: bool,
+    },
     /// The votes cast on a pending quorum ask so far.
     Votes {
         key: SessionKey,

@@ -133,9 +133,10 @@ impl Inner {
     /// Appends an event to the session, recorded; the caller publishes it once every
     /// change it stands for is recorded too ([`Session::publish`]).
     fn push(&self, session: &mut Session, key: &SessionKey, event: Event) -> Message {
+        let oldest_before = session.oldest_kept();
         let (message, _) = session.push(self.history_limits(), event);
         self.durable
-            .record(|| self.event_change(key, session, &message));
+            .record(|| self.event_change(key, session, &message, oldest_before));
         message
     }
 
@@ -146,13 +147,22 @@ impl Inner {
         }
     }
 
-    /// What records the session's newest event, `message`.
-    fn event_change(&self, key: &SessionKey, session: &Session, message: &Message) -> Change {
+    /// What records the session's newest event, `message`, pushed when the oldest event
+    /// its history kept was `oldest_before`.
+    fn event_change(
+        &self,
+        key: &SessionKey,
+        session: &Session,
+        message: &Message,
+        oldest_before: u64,
+    ) -> Change {
+        let oldest_kept = session.oldest_kept();
         Change::Event {
             key: key.clone(),
             seq: session.head(),
             message: message.clone(),
-            oldest_kept: session.oldest_kept(),
+            oldest_kept,
+            trimmed: oldest_kept != oldest_before,
         }
     }
 
@@ -393,6 +403,7 @@ impl Inner {
         let session = shard.session_mut(key).ok_or_else(Error::not_pending)?;
         let resolved = events::resolved(key, rpc_id, &outcome);
         debug!(%rpc_id, reason = ?outcome.resolution, "ask resolved");
+        let oldest_before = session.oldest_kept();
         let (message, size) = session.push(self.history_limits(), Event::Resolved(resolved));
         // Its outcome, kept for retries, counts against the tenant's bytes in its place.
         let kept = match ask.request_id.is_empty() {
@@ -400,7 +411,7 @@ impl Inner {
             false => size,
         };
         self.tenants.release_pending(&key.tenant, ask.bytes, kept);
-        let event = self.event_change(key, session, &message);
+        let event = self.event_change(key, session, &message, oldest_before);
         let retention = self.config.request_retention;
         // The ask's removal, its `resolved`, its request's record and its audit record
         // are durable together.
@@ -410,6 +421,8 @@ impl Inner {
                     Change::AskRemoved {
                         key: key.clone(),
                         rpc_id: rpc_id.to_owned(),
+                        order: ask.order,
+                        voted: ask.votes.is_some(),
                     },
                     event,
                 ];

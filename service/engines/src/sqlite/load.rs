@@ -70,6 +70,8 @@ pub fn asks(conn: &Connection) -> Result<Stored, LoadError> {
     })? {
         let (key, seq, message) = row?;
         if let Some(session) = sessions.get_mut(&key) {
+            // A kept event moves the head without writing the session's row.
+            session.head = session.head.max(seq as u64);
             session
                 .history
                 .push((seq as u64, decode(&message, "event")?));

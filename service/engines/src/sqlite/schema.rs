@@ -128,6 +128,28 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE requests ADD COLUMN fingerprint BLOB;
     ",
+    // 5: pending asks keyed by their order (unique, and rising): a new ask goes to the
+    // table's last page and a resolved one leaves a recent page, so that a commit of
+    // asks from many sessions writes a few pages, not one per session.
+    "
+    CREATE TABLE asks_by_order (
+        ord INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        rpc_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        reattach_grace_ms INTEGER NOT NULL,
+        requested BLOB NOT NULL
+    );
+    INSERT INTO asks_by_order (ord, tenant, session_id, rpc_id, seq, bytes, request_id,
+        reattach_grace_ms, requested)
+    SELECT ord, tenant, session_id, rpc_id, seq, bytes, request_id, reattach_grace_ms,
+        requested FROM asks;
+    DROP TABLE asks;
+    ALTER TABLE asks_by_order RENAME TO asks;
+    ",
 ];
 
 /// The version this askgate writes.

@@ -121,6 +121,89 @@ async fn a_pending_ask_and_a_recorded_outcome_survive_a_crash() {
     );
 }
 
+/// A store written before pending asks were keyed by their order (schema version 4)
+/// keeps them through the migration, each answerable and removed by its order.
+#[tokio::test]
+async fn pending_asks_of_a_version_4_store_survive_the_migration() {
+    let dir = Scratch::new();
+    let backend = open(&dir, StateConfig::default()).await.backend();
+    let mut pending = Vec::new();
+    for session in ["a", "b", "a"] {
+        let registered = backend
+            .register(ask(session, "", Duration::from_secs(60)))
+            .await
+            .expect("register");
+        pending.push((session, registered.rpc_id));
+    }
+    backend.synced().await.expect("on disk");
+    let copy = crash_copy(&dir);
+    let old = rusqlite::Connection::open(copy.0.join("askgate.db")).expect("a connection");
+    old.execute_batch(
+        "BEGIN;
+         CREATE TABLE asks_v4 (
+             tenant TEXT NOT NULL, session_id TEXT NOT NULL, rpc_id TEXT NOT NULL,
+             seq INTEGER NOT NULL, ord INTEGER NOT NULL, bytes INTEGER NOT NULL,
+             request_id TEXT NOT NULL, reattach_grace_ms INTEGER NOT NULL,
+             requested BLOB NOT NULL, PRIMARY KEY (tenant, session_id, rpc_id)
+         ) WITHOUT ROWID;
+         INSERT INTO asks_v4 SELECT tenant, session_id, rpc_id, seq, ord, bytes, request_id,
+             reattach_grace_ms, requested FROM asks;
+         DROP TABLE asks;
+         ALTER TABLE asks_v4 RENAME TO asks;
+         PRAGMA user_version = 4;
+         COMMIT;",
+    )
+    .expect("the store as version 4 wrote it");
+    drop(old);
+
+    let restored = open(&copy, StateConfig::default()).await.backend();
+    let layout: String = rusqlite::Connection::open(copy.0.join("askgate.db"))
+        .expect("a connection")
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'asks'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the asks table");
+    assert!(
+        layout.contains("ord INTEGER PRIMARY KEY"),
+        "migrated: {layout}"
+    );
+    for session in ["a", "b"] {
+        let listed: Vec<String> = restored
+            .list_pending(&key(session))
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|ask| ask.rpc_id)
+            .collect();
+        let expected: Vec<String> = pending
+            .iter()
+            .filter(|(s, _)| *s == session)
+            .map(|(_, rpc_id)| rpc_id.clone())
+            .collect();
+        assert_eq!(listed, expected, "session {session}, in their order");
+    }
+    let (session, rpc_id) = &pending[1];
+    restored
+        .claim(&key(session), rpc_id, Outcome::aborted())
+        .await
+        .expect("a migrated ask is answerable");
+    restored.synced().await.expect("on disk");
+    let again = open(&crash_copy(&copy), StateConfig::default())
+        .await
+        .backend();
+    assert!(
+        again
+            .list_pending(&key("b"))
+            .await
+            .expect("list")
+            .is_empty(),
+        "its removal by order reached the store"
+    );
+    assert_eq!(again.list_pending(&key("a")).await.expect("list").len(), 2);
+}
+
 #[tokio::test]
 async fn a_subscriber_resumes_its_cursor_after_a_crash() {
     let dir = Scratch::new();

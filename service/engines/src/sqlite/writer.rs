@@ -106,17 +106,30 @@ fn apply(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
             seq,
             message,
             oldest_kept,
-        } => event(tx, key, *seq, &message.encode_to_vec(), *oldest_kept)?,
+            trimmed,
+        } => event(
+            tx,
+            key,
+            *seq,
+            &message.encode_to_vec(),
+            *oldest_kept,
+            *trimmed,
+        )?,
         Change::AskAdded(ask) => add_ask(tx, ask)?,
-        Change::AskRemoved { key, rpc_id } => {
-            tx.prepare_cached(
-                "DELETE FROM asks WHERE tenant = ?1 AND session_id = ?2 AND rpc_id = ?3",
-            )?
-            .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
-            tx.prepare_cached(
-                "DELETE FROM votes WHERE tenant = ?1 AND session_id = ?2 AND rpc_id = ?3",
-            )?
-            .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
+        Change::AskRemoved {
+            key,
+            rpc_id,
+            order,
+            voted,
+        } => {
+            tx.prepare_cached("DELETE FROM asks WHERE ord = ?1")?
+                .execute(params![*order as i64])?;
+            if *voted {
+                tx.prepare_cached(
+                    "DELETE FROM votes WHERE tenant = ?1 AND session_id = ?2 AND rpc_id = ?3",
+                )?
+                .execute(params![&*key.tenant, &*key.session_id, rpc_id])?;
+            }
         }
         Change::RequestPending { .. }
         | Change::RequestDone { .. }
@@ -193,26 +206,33 @@ fn request(tx: &Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
 }
 
 /// The session's event `seq`: kept with the history from `oldest_kept` on (as the
-/// session keeps it), the head moved on.
+/// session keeps it; what it dropped goes when `trimmed`), the head moved on.
+///
+/// A kept event is the session's head: the store reads the head as the newest of
+/// `sessions.head` and the history's last event, so that only an event the history
+/// does not keep writes the session's row.
 fn event(
     tx: &Transaction<'_>,
     key: &SessionKey,
     seq: u64,
     message: &[u8],
     oldest_kept: u64,
+    trimmed: bool,
 ) -> rusqlite::Result<()> {
     let (tenant, session) = (&*key.tenant, &*key.session_id);
-    tx.prepare_cached("UPDATE sessions SET head = ?3 WHERE tenant = ?1 AND session_id = ?2")?
-        .execute(params![tenant, session, seq as i64])?;
     if oldest_kept > seq {
+        tx.prepare_cached("UPDATE sessions SET head = ?3 WHERE tenant = ?1 AND session_id = ?2")?
+            .execute(params![tenant, session, seq as i64])?;
         return Ok(());
     }
     tx.prepare_cached(
         "INSERT OR REPLACE INTO events (tenant, session_id, seq, message) VALUES (?1, ?2, ?3, ?4)",
     )?
     .execute(params![tenant, session, seq as i64, message])?;
-    tx.prepare_cached("DELETE FROM events WHERE tenant = ?1 AND session_id = ?2 AND seq < ?3")?
-        .execute(params![tenant, session, oldest_kept as i64])?;
+    if trimmed {
+        tx.prepare_cached("DELETE FROM events WHERE tenant = ?1 AND session_id = ?2 AND seq < ?3")?
+            .execute(params![tenant, session, oldest_kept as i64])?;
+    }
     Ok(())
 }
 
