@@ -216,10 +216,6 @@ fn open(file: &Path) -> anyhow::Result<Connection> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     // The log is reused after each checkpoint; past a burst it is cut back to this.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-    // 16 MiB of pages (SQLite's default is 2): the pages a group commit touches stay
-    // cached instead of being read again from the file (measured: a quarter of the
-    // reads at c=64).
-    conn.pragma_update(None, "cache_size", -16 * 1024)?;
     // A backup reading meanwhile holds the write lock for a moment at most.
     conn.busy_timeout(Duration::from_secs(5))?;
     Ok(conn)
