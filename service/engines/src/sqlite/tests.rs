@@ -703,3 +703,66 @@ async fn a_quorum_asks_votes_survive_a_crash() {
     };
     assert_eq!(votes.len(), 2);
 }
+
+/// The store holds no more than the node does: the events the session's history
+/// dropped leave it, and so do a resolved quorum ask's votes.
+#[tokio::test]
+async fn trimmed_events_and_a_resolved_asks_votes_leave_the_store() {
+    use askgate_core::domain::quorum::{Vote, Voted};
+    let dir = Scratch::new();
+    let config = StateConfig {
+        history_len: 3,
+        ..StateConfig::default()
+    };
+    let backend = open(&dir, config).await.backend();
+    // A pending ask keeps the session (and its history) in place.
+    backend
+        .register(ask("s", "", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    for _ in 0..4 {
+        let registered = backend
+            .register(ask("s", "", Duration::from_secs(60)))
+            .await
+            .expect("register");
+        backend
+            .claim(&key("s"), &registered.rpc_id, Outcome::aborted())
+            .await
+            .expect("claim");
+    }
+    let quorum = backend
+        .register(ask("q", "", Duration::from_secs(60)))
+        .await
+        .expect("register");
+    let vote = Vote {
+        subject: "ana".into(),
+        channel: "console".into(),
+        key: "A".into(),
+    };
+    assert_eq!(
+        backend.vote(&key("q"), &quorum.rpc_id, vote, 2, None).await,
+        Ok(Voted::Recorded { count: 1 })
+    );
+    backend
+        .claim(&key("q"), &quorum.rpc_id, Outcome::aborted())
+        .await
+        .expect("claim");
+    backend.synced().await.expect("on disk");
+
+    let store = rusqlite::Connection::open(dir.0.join("askgate.db")).expect("a connection");
+    let count = |sql: &str| -> i64 {
+        store
+            .query_row(sql, [], |row| row.get(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    let seqs: Vec<i64> = store
+        .prepare("SELECT seq FROM events WHERE session_id = 's' ORDER BY seq")
+        .expect("prepare")
+        .query_map([], |row| row.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(seqs, [7, 8, 9], "the session's last three events of nine");
+    assert_eq!(count("SELECT count(*) FROM votes"), 0, "the votes went");
+    assert_eq!(count("SELECT count(*) FROM asks"), 1, "one ask is pending");
+}
