@@ -18,7 +18,9 @@ use crate::{
     BenchBackend, backend_name,
     figures::{Better::Lower, record},
     measured_node,
-    nodes::{DataDir, metrics_addr, redis_info, redis_urls, start_node_within},
+    nodes::{
+        DataDir, metrics_addr, redis_is_primary, redis_urls, redis_used_memory, start_node_within,
+    },
     start_one,
 };
 use askgate_testing::ServeProcess;
@@ -426,16 +428,9 @@ async fn primaries_memory(urls: &[String]) -> anyhow::Result<Option<u64>> {
     }
     let mut total = 0;
     for url in urls {
-        let replication = redis_info(url, "replication").await?;
-        if !replication.lines().any(|l| l.trim() == "role:master") {
-            continue;
+        if redis_is_primary(url).await? {
+            total += redis_used_memory(url).await?;
         }
-        let memory = redis_info(url, "memory").await?;
-        total += memory
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("used_memory:"))
-            .and_then(|v| v.parse::<u64>().ok())
-            .with_context(|| format!("no used_memory in {url}'s INFO memory"))?;
     }
     Ok(Some(total))
 }

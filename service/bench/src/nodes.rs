@@ -223,16 +223,26 @@ pub async fn redis_info(url: &str, section: &str) -> anyhow::Result<String> {
         .await?)
 }
 
+/// The value of the `name:value` line `name` of an `INFO` reply.
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+}
+
 /// The CPU Redis has used so far, in seconds (`INFO cpu`: user and system).
 pub async fn redis_cpu(url: &str) -> anyhow::Result<f64> {
     let info = redis_info(url, "cpu").await?;
     let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        info_field(&info, name)
             .and_then(|v| v.parse::<f64>().ok())
             .with_context(|| format!("no {name} in INFO cpu"))
     };
     Ok(field("used_cpu_user")? + field("used_cpu_sys")?)
+}
+
+/// Whether the Redis at `url` is a primary (`INFO replication`).
+pub async fn redis_is_primary(url: &str) -> anyhow::Result<bool> {
+    Ok(info_field(&redis_info(url, "replication").await?, "role") == Some("master"))
 }
 
 /// How many times Redis ran each command so far (`INFO commandstats`).
@@ -257,12 +267,9 @@ fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
 
 /// The bytes Redis holds for its data set (`used_memory` of `INFO memory`).
 pub async fn redis_used_memory(url: &str) -> anyhow::Result<u64> {
-    redis_info(url, "memory")
-        .await?
-        .lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("no used_memory in Redis's INFO")
+    info_field(&redis_info(url, "memory").await?, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no used_memory in {url}'s INFO memory"))
 }
 
 pub fn new_histogram() -> Histogram<u64> {

@@ -252,31 +252,9 @@ async fn measure(
     asks.cpu = Cpu::now(nodes)?.per_call_since(&before, asks.latency.len() as usize);
     let (redis_commands, redis_cpu) = match redis_before {
         Some(before) => {
-            let count = asks.latency.len().max(1) as f64;
             let after = redis_usage(redis).await?.unwrap_or_default();
-            let cpu = (after.cpu - before.cpu).max(0.0) / count;
-            let shares: Vec<f64> = after
-                .cpu_each
-                .iter()
-                .zip(&before.cpu_each)
-                .map(|(a, b)| (a - b).max(0.0) / count)
-                .collect();
-            let commands = after
-                .commands
-                .into_iter()
-                .map(|(name, calls)| {
-                    let ran = calls - before.commands.get(&name).copied().unwrap_or(0);
-                    (name, ran as f64 / count)
-                })
-                .filter(|(_, per_ask)| *per_ask > 0.0)
-                .collect();
-            let busiest = shares.iter().copied().fold(0.0, f64::max);
-            let redis_cpu = RedisCpu {
-                total: Duration::from_secs_f64(cpu),
-                busiest: Duration::from_secs_f64(busiest),
-                servers: shares.len(),
-            };
-            (Some(commands), Some(redis_cpu))
+            let (commands, cpu) = after.per_ask_since(&before, asks.latency.len());
+            (Some(commands), Some(cpu))
         }
         None => (None, None),
     };
@@ -314,9 +292,36 @@ async fn measure(
 struct RedisUsage {
     /// Calls of each command (`INFO commandstats`).
     commands: BTreeMap<String, u64>,
-    /// CPU seconds (`INFO cpu`), all servers together and each.
-    cpu: f64,
+    /// CPU seconds (`INFO cpu`) of each server.
     cpu_each: Vec<f64>,
+}
+
+impl RedisUsage {
+    /// The commands (by name) and the CPU per ask of `asks` asks, since `before`.
+    fn per_ask_since(self, before: &RedisUsage, asks: u64) -> (BTreeMap<String, f64>, RedisCpu) {
+        let count = asks.max(1) as f64;
+        let commands = self
+            .commands
+            .into_iter()
+            .map(|(name, calls)| {
+                let ran = calls - before.commands.get(&name).copied().unwrap_or(0);
+                (name, ran as f64 / count)
+            })
+            .filter(|(_, per_ask)| *per_ask > 0.0)
+            .collect();
+        let shares: Vec<f64> = self
+            .cpu_each
+            .iter()
+            .zip(&before.cpu_each)
+            .map(|(a, b)| (a - b).max(0.0) / count)
+            .collect();
+        let cpu = RedisCpu {
+            total: Duration::from_secs_f64(shares.iter().sum()),
+            busiest: Duration::from_secs_f64(shares.iter().copied().fold(0.0, f64::max)),
+            servers: shares.len(),
+        };
+        (commands, cpu)
+    }
 }
 
 /// The usage of `urls` together; none without Redis.
@@ -329,9 +334,7 @@ async fn redis_usage(urls: &[String]) -> anyhow::Result<Option<RedisUsage>> {
         for (name, calls) in commandstats(url).await? {
             *usage.commands.entry(name).or_default() += calls;
         }
-        let cpu = redis_cpu(url).await?;
-        usage.cpu += cpu;
-        usage.cpu_each.push(cpu);
+        usage.cpu_each.push(redis_cpu(url).await?);
     }
     Ok(Some(usage))
 }
