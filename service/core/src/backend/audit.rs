@@ -79,7 +79,7 @@ fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
     let mut key = |out: &mut Vec<u8>, name: &str| {
         out.push(if first { b'{' } else { b',' });
         first = false;
-        write_json(out, name);
+        write_str(out, name);
         out.push(b':');
     };
     let (mut seq_due, mut tenant_due) = (true, true);
@@ -91,14 +91,14 @@ fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
         }
         if tenant_due && name.as_str() >= "tenant" {
             key(&mut out, "tenant");
-            write_json(&mut out, tenant);
+            write_str(&mut out, tenant);
             tenant_due = false;
         }
         if name == "seq" || name == "tenant" {
             continue;
         }
         key(&mut out, name);
-        write_json(&mut out, value);
+        write_value(&mut out, value);
     }
     if seq_due {
         key(&mut out, "seq");
@@ -106,17 +106,65 @@ fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
     }
     if tenant_due {
         key(&mut out, "tenant");
-        write_json(&mut out, tenant);
+        write_str(&mut out, tenant);
     }
     out.push(b'}');
     // serde_json writes UTF-8 only.
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// `value` as compact JSON, onto `out`.
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    // Writing a string or a `Value` into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
+/// A [`plain`] `value` as serde_json's compact JSON, onto `out`: its strings through
+/// [`write_str`], everything else as serde_json writes it.
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (name, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, name);
+                out.push(b':');
+                write_value(out, item);
+            }
+            out.push(b'}');
+        }
+        // Writing a number, a bool or null into a Vec cannot fail.
+        Value::Number(_) | Value::Bool(_) | Value::Null => {
+            let _ = serde_json::to_writer(&mut *out, value);
+        }
+    }
+}
+
+/// `text` as a JSON string, onto `out`, escaped as serde_json (and RFC 8785) escape
+/// it: most of what a record holds (ids, names, times, labels) needs no escape and is
+/// copied whole; anything with a quote, a backslash or a control character takes
+/// serde_json's writer.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    // A fold without an early exit: the compiler checks 16 bytes at a time.
+    let needs_escape = text.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if needs_escape {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
+        return;
+    }
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(text.as_bytes());
+    out.push(b'"');
 }
 
 /// RFC 8785 canonical JSON of `value`.
@@ -158,7 +206,8 @@ pub fn link_hash(prev_hash: &str, body_json: &str) -> String {
     // Into a buffer: `hex::encode` builds its string a char at a time.
     let mut text = [0u8; 64];
     match hex::encode_to_slice(hasher.finalize(), &mut text) {
-        Ok(()) => String::from_utf8_lossy(&text).into_owned(),
+        // Hex digits are ASCII: the check passes, and is quicker than a lossy copy.
+        Ok(()) => String::from_utf8(text.to_vec()).unwrap_or_default(),
         Err(_) => unreachable!("64 hex digits hold 32 bytes"),
     }
 }
@@ -286,7 +335,8 @@ pub fn answers_json(answers: &[QuestionAnswer]) -> Value {
             .map(|answer| {
                 let mut entry = Map::new();
                 entry.insert("id".into(), answer.id.clone().into());
-                entry.insert("selected".into(), json!(answer.selected));
+                let selected = answer.selected.iter().cloned().map(Value::String);
+                entry.insert("selected".into(), Value::Array(selected.collect()));
                 if let Some(custom) = &answer.custom {
                     entry.insert("custom".into(), custom.clone().into());
                 }
@@ -675,8 +725,12 @@ mod tests {
             tenant in "\\PC{0,12}",
         ) {
             let mut fields = Map::new();
-            for (k, t) in keys.iter().zip(texts.iter().cycle()) {
-                fields.insert(k.clone(), json!({"z": t, "a": [1, null]}));
+            for (i, (k, t)) in keys.iter().zip(texts.iter().cycle()).enumerate() {
+                let value = match i % 2 {
+                    0 => json!(t),
+                    _ => json!({"z": t, "a": [1, null, true, -3, [t]], t.as_str(): false}),
+                };
+                fields.insert(k.clone(), value);
             }
             let mut whole = fields.clone();
             whole.insert("seq".into(), seq.into());

@@ -2,11 +2,9 @@
 //! whole against the pending ask's questions before anyone claims the ask, so a refused
 //! batch leaves the question pending.
 
-use std::collections::{HashMap, HashSet};
-
 use askgate_proto::v1::{Question, QuestionAnswer};
 
-use super::{Error, Limits, Violation, echo};
+use super::{Error, Limits, Violation, echo, validate::Seen};
 
 /// Checks a complete answer batch and returns it normalised, in question order:
 /// - every question answered exactly once, no unknown id;
@@ -39,31 +37,26 @@ fn check(
     limits: &Limits,
     complete: bool,
 ) -> Result<Vec<QuestionAnswer>, Error> {
-    let index: HashMap<&str, usize> = questions
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.id.as_str(), i))
-        .collect();
     let mut normalized: Vec<Option<QuestionAnswer>> = vec![None; questions.len()];
     let mut violations = Vec::new();
 
     for (i, answer) in answers.into_iter().enumerate() {
-        let path = format!("answers[{i}]");
-        let Some(&q) = index.get(answer.id.as_str()) else {
+        // An ask holds at most `max_questions` (32 by default): a scan, no index.
+        let Some(q) = questions.iter().position(|q| q.id == answer.id) else {
             violations.push(Violation::new(
-                format!("{path}.id"),
+                format!("answers[{i}].id"),
                 format!("{} is not a question of this ask", echo(&answer.id)),
             ));
             continue;
         };
         if normalized[q].is_some() {
             violations.push(Violation::new(
-                format!("{path}.id"),
+                format!("answers[{i}].id"),
                 format!("question {} is answered more than once", echo(&answer.id)),
             ));
             continue;
         }
-        match one(&path, &questions[q], answer, limits) {
+        match one(i, &questions[q], answer, limits) {
             Ok(answer) => normalized[q] = Some(answer),
             Err(mut errors) => {
                 violations.append(&mut errors);
@@ -89,8 +82,10 @@ fn check(
     Ok(normalized.into_iter().flatten().collect())
 }
 
+/// Checks the `i`th answer of a batch against its question. Field paths are written
+/// only for the violations found.
 fn one(
-    path: &str,
+    i: usize,
     question: &Question,
     answer: QuestionAnswer,
     limits: &Limits,
@@ -98,35 +93,37 @@ fn one(
     let mut violations = Vec::new();
     if question.options.is_empty() && !answer.selected.is_empty() {
         violations.push(Violation::new(
-            format!("{path}.selected"),
+            format!("answers[{i}].selected"),
             format!(
                 "question {} has no options; answer it with custom text",
                 echo(&question.id)
             ),
         ));
     } else {
-        let mut seen = HashSet::new();
+        // A valid selection names each option once at most: a longer one goes through a
+        // set (see `Seen`).
+        let mut seen = Seen::for_list(answer.selected.len(), question.options.len());
         for (j, label) in answer.selected.iter().enumerate() {
-            let field = format!("{path}.selected[{j}]");
+            let field = || format!("answers[{i}].selected[{j}]");
             if !question.options.iter().any(|o| &o.label == label) {
                 violations.push(Violation::new(
-                    field,
+                    field(),
                     format!(
                         "{} is not an option of question {}",
                         echo(label),
                         echo(&question.id)
                     ),
                 ));
-            } else if !seen.insert(label.as_str()) {
+            } else if seen.repeated(answer.selected[..j].iter().map(String::as_str), label) {
                 violations.push(Violation::new(
-                    field,
+                    field(),
                     format!("{} is selected more than once", echo(label)),
                 ));
             }
         }
         if !question.multi_select && answer.selected.len() > 1 {
             violations.push(Violation::new(
-                format!("{path}.selected"),
+                format!("answers[{i}].selected"),
                 format!("question {} takes at most one option", echo(&question.id)),
             ));
         }
@@ -140,7 +137,7 @@ fn one(
         && text.len() > limits.max_custom_bytes
     {
         violations.push(Violation::new(
-            format!("{path}.custom"),
+            format!("answers[{i}].custom"),
             format!("must be at most {} bytes", limits.max_custom_bytes),
         ));
     }
@@ -300,6 +297,21 @@ mod tests {
             answer("free", &[], None),
         ]);
         assert_eq!(fields(got), ["answers[1].selected[1]"]);
+
+        // Longer than the question's options: the repeats are found all the same.
+        let got = run(vec![
+            answer("single", &["a"], None),
+            answer("multi", &["b", "zzz", "c", "a", "b", "c"], None),
+            answer("free", &[], None),
+        ]);
+        assert_eq!(
+            fields(got),
+            [
+                "answers[1].selected[1]",
+                "answers[1].selected[4]",
+                "answers[1].selected[5]"
+            ]
+        );
     }
 
     #[test]

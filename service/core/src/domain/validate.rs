@@ -1,7 +1,10 @@
 //! Request validation (docs/protocol.md, Semantics 1 and 9): everything an `Ask` must satisfy
 //! before it is stored, and the shape of ids and free text on the other calls.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+};
 
 use askgate_proto::v1::{AskRequest, NotifyPolicy, Question, intent};
 
@@ -101,9 +104,83 @@ pub fn text(field: &str, value: &str, max_bytes: usize) -> Result<(), Error> {
     }
 }
 
-fn too_long(field: &str, value: &str, max_bytes: usize) -> Option<Violation> {
-    (value.len() > max_bytes)
-        .then(|| Violation::new(field, format!("must be at most {max_bytes} bytes")))
+/// `field` is only written out when there is a violation to name: a valid request
+/// formats no paths.
+fn too_long(field: impl fmt::Display, value: &str, max_bytes: usize) -> Option<Violation> {
+    (value.len() > max_bytes).then(|| {
+        Violation::new(
+            field.to_string(),
+            format!("must be at most {max_bytes} bytes"),
+        )
+    })
+}
+
+/// The names of one list (question ids, a question's option labels, an answer's
+/// selection) seen so far.
+///
+/// A list within its limit (32 by default) is compared one name against those before
+/// it, which allocates nothing; a longer one, refused anyway, goes through a set, so
+/// that its length cannot make the check quadratic.
+pub(super) enum Seen<'a> {
+    Scan,
+    Set(HashSet<&'a str>),
+}
+
+impl<'a> Seen<'a> {
+    pub(super) fn for_list(len: usize, limit: usize) -> Self {
+        match len <= limit {
+            true => Self::Scan,
+            false => Self::Set(HashSet::with_capacity(len)),
+        }
+    }
+
+    /// Whether `name` repeats a name before it (`earlier`). Only names that passed
+    /// their own checks are asked about, and one that repeats an earlier name is as
+    /// valid as it: a scan of every earlier name finds what the set of the asked ones
+    /// holds.
+    pub(super) fn repeated(
+        &mut self,
+        mut earlier: impl Iterator<Item = &'a str>,
+        name: &'a str,
+    ) -> bool {
+        match self {
+            Self::Scan => earlier.any(|e| e == name),
+            Self::Set(set) => !set.insert(name),
+        }
+    }
+}
+
+/// The path of a question's field, `questions[i].name`, written only when a violation
+/// names it.
+#[derive(Clone, Copy)]
+struct QuestionField {
+    question: usize,
+    name: &'static str,
+}
+
+impl fmt::Display for QuestionField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "questions[{}].{}", self.question, self.name)
+    }
+}
+
+/// The path of an option's field, `questions[i].options[j].name`.
+#[derive(Clone, Copy)]
+struct OptionField {
+    question: usize,
+    option: usize,
+    name: &'static str,
+}
+
+impl fmt::Display for OptionField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            question,
+            option,
+            name,
+        } = self;
+        write!(f, "questions[{question}].options[{option}].{name}")
+    }
 }
 
 /// Validates a whole `Ask` request. Every violation is reported at once, so a caller (or
@@ -147,9 +224,9 @@ pub fn labels(labels: &HashMap<String, String>, limits: &Limits) -> Vec<Violatio
         ));
     }
     for (key, value) in labels {
-        let field = format!("labels[{}]", echo(key));
-        violations.extend(too_long(&field, key, limits.max_label_bytes));
-        violations.extend(too_long(&field, value, limits.max_text_bytes));
+        let field = format_args!("labels[{}]", echo(key));
+        violations.extend(too_long(field, key, limits.max_label_bytes));
+        violations.extend(too_long(field, value, limits.max_text_bytes));
     }
     violations
 }
@@ -169,15 +246,11 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), Error> {
             format!("at most {} questions per ask", limits.max_questions),
         ));
     }
-    let mut ids = HashSet::new();
+    let mut ids = Seen::for_list(request.questions.len(), limits.max_questions);
     for (i, question) in request.questions.iter().enumerate() {
-        question_violations(
-            &format!("questions[{i}]"),
-            question,
-            limits,
-            &mut violations,
-        );
-        if !question.id.trim().is_empty() && !ids.insert(question.id.as_str()) {
+        question_violations(i, question, limits, &mut violations);
+        let earlier = request.questions[..i].iter().map(|q| q.id.as_str());
+        if !question.id.trim().is_empty() && ids.repeated(earlier, &question.id) {
             violations.push(Violation::new(
                 format!("questions[{i}].id"),
                 format!("duplicate question id {}", echo(&question.id)),
@@ -214,19 +287,19 @@ pub fn ask(request: &AskRequest, limits: &Limits) -> Result<(), Error> {
         return Err(Error::BadRequest(violations));
     }
     for (i, question) in request.questions.iter().enumerate() {
-        intent(&format!("questions[{i}]"), question)?;
+        intent(i, question)?;
     }
     Ok(())
 }
 
 /// An id or a label: not empty, not whitespace only, and without leading or trailing
 /// whitespace (`"a"` and `"a "` would otherwise be two labels that read alike).
-fn name_violation(field: &str, name: &str) -> Option<Violation> {
+fn name_violation(field: impl fmt::Display, name: &str) -> Option<Violation> {
     if name.trim().is_empty() {
-        Some(Violation::new(field, "must not be empty"))
+        Some(Violation::new(field.to_string(), "must not be empty"))
     } else if name.trim() != name {
         Some(Violation::new(
-            field,
+            field.to_string(),
             "must not begin or end with whitespace",
         ))
     } else {
@@ -234,59 +307,59 @@ fn name_violation(field: &str, name: &str) -> Option<Violation> {
     }
 }
 
-fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<Violation>) {
-    out.extend(name_violation(&format!("{path}.id"), &q.id));
-    out.extend(too_long(
-        &format!("{path}.id"),
-        &q.id,
-        limits.max_label_bytes,
-    ));
+fn question_violations(i: usize, q: &Question, limits: &Limits, out: &mut Vec<Violation>) {
+    let field = |name| QuestionField { question: i, name };
+    out.extend(name_violation(field("id"), &q.id));
+    out.extend(too_long(field("id"), &q.id, limits.max_label_bytes));
     if q.question.trim().is_empty() {
         out.push(Violation::new(
-            format!("{path}.question"),
+            field("question").to_string(),
             "must not be empty",
         ));
     }
     out.extend(too_long(
-        &format!("{path}.question"),
+        field("question"),
         &q.question,
         limits.max_text_bytes,
     ));
     if let Some(header) = &q.header {
-        out.extend(too_long(
-            &format!("{path}.header"),
-            header,
-            limits.max_label_bytes,
-        ));
+        out.extend(too_long(field("header"), header, limits.max_label_bytes));
     }
     if let Some(detail) = &q.detail {
-        out.extend(too_long(
-            &format!("{path}.detail"),
-            detail,
-            limits.max_detail_bytes,
-        ));
+        out.extend(too_long(field("detail"), detail, limits.max_detail_bytes));
     }
     if q.options.len() > limits.max_options {
         out.push(Violation::new(
-            format!("{path}.options"),
+            field("options").to_string(),
             format!("at most {} options per question", limits.max_options),
         ));
     }
-    let mut labels = HashSet::new();
+    let mut labels = Seen::for_list(q.options.len(), limits.max_options);
     for (j, option) in q.options.iter().enumerate() {
-        let field = format!("{path}.options[{j}].label");
-        if let Some(violation) = name_violation(&field, &option.label) {
+        let field = |name| OptionField {
+            question: i,
+            option: j,
+            name,
+        };
+        if let Some(violation) = name_violation(field("label"), &option.label) {
             out.push(violation);
-        } else if !labels.insert(option.label.as_str()) {
+        } else if labels.repeated(
+            q.options[..j].iter().map(|o| o.label.as_str()),
+            &option.label,
+        ) {
             out.push(Violation::new(
-                &field,
+                field("label").to_string(),
                 format!("duplicate option label {}", echo(&option.label)),
             ));
         }
-        out.extend(too_long(&field, &option.label, limits.max_label_bytes));
+        out.extend(too_long(
+            field("label"),
+            &option.label,
+            limits.max_label_bytes,
+        ));
         if let Some(description) = &option.description {
             out.extend(too_long(
-                &format!("{path}.options[{j}].description"),
+                field("description"),
                 description,
                 limits.max_text_bytes,
             ));
@@ -296,14 +369,14 @@ fn question_violations(path: &str, q: &Question, limits: &Limits, out: &mut Vec<
 
 /// docs/protocol.md, Semantics 9: a plan review names one of the question's option labels as
 /// the approval and carries the plan in `detail`.
-fn intent(path: &str, q: &Question) -> Result<(), Error> {
+fn intent(i: usize, q: &Question) -> Result<(), Error> {
     let Some(intent::Kind::PlanReview(review)) = q.intent.as_ref().and_then(|i| i.kind.as_ref())
     else {
         return Ok(());
     };
     if !q.options.iter().any(|o| o.label == review.approve) {
         return Err(Error::BadIntent(Violation::new(
-            format!("{path}.intent.plan_review.approve"),
+            format!("questions[{i}].intent.plan_review.approve"),
             format!(
                 "{} is not an option label of this question; approve must name one",
                 echo(&review.approve)
@@ -312,7 +385,7 @@ fn intent(path: &str, q: &Question) -> Result<(), Error> {
     }
     if q.detail.as_deref().is_none_or(|d| d.trim().is_empty()) {
         return Err(Error::BadIntent(Violation::new(
-            format!("{path}.detail"),
+            format!("questions[{i}].detail"),
             "a plan review needs the plan in detail",
         )));
     }
@@ -467,6 +540,35 @@ mod tests {
             fields(check(&req).expect_err("ids")),
             ["agent.agent_id", "agent.incarnation", "request_id"]
         );
+    }
+
+    #[test]
+    fn repeats_are_named_in_lists_within_and_past_their_limits() {
+        let limits = Limits::default();
+        for count in [3, limits.max_options + 8] {
+            let mut labels: Vec<String> = (0..count).map(|i| format!("o{i}")).collect();
+            labels[count - 1] = "o1".into();
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            let mut questions: Vec<Question> = (0..count.min(limits.max_questions + 8))
+                .map(|i| question(&format!("q{i}"), &[]))
+                .collect();
+            questions[0] = question("q0", &labels);
+            let last = questions.len() - 1;
+            questions[last].id = "q0".into();
+            let fields = fields(check(&request(questions)).expect_err("repeats"));
+            let repeats: Vec<&String> = fields
+                .iter()
+                .filter(|f| f.ends_with(".label") || f.ends_with(".id"))
+                .collect();
+            assert_eq!(
+                repeats,
+                [
+                    &format!("questions[0].options[{}].label", count - 1),
+                    &format!("questions[{last}].id"),
+                ],
+                "{count} options"
+            );
+        }
     }
 
     fn plan_review(approve: &str, detail: Option<&str>) -> Question {

@@ -141,8 +141,13 @@ impl MemoryAuditStore {
         now: SystemTime,
         changes: &mut Vec<Change>,
     ) {
-        let tenant = entry.tenant.clone();
-        let log = logs.entry(tenant.clone()).or_default();
+        // The tenant's name is copied only for its first record.
+        if !logs.contains_key(&entry.tenant) {
+            logs.insert(entry.tenant.clone(), Log::default());
+        }
+        let Some(log) = logs.get_mut(&entry.tenant) else {
+            return;
+        };
         if log.ids.contains(&entry.id) {
             return;
         }
@@ -152,14 +157,17 @@ impl MemoryAuditStore {
         log.bytes += record_bytes(&record);
         if self.journal.is_some() {
             changes.push(Change::Audit {
-                tenant: tenant.clone(),
+                tenant: entry.tenant.clone(),
                 at: now,
                 record,
             });
             if log.bytes > self.max_bytes {
                 // The store drops its oldest records down to this (never the newest).
                 let keep_bytes = trimmed_to(self.max_bytes);
-                changes.push(Change::AuditTrimmed { tenant, keep_bytes });
+                changes.push(Change::AuditTrimmed {
+                    tenant: entry.tenant,
+                    keep_bytes,
+                });
                 log.bytes = keep_bytes;
             }
             return;
