@@ -101,7 +101,7 @@ impl Agents for AgentsApi {
                 span: Span::current(),
             }),
         };
-        let lapsed = self.gate.lapsed(&caller).in_current_span();
+        let lapsed = self.gate.lapsed(&caller).map(Instrument::in_current_span);
         Ok(Response::new(Box::pin(UntilLapsed::new(lease, lapsed))))
     }
 }

@@ -89,17 +89,20 @@ pub fn resolver<T>(request: &Request<T>, subject: &str) -> Result<Resolver, Stat
 }
 
 /// A stream that ends with the status of `lapsed` once it completes: what keeps a
-/// Subscribe or Attach stream from outliving its credential.
+/// Subscribe or Attach stream from outliving its credential. A credential that
+/// cannot lapse has nothing to watch: its stream's messages go through untouched.
 pub struct UntilLapsed<S> {
     events: S,
     lapsed: Option<Pin<Box<dyn Future<Output = Status> + Send>>>,
+    ended: bool,
 }
 
 impl<S> UntilLapsed<S> {
-    pub fn new(events: S, lapsed: impl Future<Output = Status> + Send + 'static) -> Self {
+    pub fn new(events: S, lapsed: Option<impl Future<Output = Status> + Send + 'static>) -> Self {
         Self {
             events,
-            lapsed: Some(Box::pin(lapsed)),
+            lapsed: lapsed.map(|l| Box::pin(l) as Pin<Box<dyn Future<Output = Status> + Send>>),
+            ended: false,
         }
     }
 }
@@ -108,16 +111,18 @@ impl<T, S: Stream<Item = Result<T, Status>> + Unpin> Stream for UntilLapsed<S> {
     type Item = Result<T, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let Some(lapsed) = self.lapsed.as_mut() else {
+        if self.ended {
             return Poll::Ready(None);
-        };
-        if let Poll::Ready(status) = lapsed.as_mut().poll(cx) {
-            self.lapsed = None;
+        }
+        if let Some(lapsed) = self.lapsed.as_mut()
+            && let Poll::Ready(status) = lapsed.as_mut().poll(cx)
+        {
+            self.ended = true;
             return Poll::Ready(Some(Err(status)));
         }
         let next = Pin::new(&mut self.events).poll_next(cx);
         if matches!(next, Poll::Ready(None)) {
-            self.lapsed = None;
+            self.ended = true;
         }
         next
     }
@@ -224,7 +229,7 @@ impl UserQuestions for UserQuestionsApi {
             Ok(message) => Ok(SubscribeResponse::clone(&message)),
             Err(e) => Err(status::to_status(&e, &session_id, None)),
         });
-        let lapsed = self.gate.lapsed(&caller).in_current_span();
+        let lapsed = self.gate.lapsed(&caller).map(Instrument::in_current_span);
         Ok(Response::new(Box::pin(UntilLapsed::new(stream, lapsed))))
     }
 

@@ -78,15 +78,19 @@ impl Gate {
     }
 
     /// Completes with the UNAUTHENTICATED status that ends a long-lived stream once
-    /// its caller's credential lapses (expires, or is revoked by a keys reload).
-    pub fn lapsed(&self, principal: &Principal) -> impl Future<Output = Status> + Send + 'static {
-        let lapsed = self.auth.lapsed(principal);
+    /// its caller's credential lapses (expires, or is revoked by a keys reload); none
+    /// for a credential that cannot lapse.
+    pub fn lapsed(
+        &self,
+        principal: &Principal,
+    ) -> Option<impl Future<Output = Status> + Send + 'static> {
+        let lapsed = self.auth.lapsed(principal)?;
         let metrics = self.metrics.clone();
-        async move {
+        Some(async move {
             lapsed.await;
             metrics.auth_failure(Failure::Revoked.as_str());
             debug!("the stream's credential lapsed");
             status::to_status(&Failure::Revoked.into_error(), "", None)
-        }
+        })
     }
 }

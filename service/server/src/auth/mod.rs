@@ -300,11 +300,14 @@ impl Authenticator {
 
     /// Completes when `principal`'s credential is no longer good: at a token's `exp`,
     /// or when a reload of the keys file no longer lists the key for the same caller.
-    /// Never completes for a credential that cannot lapse. A long-lived stream ends
-    /// with UNAUTHENTICATED when it does.
-    pub fn lapsed(&self, principal: &Principal) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        match (&principal.validity, self) {
-            (Validity::Always, _) => Box::pin(std::future::pending()),
+    /// None for a credential that cannot lapse (nothing to watch on every message of
+    /// its stream). A long-lived stream ends with UNAUTHENTICATED when it does.
+    pub fn lapsed(
+        &self,
+        principal: &Principal,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send>>> {
+        Some(match (&principal.validity, self) {
+            (Validity::Always, _) => return None,
             (Validity::Until(exp), _) => {
                 let left = exp
                     .duration_since(SystemTime::now())
@@ -317,7 +320,7 @@ impl Authenticator {
             // A key's principal from a store that is not in use (cannot happen): it
             // is not listed.
             (Validity::WhileListed(_), _) => Box::pin(std::future::ready(())),
-        }
+        })
     }
 }
 
