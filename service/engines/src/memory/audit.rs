@@ -141,13 +141,7 @@ impl MemoryAuditStore {
         now: SystemTime,
         changes: &mut Vec<Change>,
     ) {
-        // The tenant's name is copied only for its first record.
-        if !logs.contains_key(&entry.tenant) {
-            logs.insert(entry.tenant.clone(), Log::default());
-        }
-        let Some(log) = logs.get_mut(&entry.tenant) else {
-            return;
-        };
+        let log = logs.entry(entry.tenant.clone()).or_default();
         if log.ids.contains(&entry.id) {
             return;
         }
