@@ -24,6 +24,7 @@ pub mod api;
 pub mod approvals;
 pub mod auth;
 pub mod dispatch;
+pub mod egress;
 pub mod ingress;
 pub mod links;
 pub mod listener;

@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use askgate_client::receipt::{self, JwkSet, ReceiptError, Verify};
 use askgate_proto::v1::Action;
-use askgate_server::webhooks::send::{Sender, Target};
+use askgate_server::egress::send::{Sender, Target};
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 

@@ -16,7 +16,7 @@ use opentelemetry_sdk::{
 use tracing::{Level, Subscriber};
 use tracing_subscriber::{Layer, filter::Targets, registry::LookupSpan};
 
-use crate::webhooks::send::{Sender, Target};
+use crate::egress::send::{Sender, Target};
 
 /// How long one export may take before it is given up (the batch is then dropped: a
 /// trace is not worth holding the node's memory for).

@@ -15,9 +15,7 @@ use uuid::Uuid;
 use super::{
     Hooks,
     clock::{millis, now_ms, timestamp},
-    email, ntfy,
-    send::Target,
-    slack, telegram,
+    email, ntfy, slack, telegram,
 };
 use crate::{
     approvals::Audit,
@@ -26,6 +24,7 @@ use crate::{
         hooks::records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, Status},
     },
     domain::{Error, Resolver, Violation, connect, echo},
+    egress::send::Target,
 };
 
 /// Event types an endpoint may name (there are four; repeats are allowed, up to this).

@@ -12,13 +12,13 @@ use tracing::{Instrument, Span, debug, warn};
 use super::{
     Inner, Streak,
     clock::{millis, now_ms},
-    send::Target,
 };
 use crate::{
     backend::hooks::{
         Shares,
         records::{ChannelTarget, DeliveryRecord, EndpointRecord, Status},
     },
+    egress::send::Target,
     telemetry,
 };
 

@@ -29,9 +29,7 @@ pub mod email;
 mod intake;
 pub mod links;
 pub mod ntfy;
-pub mod send;
 pub mod slack;
-pub mod special;
 pub mod telegram;
 mod timers;
 
@@ -47,11 +45,12 @@ use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
 pub use self::config::WebhookConfig;
-use self::{email::Email, intake::INTAKE_QUEUE, send::Sender, slack::Slack, telegram::Telegram};
+use self::{email::Email, intake::INTAKE_QUEUE, slack::Slack, telegram::Telegram};
 use crate::{
     approvals::Audit,
     backend::{Backend, Tap, hooks::HookStore},
     domain::{Error, Limits},
+    egress::send::Sender,
     metrics::Metrics,
 };
 

@@ -24,7 +24,6 @@ use uuid::Uuid;
 use super::{
     email::mail,
     links::{Link, Signer},
-    send::{Sender, Target},
 };
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
@@ -33,6 +32,7 @@ use crate::{
         records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, NtfyTarget},
     },
     domain::{Error, Limits, Violation, shown},
+    egress::send::{Sender, Target},
 };
 
 /// Bytes of a notification's message (ntfy's default message size limit is 4,096).

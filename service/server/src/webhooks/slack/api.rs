@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::{
     auth::secret::Secret,
-    webhooks::send::{Sender, Target},
+    egress::send::{Sender, Target},
 };
 
 /// Slack's default API base.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::{
     auth::secret::Secret,
-    webhooks::send::{Sender, Target},
+    egress::send::{Sender, Target},
 };
 
 /// Telegram's default API base.

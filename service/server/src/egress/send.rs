@@ -74,9 +74,9 @@ impl Target {
 /// Whether an address is one a tenant's webhook may not reach by default: anything
 /// IANA's registries do not make globally reachable (this machine, private and shared
 /// networks, link-local cloud metadata, the other special-purpose blocks, and IPv6
-/// outside global unicast); see [`super::special`].
+/// outside global unicast); see [`super::special_purpose`].
 pub fn is_internal(ip: IpAddr) -> bool {
-    !super::special::is_global(ip)
+    !super::special_purpose::is_global(ip)
 }
 
 /// Sends webhook requests.
