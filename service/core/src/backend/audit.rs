@@ -152,7 +152,8 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
 /// copied whole; anything with a quote, a backslash or a control character takes
 /// serde_json's writer.
 fn write_str(out: &mut Vec<u8>, text: &str) {
-    // A fold without an early exit: the compiler checks 16 bytes at a time.
+    // A fold without an early exit, which the compiler may vectorise (an `any` stops
+    // at each byte to ask whether it is done).
     let needs_escape = text.bytes().fold(false, |any, b| {
         any | (b < 0x20) | (b == b'"') | (b == b'\\')
     });
