@@ -136,13 +136,27 @@ impl Error {
         &self.violations
     }
 
-    /// Whether the same request may go again: the node is draining or unreachable, or
-    /// the connection broke (docs/protocol.md, "Retries"). [`Client::ask`] retries these
-    /// itself, within its retry budget.
+    /// Whether the same request may go again (docs/protocol.md, "Retries"; every
+    /// askgate SDK applies this one rule, checked against tests/scenarios/scenarios.json):
+    /// the node is draining (SHUTTING_DOWN) or cannot reach its store
+    /// (BACKEND_UNAVAILABLE), or the call failed with no askgate reason and a code that
+    /// says the transport broke: UNAVAILABLE (unreachable, connection refused or reset),
+    /// UNKNOWN and INTERNAL (an HTTP/2 stream reset or protocol error, a proxy's), or
+    /// CANCELLED (a connection that closes under a queued call surfaces as hyper's
+    /// "operation was canceled"). The server attaches a reason to every status it sends,
+    /// so none of these is a refusal; the ask's local deadline is told apart before this.
+    /// [`Client::ask`] retries these itself, within its retry budget.
     ///
     /// [`Client::ask`]: crate::Client::ask
     pub fn retryable(&self) -> bool {
-        crate::retry::is_retryable(self)
+        match self.reason() {
+            Reason::ShuttingDown | Reason::BackendUnavailable => true,
+            Reason::Unspecified => matches!(
+                self.code(),
+                Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+            ),
+            _ => false,
+        }
     }
 
     /// The status as received.

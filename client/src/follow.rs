@@ -106,7 +106,7 @@ async fn follow(
             Err(error) => Some(error),
         };
         let why = match failure {
-            Some(error) if !retry::is_retryable(&error) => {
+            Some(error) if !error.retryable() => {
                 let _ = events_tx.send(Err(error)).await;
                 return;
             }

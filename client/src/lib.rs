@@ -295,7 +295,7 @@ impl Client {
                 }
                 Err(status) => Error::from(status),
             };
-            if !ask.retry || !retry::is_retryable(&error) || failing.exhausted(attempt, &error) {
+            if !ask.retry || !error.retryable() || failing.exhausted(attempt, &error) {
                 return Err(error.with_session_hint(&ask.request.session_id));
             }
             let mut pause = delays.next().unwrap_or_default();

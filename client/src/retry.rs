@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use tonic::Code;
 
 use crate::{Error, Reason};
 
@@ -57,26 +56,6 @@ impl Streak {
     }
 }
 
-/// A failure worth retrying with the same request (docs/protocol.md, "Retries"; every
-/// askgate SDK applies this one rule, checked against tests/scenarios/scenarios.json):
-/// the node is draining (SHUTTING_DOWN) or cannot reach its store
-/// (BACKEND_UNAVAILABLE), or the call failed with no askgate reason and a code that
-/// says the transport broke: UNAVAILABLE (unreachable, connection refused or reset),
-/// UNKNOWN and INTERNAL (an HTTP/2 stream reset or protocol error, a proxy's), or
-/// CANCELLED (a connection that closes under a queued call surfaces as hyper's
-/// "operation was canceled"). The server attaches a reason to every status it sends,
-/// so none of these is a refusal; the ask's local deadline is told apart before this.
-pub(crate) fn is_retryable(error: &Error) -> bool {
-    match error.reason() {
-        Reason::ShuttingDown | Reason::BackendUnavailable => true,
-        Reason::Unspecified => matches!(
-            error.code(),
-            Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
-        ),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use tonic::Status;
@@ -85,15 +64,11 @@ mod tests {
 
     #[test]
     fn only_transport_failures_and_draining_are_retried() {
-        assert!(is_retryable(
-            &Status::unavailable("connection refused").into()
-        ));
-        assert!(is_retryable(&Status::unknown("h2 protocol error").into()));
-        assert!(is_retryable(
-            &Status::cancelled("operation was canceled").into()
-        ));
-        assert!(!is_retryable(&Status::invalid_argument("bad").into()));
-        assert!(!is_retryable(&Status::not_found("gone").into()));
+        assert!(Error::from(Status::unavailable("connection refused")).retryable());
+        assert!(Error::from(Status::unknown("h2 protocol error")).retryable());
+        assert!(Error::from(Status::cancelled("operation was canceled")).retryable());
+        assert!(!Error::from(Status::invalid_argument("bad")).retryable());
+        assert!(!Error::from(Status::not_found("gone")).retryable());
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,7 +4,7 @@
 
 use askgate_proto::v1::{Question, QuestionAnswer};
 
-use super::{Error, Limits, Violation, echo, validate::Seen};
+use super::{Error, Limits, Violation, echo, seen::Seen};
 
 /// Checks a complete answer batch and returns it normalised, in question order:
 /// - every question answered exactly once, no unknown id;

@@ -8,6 +8,7 @@ pub mod error;
 pub mod limits;
 pub mod model;
 pub mod quorum;
+mod seen;
 pub mod shown;
 pub mod status;
 pub mod validate;

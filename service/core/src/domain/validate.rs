@@ -1,14 +1,11 @@
 //! Request validation (docs/protocol.md, Semantics 1 and 9): everything an `Ask` must satisfy
 //! before it is stored, and the shape of ids and free text on the other calls.
 
-use std::{
-    collections::{HashMap, HashSet},
-    fmt,
-};
+use std::{collections::HashMap, fmt};
 
 use askgate_proto::v1::{AskRequest, NotifyPolicy, Question, intent};
 
-use super::{Error, Limits, Violation, echo};
+use super::{Error, Limits, Violation, echo, seen::Seen};
 
 /// Longest session id, in characters.
 pub const MAX_SESSION_ID_CHARS: usize = 128;
@@ -113,41 +110,6 @@ fn too_long(field: impl fmt::Display, value: &str, max_bytes: usize) -> Option<V
             format!("must be at most {max_bytes} bytes"),
         )
     })
-}
-
-/// The names of one list (question ids, a question's option labels, an answer's
-/// selection) seen so far.
-///
-/// A list within its limit (32 by default) is compared one name against those before
-/// it, which allocates nothing; a longer one, refused anyway, goes through a set, so
-/// that its length cannot make the check quadratic.
-pub(super) enum Seen<'a> {
-    Scan,
-    Set(HashSet<&'a str>),
-}
-
-impl<'a> Seen<'a> {
-    pub(super) fn for_list(len: usize, limit: usize) -> Self {
-        match len <= limit {
-            true => Self::Scan,
-            false => Self::Set(HashSet::with_capacity(len)),
-        }
-    }
-
-    /// Whether `name` repeats a name before it (`earlier`). Only names that passed
-    /// their own checks are asked about, and one that repeats an earlier name is as
-    /// valid as it: a scan of every earlier name finds what the set of the asked ones
-    /// holds.
-    pub(super) fn repeated(
-        &mut self,
-        mut earlier: impl Iterator<Item = &'a str>,
-        name: &'a str,
-    ) -> bool {
-        match self {
-            Self::Scan => earlier.any(|e| e == name),
-            Self::Set(set) => !set.insert(name),
-        }
-    }
 }
 
 /// The path of a question's field, `questions[i].name`, written only when a violation

@@ -15,7 +15,7 @@ use askgate_core::{
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::journal::{Change, Journal};
+use super::journal::{Change, Journal, Spent};
 
 /// Records the memory engine keeps per tenant, newest last: a bound on what a node of
 /// this engine (for tests and benchmarks) holds, about 6 MB a tenant.
@@ -36,13 +36,6 @@ struct Log {
     id_order: VecDeque<String>,
     /// Receipts consumed (by jti): when, and until when the use is remembered.
     consumed: HashMap<String, Spent>,
-}
-
-/// A receipt's use, in milliseconds since the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spent {
-    pub at_ms: u64,
-    pub until_ms: u64,
 }
 
 impl Log {

@@ -106,8 +106,15 @@ pub enum Change {
     ReceiptConsumed {
         tenant: String,
         jti: String,
-        spent: crate::memory::audit::Spent,
+        spent: Spent,
     },
+}
+
+/// A receipt's use, in milliseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spent {
+    pub at_ms: u64,
+    pub until_ms: u64,
 }
 
 /// A change to the hook store's records.

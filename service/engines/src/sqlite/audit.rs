@@ -10,7 +10,10 @@ use askgate_core::{
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, params};
 
-use crate::memory::{MemoryAuditStore, audit::Spent, journal::Journal};
+use crate::memory::{
+    MemoryAuditStore,
+    journal::{Journal, Spent},
+};
 
 pub struct SqliteAuditStore {
     /// The tenants' heads; records go to the journal (the engine appends a

@@ -12,26 +12,24 @@
 
 mod page;
 
-use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested, Resolved};
+use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
 use bytes::Bytes;
 use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
 use crate::{
-    domain::{Error, Resolver, approval, shown, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
     questions::{Answered, Questions},
     webhooks::{
         Hooks,
+        email::settled::{USED_TTL_MS, answered_lines, remember_settled, settled_key},
         links::{LINK_PATH, Link},
     },
 };
 
 /// Bytes of a form read at most: a batch's answers in own words fit.
 const MAX_BODY_BYTES: usize = 256 * 1024;
-/// How long a spent link is remembered: past any link's life.
-const USED_TTL_MS: u64 = 8 * 24 * 3600 * 1000;
-
 /// Answers the pages of signed links.
 #[derive(Clone)]
 pub struct Links {
@@ -49,73 +47,6 @@ struct Sent {
     done: String,
     /// What was sent, one line per question.
     what: Vec<String>,
-}
-
-/// The note that keeps how an ask ended, in words, for the pages of its links opened
-/// later (the engine forgets a resolved ask once its session goes idle).
-fn settled_key(tenant: &str, rpc_id: &str) -> String {
-    format!("link-settled:{tenant}:{rpc_id}")
-}
-
-/// Bytes of one line kept of how an ask ended, and lines kept: an ask's own words
-/// (its questions, a person's answer) are cut to that.
-const MAX_SETTLED_LINE: usize = 300;
-const MAX_SETTLED_LINES: usize = 33;
-
-/// Keeps how the ask `rpc_id` of `tenant` ended, in `lines` (cut to a bounded size),
-/// for the pages of its links opened later; the first word kept stays.
-pub async fn remember_settled(
-    store: &dyn crate::backend::hooks::HookStore,
-    tenant: &str,
-    rpc_id: &str,
-    lines: &[String],
-) {
-    let words: Vec<String> = lines
-        .iter()
-        .take(MAX_SETTLED_LINES)
-        .map(|line| crate::webhooks::slack::blocks::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
-        .collect();
-    let key = settled_key(tenant, rpc_id);
-    if let Err(e) = store
-        .put_note(&key, &words.join("\n"), USED_TTL_MS, true)
-        .await
-    {
-        warn!("noting how an ask ended failed: {e}");
-    }
-}
-
-/// How an ask ended, in lines for a page: who resolved it and how, then what each
-/// question was answered (never a secret).
-pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> {
-    // "Answered by ana." as "Too late: answered by ana.", as a page's own words say it.
-    let outcome = crate::webhooks::email::mail::outcome(resolved);
-    let mut chars = outcome.chars();
-    let first = chars.next().map(|c| c.to_lowercase().to_string());
-    let mut lines = vec![format!(
-        "Too late: {}{}",
-        first.unwrap_or_default(),
-        chars.as_str()
-    )];
-    lines.extend(answered_lines(requested, &resolved.answers));
-    lines
-}
-
-/// `question → answer` for each answered question of `requested` (a secret never).
-fn answered_lines(requested: &Requested, answers: &[QuestionAnswer]) -> Vec<String> {
-    requested
-        .questions
-        .iter()
-        .filter_map(|asked| {
-            let answer = answers.iter().find(|a| a.id == asked.id)?;
-            let words = match asked.secret {
-                true => "(secret)".to_owned(),
-                false => {
-                    shown::answer_words(answer, str::to_owned).unwrap_or_else(|| "skipped".into())
-                }
-            };
-            Some(format!("{} → {words}", asked.question))
-        })
-        .collect()
 }
 
 /// What a refused answer says.

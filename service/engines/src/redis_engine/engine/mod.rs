@@ -52,11 +52,14 @@ pub struct RedisBackend {
 }
 
 impl RedisBackend {
-    /// Connects a node to the Redis of `config`, its state sized by `settings`.
+    /// Connects a node to the Redis of `config`, its state sized by `settings`, and
+    /// starts what runs beside it: the confirmations of its deliveries and the upkeep
+    /// that renews what it holds (until the node is dropped).
     pub async fn connect(config: RedisConfig, settings: StateConfig) -> anyhow::Result<Self> {
-        Ok(Self {
-            node: Node::start(config, settings).await?,
-        })
+        let node = Node::start(config, settings).await?;
+        confirm::install(&node);
+        tokio::spawn(upkeep::renew_until_dropped(Arc::downgrade(&node)));
+        Ok(Self { node })
     }
 
     /// The webhook store on this backend's Redis, seen by every node.

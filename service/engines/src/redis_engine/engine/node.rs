@@ -25,7 +25,6 @@ use uuid::Uuid;
 use super::{
     RedisConfig,
     leases::{HeldSession, Leases},
-    upkeep,
     waiters::Waiting,
 };
 use crate::redis_engine::{
@@ -51,8 +50,9 @@ pub(super) struct Node {
 }
 
 impl Node {
-    /// Connects a node to the Redis of `config`, takes its lease and starts renewing
-    /// what it holds (until the node is dropped).
+    /// Connects a node to the Redis of `config` and takes its lease. What keeps it
+    /// alive (confirming deliveries, renewing what it holds) is started by the backend
+    /// that owns it, which knows those tasks; the node is what they share.
     pub(super) async fn start(
         config: RedisConfig,
         settings: StateConfig,
@@ -78,8 +78,6 @@ impl Node {
             closing: watch::channel(false).0,
             tap: OnceLock::new(),
         });
-        super::confirm::install(&node);
-        tokio::spawn(upkeep::renew_until_dropped(Arc::downgrade(&node)));
         Ok(node)
     }
 

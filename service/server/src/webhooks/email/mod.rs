@@ -6,10 +6,11 @@
 //!   single-use links of its own ([`super::links`]);
 //! - the ask's `resolved`, from whatever channel, becomes a delivery that mails each
 //!   address a follow-up in the same thread (who answered what, or how it ended);
-//! - a link opens a page on askgate's port ([`crate::links`]) that shows the ask and
+//! - a link opens a page on askgate's port (`crate::links`) that shows the ask and
 //!   answers only when its form is sent, as `email:<address>`.
 
 pub mod mail;
+pub mod settled;
 
 use std::{str::FromStr as _, time::Duration};
 
@@ -154,8 +155,8 @@ impl Email {
         }
         // The pages of the ask's links, opened from now on, say how it ended.
         if let Some(resolved) = &resolved {
-            let lines = crate::links::settled_lines(&requested, resolved);
-            crate::links::remember_settled(store, &route.tenant, &delivery.rpc_id, &lines).await;
+            let lines = settled::settled_lines(&requested, resolved);
+            settled::remember_settled(store, &route.tenant, &delivery.rpc_id, &lines).await;
         }
         // Every person at once: an attempt lasts one SMTP timeout, within its lease,
         // however many there are.
