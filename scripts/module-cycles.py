@@ -18,7 +18,9 @@ Exit status 1 when a cycle is found (or the self-test fails).
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -26,16 +28,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every crate's source directory; proto's is generated code.
-CRATES = [
-    "service/src",
-    "service/core/src",
-    "service/engines/src",
-    "service/server/src",
-    "service/testing/src",
-    "service/bench/src",
-    "client/src",
-]
+
+
+def workspace_crates() -> list[Path]:
+    """The source directory of every library and binary of the workspace's crates."""
+    metadata = json.loads(
+        subprocess.run(
+            ["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
+            cwd=ROOT, check=True, capture_output=True, text=True,
+        ).stdout
+    )
+    dirs = {
+        Path(target["src_path"]).parent
+        for package in metadata["packages"]
+        for target in package["targets"]
+        if set(target["kind"]) & {"lib", "bin"}
+    }
+    return sorted(dirs)
+
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -429,7 +439,7 @@ def self_test() -> int:
 def main(argv: list[str]) -> int:
     if argv == ["--self-test"]:
         return self_test()
-    dirs = [Path(a).resolve() for a in argv] or [ROOT / c for c in CRATES]
+    dirs = [Path(a).resolve() for a in argv] or workspace_crates()
     found = []
     for d in dirs:
         found += cycles(d)

@@ -9,7 +9,7 @@ use crate::proto::{
 };
 
 /// How long a dropped call leaves its question answerable for a retry, by default.
-pub const DEFAULT_REATTACH_GRACE: Duration = Duration::from_secs(10);
+pub use askgate_contract::DEFAULT_REATTACH_GRACE;
 
 /// How long [`crate::Client::ask`] keeps retrying while every attempt fails (the node
 /// drains, the server is unreachable), unless [`Ask::retry_for`] says otherwise. The

@@ -246,7 +246,7 @@ async fn an_export_proves_its_end() {
     let mut fields: Value =
         serde_json::from_str(record["body"].as_str().expect("a body")).expect("json");
     fields["subject"] = "mallory".into();
-    record["body"] = audit::canonical(&fields).into();
+    record["body"] = askgate_client::receipt::canonical(&fields).into();
     changed[1] = record.to_string();
     refused("changed.jsonl", changed.clone(), "seq 2").await;
     // ...and the chain re-hashed after it: every link holds, the signed head does not.
@@ -260,7 +260,7 @@ async fn an_export_proves_its_end() {
             serde_json::from_str(record["body"].as_str().expect("a body")).expect("json");
         fields["seq"] = (i as u64 + 1).into();
         record["seq"] = (i as u64 + 1).into();
-        record["body"] = audit::canonical(&fields).into();
+        record["body"] = askgate_client::receipt::canonical(&fields).into();
         *line = record.to_string();
     }
     refused("renumbered.jsonl", rechained(&renumbered), "signed head").await;

@@ -725,9 +725,8 @@ async fn long_answers_are_recorded_as_their_digest() {
     .await;
     let body: Value = serde_json::from_str(&records[0].body_json).expect("json");
     assert!(body.get("answers").is_none(), "{body}");
-    let canonical = askgate_server::backend::audit::canonical(
-        &json!([{"id": "why", "selected": [], "custom": long}]),
-    );
+    let canonical =
+        askgate_client::receipt::canonical(&json!([{"id": "why", "selected": [], "custom": long}]));
     let digest = hex::encode(ring::digest::digest(
         &ring::digest::SHA256,
         canonical.as_bytes(),

@@ -19,8 +19,8 @@ from conftest import ASKGATE, WAIT, Askgate  # noqa: E402
 pytestmark = pytest.mark.anyio
 
 # The fixed tool schema (docs/protocol.md), read from the one file every askgate SDK and
-# `askgate mcp` serve (client/ask_user_question.json): the server must list it as it is.
-DEFINITION = Path(__file__).resolve().parents[2] / "client" / "ask_user_question.json"
+# `askgate mcp` serve (service/contract/ask_user_question.json): the server must list it as it is.
+DEFINITION = Path(__file__).resolve().parents[2] / "service" / "contract" / "ask_user_question.json"
 FIXED_SCHEMA = json.loads(DEFINITION.read_text(encoding="utf-8"))["input_schema"]
 
 DATABASE = {

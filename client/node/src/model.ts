@@ -209,6 +209,30 @@ export interface Answer {
   custom?: string;
 }
 
+/** An answer as the answers JSON holds it: its own words, or that it is secret. */
+export type AnswerEntry =
+  | { id: string; selected: string[]; custom?: string }
+  | { id: string; secret: true };
+
+/**
+ * The answers JSON every askgate surface writes (pinned across the SDKs by
+ * tests/contract/vectors.json): `{id, selected, custom?}` per answer, `custom` only when
+ * own words were given, or `{id, secret: true}` for a question `isSecret` names (a
+ * receipt never carries a secret, nor a hash of one).
+ */
+export function answersJson(
+  answers: readonly { readonly id: string; readonly selected: readonly string[]; readonly custom?: string }[],
+  isSecret: (id: string) => boolean = () => false,
+): AnswerEntry[] {
+  return answers.map((a) =>
+    isSecret(a.id)
+      ? { id: a.id, secret: true }
+      : a.custom === undefined
+        ? { id: a.id, selected: [...a.selected] }
+        : { id: a.id, selected: [...a.selected], custom: a.custom },
+  );
+}
+
 export function answerOf(answer: QuestionAnswer): Answer {
   return answer.custom === undefined
     ? { id: answer.id, selected: [...answer.selected] }

@@ -19,7 +19,9 @@ import canonicalizeModule from "canonicalize";
 import { type JSONWebKeySet, createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify } from "jose";
 
 import type { ConsumeReceiptResponse, QuestionAnswer } from "./gen/askgate/v1/askgate_pb.js";
-import type { Action } from "./model.js";
+import { type Action, answersJson } from "./model.js";
+
+export { type AnswerEntry, answersJson } from "./model.js";
 
 export const ISSUER = "askgate";
 /** How far this machine's clock may be behind the server's, in seconds. */
@@ -147,10 +149,17 @@ export function firstInexactNumber(json: string): [string, string] | undefined {
 // an ES default export: under NodeNext the default import is the function itself.
 const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;
 
+/**
+ * RFC 8785 canonical JSON of `value` (keys in UTF-16 order, no spaces, numbers as
+ * ECMAScript prints them): what every digest is taken over, the same text in every
+ * askgate SDK (tests/contract/vectors.json).
+ */
+export function canonicalJson(value: unknown): string {
+  return canonicalize(value) ?? "";
+}
+
 function digest(value: unknown): string {
-  return createHash("sha256")
-    .update(canonicalize(value) ?? "", "utf8")
-    .digest("hex");
+  return createHash("sha256").update(canonicalJson(value), "utf8").digest("hex");
 }
 
 /**
@@ -176,15 +185,7 @@ export function answersDigest(
   answers: readonly QuestionAnswer[],
   isSecret: (id: string) => boolean = () => false,
 ): string {
-  return digest(
-    answers.map((a) =>
-      isSecret(a.id)
-        ? { id: a.id, secret: true }
-        : a.custom === undefined
-          ? { id: a.id, selected: [...a.selected] }
-          : { id: a.id, selected: [...a.selected], custom: a.custom },
-    ),
-  );
+  return digest(answersJson(answers, isSecret));
 }
 
 /** How {@link verifyReceipt} checks. */

@@ -15,7 +15,7 @@ import { Code } from "@connectrpc/connect";
 import type { Client } from "./client.js";
 import { AskgateError, type Reason } from "./errors.js";
 import type { Question } from "./gen/askgate/v1/askgate_pb.js";
-import { type Answer, type Ask, freshRequestId, option, question } from "./model.js";
+import { type Answer, type Ask, answersJson, freshRequestId, option, question } from "./model.js";
 
 /** A JSON Schema object. */
 export type JsonSchema = { [key: string]: unknown };
@@ -85,11 +85,7 @@ export interface ToolOutput {
  * `{"answers":[{"id":"db","selected":["Postgres"]}]}` (`custom` only when given).
  */
 export function answersText(answers: readonly Answer[]): string {
-  return JSON.stringify({
-    answers: answers.map((a) =>
-      a.custom === undefined ? { id: a.id, selected: a.selected } : { id: a.id, selected: a.selected, custom: a.custom },
-    ),
-  });
+  return JSON.stringify({ answers: answersJson(answers) });
 }
 
 function failed(reason: Reason, code: Code, message: string): ToolOutput {

@@ -49,7 +49,7 @@ async function mcpTools() {
 }
 
 // What the description tells the model about asking well: the same sentences as the
-// Rust SDK's and the Python SDK's tests pin in client/ask_user_question.json.
+// Rust SDK's and the Python SDK's tests pin in service/contract/ask_user_question.json.
 const GUIDANCE = [
   "Ask everything you need in one call.",
   "Keep each question short and specific.",

@@ -46,7 +46,7 @@ def test_the_async_client_asks_follows_and_answers(server: Server) -> None:
 
 
 # What the description tells the model about asking well: the same sentences as the
-# Rust SDK's and the TypeScript SDK's tests pin in client/ask_user_question.json.
+# Rust SDK's and the TypeScript SDK's tests pin in service/contract/ask_user_question.json.
 GUIDANCE = (
     "Ask everything you need in one call.",
     "Keep each question short and specific.",

@@ -3,14 +3,16 @@
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
 
+use askgate_client::{Ask, Client, Reason, proto::AskRequest, tool::ToolOutput};
+use askgate_server::{
+    domain::validate,
+    mcp::{Asker, AskgateMcp, McpConfig, RemoteAsker, WaitingAsks},
+};
 use clap::Args;
+use futures_util::future::BoxFuture;
 use rmcp::ServiceExt as _;
 
 use super::common::{ConnectArgs, EXIT_USAGE, fail, fail_local, parse_duration};
-use askgate_server::{
-    domain::validate,
-    mcp::{Asker, AskgateMcp, McpConfig, WaitingAsks},
-};
 
 #[derive(Debug, Clone, Args)]
 pub struct McpArgs {
@@ -55,10 +57,10 @@ pub async fn run(args: McpArgs) -> ExitCode {
         progress_interval: args.progress_interval,
         reattach_grace: args.reattach_grace,
     };
-    let asker = Asker::Remote {
-        client: Box::new(client),
+    let asker = Asker::Remote(Arc::new(Sdk {
+        client,
         session_id: args.session,
-    };
+    }));
     let served = AskgateMcp::new(asker, Arc::new(settings), WaitingAsks::default())
         .serve(rmcp::transport::stdio())
         .await;
@@ -69,5 +71,49 @@ pub async fn run(args: McpArgs) -> ExitCode {
     match service.waiting().await {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => fail_local(format!("the MCP session failed: {e}"), 1),
+    }
+}
+
+/// The tool's asks through the Rust SDK, in one session.
+struct Sdk {
+    client: Client,
+    session_id: String,
+}
+
+impl RemoteAsker for Sdk {
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn ask(
+        &self,
+        request: AskRequest,
+        trace: Option<(String, String)>,
+    ) -> BoxFuture<'static, ToolOutput> {
+        let mut ask = Ask::from(request);
+        if let Some((traceparent, tracestate)) = trace {
+            ask = ask.trace_context(&traceparent, &tracestate);
+        }
+        let mut client = self.client.clone();
+        Box::pin(async move {
+            match client.ask(ask).await {
+                Ok(response) => ToolOutput::answered(&response.answers),
+                Err(error) => ToolOutput::from(&error),
+            }
+        })
+    }
+
+    fn abort(&self, request_id: &str) -> BoxFuture<'static, Option<String>> {
+        let (mut client, session_id, request_id) = (
+            self.client.clone(),
+            self.session_id.clone(),
+            request_id.to_owned(),
+        );
+        Box::pin(async move {
+            match client.abort(&session_id, &request_id).await {
+                Err(e) if e.reason() != Reason::NotPending => Some(e.message().to_owned()),
+                _ => None,
+            }
+        })
     }
 }

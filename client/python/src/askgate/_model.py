@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .v1 import askgate_pb2 as pb
 
@@ -99,6 +99,30 @@ class Answer:
             selected=list(answer.selected),
             custom=answer.custom if answer.HasField("custom") else None,
         )
+
+
+def answers_json(
+    answers: Sequence[Union[Answer, pb.QuestionAnswer]],
+    is_secret: Callable[[str], bool] = lambda _: False,
+) -> List[Dict[str, Any]]:
+    """The answers JSON every askgate surface writes (pinned across the SDKs by
+    tests/contract/vectors.json): `{"id", "selected", "custom"?}` per answer, `custom`
+    only when own words were given, or `{"id", "secret": true}` for a question
+    `is_secret` names (a receipt never carries a secret, nor a hash of one)."""
+    entries: List[Dict[str, Any]] = []
+    for answer in answers:
+        if is_secret(answer.id):
+            entries.append({"id": answer.id, "secret": True})
+            continue
+        entry: Dict[str, Any] = {"id": answer.id, "selected": list(answer.selected)}
+        if isinstance(answer, Answer):
+            custom = answer.custom
+        else:
+            custom = answer.custom if answer.HasField("custom") else None
+        if custom is not None:
+            entry["custom"] = custom
+        entries.append(entry)
+    return entries
 
 
 @dataclass(frozen=True)

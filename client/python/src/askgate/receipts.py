@@ -26,7 +26,7 @@ import hashlib
 import json
 from typing import Any, Callable, Dict, Mapping, Sequence
 
-from ._model import Action
+from ._model import Action, answers_json
 from .v1 import askgate_pb2 as pb
 
 ISSUER = "askgate"
@@ -55,10 +55,17 @@ class ReceiptError(Exception):
         self.claims = claims
 
 
-def _digest(value: Any) -> str:
+def canonical_json(value: Any) -> str:
+    """RFC 8785 canonical JSON of `value` (keys in UTF-16 order, no spaces, numbers as
+    ECMAScript prints them): what every digest is taken over, the same text in every
+    askgate SDK (tests/contract/vectors.json)."""
     import rfc8785
 
-    return hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+    return rfc8785.dumps(value).decode("utf-8")
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def _exact_int(text: str) -> int:
@@ -92,16 +99,7 @@ def answers_digest(
 ) -> str:
     """The digest of answers as the tool returns them; a secret question's entry is
     `{"id": ..., "secret": true}`."""
-    entries = []
-    for answer in answers:
-        if is_secret(answer.id):
-            entries.append({"id": answer.id, "secret": True})
-            continue
-        entry: Dict[str, Any] = {"id": answer.id, "selected": list(answer.selected)}
-        if answer.HasField("custom"):
-            entry["custom"] = answer.custom
-        entries.append(entry)
-    return _digest(entries)
+    return _digest(answers_json(answers, is_secret))
 
 
 def _signing_key(token: str, jwks: Mapping[str, Any], typ_wanted: str | None) -> Any:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import grpc
 
 from ._errors import AskgateError, Reason
-from ._model import Answer, Ask
+from ._model import Answer, Ask, answers_json
 from .v1 import askgate_pb2 as pb
 
 if TYPE_CHECKING:
@@ -94,13 +94,7 @@ class ToolOutput:
 def answers_text(answers: List[Answer]) -> str:
     """The answers as the compact JSON the model receives:
     `{"answers":[{"id":"db","selected":["Postgres"]}]}` (`custom` only when given)."""
-    entries = []
-    for answer in answers:
-        entry: Dict[str, Any] = {"id": answer.id, "selected": list(answer.selected)}
-        if answer.custom is not None:
-            entry["custom"] = answer.custom
-        entries.append(entry)
-    return json.dumps({"answers": entries}, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps({"answers": answers_json(answers)}, separators=(",", ":"), ensure_ascii=False)
 
 
 _QUESTION_FIELDS = {"id", "question", "header", "options", "multi_select"}

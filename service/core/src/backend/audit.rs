@@ -10,6 +10,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use askgate_contract::{
+    answers::answers_value,
+    canonical::{canonical, plain, write_str, write_value},
+    digest::sha256_hex,
+};
 pub use askgate_proto::v1::AuditRecord;
 use askgate_proto::v1::{QuestionAnswer, Requested, Resolved};
 use async_trait::async_trait;
@@ -111,92 +116,6 @@ fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
     out.push(b'}');
     // serde_json writes UTF-8 only.
     String::from_utf8(out).unwrap_or_default()
-}
-
-/// A [`plain`] `value` as serde_json's compact JSON, onto `out`: its strings through
-/// [`write_str`], everything else as serde_json writes it.
-fn write_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::String(text) => write_str(out, text),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (name, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, name);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
-        // Writing a number, a bool or null into a Vec cannot fail.
-        Value::Number(_) | Value::Bool(_) | Value::Null => {
-            let _ = serde_json::to_writer(&mut *out, value);
-        }
-    }
-}
-
-/// `text` as a JSON string, onto `out`, escaped as serde_json (and RFC 8785) escape
-/// it: most of what a record holds (ids, names, times, labels) needs no escape and is
-/// copied whole; anything with a quote, a backslash or a control character takes
-/// serde_json's writer.
-fn write_str(out: &mut Vec<u8>, text: &str) {
-    // A fold without an early exit, which the compiler may vectorise (an `any` stops
-    // at each byte to ask whether it is done).
-    let needs_escape = text.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if needs_escape {
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, text);
-        return;
-    }
-    out.reserve(text.len() + 2);
-    out.push(b'"');
-    out.extend_from_slice(text.as_bytes());
-    out.push(b'"');
-}
-
-/// RFC 8785 canonical JSON of `value`.
-///
-/// Where the value holds no float, no integer past 2^53 and only ASCII keys (every
-/// record askgate writes),
-/// serde_json's compact output already is canonical: its maps are sorted by key bytes,
-/// which is RFC 8785's UTF-16 order for ASCII, integers print alike, and both escape
-/// only `"`, `\` and control characters, with the same escapes. That costs a tenth of
-/// the general canonicalisation, which every other value takes.
-pub fn canonical(value: &Value) -> String {
-    match plain(value) {
-        true => serde_json::to_string(value),
-        false => serde_jcs::to_string(value),
-    }
-    // A `Value` always serialises: its keys are strings and its numbers finite.
-    .unwrap_or_default()
-}
-
-/// Whether `value` holds no float, no integer past 2^53 and no key outside ASCII.
-fn plain(value: &Value) -> bool {
-    match value {
-        // Past 2^53 RFC 8785 prints an integer as the double nearest it.
-        Value::Number(n) => n
-            .as_u64()
-            .or(n.as_i64().map(i64::unsigned_abs))
-            .is_some_and(|n| n <= 1 << 53),
-        Value::Array(items) => items.iter().all(plain),
-        Value::Object(map) => map.iter().all(|(k, v)| k.is_ascii() && plain(v)),
-        Value::Null | Value::Bool(_) | Value::String(_) => true,
-    }
 }
 
 /// The hash of a record: hex SHA-256 of `prev_hash + body_json`.
@@ -327,26 +246,6 @@ pub fn verify_export(
     Ok(count)
 }
 
-/// Answers as a record holds them, and as the `ask_user_question` tool returns them:
-/// `[{"id", "selected": [...], "custom"?}]`.
-pub fn answers_json(answers: &[QuestionAnswer]) -> Value {
-    Value::Array(
-        answers
-            .iter()
-            .map(|answer| {
-                let mut entry = Map::new();
-                entry.insert("id".into(), answer.id.clone().into());
-                let selected = answer.selected.iter().cloned().map(Value::String);
-                entry.insert("selected".into(), Value::Array(selected.collect()));
-                if let Some(custom) = &answer.custom {
-                    entry.insert("custom".into(), custom.clone().into());
-                }
-                Value::Object(entry)
-            })
-            .collect(),
-    )
-}
-
 /// Longest answers a record holds as they are (their canonical JSON, in bytes): longer
 /// ones are recorded as their digest only, `answers_sha256`, so that one ask cannot
 /// make a record hold whatever its free-text answers hold.
@@ -356,7 +255,7 @@ pub const MAX_RECORDED_ANSWERS_BYTES: usize = 4 * 1024;
 /// [`MAX_RECORDED_ANSWERS_BYTES`], as `answers_sha256` (lowercase hex SHA-256 of their
 /// canonical JSON, which whoever holds the answers can check).
 pub fn record_answers(fields: &mut Map<String, Value>, answers: &[QuestionAnswer]) {
-    let value = answers_json(answers);
+    let value = answers_value(answers, |_| false);
     // Most answers are far below the bound whatever their escaping (a byte is at most
     // six in JSON): those are not written out to be measured.
     let bound: usize = answers
@@ -375,8 +274,7 @@ pub fn record_answers(fields: &mut Map<String, Value>, answers: &[QuestionAnswer
     let text = canonical(&value);
     match text.len() > MAX_RECORDED_ANSWERS_BYTES {
         true => {
-            let digest = hex::encode(Sha256::digest(text.as_bytes()));
-            fields.insert("answers_sha256".into(), digest.into());
+            fields.insert("answers_sha256".into(), sha256_hex(text.as_bytes()).into());
         }
         false => {
             fields.insert("answers".into(), value);
@@ -690,30 +588,6 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
-
-        /// The fast path writes what RFC 8785 writes, whatever the strings hold.
-        #[test]
-        fn the_plain_path_is_canonical(
-            keys in proptest::collection::vec("[ -~]{0,8}", 0..6),
-            texts in proptest::collection::vec("\\PC{0,12}|[\u{0}-\u{1f}\u{7f}\u{2028}\"\\\\/]{0,4}", 0..6),
-            number in -(1i64 << 53)..=(1i64 << 53),
-            big in (1i64 << 53) + 1..=i64::MAX,
-        ) {
-            let mut map = Map::new();
-            for (k, t) in keys.iter().zip(texts.iter().cycle()) {
-                map.insert(k.clone(), json!([t, number, {"z": t, "a": null, "m": true}]));
-            }
-            let value = Value::Object(map);
-            proptest::prop_assert!(plain(&value));
-            proptest::prop_assert_eq!(
-                canonical(&value),
-                serde_jcs::to_string(&value).expect("serialises")
-            );
-            // An integer past 2^53 takes the general path, which prints it as RFC 8785 does.
-            let big = json!({"n": big});
-            proptest::prop_assert!(!plain(&big));
-            proptest::prop_assert_eq!(canonical(&big), serde_jcs::to_string(&big).expect("serialises"));
-        }
 
         /// A record's body, written field by field with `seq` and `tenant` put in their
         /// places, is the RFC 8785 form of the fields with those two, whatever the keys

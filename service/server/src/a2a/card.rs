@@ -99,15 +99,15 @@ pub fn card(url: &str, authenticated: bool) -> String {
                 "description": "params.input_schema: the JSON Schema of the DataPart \
                     the ask_user_question skill takes",
                 "required": false,
-                "params": { "input_schema": askgate_client::tool::input_schema() },
+                "params": { "input_schema": askgate_contract::tool::input_schema() },
             }],
         },
         "defaultInputModes": ["application/json"],
         "defaultOutputModes": ["application/json"],
         "skills": [{
-            "id": askgate_client::tool::NAME,
+            "id": askgate_contract::tool::NAME,
             "name": "Ask a human",
-            "description": askgate_client::tool::description(),
+            "description": askgate_contract::tool::description(),
             "tags": ["human-in-the-loop", "approval", "questions"],
             "examples": [json!({
                 "questions": [{
@@ -135,7 +135,7 @@ pub fn card(url: &str, authenticated: bool) -> String {
     // a protobuf Struct holds numbers as doubles, which would turn `1` into `1.0`.
     let mut served = serde_json::to_value(&typed).expect("an AgentCard serializes");
     served["capabilities"]["extensions"][0]["params"]["input_schema"] =
-        askgate_client::tool::input_schema();
+        askgate_contract::tool::input_schema();
     served.to_string()
 }
 
@@ -155,7 +155,7 @@ mod tests {
             // The schema as its one source has it: `1`, never `1.0`.
             assert_eq!(
                 value["capabilities"]["extensions"][0]["params"]["input_schema"],
-                askgate_client::tool::input_schema()
+                askgate_contract::tool::input_schema()
             );
             assert!(text.contains(r#""minItems":1,"#), "{text}");
             assert!(!text.contains(r#""minItems":1.0"#), "{text}");

@@ -46,7 +46,7 @@ use crate::{
 
 /// How long an ask stays pending for its message sent again when the node that took it
 /// restarts: as long as the SDKs' grace.
-const REATTACH_GRACE: Duration = askgate_client::DEFAULT_REATTACH_GRACE;
+const REATTACH_GRACE: Duration = askgate_contract::DEFAULT_REATTACH_GRACE;
 
 /// How long `CancelTask` waits for the aborted ask's task to end.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -176,7 +176,7 @@ fn questions_of(message: &Message) -> Result<(Vec<Question>, String), Status> {
             )
         })?;
     let arguments = proto_value_to_json_value(data).to_string();
-    let questions = askgate_client::tool::parse_arguments(&arguments).map_err(|refused| {
+    let questions = askgate_contract::tool::parse_arguments(&arguments).map_err(|refused| {
         let text = refused
             .text
             .strip_prefix("Error: ")

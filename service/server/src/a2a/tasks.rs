@@ -129,7 +129,7 @@ pub fn working(id: &str, context_id: &str) -> Task {
 /// (`{"answers": [...]}`, as `ask_user_question` returns them).
 pub fn completed(id: &str, context_id: &str, response: &AskResponse) -> Task {
     let answers: serde_json::Value =
-        serde_json::from_str(&askgate_client::tool::answers_text(&response.answers))
+        serde_json::from_str(&askgate_contract::tool::answers_text(&response.answers))
             .unwrap_or_default();
     Task {
         id: id.to_owned(),

@@ -4,7 +4,7 @@
 
 use std::{pin::Pin, sync::Arc, time::SystemTime};
 
-use askgate_client::receipt::HeadClaims;
+use askgate_contract::receipt::HeadClaims;
 use askgate_proto::v1::{
     AuditHead, AuditRecord, ExportAuditRequest, GetAuditHeadRequest,
     audit_server::Audit as AuditService,

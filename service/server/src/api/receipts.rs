@@ -9,7 +9,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::receipt::ReceiptError;
+use askgate_contract::receipt::ReceiptError;
 use askgate_proto::v1::{
     ConsumeReceiptRequest, ConsumeReceiptResponse, receipts_server::Receipts as ReceiptsService,
 };

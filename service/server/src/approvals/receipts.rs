@@ -7,7 +7,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use askgate_client::receipt::{
+use askgate_contract::receipt::{
     AUDIT_HEAD_TYPE, Claims, HeadClaims, ISSUER, ReceiptError, verify_signed,
 };
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
@@ -152,7 +152,10 @@ fn public_jwk(key: &EncodingKey) -> anyhow::Result<Jwk> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use askgate_client::receipt::{ReceiptError, action_digest, verify_receipt};
+    use askgate_contract::{
+        digest::action_digest,
+        receipt::{ReceiptError, verify_receipt},
+    };
     use askgate_proto::v1::Action;
 
     use super::*;
@@ -281,7 +284,7 @@ pub(crate) mod tests {
             Err(ReceiptError::NotApproved(c)) if c.decision == "rejected"
         ));
         // A head is no receipt, and a receipt no head.
-        let head = askgate_client::receipt::HeadClaims {
+        let head = askgate_contract::receipt::HeadClaims {
             tenant: "acme".into(),
             seq: 3,
             hash: "ab".into(),
@@ -293,12 +296,14 @@ pub(crate) mod tests {
             Err(ReceiptError::Malformed(_))
         ));
         assert_eq!(
-            askgate_client::receipt::verify_audit_head(&jws, signer.keys(), "acme"),
+            askgate_contract::receipt::verify_audit_head(&jws, signer.keys(), "acme"),
             Ok(head)
         );
-        assert!(askgate_client::receipt::verify_audit_head(&token, signer.keys(), "acme").is_err());
+        assert!(
+            askgate_contract::receipt::verify_audit_head(&token, signer.keys(), "acme").is_err()
+        );
         assert!(matches!(
-            askgate_client::receipt::verify_audit_head(&jws, signer.keys(), "beta"),
+            askgate_contract::receipt::verify_audit_head(&jws, signer.keys(), "beta"),
             Err(ReceiptError::WrongTenant { .. })
         ));
     }

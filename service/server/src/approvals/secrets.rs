@@ -3,13 +3,13 @@
 //! ask), so the waiting call, and a retry of it, gets them, while nothing that hands
 //! events out (subscribers, webhooks, chat channels, the audit log) can read them.
 
+use askgate_contract::{answers::answers_value, canonical::canonical};
 use askgate_proto::v1::{AnswerRequest, QuestionAnswer};
 use base64::{Engine as _, engine::general_purpose::STANDARD as BASE64};
 use prost::Message as _;
 
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
-    backend::audit,
     domain::{Error, SessionKey},
 };
 
@@ -46,7 +46,7 @@ pub fn seal(
 /// canonical JSON (as a record holds answers), under the key derived from the
 /// sealing key.
 pub fn mac(key: &SealingKey, answers: &[QuestionAnswer]) -> String {
-    key.mac(audit::canonical(&audit::answers_json(answers)).as_bytes())
+    key.mac(canonical(&answers_value(answers, |_| false)).as_bytes())
 }
 
 /// The answers `seal` sealed for the same ask.

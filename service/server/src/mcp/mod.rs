@@ -6,7 +6,7 @@
 //! request come from its credential and its `askgate-session` header).
 //!
 //! - `ask_user_question` takes exactly the fixed tool schema (docs/protocol.md) and returns the tool
-//!   result text of [`askgate_client::tool`] (the answers as compact JSON, or
+//!   result text of [`askgate_contract::tool`] (the answers as compact JSON, or
 //!   `Error: …` with the fixed texts of docs/protocol.md "Errors").
 //! - With a maximum wait, a call still unanswered then returns a "still waiting"
 //!   result naming its `ask_id`; the ask stays pending (its call goes on here) and
@@ -23,11 +23,9 @@ pub mod http;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use askgate_client::{
-    Ask, Client, Reason,
-    proto::{AbortRequest, AskRequest, Question},
-    tool::{self, ToolOutput},
-};
+use askgate_contract::tool::{self, ToolOutput};
+use askgate_proto::v1::{AbortRequest, AskRequest, ErrorReason as Reason, Question};
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -68,19 +66,36 @@ impl Default for McpConfig {
         Self {
             max_wait: None,
             progress_interval: Duration::from_secs(10),
-            reattach_grace: askgate_client::DEFAULT_REATTACH_GRACE,
+            reattach_grace: askgate_contract::DEFAULT_REATTACH_GRACE,
         }
     }
+}
+
+/// A remote askgate the tool's asks go to, in one session: `askgate mcp` implements it
+/// with the Rust SDK, which this crate does not depend on.
+pub trait RemoteAsker: Send + Sync {
+    /// The session every ask goes to.
+    fn session_id(&self) -> &str;
+
+    /// Makes the ask (`request`, in [`RemoteAsker::session_id`]) and waits for it, its
+    /// outcome as the tool's output; `traceparent` and `tracestate` carry the MCP
+    /// caller's trace context, when it sent one.
+    fn ask(
+        &self,
+        request: AskRequest,
+        trace: Option<(String, String)>,
+    ) -> BoxFuture<'static, ToolOutput>;
+
+    /// Resolves the ask `request_id` ABORTED at once; why not, when that failed (an ask
+    /// resolved meanwhile is no failure).
+    fn abort(&self, request_id: &str) -> BoxFuture<'static, Option<String>>;
 }
 
 /// Where the tool's asks go.
 #[derive(Clone)]
 pub enum Asker {
-    /// A remote askgate, through its client (`askgate mcp`), in one session.
-    Remote {
-        client: Box<Client>,
-        session_id: String,
-    },
+    /// A remote askgate (`askgate mcp`), in one session.
+    Remote(Arc<dyn RemoteAsker>),
     /// This server's own use cases (`/mcp` on `askgate serve`): each request's caller
     /// and session are in its extensions (see [`http::McpCaller`]). `max_wait` is the
     /// server's longest Ask.
@@ -134,10 +149,10 @@ impl AskgateMcp {
     /// HTTP layer admitted for this request.
     fn scope(&self, context: &RequestContext<RoleServer>) -> Result<Scope, ToolOutput> {
         match &self.asker {
-            Asker::Remote { session_id, .. } => Ok(Scope {
+            Asker::Remote(remote) => Ok(Scope {
                 tenant: "".into(),
                 subject: "".into(),
-                session_id: session_id.clone(),
+                session_id: remote.session_id().to_owned(),
             }),
             Asker::Local { .. } => context
                 .extensions
@@ -226,27 +241,22 @@ impl AskgateMcp {
     ) -> Result<impl Future<Output = ToolOutput> + Send + 'static, ToolOutput> {
         let grace = self.settings.reattach_grace;
         Ok(match &self.asker {
-            Asker::Remote { client, session_id } => {
-                let mut ask = Ask::new(session_id)
-                    .request_id(ask_id)
-                    .reattach_grace(grace);
+            Asker::Remote(remote) => {
+                let request = AskRequest {
+                    session_id: remote.session_id().to_owned(),
+                    questions,
+                    request_id: ask_id.to_owned(),
+                    reattach_grace_ms: grace.as_millis().try_into().unwrap_or(u32::MAX),
+                    ..Default::default()
+                };
                 // The server the ask goes to makes its span: the caller's context
                 // goes along.
-                if let Some(caller) = &caller {
-                    let headers = telemetry::headers_of(caller);
-                    let field = |name| headers.get(name).map_or("", String::as_str);
-                    ask = ask.trace_context(field("traceparent"), field("tracestate"));
-                }
-                for question in questions {
-                    ask = ask.question(question);
-                }
-                let mut client = (**client).clone();
-                futures_util::future::Either::Left(async move {
-                    match client.ask(ask).await {
-                        Ok(response) => ToolOutput::answered(&response.answers),
-                        Err(error) => ToolOutput::from_error(&error),
-                    }
-                })
+                let trace = caller.as_ref().map(|caller| {
+                    let mut headers = telemetry::headers_of(caller);
+                    let mut field = |name| headers.remove(name).unwrap_or_default();
+                    (field("traceparent"), field("tracestate"))
+                });
+                futures_util::future::Either::Left(remote.ask(request, trace))
             }
             Asker::Local {
                 questions: local,
@@ -345,16 +355,11 @@ impl AskgateMcp {
     /// Resolves the ask ABORTED at once (the caller gave up on it).
     async fn abort(&self, scope: &Scope, ask_id: &str) {
         let failed = match &self.asker {
-            Asker::Remote { client, session_id } => {
-                let mut client = (**client).clone();
-                let aborted =
-                    tokio::time::timeout(Duration::from_secs(5), client.abort(session_id, ask_id))
-                        .await;
-                match aborted {
-                    Ok(Err(e)) if e.reason() != Reason::NotPending => Some(e.message().to_owned()),
-                    Ok(_) => None,
-                    Err(_) => Some("askgate did not answer in time".to_owned()),
-                }
+            Asker::Remote(remote) => {
+                let aborted = tokio::time::timeout(Duration::from_secs(5), remote.abort(ask_id));
+                aborted
+                    .await
+                    .unwrap_or_else(|_| Some("askgate did not answer in time".to_owned()))
             }
             Asker::Local { questions, .. } => {
                 let request = AbortRequest {

@@ -7,7 +7,10 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::receipt::{self, Claims, Decision};
+use askgate_contract::{
+    digest::{action_digest, answers_digest},
+    receipt::{Claims, Decision, approving_answers},
+};
 use askgate_proto::v1::{
     AskRequest, AskResponse, NotifyPolicy, QuestionAnswer, Resolution, Unattended,
 };
@@ -144,10 +147,10 @@ impl Questions {
         };
         let (action, action_digest) = match request.action {
             Some(mut action) => {
-                let digest = receipt::action_digest(&action.name, &action.arguments_json)
+                let digest = action_digest(&action.name, &action.arguments_json)
                     .map_err(|e| Error::bad_request("action.arguments_json", e.to_string()))?;
                 let named = !action.approving_answers.is_empty();
-                let approving = receipt::approving_answers(&action, &request.questions);
+                let approving = approving_answers(&action, &request.questions);
                 action.approving_answers = approval::approving_answers(
                     &request.questions,
                     approving,
@@ -393,7 +396,7 @@ impl Questions {
                 .as_str()
                 .to_owned(),
             asked_by: terms.asked_by.clone(),
-            answers_digest: receipt::answers_digest(&outcome.answers, |id| {
+            answers_digest: answers_digest(&outcome.answers, |id| {
                 terms.secret.iter().any(|s| s == id)
             }),
             approvers: outcome.approvers.clone(),

@@ -8,25 +8,21 @@
 //! receipt is of the executor's tenant, that the digest is the digest of the action
 //! about to run, and that the decision is [`Decision::Approved`]: an executor handed
 //! another tenant's approval, other arguments than the ones the human saw, or a
-//! "Reject" refuses to run. [`Client::consume_receipt`](crate::Client::consume_receipt)
-//! then makes it single use.
+//! "Reject" refuses to run. The SDKs' `consume_receipt` then makes it single use.
 //!
 //! The digests are SHA-256 over RFC 8785 canonical JSON, so the key order and the
 //! spacing of the arguments do not matter, and any client in any language computes
-//! the same digest. Arguments must be I-JSON (RFC 7493, [`ijson`]): a number a double
-//! would change has no digest.
+//! the same digest. Arguments must be I-JSON (RFC 7493, [`crate::ijson`]): a number a double
+//! would change has no digest ([`crate::digest`]).
 
-pub mod ijson;
-
+use askgate_proto::v1::{Action, Question, QuestionAnswer, Resolution};
 /// A JWK Set: the server's public keys, as `GET /.well-known/jwks.json` serves them
 /// (parse it with `serde_json`).
 pub use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use sha2::{Digest as _, Sha256};
 
-use crate::proto::{Action, QuestionAnswer, Resolution};
+use crate::digest::{DigestError, action_digest};
 
 /// The `iss` of every receipt.
 pub const ISSUER: &str = "askgate";
@@ -164,23 +160,6 @@ impl Claims {
     }
 }
 
-/// Why an action's digest could not be taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DigestError {
-    /// The arguments could not be parsed as JSON.
-    #[error("arguments_json is not JSON: {0}")]
-    NotJson(String),
-    /// A number of the arguments is not I-JSON (RFC 7493): a double would change it,
-    /// so it has no exact digest. Send it as a string.
-    #[error("arguments_json holds {number}, {why}: send it as a string")]
-    Inexact {
-        /// The number as written (cut to 64 bytes).
-        number: String,
-        /// Why a double does not hold it.
-        why: &'static str,
-    },
-}
-
 /// Why a receipt is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReceiptError {
@@ -228,29 +207,10 @@ fn display_decision(decision: &str) -> &str {
     }
 }
 
-/// The digest of an action: lowercase hex SHA-256 of the RFC 8785 canonical JSON of
-/// `{"name": name, "arguments": <arguments_json parsed>}`. The arguments must be
-/// I-JSON ([`ijson`]).
-pub fn action_digest(name: &str, arguments_json: &str) -> Result<String, DigestError> {
-    let arguments: Value =
-        serde_json::from_str(arguments_json).map_err(|e| DigestError::NotJson(e.to_string()))?;
-    if let Some((mut number, why)) = ijson::first_inexact_number(arguments_json) {
-        if number.len() > 64 {
-            number.truncate(64);
-            number.push('…');
-        }
-        return Err(DigestError::Inexact { number, why });
-    }
-    Ok(digest(&json!({ "name": name, "arguments": arguments })))
-}
-
 /// The answers that approve an ask's action: `action.approving_answers` when it names
 /// any, else the first option of the first question, selected alone (none when that
 /// question has no option).
-pub fn approving_answers(
-    action: &Action,
-    questions: &[crate::proto::Question],
-) -> Vec<QuestionAnswer> {
+pub fn approving_answers(action: &Action, questions: &[Question]) -> Vec<QuestionAnswer> {
     if !action.approving_answers.is_empty() {
         return action.approving_answers.clone();
     }
@@ -266,47 +226,6 @@ pub fn approving_answers(
         .collect()
 }
 
-/// The answers as the tool's success text holds them (one object per question,
-/// `custom` only when given), with the answer of every question `is_secret` names
-/// replaced by `{"id": .., "secret": true}`: a receipt or an audit record never
-/// carries a secret, nor a hash of one (a short secret could be guessed from it).
-pub fn answers_value(answers: &[QuestionAnswer], is_secret: impl Fn(&str) -> bool) -> Value {
-    Value::Array(
-        answers
-            .iter()
-            .map(|answer| {
-                let mut entry = Map::new();
-                entry.insert("id".into(), Value::String(answer.id.clone()));
-                if is_secret(&answer.id) {
-                    entry.insert("secret".into(), Value::Bool(true));
-                } else {
-                    entry.insert("selected".into(), json!(answer.selected));
-                    if let Some(custom) = &answer.custom {
-                        entry.insert("custom".into(), Value::String(custom.clone()));
-                    }
-                }
-                Value::Object(entry)
-            })
-            .collect(),
-    )
-}
-
-/// The digest of the answers: lowercase hex SHA-256 of the canonical JSON of
-/// [`answers_value`].
-pub fn answers_digest(answers: &[QuestionAnswer], is_secret: impl Fn(&str) -> bool) -> String {
-    digest(&answers_value(answers, is_secret))
-}
-
-/// RFC 8785 canonical JSON of `value`.
-pub fn canonical(value: &Value) -> String {
-    // Serialising a `Value` cannot fail: its keys are strings and its numbers finite.
-    serde_jcs::to_string(value).unwrap_or_default()
-}
-
-fn digest(value: &Value) -> String {
-    hex::encode(Sha256::digest(canonical(value).as_bytes()))
-}
-
 /// Checks a receipt before `action` runs for `tenant`: signed by a key of `keys`
 /// (EdDSA), not expired, issued by askgate, of this tenant, bound to this very action,
 /// and deciding `approved`. Returns its claims; any other decision is
@@ -315,8 +234,9 @@ fn digest(value: &Value) -> String {
 /// another's action.
 ///
 /// ```no_run
-/// # fn run(receipt: &str, keys: &askgate_client::receipt::JwkSet) -> Result<(), Box<dyn std::error::Error>> {
-/// use askgate_client::{proto::Action, receipt::verify_receipt};
+/// # fn run(receipt: &str, keys: &askgate_contract::receipt::JwkSet) -> Result<(), Box<dyn std::error::Error>> {
+/// use askgate_contract::receipt::verify_receipt;
+/// use askgate_proto::v1::Action;
 ///
 /// let action = Action {
 ///     name: "deploy".into(),
@@ -423,33 +343,6 @@ pub fn verify_signed(
         .claims)
 }
 
-/// Why [`verify_and_consume`] refused: the receipt, or the call that consumes it
-/// (`RECEIPT_CONSUMED` when it was used before).
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    /// The receipt does not approve this action for this tenant.
-    #[error(transparent)]
-    Receipt(#[from] ReceiptError),
-    /// Consuming it failed: [`crate::Reason::ReceiptConsumed`] when it was used before.
-    #[error(transparent)]
-    Call(#[from] crate::Error),
-}
-
-/// The executor's whole check: [`verify_receipt`], then
-/// [`Client::consume_receipt`](crate::Client::consume_receipt), so that the action
-/// runs once however often the receipt is replayed. Returns the claims.
-pub async fn verify_and_consume(
-    client: &mut crate::Client,
-    token: &str,
-    keys: &JwkSet,
-    tenant: &str,
-    action: &Action,
-) -> Result<Claims, CheckError> {
-    let claims = verify_receipt(token, keys, tenant, action)?;
-    client.consume_receipt(token).await?;
-    Ok(claims)
-}
-
 /// The key `kid` names in `keys`.
 fn key_of(kid: Option<String>, keys: &JwkSet) -> Result<DecodingKey, ReceiptError> {
     let kid = kid.ok_or(ReceiptError::UnknownKey)?;
@@ -510,54 +403,9 @@ pub fn verify_audit_head(
 
 #[cfg(test)]
 mod tests {
+    use askgate_proto::v1::QuestionOption;
+
     use super::*;
-
-    #[test]
-    fn the_action_digest_ignores_key_order_and_spacing() {
-        let a = action_digest("deploy", r#"{"env":"prod","replicas":3}"#).expect("in a test");
-        let b =
-            action_digest("deploy", "{ \"replicas\": 3,\n \"env\": \"prod\" }").expect("in a test");
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 64);
-        assert_ne!(
-            a,
-            action_digest("deploy", r#"{"env":"prod","replicas":4}"#).expect("in a test")
-        );
-        assert_ne!(
-            a,
-            action_digest("Deploy", r#"{"env":"prod","replicas":3}"#).expect("in a test")
-        );
-    }
-
-    #[test]
-    fn the_action_digest_is_sha256_of_the_canonical_json() {
-        // RFC 8785: keys sorted by UTF-16 code units, no spaces, numbers as ES6 prints
-        // them (1e3 is 1000, 1.50 is 1.5).
-        let digest = action_digest("x", r#"{"b":1e3,"a":[1.50,"é"]}"#).expect("in a test");
-        let text = r#"{"arguments":{"a":[1.5,"é"],"b":1000},"name":"x"}"#;
-        assert_eq!(digest, hex::encode(Sha256::digest(text.as_bytes())));
-    }
-
-    #[test]
-    fn arguments_a_double_would_change_have_no_digest() {
-        // The digest of 1234567890123456789 would be that of 1234567890123456800: two
-        // actions, one digest. Both are refused, naming the number.
-        for arguments in [
-            r#"{"user_id": 1234567890123456789}"#,
-            r#"{"user_id": 1234567890123456800}"#,
-            r#"{"amount": 0.30000000000000000001}"#,
-        ] {
-            assert!(
-                matches!(
-                    action_digest("pay", arguments),
-                    Err(DigestError::Inexact { .. })
-                ),
-                "{arguments}"
-            );
-        }
-        assert!(action_digest("pay", r#"{"user_id": "1234567890123456789"}"#).is_ok());
-        assert!(action_digest("pay", r#"{"amount": 0.3, "n": 9007199254740991}"#).is_ok());
-    }
 
     fn answer(id: &str, selected: &[&str], custom: Option<&str>) -> QuestionAnswer {
         QuestionAnswer {
@@ -611,11 +459,11 @@ mod tests {
 
     #[test]
     fn the_default_approving_answer_is_the_first_option_of_the_first_question() {
-        let question = |id: &str, labels: &[&str]| crate::proto::Question {
+        let question = |id: &str, labels: &[&str]| Question {
             id: id.into(),
             options: labels
                 .iter()
-                .map(|l| crate::proto::QuestionOption {
+                .map(|l| QuestionOption {
                     label: (*l).into(),
                     description: None,
                 })
@@ -640,48 +488,6 @@ mod tests {
         assert_eq!(
             approving_answers(&named, &questions),
             named.approving_answers
-        );
-    }
-
-    #[test]
-    fn arguments_that_are_not_json_have_no_digest() {
-        assert!(matches!(
-            action_digest("x", "{nope"),
-            Err(DigestError::NotJson(_))
-        ));
-    }
-
-    #[test]
-    fn secret_answers_leave_only_their_id() {
-        let answers = [
-            QuestionAnswer {
-                id: "go".into(),
-                selected: vec!["Yes".into()],
-                custom: None,
-            },
-            QuestionAnswer {
-                id: "otp".into(),
-                selected: Vec::new(),
-                custom: Some("123456".into()),
-            },
-        ];
-        let value = answers_value(&answers, |id| id == "otp");
-        assert_eq!(
-            canonical(&value),
-            r#"[{"id":"go","selected":["Yes"]},{"id":"otp","secret":true}]"#
-        );
-        assert_eq!(
-            answers_digest(&answers, |id| id == "otp"),
-            answers_digest(
-                &[
-                    answers[0].clone(),
-                    QuestionAnswer {
-                        custom: Some("654321".into()),
-                        ..answers[1].clone()
-                    }
-                ],
-                |id| id == "otp"
-            )
         );
     }
 }
