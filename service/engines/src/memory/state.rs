@@ -7,7 +7,7 @@
 //! way round.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     hash::{BuildHasher, RandomState},
     sync::{
         Arc,
@@ -18,8 +18,7 @@ use std::{
 
 use askgate_core::{
     backend::{
-        Asked, Attached, Committed, Holder, Registered, RequestAbort, Scope, StateConfig, Stats,
-        Tap,
+        Asked, Attached, Committed, Holder, Registered, RequestAbort, StateConfig, Stats, Tap,
         audit::{self, AuditEntry},
         events::{self, Message, message},
     },
@@ -38,15 +37,17 @@ use super::{
     MemoryAuditStore,
     agents::{Agents, AskKeys},
     durable::Durable,
-    journal::{AddedAsk, Change, Journal, Stored, StoredRequestState},
+    journal::{AddedAsk, Change, Journal},
     session::{HistoryLimits, PendingAsk, Session},
-    shard::{Shard, tenant_replay},
+    shard::Shard,
     tenants::Tenants,
 };
 
-/// A replay and the receiver of the live events after it, taken under the same lock.
+mod follow;
 mod pending;
+mod restore;
 
+/// A replay and the receiver of the live events after it, taken under the same lock.
 pub(super) type Followed = (VecDeque<Message>, broadcast::Receiver<Message>);
 
 pub(super) struct Inner {
@@ -555,122 +556,6 @@ impl Inner {
         self.durable
             .report(move || Committed::new(tenant, reported, None));
         Ok(Registered { rpc_id, outcome })
-    }
-
-    /// Starts (or, after a lag, restarts) following one session: the replay and a
-    /// receiver taken under the same lock, so nothing falls between them.
-    pub(super) fn follow_session(
-        &self,
-        key: &SessionKey,
-        after: Option<&str>,
-        lagged: bool,
-        take_exclusive: bool,
-    ) -> Result<Followed, Error> {
-        let mut shard = self.shard(key);
-        self.check_open()?;
-        let config = &self.config;
-        let followed = self.session(&mut shard, key).and_then(|session| {
-            let receiver = session.subscribe(
-                config.max_subscribers_per_session,
-                lagged,
-                take_exclusive,
-                config.subscriber_buffer,
-            )?;
-            Ok((session.replay(after, lagged), receiver))
-        });
-        if followed.is_err() {
-            // A session made only for this subscription does not stay.
-            self.retire_if_unused(&mut shard, key);
-        }
-        followed
-    }
-
-    /// Starts (or restarts) following every session of a tenant. All shards are locked
-    /// in index order so the snapshot and the receiver describe one instant.
-    pub(super) fn follow_tenant(
-        &self,
-        tenant: &Arc<str>,
-        reset_first: bool,
-        lagged: bool,
-        passive: bool,
-    ) -> Result<Followed, Error> {
-        let shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
-        self.check_open()?;
-        let limit = self.config.max_all_sessions_per_tenant;
-        let receiver = self.tenants.subscribe(tenant, limit, lagged, passive)?;
-        let shards: Vec<&Shard> = shards.iter().map(|shard| &**shard).collect();
-        Ok((tenant_replay(&shards, tenant, reset_first), receiver))
-    }
-
-    /// A subscription ended: note when the scope lost its last subscriber (the
-    /// reconnect grace counts from there) and retire the session if it is unused.
-    pub(super) fn unsubscribed(&self, scope: &Scope, exclusive: bool, passive: bool) {
-        match scope {
-            Scope::Session(key) => {
-                let mut shard = self.shard(key);
-                if let Some(session) = shard.session_mut(key) {
-                    session.unsubscribed(exclusive);
-                }
-                self.retire_if_unused(&mut shard, key);
-            }
-            Scope::Tenant(tenant) => self.tenants.unsubscribed(tenant, passive),
-        }
-    }
-
-    /// Puts the state a store kept in place, before the engine serves: sessions with
-    /// their histories and pending asks (which wait out the reconnect grace from now),
-    /// request records, agent leases. Returns the pending asks whose agent's lease is
-    /// gone, to abort.
-    pub(super) fn restore(&self, stored: Stored) -> AskKeys {
-        let retire_at = Instant::now() + self.config.reconnect_grace;
-        // The pending asks made under each lease: (tenant, agent_id, incarnation).
-        let mut by_lease: HashMap<(Arc<str>, String, String), AskKeys> = HashMap::new();
-        let (mut epochs, mut orders) = (0, 0);
-        for session in stored.sessions {
-            let key = session.key.clone();
-            let Ok(tenant_tx) = self.tenants.admit_session(&key.tenant, usize::MAX) else {
-                continue;
-            };
-            epochs = epochs.max(session.epoch + 1);
-            let session = Session::restore(session, tenant_tx);
-            orders = orders.max(session.next_order());
-            let (count, bytes) = session.pending_size();
-            self.tenants.restore_pending(&key.tenant, count, bytes);
-            for (agent, rpc_id) in session.asks_of_agents() {
-                let lease = (
-                    key.tenant.clone(),
-                    agent.agent_id.clone(),
-                    agent.incarnation.clone(),
-                );
-                let ask = (key.clone(), rpc_id.to_owned());
-                by_lease.entry(lease).or_default().insert(ask);
-            }
-            self.shard(&key).restore_session(key, session, retire_at);
-        }
-        self.next_epoch.fetch_max(epochs, Ordering::Relaxed);
-        self.next_order.fetch_max(orders, Ordering::Relaxed);
-        let mut requests = stored.requests;
-        // Oldest expiry first, as the shards' expiry queues hold them.
-        requests.sort_by_key(|r| match &r.state {
-            StoredRequestState::Pending { .. } => SystemTime::UNIX_EPOCH,
-            StoredRequestState::Done { expires, .. } => *expires,
-        });
-        let (now, wall) = (Instant::now(), SystemTime::now());
-        for request in requests {
-            let tenant = request.key.tenant.clone();
-            let held = self.shard(&request.key).restore_request(request, now, wall);
-            self.tenants.hold_outcome(&tenant, held);
-        }
-        for agent in stored.agents {
-            let lease = (
-                agent.tenant.clone(),
-                agent.agent_id.clone(),
-                agent.incarnation.clone(),
-            );
-            let asks = by_lease.remove(&lease).unwrap_or_default();
-            self.agents.restore(&self.tenants, agent, asks);
-        }
-        by_lease.into_values().flatten().collect()
     }
 }
 

@@ -10,6 +10,7 @@
 //! - `fanout`: carries the events the scripts publish to the nodes that care;
 //! - `engine`: the `Backend` on both, with what a node keeps for itself.
 
+mod cluster;
 mod connection;
 mod engine;
 mod fanout;

@@ -4,6 +4,7 @@
 
 mod asking;
 mod quorum;
+mod settling;
 
 use self::asking::schedules_something;
 
