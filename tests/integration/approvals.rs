@@ -9,6 +9,7 @@ use askgate_client::{
     receipt::{self, Decision, ReceiptError, Verify, verify_receipt, verify_receipt_with},
 };
 use askgate_proto::v1::{Action, AnswerRequest, Resolution, Resolved};
+use askgate_server::server::ApprovalConfig;
 use askgate_server::server::ServerConfig;
 use jsonwebtoken::jwk::JwkSet;
 
@@ -27,8 +28,11 @@ pub(crate) const KEY_B: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCI
 /// A server that signs receipts with `pem`, valid for `ttl`.
 pub(crate) async fn signing(dir: &TempDir, pem: &str, ttl: Duration) -> TestServer {
     TestServer::start_with(ServerConfig {
-        receipt_key_files: vec![dir.file("receipt.pem", pem)],
-        receipt_ttl: ttl,
+        approvals: ApprovalConfig {
+            receipt_key_files: vec![dir.file("receipt.pem", pem)],
+            receipt_ttl: ttl,
+            ..test_config().approvals
+        },
         ..test_config()
     })
     .await

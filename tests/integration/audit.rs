@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use askgate_client::{Ask, Client, Event, answer, question};
 use askgate_proto::v1::{AuditRecord, CreateEndpointRequest};
+use askgate_server::server::ApprovalConfig;
 use askgate_server::{backend::audit, server::ServerConfig, webhooks::WebhookConfig};
 use serde_json::Value;
 use tokio_stream::StreamExt;
@@ -332,7 +333,10 @@ async fn three_nodes_keep_one_chain_with_every_resolution() {
     const ASKS: usize = 60;
     let keys_dir = TempDir::new();
     let config = ServerConfig {
-        receipt_key_files: vec![keys_dir.file("receipt.pem", crate::approvals::KEY_A)],
+        approvals: ApprovalConfig {
+            receipt_key_files: vec![keys_dir.file("receipt.pem", crate::approvals::KEY_A)],
+            ..test_config().approvals
+        },
         ..test_config()
     };
     let first = TestServer::start_with(config.clone()).await;

@@ -8,6 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::ConnectEmailRequest;
+use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
 use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -157,14 +158,23 @@ fn encode(value: &str) -> String {
 
 async fn server(smtp: &Smtp, dir: &TempDir) -> TestServer {
     TestServer::start_with(ServerConfig {
-        smtp_url: Some(format!("smtp://127.0.0.1:{}", smtp.port)),
-        email_from: Some("askgate <askgate@example.com>".into()),
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
-        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
         webhooks: WebhookConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
             ..WebhookConfig::default()
+        },
+        channels: ChannelConfig {
+            smtp_url: Some(format!("smtp://127.0.0.1:{}", smtp.port)),
+            email_from: Some("askgate <askgate@example.com>".into()),
+            ..test_config().channels
+        },
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
+        },
+        http: HttpConfig {
+            public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+            ..test_config().http
         },
         ..test_config()
     })

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{AgentRef, AskRequest};
+use askgate_server::server::{AskConfig, TransportConfig};
 use askgate_server::{ServerConfig, backend::StateConfig, domain::Limits};
 use tonic::Code;
 
@@ -68,7 +69,10 @@ async fn oversize_input_is_refused_before_it_is_stored() {
             max_questions: 2,
             ..Limits::default()
         },
-        max_message_bytes: 64 * 1024,
+        transport: TransportConfig {
+            max_message_bytes: 64 * 1024,
+            ..crate::support::test_config().transport
+        },
         ..crate::support::test_config()
     };
     let server = TestServer::start_with(config).await;
@@ -217,7 +221,10 @@ on_every_backend!(
 
 async fn ask_expired_at_the_servers_maximum_wait() {
     let server = TestServer::start_with(ServerConfig {
-        max_wait: Duration::from_millis(200),
+        asks: AskConfig {
+            max_wait: Duration::from_millis(200),
+            ..crate::support::test_config().asks
+        },
         ..crate::support::test_config()
     })
     .await;

@@ -5,6 +5,7 @@
 use askgate_client::{Ask, question};
 use askgate_proto::v1::{ListPendingRequest, SubscribeRequest, subscribe_response::Event as Wire};
 
+use askgate_server::server::HttpConfig;
 use askgate_server::{server::ServerConfig, web::CorsOrigins};
 
 use crate::support::{TestServer, http1, test_config, web_client, within};
@@ -89,7 +90,10 @@ fn preflight(server: &TestServer, origin: &str) -> http::request::Builder {
 #[tokio::test]
 async fn cors_admits_the_configured_origins_only() {
     let config = ServerConfig {
-        cors: CorsOrigins::parse(&["https://app.example".into()]).expect("an origin"),
+        http: HttpConfig {
+            cors: CorsOrigins::parse(&["https://app.example".into()]).expect("an origin"),
+            ..test_config().http
+        },
         ..test_config()
     };
     let server = TestServer::start_with(config).await;
@@ -184,7 +188,10 @@ async fn the_console_is_served_on_the_api_listener_unless_turned_off() {
     assert!(!script.body().is_empty());
 
     let off = TestServer::start_with(ServerConfig {
-        console: false,
+        http: HttpConfig {
+            console: false,
+            ..test_config().http
+        },
         ..test_config()
     })
     .await;

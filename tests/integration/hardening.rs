@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use askgate_client::{Ask, question};
 use askgate_proto::v1::{ListPendingRequest, user_questions_client::UserQuestionsClient};
+use askgate_server::server::HttpConfig;
 use askgate_server::{ServerConfig, origin::PublicUrl, server::AuthConfig};
 use prost::Message as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -167,7 +168,10 @@ async fn a_rebound_web_page_reaches_no_entry() {
 #[tokio::test]
 async fn the_public_url_is_accepted_on_a_loopback_listener() {
     let server = TestServer::start_with(ServerConfig {
-        public_url: Some(PublicUrl::parse("https://askgate.example.com").expect("url")),
+        http: HttpConfig {
+            public_url: Some(PublicUrl::parse("https://askgate.example.com").expect("url")),
+            ..test_config().http
+        },
         ..test_config()
     })
     .await;
@@ -581,8 +585,8 @@ async fn silent_connections_are_closed_and_requests_in_flight_are_not() {
 
     let idle = std::time::Duration::from_millis(500);
     let mut config = test_config();
-    config.connections.idle_timeout = idle;
-    config.keepalive_interval = std::time::Duration::from_millis(100);
+    config.transport.connections.idle_timeout = idle;
+    config.transport.keepalive_interval = std::time::Duration::from_millis(100);
     let server = TestServer::start_with(config).await;
 
     // An Ask in flight, and a browser's Subscribe over HTTP/1.1 with no events.
@@ -653,9 +657,9 @@ async fn http2_connections_that_only_ping_are_closed() {
 
     let idle = std::time::Duration::from_millis(700);
     let mut config = test_config();
-    config.connections.idle_timeout = idle;
-    config.connections.max_connections = 4;
-    config.keepalive_interval = std::time::Duration::from_millis(100);
+    config.transport.connections.idle_timeout = idle;
+    config.transport.connections.max_connections = 4;
+    config.transport.keepalive_interval = std::time::Duration::from_millis(100);
     let server = TestServer::start_with(config).await;
     let mut pinging = Vec::new();
     for _ in 0..4 {
@@ -695,7 +699,7 @@ async fn http2_connections_that_only_ping_are_closed() {
 #[tokio::test]
 async fn past_max_connections_a_connection_is_closed_at_once() {
     let mut config = test_config();
-    config.connections.max_connections = 10;
+    config.transport.connections.max_connections = 10;
     let server = TestServer::start_with_metrics(config).await;
     let mut held = Vec::new();
     for _ in 0..10 {

@@ -13,6 +13,7 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::ConnectNtfyRequest;
+use askgate_server::server::{ApprovalConfig, HttpConfig};
 use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -261,13 +262,19 @@ async fn http(server: &TestServer, method: &str, path: &str) -> u16 {
 async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
     let (fake, dir) = (FakeNtfy::start().await, TempDir::new());
     let server = TestServer::start_with(ServerConfig {
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
-        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
         webhooks: WebhookConfig {
             allow_private: true,
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
             ..WebhookConfig::default()
+        },
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
+        },
+        http: HttpConfig {
+            public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+            ..test_config().http
         },
         ..test_config()
     })
@@ -468,8 +475,14 @@ on_every_backend!(
 async fn an_internal_ntfy_server_is_refused_at_connect() {
     let dir = TempDir::new();
     let server = TestServer::start_with(ServerConfig {
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
-        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
+        },
+        http: HttpConfig {
+            public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+            ..test_config().http
+        },
         ..test_config()
     })
     .await;

@@ -10,6 +10,7 @@ use askgate_client::{
     receipt::{Decision, ReceiptError, verify_receipt},
 };
 use askgate_proto::v1::{AskResponse, QuestionAnswer, SubscribeRequest};
+use askgate_server::server::ApprovalConfig;
 use askgate_server::server::{AuthConfig, ServerConfig};
 use serde_json::{Value, json};
 
@@ -51,7 +52,10 @@ async fn keyed(keys: Value, config: ServerConfig) -> Keyed {
     let (path, tokens) = crate::scenarios::keys_file(&dir, &keys).await;
     let config = ServerConfig {
         auth: AuthConfig::Keys(path.into()),
-        receipt_key_files: vec![dir.file("receipt.pem", KEY_A)],
+        approvals: ApprovalConfig {
+            receipt_key_files: vec![dir.file("receipt.pem", KEY_A)],
+            ..config.approvals
+        },
         ..config
     };
     Keyed {

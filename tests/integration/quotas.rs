@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use askgate_client::{Ask, Client, Reason, question};
+use askgate_server::questions::AskRate;
+use askgate_server::server::AskConfig;
 use askgate_server::{ServerConfig, backend::StateConfig, domain::Limits};
 use tonic::Code;
 
@@ -137,8 +139,13 @@ on_every_backend!(
 
 async fn the_ask_rate_per_tenant() {
     let server = TestServer::start_with(ServerConfig {
-        ask_rate: 1,
-        ask_burst: 2,
+        asks: AskConfig {
+            rate: AskRate {
+                per_second: 1,
+                burst: 2,
+            },
+            ..test_config().asks
+        },
         ..test_config()
     })
     .await;

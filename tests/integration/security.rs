@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use askgate_client::{Ask, Client, Error, Event, Reason, answer, question};
 use askgate_proto::v1::SubscribeRequest;
+use askgate_server::server::MetricsConfig;
 use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
@@ -556,7 +557,10 @@ async fn the_metrics_listener_can_require_a_bearer_token() {
     let dir = TempDir::new();
     let token_file = dir.file("metrics-token", "scrape-me-please\n");
     let config = ServerConfig {
-        metrics_auth: MetricsAuth::Bearer(token_file),
+        metrics: MetricsConfig {
+            auth: MetricsAuth::Bearer(token_file),
+            ..test_config().metrics
+        },
         ..test_config()
     };
     let server = TestServer::start_with_metrics(config).await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use askgate_client::{Ask, Event, Reason, question};
 use askgate_proto::v1::Resolution;
 use askgate_server::ServerConfig;
+use askgate_server::server::TransportConfig;
 use tokio_stream::StreamExt;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
@@ -19,8 +20,11 @@ use crate::support::{Backend, TestServer, next_requested, subscribed, until_sync
 
 async fn shutdown_disposes_pending_asks_and_ends_every_stream() {
     let server = TestServer::start_with(ServerConfig {
-        // Far longer than the test's bounded wait: the server must stop by itself.
-        drain_timeout: Duration::from_secs(600),
+        transport: TransportConfig {
+            // Far longer than the test's bounded wait: the server must stop by itself.
+            drain_timeout: Duration::from_secs(600),
+            ..crate::support::test_config().transport
+        },
         ..crate::support::test_config()
     })
     .await;

@@ -18,6 +18,7 @@ use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
+use askgate_server::server::{ApprovalConfig, ChannelConfig};
 use askgate_server::{ServerConfig, webhooks::WebhookConfig};
 use askgate_testing::RedisServer;
 use bytes::Bytes;
@@ -484,12 +485,18 @@ fn connect_request() -> ConnectSlackRequest {
 /// A server posting to `fake`, with a quick retry and a secret key.
 async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
     TestServer::start_with(ServerConfig {
-        slack_api_url: fake.url.clone(),
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
         webhooks: WebhookConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
             ..WebhookConfig::default()
+        },
+        channels: ChannelConfig {
+            slack_api_url: fake.url.clone(),
+            ..test_config().channels
+        },
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
         },
         ..test_config()
     })
@@ -1251,8 +1258,14 @@ async fn every_question_shape_is_taken_by_slack() {
             max_options: 100,
             ..Default::default()
         },
-        slack_api_url: fake.url.clone(),
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+        channels: ChannelConfig {
+            slack_api_url: fake.url.clone(),
+            ..test_config().channels
+        },
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
+        },
         ..test_config()
     })
     .await;

@@ -3,6 +3,7 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Client, Event, Events};
+use askgate_server::questions::AskRate;
 use askgate_server::{
     ServerConfig,
     server::{BackendChoice, RedisConfig},
@@ -164,14 +165,19 @@ impl SharedRedis {
     }
 }
 
-/// The defaults, except the per-tenant Ask rate limit: the load-shaped tests run
-/// thousands of asks in one tenant (the limit has a test of its own).
+/// The defaults, except the per-tenant Ask rate limit (the load-shaped tests run
+/// thousands of asks in one tenant; the limit has a test of its own) and the engine:
+/// memory, which each test's engine ([`Backend::current`]) replaces.
 pub fn test_config() -> ServerConfig {
-    ServerConfig {
-        ask_rate: 1_000_000,
-        ask_burst: 1_000_000,
+    let mut config = ServerConfig {
+        backend: BackendChoice::Memory,
         ..ServerConfig::default()
-    }
+    };
+    config.asks.rate = AskRate {
+        per_second: 1_000_000,
+        burst: 1_000_000,
+    };
+    config
 }
 
 /// An askgate server running in this process on 127.0.0.1:0. Stopped on drop.

@@ -15,6 +15,7 @@ use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::{
     ConnectTelegramRequest, ListEndpointsRequest, webhooks_client::WebhooksClient,
 };
+use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
 use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -444,13 +445,22 @@ async fn server(fake: &FakeTelegram, dir: &TempDir) -> TestServer {
             max_options: 100,
             ..Default::default()
         },
-        telegram_api_url: fake.url.clone(),
-        secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
-        public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
         webhooks: WebhookConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
             ..WebhookConfig::default()
+        },
+        channels: ChannelConfig {
+            telegram_api_url: fake.url.clone(),
+            ..test_config().channels
+        },
+        approvals: ApprovalConfig {
+            secret_key_file: Some(dir.file("secret.key", SECRET_KEY)),
+            ..test_config().approvals
+        },
+        http: HttpConfig {
+            public_url: Some(PublicUrl::parse(PUBLIC).expect("a public url")),
+            ..test_config().http
         },
         ..test_config()
     })

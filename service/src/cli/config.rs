@@ -130,14 +130,17 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(args.listen.to_string(), "0.0.0.0:6000");
-        assert_eq!(args.redis_url.as_deref(), Some("redis://redis:6379"));
-        assert_eq!(args.redis_lease, Duration::from_secs(20));
-        assert_eq!(args.max_questions, 4, "the command line wins");
-        assert!(args.redis_cluster);
-        assert!(!args.allow_anonymous);
-        assert!(!args.console);
         assert_eq!(
-            args.cors_origins,
+            args.backend.redis_url.as_deref(),
+            Some("redis://redis:6379")
+        );
+        assert_eq!(args.backend.redis_lease, Duration::from_secs(20));
+        assert_eq!(args.limits.max_questions, 4, "the command line wins");
+        assert!(args.backend.redis_cluster);
+        assert!(!args.auth.allow_anonymous);
+        assert!(!args.http.console);
+        assert_eq!(
+            args.http.cors_origins,
             ["https://a.example", "https://b.example"]
         );
     }
@@ -149,8 +152,8 @@ mod tests {
             &[],
         )
         .expect("parses");
-        assert_eq!(args.cors_origins, ["https://a.example"]);
-        assert_eq!(args.public_url.as_deref(), Some("https://q.example"));
+        assert_eq!(args.http.cors_origins, ["https://a.example"]);
+        assert_eq!(args.http.public_url.as_deref(), Some("https://q.example"));
     }
 
     #[test]

@@ -49,7 +49,7 @@ const OUTCOME_RETENTION: Duration = Duration::from_secs(600);
 pub const AWAIT_TOOL: &str = "await_user_answer";
 
 /// How the MCP server asks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConfig {
     /// Longest one tool call waits before it returns "still waiting"; `None`: until
     /// the ask is resolved.

@@ -24,7 +24,9 @@ use crate::{
     backend::{Backend, StateConfig, audit::AuditStore, hooks::HookStore},
     domain::Limits,
     listener::ConnectionLimits,
+    mcp::McpConfig,
     origin::PublicUrl,
+    questions::AskRate,
     web::CorsOrigins,
     webhooks::{
         Channels, WebhookConfig,
@@ -37,61 +39,169 @@ use crate::{
 };
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
-#[derive(Debug, Clone)]
+/// Each part is owned by a type of its own, whose `Default` is the part's defaults
+/// (and the flags'); `ServerConfig::default()` is `askgate serve` without flags.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
+    /// The size of what one request may hold.
     pub limits: Limits,
     /// The sizes, limits and windows of the state, on either engine.
     pub settings: StateConfig,
+    /// How asks wait, how fast a tenant may start them, and what reminds of them.
+    pub asks: AskConfig,
+    /// Connections, HTTP/2, message sizes and shutdown.
+    pub transport: TransportConfig,
+    /// How callers authenticate.
+    pub auth: AuthConfig,
+    /// Server TLS (and mTLS); plaintext when `None`.
+    pub tls: Option<TlsConfig>,
+    /// What the metrics listener serves, and to whom.
+    pub metrics: MetricsConfig,
+    /// Where state lives: SQLite in a data directory (default), this process, or
+    /// Redis, shared by several nodes.
+    pub backend: BackendChoice,
+    /// The HTTP side of the port: browsers' origins, the console, the public URL.
+    pub http: HttpConfig,
+    /// MCP over streamable HTTP at `/mcp`.
+    pub mcp: McpServing,
+    /// Serve the A2A protocol: its gRPC service and the agent card.
+    pub a2a: bool,
+    /// Webhook delivery: retries, timeouts, per-tenant caps, private addresses.
+    pub webhooks: WebhookConfig,
+    /// Where the chat and mail channels send.
+    pub channels: ChannelConfig,
+    /// The keys of sealed secrets and receipts, and how long proof is kept.
+    pub approvals: ApprovalConfig,
+}
+
+/// How asks wait and how fast they may come.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskConfig {
     /// Longest an Ask waits when its caller set no deadline or a longer one.
     pub max_wait: Duration,
-    /// How long shutdown waits for calls and connections to finish.
-    pub drain_timeout: Duration,
-    /// HTTP/2 PING interval, so dead peers (and their Asks) are noticed.
+    /// Asks a tenant may start per second (sustained), and at once above it.
+    pub rate: AskRate,
+    /// The reminder schedule of asks that set none (all zero: none).
+    pub default_notify: NotifyPolicy,
+    /// Interval of the heartbeats on an agent's Attach stream.
+    pub agent_heartbeat: Duration,
+}
+
+impl Default for AskConfig {
+    fn default() -> Self {
+        Self {
+            max_wait: Duration::from_secs(3600),
+            rate: AskRate {
+                per_second: 1000,
+                burst: 2000,
+            },
+            default_notify: NotifyPolicy::default(),
+            agent_heartbeat: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Connections, HTTP/2 and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Largest request message accepted.
+    pub max_message_bytes: usize,
+    /// HTTP/2 PING interval, so dead peers (and their Asks) are noticed; a
+    /// connection's TCP keepalive too.
     pub keepalive_interval: Duration,
     /// How long a PING may go unanswered before the connection is closed.
     pub keepalive_timeout: Duration,
     /// HTTP/2 stream limit and flow-control windows.
     pub http2: Http2Limits,
     /// Connections at once, and how long one may idle (`--max-connections`,
-    /// `--idle-timeout`); its TCP keepalive is `keepalive_interval`.
+    /// `--idle-timeout`); their TCP keepalive is `keepalive_interval`.
     pub connections: ConnectionLimits,
-    /// Largest request message accepted.
-    pub max_message_bytes: usize,
-    /// Interval of the heartbeats on an agent's Attach stream.
-    pub agent_heartbeat: Duration,
-    /// How callers authenticate.
-    pub auth: AuthConfig,
-    /// Server TLS (and mTLS); plaintext when `None`.
-    pub tls: Option<TlsConfig>,
-    /// Asks a tenant may start per second (sustained); bursts up to `ask_burst`.
-    pub ask_rate: u32,
-    pub ask_burst: u32,
+    /// How long shutdown waits for calls and connections to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 4 * 1024 * 1024,
+            keepalive_interval: Duration::from_secs(20),
+            keepalive_timeout: Duration::from_secs(10),
+            http2: Http2Limits::default(),
+            connections: ConnectionLimits::default(),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The metrics listener (`--metrics-*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
     /// Label metrics by tenant (more series; off by default).
-    pub metrics_tenant_labels: bool,
-    /// Who may scrape the metrics listener.
-    pub metrics_auth: MetricsAuth,
-    /// Where state lives: this process (default) or Redis, shared by several nodes.
-    pub backend: BackendChoice,
+    pub tenant_labels: bool,
+    /// Who may scrape.
+    pub auth: MetricsAuth,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            tenant_labels: false,
+            auth: MetricsAuth::Anonymous {
+                allow_remote: false,
+            },
+        }
+    }
+}
+
+/// The HTTP side of the port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
     /// Which other origins' web pages may call the API over gRPC-Web
     /// (`--allowed-origin`).
     pub cors: CorsOrigins,
     /// The URL this node is reached by from outside (`--public-url`): its host is
-    /// accepted on a loopback listener, its origin from browsers.
+    /// accepted on a loopback listener, its origin from browsers, and the channels'
+    /// links point to it.
     pub public_url: Option<PublicUrl>,
     /// Serve the browser console at `/console/`.
     pub console: bool,
-    /// Serve MCP over streamable HTTP at `/mcp`.
-    pub mcp: bool,
-    /// Serve the A2A protocol: its gRPC service and the agent card.
-    pub a2a: bool,
-    /// Longest one MCP tool call waits before it returns "still waiting".
-    pub mcp_max_wait: Option<Duration>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            cors: CorsOrigins::SameOrigin,
+            public_url: None,
+            console: true,
+        }
+    }
+}
+
+/// MCP at `/mcp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServing {
+    /// Serve it.
+    pub enabled: bool,
     /// MCP sessions this node holds at once, over all tenants.
-    pub max_mcp_sessions: usize,
-    /// Webhook delivery: retries, timeouts, per-tenant caps, private addresses.
-    pub webhooks: WebhookConfig,
-    /// The reminder schedule of asks that set none (all zero: none).
-    pub default_notify: NotifyPolicy,
+    pub max_sessions: usize,
+    /// How its tool asks (the longest one call waits before "still waiting", ...).
+    pub tool: McpConfig,
+}
+
+impl Default for McpServing {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_sessions: 4096,
+            tool: McpConfig::default(),
+        }
+    }
+}
+
+/// Where the channels send: Slack's and Telegram's APIs, and the SMTP server of email
+/// routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelConfig {
     /// Slack's Web API (`--slack-api-url`).
     pub slack_api_url: String,
     /// Where the Telegram Bot API is (`--telegram-api-url`).
@@ -101,8 +211,26 @@ pub struct ServerConfig {
     pub smtp_url: Option<String>,
     pub smtp_password_file: Option<PathBuf>,
     pub email_from: Option<String>,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        Self {
+            slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
+            telegram_api_url: crate::webhooks::telegram::api::DEFAULT_API_URL.to_owned(),
+            smtp_url: None,
+            smtp_password_file: None,
+            email_from: None,
+        }
+    }
+}
+
+/// The keys behind what askgate proves and hides, and how long proof is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalConfig {
     /// The key that seals tenants' secrets (`--secret-key-file`). Without it: a random
-    /// key per process on the memory engine, and no Slack apps on Redis.
+    /// key per process on the memory engine, one kept in the data directory on sqlite,
+    /// and no Slack apps on Redis.
     pub secret_key_file: Option<PathBuf>,
     /// The Ed25519 keys (PKCS#8 PEM) that sign receipts (`--receipt-key-file`): the
     /// first signs, all are published. Empty: no receipts.
@@ -111,6 +239,17 @@ pub struct ServerConfig {
     pub receipt_ttl: Duration,
     /// How long audit records are kept (`--audit-retention`).
     pub audit_retention: Duration,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        Self {
+            secret_key_file: None,
+            receipt_key_files: Vec::new(),
+            receipt_ttl: crate::approvals::DEFAULT_RECEIPT_TTL,
+            audit_retention: crate::approvals::audit::DEFAULT_RETENTION,
+        }
+    }
 }
 
 /// HTTP/2 limits of every connection (`--http2-*`).
@@ -155,6 +294,18 @@ pub enum BackendChoice {
     },
 }
 
+/// The data directory of `--backend sqlite` unless `--data-dir` names another.
+pub const DEFAULT_DATA_DIR: &str = "askgate-data";
+
+impl Default for BackendChoice {
+    /// The durable default: SQLite in `askgate-data` under the working directory.
+    fn default() -> Self {
+        Self::Sqlite {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+        }
+    }
+}
+
 /// A node's stores: the engine, the webhook store and the audit log, side by side,
 /// and the key that seals what they keep of tenants' secrets.
 pub(super) type Stores = (
@@ -174,7 +325,7 @@ impl ServerConfig {
     /// outlive it or lives beside it; none on Redis without the flag (every node must
     /// open what another sealed).
     fn sealing_key(&self) -> anyhow::Result<Option<Arc<SealingKey>>> {
-        Ok(match (&self.secret_key_file, &self.backend) {
+        Ok(match (&self.approvals.secret_key_file, &self.backend) {
             (Some(path), _) => {
                 let (key, warning) = SealingKey::from_file(path)
                     .with_context(|| format!("--secret-key-file {}", path.display()))?;
@@ -208,9 +359,14 @@ impl ServerConfig {
 
     /// Slack: its Web API, and the key that seals apps' secrets.
     pub(super) fn telegram(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Telegram> {
-        let public = self.public_url.as_ref().map(PublicUrl::origin);
-        Telegram::new(&self.telegram_api_url, self.webhooks.timeout, public, key)
-            .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
+        let public = self.http.public_url.as_ref().map(PublicUrl::origin);
+        Telegram::new(
+            &self.channels.telegram_api_url,
+            self.webhooks.timeout,
+            public,
+            key,
+        )
+        .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
     }
 
     /// The chat channels the node posts to, mails and pushes to.
@@ -226,14 +382,15 @@ impl ServerConfig {
 
     /// What signs the links of mail and pushes.
     pub(super) fn links(&self, key: Option<Arc<SealingKey>>) -> Signer {
-        Signer::new(key, self.public_url.as_ref().map(PublicUrl::origin))
+        Signer::new(key, self.http.public_url.as_ref().map(PublicUrl::origin))
     }
 
     pub(super) fn email(&self, links: Signer) -> anyhow::Result<Email> {
-        let smtp = match (&self.smtp_url, &self.email_from) {
+        let smtp = match (&self.channels.smtp_url, &self.channels.email_from) {
             (Some(url), Some(from)) => Some(SmtpConfig {
                 url,
                 password: self
+                    .channels
                     .smtp_password_file
                     .as_deref()
                     .map(|path| {
@@ -257,9 +414,9 @@ impl ServerConfig {
     }
 
     pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {
-        let slack = Slack::new(&self.slack_api_url, self.webhooks.timeout, key)
+        let slack = Slack::new(&self.channels.slack_api_url, self.webhooks.timeout, key)
             .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
-        Ok(match &self.public_url {
+        Ok(match &self.http.public_url {
             Some(url) => slack.with_console(url.origin()),
             None => slack,
         })
@@ -275,7 +432,10 @@ impl ServerConfig {
                     .await
                     .with_context(|| format!("--data-dir {}", data_dir.display()))?;
                 let key_file = data_dir.join(KEY_FILE);
-                if self.secret_key_file.is_none() && engine.has_key() && !key_file.exists() {
+                if self.approvals.secret_key_file.is_none()
+                    && engine.has_key()
+                    && !key_file.exists()
+                {
                     anyhow::bail!(
                         "--data-dir {}: {KEY_FILE} is missing, and the store holds what was \
                          sealed with it: restore it from the backup of the data directory (or \
@@ -403,43 +563,20 @@ impl Default for ServerConfig {
         Self {
             limits: Limits::default(),
             settings: StateConfig::default(),
-            max_wait: Duration::from_secs(3600),
-            drain_timeout: Duration::from_secs(5),
-            keepalive_interval: Duration::from_secs(20),
-            keepalive_timeout: Duration::from_secs(10),
-            http2: Http2Limits::default(),
-            connections: ConnectionLimits::default(),
-            max_message_bytes: 4 * 1024 * 1024,
-            agent_heartbeat: Duration::from_secs(10),
+            asks: AskConfig::default(),
+            transport: TransportConfig::default(),
             auth: AuthConfig::None {
                 allow_anonymous: false,
             },
             tls: None,
-            ask_rate: 1000,
-            ask_burst: 2000,
-            metrics_tenant_labels: false,
-            metrics_auth: MetricsAuth::Anonymous {
-                allow_remote: false,
-            },
-            backend: BackendChoice::Memory,
-            cors: CorsOrigins::SameOrigin,
-            public_url: None,
-            console: true,
-            mcp: true,
+            metrics: MetricsConfig::default(),
+            backend: BackendChoice::default(),
+            http: HttpConfig::default(),
+            mcp: McpServing::default(),
             a2a: false,
-            mcp_max_wait: None,
-            max_mcp_sessions: 4096,
             webhooks: WebhookConfig::default(),
-            slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
-            telegram_api_url: crate::webhooks::telegram::api::DEFAULT_API_URL.to_owned(),
-            smtp_url: None,
-            smtp_password_file: None,
-            email_from: None,
-            secret_key_file: None,
-            default_notify: NotifyPolicy::default(),
-            receipt_key_files: Vec::new(),
-            receipt_ttl: crate::approvals::DEFAULT_RECEIPT_TTL,
-            audit_retention: crate::approvals::audit::DEFAULT_RETENTION,
+            channels: ChannelConfig::default(),
+            approvals: ApprovalConfig::default(),
         }
     }
 }

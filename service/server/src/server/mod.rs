@@ -13,7 +13,9 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 pub use self::config::{
-    AuthConfig, BackendChoice, Http2Limits, KEY_FILE, MetricsAuth, ServerConfig, TlsConfig,
+    ApprovalConfig, AskConfig, AuthConfig, BackendChoice, ChannelConfig, DEFAULT_DATA_DIR,
+    Http2Limits, HttpConfig, KEY_FILE, McpServing, MetricsAuth, MetricsConfig, ServerConfig,
+    TlsConfig, TransportConfig,
 };
 use self::node::{Node, refuse_anonymous_off_loopback};
 /// Where a Redis backend's Redis is (`BackendChoice::Redis`).
@@ -43,7 +45,7 @@ pub async fn run_with_metrics(
         .context("failed to read the listen address")?;
     refuse_anonymous_off_loopback(&config.auth, local_addr)?;
     let node = Node::build(&config).await?;
-    let _metrics = node.serve_metrics(metrics_listener, &config.metrics_auth)?;
+    let _metrics = node.serve_metrics(metrics_listener, &config.metrics.auth)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = node.serve(listener, local_addr, &config, async {
         let _ = stop_rx.await;
@@ -55,12 +57,12 @@ pub async fn run_with_metrics(
         () = shutdown => {}
     }
     info!("shutting down: draining");
-    node.drain(config.drain_timeout).await;
+    node.drain(config.transport.drain_timeout).await;
     let _ = stop_tx.send(());
-    match tokio::time::timeout(config.drain_timeout, server).await {
+    match tokio::time::timeout(config.transport.drain_timeout, server).await {
         Ok(result) => result.context("the gRPC server failed while draining")?,
         Err(_) => warn!(
-            timeout = ?config.drain_timeout,
+            timeout = ?config.transport.drain_timeout,
             "drain timed out; closing the remaining connections"
         ),
     }
@@ -81,8 +83,8 @@ fn announce(config: &ServerConfig, local_addr: std::net::SocketAddr) {
     };
     info!(
         %local_addr,
-        console = %url_or_off(config.console, "/console/"),
-        mcp = %url_or_off(config.mcp, "/mcp"),
+        console = %url_or_off(config.http.console, "/console/"),
+        mcp = %url_or_off(config.mcp.enabled, "/mcp"),
         "askgate listening"
     );
 }

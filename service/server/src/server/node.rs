@@ -33,12 +33,12 @@ use crate::{
     domain::status,
     listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
     mcp::{
-        Asker, McpConfig,
+        Asker,
         http::{McpBudget, McpLayer},
     },
     metrics::{Metrics, ScrapeToken},
     origin::OriginPolicy,
-    questions::{AskRate, Questions},
+    questions::Questions,
     slack::Interactivity,
     web::{AnswersLayer, Console, Jwks},
     webhooks::{HookTasks, Hooks},
@@ -87,7 +87,7 @@ impl Node {
     /// reports SERVING once they are up.
     pub(super) async fn build(config: &ServerConfig) -> anyhow::Result<Self> {
         let auth = Arc::new(config.auth.authenticator()?);
-        let metrics = Metrics::new(config.metrics_tenant_labels);
+        let metrics = Metrics::new(config.metrics.tenant_labels);
         let (backend, hook_store, audit_store, sealing) = config.backend().await?;
         let audit = Audit::new(audit_store);
         if config.webhooks.allow_private {
@@ -107,32 +107,30 @@ impl Node {
         // The audit log's upkeep: records past retention dropped, and admin changes'
         // records a node left unappended taken in.
         let prune_task = TaskGuard(tokio::spawn({
-            let prune = audit.clone().prune_every_hour(config.audit_retention);
+            let prune = audit
+                .clone()
+                .prune_every_hour(config.approvals.audit_retention);
             let drain = audit.clone().drain_every(hooks.store().clone());
             async move {
                 tokio::join!(prune, drain);
             }
         }));
-        let rate = AskRate {
-            per_second: config.ask_rate,
-            burst: config.ask_burst,
-        };
         let mut questions = Questions::new(
             backend.clone(),
             config.limits.clone(),
             metrics.clone(),
-            rate,
+            config.asks.rate,
         )
         .with_hooks(hooks.store().clone())
-        .with_default_notify(config.default_notify)
+        .with_default_notify(config.asks.default_notify)
         .with_max_streams_per_tenant(config.settings.max_streams_per_tenant)
         .with_audit(audit.clone())
         .with_sealing(sealing);
-        let receipts = match config.receipt_key_files.is_empty() {
+        let receipts = match config.approvals.receipt_key_files.is_empty() {
             true => None,
             false => Some(Arc::new(Receipts::from_files(
-                &config.receipt_key_files,
-                config.receipt_ttl,
+                &config.approvals.receipt_key_files,
+                config.approvals.receipt_ttl,
             )?)),
         };
         if let Some(receipts) = &receipts {
@@ -210,11 +208,11 @@ impl Node {
             let gate = gate.clone();
             move |request| gate.authenticate(request)
         };
-        let limit = config.max_message_bytes;
+        let limit = config.transport.max_message_bytes;
         let agents = AgentsApi::new(
             self.questions.clone(),
             gate.clone(),
-            config.agent_heartbeat,
+            config.asks.agent_heartbeat,
             draining.clone(),
         );
         let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
@@ -230,10 +228,10 @@ impl Node {
             config.settings.request_retention,
         );
         let questions =
-            UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.max_wait);
+            UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
         let mut dispatch = Dispatch::default();
         if config.a2a {
-            let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.max_wait);
+            let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
             dispatch = dispatch.serve(InterceptedService::new(
                 A2aServiceServer::new(a2a).max_decoding_message_size(limit),
                 authenticate.clone(),
@@ -283,22 +281,19 @@ impl Node {
 
     /// MCP over streamable HTTP at `/mcp`, unless turned off.
     fn mcp(&self, config: &ServerConfig) -> Option<McpLayer> {
-        config.mcp.then(|| {
+        config.mcp.enabled.then(|| {
             McpLayer::new(
                 Asker::Local {
                     questions: self.questions.clone(),
-                    max_wait: config.max_wait,
+                    max_wait: config.asks.max_wait,
                 },
-                McpConfig {
-                    max_wait: config.mcp_max_wait,
-                    ..McpConfig::default()
-                },
+                config.mcp.tool.clone(),
                 self.gate.clone(),
-                config.max_message_bytes,
+                config.transport.max_message_bytes,
                 self.backend.clone(),
                 McpBudget {
                     per_tenant: config.settings.max_mcp_sessions_per_tenant,
-                    per_node: config.max_mcp_sessions,
+                    per_node: config.mcp.max_sessions,
                 },
                 &self.metrics,
             )
@@ -317,8 +312,8 @@ impl Node {
         let incoming = crate::listener::incoming(
             listener,
             ConnectionLimits {
-                tcp_keepalive: config.keepalive_interval,
-                ..config.connections
+                tcp_keepalive: config.transport.keepalive_interval,
+                ..config.transport.connections
             },
             ConnectionMetrics {
                 open: self.metrics.connections().clone(),
@@ -327,8 +322,8 @@ impl Node {
         );
         let origin_policy = OriginPolicy::new(
             local_addr.ip().is_loopback(),
-            config.public_url.clone(),
-            config.cors.clone(),
+            config.http.public_url.clone(),
+            config.http.cors.clone(),
         );
         let interactivity = Interactivity::new(self.hooks.clone(), self.questions.clone());
         let updates = crate::telegram::Updates::new(self.hooks.clone(), self.questions.clone());
@@ -342,16 +337,20 @@ impl Node {
             // Browsers: CORS answers preflights for other origins' pages (none by
             // default), the console's files are served beside the API, and gRPC-Web is
             // translated.
-            .layer(tower::util::option_layer(config.cors.layer()))
+            .layer(tower::util::option_layer(config.http.cors.layer()))
             .layer(tower::util::option_layer(
-                config.console.then_some(AnswersLayer(Console)),
+                config.http.console.then_some(AnswersLayer(Console)),
             ))
             // MCP over streamable HTTP at /mcp, beside the console.
             .layer(tower::util::option_layer(self.mcp(config)))
             // The A2A agent card (with --a2a on; a 404 that says so otherwise).
             .layer(AnswersLayer(AgentCardPage::new(
                 config.a2a,
-                config.public_url.as_ref().map(|u| u.origin().to_owned()),
+                config
+                    .http
+                    .public_url
+                    .as_ref()
+                    .map(|u| u.origin().to_owned()),
                 config.tls.is_some(),
                 !matches!(config.auth, AuthConfig::None { .. }),
             )))
@@ -401,11 +400,11 @@ fn transport(config: &ServerConfig) -> anyhow::Result<Server> {
     }
     Ok(server
         .accept_http1(true)
-        .http2_keepalive_interval(Some(config.keepalive_interval))
-        .http2_keepalive_timeout(Some(config.keepalive_timeout))
-        .max_concurrent_streams(Some(config.http2.max_concurrent_streams))
-        .initial_stream_window_size(Some(config.http2.stream_window))
-        .initial_connection_window_size(Some(config.http2.connection_window)))
+        .http2_keepalive_interval(Some(config.transport.keepalive_interval))
+        .http2_keepalive_timeout(Some(config.transport.keepalive_timeout))
+        .max_concurrent_streams(Some(config.transport.http2.max_concurrent_streams))
+        .initial_stream_window_size(Some(config.transport.http2.stream_window))
+        .initial_connection_window_size(Some(config.transport.http2.connection_window)))
 }
 
 /// The token scrapers must send, read from the file `--metrics-token-file` names.

@@ -6,13 +6,28 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use askgate_server::{
     backend::StateConfig,
     domain::Limits,
-    listener::ConnectionLimits,
-    server::{RedisConfig, ServerConfig, WaitPolicy},
+    server::{
+        ApprovalConfig, AskConfig, DEFAULT_DATA_DIR, HttpConfig, McpServing, RedisConfig,
+        ServerConfig, TransportConfig, WaitPolicy,
+    },
     webhooks::WebhookConfig,
 };
 use clap::{Args, ValueEnum};
 
 use crate::cli::common::{on_off, parse_duration, span};
+
+/// A default in milliseconds, as a flag's duration.
+fn ms_span(ms: u32) -> String {
+    span(Duration::from_millis(ms.into()))
+}
+
+/// A default switch, as the flag writes it.
+fn switch(on: bool) -> &'static str {
+    match on {
+        true => "on",
+        false => "off",
+    }
+}
 
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -46,6 +61,8 @@ pub enum OtlpProtocolArg {
     Http,
 }
 
+/// `askgate serve`'s flags: a few of its own, and a group per part of [`ServerConfig`],
+/// each taking its defaults from the `Default` of the type it fills.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// A TOML file of settings named like these flags without the dashes
@@ -55,16 +72,53 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "ASKGATE_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
-    /// How callers authenticate.
-    #[arg(long, env = "ASKGATE_AUTH", value_enum, default_value = "none")]
-    pub auth: AuthMode,
+    /// Serve the A2A protocol (`on` or `off`): askgate as the A2A agent "a human", its
+    /// gRPC service on this port and its card at /.well-known/agent-card.json
+    /// (docs/a2a.md); agent credentials as for gRPC.
+    #[arg(long, env = "ASKGATE_A2A", default_value = switch(ServerConfig::default().a2a), action = clap::ArgAction::Set,
+          value_parser = on_off())]
+    pub a2a: bool,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
+    #[command(flatten)]
+    pub asks: AskArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
+    #[command(flatten)]
+    pub mcp: McpServeArgs,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub channels: ChannelArgs,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
+}
+
+/// Where state lives (`--backend`, `--data-dir`, `--redis-*`): [`BackendChoice`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Storage")]
+pub struct BackendArgs {
     /// Where state lives: `sqlite` (this node, on disk in --data-dir), `memory` (this
     /// process, gone at a restart) or `redis` (shared by several nodes).
     #[arg(long, env = "ASKGATE_BACKEND", value_enum, default_value = "sqlite")]
     pub backend: BackendKind,
     /// With --backend sqlite: the data directory (made 0700 if missing), held by one
     /// askgate process at a time.
-    #[arg(long, env = "ASKGATE_DATA_DIR", default_value = "askgate-data")]
+    #[arg(long, env = "ASKGATE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// Redis URL for --backend redis (`redis://host:6379/0`, `rediss://` for TLS); with
     /// --redis-cluster, the comma-separated URLs of some of the cluster's nodes.
@@ -89,7 +143,7 @@ pub struct ServeArgs {
     /// Every write that acknowledges something (an ask, an answer, an attach, an
     /// endpoint change, a delivery's outcome) waits until this many replicas hold it
     /// (Redis WAIT), so that a failover cannot lose it. 0: no waiting.
-    #[arg(long, env = "ASKGATE_REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    #[arg(long, env = "ASKGATE_REDIS_WAIT_REPLICAS", default_value_t = WaitPolicy::default().replicas)]
     pub redis_wait_replicas: u32,
     /// Acknowledging writes also wait until the primary's append-only file (and the
     /// replicas' of --redis-wait-replicas) is fsynced (Redis WAITAOF: Redis 7.2 or
@@ -105,6 +159,15 @@ pub struct ServeArgs {
     /// system's roots.
     #[arg(long, env = "ASKGATE_REDIS_CA_FILE")]
     pub redis_ca_file: Option<PathBuf>,
+}
+
+/// How callers authenticate (`--auth`, `--keys-file`, `--jwt-*`): [`AuthConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Authentication")]
+pub struct AuthArgs {
+    /// How callers authenticate.
+    #[arg(long, env = "ASKGATE_AUTH", value_enum, default_value = "none")]
+    pub auth: AuthMode,
     /// With --auth none on a non-loopback address: accept anonymous callers anyway.
     #[arg(long, env = "ASKGATE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -126,6 +189,12 @@ pub struct ServeArgs {
     /// Required `aud` of tokens.
     #[arg(long, env = "ASKGATE_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+}
+
+/// Server TLS (`--tls-*`): [`TlsConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "TLS")]
+pub struct TlsArgs {
     /// Server certificate chain (PEM): serve TLS.
     #[arg(long, env = "ASKGATE_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -135,6 +204,12 @@ pub struct ServeArgs {
     /// CA (PEM) that signs client certificates: require them (mTLS).
     #[arg(long, env = "ASKGATE_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+}
+
+/// The metrics listener (`--metrics*`): [`MetricsConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Metrics")]
+pub struct MetricsArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9090).
     #[arg(long, env = "ASKGATE_METRICS")]
     pub metrics: Option<SocketAddr>,
@@ -154,6 +229,12 @@ pub struct ServeArgs {
         conflicts_with = "metrics_token_file"
     )]
     pub metrics_allow_anonymous: bool,
+}
+
+/// Trace export (`--otlp-*`): [`TraceExport`](askgate_server::telemetry::TraceExport).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Traces (OTLP)")]
+pub struct OtlpArgs {
     /// Export traces over OTLP to this collector: the span of each ask's wait (a child
     /// of the agent's span when the call carries a W3C `traceparent`), of the calls
     /// that answer or cancel it, and of deliveries (docs/operations.md, "Traces").
@@ -184,12 +265,43 @@ pub struct ServeArgs {
     /// debugging, not for production).
     #[arg(long, env = "ASKGATE_OTLP_BACKEND_CALLS", requires = "otlp_endpoint")]
     pub otlp_backend_calls: bool,
+}
+
+/// How asks wait and come (`--ask-*`, `--max-wait`, `--agent-heartbeat`, `--notify-*`): [`AskConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Asks")]
+pub struct AskArgs {
     /// Asks a tenant may start per second, sustained.
-    #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = ServerConfig::default().ask_rate)]
+    #[arg(long, env = "ASKGATE_ASK_RATE", default_value_t = AskConfig::default().rate.per_second)]
     pub ask_rate: u32,
     /// Asks a tenant may start at once above the sustained rate.
-    #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = ServerConfig::default().ask_burst)]
+    #[arg(long, env = "ASKGATE_ASK_BURST", default_value_t = AskConfig::default().rate.burst)]
     pub ask_burst: u32,
+    /// Longest an Ask waits when its caller set no deadline or a longer one.
+    #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = span(AskConfig::default().max_wait), value_parser = parse_duration)]
+    pub max_wait: Duration,
+    /// Interval of the heartbeats on an agent's Attach stream.
+    #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = span(AskConfig::default().agent_heartbeat), value_parser = parse_duration)]
+    pub agent_heartbeat: Duration,
+    /// Reminders for asks that set no `notify`: the first this long after the ask (0:
+    /// none).
+    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_AFTER", default_value = ms_span(AskConfig::default().default_notify.remind_after_ms), value_parser = parse_duration)]
+    pub notify_remind_after: Duration,
+    /// Then one every this long (0: only the first).
+    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_EVERY", default_value = ms_span(AskConfig::default().default_notify.remind_every_ms), value_parser = parse_duration)]
+    pub notify_remind_every: Duration,
+    /// At most this many reminders (0: no limit).
+    #[arg(long, env = "ASKGATE_NOTIFY_MAX_REMINDERS", default_value_t = AskConfig::default().default_notify.max_reminders)]
+    pub notify_max_reminders: u32,
+    /// Escalate asks that set no `notify` once, this long after the ask (0: never).
+    #[arg(long, env = "ASKGATE_NOTIFY_ESCALATE_AFTER", default_value = ms_span(AskConfig::default().default_notify.escalate_after_ms), value_parser = parse_duration)]
+    pub notify_escalate_after: Duration,
+}
+
+/// The sizes, limits and windows of the state: [`StateConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "State limits")]
+pub struct StateArgs {
     /// Pending asks one tenant may hold over all its sessions.
     #[arg(long, env = "ASKGATE_MAX_PENDING_PER_TENANT", default_value_t = StateConfig::default().max_pending_per_tenant)]
     pub max_pending_per_tenant: usize,
@@ -222,39 +334,36 @@ pub struct ServeArgs {
     /// holds some 60 KB until it is deleted or idles out); past it `initialize` gets 429.
     #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS_PER_TENANT", default_value_t = StateConfig::default().max_mcp_sessions_per_tenant)]
     pub max_mcp_sessions_per_tenant: usize,
-    /// Longest an Ask waits when its caller set no deadline or a longer one.
-    #[arg(long, env = "ASKGATE_MAX_WAIT", default_value = span(ServerConfig::default().max_wait), value_parser = parse_duration)]
-    pub max_wait: Duration,
-    /// How long shutdown waits for open calls before closing connections.
-    #[arg(long, env = "ASKGATE_DRAIN_TIMEOUT", default_value = span(ServerConfig::default().drain_timeout), value_parser = parse_duration)]
-    pub drain_timeout: Duration,
-    /// HTTP/2 keepalive PING interval (dead peers are noticed and their Asks aborted).
-    #[arg(long, env = "ASKGATE_KEEPALIVE_INTERVAL", default_value = span(ServerConfig::default().keepalive_interval), value_parser = parse_duration)]
-    pub keepalive_interval: Duration,
-    /// How long a keepalive PING may go unanswered.
-    #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = span(ServerConfig::default().keepalive_timeout), value_parser = parse_duration)]
-    pub keepalive_timeout: Duration,
-    /// Client connections this node holds at once; one past it is closed at once.
-    #[arg(long, env = "ASKGATE_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections)]
-    pub max_connections: usize,
-    /// A connection with no request in flight that sends nothing for this long is
-    /// closed (a live HTTP/2 peer answers keepalive PINGs and stays).
-    #[arg(long, env = "ASKGATE_IDLE_TIMEOUT", default_value = span(ConnectionLimits::default().idle_timeout), value_parser = parse_duration)]
-    pub idle_timeout: Duration,
-    /// HTTP/2 streams (calls) one connection may have open at once: every blocked Ask
-    /// holds one, so a pool of agent workers on a few connections needs many.
-    #[arg(long, env = "ASKGATE_HTTP2_MAX_STREAMS", default_value_t = ServerConfig::default().http2.max_concurrent_streams)]
-    pub http2_max_streams: u32,
-    /// HTTP/2 flow-control window of one stream, in bytes: how much of a request the
-    /// client may send before the server reads it.
-    #[arg(long, env = "ASKGATE_HTTP2_STREAM_WINDOW", default_value_t = ServerConfig::default().http2.stream_window)]
-    pub http2_stream_window: u32,
-    /// HTTP/2 flow-control window of a whole connection, in bytes.
-    #[arg(long, env = "ASKGATE_HTTP2_CONNECTION_WINDOW", default_value_t = ServerConfig::default().http2.connection_window)]
-    pub http2_connection_window: u32,
-    /// Largest request message, in bytes.
-    #[arg(long, env = "ASKGATE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
-    pub max_message_bytes: usize,
+    /// Pending asks one session may hold.
+    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = StateConfig::default().max_pending_per_session)]
+    pub max_pending_per_session: usize,
+    /// Events each session keeps for cursor resume.
+    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = StateConfig::default().history_len)]
+    pub history_len: usize,
+    /// Bytes (of encoded events) each session's history keeps at most: past them the
+    /// oldest events drop, and a resume from before them gets `reset`.
+    #[arg(long, env = "ASKGATE_HISTORY_BYTES", default_value_t = StateConfig::default().history_bytes)]
+    pub history_bytes: u64,
+    /// How long a session counts as attended after its last subscriber left (so a UI
+    /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
+    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(StateConfig::default().reconnect_grace), value_parser = parse_duration)]
+    pub reconnect_grace: Duration,
+    /// How long the outcome of an ask with a request_id is kept for a retrying call.
+    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = span(StateConfig::default().request_retention), value_parser = parse_duration)]
+    pub request_retention: Duration,
+    /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
+    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = StateConfig::default().subscriber_buffer)]
+    pub subscriber_buffer: usize,
+    /// Bytes a tenant's audit records may hold: past them its oldest records are
+    /// dropped, as retention drops them (the newest always stays).
+    #[arg(long, env = "ASKGATE_MAX_AUDIT_BYTES_PER_TENANT", default_value_t = StateConfig::default().max_audit_bytes_per_tenant)]
+    pub max_audit_bytes_per_tenant: u64,
+}
+
+/// What one request may hold (`--max-questions`, ...): [`Limits`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Request limits")]
+pub struct LimitArgs {
     /// Questions per ask.
     #[arg(long, env = "ASKGATE_MAX_QUESTIONS", default_value_t = Limits::default().max_questions)]
     pub max_questions: usize,
@@ -273,29 +382,48 @@ pub struct ServeArgs {
     /// Bytes of a free-text answer.
     #[arg(long, env = "ASKGATE_MAX_CUSTOM_BYTES", default_value_t = Limits::default().max_custom_bytes)]
     pub max_custom_bytes: usize,
-    /// Pending asks one session may hold.
-    #[arg(long, env = "ASKGATE_MAX_PENDING_PER_SESSION", default_value_t = StateConfig::default().max_pending_per_session)]
-    pub max_pending_per_session: usize,
-    /// Events each session keeps for cursor resume.
-    #[arg(long, env = "ASKGATE_HISTORY_LEN", default_value_t = StateConfig::default().history_len)]
-    pub history_len: usize,
-    /// Bytes (of encoded events) each session's history keeps at most: past them the
-    /// oldest events drop, and a resume from before them gets `reset`.
-    #[arg(long, env = "ASKGATE_HISTORY_BYTES", default_value_t = StateConfig::default().history_bytes)]
-    pub history_bytes: u64,
-    /// How long a session counts as attended after its last subscriber left (so a UI
-    /// reconnecting does not cause NO_PROVIDER), and how long its history is kept.
-    #[arg(long, env = "ASKGATE_RECONNECT_GRACE", default_value = span(StateConfig::default().reconnect_grace), value_parser = parse_duration)]
-    pub reconnect_grace: Duration,
-    /// How long the outcome of an ask with a request_id is kept for a retrying call.
-    #[arg(long, env = "ASKGATE_REQUEST_RETENTION", default_value = span(StateConfig::default().request_retention), value_parser = parse_duration)]
-    pub request_retention: Duration,
-    /// Interval of the heartbeats on an agent's Attach stream.
-    #[arg(long, env = "ASKGATE_AGENT_HEARTBEAT", default_value = span(ServerConfig::default().agent_heartbeat), value_parser = parse_duration)]
-    pub agent_heartbeat: Duration,
-    /// Events a subscriber may fall behind before it gets `reset` and a fresh snapshot.
-    #[arg(long, env = "ASKGATE_SUBSCRIBER_BUFFER", default_value_t = StateConfig::default().subscriber_buffer)]
-    pub subscriber_buffer: usize,
+}
+
+/// Connections, HTTP/2, messages and shutdown: [`TransportConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Connections")]
+pub struct TransportArgs {
+    /// How long shutdown waits for open calls before closing connections.
+    #[arg(long, env = "ASKGATE_DRAIN_TIMEOUT", default_value = span(TransportConfig::default().drain_timeout), value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+    /// HTTP/2 keepalive PING interval (dead peers are noticed and their Asks aborted).
+    #[arg(long, env = "ASKGATE_KEEPALIVE_INTERVAL", default_value = span(TransportConfig::default().keepalive_interval), value_parser = parse_duration)]
+    pub keepalive_interval: Duration,
+    /// How long a keepalive PING may go unanswered.
+    #[arg(long, env = "ASKGATE_KEEPALIVE_TIMEOUT", default_value = span(TransportConfig::default().keepalive_timeout), value_parser = parse_duration)]
+    pub keepalive_timeout: Duration,
+    /// Client connections this node holds at once; one past it is closed at once.
+    #[arg(long, env = "ASKGATE_MAX_CONNECTIONS", default_value_t = TransportConfig::default().connections.max_connections)]
+    pub max_connections: usize,
+    /// A connection with no request in flight that sends nothing for this long is
+    /// closed (a live HTTP/2 peer answers keepalive PINGs and stays).
+    #[arg(long, env = "ASKGATE_IDLE_TIMEOUT", default_value = span(TransportConfig::default().connections.idle_timeout), value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// HTTP/2 streams (calls) one connection may have open at once: every blocked Ask
+    /// holds one, so a pool of agent workers on a few connections needs many.
+    #[arg(long, env = "ASKGATE_HTTP2_MAX_STREAMS", default_value_t = TransportConfig::default().http2.max_concurrent_streams)]
+    pub http2_max_streams: u32,
+    /// HTTP/2 flow-control window of one stream, in bytes: how much of a request the
+    /// client may send before the server reads it.
+    #[arg(long, env = "ASKGATE_HTTP2_STREAM_WINDOW", default_value_t = TransportConfig::default().http2.stream_window)]
+    pub http2_stream_window: u32,
+    /// HTTP/2 flow-control window of a whole connection, in bytes.
+    #[arg(long, env = "ASKGATE_HTTP2_CONNECTION_WINDOW", default_value_t = TransportConfig::default().http2.connection_window)]
+    pub http2_connection_window: u32,
+    /// Largest request message, in bytes.
+    #[arg(long, env = "ASKGATE_MAX_MESSAGE_BYTES", default_value_t = TransportConfig::default().max_message_bytes)]
+    pub max_message_bytes: usize,
+}
+
+/// The HTTP side of the port (`--cors-origin`, `--public-url`, `--console`): [`HttpConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "HTTP: browsers and the console")]
+pub struct HttpArgs {
     /// A web origin (`https://app.example.com`) whose pages may call the API over
     /// gRPC-Web; repeat it, or give `*` for any origin. Without it, only pages served
     /// by askgate itself (the console) may: a browser request from any other origin is
@@ -313,29 +441,35 @@ pub struct ServeArgs {
     #[arg(long, env = "ASKGATE_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Serve the browser console at /console/ (`on` or `off`).
-    #[arg(long, env = "ASKGATE_CONSOLE", default_value = "on", action = clap::ArgAction::Set,
+    #[arg(long, env = "ASKGATE_CONSOLE", default_value = switch(HttpConfig::default().console), action = clap::ArgAction::Set,
           value_parser = on_off())]
     pub console: bool,
+}
+
+/// MCP at /mcp (`--mcp`, `--mcp-max-wait`, `--max-mcp-sessions`): [`McpServing`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "MCP")]
+pub struct McpServeArgs {
     /// Serve MCP over streamable HTTP at /mcp on this port (`on` or `off`): agents'
     /// MCP clients ask through it with an agent credential and the `askgate-session`
     /// header.
-    #[arg(long, env = "ASKGATE_MCP", default_value = "on", action = clap::ArgAction::Set,
+    #[arg(long, env = "ASKGATE_MCP", default_value = switch(McpServing::default().enabled), action = clap::ArgAction::Set,
           value_parser = on_off())]
     pub mcp: bool,
-    /// Serve the A2A protocol (`on` or `off`): askgate as the A2A agent "a human", its
-    /// gRPC service on this port and its card at /.well-known/agent-card.json
-    /// (docs/a2a.md); agent credentials as for gRPC.
-    #[arg(long, env = "ASKGATE_A2A", default_value = "off", action = clap::ArgAction::Set,
-          value_parser = on_off())]
-    pub a2a: bool,
     /// Longest one MCP tool call waits before it returns "still waiting" with an ask_id
     /// for `await_user_answer` (the question stays open); default: until answered.
     #[arg(long, env = "ASKGATE_MCP_MAX_WAIT", value_parser = parse_duration)]
     pub mcp_max_wait: Option<Duration>,
     /// MCP sessions this node holds at once, over all tenants; past it `initialize`
     /// on /mcp gets 429.
-    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS", default_value_t = ServerConfig::default().max_mcp_sessions)]
+    #[arg(long, env = "ASKGATE_MAX_MCP_SESSIONS", default_value_t = McpServing::default().max_sessions)]
     pub max_mcp_sessions: usize,
+}
+
+/// Webhook delivery (`--webhook-*`): [`WebhookConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Webhooks")]
+pub struct WebhookArgs {
     /// Accept webhook endpoints on loopback, private and link-local addresses (for
     /// tests and private networks: on a shared server it lets tenants reach your
     /// internal services).
@@ -374,6 +508,12 @@ pub struct ServeArgs {
     /// Of those, attempts to one endpoint (or Slack app) at once.
     #[arg(long, env = "ASKGATE_WEBHOOK_CONCURRENCY_PER_ENDPOINT", default_value_t = WebhookConfig::default().per_endpoint)]
     pub webhook_concurrency_per_endpoint: usize,
+}
+
+/// Where the chat and mail channels send: [`ChannelConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Channels")]
+pub struct ChannelArgs {
     /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
     /// or a fake's in tests).
     #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = askgate_server::webhooks::slack::api::DEFAULT_API_URL)]
@@ -389,17 +529,23 @@ pub struct ServeArgs {
     pub smtp_url: Option<String>,
     /// File holding the SMTP user's password.
     #[arg(long, env = "ASKGATE_SMTP_PASSWORD_FILE")]
-    pub smtp_password_file: Option<std::path::PathBuf>,
+    pub smtp_password_file: Option<PathBuf>,
     /// The sender of askgate's mail (`askgate <askgate@example.com>`).
     #[arg(long, env = "ASKGATE_EMAIL_FROM")]
     pub email_from: Option<String>,
+}
+
+/// The keys of sealed secrets and receipts, and how long proof is kept: [`ApprovalConfig`].
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Approvals: keys, receipts, audit")]
+pub struct ApprovalArgs {
     /// The key that seals tenants' secrets (Slack apps' and Telegram bots' tokens) and secret answers in
     /// the store: 32 bytes, as 64 hex digits or base64 (`openssl rand -base64 32`),
     /// mode 600, the same on every node. Without it: a random key per process on the
     /// memory engine, one kept in the data directory on sqlite; on Redis, no Slack apps,
     /// no Telegram bots and no secret questions.
     #[arg(long, env = "ASKGATE_SECRET_KEY_FILE")]
-    pub secret_key_file: Option<std::path::PathBuf>,
+    pub secret_key_file: Option<PathBuf>,
     /// An Ed25519 private key (PKCS#8 PEM: `openssl genpkey -algorithm ed25519`) that
     /// signs the receipts of asks with an action. Repeat to rotate: the first signs,
     /// every one is published at /.well-known/jwks.json. None: no receipts.
@@ -408,29 +554,12 @@ pub struct ServeArgs {
         env = "ASKGATE_RECEIPT_KEY_FILE",
         value_delimiter = ','
     )]
-    pub receipt_key_files: Vec<std::path::PathBuf>,
+    pub receipt_key_files: Vec<PathBuf>,
+    /// How long a receipt stays valid.
+    #[arg(long, env = "ASKGATE_RECEIPT_TTL", default_value = span(ApprovalConfig::default().receipt_ttl), value_parser = parse_duration)]
+    pub receipt_ttl: Duration,
     /// How long the audit log keeps a record (each tenant's newest is always kept: the
     /// next links to it).
-    #[arg(long, env = "ASKGATE_AUDIT_RETENTION", default_value = "90d", value_parser = parse_duration)]
+    #[arg(long, env = "ASKGATE_AUDIT_RETENTION", default_value = span(ApprovalConfig::default().audit_retention), value_parser = parse_duration)]
     pub audit_retention: Duration,
-    /// Bytes a tenant's audit records may hold: past them its oldest records are
-    /// dropped, as retention drops them (the newest always stays).
-    #[arg(long, env = "ASKGATE_MAX_AUDIT_BYTES_PER_TENANT", default_value_t = StateConfig::default().max_audit_bytes_per_tenant)]
-    pub max_audit_bytes_per_tenant: u64,
-    /// How long a receipt stays valid.
-    #[arg(long, env = "ASKGATE_RECEIPT_TTL", default_value = "15m", value_parser = parse_duration)]
-    pub receipt_ttl: Duration,
-    /// Reminders for asks that set no `notify`: the first this long after the ask (0:
-    /// none).
-    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_AFTER", default_value = "0s", value_parser = parse_duration)]
-    pub notify_remind_after: Duration,
-    /// Then one every this long (0: only the first).
-    #[arg(long, env = "ASKGATE_NOTIFY_REMIND_EVERY", default_value = "0s", value_parser = parse_duration)]
-    pub notify_remind_every: Duration,
-    /// At most this many reminders (0: no limit).
-    #[arg(long, env = "ASKGATE_NOTIFY_MAX_REMINDERS", default_value_t = 0)]
-    pub notify_max_reminders: u32,
-    /// Escalate asks that set no `notify` once, this long after the ask (0: never).
-    #[arg(long, env = "ASKGATE_NOTIFY_ESCALATE_AFTER", default_value = "0s", value_parser = parse_duration)]
-    pub notify_escalate_after: Duration,
 }
