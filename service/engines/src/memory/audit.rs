@@ -310,13 +310,12 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test]
-    async fn the_memory_log_keeps_the_rules() {
+    async fn make() -> askgate_core::backend::audit::conformance::Made {
         let store = Arc::new(MemoryAuditStore::default());
-        askgate_core::backend::audit::conformance::rules(store.clone(), store).await;
-        let store = Arc::new(MemoryAuditStore::default());
-        askgate_core::backend::audit::conformance::consumption_rules(store.clone(), store).await;
+        (store.clone(), store, Box::new(()))
     }
+
+    askgate_core::audit_store_conformance_suite!(make);
 
     #[tokio::test]
     async fn the_memory_log_is_bounded_but_its_chain_goes_on() {

@@ -387,26 +387,24 @@ mod hooks {
             StateConfig,
             hooks::{
                 HookStore, Shares,
-                conformance::{LIMITS, Test},
+                conformance::{LIMITS, Made},
                 records::{DeliveryRecord, EndpointRecord, EventType, Status, TimerRecord},
             },
         },
-        hook_store_conformance,
+        hook_store_conformance_suite,
     };
 
     use super::{Scratch, SqliteEngine, crash_copy};
 
-    async fn on_each(test: Test) {
+    async fn make() -> Made {
         let dir = Scratch::new();
         let engine = SqliteEngine::open(&dir.0, StateConfig::default(), LIMITS)
             .await
             .expect("open the store");
-        test(Arc::new(engine.hook_store()))
-            .await
-            .expect("the sqlite store keeps the contract");
+        (Arc::new(engine.hook_store()), Box::new(dir))
     }
 
-    hook_store_conformance!(on_each);
+    hook_store_conformance_suite!(make);
 
     fn endpoint() -> EndpointRecord {
         EndpointRecord {
@@ -605,13 +603,21 @@ async fn a_resolutions_audit_record_is_in_its_own_commit() {
     assert_eq!(records.len(), 1, "appended once: {records:?}");
 }
 
+async fn audit_log() -> askgate_core::backend::audit::conformance::Made {
+    let dir = Scratch::new();
+    let audit = open(&dir, StateConfig::default()).await.audit_store();
+    (audit.clone(), audit, Box::new(dir))
+}
+
+askgate_core::audit_store_conformance_suite!(audit_log);
+
 #[tokio::test]
 async fn the_audit_log_keeps_the_rules_and_survives_a_restart() {
     use askgate_core::backend::audit::{AuditStore, conformance, verify};
     let dir = Scratch::new();
     let engine = open(&dir, StateConfig::default()).await;
     let audit: Arc<dyn AuditStore> = engine.audit_store();
-    conformance::rules(audit.clone(), audit).await;
+    conformance::appends_from_every_node_chain_into_one_log_per_tenant(audit.clone(), audit).await;
     // What was appended is on disk, as kill -9 would leave it.
     let copy = crash_copy(&dir);
     let engine = open(&copy, StateConfig::default()).await;
@@ -632,7 +638,8 @@ async fn a_consumed_receipt_stays_consumed_after_a_crash() {
     let dir = Scratch::new();
     let engine = open(&dir, StateConfig::default()).await;
     let audit: Arc<dyn AuditStore> = engine.audit_store();
-    conformance::consumption_rules(audit.clone(), audit.clone()).await;
+    conformance::a_receipt_is_consumed_once_whichever_node_is_asked(audit.clone(), audit.clone())
+        .await;
     let until = std::time::SystemTime::now() + Duration::from_secs(600);
     let record = || consumption("acme", "r-9", "s", "exec", "approved");
     let Consumed::Now(at) = audit

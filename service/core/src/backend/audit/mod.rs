@@ -396,10 +396,66 @@ pub trait AuditStore: Send + Sync + 'static {
     ) -> Result<Consumed, Error>;
 }
 
-/// The rules every [`AuditStore`] keeps, for the engines' tests to run.
+/// The rules every [`AuditStore`] keeps, written once against the trait and stamped
+/// into `#[tokio::test]`s per store by
+/// [`audit_store_conformance_suite!`](crate::audit_store_conformance_suite), as the
+/// backend suite is.
 #[cfg(feature = "conformance")]
 pub mod conformance {
-    use std::sync::Arc;
+    use std::{any::Any, future::Future, sync::Arc};
+
+    /// Two nodes' handles on one log (the same store twice, for an engine of one
+    /// node), and a guard that keeps what they need (a Redis server) alive.
+    pub type Made = (
+        Arc<dyn AuditStore>,
+        Arc<dyn AuditStore>,
+        Box<dyn Any + Send>,
+    );
+
+    /// Makes a fresh log: an async fn of the engine's tests.
+    pub trait Make: Copy {
+        fn make(self) -> impl Future<Output = Made>;
+    }
+
+    impl<F, Fut> Make for F
+    where
+        F: Fn() -> Fut + Copy,
+        Fut: Future<Output = Made>,
+    {
+        fn make(self) -> impl Future<Output = Made> {
+            self()
+        }
+    }
+
+    /// Stamps the suite into a store's tests: one `#[tokio::test]` per rule, each on a
+    /// log `$make` (an async fn of the calling module) makes.
+    #[macro_export]
+    macro_rules! audit_store_conformance_suite {
+        ($make:ident) => {
+            mod audit_store_conformance {
+                $crate::__stamp_audit_store_conformance!(
+                    super::$make;
+                    appends_from_every_node_chain_into_one_log_per_tenant,
+                    a_receipt_is_consumed_once_whichever_node_is_asked,
+                );
+            }
+        };
+    }
+
+    #[doc(hidden)]
+    #[macro_export]
+    macro_rules! __stamp_audit_store_conformance {
+        ($make:expr; $($name:ident,)*) => {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    use $crate::backend::audit::conformance::Make as _;
+                    let (one, two, _kept) = $make.make().await;
+                    $crate::backend::audit::conformance::$name(one, two).await;
+                }
+            )*
+        };
+    }
 
     use serde_json::json;
 
@@ -421,7 +477,10 @@ pub mod conformance {
     /// `one` and `two` are two nodes' handles on the same log (the same store, for an
     /// engine of one node): appends from both chain into one log per tenant, in
     /// order, each id once; tenants do not see each other's records.
-    pub async fn rules(one: Arc<dyn AuditStore>, two: Arc<dyn AuditStore>) {
+    pub async fn appends_from_every_node_chain_into_one_log_per_tenant(
+        one: Arc<dyn AuditStore>,
+        two: Arc<dyn AuditStore>,
+    ) {
         one.append(vec![
             entry("acme", "a1"),
             entry("acme", "a2"),
@@ -494,7 +553,10 @@ pub mod conformance {
 
     /// A receipt is consumed once, whichever handle is asked, and the first use is
     /// recorded in its tenant's log; another tenant's receipt of the same id is its own.
-    pub async fn consumption_rules(one: Arc<dyn AuditStore>, two: Arc<dyn AuditStore>) {
+    pub async fn a_receipt_is_consumed_once_whichever_node_is_asked(
+        one: Arc<dyn AuditStore>,
+        two: Arc<dyn AuditStore>,
+    ) {
         let until = SystemTime::now() + Duration::from_secs(600);
         let record = |tenant: &str| consumption(tenant, "r-1", "s", "exec", "approved");
         let Consumed::Now(first) = one

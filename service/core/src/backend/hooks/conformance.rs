@@ -1,49 +1,80 @@
-//! The contract every store must keep, stamped into `#[tokio::test]`s per store by
-//! [`hook_store_conformance!`](crate::hook_store_conformance) (memory; Redis and Redis
-//! Cluster).
+//! The contract every hook store must keep, written once against the trait and
+//! stamped into `#[tokio::test]`s per store by
+//! [`hook_store_conformance_suite!`](crate::hook_store_conformance_suite), as the
+//! backend suite is (memory, sqlite; Redis on one server, a cluster and through
+//! Sentinels).
 
-use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc};
+use std::{any::Any, collections::HashMap, future::Future, sync::Arc};
 
 use super::*;
 use crate::backend::hooks::records::EventType;
 
-/// One conformance test, given a fresh store.
-pub type Test = fn(Arc<dyn HookStore>) -> Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+/// A store under test, sized by [`LIMITS`], and a guard that keeps what it needs (a
+/// Redis server, a data directory) alive.
+pub type Made = (Arc<dyn HookStore>, Box<dyn Any + Send>);
 
-/// `hook_store_conformance!(on_each)`: one test per rule, each handing a closure to
-/// `on_each(test: Test)`, which runs it against every store it makes.
+/// Makes a fresh store: an async fn of the engine's tests.
+pub trait Make: Copy {
+    fn make(self) -> impl Future<Output = Made>;
+}
+
+impl<F, Fut> Make for F
+where
+    F: Fn() -> Fut + Copy,
+    Fut: Future<Output = Made>,
+{
+    fn make(self) -> impl Future<Output = Made> {
+        self()
+    }
+}
+
+/// Stamps the suite into a store's tests: one `#[tokio::test]` per rule, each on a
+/// store `$make` (an async fn of the calling module) makes.
 #[macro_export]
-macro_rules! hook_store_conformance {
-    ($on_each:path) => {
-        $crate::__stamp_hook_store_conformance!(
-            $on_each;
-            endpoints_are_per_tenant_and_capped,
-            admin_changes_keep_their_audit_records,
-            deliveries_are_leased_finished_and_listed,
-            failed_deliveries_are_redelivered_and_old_ones_trimmed,
-            timers_are_leased_advanced_and_cancelled,
-            notes_are_kept_once_and_expire,
-            claims_keep_each_tenant_and_endpoint_to_its_share,
-        );
+macro_rules! hook_store_conformance_suite {
+    ($make:ident) => {
+        mod hook_store_conformance {
+            $crate::__stamp_hook_store_conformance!(
+                super::$make;
+                endpoints_are_per_tenant_and_capped,
+                admin_changes_keep_their_audit_records,
+                deliveries_are_leased_finished_and_listed,
+                failed_deliveries_are_redelivered_and_old_ones_trimmed,
+                timers_are_leased_advanced_and_cancelled,
+                notes_are_kept_once_and_expire,
+                claims_keep_each_tenant_and_endpoint_to_its_share,
+            );
+        }
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __stamp_hook_store_conformance {
-    ($on_each:path; $($name:ident,)*) => {
+    ($make:expr; $($name:ident,)*) => {
         $(
             #[tokio::test]
             async fn $name() {
-                $on_each(|store| {
-                    Box::pin(async move {
-                        $crate::backend::hooks::conformance::$name(&*store).await
-                    })
-                })
+                $crate::backend::hooks::conformance::run($make, |store| Box::pin(async move {
+                    $crate::backend::hooks::conformance::$name(&*store).await
+                }))
                 .await;
             }
         )*
     };
+}
+
+/// Runs one rule on a store `make` makes; the rule's error fails the test.
+pub async fn run(
+    make: impl Make,
+    rule: impl FnOnce(
+        Arc<dyn HookStore>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
+) {
+    let (store, _kept) = make.make().await;
+    if let Err(e) = rule(store).await {
+        panic!("the store breaks the contract: {e}");
+    }
 }
 
 pub const LIMITS: StoreLimits = StoreLimits {

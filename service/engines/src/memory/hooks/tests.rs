@@ -1,16 +1,10 @@
 use std::sync::Arc;
 
 use super::*;
-use askgate_core::{
-    backend::hooks::conformance::{LIMITS, Test},
-    hook_store_conformance,
-};
+use askgate_core::backend::hooks::conformance::{LIMITS, Made};
 
-async fn on_each(test: Test) {
-    let store = Arc::new(MemoryHookStore::new(LIMITS));
-    test(store)
-        .await
-        .expect("the memory store keeps the contract");
+async fn make() -> Made {
+    (Arc::new(MemoryHookStore::new(LIMITS)), Box::new(()))
 }
 
-hook_store_conformance!(on_each);
+askgate_core::hook_store_conformance_suite!(make);

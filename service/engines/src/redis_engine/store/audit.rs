@@ -320,7 +320,7 @@ impl AuditStore for RedisAuditStore {
 mod tests {
     use std::sync::Arc;
 
-    use askgate_core::backend::audit::conformance::{consumption_rules, rules};
+    use askgate_core::backend::audit::conformance::Made;
     use askgate_testing::{RedisCluster, RedisServer};
 
     use super::*;
@@ -342,19 +342,31 @@ mod tests {
         (first, second)
     }
 
-    #[tokio::test]
-    async fn the_redis_log_keeps_the_rules_across_nodes() {
+    /// Two nodes' logs on one redis-server.
+    async fn on_a_server() -> Made {
         let server = RedisServer::start().await;
         let (one, other) = two(&RedisTarget::from(&server.url)).await;
-        rules(one, other).await;
+        (one, other, Box::new(server))
+    }
+
+    /// Two nodes' logs on a Redis Cluster of three shards.
+    async fn on_a_cluster() -> Made {
         let cluster = RedisCluster::start(3).await;
         let target = RedisTarget {
             cluster: true,
             ..RedisTarget::from(&cluster.url)
         };
         let (one, other) = two(&target).await;
-        rules(one, other).await;
-        let (one, other) = two(&target).await;
-        consumption_rules(one, other).await;
+        (one, other, Box::new(cluster))
+    }
+
+    mod server {
+        askgate_core::audit_store_conformance_suite!(make);
+        use super::on_a_server as make;
+    }
+
+    mod cluster {
+        askgate_core::audit_store_conformance_suite!(make);
+        use super::on_a_cluster as make;
     }
 }

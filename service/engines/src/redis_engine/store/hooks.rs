@@ -468,40 +468,37 @@ impl RedisHookStore {
 mod tests {
     use std::sync::Arc;
 
-    use askgate_core::backend::hooks::conformance::{LIMITS, Test};
+    use askgate_core::backend::hooks::conformance::{LIMITS, Made};
     use askgate_testing::{RedisCluster, RedisServer};
 
     use super::*;
     use crate::redis_engine::connection::RedisTarget;
 
-    /// Runs `test` on one redis-server, then on a Redis Cluster of three shards.
-    async fn on_each(test: Test) {
+    /// A store on one redis-server.
+    async fn on_a_server() -> Made {
         let server = RedisServer::start().await;
         let conn = RedisTarget::from(&server.url)
             .connect(None)
             .await
             .expect("connect to redis");
-        test(Arc::new(RedisHookStore::new(
-            conn.clone(),
-            LIMITS,
-            Acked::plain(conn),
-        )))
-        .await
-        .expect("the store keeps the contract on one server");
+        let store = RedisHookStore::new(conn.clone(), LIMITS, Acked::plain(conn));
+        (Arc::new(store), Box::new(server))
+    }
+
+    /// A store on a Redis Cluster of three shards.
+    async fn on_a_cluster() -> Made {
         let cluster = RedisCluster::start(3).await;
         let target = RedisTarget {
             cluster: true,
             ..RedisTarget::from(&cluster.url)
         };
         let conn = target.connect(None).await.expect("connect to the cluster");
-        test(Arc::new(RedisHookStore::new(
-            conn.clone(),
-            LIMITS,
-            Acked::plain(conn),
-        )))
-        .await
-        .expect("the store keeps the contract on a cluster");
-        // Through Sentinels, every acknowledging write waiting for the replica.
+        let store = RedisHookStore::new(conn.clone(), LIMITS, Acked::plain(conn));
+        (Arc::new(store), Box::new(cluster))
+    }
+
+    /// A store through Sentinels, every acknowledging write waiting for the replica.
+    async fn through_sentinels() -> Made {
         let failover = askgate_testing::RedisFailover::start(1).await;
         let target = RedisTarget {
             sentinel_master: Some(askgate_testing::SENTINEL_MASTER.into()),
@@ -518,10 +515,24 @@ mod tests {
         let acked = Acked::connect(conn.clone(), &target, wait)
             .await
             .expect("a connection for acknowledged writes");
-        test(Arc::new(RedisHookStore::new(conn, LIMITS, acked)))
-            .await
-            .expect("the store keeps the contract waiting for a replica");
+        (
+            Arc::new(RedisHookStore::new(conn, LIMITS, acked)),
+            Box::new(failover),
+        )
     }
 
-    askgate_core::hook_store_conformance!(on_each);
+    mod server {
+        askgate_core::hook_store_conformance_suite!(make);
+        use super::on_a_server as make;
+    }
+
+    mod cluster {
+        askgate_core::hook_store_conformance_suite!(make);
+        use super::on_a_cluster as make;
+    }
+
+    mod sentinels {
+        askgate_core::hook_store_conformance_suite!(make);
+        use super::through_sentinels as make;
+    }
 }
