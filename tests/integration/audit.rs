@@ -321,7 +321,7 @@ async fn an_export_proves_its_end() {
     let (code, err) = verify_export(&server, "default", &later, Some(&"0".repeat(64))).await;
     assert_eq!(code, 1, "another anchor: {err}");
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     an_export_proves_its_end
 );

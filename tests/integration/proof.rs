@@ -252,7 +252,7 @@ async fn a_receipt_says_what_was_decided() {
         Decision::Cancelled
     );
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     a_receipt_says_what_was_decided
 );
@@ -298,7 +298,7 @@ async fn one_tenants_approval_does_not_pass_for_another() {
         .expect_err("beta's receipt");
     assert_eq!(refused.reason(), Reason::BadRequest);
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     one_tenants_approval_does_not_pass_for_another
 );
@@ -396,7 +396,7 @@ async fn a_receipt_is_consumed_once() {
     assert_eq!(consumptions.len(), 1, "{consumptions:?}");
     assert_eq!(consumptions[0]["decision"], "approved");
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     a_receipt_is_consumed_once
 );
@@ -461,7 +461,7 @@ async fn one_person_is_one_approver() {
         "three persons"
     );
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     one_person_is_one_approver
 );
@@ -550,7 +550,7 @@ async fn a_sessions_history_is_bounded_in_bytes() {
         "the history no longer holds the first ask: a resume from it is reset"
     );
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     a_sessions_history_is_bounded_in_bytes
 );
@@ -624,7 +624,7 @@ async fn recorded_outcomes_count_against_the_tenant_budget() {
     })
     .await;
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     recorded_outcomes_count_against_the_tenant_budget
 );
@@ -694,7 +694,7 @@ async fn the_audit_log_is_bounded() {
         );
     }
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     the_audit_log_is_bounded
 );

@@ -92,31 +92,10 @@ impl Backend {
 }
 
 /// Registers the test body `async fn $name()` (defined just above, without a test
-/// attribute) as three tests, `$name::memory`, `$name::redis` and `$name::cluster`: the
-/// same function against each backend. The attribute is the test's own, e.g.
-/// `#[tokio::test]`.
+/// attribute) as four tests, `$name::memory`, `$name::sqlite`, `$name::redis` and
+/// `$name::cluster`: the same function against each engine. The attribute is the
+/// test's own, e.g. `#[tokio::test]`.
 macro_rules! on_every_backend {
-    ($(#[$attr:meta])* $name:ident) => {
-        mod $name {
-            $(#[$attr])*
-            async fn memory() {
-                crate::support::Backend::Memory.run(super::$name()).await
-            }
-            $(#[$attr])*
-            async fn redis() {
-                crate::support::Backend::Redis.run(super::$name()).await
-            }
-            $(#[$attr])*
-            async fn cluster() {
-                crate::support::Backend::Cluster.run(super::$name()).await
-            }
-        }
-    };
-}
-
-/// [`on_every_backend!`] and SQLite: for the tests of what a crash must not undo or a
-/// store must bound (docs/security.md), `$name::sqlite` too.
-macro_rules! on_every_engine {
     ($(#[$attr:meta])* $name:ident) => {
         mod $name {
             $(#[$attr])*

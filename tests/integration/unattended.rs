@@ -146,7 +146,7 @@ async fn a_retry_after_the_human_left_gets_its_recorded_answer() {
     assert_eq!(again.rpc_id, rpc_id);
     assert_eq!(again.answers[0].selected, ["yes"]);
 }
-on_every_engine!(
+on_every_backend!(
     #[tokio::test]
     a_retry_after_the_human_left_gets_its_recorded_answer
 );
