@@ -38,7 +38,12 @@ impl Email for EmailApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let route = self
             .hooks
-            .connect_email(&caller.tenant, request.into_inner(), &by)
+            .connect(
+                &self.hooks.channels().email,
+                &caller.tenant,
+                request.into_inner(),
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(route))
@@ -52,7 +57,7 @@ impl Email for EmailApi {
         let _timer = self.gate.timer("ListEmailRoutes");
         let caller = self.gate.admit(&request, Action::ManageWebhooks, "")?;
         self.hooks
-            .list_email_routes(&caller.tenant)
+            .list(&self.hooks.channels().email, &caller.tenant)
             .await
             .map(|routes| Response::new(ListEmailRoutesResponse { routes }))
             .map_err(failed)
@@ -68,7 +73,7 @@ impl Email for EmailApi {
         let route = &request.get_ref().id;
         id("id", route)?;
         self.hooks
-            .disconnect_email(&caller.tenant, route, &by)
+            .disconnect(&self.hooks.channels().email, &caller.tenant, route, &by)
             .await
             .map_err(failed)?;
         Ok(Response::new(DisconnectEmailResponse {}))

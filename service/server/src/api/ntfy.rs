@@ -38,7 +38,12 @@ impl Ntfy for NtfyApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let topic = self
             .hooks
-            .connect_ntfy(&caller.tenant, request.into_inner(), &by)
+            .connect(
+                &self.hooks.channels().ntfy,
+                &caller.tenant,
+                request.into_inner(),
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(topic))
@@ -52,7 +57,7 @@ impl Ntfy for NtfyApi {
         let _timer = self.gate.timer("ListNtfyTopics");
         let caller = self.gate.admit(&request, Action::ManageWebhooks, "")?;
         self.hooks
-            .list_ntfy_topics(&caller.tenant)
+            .list(&self.hooks.channels().ntfy, &caller.tenant)
             .await
             .map(|topics| Response::new(ListNtfyTopicsResponse { topics }))
             .map_err(failed)
@@ -68,7 +73,7 @@ impl Ntfy for NtfyApi {
         let topic = &request.get_ref().id;
         id("id", topic)?;
         self.hooks
-            .disconnect_ntfy(&caller.tenant, topic, &by)
+            .disconnect(&self.hooks.channels().ntfy, &caller.tenant, topic, &by)
             .await
             .map_err(failed)?;
         Ok(Response::new(DisconnectNtfyResponse {}))

@@ -45,7 +45,12 @@ impl Slack for SlackApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let app = self
             .hooks
-            .connect_slack(&caller.tenant, request.into_inner(), &by)
+            .connect(
+                &self.hooks.channels().slack,
+                &caller.tenant,
+                request.into_inner(),
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(app))
@@ -59,7 +64,7 @@ impl Slack for SlackApi {
         let _timer = self.gate.timer("ListSlackApps");
         let caller = self.admit(&request)?;
         self.hooks
-            .list_slack_apps(&caller.tenant)
+            .list(&self.hooks.channels().slack, &caller.tenant)
             .await
             .map(|apps| Response::new(ListSlackAppsResponse { apps }))
             .map_err(failed)
@@ -75,7 +80,7 @@ impl Slack for SlackApi {
         let app = &request.get_ref().id;
         id("id", app)?;
         self.hooks
-            .disconnect_slack(&caller.tenant, app, &by)
+            .disconnect(&self.hooks.channels().slack, &caller.tenant, app, &by)
             .await
             .map_err(failed)?;
         Ok(Response::new(DisconnectSlackResponse {}))

@@ -38,7 +38,12 @@ impl Telegram for TelegramApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let bot = self
             .hooks
-            .connect_telegram(&caller.tenant, request.into_inner(), &by)
+            .connect(
+                &self.hooks.channels().telegram,
+                &caller.tenant,
+                request.into_inner(),
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(bot))
@@ -52,7 +57,7 @@ impl Telegram for TelegramApi {
         let _timer = self.gate.timer("ListTelegramBots");
         let caller = self.gate.admit(&request, Action::ManageWebhooks, "")?;
         self.hooks
-            .list_telegram_bots(&caller.tenant)
+            .list(&self.hooks.channels().telegram, &caller.tenant)
             .await
             .map(|bots| Response::new(ListTelegramBotsResponse { bots }))
             .map_err(failed)
@@ -68,7 +73,7 @@ impl Telegram for TelegramApi {
         let bot = &request.get_ref().id;
         id("id", bot)?;
         self.hooks
-            .disconnect_telegram(&caller.tenant, bot, &by)
+            .disconnect(&self.hooks.channels().telegram, &caller.tenant, bot, &by)
             .await
             .map_err(failed)?;
         Ok(Response::new(DisconnectTelegramResponse {}))

@@ -62,7 +62,12 @@ impl Webhooks for WebhooksApi {
         let (caller, by) = admin(&self.gate, &request)?;
         let endpoint = self
             .hooks
-            .create_endpoint(&caller.tenant, request.into_inner(), &by)
+            .connect(
+                &self.hooks.channels().webhook,
+                &caller.tenant,
+                request.into_inner(),
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(endpoint))
@@ -76,7 +81,7 @@ impl Webhooks for WebhooksApi {
         let _timer = self.gate.timer("ListEndpoints");
         let caller = self.admit(&request)?;
         self.hooks
-            .list_endpoints(&caller.tenant)
+            .list(&self.hooks.channels().webhook, &caller.tenant)
             .await
             .map(|endpoints| Response::new(ListEndpointsResponse { endpoints }))
             .map_err(failed)
@@ -92,7 +97,12 @@ impl Webhooks for WebhooksApi {
         let endpoint = &request.get_ref().id;
         id("id", endpoint)?;
         self.hooks
-            .delete_endpoint(&caller.tenant, endpoint, &by)
+            .disconnect(
+                &self.hooks.channels().webhook,
+                &caller.tenant,
+                endpoint,
+                &by,
+            )
             .await
             .map_err(failed)?;
         Ok(Response::new(DeleteEndpointResponse {}))

@@ -35,6 +35,7 @@ use crate::{
         ntfy::Ntfy,
         slack::Slack,
         telegram::Telegram,
+        webhook::Webhook,
     },
 };
 
@@ -372,6 +373,7 @@ impl ServerConfig {
     /// The chat channels the node posts to, mails and pushes to.
     pub(super) fn channels(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Channels> {
         Ok(Channels {
+            webhook: Webhook,
             slack: self.slack(key.clone())?,
             telegram: self.telegram(key.clone())?,
             email: self.email(self.links(key.clone()))?,

@@ -5,20 +5,19 @@
 use std::{sync::Arc, time::Duration};
 
 use backon::BackoffBuilder as _;
-use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tracing::{Instrument, Span, debug, warn};
 
 use super::{
     Inner, Streak,
+    channel::Outbound,
     clock::{millis, now_ms},
 };
 use crate::{
     backend::hooks::{
         Shares,
-        records::{ChannelTarget, DeliveryRecord, EndpointRecord, Status},
+        records::{DeliveryRecord, Status},
     },
-    egress::send::Target,
     telemetry,
 };
 
@@ -67,30 +66,15 @@ impl Inner {
         }
         let now = now_ms();
         delivery.last_attempt_ms = now;
-        let result = match &endpoint {
+        let result = match endpoint.as_ref().map(|e| (e, self.channels.of(e))) {
             None => Err("the endpoint was deleted".to_owned()),
-            Some(endpoint) => {
-                let store = &*self.store;
-                match (&endpoint.slack, &endpoint.channel) {
-                    (Some(target), _) => {
-                        self.slack.deliver(store, endpoint, target, &delivery).await
-                    }
-                    (_, Some(ChannelTarget::Telegram(target))) => {
-                        self.telegram
-                            .deliver(store, endpoint, target, &delivery)
-                            .await
-                    }
-                    (_, Some(ChannelTarget::Email(target))) => {
-                        self.email.deliver(store, endpoint, target, &delivery).await
-                    }
-                    (_, Some(ChannelTarget::Ntfy(target))) => {
-                        let sender = &self.sender;
-                        self.ntfy
-                            .deliver(sender, store, endpoint, target, &delivery)
-                            .await
-                    }
-                    (None, None) => self.post(endpoint, &delivery).await,
-                }
+            Some((_, None)) => Err("the endpoint is of no channel this node knows".to_owned()),
+            Some((endpoint, Some(channel))) => {
+                let out = Outbound {
+                    store: &*self.store,
+                    sender: &self.sender,
+                };
+                channel.deliver(&out, endpoint, &delivery).await
             }
         };
         let outcome = match result {
@@ -126,34 +110,6 @@ impl Inner {
             Err(e) => warn!(delivery = %delivery.id, "recording a webhook attempt failed: {e}"),
         }
         outcome
-    }
-
-    /// POSTs a delivery, signed now; an error text unless the endpoint answered 2xx.
-    async fn post(
-        &self,
-        endpoint: &EndpointRecord,
-        delivery: &DeliveryRecord,
-    ) -> Result<(), String> {
-        let target = Target::parse(&endpoint.url)?;
-        let signer = standardwebhooks::Webhook::new(&endpoint.secret)
-            .map_err(|e| format!("the endpoint's secret is unusable: {e}"))?;
-        let timestamp = (now_ms() / 1000) as i64;
-        let signature = signer
-            .sign(&delivery.id, timestamp, delivery.body.as_bytes())
-            .map_err(|e| format!("signing failed: {e}"))?;
-        let headers = [
-            ("webhook-id", delivery.id.clone()),
-            ("webhook-timestamp", timestamp.to_string()),
-            ("webhook-signature", signature),
-        ];
-        let (status, _) = self
-            .sender
-            .post(&target, &headers, Bytes::from(delivery.body.clone()))
-            .await?;
-        match status.is_success() {
-            true => Ok(()),
-            false => Err(format!("HTTP {}", status.as_u16())),
-        }
     }
 }
 

@@ -22,6 +22,7 @@
 //! mail) through the same loops.
 
 mod admin;
+pub mod channel;
 pub(crate) mod clock;
 mod config;
 mod delivery;
@@ -32,6 +33,7 @@ pub mod ntfy;
 pub mod slack;
 pub mod telegram;
 mod timers;
+pub mod webhook;
 
 use std::{
     sync::{
@@ -44,8 +46,8 @@ use std::{
 use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
-pub use self::config::WebhookConfig;
-use self::{email::Email, intake::INTAKE_QUEUE, slack::Slack, telegram::Telegram};
+pub use self::{channel::Channels, config::WebhookConfig};
+use self::{intake::INTAKE_QUEUE, slack::Slack, telegram::Telegram};
 use crate::{
     approvals::Audit,
     backend::{Backend, Tap, hooks::HookStore},
@@ -67,16 +69,9 @@ struct Inner {
     /// The server's request limits (an endpoint's label filter keeps to an ask's).
     limits: Limits,
     sender: Sender,
-    /// Posts and updates the messages of Slack apps.
-    slack: Slack,
-    /// Sends and edits the messages of Telegram bots.
-    telegram: Telegram,
-    /// Mails asks and their outcomes for email routes.
-    email: Email,
-    /// Publishes asks and their outcomes to ntfy topics.
-    ntfy: ntfy::Ntfy,
-    /// Signs and checks the links of mail and pushes.
-    links: links::Signer,
+    /// Every channel the deliveries go through (the registry), and what signs the
+    /// links of mail and pushes.
+    channels: Channels,
     /// Where every resolution is recorded, from the same committed events.
     audit: Audit,
     metrics: Metrics,
@@ -113,11 +108,7 @@ impl Hooks {
     ) -> (Self, HookTasks) {
         let inner = Arc::new(Inner {
             sender: Sender::new(config.allow_private, config.timeout),
-            slack: channels.slack,
-            telegram: channels.telegram,
-            email: channels.email,
-            ntfy: channels.ntfy,
-            links: channels.links,
+            channels,
             audit,
             store,
             backend,
@@ -167,16 +158,21 @@ impl Hooks {
         &self.inner.store
     }
 
+    /// Every channel (the registry).
+    pub fn channels(&self) -> &Channels {
+        &self.inner.channels
+    }
+
     pub(crate) fn slack(&self) -> &Slack {
-        &self.inner.slack
+        &self.inner.channels.slack
     }
 
     pub(crate) fn telegram(&self) -> &Telegram {
-        &self.inner.telegram
+        &self.inner.channels.telegram
     }
 
     pub(crate) fn links(&self) -> &links::Signer {
-        &self.inner.links
+        &self.inner.channels.links
     }
 }
 
@@ -247,15 +243,6 @@ fn chat_endpoint(
         slack: None,
         channel: None,
     }
-}
-
-/// The chat channels a node posts to besides webhooks.
-pub struct Channels {
-    pub slack: Slack,
-    pub telegram: Telegram,
-    pub email: Email,
-    pub ntfy: ntfy::Ntfy,
-    pub links: links::Signer,
 }
 
 /// Whether a loop's store is failing: the first failure of a streak is a warning, the

@@ -22,6 +22,7 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::{
+    channel::{Channel, Checks, Connector, Outbound},
     email::mail,
     links::{Link, Signer},
 };
@@ -108,7 +109,7 @@ impl Ntfy {
     }
 
     /// Checks a connect request and makes the topic's record, its token sealed.
-    pub fn connect(
+    fn checked_record(
         &self,
         tenant: &str,
         request: ConnectNtfyRequest,
@@ -156,7 +157,7 @@ impl Ntfy {
 
     /// One attempt of an ntfy delivery: publish the ask (once: a push noted as sent is
     /// not sent again), or its outcome.
-    pub async fn deliver(
+    async fn attempt(
         &self,
         sender: &Sender,
         store: &dyn HookStore,
@@ -335,6 +336,64 @@ pub fn topic_of(record: &EndpointRecord) -> Option<NtfyTopic> {
         provides: record.provides,
         created_at: Some(super::clock::timestamp(record.created_ms)),
     })
+}
+
+#[async_trait::async_trait]
+impl Channel for Ntfy {
+    fn name(&self) -> &'static str {
+        NTFY_CHANNEL
+    }
+
+    fn noun(&self) -> &'static str {
+        "ntfy topic"
+    }
+
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.ntfy().is_some()
+    }
+
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        connection: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = connection.ntfy().ok_or("not an ntfy topic")?;
+        self.attempt(out.sender, out.store, connection, target, delivery)
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for Ntfy {
+    type Request = ConnectNtfyRequest;
+    type Connection = NtfyTopic;
+
+    const CONNECTED: &'static str = "ntfy.connected";
+    const DISCONNECTED: &'static str = "ntfy.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectNtfyRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        let record = self.checked_record(tenant, request, checks.limits)?;
+        if let Some(target) = record.ntfy() {
+            let server = Target::parse(&format!("{}/", target.server_url))
+                .map_err(|e| Error::bad_request("server_url", e))?;
+            checks.reachable("server_url", &server).await?;
+        }
+        Ok(record)
+    }
+
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<NtfyTopic> {
+        topic_of(record)
+    }
+
+    fn details(&self, connection: &NtfyTopic) -> Value {
+        json!({ "id": connection.id, "server_url": connection.server_url, "topic": connection.topic })
+    }
 }
 
 #[cfg(test)]

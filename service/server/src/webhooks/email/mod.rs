@@ -26,7 +26,10 @@ use tracing::debug;
 use uuid::Uuid;
 
 use self::mail::{Links, Mail};
-use super::links::{Link, Signer};
+use super::{
+    channel::{Channel, Checks, Connector, Outbound},
+    links::{Link, Signer},
+};
 use crate::{
     auth::secret::Secret,
     backend::hooks::{
@@ -104,7 +107,7 @@ impl Email {
 
     /// Checks a connect request (each address as a mailbox) and makes the route's
     /// record.
-    pub fn connect(
+    fn checked_record(
         &self,
         tenant: &str,
         request: ConnectEmailRequest,
@@ -140,7 +143,7 @@ impl Email {
 
     /// One attempt of an email delivery: the ask's mail to each address that has not
     /// had it yet, or the follow-up once resolved (after the ask's mail went out).
-    pub async fn deliver(
+    async fn attempt(
         &self,
         store: &dyn HookStore,
         route: &EndpointRecord,
@@ -329,6 +332,57 @@ pub fn route_of(record: &EndpointRecord) -> Option<EmailRoute> {
         provides: record.provides,
         created_at: Some(super::clock::timestamp(record.created_ms)),
     })
+}
+
+#[async_trait::async_trait]
+impl Channel for Email {
+    fn name(&self) -> &'static str {
+        EMAIL_CHANNEL
+    }
+
+    fn noun(&self) -> &'static str {
+        "email route"
+    }
+
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.email().is_some()
+    }
+
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        connection: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = connection.email().ok_or("not an email route")?;
+        self.attempt(out.store, connection, target, delivery).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for Email {
+    type Request = ConnectEmailRequest;
+    type Connection = EmailRoute;
+
+    const CONNECTED: &'static str = "email.connected";
+    const DISCONNECTED: &'static str = "email.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectEmailRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        self.checked_record(tenant, request, checks.limits)
+    }
+
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<EmailRoute> {
+        route_of(record)
+    }
+
+    fn details(&self, connection: &EmailRoute) -> serde_json::Value {
+        serde_json::json!({ "id": connection.id, "to": connection.to })
+    }
 }
 
 #[cfg(test)]

@@ -21,13 +21,14 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use self::{api::WebApi, blocks::Ref};
+use super::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
     backend::hooks::{
         HookStore,
         records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
     },
-    domain::{Error, Limits, connect},
+    domain::{Error, Limits, connect, model::SLACK_CHANNEL},
 };
 
 /// How long where a message was posted is remembered: past any ask's life.
@@ -124,7 +125,7 @@ impl Slack {
 
     /// Checks a connect request, checks its bot token with Slack (`auth.test`, which
     /// names the workspace), and makes the app's record with its secrets sealed.
-    pub async fn connect(
+    async fn checked_record(
         &self,
         tenant: &str,
         request: ConnectSlackRequest,
@@ -175,7 +176,7 @@ impl Slack {
 
     /// One attempt of a Slack delivery: post the ask's message (once: a message already
     /// posted by an earlier attempt is not posted again), or update it once resolved.
-    pub async fn deliver(
+    async fn attempt(
         &self,
         store: &dyn HookStore,
         app: &EndpointRecord,
@@ -352,4 +353,55 @@ pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
         provides: record.provides,
         created_at: Some(super::clock::timestamp(record.created_ms)),
     })
+}
+
+#[async_trait::async_trait]
+impl Channel for Slack {
+    fn name(&self) -> &'static str {
+        SLACK_CHANNEL
+    }
+
+    fn noun(&self) -> &'static str {
+        "Slack app"
+    }
+
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.slack.is_some()
+    }
+
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        app: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = app.slack.as_ref().ok_or("not a Slack app")?;
+        self.attempt(out.store, app, target, delivery).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for Slack {
+    type Request = ConnectSlackRequest;
+    type Connection = SlackApp;
+
+    const CONNECTED: &'static str = "slack.connected";
+    const DISCONNECTED: &'static str = "slack.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        self.checked_record(tenant, request, checks.limits).await
+    }
+
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<SlackApp> {
+        app_of(record)
+    }
+
+    fn details(&self, app: &SlackApp) -> Value {
+        json!({ "id": app.id, "team_id": app.team_id, "channel": app.channel })
+    }
 }

@@ -22,6 +22,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use self::api::BotApi;
+use super::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
     auth::{sealed::SealingKey, secret::Secret},
     backend::hooks::{
@@ -199,7 +200,7 @@ impl Telegram {
     /// Checks a connect request and the bot token with Telegram (`getMe`), points the
     /// bot's webhook here (`setWebhook`, with a new secret token), and makes the bot's
     /// record with its secrets sealed.
-    pub async fn connect(
+    async fn checked_record(
         &self,
         tenant: &str,
         request: ConnectTelegramRequest,
@@ -259,7 +260,7 @@ impl Telegram {
 
     /// One attempt of a Telegram delivery: send the ask's message (a message noted as
     /// sent is not sent again), or edit it once resolved.
-    pub async fn deliver(
+    async fn attempt(
         &self,
         store: &dyn HookStore,
         bot: &EndpointRecord,
@@ -377,4 +378,62 @@ pub fn bot_of(record: &EndpointRecord) -> Option<TelegramBot> {
         provides: record.provides,
         created_at: Some(super::clock::timestamp(record.created_ms)),
     })
+}
+
+#[async_trait::async_trait]
+impl Channel for Telegram {
+    fn name(&self) -> &'static str {
+        TELEGRAM_CHANNEL
+    }
+
+    fn noun(&self) -> &'static str {
+        "Telegram bot"
+    }
+
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.telegram().is_some()
+    }
+
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        connection: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = connection.telegram().ok_or("not a Telegram bot")?;
+        self.attempt(out.store, connection, target, delivery).await
+    }
+
+    /// Telegram stops sending the bot's updates here (they would be refused).
+    async fn disconnected(&self, bot: &EndpointRecord) {
+        if let Err(e) = self.call(bot, "deleteWebhook", &json!({})).await {
+            warn!(bot = %bot.id, "removing the disconnected bot's webhook failed: {e}");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for Telegram {
+    type Request = ConnectTelegramRequest;
+    type Connection = TelegramBot;
+
+    const CONNECTED: &'static str = "telegram.connected";
+    const DISCONNECTED: &'static str = "telegram.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectTelegramRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        self.checked_record(tenant, request, checks.limits).await
+    }
+
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<TelegramBot> {
+        bot_of(record)
+    }
+
+    fn details(&self, connection: &TelegramBot) -> Value {
+        json!({ "id": connection.id, "bot_user_id": connection.bot_user_id, "chat_id": connection.chat_id })
+    }
 }
