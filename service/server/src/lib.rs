@@ -13,25 +13,22 @@
 //!   (signed webhooks, reminders and Slack posts, delivered durably);
 //! - [`auth`]: credentials to a tenant-scoped principal, what each role may do, and the
 //!   [`auth::Gate`] every ingress passes; [`metrics`]: Prometheus metrics;
-//! - [`protojson`]: protobuf JSON (the CLI's files, webhook payloads).
 //!
 //! Below them, in crates of their own: `askgate-engines` (the storage engines) and
-//! `askgate-core` (the rules, the error and the storage traits, re-exported here as
-//! [`domain`] and [`backend`]).
+//! `askgate-core` (the rules, the error and the storage traits, and protobuf JSON,
+//! re-exported here as [`domain`], [`backend`] and [`protojson`]).
 
 pub mod a2a;
 pub mod api;
 pub mod approvals;
 pub mod auth;
 pub mod dispatch;
-pub mod egress;
 pub mod ingress;
 pub mod links;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod origin;
-pub mod protojson;
 pub mod questions;
 pub mod server;
 pub mod slack;
@@ -40,5 +37,6 @@ pub mod telemetry;
 pub mod web;
 pub mod webhooks;
 
-pub use askgate_core::{backend, domain};
+pub use askgate_channels::egress;
+pub use askgate_core::{backend, domain, protojson};
 pub use server::{ServerConfig, run};

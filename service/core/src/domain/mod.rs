@@ -15,4 +15,4 @@ pub mod validate;
 
 pub use error::{Echo, Error, Settled, Violation, bounded, echo};
 pub use limits::Limits;
-pub use model::{DEFAULT_TENANT, Fingerprint, NewAsk, Outcome, Resolver, SessionKey};
+pub use model::{Answered, DEFAULT_TENANT, Fingerprint, NewAsk, Outcome, Resolver, SessionKey};

@@ -304,3 +304,12 @@ impl Outcome {
         }
     }
 }
+
+/// What an accepted answer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// It resolved the ask (the first valid resolution wins).
+    Resolved,
+    /// It was a vote on a quorum ask that needs more: `votes` of `needed` so far.
+    Voted { votes: u32, needed: u32 },
+}

@@ -8,8 +8,7 @@
 mod gate;
 pub mod jwt;
 pub mod keys;
-pub mod sealed;
-pub mod secret;
+pub use askgate_channels::{sealed, secret};
 
 pub use gate::Gate;
 

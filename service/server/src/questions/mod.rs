@@ -39,6 +39,8 @@ use crate::{
     telemetry,
 };
 
+pub use crate::domain::Answered;
+
 /// A failed `Ask`, with the rpc_id when the ask got as far as being stored.
 #[derive(Debug)]
 pub struct AskFailure {
@@ -431,14 +433,6 @@ impl Questions {
     }
 }
 
-/// What an accepted answer did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answered {
-    /// It resolved the ask (the first valid resolution wins).
-    Resolved,
-    /// It was a vote on a quorum ask that needs more: `votes` of `needed` so far.
-    Voted { votes: u32, needed: u32 },
-}
 
 /// CHANNEL_NOT_ALLOWED unless `by`'s channel may resolve `pending`
 /// ([`approval::may_resolve`]).

@@ -16,7 +16,7 @@ use ring::{
     rand::{SecureRandom, SystemRandom},
 };
 
-use super::secret::{self, Secret};
+use crate::secret::{self, Secret};
 
 /// The server's key for sealing tenants' secrets.
 pub struct SealingKey {
