@@ -19,7 +19,6 @@ use bytes::Bytes;
 use futures_util::future::Either;
 use http::{Request, Response, StatusCode, header, request::Parts};
 use http_body_util::BodyExt as _;
-use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
@@ -30,90 +29,7 @@ pub const UNVERIFIED_QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the whole body may take to arrive (408 past it).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What an ingress answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub status: StatusCode,
-    pub content_type: &'static str,
-    pub body: Bytes,
-}
-
-impl Reply {
-    /// A JSON reply (an empty body without `body`).
-    pub fn json(status: StatusCode, body: Option<Value>) -> Self {
-        Self {
-            status,
-            content_type: "application/json",
-            body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
-        }
-    }
-
-    /// An HTML page, kept out of caches, frames and referrers (its URL may be a
-    /// secret link), running no script.
-    pub fn html(status: StatusCode, page: String) -> Self {
-        Self {
-            status,
-            content_type: "text/html; charset=utf-8",
-            body: Bytes::from(page),
-        }
-    }
-
-    /// `{"error": text}` with `status`.
-    pub fn error(status: StatusCode, text: &str) -> Self {
-        Self::json(status, Some(json!({ "error": text })))
-    }
-
-    fn into_response(self) -> Response<tonic::body::Body> {
-        let mut response =
-            Response::new(tonic::body::Body::new(http_body_util::Full::new(self.body)));
-        *response.status_mut() = self.status;
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            http::HeaderValue::from_static(self.content_type),
-        );
-        if self.content_type.starts_with("text/html") {
-            for (name, value) in [
-                (
-                    header::CONTENT_SECURITY_POLICY,
-                    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-                ),
-                (header::X_FRAME_OPTIONS, "DENY"),
-                // Not no-referrer: Chromium then sends `Origin: null` with the page's own
-                // form, which the origin policy refuses; same-origin keeps the URL (a
-                // secret link) from every other site all the same.
-                (header::REFERRER_POLICY, "same-origin"),
-                (header::CACHE_CONTROL, "no-store"),
-                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            ] {
-                headers.insert(name, http::HeaderValue::from_static(value));
-            }
-        }
-        response
-    }
-}
-
-impl From<(StatusCode, Option<Value>)> for Reply {
-    fn from((status, body): (StatusCode, Option<Value>)) -> Self {
-        Self::json(status, body)
-    }
-}
-
-/// An HTTP entry of askgate's port that outside services call.
-pub trait Ingress: Clone + Send + Sync + 'static {
-    /// Whether a request to `path` is this ingress's.
-    fn claims(&self, path: &str) -> bool;
-
-    /// Bytes of a body read at most.
-    fn max_body(&self) -> usize;
-
-    /// Checks a request before its body is read (its method, its headers): a refusal
-    /// is answered at once.
-    fn precheck(&self, parts: &Parts) -> Result<(), Reply>;
-
-    /// Answers a request whose body was read.
-    fn handle(&self, parts: Parts, body: Bytes) -> impl Future<Output = Reply> + Send;
-}
+pub use askgate_channels::ingress::{Ingress, Reply};
 
 /// Serves an [`Ingress`]; every other request goes on.
 #[derive(Clone)]

@@ -230,6 +230,31 @@ pub fn record_outcome<T>(span: &Span, result: &Result<T, crate::domain::Error>) 
     span.record("askgate.outcome", outcome);
 }
 
+/// What the channels' delivery machinery reports, to this node's metrics and traces.
+pub struct ChannelObserver {
+    metrics: crate::metrics::Metrics,
+}
+
+impl ChannelObserver {
+    pub fn new(metrics: crate::metrics::Metrics) -> Self {
+        Self { metrics }
+    }
+}
+
+impl askgate_channels::observe::Observer for ChannelObserver {
+    fn deliveries(&self, tenant: &str, outcome: &str, count: u64) {
+        self.metrics.webhook_deliveries(tenant, outcome, count);
+    }
+
+    fn notice(&self, tenant: &str, kind: &str) {
+        self.metrics.notice(tenant, kind);
+    }
+
+    fn delivery_span(&self, delivery: &crate::backend::hooks::records::DeliveryRecord) -> Span {
+        delivery_span(delivery)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

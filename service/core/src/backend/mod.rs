@@ -6,6 +6,7 @@
 //! before either, in `domain`.
 
 pub mod audit;
+pub mod audit_log;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;

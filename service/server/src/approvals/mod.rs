@@ -7,6 +7,6 @@ pub mod secrets;
 
 /// The audit log's use case, in the core beside the chain's rules (the channels' intake
 /// records through it too).
-pub use askgate_core::backend::audit::log as audit;
+pub use askgate_core::backend::audit_log as audit;
 pub use audit::Audit;
 pub use receipts::{DEFAULT_RECEIPT_TTL, Receipts};

@@ -433,7 +433,6 @@ impl Questions {
     }
 }
 
-
 /// CHANNEL_NOT_ALLOWED unless `by`'s channel may resolve `pending`
 /// ([`approval::may_resolve`]).
 fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
@@ -460,3 +459,34 @@ fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests;
+
+/// The inbound endpoints of the channels (Slack, Telegram, mailed links) answer
+/// through this use case, checked as every other answer is.
+#[async_trait::async_trait]
+impl askgate_channels::resolve::Resolutions for Questions {
+    async fn answer(
+        &self,
+        tenant: &str,
+        request: AnswerRequest,
+        by: &Resolver,
+    ) -> Result<Answered, Error> {
+        Questions::answer(self, tenant, request, by).await
+    }
+
+    async fn cancel(
+        &self,
+        tenant: &str,
+        request: CancelRequest,
+        by: &Resolver,
+    ) -> Result<(), Error> {
+        Questions::cancel(self, tenant, request, by).await
+    }
+
+    async fn list_pending(
+        &self,
+        tenant: &str,
+        session_id: String,
+    ) -> Result<Vec<Requested>, Error> {
+        Questions::list_pending(self, tenant, session_id).await
+    }
+}

@@ -100,7 +100,7 @@ impl Node {
             backend.clone(),
             config.webhooks.clone(),
             config.limits.clone(),
-            metrics.clone(),
+            Arc::new(crate::telemetry::ChannelObserver::new(metrics.clone())),
             config.channels(sealing.clone())?,
             audit.clone(),
         );
@@ -325,9 +325,11 @@ impl Node {
             config.http.public_url.clone(),
             config.http.cors.clone(),
         );
-        let interactivity = Interactivity::new(self.hooks.clone(), self.questions.clone());
-        let updates = crate::telegram::Updates::new(self.hooks.clone(), self.questions.clone());
-        let links = crate::links::Links::new(self.hooks.clone(), self.questions.clone());
+        // The channels' inbound endpoints answer through the questions use case.
+        let questions: askgate_channels::resolve::Questions = Arc::new(self.questions.clone());
+        let interactivity = Interactivity::new(self.hooks.clone(), questions.clone());
+        let updates = crate::telegram::Updates::new(self.hooks.clone(), questions.clone());
+        let links = crate::links::Links::new(self.hooks.clone(), questions);
         Ok(transport(config)?
             // A request in flight keeps its connection from being idle.
             .layer(InFlightLayer)

@@ -23,8 +23,6 @@ use sha2::{Digest as _, Sha256};
 
 use crate::domain::Error;
 
-pub mod log;
-
 /// What is to be appended: its tenant, a name that is the same each time the same
 /// thing is reported (an engine may report an event twice: the second is not
 /// appended), and its fields (`kind`, `at`, `subject`, ...; `seq` and `tenant` are

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::{
-    auth::secret::Secret,
     egress::send::{Sender, Target},
+    secret::Secret,
 };
 
 /// Telegram's default API base.

@@ -3,17 +3,14 @@
 //! ([`Channel`]), and what the admin API connects, lists and disconnects
 //! ([`Connector`]); everything around that (queueing, leases, retries, audit records,
 //! the admin calls' checks) is written once, in this module's parent, for all of them.
-//! [`Channels`] is the registry: built in one place, the list every "for each channel"
-//! is taken from.
+//! The registry of them, `Channels`, is in this module's parent: built in one place,
+//! the list every "for each channel" is taken from.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{
-    email::Email, links::Signer, ntfy::Ntfy, slack::Slack, telegram::Telegram, webhook::Webhook,
-};
 use crate::{
     backend::hooks::{
         HookStore,
@@ -110,39 +107,5 @@ impl Checks<'_> {
         resolved
             .map(|_| ())
             .map_err(|e| Error::bad_request(field, e))
-    }
-}
-
-/// Every channel a node sends through, and what signs the links of mail and pushes:
-/// the registry, built in one place (`ServerConfig::channels`).
-pub struct Channels {
-    pub webhook: Webhook,
-    pub slack: Slack,
-    pub telegram: Telegram,
-    pub email: Email,
-    pub ntfy: Ntfy,
-    pub links: Signer,
-}
-
-impl Channels {
-    /// Every channel.
-    pub fn all(&self) -> [&dyn Channel; 5] {
-        [
-            &self.webhook,
-            &self.slack,
-            &self.telegram,
-            &self.email,
-            &self.ntfy,
-        ]
-    }
-
-    /// The channel `record` is a connection of.
-    pub fn of(&self, record: &EndpointRecord) -> Option<&dyn Channel> {
-        self.all().into_iter().find(|channel| channel.holds(record))
-    }
-
-    /// Every channel's name.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.all().into_iter().map(|channel| channel.name())
     }
 }

@@ -24,12 +24,13 @@ use uuid::Uuid;
 use self::api::BotApi;
 use super::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
-    auth::{sealed::SealingKey, secret::Secret},
     backend::hooks::{
         HookStore,
         records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, TelegramTarget},
     },
     domain::{Error, Limits},
+    sealed::SealingKey,
+    secret::Secret,
 };
 
 /// Where Telegram sends a bot's updates, under the public URL.

@@ -97,7 +97,7 @@ impl Inner {
                 None
             }
         };
-        self.metrics.notice(&timer.tenant, event_type.as_str());
+        self.observer.notice(&timer.tenant, event_type.as_str());
         let requested = &noticed.requested;
         let body = || {
             payload(

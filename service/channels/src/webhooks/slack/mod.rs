@@ -23,12 +23,13 @@ use uuid::Uuid;
 use self::{api::WebApi, blocks::Ref};
 use super::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
-    auth::{sealed::SealingKey, secret::Secret},
     backend::hooks::{
         HookStore,
         records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
     },
     domain::{Error, Limits, connect, model::SLACK_CHANNEL},
+    sealed::SealingKey,
+    secret::Secret,
 };
 
 /// How long where a message was posted is remembered: past any ask's life.

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::{
-    auth::secret::Secret,
     egress::send::{Sender, Target},
+    secret::Secret,
 };
 
 /// Slack's default API base.

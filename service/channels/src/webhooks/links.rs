@@ -11,12 +11,12 @@ use askgate_proto::v1::Requested;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    auth::sealed::SealingKey,
     backend::hooks::records::EndpointRecord,
     domain::{
         Error,
         model::{EMAIL_CHANNEL, NTFY_CHANNEL},
     },
+    sealed::SealingKey,
 };
 
 /// Where a link's page is, under the public URL.

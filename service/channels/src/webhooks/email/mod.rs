@@ -31,12 +31,12 @@ use super::{
     links::{Link, Signer},
 };
 use crate::{
-    auth::secret::Secret,
     backend::hooks::{
         HookStore,
         records::{ChannelTarget, DeliveryRecord, EmailTarget, EndpointRecord, EventType},
     },
     domain::{Error, Limits, Violation},
+    secret::Secret,
 };
 
 /// How long a note that a mail went out is kept: past any ask's life.

@@ -28,7 +28,7 @@ use crate::{
         Error, Resolver, approval, model::TELEGRAM_CHANNEL, validate::MAX_CANCEL_REASON_BYTES,
     },
     ingress::{Ingress, Reply},
-    questions::Questions,
+    resolve::Questions,
     webhooks::{
         Hooks,
         telegram::{

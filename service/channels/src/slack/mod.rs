@@ -23,7 +23,7 @@ use crate::webhooks::slack::blocks::{self, Ref};
 use crate::{
     backend::hooks::records::EndpointRecord,
     domain::{Error, Resolver, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
-    questions::Questions,
+    resolve::Questions,
     webhooks::Hooks,
 };
 

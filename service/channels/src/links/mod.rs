@@ -18,9 +18,10 @@ use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
 use crate::{
+    domain::Answered,
     domain::{Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
-    questions::{Answered, Questions},
+    resolve::Questions,
     webhooks::{
         Hooks,
         email::settled::{USED_TTL_MS, answered_lines, remember_settled, settled_key},

@@ -46,14 +46,20 @@ use std::{
 use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
-pub use self::{channel::Channels, config::WebhookConfig};
-use self::{intake::INTAKE_QUEUE, slack::Slack, telegram::Telegram};
+pub use self::config::WebhookConfig;
+use self::{
+    channel::Channel, email::Email, intake::INTAKE_QUEUE, links::Signer, ntfy::Ntfy, slack::Slack,
+    telegram::Telegram, webhook::Webhook,
+};
 use crate::{
-    approvals::Audit,
-    backend::{Backend, Tap, hooks::HookStore},
+    backend::{
+        Backend, Tap,
+        audit_log::Audit,
+        hooks::{HookStore, records::EndpointRecord},
+    },
     domain::{Error, Limits},
     egress::send::Sender,
-    metrics::Metrics,
+    observe::Observer,
 };
 
 /// Webhooks and reminders of one node. Cheap to clone.
@@ -74,7 +80,8 @@ struct Inner {
     channels: Channels,
     /// Where every resolution is recorded, from the same committed events.
     audit: Audit,
-    metrics: Metrics,
+    /// The node's metrics and traces.
+    observer: Arc<dyn Observer>,
     /// Wakes this node's delivery loop when it queued something due now.
     wake: Notify,
     /// Events reported but not yet queued as deliveries (in the intake's channel or
@@ -102,7 +109,7 @@ impl Hooks {
         backend: Arc<dyn Backend>,
         config: WebhookConfig,
         limits: Limits,
-        metrics: Metrics,
+        observer: Arc<dyn Observer>,
         channels: Channels,
         audit: Audit,
     ) -> (Self, HookTasks) {
@@ -114,13 +121,13 @@ impl Hooks {
             backend,
             config,
             limits,
-            metrics,
+            observer,
             wake: Notify::new(),
             in_intake: Arc::new(AtomicUsize::new(0)),
         });
         let (events_tx, events_rx) = mpsc::channel(INTAKE_QUEUE);
         let (queued, dropped) = (inner.in_intake.clone(), inner.in_intake.clone());
-        let metrics = inner.metrics.clone();
+        let observer = inner.observer.clone();
         inner.backend.set_tap(Tap::new(
             events_tx,
             move || {
@@ -128,7 +135,7 @@ impl Hooks {
             },
             move || {
                 dropped.fetch_sub(1, Ordering::AcqRel);
-                metrics.webhook_deliveries("", "dropped", 1);
+                observer.deliveries("", "dropped", 1);
                 warn!("the webhook intake is full: an event was dropped");
             },
         ));
@@ -154,7 +161,7 @@ impl Hooks {
     }
 
     /// The store, for Slack's interactivity (apps, replay notes).
-    pub(crate) fn store(&self) -> &Arc<dyn HookStore> {
+    pub fn store(&self) -> &Arc<dyn HookStore> {
         &self.inner.store
     }
 
@@ -264,5 +271,39 @@ impl Streak {
         if std::mem::take(&mut self.0) {
             tracing::info!("{what} works again");
         }
+    }
+}
+
+/// Every channel a node sends through, and what signs the links of mail and pushes:
+/// the registry, built in one place (`ServerConfig::channels`).
+pub struct Channels {
+    pub webhook: Webhook,
+    pub slack: Slack,
+    pub telegram: Telegram,
+    pub email: Email,
+    pub ntfy: Ntfy,
+    pub links: Signer,
+}
+
+impl Channels {
+    /// Every channel.
+    pub fn all(&self) -> [&dyn Channel; 5] {
+        [
+            &self.webhook,
+            &self.slack,
+            &self.telegram,
+            &self.email,
+            &self.ntfy,
+        ]
+    }
+
+    /// The channel `record` is a connection of.
+    pub fn of(&self, record: &EndpointRecord) -> Option<&dyn Channel> {
+        self.all().into_iter().find(|channel| channel.holds(record))
+    }
+
+    /// Every channel's name.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.all().into_iter().map(|channel| channel.name())
     }
 }

@@ -12,8 +12,10 @@ use super::{
     clock::{millis, now_ms, timestamp},
 };
 use crate::{
-    approvals::Audit,
-    backend::hooks::records::{DeliveryRecord, Status},
+    backend::{
+        audit_log::Audit,
+        hooks::records::{DeliveryRecord, Status},
+    },
     domain::{Error, Resolver},
 };
 

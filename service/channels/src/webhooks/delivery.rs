@@ -13,12 +13,9 @@ use super::{
     channel::Outbound,
     clock::{millis, now_ms},
 };
-use crate::{
-    backend::hooks::{
-        Shares,
-        records::{DeliveryRecord, Status},
-    },
-    telemetry,
+use crate::backend::hooks::{
+    Shares,
+    records::{DeliveryRecord, Status},
 };
 
 /// Beyond an attempt's timeout, how long its lease lasts.
@@ -41,7 +38,7 @@ impl Inner {
     /// One attempt of a claimed delivery, and its outcome recorded, under a span of
     /// its own: a child of its ask's.
     async fn attempt(&self, delivery: DeliveryRecord) {
-        let span = telemetry::delivery_span(&delivery);
+        let span = self.observer.delivery_span(&delivery);
         let outcome = self.attempt_traced(delivery).instrument(span.clone()).await;
         if !span.is_disabled() {
             span.record("askgate.outcome", outcome);
@@ -102,8 +99,7 @@ impl Inner {
             error = %delivery.last_error,
             "webhook attempt"
         );
-        self.metrics
-            .webhook_deliveries(&delivery.tenant, outcome, 1);
+        self.observer.deliveries(&delivery.tenant, outcome, 1);
         match self.store.finish_attempt(&delivery).await {
             Ok(true) => {}
             Ok(false) => debug!(delivery = %delivery.id, "the attempt's lease had moved on"),

@@ -27,13 +27,14 @@ use super::{
     links::{Link, Signer},
 };
 use crate::{
-    auth::{sealed::SealingKey, secret::Secret},
     backend::hooks::{
         HookStore,
         records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, NtfyTarget},
     },
     domain::{Error, Limits, Violation, shown},
     egress::send::{Sender, Target},
+    sealed::SealingKey,
+    secret::Secret,
 };
 
 /// Bytes of a notification's message (ntfy's default message size limit is 4,096).

@@ -17,9 +17,9 @@ use super::{
     clock::{millis, now_ms},
 };
 use crate::{
-    approvals::Audit,
     backend::{
         Asked, Committed, OutboxEntry,
+        audit_log::Audit,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
     },
     domain::Error,
@@ -130,7 +130,7 @@ impl Inner {
         let queued = self.store.enqueue(tenant, &deliveries).await?;
         if queued < deliveries.len() {
             let dropped = (deliveries.len() - queued) as u64;
-            self.metrics.webhook_deliveries(tenant, "dropped", dropped);
+            self.observer.deliveries(tenant, "dropped", dropped);
             warn!(
                 %tenant,
                 dropped,
@@ -307,7 +307,7 @@ async fn take_batch(inner: &Inner, batch: &mut Vec<Committed>, back: &mut GiveBa
                 warn!(%tenant, "queueing webhook deliveries failed (retried from the outbox): {e}");
             }
             Err(e) => {
-                inner.metrics.webhook_deliveries(&tenant, "dropped", 1);
+                inner.observer.deliveries(&tenant, "dropped", 1);
                 warn!(%tenant, "queueing webhook deliveries failed: {e}");
             }
         }
