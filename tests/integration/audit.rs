@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use askgate_client::{Ask, Client, Event, answer, question};
 use askgate_proto::v1::{AuditRecord, CreateEndpointRequest};
 use askgate_server::server::ApprovalConfig;
-use askgate_server::{backend::audit, server::ServerConfig, webhooks::WebhookConfig};
+use askgate_server::{backend::audit, channels::delivery::WebhookConfig, server::ServerConfig};
 use serde_json::Value;
 use tokio_stream::StreamExt;
 

@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::ConnectEmailRequest;
 use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
-use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
+use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::{

@@ -14,7 +14,7 @@ use std::{convert::Infallible, sync::Arc, time::Duration};
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::ConnectNtfyRequest;
 use askgate_server::server::{ApprovalConfig, HttpConfig};
-use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
+use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Incoming, service::service_fn};

@@ -19,7 +19,7 @@ use askgate_proto::v1::{
     slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
 use askgate_server::server::{ApprovalConfig, ChannelConfig};
-use askgate_server::{ServerConfig, webhooks::WebhookConfig};
+use askgate_server::{ServerConfig, channels::delivery::WebhookConfig};
 use askgate_testing::RedisServer;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

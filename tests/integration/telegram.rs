@@ -16,7 +16,7 @@ use askgate_proto::v1::{
     ConnectTelegramRequest, ListEndpointsRequest, webhooks_client::WebhooksClient,
 };
 use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
-use askgate_server::{ServerConfig, origin::PublicUrl, webhooks::WebhookConfig};
+use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Incoming, service::service_fn};

@@ -14,8 +14,8 @@ use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, KeySource},
     backend::hooks::StoreLimits,
+    channels::delivery::WebhookConfig,
     server::AuthConfig,
-    webhooks::WebhookConfig,
 };
 use askgate_testing::RedisServer;
 use serde::Deserialize;

@@ -1,28 +1,74 @@
 //! askgate's human channels: every way an ask reaches a person and an answer comes
 //! back besides the gRPC API and MCP (docs/architecture.md, "Adding a channel").
-//! - [`webhooks`]: the [`webhooks::channel::Channel`] trait every channel implements,
-//!   the registry of them ([`webhooks::Channels`]), and the machinery they share
-//!   (intake, durable delivery with leases and retries, reminders, the admin calls);
-//!   the outbound side of each channel (plain webhooks, Slack, Telegram, email, ntfy);
-//! - the inbound endpoints, each an [`ingress::Ingress`] the server mounts on its port:
-//!   [`slack`] (interactivity), [`telegram`] (updates), [`links`] (the pages of mailed
-//!   links), answering through [`resolve::Resolutions`], which the questions use case
-//!   implements;
-//! - [`observe`]: what the machinery reports to the node's metrics and traces;
-//! - [`egress`]: the guarded HTTP sender every outbound channel uses, and IANA's
-//!   special-purpose address registries behind its guard;
-//! - [`sealed`] and [`secret`]: the tenants' secrets a channel keeps (bot tokens,
-//!   signing secrets), sealed with the server's key, and secret values that never show.
+//!
+//! A channel is one folder: [`webhook`], [`slack`], [`telegram`], [`email`], [`ntfy`].
+//! Each implements [`channel::Channel`] (one delivery attempt of an ask or its
+//! outcome) and [`channel::Connector`] (its admin side: the request that connects one,
+//! the connection as the admin API shows it); a channel that people answer through
+//! has its inbound endpoint in its folder too, an [`ingress::Ingress`] the server
+//! mounts on its port, answering through [`resolve::Resolutions`] (the questions use
+//! case, which the server implements). [`Channels`], below, is the registry: every
+//! channel, built in one place, the list every "for each channel" is taken from.
+//!
+//! What every channel shares is written once: [`delivery`] (the intake of committed
+//! events, durable delivery with leases and retries, reminders, the admin calls),
+//! [`links`] (signed single-use links, for mail and pushes), [`egress`] (the guarded
+//! HTTP sender), [`sealed`] and [`secret`] (tenants' secrets, sealed with the server's
+//! key), and [`observe`] (what the machinery reports to the node's metrics and traces).
 
+pub mod channel;
+pub mod delivery;
 pub mod egress;
+pub mod email;
 pub mod ingress;
 pub mod links;
+pub mod ntfy;
 pub mod observe;
 pub mod resolve;
 pub mod sealed;
 pub mod secret;
 pub mod slack;
 pub mod telegram;
-pub mod webhooks;
+pub mod webhook;
 
 pub(crate) use askgate_core::{backend, domain, protojson};
+
+use self::{
+    channel::Channel, email::Email, links::Signer, ntfy::Ntfy, slack::Slack, telegram::Telegram,
+    webhook::Webhook,
+};
+use crate::backend::hooks::records::EndpointRecord;
+
+/// Every channel a node sends through, and what signs the links of mail and pushes:
+/// the registry, built in one place (the server's `ServerConfig::channels`).
+pub struct Channels {
+    pub webhook: Webhook,
+    pub slack: Slack,
+    pub telegram: Telegram,
+    pub email: Email,
+    pub ntfy: Ntfy,
+    pub links: Signer,
+}
+
+impl Channels {
+    /// Every channel.
+    pub fn all(&self) -> [&dyn Channel; 5] {
+        [
+            &self.webhook,
+            &self.slack,
+            &self.telegram,
+            &self.email,
+            &self.ntfy,
+        ]
+    }
+
+    /// The channel `record` is a connection of.
+    pub fn of(&self, record: &EndpointRecord) -> Option<&dyn Channel> {
+        self.all().into_iter().find(|channel| channel.holds(record))
+    }
+
+    /// Every channel's name.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.all().into_iter().map(|channel| channel.name())
+    }
+}

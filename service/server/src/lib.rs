@@ -33,6 +33,6 @@ pub mod server;
 pub mod telemetry;
 pub mod web;
 
-pub use askgate_channels::{egress, links, slack, telegram, webhooks};
+pub use askgate_channels::{self as channels, egress};
 pub use askgate_core::{backend, domain, protojson};
 pub use server::{ServerConfig, run};

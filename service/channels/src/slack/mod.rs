@@ -1,440 +1,409 @@
-//! `/slack/interactivity` on askgate's HTTP port: the clicks and forms of askgate's
-//! Slack messages. A request is believed only once it is verified:
-//! - it names an app of askgate's (the ref its controls carry; see [`Ref`]), and the
-//!   app's signing secret signed it: `X-Slack-Signature` is `v0=` + the hex HMAC-SHA256
-//!   of `v0:{X-Slack-Request-Timestamp}:{body}`, compared in constant time;
-//! - its timestamp is within five minutes of now, and its signature was not seen
-//!   before (a replay is refused, on every node of a Redis deployment);
-//! - it comes from the app's workspace.
-//!
-//! Then a choice or a form goes through `Answer` (or `Cancel`) as `slack:<team>/<user>`,
-//! and the request is acknowledged at once (Slack waits 3 s); the message itself is
-//! updated by the `resolved` event's delivery, whoever resolved the ask.
+//! Answering from Slack (docs/slack.md). A tenant connects a Slack app (its bot token
+//! and signing secret, sealed with the server's key, and a channel); from then on:
+//! - each `requested` of the tenant that the app's filter lets through becomes a
+//!   delivery of the webhook machinery (leased, retried, any node on Redis) that posts
+//!   a Block Kit message to the channel, and notes where it went;
+//! - the ask's `resolved`, from whatever channel, becomes a delivery that updates that
+//!   message in place (who answered what, or how it ended) and removes its controls;
+//! - clicks and forms come back to `/slack/interactivity` (the Slack ingress, beside
+//!   the gRPC API), are verified against the app's signing secret, and go through
+//!   `Answer` or `Cancel` like any other human's (first valid resolution wins), as
+//!   `slack:<team>/<user>`.
 
-use std::time::{Duration, SystemTime};
+pub mod api;
+pub mod blocks;
+pub mod interactivity;
 
-use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
-use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use std::{sync::Arc, time::Duration};
+
+use askgate_proto::v1::{ConnectSlackRequest, SlackApp};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
+use uuid::Uuid;
 
-use crate::webhooks::slack::blocks::{self, Ref};
+use self::{api::WebApi, blocks::Ref};
+use crate::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
-    backend::hooks::records::EndpointRecord,
-    domain::{Error, Resolver, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
-    resolve::Questions,
-    webhooks::Hooks,
+    backend::hooks::{
+        HookStore,
+        records::{DeliveryRecord, EndpointRecord, EventType, SlackTarget},
+    },
+    domain::{Error, Limits, connect, model::SLACK_CHANNEL},
+    sealed::SealingKey,
+    secret::Secret,
 };
 
-/// Where Slack sends interactions.
-pub const INTERACTIVITY_PATH: &str = "/slack/interactivity";
-/// Bytes of an interaction read at most (Slack's are a few kilobytes; a click on a
-/// large message carries the message).
-const MAX_BODY_BYTES: usize = 256 * 1024;
-/// How far a request's timestamp may be from now.
-const TOLERANCE: Duration = Duration::from_secs(5 * 60);
-/// How long a seen signature is remembered: past the tolerance on both sides.
-const SEEN_TTL_MS: u64 = 11 * 60 * 1000;
-/// Slack's deadline for the acknowledgement is 3 s: `views.open` must fit well within.
-const VIEWS_OPEN_TIMEOUT: Duration = Duration::from_millis(2500);
+/// How long where a message was posted is remembered: past any ask's life.
+const POSTED_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 
-/// Why a request that is signed, but not by a connected app's secret, is refused.
-const UNVERIFIED: &str = "not signed by a connected Slack app";
-
-/// Answers Slack's interactions.
+/// Slack for the whole server: its Web API and the key that seals apps' secrets.
 #[derive(Clone)]
-pub struct Interactivity {
-    hooks: Hooks,
-    questions: Questions,
+pub struct Slack {
+    api: WebApi,
+    /// The console's inbox at the server's public URL, linked from asks Slack may not
+    /// answer.
+    console: Option<String>,
+    /// `None`: the server has no `--secret-key-file` and shares its store (Redis), so
+    /// it cannot keep apps' secrets.
+    key: Option<Arc<SealingKey>>,
 }
 
-/// What the handler answers Slack: a status and an optional JSON body.
-type Reply = (StatusCode, Option<Value>);
-
-fn refused(why: &str) -> Reply {
-    debug!("Slack interaction refused: {why}");
-    (StatusCode::UNAUTHORIZED, Some(json!({ "error": why })))
+/// Which secret of an app, in the associated data of its sealing.
+fn context(tenant: &str, app: &str, what: &str) -> String {
+    serde_json::json!(["slack", tenant, app, what]).to_string()
 }
 
-fn ok() -> Reply {
-    (StatusCode::OK, None)
+/// The note that an attempt to post an ask's message began.
+fn attempt_key(app: &str, rpc_id: &str) -> String {
+    format!("slack-post:{app}:{rpc_id}")
 }
 
-/// The `payload` field of a form-encoded body.
-fn payload(body: &[u8]) -> Option<Value> {
-    let (_, json) = form_urlencoded::parse(body).find(|(name, _)| name == "payload")?;
-    serde_json::from_str(&json).ok()
+/// The `event_type` of the metadata on askgate's messages, whose payload names the ask:
+/// what finds a message posted by an attempt that never heard Slack's reply.
+const METADATA_EVENT: &str = "askgate_ask";
+
+/// Messages of the channel a look-up reads at most (pages of 200, newest first).
+const LOOKUP_PAGES: usize = 5;
+
+/// The note of where an ask's message went: `{"channel", "ts"}`.
+fn posted_key(app: &str, rpc_id: &str) -> String {
+    format!("slack:{app}:{rpc_id}")
 }
 
-/// The ref an interaction carries: a form's private metadata, the clicked control's
-/// value, or (a checkbox change, which has none) any control's of its message.
-fn ref_of(payload: &Value) -> Option<Ref> {
-    if payload["type"] == "view_submission" {
-        return Ref::decode(payload["view"]["private_metadata"].as_str()?);
+impl Slack {
+    pub fn new(
+        api_url: &str,
+        timeout: Duration,
+        key: Option<Arc<SealingKey>>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            api: WebApi::new(api_url, timeout)?,
+            console: None,
+            key,
+        })
     }
-    if let Some(found) = payload["actions"][0]["value"]
-        .as_str()
-        .and_then(Ref::decode)
-    {
-        return Some(found);
+
+    /// Links asks Slack may not answer to the console at `public_origin`.
+    pub fn with_console(mut self, public_origin: &str) -> Self {
+        self.console = Some(format!("{public_origin}/console/#/inbox"));
+        self
     }
-    payload["message"]["blocks"]
-        .as_array()?
-        .iter()
-        .filter_map(|b| b["elements"].as_array())
-        .flatten()
-        .find_map(|e| e["value"].as_str().and_then(Ref::decode))
+
+    fn key(&self) -> Result<&SealingKey, Error> {
+        self.key.as_deref().ok_or_else(|| {
+            Error::PermissionDenied(
+                "this server keeps no Slack secrets: start every node with --secret-key-file"
+                    .into(),
+            )
+        })
+    }
+
+    /// An app's secret (`bot_token` or `signing_secret`), opened.
+    fn open(&self, app: &EndpointRecord, what: &str, sealed: &str) -> Result<Secret, String> {
+        let key = self
+            .key
+            .as_deref()
+            .ok_or("this server has no --secret-key-file")?;
+        key.open(&context(&app.tenant, &app.id, what), sealed)
+            .map_err(|e| e.to_string())
+    }
+
+    /// An app's signing secret, opened.
+    pub(crate) fn open_secret(&self, app: &EndpointRecord, sealed: &str) -> Result<Secret, String> {
+        self.open(app, "signing_secret", sealed)
+    }
+
+    /// Calls a Web API method as the app (its bot token).
+    pub(crate) async fn call(
+        &self,
+        app: &EndpointRecord,
+        method: &str,
+        body: &Value,
+    ) -> Result<Value, String> {
+        let target = app.slack.as_ref().ok_or("not a Slack app")?;
+        let token = self.open(app, "bot_token", &target.bot_token)?;
+        self.api.call(&token, method, body).await
+    }
+
+    /// Checks a connect request, checks its bot token with Slack (`auth.test`, which
+    /// names the workspace), and makes the app's record with its secrets sealed.
+    async fn checked_record(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+        limits: &Limits,
+    ) -> Result<EndpointRecord, Error> {
+        let key = self.key()?;
+        let violations = connect::slack_app(&request, limits);
+        if !violations.is_empty() {
+            return Err(Error::BadRequest(violations));
+        }
+        let channel = request.channel.trim();
+        let token = Secret::new(request.bot_token);
+        let checked = self
+            .api
+            .call(&token, "auth.test", &json!({}))
+            .await
+            .map_err(|e| {
+                Error::bad_request("bot_token", format!("Slack refused the token: {e}"))
+            })?;
+        let team_id = checked
+            .get("team_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let id = format!("sl_{}", Uuid::now_v7().simple());
+        let seal = |what: &str, secret: &Secret| {
+            key.seal(&context(tenant, &id, what), secret)
+                .map_err(|e| Error::Internal(e.to_string()))
+        };
+        let slack = SlackTarget {
+            team_id,
+            channel: channel.to_owned(),
+            bot_token: seal("bot_token", &token)?,
+            signing_secret: seal("signing_secret", &Secret::new(request.signing_secret))?,
+        };
+        Ok(EndpointRecord {
+            slack: Some(slack),
+            ..crate::channel::chat::chat_endpoint(
+                id,
+                tenant,
+                request.description,
+                request.labels,
+                request.session_prefix,
+                request.provides,
+            )
+        })
+    }
+
+    /// One attempt of a Slack delivery: post the ask's message (once: a message already
+    /// posted by an earlier attempt is not posted again), or update it once resolved.
+    async fn attempt(
+        &self,
+        store: &dyn HookStore,
+        app: &EndpointRecord,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let (requested, resolved) = crate::channel::chat::read_chat_body(&delivery.body)?;
+        let token = self.open(app, "bot_token", &target.bot_token)?;
+        let posted_at = posted_key(&app.id, &delivery.rpc_id);
+        let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
+        match delivery.event_type {
+            EventType::Requested => {
+                if posted.is_some() {
+                    return Ok(());
+                }
+                if self
+                    .posted_unseen(store, &token, app, target, delivery)
+                    .await?
+                {
+                    return Ok(());
+                }
+                let at = Ref {
+                    tenant: app.tenant.clone(),
+                    app: app.id.clone(),
+                    session: requested.session_id.clone(),
+                    rpc: requested.rpc_id.clone(),
+                    option: None,
+                };
+                let mut message =
+                    blocks::question_message(&at, &requested, self.console.as_deref());
+                message["channel"] = target.channel.clone().into();
+                message["unfurl_links"] = false.into();
+                message["metadata"] = json!({
+                    "event_type": METADATA_EVENT,
+                    "event_payload": { "rpc_id": delivery.rpc_id },
+                });
+                let reply = self.api.call(&token, "chat.postMessage", &message).await?;
+                let place = json!({ "channel": reply["channel"], "ts": reply["ts"] });
+                if place["ts"].as_str().is_none() {
+                    return Err("Slack chat.postMessage: no ts in the reply".into());
+                }
+                store
+                    .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "posted to Slack");
+                Ok(())
+            }
+            EventType::Resolved => {
+                let Some(posted) = posted else {
+                    // The post is still to come (or failed for good): retried until then.
+                    return Err("the question's message is not posted yet".into());
+                };
+                let place: Value =
+                    serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
+                let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
+                let mut message = blocks::resolved_message(&requested, &resolved);
+                message["channel"] = place["channel"].clone();
+                message["ts"] = place["ts"].clone();
+                self.api.call(&token, "chat.update", &message).await?;
+                debug!(app = %app.id, rpc_id = %delivery.rpc_id, "updated in Slack");
+                Ok(())
+            }
+            other => Err(format!("a Slack app does not take {}", other.as_str())),
+        }
+    }
 }
 
-/// What the headers of a request say of its signature, checked before its body is
-/// read: both present, the timestamp fresh, the signature well-formed.
-struct Signed<'a> {
-    timestamp: &'a str,
-    signature: Vec<u8>,
+impl Slack {
+    /// Whether an earlier attempt of `delivery` posted its message unseen (its node
+    /// died before it noted Slack's reply): then the message is found and noted, not
+    /// posted again. The first attempt notes that posting began.
+    async fn posted_unseen(
+        &self,
+        store: &dyn HookStore,
+        token: &Secret,
+        app: &EndpointRecord,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Result<bool, String> {
+        let attempt = attempt_key(&app.id, &delivery.rpc_id);
+        let first = store
+            .put_note(&attempt, "1", POSTED_TTL_MS, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        let place = match first {
+            true => return Ok(false),
+            false => self.find_posted(token, target, delivery).await,
+        };
+        let Some(place) = place else {
+            return Ok(false);
+        };
+        let posted_at = posted_key(&app.id, &delivery.rpc_id);
+        store
+            .put_note(&posted_at, &place.to_string(), POSTED_TTL_MS, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        debug!(app = %app.id, rpc_id = %delivery.rpc_id, "found the message an earlier attempt posted");
+        Ok(true)
+    }
+
+    /// The message an earlier attempt of `delivery` posted, found in the channel's
+    /// history (since the delivery was made) by its metadata: `{"channel", "ts"}`.
+    /// `None` when it is not there, or the history cannot be read (the app lacks
+    /// `channels:history`): then the message is posted (again).
+    async fn find_posted(
+        &self,
+        token: &Secret,
+        target: &SlackTarget,
+        delivery: &DeliveryRecord,
+    ) -> Option<Value> {
+        // Only this app's bot user's messages count: another app in the channel could
+        // post the same metadata.
+        let me = match self.api.call(token, "auth.test", &json!({})).await {
+            Ok(me) => me["user_id"].as_str().unwrap_or_default().to_owned(),
+            Err(e) => {
+                warn!(rpc_id = %delivery.rpc_id, "looking up an earlier post failed, posting: {e}");
+                return None;
+            }
+        };
+        let oldest = format!("{}.000000", (delivery.created_ms / 1000).saturating_sub(60));
+        let mut cursor = String::new();
+        for _ in 0..LOOKUP_PAGES {
+            let mut args = vec![
+                ("channel", target.channel.as_str()),
+                ("oldest", oldest.as_str()),
+                ("include_all_metadata", "true"),
+                ("limit", "200"),
+            ];
+            if !cursor.is_empty() {
+                args.push(("cursor", cursor.as_str()));
+            }
+            let page = match self
+                .api
+                .call_form(token, "conversations.history", &args)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    warn!(rpc_id = %delivery.rpc_id, "looking up an earlier post failed, posting: {e}");
+                    return None;
+                }
+            };
+            let found = page["messages"].as_array().into_iter().flatten().find(|m| {
+                m["user"] == me.as_str()
+                    && m["metadata"]["event_type"] == METADATA_EVENT
+                    && m["metadata"]["event_payload"]["rpc_id"] == delivery.rpc_id.as_str()
+            });
+            if let Some(message) = found {
+                return Some(json!({ "channel": target.channel, "ts": message["ts"] }));
+            }
+            cursor = page["response_metadata"]["next_cursor"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if cursor.is_empty() {
+                return None;
+            }
+        }
+        None
+    }
 }
 
-fn signed_headers(headers: &HeaderMap, now: SystemTime) -> Result<Signed<'_>, &'static str> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let timestamp =
-        header("x-slack-request-timestamp").ok_or("unsigned: no X-Slack-Request-Timestamp")?;
-    let signature = header("x-slack-signature").ok_or("unsigned: no X-Slack-Signature")?;
-    let seconds: u64 = timestamp.parse().map_err(|_| "a malformed timestamp")?;
-    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
-    let skew = now
-        .duration_since(at)
-        .or_else(|e| Ok::<_, ()>(e.duration()));
-    if skew.map_or(true, |d| d > TOLERANCE) {
-        return Err("stale: the timestamp is more than five minutes from now");
-    }
-    let signature = signature
-        .strip_prefix("v0=")
-        .and_then(|h| hex::decode(h).ok())
-        .filter(|bytes| bytes.len() == ring::digest::SHA256_OUTPUT_LEN)
-        .ok_or("a malformed signature")?;
-    Ok(Signed {
-        timestamp,
-        signature,
+/// An app as the admin API shows it: no secrets.
+pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
+    let slack = record.slack.as_ref()?;
+    Some(SlackApp {
+        id: record.id.clone(),
+        team_id: slack.team_id.clone(),
+        channel: slack.channel.clone(),
+        labels: record.labels.clone(),
+        session_prefix: record.session_prefix.clone(),
+        description: record.description.clone(),
+        provides: record.provides,
+        created_at: Some(crate::channel::clock::timestamp(record.created_ms)),
     })
 }
 
-/// Checks Slack's signature of `body` with the app's `secret`, and the timestamp.
-/// Returns the signature's bytes in hex as the request's replay key: the same bytes
-/// however the header spells them (hex is read in either case).
-fn verify(
-    headers: &HeaderMap,
-    body: &[u8],
-    secret: &[u8],
-    now: SystemTime,
-) -> Result<String, &'static str> {
-    let Signed {
-        timestamp,
-        signature: given,
-    } = signed_headers(headers, now)?;
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    let mut signed = format!("v0:{timestamp}:").into_bytes();
-    signed.extend_from_slice(body);
-    ring::hmac::verify(&key, &signed, &given).map_err(|_| UNVERIFIED)?;
-    Ok(hex::encode(given))
-}
-
-/// A Slack id (team, user): letters and digits, or nothing.
-fn slack_id(value: &Value) -> &str {
-    value
-        .as_str()
-        .filter(|id| {
-            !id.is_empty() && id.len() <= 32 && id.chars().all(|c| c.is_ascii_alphanumeric())
-        })
-        .unwrap_or("unknown")
-}
-
-/// The labels of the options chosen in an element's state (values are indexes).
-fn chosen(state: &Value, question: &askgate_proto::v1::Question) -> Vec<String> {
-    let single = state["selected_option"]["value"].as_str().into_iter();
-    let many = state["selected_options"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|o| o["value"].as_str());
-    single
-        .chain(many)
-        .filter_map(|v| v.parse::<usize>().ok())
-        .filter_map(|i| question.options.get(i))
-        .map(|o| o.label.clone())
-        .collect()
-}
-
-/// The answers of the answer form: per question its choices and its text; empty is a
-/// skip.
-fn form_answers(values: &Value, requested: &Requested) -> Vec<QuestionAnswer> {
-    requested
-        .questions
-        .iter()
-        .enumerate()
-        .map(|(i, question)| {
-            let block = &values[format!("q{i}")];
-            let typed = [
-                block[blocks::TEXT]["value"].as_str(),
-                values[format!("q{i}.other")][blocks::TEXT]["value"].as_str(),
-            ];
-            let custom = typed
-                .into_iter()
-                .flatten()
-                .map(str::trim)
-                .find(|t| !t.is_empty());
-            QuestionAnswer {
-                id: question.id.clone(),
-                selected: chosen(&block[blocks::CHOICE], question),
-                custom: custom.map(str::to_owned),
-            }
-        })
-        .collect()
-}
-
-impl Interactivity {
-    pub fn new(hooks: Hooks, questions: Questions) -> Self {
-        Self { hooks, questions }
+#[async_trait::async_trait]
+impl Channel for Slack {
+    fn name(&self) -> &'static str {
+        SLACK_CHANNEL
     }
 
-    /// One interaction: verified, then acted on; what to answer Slack.
-    pub async fn interaction(&self, headers: &HeaderMap, body: &[u8]) -> Reply {
-        let Some(payload) = payload(body) else {
-            return (
-                StatusCode::BAD_REQUEST,
-                Some(json!({ "error": "no payload" })),
-            );
-        };
-        let Some(at) = ref_of(&payload) else {
-            return refused("not an interaction with askgate's controls");
-        };
-        let app = match self.hooks.store().endpoint(&at.tenant, &at.app).await {
-            Ok(Some(app)) if app.slack.is_some() => app,
-            // As for a bad signature: which apps exist is not for unsigned callers.
-            Ok(_) => return refused(UNVERIFIED),
-            Err(e) => {
-                warn!("reading a Slack app failed: {e}");
-                return (StatusCode::SERVICE_UNAVAILABLE, None);
-            }
-        };
-        let Some(target) = app.slack.as_ref() else {
-            return refused(UNVERIFIED);
-        };
-        let secret = match self.hooks.slack().open_secret(&app, &target.signing_secret) {
-            Ok(secret) => secret,
-            Err(e) => {
-                warn!(app = %app.id, "a Slack app's signing secret does not open: {e}");
-                return refused("the app's signing secret is unusable");
-            }
-        };
-        let signature = match verify(headers, body, secret.expose().as_bytes(), SystemTime::now()) {
-            Ok(signature) => signature,
-            Err(why) => return refused(why),
-        };
-        match self
-            .hooks
-            .store()
-            .put_note(&format!("slack-seen:{signature}"), "1", SEEN_TTL_MS, true)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => return refused("replayed: this request was seen before"),
-            Err(e) => {
-                warn!("recording a Slack request failed: {e}");
-                return (StatusCode::SERVICE_UNAVAILABLE, None);
-            }
-        }
-        let team = slack_id(&payload["team"]["id"]);
-        if !target.team_id.is_empty() && team != target.team_id {
-            return refused("another workspace");
-        }
-        if !at.session.starts_with(&app.session_prefix) {
-            return refused("a session outside the app's");
-        }
-        let who = format!("slack:{team}/{}", slack_id(&payload["user"]["id"]));
-        match payload["type"].as_str() {
-            Some("block_actions") => self.action(&app, &at, &payload, &who).await,
-            Some("view_submission") => self.submission(&at, &payload, &who).await,
-            _ => ok(),
-        }
+    fn noun(&self) -> &'static str {
+        "Slack app"
     }
 
-    /// The ask a ref names, while it is pending.
-    async fn pending(&self, at: &Ref) -> Result<Option<Requested>, Error> {
-        let pending = self
-            .questions
-            .list_pending(&at.tenant, at.session.clone())
-            .await?;
-        Ok(pending.into_iter().find(|r| r.rpc_id == at.rpc))
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.slack.is_some()
     }
 
-    async fn answer(&self, at: &Ref, answers: Vec<QuestionAnswer>, who: &str) -> Result<(), Error> {
-        let request = AnswerRequest {
-            session_id: at.session.clone(),
-            rpc_id: at.rpc.clone(),
-            answers,
-        };
-        let by = Resolver::new(who, SLACK_CHANNEL);
-        self.questions.answer(&at.tenant, request, &by).await?;
-        Ok(())
-    }
-
-    /// A click in a message: a choice, the checkboxes' Submit, or a form to open.
-    async fn action(&self, app: &EndpointRecord, at: &Ref, payload: &Value, who: &str) -> Reply {
-        let action = &payload["actions"][0];
-        if action["action_id"] == blocks::CHECKS {
-            // A checkbox changed: nothing is sent until Submit.
-            return ok();
-        }
-        let requested = match self.pending(at).await {
-            Ok(Some(requested)) => requested,
-            // Resolved already: its message is being updated to say so.
-            Ok(None) => return ok(),
-            Err(e) => {
-                warn!("reading a pending ask for Slack failed: {e}");
-                return (StatusCode::SERVICE_UNAVAILABLE, None);
-            }
-        };
-        let Some(question) = requested.questions.first() else {
-            return ok();
-        };
-        let answered = match action["action_id"].as_str() {
-            Some(id) if blocks::is_choice(id) => {
-                let Some(option) = at.option.and_then(|i| question.options.get(i)) else {
-                    return ok();
-                };
-                let answer = QuestionAnswer {
-                    id: question.id.clone(),
-                    selected: vec![option.label.clone()],
-                    custom: None,
-                };
-                self.answer(at, vec![answer], who).await
-            }
-            Some(blocks::SUBMIT) => {
-                let state = &payload["state"]["values"][blocks::CHECKS_BLOCK][blocks::CHECKS];
-                let answer = QuestionAnswer {
-                    id: question.id.clone(),
-                    selected: chosen(state, question),
-                    custom: None,
-                };
-                self.answer(at, vec![answer], who).await
-            }
-            Some(blocks::OPEN) => {
-                return self
-                    .open(app, payload, &blocks::answer_modal(at, &requested))
-                    .await;
-            }
-            Some(blocks::CANCEL) => {
-                let modal = blocks::cancel_modal(at, MAX_CANCEL_REASON_BYTES);
-                return self.open(app, payload, &modal).await;
-            }
-            _ => return ok(),
-        };
-        if let Err(e) = answered {
-            // A late click (NOT_PENDING) or a refused answer: the message shows the
-            // outcome once the ask resolves; nothing else to say in the channel.
-            debug!(rpc_id = %at.rpc, "a Slack answer was not taken: {e}");
-        }
-        ok()
-    }
-
-    /// Opens a form for the clicking user (within Slack's 3 s).
-    async fn open(&self, app: &EndpointRecord, payload: &Value, view: &Value) -> Reply {
-        let Some(trigger) = payload["trigger_id"].as_str() else {
-            return ok();
-        };
-        let request = json!({ "trigger_id": trigger, "view": view });
-        let opened = tokio::time::timeout(
-            VIEWS_OPEN_TIMEOUT,
-            self.hooks.slack().call(app, "views.open", &request),
-        )
-        .await;
-        match opened {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(app = %app.id, "opening a Slack form failed: {e}"),
-            Err(_) => warn!(app = %app.id, "opening a Slack form timed out"),
-        }
-        ok()
-    }
-
-    /// A submitted form: the answers of a batch, or a cancellation with its reason.
-    /// A refusal shows in the form, next to the first question.
-    async fn submission(&self, at: &Ref, payload: &Value, who: &str) -> Reply {
-        let view = &payload["view"];
-        let values = &view["state"]["values"];
-        let (result, block) = match view["callback_id"].as_str() {
-            Some(blocks::ANSWER_VIEW) => match self.pending(at).await {
-                Ok(Some(requested)) => {
-                    let answers = form_answers(values, &requested);
-                    (self.answer(at, answers, who).await, "q0")
-                }
-                Ok(None) => (Err(Error::not_pending()), "q0"),
-                Err(e) => (Err(e), "q0"),
-            },
-            Some(blocks::CANCEL_VIEW) => {
-                let reason = values[blocks::REASON_BLOCK][blocks::TEXT]["value"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned();
-                let request = CancelRequest {
-                    session_id: at.session.clone(),
-                    rpc_id: at.rpc.clone(),
-                    reason,
-                    ..Default::default()
-                };
-                (
-                    self.questions
-                        .cancel(&at.tenant, request, &Resolver::new(who, SLACK_CHANNEL))
-                        .await,
-                    blocks::REASON_BLOCK,
-                )
-            }
-            _ => return ok(),
-        };
-        match result {
-            Ok(()) => ok(),
-            Err(e) => {
-                let message = match e {
-                    Error::NotPending { settled: Some(s) } => format!(
-                        "Too late: {} by {} already.",
-                        s.resolution.as_str_name().to_lowercase(),
-                        blocks::cut(&s.resolved_by, 100)
-                    ),
-                    Error::NotPending { settled: None } => {
-                        "This question was resolved already.".to_owned()
-                    }
-                    e => blocks::cut(&e.to_string(), 300),
-                };
-                let errors = json!({ "response_action": "errors", "errors": { block: message } });
-                (StatusCode::OK, Some(errors))
-            }
-        }
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        app: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = app.slack.as_ref().ok_or("not a Slack app")?;
+        self.attempt(out.store, app, target, delivery).await
     }
 }
 
-impl crate::ingress::Ingress for Interactivity {
-    fn claims(&self, path: &str) -> bool {
-        path == INTERACTIVITY_PATH
+#[async_trait::async_trait]
+impl Connector for Slack {
+    type Request = ConnectSlackRequest;
+    type Connection = SlackApp;
+
+    const CONNECTED: &'static str = "slack.connected";
+    const DISCONNECTED: &'static str = "slack.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectSlackRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        self.checked_record(tenant, request, checks.limits).await
     }
 
-    fn max_body(&self) -> usize {
-        MAX_BODY_BYTES
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<SlackApp> {
+        app_of(record)
     }
 
-    /// Only a POST whose headers could be Slack's (signed, fresh) is read.
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), crate::ingress::Reply> {
-        if parts.method != Method::POST {
-            return Err((StatusCode::METHOD_NOT_ALLOWED, None).into());
-        }
-        signed_headers(&parts.headers, SystemTime::now())
-            .map_err(|why| crate::ingress::Reply::from(refused(why)))?;
-        Ok(())
-    }
-
-    async fn handle(&self, parts: http::request::Parts, body: Bytes) -> crate::ingress::Reply {
-        self.interaction(&parts.headers, &body).await.into()
+    fn details(&self, app: &SlackApp) -> Value {
+        json!({ "id": app.id, "team_id": app.team_id, "channel": app.channel })
     }
 }
-
-#[cfg(test)]
-mod tests;

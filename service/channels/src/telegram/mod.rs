@@ -1,567 +1,441 @@
-//! `/telegram/webhook/{bot id}` on askgate's HTTP port: the updates of askgate's
-//! Telegram bots (docs/telegram.md). An update is believed only once verified:
-//! - its `X-Telegram-Bot-Api-Secret-Token` is the one askgate gave the bot at
-//!   `setWebhook`, compared in constant time (the token names the tenant, whose record
-//!   of the bot holds the sealed copy);
-//! - its `update_id` was not seen before, on any node (one seen before is answered 200
-//!   and changes nothing: Telegram sends an update again until it gets a 2xx, and holds
-//!   back the ones after it meanwhile);
-//! - it comes from the bot's chat.
-//!
-//! Then a click goes through `Answer` (a choice, the marked options) or opens a prompt
-//! for a forced reply (own words, a batch's answers, a reason to cancel), and a reply
-//! to such a prompt goes through `Answer` or `Cancel`, as `telegram:<user id>`. Each
-//! click is acknowledged (`answerCallbackQuery`), saying who won when it was late; the
-//! ask's message itself is edited by the `resolved` event's delivery.
+//! Answering from Telegram (docs/telegram.md). A tenant connects a bot (its token,
+//! sealed with the server's key, and a chat); askgate points the bot's webhook at
+//! itself, with a secret token of its own. From then on:
+//! - each `requested` of the tenant that the bot's filter lets through becomes a
+//!   delivery of the webhook machinery (leased, retried, any node on Redis) that
+//!   sends the ask to the chat (HTML, an inline keyboard) and notes the message;
+//! - the ask's `resolved`, from whatever channel, becomes a delivery that edits that
+//!   message: who answered what, or how it ended, and no keyboard;
+//! - clicks and replies come back to `/telegram/webhook/{bot id}`
+//!   ([`crate::telegram`]), and go through `Answer` or `Cancel` like any other human's,
+//!   as `telegram:<user id>`.
 
-use std::time::Duration;
+pub mod api;
+pub mod render;
+pub mod updates;
 
-use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
-use bytes::Bytes;
-use http::{Method, StatusCode, request::Parts};
+use std::{sync::Arc, time::Duration};
+
+use askgate_core::domain::{approval, connect, model::TELEGRAM_CHANNEL};
+use askgate_proto::v1::{ConnectTelegramRequest, Requested, TelegramBot};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
+use uuid::Uuid;
 
+use self::api::BotApi;
+use crate::channel::{Channel, Checks, Connector, Outbound};
 use crate::{
-    backend::hooks::records::{EndpointRecord, TelegramTarget},
-    domain::{
-        Error, Resolver, approval, model::TELEGRAM_CHANNEL, validate::MAX_CANCEL_REASON_BYTES,
+    backend::hooks::{
+        HookStore,
+        records::{ChannelTarget, DeliveryRecord, EndpointRecord, EventType, TelegramTarget},
     },
-    ingress::{Ingress, Reply},
-    resolve::Questions,
-    webhooks::{
-        Hooks,
-        telegram::{
-            WEBHOOK_PATH, ask_note, prompt_note,
-            render::{self, Controls, Data, Prompted},
-            secret_tenant, settled_note,
-        },
-    },
+    domain::{Error, Limits},
+    sealed::SealingKey,
+    secret::Secret,
 };
 
-/// The header Telegram sends the webhook's secret token in.
-const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
-/// Bytes of an update read at most (a message is at most 4,096 characters, a callback
-/// query carries its message and keyboard).
-const MAX_BODY_BYTES: usize = 256 * 1024;
-/// How long a seen update id is remembered: Telegram gives up redelivering after a day.
-const SEEN_TTL_MS: u64 = 25 * 3600 * 1000;
-/// How long the notes of prompts last.
-const PROMPT_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
-/// Telegram's acknowledgement of a click should come quickly: calls made while
-/// answering an update wait at most this.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Where Telegram sends a bot's updates, under the public URL.
+pub const WEBHOOK_PATH: &str = "/telegram/webhook/";
+/// How long where a message went, and which ask a key names, are remembered: past
+/// any ask's life.
+const NOTE_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Characters of the random part of a webhook's secret token.
+const SECRET_RANDOM_CHARS: usize = 43;
 
-/// Answers Telegram's updates.
+/// Which secret of a bot, in the associated data of its sealing.
+fn context(tenant: &str, bot: &str, what: &str) -> String {
+    json!(["telegram", tenant, bot, what]).to_string()
+}
+
+/// The note of where an ask's message went: `{"message_id"}`.
+fn posted_key(bot: &str, rpc_id: &str) -> String {
+    format!("telegram:{bot}:{rpc_id}")
+}
+
+/// The note of how an ask ended (`answered by telegram:42`), which a late click is told
+/// when the engine no longer knows.
+pub(crate) fn settled_note(bot: &str, rpc_id: &str) -> String {
+    format!("telegram-settled:{bot}:{rpc_id}")
+}
+
+/// The note that an attempt to post an ask's message began.
+fn attempt_key(bot: &str, rpc_id: &str) -> String {
+    format!("telegram-post:{bot}:{rpc_id}")
+}
+
+/// The note of which ask a key in a bot's buttons names: `[session, rpc_id]`.
+pub(crate) fn ask_note(bot: &str, key: &str) -> String {
+    format!("telegram-ask:{bot}:{key}")
+}
+
+/// The note of what a prompt for a forced reply asks for: `{"key", "prompted"}`.
+pub(crate) fn prompt_note(bot: &str, message_id: i64) -> String {
+    format!("telegram-prompt:{bot}:{message_id}")
+}
+
+/// A secret token for `setWebhook`: the tenant (base64url) and 43 random characters,
+/// all of Telegram's alphabet (`A-Z a-z 0-9 _ -`, at most 256). Telegram sends it with
+/// every update; the tenant in it finds the bot's record, whose sealed copy it must
+/// equal.
+fn webhook_secret(tenant: &str) -> Result<String, Error> {
+    use base64::Engine as _;
+    let mut random = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random)
+        .map_err(|_| Error::Internal("no randomness for a webhook secret".into()))?;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    Ok(format!(
+        "{}{}",
+        engine.encode(tenant),
+        engine.encode(random)
+    ))
+}
+
+/// The tenant a webhook's secret token names, if it is one of askgate's.
+pub fn secret_tenant(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let tenant = token.get(..token.len().checked_sub(SECRET_RANDOM_CHARS)?)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tenant)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// A chat id as the Bot API takes it: a number, or `@channelusername`.
+fn chat(chat_id: &str) -> Value {
+    match chat_id.parse::<i64>() {
+        Ok(id) => id.into(),
+        Err(_) => chat_id.into(),
+    }
+}
+
+/// Telegram for the whole server: its Bot API, the public URL updates come to, and the
+/// key that seals bots' secrets.
 #[derive(Clone)]
-pub struct Updates {
-    hooks: Hooks,
-    questions: Questions,
+pub struct Telegram {
+    api: BotApi,
+    /// `--public-url`'s origin: where Telegram sends updates.
+    public: Option<String>,
+    key: Option<Arc<SealingKey>>,
 }
 
-fn refused(why: &str) -> Reply {
-    debug!("Telegram update refused: {why}");
-    Reply::error(StatusCode::UNAUTHORIZED, why)
-}
-
-fn ok() -> Reply {
-    Reply::json(StatusCode::OK, None)
-}
-
-fn unavailable(what: &str, e: &Error) -> Reply {
-    warn!("{what} failed: {e}");
-    Reply::json(StatusCode::SERVICE_UNAVAILABLE, None)
-}
-
-/// A bot id as askgate makes them: `tg_` and 32 hex digits.
-fn bot_id(path: &str) -> Option<&str> {
-    let id = path.strip_prefix(WEBHOOK_PATH)?;
-    let hex = id.strip_prefix("tg_")?;
-    (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
-}
-
-/// Whether `chat` (an update's) is the bot's chat: its id, or its @username.
-fn same_chat(chat: &Value, target: &TelegramTarget) -> bool {
-    let id = chat["id"].as_i64().map(|id| id.to_string());
-    let username = chat["username"].as_str().map(|u| format!("@{u}"));
-    id.as_deref() == Some(target.chat_id.as_str())
-        || username.is_some_and(|u| u.eq_ignore_ascii_case(&target.chat_id))
-}
-
-/// What a refused or late answer says to the human.
-fn notice_of(error: &Error) -> String {
-    let text = match error {
-        Error::NotPending { settled: Some(s) } => format!(
-            "Too late: {} by {} already.",
-            s.resolution.as_str_name().to_lowercase(),
-            s.resolved_by
-        ),
-        Error::NotPending { settled: None } => "This ask was resolved already.".to_owned(),
-        e => e.to_string(),
-    };
-    render::cut(&text, render::MAX_NOTICE)
-}
-
-/// An ask a button or prompt names, of the bot's tenant.
-struct Asked {
-    session: String,
-    rpc: String,
-    key: String,
-}
-
-impl Ingress for Updates {
-    fn claims(&self, path: &str) -> bool {
-        path.starts_with(WEBHOOK_PATH)
-    }
-
-    fn max_body(&self) -> usize {
-        MAX_BODY_BYTES
-    }
-
-    fn precheck(&self, parts: &Parts) -> Result<(), Reply> {
-        if parts.method != Method::POST {
-            return Err(Reply::json(StatusCode::METHOD_NOT_ALLOWED, None));
-        }
-        if bot_id(parts.uri.path()).is_none() {
-            return Err(Reply::error(StatusCode::NOT_FOUND, "no such bot"));
-        }
-        match parts.headers.get(SECRET_HEADER) {
-            Some(_) => Ok(()),
-            None => Err(refused("no X-Telegram-Bot-Api-Secret-Token")),
-        }
-    }
-
-    async fn handle(&self, parts: Parts, body: Bytes) -> Reply {
-        let Some(id) = bot_id(parts.uri.path()) else {
-            return Reply::error(StatusCode::NOT_FOUND, "no such bot");
-        };
-        let token = parts
-            .headers
-            .get(SECRET_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let bot = match self.verified(id, token).await {
-            Ok(bot) => bot,
-            Err(reply) => return reply,
-        };
-        let Ok(update) = serde_json::from_slice::<Value>(&body) else {
-            return Reply::error(StatusCode::BAD_REQUEST, "not an update");
-        };
-        let Some(update_id) = update["update_id"].as_i64() else {
-            return Reply::error(StatusCode::BAD_REQUEST, "not an update");
-        };
-        let seen = format!("telegram-seen:{id}:{update_id}");
-        match self
-            .hooks
-            .store()
-            .put_note(&seen, "1", SEEN_TTL_MS, true)
-            .await
-        {
-            Ok(true) => {}
-            // Seen before: Telegram's own retry (or a replay). Acknowledged, so that it
-            // stops retrying and sends the updates after it; nothing is done again.
-            Ok(false) => {
-                debug!(bot = %id, update_id, "an update seen before, acknowledged again");
-                return ok();
-            }
-            Err(e) => return unavailable("recording a Telegram update", &e),
-        }
-        if update["callback_query"].is_object() {
-            self.click(&bot, &update["callback_query"]).await
-        } else if update["message"]["reply_to_message"].is_object() {
-            self.reply(&bot, &update["message"]).await
-        } else {
-            ok()
-        }
-    }
-}
-
-impl Updates {
-    pub fn new(hooks: Hooks, questions: Questions) -> Self {
-        Self { hooks, questions }
-    }
-
-    /// The bot `id` whose webhook secret `token` is, checked in constant time.
-    async fn verified(&self, id: &str, token: &str) -> Result<EndpointRecord, Reply> {
-        const UNVERIFIED: &str = "not the secret token of a connected Telegram bot";
-        let Some(tenant) = secret_tenant(token) else {
-            return Err(refused(UNVERIFIED));
-        };
-        let bot = match self.hooks.store().endpoint(&tenant, id).await {
-            Ok(Some(bot)) if bot.telegram().is_some() => bot,
-            // As for a wrong token: which bots exist is not for unverified callers.
-            Ok(_) => return Err(refused(UNVERIFIED)),
-            Err(e) => return Err(unavailable("reading a Telegram bot", &e)),
-        };
-        let secret = self
-            .hooks
-            .telegram()
-            .open(&bot, "webhook_secret")
-            .map_err(|e| {
-                warn!(bot = %id, "a Telegram bot's webhook secret does not open: {e}");
-                refused("the bot's webhook secret is unusable")
-            })?;
-        let same: bool =
-            subtle::ConstantTimeEq::ct_eq(secret.expose().as_bytes(), token.as_bytes()).into();
-        match same {
-            true => Ok(bot),
-            false => Err(refused(UNVERIFIED)),
-        }
-    }
-
-    /// The ask `key` names for `bot`, if the bot's notes know it.
-    async fn asked(&self, bot: &EndpointRecord, key: &str) -> Result<Option<Asked>, Error> {
-        let Some(names) = self.hooks.store().note(&ask_note(&bot.id, key)).await? else {
-            return Ok(None);
-        };
-        let names: (String, String) = serde_json::from_str(&names)
-            .map_err(|e| Error::Internal(format!("a corrupt Telegram note: {e}")))?;
-        Ok(names.0.starts_with(&bot.session_prefix).then(|| Asked {
-            session: names.0,
-            rpc: names.1,
-            key: key.to_owned(),
-        }))
-    }
-
-    /// The ask while it is pending.
-    async fn pending(&self, bot: &EndpointRecord, at: &Asked) -> Result<Option<Requested>, Error> {
-        let pending = self
-            .questions
-            .list_pending(&bot.tenant, at.session.clone())
-            .await?;
-        Ok(pending.into_iter().find(|r| r.rpc_id == at.rpc))
-    }
-
-    async fn answer(
-        &self,
-        bot: &EndpointRecord,
-        at: &Asked,
-        answers: Vec<QuestionAnswer>,
-        who: &str,
-    ) -> Result<(), Error> {
-        let request = AnswerRequest {
-            session_id: at.session.clone(),
-            rpc_id: at.rpc.clone(),
-            answers,
-        };
-        let by = Resolver::new(who, TELEGRAM_CHANNEL);
-        self.questions.answer(&bot.tenant, request, &by).await?;
-        Ok(())
-    }
-
-    /// Calls the Bot API while answering an update, within [`CALL_TIMEOUT`]; a failure
-    /// is logged (the human sees nothing happen, and can try again).
-    async fn call(&self, bot: &EndpointRecord, method: &str, body: Value) -> Option<Value> {
-        let call = self.hooks.telegram().call(bot, method, &body);
-        match tokio::time::timeout(CALL_TIMEOUT, call).await {
-            Ok(Ok(result)) => Some(result),
-            Ok(Err(e)) => {
-                warn!(bot = %bot.id, "Telegram {method} failed: {e}");
-                None
-            }
-            Err(_) => {
-                warn!(bot = %bot.id, "Telegram {method} timed out");
-                None
-            }
-        }
-    }
-
-    /// What a late click or reply is told: who won, as the engine knows it (an answer
-    /// to a resolved ask is refused, naming it), else as the ask's edited message said.
-    async fn late(&self, bot: &EndpointRecord, at: &Asked, who: &str) -> Result<String, Error> {
-        match self.answer(bot, at, Vec::new(), who).await {
-            Err(Error::NotPending { settled: None }) => {}
-            Err(e) => return Ok(notice_of(&e)),
-            Ok(()) => return Ok(String::new()),
-        }
-        let settled = self
-            .hooks
-            .store()
-            .note(&settled_note(&bot.id, &at.rpc))
-            .await?;
-        Ok(match settled {
-            Some(settled) => {
-                render::cut(&format!("Too late: {settled} already."), render::MAX_NOTICE)
-            }
-            None => notice_of(&Error::not_pending()),
+impl Telegram {
+    pub fn new(
+        api_url: &str,
+        timeout: Duration,
+        public: Option<&str>,
+        key: Option<Arc<SealingKey>>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            api: BotApi::new(api_url, timeout)?,
+            public: public.map(str::to_owned),
+            key,
         })
     }
 
-    /// A click on a button: acted on, then acknowledged with a short notice.
-    async fn click(&self, bot: &EndpointRecord, query: &Value) -> Reply {
-        let Some(target) = bot.telegram() else {
-            return ok();
-        };
-        let notice = match self.clicked(bot, target, query).await {
-            Ok(notice) => notice,
-            Err(e) => notice_of(&e),
-        };
-        let mut acknowledgement = json!({ "callback_query_id": query["id"] });
-        if !notice.is_empty() {
-            acknowledgement["text"] = notice.into();
-        }
-        self.call(bot, "answerCallbackQuery", acknowledgement).await;
-        ok()
+    /// The console's inbox, linked from asks Telegram may not answer.
+    fn console(&self) -> Option<String> {
+        self.public.as_ref().map(|p| format!("{p}/console/#/inbox"))
     }
 
-    /// What a click does; the notice to show the human.
-    async fn clicked(
+    fn key(&self) -> Result<&SealingKey, Error> {
+        self.key.as_deref().ok_or_else(|| {
+            Error::PermissionDenied(
+                "this server keeps no Telegram secrets: start every node with --secret-key-file"
+                    .into(),
+            )
+        })
+    }
+
+    /// A bot's secret (`bot_token` or `webhook_secret`), opened.
+    pub(crate) fn open(&self, bot: &EndpointRecord, what: &str) -> Result<Secret, String> {
+        let target = bot.telegram().ok_or("not a Telegram bot")?;
+        let sealed = match what {
+            "bot_token" => &target.bot_token,
+            "webhook_secret" => &target.webhook_secret,
+            other => return Err(format!("a Telegram bot has no secret {other}")),
+        };
+        let key = self
+            .key
+            .as_deref()
+            .ok_or("this server has no --secret-key-file")?;
+        key.open(&context(&bot.tenant, &bot.id, what), sealed)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Calls a Bot API method as the bot.
+    pub(crate) async fn call(
         &self,
+        bot: &EndpointRecord,
+        method: &str,
+        body: &Value,
+    ) -> Result<Value, String> {
+        let token = self.open(bot, "bot_token")?;
+        self.api.call(&token, method, body).await
+    }
+
+    /// The webhook URL of bot `id`: Telegram takes only HTTPS, on ports 443, 80, 88
+    /// and 8443.
+    fn webhook_url(&self, id: &str) -> Result<String, Error> {
+        let public = self.public.as_deref().ok_or_else(|| {
+            Error::PermissionDenied(
+                "Telegram sends updates to this server's public URL: start every node with --public-url https://…"
+                    .into(),
+            )
+        })?;
+        let port_ok = match public.strip_prefix("https://") {
+            Some(host) => match host.rsplit_once(':') {
+                Some((_, port)) if !host.ends_with(']') => {
+                    matches!(port, "443" | "80" | "88" | "8443")
+                }
+                _ => true,
+            },
+            None => false,
+        };
+        if !port_ok {
+            return Err(Error::PermissionDenied(format!(
+                "Telegram sends updates only to HTTPS on port 443, 80, 88 or 8443: --public-url is {public}"
+            )));
+        }
+        Ok(format!("{public}{WEBHOOK_PATH}{id}"))
+    }
+
+    /// Checks a connect request and the bot token with Telegram (`getMe`), points the
+    /// bot's webhook here (`setWebhook`, with a new secret token), and makes the bot's
+    /// record with its secrets sealed.
+    async fn checked_record(
+        &self,
+        tenant: &str,
+        request: ConnectTelegramRequest,
+        limits: &Limits,
+    ) -> Result<EndpointRecord, Error> {
+        let key = self.key()?;
+        let violations = connect::telegram_bot(&request, limits);
+        if !violations.is_empty() {
+            return Err(Error::BadRequest(violations));
+        }
+        let id = format!("tg_{}", Uuid::now_v7().simple());
+        let url = self.webhook_url(&id)?;
+        let token = Secret::new(request.bot_token);
+        let me = self
+            .api
+            .call(&token, "getMe", &json!({}))
+            .await
+            .map_err(|e| {
+                Error::bad_request("bot_token", format!("Telegram refused the token: {e}"))
+            })?;
+        let secret = Secret::new(webhook_secret(tenant)?);
+        let webhook = json!({
+            "url": url,
+            "secret_token": secret.expose(),
+            "allowed_updates": ["message", "callback_query"],
+            "drop_pending_updates": true,
+        });
+        self.api
+            .call(&token, "setWebhook", &webhook)
+            .await
+            .map_err(|e| {
+                Error::bad_request("bot_token", format!("Telegram refused the webhook: {e}"))
+            })?;
+        let seal = |what: &str, secret: &Secret| {
+            key.seal(&context(tenant, &id, what), secret)
+                .map_err(|e| Error::Internal(e.to_string()))
+        };
+        let target = TelegramTarget {
+            bot_user_id: me["id"].as_i64().unwrap_or_default(),
+            bot_username: render::cut(me["username"].as_str().unwrap_or_default(), 64),
+            chat_id: request.chat_id.trim().to_owned(),
+            bot_token: seal("bot_token", &token)?,
+            webhook_secret: seal("webhook_secret", &secret)?,
+        };
+        Ok(EndpointRecord {
+            channel: Some(ChannelTarget::Telegram(target)),
+            ..crate::channel::chat::chat_endpoint(
+                id,
+                tenant,
+                request.description,
+                request.labels,
+                request.session_prefix,
+                request.provides,
+            )
+        })
+    }
+
+    /// One attempt of a Telegram delivery: send the ask's message (a message noted as
+    /// sent is not sent again), or edit it once resolved.
+    async fn attempt(
+        &self,
+        store: &dyn HookStore,
         bot: &EndpointRecord,
         target: &TelegramTarget,
-        query: &Value,
-    ) -> Result<String, Error> {
-        if !same_chat(&query["message"]["chat"], target) {
-            return Ok("This chat is not the bot's.".into());
-        }
-        let Some(data) = query["data"].as_str().and_then(Data::decode) else {
-            return Ok("Not an askgate button.".into());
-        };
-        let Some(at) = self.asked(bot, data.key()).await? else {
-            return Ok("This ask is gone.".into());
-        };
-        let who = format!(
-            "telegram:{}",
-            query["from"]["id"].as_i64().unwrap_or_default()
-        );
-        let Some(requested) = self.pending(bot, &at).await? else {
-            return self.late(bot, &at, &who).await;
-        };
-        let markup = &query["message"]["reply_markup"];
-        match data {
-            Data::Choose(_, n) => {
-                self.choose(bot, &at, &requested, Controls::Choose, vec![n], &who)
-                    .await
-            }
-            Data::Done(_) => {
-                let marked = render::marked(markup).into_iter().collect();
-                self.choose(bot, &at, &requested, Controls::Toggle, marked, &who)
-                    .await
-            }
-            Data::Toggle(_, n, _) => {
-                self.toggle(bot, &at, &requested, n, &query["message"])
-                    .await
-            }
-            Data::Answer(_) | Data::Other(_)
-                if !approval::may_answer(&requested, TELEGRAM_CHANNEL) =>
-            {
-                Ok("This ask cannot be answered from Telegram.".into())
-            }
-            Data::Cancel(_) if !approval::may_resolve(&requested, TELEGRAM_CHANNEL) => {
-                Ok("This ask cannot be cancelled from Telegram.".into())
-            }
-            Data::Answer(_) => {
-                self.prompt(bot, &at, &requested, Prompted::Answer, query)
-                    .await
-            }
-            Data::Other(_) => {
-                self.prompt(bot, &at, &requested, Prompted::Other, query)
-                    .await
-            }
-            Data::Cancel(_) => {
-                self.prompt(bot, &at, &requested, Prompted::Cancel, query)
-                    .await
-            }
-        }
-    }
-
-    /// Answers the only question with options `chosen` (a button's, or the marked
-    /// ones of a multi-select), when the ask's buttons are `controls`.
-    async fn choose(
-        &self,
-        bot: &EndpointRecord,
-        at: &Asked,
-        requested: &Requested,
-        controls: Controls,
-        chosen: Vec<usize>,
-        who: &str,
-    ) -> Result<String, Error> {
-        let question = requested.questions.first().filter(|q| {
-            approval::may_answer(requested, TELEGRAM_CHANNEL)
-                && render::controls(requested) == controls
-                && chosen.iter().all(|&n| n < q.options.len())
-        });
-        let Some(q) = question else {
-            return Ok("This button does not answer this ask.".into());
-        };
-        if chosen.is_empty() {
-            return Ok("Mark at least one option first (or press Other…).".into());
-        }
-        let selected: Vec<String> = chosen.iter().map(|&n| q.options[n].label.clone()).collect();
-        let notice = format!("Sent: {}", selected.join(", "));
-        let answer = QuestionAnswer {
-            id: q.id.clone(),
-            selected,
-            custom: None,
-        };
-        self.answer(bot, at, vec![answer], who).await?;
-        Ok(render::cut(&notice, render::MAX_NOTICE))
-    }
-
-    /// Marks or unmarks option `n` of a multi-select question in the keyboard of
-    /// `message` (the marks live in the keyboard: nothing is sent until Send).
-    async fn toggle(
-        &self,
-        bot: &EndpointRecord,
-        at: &Asked,
-        requested: &Requested,
-        n: usize,
-        message: &Value,
-    ) -> Result<String, Error> {
-        let options = requested.questions.first().map_or(0, |q| q.options.len());
-        let answerable = approval::may_answer(requested, TELEGRAM_CHANNEL);
-        if !answerable || render::controls(requested) != Controls::Toggle || n >= options {
-            return Ok("This button does not answer this ask.".into());
-        }
-        let mut marked = render::marked(&message["reply_markup"]);
-        if !marked.remove(&n) {
-            marked.insert(n);
-        }
-        let edit = json!({
-            "chat_id": message["chat"]["id"],
-            "message_id": message["message_id"],
-            "reply_markup": render::keyboard(&at.key, requested, &marked),
-        });
-        self.call(bot, "editMessageReplyMarkup", edit).await;
-        Ok(String::new())
-    }
-
-    /// Sends a prompt for a forced reply from the clicking user, and notes what it is
-    /// for.
-    async fn prompt(
-        &self,
-        bot: &EndpointRecord,
-        at: &Asked,
-        requested: &Requested,
-        prompted: Prompted,
-        query: &Value,
-    ) -> Result<String, Error> {
-        let from = &query["from"];
-        let user = (
-            from["id"].as_i64().unwrap_or_default(),
-            from["first_name"].as_str().unwrap_or("you"),
-        );
-        let message = &query["message"];
-        let asked_in = message["message_id"].as_i64().unwrap_or_default();
-        let mut prompt = render::prompt(requested, prompted, user, asked_in);
-        prompt["chat_id"] = message["chat"]["id"].clone();
-        let Some(sent) = self.call(bot, "sendMessage", prompt).await else {
-            return Ok("Telegram did not take the prompt: try again.".into());
-        };
-        let Some(prompt_id) = sent["message_id"].as_i64() else {
-            return Ok(String::new());
-        };
-        let note = json!({ "key": at.key, "prompted": prompted }).to_string();
-        self.hooks
-            .store()
-            .put_note(
-                &prompt_note(&bot.id, prompt_id),
-                &note,
-                PROMPT_TTL_MS,
-                false,
-            )
-            .await?;
-        Ok(String::new())
-    }
-
-    /// A reply to one of askgate's prompts: the answers it gives, or a cancellation.
-    /// A refusal is said in a reply to it, and so is a failure: the update is marked
-    /// seen already, so Telegram's retry of a 5xx would be refused as a replay; the
-    /// human is told, and can reply again.
-    async fn reply(&self, bot: &EndpointRecord, message: &Value) -> Reply {
-        let Some(target) = bot.telegram() else {
-            return ok();
-        };
-        if !same_chat(&message["chat"], target) {
-            return ok();
-        }
-        let outcome = match self.replied(bot, message).await {
-            Ok(notice) if notice.is_empty() => return ok(),
-            Ok(notice) => notice,
-            Err(e) => notice_of(&e),
-        };
-        let answer = json!({
-            "chat_id": message["chat"]["id"],
-            "text": render::escape(&outcome),
-            "parse_mode": "HTML",
-            "reply_parameters": {
-                "message_id": message["message_id"],
-                "allow_sending_without_reply": true,
-            },
-        });
-        self.call(bot, "sendMessage", answer).await;
-        ok()
-    }
-
-    /// What a reply does (nothing when it is not a reply to a prompt of askgate's); a
-    /// notice to reply with, if any.
-    async fn replied(&self, bot: &EndpointRecord, message: &Value) -> Result<String, Error> {
-        let Some(prompt_id) = message["reply_to_message"]["message_id"].as_i64() else {
-            return Ok(String::new());
-        };
-        let Some(note) = self
-            .hooks
-            .store()
-            .note(&prompt_note(&bot.id, prompt_id))
-            .await?
-        else {
-            return Ok(String::new());
-        };
-        #[derive(serde::Deserialize)]
-        struct PromptNote {
-            key: String,
-            prompted: Prompted,
-        }
-        let note: PromptNote = serde_json::from_str(&note)
-            .map_err(|e| Error::Internal(format!("a corrupt Telegram note: {e}")))?;
-        let Some(at) = self.asked(bot, &note.key).await? else {
-            return Ok(String::new());
-        };
-        let who = format!(
-            "telegram:{}",
-            message["from"]["id"].as_i64().unwrap_or_default()
-        );
-        let text = message["text"].as_str().unwrap_or_default().trim();
-        if note.prompted == Prompted::Cancel {
-            // A character is at most four bytes: the reason fits the limit.
-            let reason = match text {
-                "" | "-" | "." => String::new(),
-                text => render::cut(text, MAX_CANCEL_REASON_BYTES / 4),
-            };
-            let request = CancelRequest {
-                session_id: at.session.clone(),
-                rpc_id: at.rpc.clone(),
-                reason,
-                ..Default::default()
-            };
-            let by = Resolver::new(&who, TELEGRAM_CHANNEL);
-            self.questions.cancel(&bot.tenant, request, &by).await?;
-            return Ok(String::new());
-        }
-        let Some(requested) = self.pending(bot, &at).await? else {
-            return Err(Error::bad_request(
-                "answers",
-                self.late(bot, &at, &who).await?,
-            ));
-        };
-        let answers = match note.prompted {
-            Prompted::Other => {
-                let Some(q) = requested.questions.first() else {
-                    return Ok(String::new());
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let (requested, resolved) = crate::channel::chat::read_chat_body(&delivery.body)?;
+        let posted_at = posted_key(&bot.id, &delivery.rpc_id);
+        let posted = store.note(&posted_at).await.map_err(|e| e.to_string())?;
+        match delivery.event_type {
+            EventType::Requested if posted.is_some() => Ok(()),
+            EventType::Requested => self.post(store, bot, target, &requested, &posted_at).await,
+            EventType::Resolved => {
+                let Some(posted) = posted else {
+                    // The post is still to come (or failed for good): retried until then.
+                    return Err("the question's message is not sent yet".into());
                 };
-                vec![QuestionAnswer {
-                    id: q.id.clone(),
-                    selected: Vec::new(),
-                    custom: Some(text.to_owned()),
-                }]
+                let place: Value =
+                    serde_json::from_str(&posted).map_err(|e| format!("corrupt note: {e}"))?;
+                let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
+                let settled = format!(
+                    "{} by {}",
+                    resolved.reason().as_str_name().to_lowercase(),
+                    resolved.resolved_by
+                );
+                store
+                    .put_note(
+                        &settled_note(&bot.id, &delivery.rpc_id),
+                        &settled,
+                        NOTE_TTL_MS,
+                        false,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut message = render::resolved_message(&requested, &resolved);
+                message["chat_id"] = chat(&target.chat_id);
+                message["message_id"] = place["message_id"].clone();
+                match self.call(bot, "editMessageText", &message).await {
+                    Ok(_) => {}
+                    // Edited already (an earlier attempt), or deleted by someone.
+                    Err(e) if e.contains("message is not modified") => {}
+                    Err(e) if e.contains("message to edit not found") => {
+                        debug!(bot = %bot.id, rpc_id = %delivery.rpc_id, "the message was deleted: {e}");
+                    }
+                    Err(e) => return Err(e),
+                }
+                debug!(bot = %bot.id, rpc_id = %delivery.rpc_id, "edited in Telegram");
+                Ok(())
             }
-            _ => render::parse_reply(&requested, text)
-                .map_err(|why| Error::bad_request("answers", why))?,
-        };
-        self.answer(bot, &at, answers, &who).await?;
-        Ok(String::new())
+            other => Err(format!("a Telegram bot does not take {}", other.as_str())),
+        }
+    }
+
+    /// Sends an ask's message and notes where it went. The note of its key comes
+    /// first, so a click on a message whose sending was never heard of still finds
+    /// its ask.
+    async fn post(
+        &self,
+        store: &dyn HookStore,
+        bot: &EndpointRecord,
+        target: &TelegramTarget,
+        requested: &Requested,
+        posted_at: &str,
+    ) -> Result<(), String> {
+        let key = render::ask_key(&bot.tenant, &requested.session_id, &requested.rpc_id);
+        let names = json!([requested.session_id, requested.rpc_id]).to_string();
+        store
+            .put_note(&ask_note(&bot.id, &key), &names, NOTE_TTL_MS, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        let attempt = attempt_key(&bot.id, &requested.rpc_id);
+        let first = store
+            .put_note(&attempt, "1", NOTE_TTL_MS, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !first {
+            // Telegram keeps no idempotency key, and a bot cannot read a chat's
+            // history: an attempt that died after Telegram took its message cannot be
+            // told from one that died before (docs/telegram.md).
+            warn!(bot = %bot.id, rpc_id = %requested.rpc_id, "an earlier attempt to send this ask was not heard back from: sending it (again)");
+        }
+        let mut message = render::question_message(
+            &key,
+            requested,
+            approval::may_answer(requested, TELEGRAM_CHANNEL),
+            approval::may_resolve(requested, TELEGRAM_CHANNEL),
+            self.console().as_deref(),
+        );
+        message["chat_id"] = chat(&target.chat_id);
+        let sent = self.call(bot, "sendMessage", &message).await?;
+        let message_id = sent["message_id"]
+            .as_i64()
+            .ok_or("Telegram sendMessage: no message_id in the reply")?;
+        let place = json!({ "message_id": message_id });
+        store
+            .put_note(posted_at, &place.to_string(), NOTE_TTL_MS, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        debug!(bot = %bot.id, rpc_id = %requested.rpc_id, "sent to Telegram");
+        Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests;
+/// A bot as the admin API shows it: no secrets.
+pub fn bot_of(record: &EndpointRecord) -> Option<TelegramBot> {
+    let target = record.telegram()?;
+    Some(TelegramBot {
+        id: record.id.clone(),
+        bot_user_id: target.bot_user_id,
+        bot_username: target.bot_username.clone(),
+        chat_id: target.chat_id.clone(),
+        labels: record.labels.clone(),
+        session_prefix: record.session_prefix.clone(),
+        description: record.description.clone(),
+        provides: record.provides,
+        created_at: Some(crate::channel::clock::timestamp(record.created_ms)),
+    })
+}
+
+#[async_trait::async_trait]
+impl Channel for Telegram {
+    fn name(&self) -> &'static str {
+        TELEGRAM_CHANNEL
+    }
+
+    fn noun(&self) -> &'static str {
+        "Telegram bot"
+    }
+
+    fn holds(&self, record: &EndpointRecord) -> bool {
+        record.telegram().is_some()
+    }
+
+    async fn deliver(
+        &self,
+        out: &Outbound<'_>,
+        connection: &EndpointRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), String> {
+        let target = connection.telegram().ok_or("not a Telegram bot")?;
+        self.attempt(out.store, connection, target, delivery).await
+    }
+
+    /// Telegram stops sending the bot's updates here (they would be refused).
+    async fn disconnected(&self, bot: &EndpointRecord) {
+        if let Err(e) = self.call(bot, "deleteWebhook", &json!({})).await {
+            warn!(bot = %bot.id, "removing the disconnected bot's webhook failed: {e}");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for Telegram {
+    type Request = ConnectTelegramRequest;
+    type Connection = TelegramBot;
+
+    const CONNECTED: &'static str = "telegram.connected";
+    const DISCONNECTED: &'static str = "telegram.disconnected";
+
+    async fn connect(
+        &self,
+        tenant: &str,
+        request: ConnectTelegramRequest,
+        checks: &Checks<'_>,
+    ) -> Result<EndpointRecord, Error> {
+        self.checked_record(tenant, request, checks.limits).await
+    }
+
+    fn shown(&self, record: &EndpointRecord, _fresh: bool) -> Option<TelegramBot> {
+        bot_of(record)
+    }
+
+    fn details(&self, connection: &TelegramBot) -> Value {
+        json!({ "id": connection.id, "bot_user_id": connection.bot_user_id, "chat_id": connection.chat_id })
+    }
+}

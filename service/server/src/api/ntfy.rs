@@ -13,7 +13,7 @@ use super::{
     Gate,
     webhooks::{admin, failed, id},
 };
-use crate::{auth::Action, webhooks::Hooks};
+use crate::{auth::Action, channels::delivery::Hooks};
 
 /// The `askgate.v1.Ntfy` service.
 pub struct NtfyApi {

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     auth::{Action, Principal},
-    webhooks::Hooks,
+    channels::delivery::Hooks,
 };
 
 /// The `askgate.v1.Slack` service.

@@ -12,8 +12,8 @@ use tracing::instrument;
 
 use crate::{
     auth::{Action, Gate, Principal},
+    channels::delivery::Hooks,
     domain::{Error, Resolver, bounded, status, validate},
-    webhooks::Hooks,
 };
 
 /// The `askgate.v1.Webhooks` service.

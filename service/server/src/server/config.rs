@@ -22,14 +22,9 @@ use crate::{
         sealed::SealingKey,
     },
     backend::{Backend, StateConfig, audit::AuditStore, hooks::HookStore},
-    domain::Limits,
-    listener::ConnectionLimits,
-    mcp::McpConfig,
-    origin::PublicUrl,
-    questions::AskRate,
-    web::CorsOrigins,
-    webhooks::{
-        Channels, WebhookConfig,
+    channels::{
+        Channels,
+        delivery::WebhookConfig,
         email::{Email, SmtpConfig},
         links::Signer,
         ntfy::Ntfy,
@@ -37,6 +32,12 @@ use crate::{
         telegram::Telegram,
         webhook::Webhook,
     },
+    domain::Limits,
+    listener::ConnectionLimits,
+    mcp::McpConfig,
+    origin::PublicUrl,
+    questions::AskRate,
+    web::CorsOrigins,
 };
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
@@ -217,8 +218,8 @@ pub struct ChannelConfig {
 impl Default for ChannelConfig {
     fn default() -> Self {
         Self {
-            slack_api_url: crate::webhooks::slack::api::DEFAULT_API_URL.to_owned(),
-            telegram_api_url: crate::webhooks::telegram::api::DEFAULT_API_URL.to_owned(),
+            slack_api_url: crate::channels::slack::api::DEFAULT_API_URL.to_owned(),
+            telegram_api_url: crate::channels::telegram::api::DEFAULT_API_URL.to_owned(),
             smtp_url: None,
             smtp_password_file: None,
             email_from: None,

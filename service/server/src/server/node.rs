@@ -29,6 +29,12 @@ use crate::{
     approvals::{Audit, Receipts},
     auth::Gate,
     backend::Backend,
+    channels::{
+        delivery::{HookTasks, Hooks},
+        email::pages::Links,
+        slack::interactivity::Interactivity,
+        telegram::updates::Updates,
+    },
     dispatch::Dispatch,
     domain::status,
     listener::{ConnectionLimits, ConnectionMetrics, InFlightLayer},
@@ -39,9 +45,7 @@ use crate::{
     metrics::{Metrics, ScrapeToken},
     origin::OriginPolicy,
     questions::Questions,
-    slack::Interactivity,
     web::{AnswersLayer, Console, Jwks},
-    webhooks::{HookTasks, Hooks},
 };
 
 /// The parts of a running node that its services share and its drain stops.
@@ -328,8 +332,8 @@ impl Node {
         // The channels' inbound endpoints answer through the questions use case.
         let questions: askgate_channels::resolve::Questions = Arc::new(self.questions.clone());
         let interactivity = Interactivity::new(self.hooks.clone(), questions.clone());
-        let updates = crate::telegram::Updates::new(self.hooks.clone(), questions.clone());
-        let links = crate::links::Links::new(self.hooks.clone(), questions);
+        let updates = Updates::new(self.hooks.clone(), questions.clone());
+        let links = Links::new(self.hooks.clone(), questions);
         Ok(transport(config)?
             // A request in flight keeps its connection from being idle.
             .layer(InFlightLayer)

@@ -5,12 +5,12 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use askgate_server::{
     backend::StateConfig,
+    channels::delivery::WebhookConfig,
     domain::Limits,
     server::{
         ApprovalConfig, AskConfig, DEFAULT_DATA_DIR, HttpConfig, McpServing, RedisConfig,
         ServerConfig, TransportConfig, WaitPolicy,
     },
-    webhooks::WebhookConfig,
 };
 use clap::{Args, ValueEnum};
 
@@ -516,11 +516,11 @@ pub struct WebhookArgs {
 pub struct ChannelArgs {
     /// Slack's Web API: askgate posts and updates Slack apps' messages there (a proxy's,
     /// or a fake's in tests).
-    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = askgate_server::webhooks::slack::api::DEFAULT_API_URL)]
+    #[arg(long, env = "ASKGATE_SLACK_API_URL", default_value = askgate_server::channels::slack::api::DEFAULT_API_URL)]
     pub slack_api_url: String,
     /// Telegram's Bot API: askgate sends and edits Telegram bots' messages there (a
     /// proxy's, or a fake's in tests).
-    #[arg(long, env = "ASKGATE_TELEGRAM_API_URL", default_value = askgate_server::webhooks::telegram::api::DEFAULT_API_URL)]
+    #[arg(long, env = "ASKGATE_TELEGRAM_API_URL", default_value = askgate_server::channels::telegram::api::DEFAULT_API_URL)]
     pub telegram_api_url: String,
     /// The SMTP server email routes mail through: `smtp://host:587?tls=required`
     /// (STARTTLS), `smtps://host:465` (TLS), or `smtp://host:25` (plain: a relay on a

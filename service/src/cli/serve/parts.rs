@@ -8,6 +8,7 @@ use askgate_server::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
     backend::{StateConfig, hooks::StoreLimits},
+    channels::delivery::WebhookConfig,
     domain::{Limits, validate},
     listener::ConnectionLimits,
     mcp::McpConfig,
@@ -19,7 +20,6 @@ use askgate_server::{
         TransportConfig, WaitPolicy,
     },
     web::CorsOrigins,
-    webhooks::WebhookConfig,
 };
 
 use super::args::{

@@ -6,6 +6,9 @@
 //! The registry of them, `Channels`, is in this module's parent: built in one place,
 //! the list every "for each channel" is taken from.
 
+pub mod chat;
+pub mod clock;
+
 use std::time::Duration;
 
 use async_trait::async_trait;

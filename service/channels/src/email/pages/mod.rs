@@ -17,16 +17,13 @@ use bytes::Bytes;
 use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
+use super::settled::{USED_TTL_MS, answered_lines, remember_settled, settled_key};
 use crate::{
-    domain::Answered,
-    domain::{Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
+    delivery::Hooks,
+    domain::{Answered, Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
+    links::{LINK_PATH, Link},
     resolve::Questions,
-    webhooks::{
-        Hooks,
-        email::settled::{USED_TTL_MS, answered_lines, remember_settled, settled_key},
-        links::{LINK_PATH, Link},
-    },
 };
 
 /// Bytes of a form read at most: a batch's answers in own words fit.
@@ -92,8 +89,8 @@ impl Ingress for Links {
 
     async fn handle(&self, parts: Parts, body: Bytes) -> Reply {
         let token = parts.uri.path().strip_prefix(LINK_PATH).unwrap_or_default();
-        let now = crate::webhooks::clock::now_ms();
-        let link = match self.hooks.links().verify(token, now) {
+        let now = crate::channel::clock::now_ms();
+        let link = match self.hooks.channels().links.verify(token, now) {
             Ok(link) => link,
             Err(why) => return notice(StatusCode::FORBIDDEN, "This link does nothing", why),
         };
@@ -240,7 +237,7 @@ impl Links {
         };
         if field("cancel").is_some() {
             let reason = field("reason").unwrap_or_default().trim();
-            let reason = crate::webhooks::slack::blocks::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
+            let reason = crate::slack::blocks::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
             let said = match reason.is_empty() {
                 true => String::new(),
                 false => format!(": {reason}"),

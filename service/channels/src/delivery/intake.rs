@@ -12,10 +12,8 @@ use tokio::{sync::mpsc, time::Instant};
 use tracing::{error, warn};
 use uuid::Uuid;
 
-use super::{
-    Inner,
-    clock::{millis, now_ms},
-};
+use super::Inner;
+use crate::channel::clock::{millis, now_ms};
 use crate::{
     backend::{
         Asked, Committed, OutboxEntry,
@@ -97,7 +95,7 @@ impl Inner {
             false => String::new(),
         };
         let chat_body = match wanting.iter().any(|e| !e.is_webhook()) {
-            true => super::chat_body(requested, resolved)?,
+            true => crate::channel::chat::chat_body(requested, resolved)?,
             false => String::new(),
         };
         let now = now_ms();

@@ -10,6 +10,7 @@
 //!   answers only when its form is sent, as `email:<address>`.
 
 pub mod mail;
+pub mod pages;
 pub mod settled;
 
 use std::{str::FromStr as _, time::Duration};
@@ -130,7 +131,7 @@ impl Email {
         }
         Ok(EndpointRecord {
             channel: Some(ChannelTarget::Email(EmailTarget { to })),
-            ..super::chat_endpoint(
+            ..crate::channel::chat::chat_endpoint(
                 format!("em_{}", Uuid::now_v7().simple()),
                 tenant,
                 request.description,
@@ -151,7 +152,7 @@ impl Email {
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
         self.ready().map_err(|e| e.to_string())?;
-        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
+        let (requested, resolved) = crate::channel::chat::read_chat_body(&delivery.body)?;
         match delivery.event_type {
             EventType::Requested | EventType::Resolved => {}
             other => return Err(format!("an email route does not take {}", other.as_str())),
@@ -245,7 +246,7 @@ impl Email {
         requested: &Requested,
         to: &Mailbox,
     ) -> Result<Links, String> {
-        let now = super::clock::now_ms();
+        let now = crate::channel::clock::now_ms();
         let who = format!("{EMAIL_CHANNEL}:{}", to.email);
         let url = |option| {
             let link = Link::new(route, requested, who.clone(), option, now);
@@ -330,7 +331,7 @@ pub fn route_of(record: &EndpointRecord) -> Option<EmailRoute> {
         session_prefix: record.session_prefix.clone(),
         description: record.description.clone(),
         provides: record.provides,
-        created_at: Some(super::clock::timestamp(record.created_ms)),
+        created_at: Some(crate::channel::clock::timestamp(record.created_ms)),
     })
 }
 

@@ -12,7 +12,7 @@ const MAX_DETAIL: usize = 16 * 1024;
 
 /// The console's own style sheet, so that a link's page looks like the console (light
 /// and dark, readable from phone width up), inlined: the pages load nothing.
-const CONSOLE_CSS: &str = include_str!("../../../../client/web/dist/console.css");
+const CONSOLE_CSS: &str = include_str!("../../../../../client/web/dist/console.css");
 
 /// What the pages add to it: forms without the console's script (a chosen option is
 /// marked by CSS alone).

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{
-    channel::{Channel, Checks, Connector, Outbound},
+use crate::channel::{
+    Channel, Checks, Connector, Outbound,
     clock::{now_ms, timestamp},
 };
 use crate::{

@@ -22,18 +22,10 @@
 //! mail) through the same loops.
 
 mod admin;
-pub mod channel;
-pub(crate) mod clock;
+mod attempts;
 mod config;
-mod delivery;
-pub mod email;
 mod intake;
-pub mod links;
-pub mod ntfy;
-pub mod slack;
-pub mod telegram;
 mod timers;
-pub mod webhook;
 
 use std::{
     sync::{
@@ -47,16 +39,10 @@ use tokio::sync::{Notify, mpsc};
 use tracing::{debug, warn};
 
 pub use self::config::WebhookConfig;
-use self::{
-    channel::Channel, email::Email, intake::INTAKE_QUEUE, links::Signer, ntfy::Ntfy, slack::Slack,
-    telegram::Telegram, webhook::Webhook,
-};
+use self::intake::INTAKE_QUEUE;
 use crate::{
-    backend::{
-        Backend, Tap,
-        audit_log::Audit,
-        hooks::{HookStore, records::EndpointRecord},
-    },
+    Channels,
+    backend::{Backend, Tap, audit_log::Audit, hooks::HookStore},
     domain::{Error, Limits},
     egress::send::Sender,
     observe::Observer,
@@ -141,7 +127,7 @@ impl Hooks {
         ));
         let tasks = HookTasks(vec![
             tokio::spawn(intake::intake(inner.clone(), events_rx)),
-            tokio::spawn(delivery::deliver_due(inner.clone())),
+            tokio::spawn(attempts::deliver_due(inner.clone())),
             tokio::spawn(timers::remind_due(inner.clone())),
         ]);
         (Self { inner }, tasks)
@@ -169,87 +155,6 @@ impl Hooks {
     pub fn channels(&self) -> &Channels {
         &self.inner.channels
     }
-
-    pub(crate) fn slack(&self) -> &Slack {
-        &self.inner.channels.slack
-    }
-
-    pub(crate) fn telegram(&self) -> &Telegram {
-        &self.inner.channels.telegram
-    }
-
-    pub(crate) fn links(&self) -> &links::Signer {
-        &self.inner.channels.links
-    }
-}
-
-/// What a chat channel's delivery carries: the ask, and (for an update) its
-/// resolution, in proto3 JSON.
-pub fn chat_body(
-    requested: &askgate_proto::v1::Requested,
-    resolved: Option<&askgate_proto::v1::Resolved>,
-) -> Result<String, Error> {
-    let failed = |e: anyhow::Error| Error::Internal(format!("a chat delivery's body: {e:#}"));
-    let mut body = serde_json::json!({
-        "requested": crate::protojson::to_value("askgate.v1.Requested", requested).map_err(failed)?,
-    });
-    if let Some(resolved) = resolved {
-        body["resolved"] =
-            crate::protojson::to_value("askgate.v1.Resolved", resolved).map_err(failed)?;
-    }
-    Ok(body.to_string())
-}
-
-/// What [`chat_body`] made, read back.
-fn read_chat_body(
-    body: &str,
-) -> Result<
-    (
-        askgate_proto::v1::Requested,
-        Option<askgate_proto::v1::Resolved>,
-    ),
-    String,
-> {
-    let corrupt = |e: anyhow::Error| format!("corrupt delivery: {e:#}");
-    let body: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("corrupt delivery: {e}"))?;
-    let requested = crate::protojson::from_value("askgate.v1.Requested", &body["requested"])
-        .map_err(corrupt)?;
-    let resolved = match body.get("resolved") {
-        Some(resolved) => {
-            Some(crate::protojson::from_value("askgate.v1.Resolved", resolved).map_err(corrupt)?)
-        }
-        None => None,
-    };
-    Ok((requested, resolved))
-}
-
-/// The record of a chat channel a tenant connects (a Slack app, a Telegram bot; its
-/// target set by the caller): it takes each ask and its resolution, filtered by
-/// session prefix and labels, and provides for its sessions unless told otherwise.
-fn chat_endpoint(
-    id: String,
-    tenant: &str,
-    description: String,
-    labels: std::collections::HashMap<String, String>,
-    session_prefix: String,
-    provides: Option<bool>,
-) -> crate::backend::hooks::records::EndpointRecord {
-    use crate::backend::hooks::records::{EndpointRecord, EventType};
-    EndpointRecord {
-        id,
-        tenant: tenant.to_owned(),
-        url: String::new(),
-        events: vec![EventType::Requested, EventType::Resolved],
-        description,
-        labels,
-        secret: String::new(),
-        provides: provides.unwrap_or(true),
-        created_ms: clock::now_ms(),
-        session_prefix,
-        slack: None,
-        channel: None,
-    }
 }
 
 /// Whether a loop's store is failing: the first failure of a streak is a warning, the
@@ -271,39 +176,5 @@ impl Streak {
         if std::mem::take(&mut self.0) {
             tracing::info!("{what} works again");
         }
-    }
-}
-
-/// Every channel a node sends through, and what signs the links of mail and pushes:
-/// the registry, built in one place (`ServerConfig::channels`).
-pub struct Channels {
-    pub webhook: Webhook,
-    pub slack: Slack,
-    pub telegram: Telegram,
-    pub email: Email,
-    pub ntfy: Ntfy,
-    pub links: Signer,
-}
-
-impl Channels {
-    /// Every channel.
-    pub fn all(&self) -> [&dyn Channel; 5] {
-        [
-            &self.webhook,
-            &self.slack,
-            &self.telegram,
-            &self.email,
-            &self.ntfy,
-        ]
-    }
-
-    /// The channel `record` is a connection of.
-    pub fn of(&self, record: &EndpointRecord) -> Option<&dyn Channel> {
-        self.all().into_iter().find(|channel| channel.holds(record))
-    }
-
-    /// Every channel's name.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.all().into_iter().map(|channel| channel.name())
     }
 }

@@ -6,9 +6,9 @@ use askgate_proto::v1::{Delivery, DeliveryStatus, ListDeliveriesRequest};
 use serde_json::json;
 use tracing::{debug, warn};
 
-use super::{
-    Hooks,
-    channel::{Checks, Connector},
+use super::Hooks;
+use crate::channel::{
+    Checks, Connector,
     clock::{millis, now_ms, timestamp},
 };
 use crate::{

@@ -33,7 +33,7 @@ pub(crate) fn line(text: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    crate::webhooks::slack::blocks::cut(one.trim(), max)
+    crate::slack::blocks::cut(one.trim(), max)
 }
 
 fn subject(requested: &Requested, prefix: &str) -> String {

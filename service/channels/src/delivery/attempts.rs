@@ -8,14 +8,14 @@ use backon::BackoffBuilder as _;
 use tokio::sync::Semaphore;
 use tracing::{Instrument, Span, debug, warn};
 
-use super::{
-    Inner, Streak,
-    channel::Outbound,
-    clock::{millis, now_ms},
-};
+use super::{Inner, Streak};
 use crate::backend::hooks::{
     Shares,
     records::{DeliveryRecord, Status},
+};
+use crate::channel::{
+    Outbound,
+    clock::{millis, now_ms},
 };
 
 /// Beyond an attempt's timeout, how long its lease lasts.

@@ -9,11 +9,8 @@ use std::{
 use askgate_proto::v1::{Escalated, NotifyPolicy, Reminder, Requested, subscribe_response::Event};
 use tracing::warn;
 
-use super::{
-    Inner, Streak,
-    clock::{millis, now_ms},
-    intake::payload,
-};
+use super::{Inner, Streak, intake::payload};
+use crate::channel::clock::{millis, now_ms};
 use crate::{
     backend::hooks::records::{Due, EventType, TimerRecord},
     domain::{Error, SessionKey},

@@ -1,5 +1,5 @@
 use super::*;
-use crate::webhooks::telegram::secret_tenant;
+use crate::telegram::secret_tenant;
 
 #[test]
 fn only_askgate_bot_ids_are_routed() {

@@ -32,7 +32,7 @@ pub async fn remember_settled(
     let words: Vec<String> = lines
         .iter()
         .take(MAX_SETTLED_LINES)
-        .map(|line| crate::webhooks::slack::blocks::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
+        .map(|line| crate::slack::blocks::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
         .collect();
     let key = settled_key(tenant, rpc_id);
     if let Err(e) = store

@@ -145,7 +145,7 @@ impl Ntfy {
         };
         Ok(EndpointRecord {
             channel: Some(ChannelTarget::Ntfy(target)),
-            ..super::chat_endpoint(
+            ..crate::channel::chat::chat_endpoint(
                 id,
                 tenant,
                 request.description,
@@ -166,7 +166,7 @@ impl Ntfy {
         target: &NtfyTarget,
         delivery: &DeliveryRecord,
     ) -> Result<(), String> {
-        let (requested, resolved) = super::read_chat_body(&delivery.body)?;
+        let (requested, resolved) = crate::channel::chat::read_chat_body(&delivery.body)?;
         let what = match delivery.event_type {
             EventType::Requested => "asked",
             EventType::Resolved => "resolved",
@@ -217,7 +217,7 @@ impl Ntfy {
 
     /// The push of a pending ask: its page on a tap, and the options' actions.
     fn ask_push(&self, route: &EndpointRecord, requested: &Requested) -> Result<Value, String> {
-        let now = super::clock::now_ms();
+        let now = crate::channel::clock::now_ms();
         // The person behind the topic, never the topic itself: it is the topic's
         // secret, and `resolved_by` reaches the agent, the receipt and every UI.
         let who = format!("{NTFY_CHANNEL}:{}", route.id);
@@ -335,7 +335,7 @@ pub fn topic_of(record: &EndpointRecord) -> Option<NtfyTopic> {
         session_prefix: record.session_prefix.clone(),
         description: record.description.clone(),
         provides: record.provides,
-        created_at: Some(super::clock::timestamp(record.created_ms)),
+        created_at: Some(crate::channel::clock::timestamp(record.created_ms)),
     })
 }
 
