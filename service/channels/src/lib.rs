@@ -39,6 +39,29 @@ use self::{
 };
 use crate::backend::hooks::records::EndpointRecord;
 
+/// Every channel's name, and whether people answer through it
+/// ([`Channel::answered_through`]), in the order of [`Channels::all`]: the registry as
+/// the server needs it before (or without) a node's channels, to keep clients from
+/// taking a channel's name and chats from collecting secret answers. A test holds it to
+/// the channels themselves.
+pub const NAMES: [(&str, bool); 5] = [
+    ("webhook", false),
+    (domain::model::SLACK_CHANNEL, true),
+    (domain::model::TELEGRAM_CHANNEL, true),
+    (domain::model::EMAIL_CHANNEL, true),
+    (domain::model::NTFY_CHANNEL, true),
+];
+
+/// Whether `name` is a channel people answer through (a chat, a mailbox, a phone).
+pub fn is_chat(name: &str) -> bool {
+    NAMES.iter().any(|&(n, chat)| chat && n == name)
+}
+
+/// Every channel's name.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    NAMES.iter().map(|&(name, _)| name)
+}
+
 /// Every channel a node sends through, and what signs the links of mail and pushes:
 /// the registry, built in one place (the server's `ServerConfig::channels`).
 pub struct Channels {
@@ -66,9 +89,36 @@ impl Channels {
     pub fn of(&self, record: &EndpointRecord) -> Option<&dyn Channel> {
         self.all().into_iter().find(|channel| channel.holds(record))
     }
+}
 
-    /// Every channel's name.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.all().into_iter().map(|channel| channel.name())
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use super::*;
+    use crate::sealed::SealingKey;
+
+    #[test]
+    fn the_names_are_the_registrys() {
+        let key = Some(Arc::new(SealingKey::ephemeral().expect("a key")));
+        let links = || Signer::new(key.clone(), Some("https://askgate.example"));
+        let timeout = Duration::from_secs(1);
+        let channels = Channels {
+            webhook: Webhook,
+            slack: Slack::new("https://slack.example/api", timeout, key.clone()).expect("slack"),
+            telegram: Telegram::new("https://telegram.example", timeout, None, key.clone())
+                .expect("telegram"),
+            email: Email::new(None, links()).expect("email"),
+            ntfy: Ntfy::new(links(), key.clone()),
+            links: links(),
+        };
+        let registry: Vec<(&str, bool)> = channels
+            .all()
+            .iter()
+            .map(|c| (c.name(), c.answered_through()))
+            .collect();
+        assert_eq!(registry, NAMES);
+        assert!(is_chat("slack") && is_chat("ntfy"));
+        assert!(!is_chat("webhook") && !is_chat("console") && !is_chat("tui"));
     }
 }

@@ -81,12 +81,20 @@ impl Link {
         }
     }
 
-    /// The channel the link answers through: its person's prefix (`email`, `ntfy`).
-    pub fn channel(&self) -> &'static str {
-        match self.who.split_once(':') {
-            Some((NTFY_CHANNEL, _)) => NTFY_CHANNEL,
-            _ => EMAIL_CHANNEL,
+    /// The channel the link answers through: its person's prefix (`email:ana@…`,
+    /// `ntfy:nt_…`); a link whose person names another is not one of askgate's.
+    fn channel_of(who: &str) -> Option<&'static str> {
+        match who.split_once(':')?.0 {
+            EMAIL_CHANNEL => Some(EMAIL_CHANNEL),
+            NTFY_CHANNEL => Some(NTFY_CHANNEL),
+            _ => None,
         }
+    }
+
+    /// The channel the link answers through (`email`, `ntfy`); none for a person of
+    /// another, which [`Link::verify`] refuses.
+    pub fn channel(&self) -> Option<&'static str> {
+        Self::channel_of(&self.who)
     }
 
     /// The link as a URL path segment: base64url of its JSON, a dot, and the hex MAC.
@@ -116,6 +124,9 @@ impl Link {
             .decode(payload)
             .map_err(|_| FORGED)?;
         let link: Self = serde_json::from_slice(&json).map_err(|_| FORGED)?;
+        if Self::channel_of(&link.who).is_none() {
+            return Err(FORGED);
+        }
         match link.expires_ms > now_ms {
             true => Ok(link),
             false => Err("this link has expired"),
@@ -232,6 +243,16 @@ mod tests {
         assert!(Link::verify(&key, &format!("{payload}.{mac}"), 1_000).is_err());
         for bad in ["", ".", "abc", &"a".repeat(MAX_TOKEN_BYTES + 1)] {
             assert!(Link::verify(&key, bad, 1_000).is_err(), "{bad}");
+        }
+        // Signed, but for a person of a channel links do not answer through: refused,
+        // not taken for an email.
+        for who in ["slack:U1", "ana@example.com", "console:ana"] {
+            let token = Link {
+                who: who.into(),
+                ..link()
+            }
+            .sign(&key);
+            assert!(Link::verify(&key, &token, 1_000).is_err(), "{who}");
         }
         // The answers' MAC of the same bytes is another: the domains are apart.
         assert_ne!(

@@ -33,6 +33,11 @@ pub trait Channel: Send + Sync {
     /// What one connection of it is called, in messages (`Slack app`).
     fn noun(&self) -> &'static str;
 
+    /// Whether people answer through it. Such a channel shows an ask to whoever reads
+    /// the chat, mailbox or phone, so it never collects a secret answer (it links to the
+    /// console instead), and no client may take its name.
+    fn answered_through(&self) -> bool;
+
     /// Whether `record` is one of its connections.
     fn holds(&self, record: &EndpointRecord) -> bool;
 

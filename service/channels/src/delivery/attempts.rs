@@ -58,8 +58,8 @@ impl Inner {
                 return "unread";
             }
         };
-        if let Some(endpoint) = &endpoint {
-            Span::current().record("askgate.channel", endpoint.channel_name());
+        if let Some(channel) = endpoint.as_ref().and_then(|e| self.channels.of(e)) {
+            Span::current().record("askgate.channel", channel.name());
         }
         let now = now_ms();
         delivery.last_attempt_ms = now;

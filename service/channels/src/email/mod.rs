@@ -206,7 +206,7 @@ impl Email {
         let mail = match resolved {
             None => {
                 let links = self.links(route, requested, &to)?;
-                let links = approval::may_answer(requested, EMAIL_CHANNEL).then_some(&links);
+                let links = approval::may_answer(requested, EMAIL_CHANNEL, true).then_some(&links);
                 mail::ask_mail(requested, links, &self.links.console())
             }
             Some(resolved) => {
@@ -343,6 +343,10 @@ impl Channel for Email {
 
     fn noun(&self) -> &'static str {
         "email route"
+    }
+
+    fn answered_through(&self) -> bool {
+        true
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

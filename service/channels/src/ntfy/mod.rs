@@ -227,7 +227,7 @@ impl Ntfy {
                 .url(&Link::new(route, requested, who.clone(), option, now))
         };
         let mut actions = Vec::new();
-        let click = match approval::may_answer(requested, NTFY_CHANNEL) {
+        let click = match approval::may_answer(requested, NTFY_CHANNEL, true) {
             true => {
                 let page = url(None)?;
                 match requested.questions.as_slice() {
@@ -347,6 +347,10 @@ impl Channel for Ntfy {
 
     fn noun(&self) -> &'static str {
         "ntfy topic"
+    }
+
+    fn answered_through(&self) -> bool {
+        true
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

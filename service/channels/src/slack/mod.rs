@@ -367,6 +367,10 @@ impl Channel for Slack {
         "Slack app"
     }
 
+    fn answered_through(&self) -> bool {
+        true
+    }
+
     fn holds(&self, record: &EndpointRecord) -> bool {
         record.slack.is_some()
     }

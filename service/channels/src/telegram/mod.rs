@@ -347,7 +347,7 @@ impl Telegram {
         let mut message = render::question_message(
             &key,
             requested,
-            approval::may_answer(requested, TELEGRAM_CHANNEL),
+            approval::may_answer(requested, TELEGRAM_CHANNEL, true),
             approval::may_resolve(requested, TELEGRAM_CHANNEL),
             self.console().as_deref(),
         );
@@ -390,6 +390,10 @@ impl Channel for Telegram {
 
     fn noun(&self) -> &'static str {
         "Telegram bot"
+    }
+
+    fn answered_through(&self) -> bool {
+        true
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

@@ -77,6 +77,10 @@ impl Channel for Webhook {
         "webhook endpoint"
     }
 
+    fn answered_through(&self) -> bool {
+        false
+    }
+
     fn holds(&self, record: &EndpointRecord) -> bool {
         record.is_webhook()
     }

@@ -5,10 +5,7 @@ use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
 
 use super::{
     Limits, Violation, echo,
-    model::{
-        CONSOLE_CHANNEL, EMAIL_CHANNEL, MCP_CHANNEL, NTFY_CHANNEL, SERVER_CHANNEL, SLACK_CHANNEL,
-        TELEGRAM_CHANNEL,
-    },
+    model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL},
 };
 
 /// Longest `Action.arguments_json`, in bytes.
@@ -20,21 +17,10 @@ pub const MAX_CHANNEL_BYTES: usize = 32;
 /// The quorum sizes an ask may ask for.
 pub const QUORUM: std::ops::RangeInclusive<u32> = 2..=10;
 
-/// The channels the server itself is: a client cannot claim their names through the
+/// The channels the server itself answers through besides the human channels (whose
+/// names the channels' registry gives): a client cannot claim any of them through the
 /// `askgate-channel` header.
-pub const SERVER_CHANNELS: [&str; 7] = [
-    SERVER_CHANNEL,
-    CONSOLE_CHANNEL,
-    MCP_CHANNEL,
-    SLACK_CHANNEL,
-    TELEGRAM_CHANNEL,
-    EMAIL_CHANNEL,
-    NTFY_CHANNEL,
-];
-
-/// The chat, mail and push channels: they show an ask to whoever reads the chat,
-/// mailbox or phone, so they never collect a secret answer (they link to the console).
-pub const CHAT_CHANNELS: [&str; 4] = [SLACK_CHANNEL, TELEGRAM_CHANNEL, EMAIL_CHANNEL, NTFY_CHANNEL];
+pub const OWN_CHANNELS: [&str; 3] = [SERVER_CHANNEL, CONSOLE_CHANNEL, MCP_CHANNEL];
 
 /// The prefix of the subjects the server resolves as itself (`askgate:default`, ...):
 /// no credential may name one.
@@ -97,12 +83,11 @@ pub fn may_resolve(requested: &Requested, channel: &str) -> bool {
     requested.allowed_channels.is_empty() || requested.allowed_channels.iter().any(|c| c == channel)
 }
 
-/// Whether `channel` may answer `requested`: it may resolve it, and it is not a chat
-/// channel when the ask holds a secret question (a chat shows an answer to all who
-/// read it; such an ask links to the console instead).
-pub fn may_answer(requested: &Requested, channel: &str) -> bool {
-    may_resolve(requested, channel)
-        && !(CHAT_CHANNELS.contains(&channel) && has_secret(&requested.questions))
+/// Whether `channel` may answer `requested`: it may resolve it, and, when the ask holds
+/// a secret question, it is not a chat (`chat`: a channel that shows an ask to
+/// whoever reads the chat, mailbox or phone; such an ask links to the console instead).
+pub fn may_answer(requested: &Requested, channel: &str, chat: bool) -> bool {
+    may_resolve(requested, channel) && !(chat && has_secret(&requested.questions))
 }
 
 /// Whether any of `questions` is secret.
@@ -147,10 +132,14 @@ pub fn channel_name(name: &str) -> Result<(), String> {
 }
 
 /// The channel a client names in its `askgate-channel` header: a valid name that is
-/// not one of the server's own.
-pub fn claimed_channel(name: &str) -> Result<(), String> {
+/// neither one of the server's own ([`OWN_CHANNELS`]) nor one of `human` (the human
+/// channels' names, from their registry).
+pub fn claimed_channel<'a>(
+    name: &str,
+    mut human: impl Iterator<Item = &'a str>,
+) -> Result<(), String> {
     channel_name(name)?;
-    if SERVER_CHANNELS.contains(&name) {
+    if OWN_CHANNELS.contains(&name) || human.any(|h| h == name) {
         return Err(format!(
             "{} is one of the server's own channels; a client cannot claim it",
             echo(name)
@@ -386,10 +375,13 @@ mod tests {
             fields(&request),
             ["allowed_channels[1]", "allowed_channels[2]"]
         );
-        assert!(claimed_channel("tui").is_ok());
-        assert!(claimed_channel("my-sdk.py").is_ok());
-        for refused in ["console", "slack", "mcp", "askgate", "", "A", "x y"] {
-            assert!(claimed_channel(refused).is_err(), "{refused}");
+        let human = || ["slack", "email"].into_iter();
+        assert!(claimed_channel("tui", human()).is_ok());
+        assert!(claimed_channel("my-sdk.py", human()).is_ok());
+        for refused in [
+            "console", "slack", "email", "mcp", "askgate", "", "A", "x y",
+        ] {
+            assert!(claimed_channel(refused, human()).is_err(), "{refused}");
         }
     }
 

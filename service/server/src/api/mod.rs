@@ -83,7 +83,7 @@ pub fn resolver<T>(request: &Request<T>, subject: &str) -> Result<Resolver, Stat
         return Ok(Resolver::new(subject, GRPC_CHANNEL));
     };
     let claimed = claimed.to_str().unwrap_or("\u{fffd}");
-    approval::claimed_channel(claimed)
+    approval::claimed_channel(claimed, askgate_channels::names())
         .map(|()| Resolver::new(subject, claimed))
         .map_err(|e| status::to_status(&Error::bad_request(CHANNEL_HEADER, e), "", None))
 }

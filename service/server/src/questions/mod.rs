@@ -448,7 +448,7 @@ fn allowed(pending: &Requested, by: &Resolver) -> Result<(), Error> {
 /// ([`approval::may_answer`]: no chat channel answers a secret question).
 fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
     allowed(pending, by)?;
-    match approval::may_answer(pending, &by.channel) {
+    match approval::may_answer(pending, &by.channel, askgate_channels::is_chat(&by.channel)) {
         true => Ok(()),
         // Allowed, but a chat channel and a secret question.
         false => Err(Error::ChannelNotAllowed {

@@ -124,8 +124,15 @@ impl Ingress for Links {
             Ok(None) => return self.resolved_page(&link).await,
             Err(e) => return unavailable(&e),
         };
-        let answerable = approval::may_answer(&requested, link.channel());
-        let cancellable = approval::may_resolve(&requested, link.channel());
+        let Some(channel) = link.channel() else {
+            return notice(
+                StatusCode::FORBIDDEN,
+                "Not a link",
+                "This link is not one of askgate's.",
+            );
+        };
+        let answerable = approval::may_answer(&requested, channel, true);
+        let cancellable = approval::may_resolve(&requested, channel);
         let may = (answerable, cancellable);
         if parts.method == Method::GET {
             let form = page::form(&requested, may, link.option, &link.who, None);
@@ -172,8 +179,10 @@ impl Links {
         Self { hooks, questions }
     }
 
+    /// Who answers through `link`: its person, through its channel (a link of no
+    /// channel never gets this far: [`Link::verify`] refuses it).
     fn resolver(link: &Link) -> Resolver {
-        Resolver::new(&link.who, link.channel())
+        Resolver::new(&link.who, link.channel().unwrap_or_default())
     }
 
     async fn pending(&self, link: &Link) -> Result<Option<Requested>, Error> {

@@ -14,7 +14,7 @@ use super::{
 /// Whether Slack may collect the answer of `requested`: the ask allows the channel,
 /// and holds no secret question (a chat keeps what is typed in it).
 pub fn answerable_in_slack(requested: &Requested) -> bool {
-    approval::may_answer(requested, SLACK_CHANNEL)
+    approval::may_answer(requested, SLACK_CHANNEL, true)
 }
 
 /// What the ask's answer approves and how it resolves (docs/approvals.md): the action

@@ -343,7 +343,7 @@ impl Updates {
                     .await
             }
             Data::Answer(_) | Data::Other(_)
-                if !approval::may_answer(&requested, TELEGRAM_CHANNEL) =>
+                if !approval::may_answer(&requested, TELEGRAM_CHANNEL, true) =>
             {
                 Ok("This ask cannot be answered from Telegram.".into())
             }
@@ -377,7 +377,7 @@ impl Updates {
         who: &str,
     ) -> Result<String, Error> {
         let question = requested.questions.first().filter(|q| {
-            approval::may_answer(requested, TELEGRAM_CHANNEL)
+            approval::may_answer(requested, TELEGRAM_CHANNEL, true)
                 && render::controls(requested) == controls
                 && chosen.iter().all(|&n| n < q.options.len())
         });
@@ -409,7 +409,7 @@ impl Updates {
         message: &Value,
     ) -> Result<String, Error> {
         let options = requested.questions.first().map_or(0, |q| q.options.len());
-        let answerable = approval::may_answer(requested, TELEGRAM_CHANNEL);
+        let answerable = approval::may_answer(requested, TELEGRAM_CHANNEL, true);
         if !answerable || render::controls(requested) != Controls::Toggle || n >= options {
             return Ok("This button does not answer this ask.".into());
         }

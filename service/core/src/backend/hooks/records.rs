@@ -116,18 +116,6 @@ pub struct SlackTarget {
 }
 
 impl EndpointRecord {
-    /// What the endpoint is: `webhook`, or its chat channel's name (`slack`, ...).
-    pub fn channel_name(&self) -> &'static str {
-        use crate::domain::model::{EMAIL_CHANNEL, NTFY_CHANNEL, SLACK_CHANNEL, TELEGRAM_CHANNEL};
-        match (&self.slack, &self.channel) {
-            (Some(_), _) => SLACK_CHANNEL,
-            (_, Some(ChannelTarget::Telegram(_))) => TELEGRAM_CHANNEL,
-            (_, Some(ChannelTarget::Email(_))) => EMAIL_CHANNEL,
-            (_, Some(ChannelTarget::Ntfy(_))) => NTFY_CHANNEL,
-            (None, None) => "webhook",
-        }
-    }
-
     /// Whether this is a plain webhook endpoint (a URL), not a chat channel.
     pub fn is_webhook(&self) -> bool {
         self.slack.is_none() && self.channel.is_none()
