@@ -34,32 +34,38 @@ pub mod webhook;
 pub(crate) use askgate_core::{backend, domain, protojson};
 
 use self::{
-    channel::Channel, email::Email, links::Signer, ntfy::Ntfy, slack::Slack, telegram::Telegram,
+    channel::{About, Channel},
+    email::Email,
+    links::Signer,
+    ntfy::Ntfy,
+    slack::Slack,
+    telegram::Telegram,
     webhook::Webhook,
 };
 use crate::backend::hooks::records::EndpointRecord;
 
-/// Every channel's name, and whether people answer through it
-/// ([`Channel::answered_through`]), in the order of [`Channels::all`]: the registry as
-/// the server needs it before (or without) a node's channels, to keep clients from
-/// taking a channel's name and chats from collecting secret answers. A test holds it to
-/// the channels themselves.
-pub const NAMES: [(&str, bool); 5] = [
-    ("webhook", false),
-    (domain::model::SLACK_CHANNEL, true),
-    (domain::model::TELEGRAM_CHANNEL, true),
-    (domain::model::EMAIL_CHANNEL, true),
-    (domain::model::NTFY_CHANNEL, true),
+/// What every channel is, in the order of [`Channels::all`]: the registry as the server
+/// needs it before (or without) a node's channels, to keep clients from taking a
+/// channel's name and chats from collecting secret answers. A test holds it to the
+/// channels themselves.
+pub const REGISTRY: [&About; 5] = [
+    &webhook::ABOUT,
+    &slack::ABOUT,
+    &telegram::ABOUT,
+    &email::ABOUT,
+    &ntfy::ABOUT,
 ];
 
 /// Whether `name` is a channel people answer through (a chat, a mailbox, a phone).
 pub fn is_chat(name: &str) -> bool {
-    NAMES.iter().any(|&(n, chat)| chat && n == name)
+    REGISTRY
+        .iter()
+        .any(|about| about.answered_through && about.name == name)
 }
 
 /// Every channel's name.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    NAMES.iter().map(|&(name, _)| name)
+    REGISTRY.iter().map(|about| about.name)
 }
 
 /// Every channel a node sends through, and what signs the links of mail and pushes:
@@ -112,12 +118,8 @@ mod tests {
             ntfy: Ntfy::new(links(), key.clone()),
             links: links(),
         };
-        let registry: Vec<(&str, bool)> = channels
-            .all()
-            .iter()
-            .map(|c| (c.name(), c.answered_through()))
-            .collect();
-        assert_eq!(registry, NAMES);
+        let registry: Vec<&About> = channels.all().iter().map(|c| c.about()).collect();
+        assert_eq!(registry, REGISTRY);
         assert!(is_chat("slack") && is_chat("ntfy"));
         assert!(!is_chat("webhook") && !is_chat("console") && !is_chat("tui"));
     }

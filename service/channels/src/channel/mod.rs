@@ -23,20 +23,41 @@ use crate::{
     egress::send::{Sender, Target},
 };
 
+/// What a channel is, as a constant of its module: what the registry lists
+/// ([`crate::REGISTRY`]) before, or without, a node's channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// The channel's name: the channel answers through it carry (`slack`), what
+    /// `allowed_channels` and the metrics name it by.
+    pub name: &'static str,
+    /// What one connection of it is called, in messages (`Slack app`).
+    pub noun: &'static str,
+    /// Whether people answer through it. Such a channel shows an ask to whoever reads
+    /// the chat, mailbox or phone, so it never collects a secret answer (it links to
+    /// the console instead), and no client may take its name.
+    pub answered_through: bool,
+}
+
 /// What the delivery machinery needs of a channel.
 #[async_trait]
 pub trait Channel: Send + Sync {
-    /// The channel's name: the channel answers through it carry (`slack`), what
-    /// `allowed_channels` and the metrics name it by.
-    fn name(&self) -> &'static str;
+    /// What the channel is (its module's `ABOUT`).
+    fn about(&self) -> &'static About;
 
-    /// What one connection of it is called, in messages (`Slack app`).
-    fn noun(&self) -> &'static str;
+    /// [`About::name`].
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
 
-    /// Whether people answer through it. Such a channel shows an ask to whoever reads
-    /// the chat, mailbox or phone, so it never collects a secret answer (it links to the
-    /// console instead), and no client may take its name.
-    fn answered_through(&self) -> bool;
+    /// [`About::noun`].
+    fn noun(&self) -> &'static str {
+        self.about().noun
+    }
+
+    /// [`About::answered_through`].
+    fn answered_through(&self) -> bool {
+        self.about().answered_through
+    }
 
     /// Whether `record` is one of its connections.
     fn holds(&self, record: &EndpointRecord) -> bool;

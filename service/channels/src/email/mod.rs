@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use self::mail::{Links, Mail};
 use super::{
-    channel::{Channel, Checks, Connector, Outbound},
+    channel::{About, Channel, Checks, Connector, Outbound},
     links::{Link, Signer},
 };
 use crate::{
@@ -335,18 +335,17 @@ pub fn route_of(record: &EndpointRecord) -> Option<EmailRoute> {
     })
 }
 
+/// The email channel, as the registry lists it.
+pub const ABOUT: About = About {
+    name: EMAIL_CHANNEL,
+    noun: "email route",
+    answered_through: true,
+};
+
 #[async_trait::async_trait]
 impl Channel for Email {
-    fn name(&self) -> &'static str {
-        EMAIL_CHANNEL
-    }
-
-    fn noun(&self) -> &'static str {
-        "email route"
-    }
-
-    fn answered_through(&self) -> bool {
-        true
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

@@ -22,7 +22,7 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::{
-    channel::{Channel, Checks, Connector, Outbound},
+    channel::{About, Channel, Checks, Connector, Outbound},
     email::mail,
     links::{Link, Signer},
 };
@@ -339,18 +339,17 @@ pub fn topic_of(record: &EndpointRecord) -> Option<NtfyTopic> {
     })
 }
 
+/// The ntfy channel, as the registry lists it.
+pub const ABOUT: About = About {
+    name: NTFY_CHANNEL,
+    noun: "ntfy topic",
+    answered_through: true,
+};
+
 #[async_trait::async_trait]
 impl Channel for Ntfy {
-    fn name(&self) -> &'static str {
-        NTFY_CHANNEL
-    }
-
-    fn noun(&self) -> &'static str {
-        "ntfy topic"
-    }
-
-    fn answered_through(&self) -> bool {
-        true
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use self::{api::WebApi, blocks::Ref};
-use crate::channel::{Channel, Checks, Connector, Outbound};
+use crate::channel::{About, Channel, Checks, Connector, Outbound};
 use crate::{
     backend::hooks::{
         HookStore,
@@ -357,18 +357,17 @@ pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
     })
 }
 
+/// The slack channel, as the registry lists it.
+pub const ABOUT: About = About {
+    name: SLACK_CHANNEL,
+    noun: "Slack app",
+    answered_through: true,
+};
+
 #[async_trait::async_trait]
 impl Channel for Slack {
-    fn name(&self) -> &'static str {
-        SLACK_CHANNEL
-    }
-
-    fn noun(&self) -> &'static str {
-        "Slack app"
-    }
-
-    fn answered_through(&self) -> bool {
-        true
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

@@ -23,7 +23,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use self::api::BotApi;
-use crate::channel::{Channel, Checks, Connector, Outbound};
+use crate::channel::{About, Channel, Checks, Connector, Outbound};
 use crate::{
     backend::hooks::{
         HookStore,
@@ -382,18 +382,17 @@ pub fn bot_of(record: &EndpointRecord) -> Option<TelegramBot> {
     })
 }
 
+/// The telegram channel, as the registry lists it.
+pub const ABOUT: About = About {
+    name: TELEGRAM_CHANNEL,
+    noun: "Telegram bot",
+    answered_through: true,
+};
+
 #[async_trait::async_trait]
 impl Channel for Telegram {
-    fn name(&self) -> &'static str {
-        TELEGRAM_CHANNEL
-    }
-
-    fn noun(&self) -> &'static str {
-        "Telegram bot"
-    }
-
-    fn answered_through(&self) -> bool {
-        true
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::channel::{
-    Channel, Checks, Connector, Outbound,
+    About, Channel, Checks, Connector, Outbound,
     clock::{now_ms, timestamp},
 };
 use crate::{
@@ -67,18 +67,17 @@ fn events(request: &CreateEndpointRequest) -> Result<(Vec<EventType>, Vec<Violat
     Ok((events, violations))
 }
 
+/// The webhook channel, as the registry lists it.
+pub const ABOUT: About = About {
+    name: "webhook",
+    noun: "webhook endpoint",
+    answered_through: false,
+};
+
 #[async_trait]
 impl Channel for Webhook {
-    fn name(&self) -> &'static str {
-        "webhook"
-    }
-
-    fn noun(&self) -> &'static str {
-        "webhook endpoint"
-    }
-
-    fn answered_through(&self) -> bool {
-        false
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn holds(&self, record: &EndpointRecord) -> bool {
