@@ -2,9 +2,10 @@
 //! ntfy) is what the delivery machinery sends an ask and its outcome through
 //! ([`Channel`]), and what the admin API connects, lists and disconnects
 //! ([`Connector`]); everything around that (queueing, leases, retries, audit records,
-//! the admin calls' checks) is written once, in this module's parent, for all of them.
-//! The registry of them, `Channels`, is in this module's parent: built in one place,
-//! the list every "for each channel" is taken from.
+//! the admin calls' checks) is written once, in [`crate::delivery`], for all of them.
+//! The registry of them, [`crate::Channels`], is at the crate's root: built in one
+//! place, the list every "for each channel" is taken from. [`chat`] and [`clock`] are
+//! what the chat channels build on alike.
 
 pub mod chat;
 pub mod clock;

@@ -1,5 +1,6 @@
-//! Reaching humans without a stream: signed webhooks with durable, at-least-once
-//! delivery, and reminders and escalation of asks nobody answers (docs/webhooks.md).
+//! What every channel shares: durable, at-least-once delivery of asks and their
+//! outcomes to each tenant's connections, reminders and escalation of asks nobody
+//! answers (docs/webhooks.md), and the admin calls that connect, list and disconnect.
 //!
 //! How an event becomes a delivery:
 //! - the engine that commits a `requested` or `resolved` event reports it to its
@@ -7,19 +8,20 @@
 //!   tenant that wants it, queued in the [`HookStore`] (and schedules or cancels the
 //!   ask's reminder timer);
 //! - every node's delivery loop claims due deliveries from the store with a lease,
-//!   POSTs each (signed per the Standard Webhooks spec, anew at every attempt, with the
-//!   same `webhook-id`), and records the outcome: delivered on a 2xx, else retried with
-//!   exponential backoff and jitter until the retry period is over, then failed (kept
-//!   for `Redeliver`);
+//!   hands each to the channel that holds its connection (a plain webhook is POSTed,
+//!   signed per the Standard Webhooks spec anew at every attempt with the same
+//!   `webhook-id`), and records the outcome: delivered, else retried with exponential
+//!   backoff and jitter until the retry period is over, then failed (kept for
+//!   `Redeliver`);
 //! - every node's timer loop claims due reminder timers the same way, sends the notice
 //!   to the session's subscribers ([`Backend::notify`]) and queues its deliveries.
 //!
 //! On Redis the store is shared, so any node delivers and a node's death loses nothing
 //! that was queued: its leases run out and a survivor takes over.
 //!
-//! Slack apps ([`slack`]), Telegram bots ([`telegram`]) and email routes ([`email`])
-//! are endpoints with a chat target: their deliveries post and update messages (or
-//! mail) through the same loops.
+//! Slack apps, Telegram bots, email routes and ntfy topics are endpoints with a chat
+//! target: their deliveries post and update messages (or mail, or push) through the
+//! same loops, each through its [`crate::channel::Channel`].
 
 mod admin;
 mod attempts;

@@ -1,4 +1,5 @@
-//! Which addresses a tenant's webhook may reach by default: the globally reachable
+//! Which addresses what leaves the node may reach by default (a tenant's webhook or
+//! ntfy server, Slack's and Telegram's APIs, a trace collector): the globally reachable
 //! ones, as IANA's registries define them, not a hand-picked list of ranges.
 //!
 //! The data is IANA's IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890 and

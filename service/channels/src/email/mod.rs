@@ -1,12 +1,12 @@
 //! Answering by email (docs/email.md). A tenant connects a route (the addresses to
 //! mail); from then on:
 //! - each `requested` of the tenant that the route's filter lets through becomes a
-//!   delivery of the webhook machinery (leased, retried, any node on Redis) that mails
+//!   delivery of the shared machinery (leased, retried, any node on Redis) that mails
 //!   each address, through `--smtp-url` from `--email-from`, the ask with signed
-//!   single-use links of its own ([`super::links`]);
+//!   single-use links of its own ([`crate::links`]);
 //! - the ask's `resolved`, from whatever channel, becomes a delivery that mails each
 //!   address a follow-up in the same thread (who answered what, or how it ended);
-//! - a link opens a page on askgate's port (`crate::links`) that shows the ask and
+//! - a link opens a page on askgate's port ([`pages`]) that shows the ask and
 //!   answers only when its form is sent, as `email:<address>`.
 
 pub mod mail;
