@@ -116,9 +116,14 @@ def module_file(dir_: Path, name: str) -> Path | None:
     return None
 
 
-def load_crate(src: Path) -> dict[tuple[str, ...], Module]:
+def roots_of(src: Path) -> list[Path]:
+    """The crate roots in `src`: lib.rs and main.rs are two crates sharing a directory
+    (main.rs reaches the library by the crate's name), each checked on its own."""
+    return [p for p in (src / "lib.rs", src / "main.rs") if p.is_file()]
+
+
+def load_crate(src: Path, root: Path) -> dict[tuple[str, ...], Module]:
     modules: dict[tuple[str, ...], Module] = {}
-    roots = [p for p in (src / "lib.rs", src / "main.rs") if p.is_file()]
 
     def load(path: tuple[str, ...], file: Path, child_dir: Path) -> None:
         raw = file.read_text()
@@ -161,12 +166,7 @@ def load_crate(src: Path) -> dict[tuple[str, ...], Module]:
             written = m.group(1)
             mod.refs.append((line, adjust_super(written.split("::"), inline_depth(m.start())), written))
 
-    for root in roots:
-        # A crate with lib.rs and main.rs is two crates sharing a directory: main.rs
-        # reaches the library by the crate's name, so each tree is checked on its own.
-        if root.name == "main.rs" and len(roots) == 2:
-            continue
-        load(("crate",), root, src)
+    load(("crate",), root, src)
     return modules
 
 
@@ -307,7 +307,11 @@ def sibling_edge(a: tuple[str, ...], b: tuple[str, ...]):
 
 
 def cycles(src: Path) -> list[str]:
-    modules = load_crate(src)
+    return [c for root in roots_of(src) for c in cycles_of(src, root)]
+
+
+def cycles_of(src: Path, root: Path) -> list[str]:
+    modules = load_crate(src, root)
     edges: dict[tuple[str, ...], dict[tuple[str, ...], str]] = defaultdict(dict)
     for mod in modules.values():
         for line, segs, written in mod.refs:
@@ -328,7 +332,7 @@ def cycles(src: Path) -> list[str]:
         if len(comp) < 2:
             continue
         names = sorted("::".join(p) for p in comp)
-        lines = [f"module cycle in {shown(src)}: {', '.join(names)}"]
+        lines = [f"module cycle in {shown(root)}: {', '.join(names)}"]
         members = set(comp)
         for a in sorted(comp):
             for b, where in sorted(edges[a].items()):
