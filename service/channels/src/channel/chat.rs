@@ -1,5 +1,8 @@
 //! What the chat channels (Slack, Telegram, email, ntfy) build on alike: a delivery's
-//! body (the ask, and its resolution for an update) and the record of a connection.
+//! body (the ask, and its resolution for an update), the record of a connection, and
+//! the words of an outcome, cut to a channel's limits.
+
+use askgate_proto::v1::{CancelSource, Resolution, Resolved};
 
 use crate::domain::Error;
 
@@ -69,5 +72,45 @@ pub fn chat_endpoint(
         session_prefix,
         slack: None,
         channel: None,
+    }
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((at, _)) if text[at..].chars().nth(1).is_some() => format!("{}…", &text[..at]),
+        _ => text.to_owned(),
+    }
+}
+
+/// `text` on one line (no control characters), cut to `max` characters.
+pub fn line(text: &str, max: usize) -> String {
+    let one: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    cut(one.trim(), max)
+}
+
+/// How an ask ended, in a sentence: who answered, or why it ended unanswered.
+pub fn outcome(resolved: &Resolved) -> String {
+    let who = match resolved.resolved_by.as_str() {
+        "" => "someone",
+        who => who,
+    };
+    match resolved.reason() {
+        Resolution::Answered => format!("Answered by {who}."),
+        Resolution::Defaulted => "Nobody answered in time: the default answers apply.".to_owned(),
+        Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
+            format!("Closed unanswered: the answering UI of {who} closed.")
+        }
+        Resolution::Cancelled if resolved.cancel_reason.is_empty() => {
+            format!("Cancelled by {who}.")
+        }
+        Resolution::Cancelled => format!("Cancelled by {who}: {}", resolved.cancel_reason),
+        Resolution::Aborted => "Aborted: the asking agent went away.".to_owned(),
+        Resolution::Expired => "Expired: the agent stopped waiting.".to_owned(),
+        Resolution::Disposed => "Disposed: the server shut down before an answer.".to_owned(),
+        Resolution::Unspecified => "Resolved.".to_owned(),
     }
 }

@@ -4,9 +4,12 @@
 //! escaped in the HTML part; a detail is shown whole when it fits, else as its head
 //! and tail around a mark saying how much is left out.
 
-use askgate_proto::v1::{CancelSource, Question, Requested, Resolution, Resolved};
+use askgate_proto::v1::{Question, Requested, Resolved};
 
-use crate::domain::shown::{self, approve_label, escape_html as escape};
+use crate::{
+    channel::chat::{line, outcome},
+    domain::shown::{self, approve_label, escape_html as escape},
+};
 
 /// Characters of a subject (headers fold, but a long one reads badly).
 const MAX_SUBJECT: usize = 150;
@@ -25,15 +28,6 @@ pub struct Mail {
     pub subject: String,
     pub text: String,
     pub html: String,
-}
-
-/// `text` on one line (no control characters), cut to `max` characters.
-pub(crate) fn line(text: &str, max: usize) -> String {
-    let one: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    crate::slack::blocks::cut(one.trim(), max)
 }
 
 fn subject(requested: &Requested, prefix: &str) -> String {
@@ -185,29 +179,6 @@ pub fn ask_mail(requested: &Requested, links: Option<&Links>, console: &str) -> 
         subject: subject(requested, "[askgate] "),
         text: parts.text,
         html: wrap(parts.html),
-    }
-}
-
-/// How an ask ended, in a sentence: who answered, or why it ended unanswered.
-pub fn outcome(resolved: &Resolved) -> String {
-    let who = match resolved.resolved_by.as_str() {
-        "" => "someone",
-        who => who,
-    };
-    match resolved.reason() {
-        Resolution::Answered => format!("Answered by {who}."),
-        Resolution::Defaulted => "Nobody answered in time: the default answers apply.".to_owned(),
-        Resolution::Cancelled if resolved.cancel_source() == CancelSource::UiClosed => {
-            format!("Closed unanswered: the answering UI of {who} closed.")
-        }
-        Resolution::Cancelled if resolved.cancel_reason.is_empty() => {
-            format!("Cancelled by {who}.")
-        }
-        Resolution::Cancelled => format!("Cancelled by {who}: {}", resolved.cancel_reason),
-        Resolution::Aborted => "Aborted: the asking agent went away.".to_owned(),
-        Resolution::Expired => "Expired: the agent stopped waiting.".to_owned(),
-        Resolution::Disposed => "Disposed: the server shut down before an answer.".to_owned(),
-        Resolution::Unspecified => "Resolved.".to_owned(),
     }
 }
 

@@ -32,7 +32,7 @@ pub async fn remember_settled(
     let words: Vec<String> = lines
         .iter()
         .take(MAX_SETTLED_LINES)
-        .map(|line| crate::slack::blocks::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
+        .map(|line| crate::channel::chat::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
         .collect();
     let key = settled_key(tenant, rpc_id);
     if let Err(e) = store
@@ -47,7 +47,7 @@ pub async fn remember_settled(
 /// question was answered (never a secret).
 pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> {
     // "Answered by ana." as "Too late: answered by ana.", as a page's own words say it.
-    let outcome = super::mail::outcome(resolved);
+    let outcome = crate::channel::chat::outcome(resolved);
     let mut chars = outcome.chars();
     let first = chars.next().map(|c| c.to_lowercase().to_string());
     let mut lines = vec![format!(

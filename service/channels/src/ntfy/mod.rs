@@ -22,8 +22,7 @@ use tracing::debug;
 use uuid::Uuid;
 
 use super::{
-    channel::{About, Channel, Checks, Connector, Outbound},
-    email::mail,
+    channel::{About, Channel, Checks, Connector, Outbound, chat},
     links::{Link, Signer},
 };
 use crate::{
@@ -198,7 +197,7 @@ impl Ntfy {
                 let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
                 json!({
                     "title": shown_title(&requested, "Resolved: "),
-                    "message": within(&mail::outcome(&resolved), MAX_MESSAGE_BYTES),
+                    "message": within(&chat::outcome(&resolved), MAX_MESSAGE_BYTES),
                     "tags": ["white_check_mark"],
                     "priority": 2,
                 })
@@ -313,14 +312,14 @@ fn view(label: &str, url: &str) -> Value {
 
 /// An action's label: one line, cut, never blank.
 fn label(text: &str) -> String {
-    match mail::line(text, MAX_LABEL) {
+    match chat::line(text, MAX_LABEL) {
         line if line.is_empty() => "–".to_owned(),
         line => line,
     }
 }
 
 fn shown_title(requested: &Requested, prefix: &str) -> String {
-    mail::line(&format!("{prefix}{}", shown::title(requested)), MAX_TITLE)
+    chat::line(&format!("{prefix}{}", shown::title(requested)), MAX_TITLE)
 }
 
 /// A topic as the admin API shows it: no token.

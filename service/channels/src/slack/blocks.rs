@@ -110,13 +110,7 @@ pub fn is_choice(action_id: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
-/// `text` cut to `max` characters, with an ellipsis when cut.
-pub fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max.saturating_sub(1)) {
-        Some((at, _)) if text[at..].chars().nth(1).is_some() => format!("{}…", &text[..at]),
-        _ => text.to_owned(),
-    }
-}
+pub use crate::channel::chat::cut;
 
 /// User text made inert in mrkdwn: no links, mentions or channel pings (`&`, `<`, `>`
 /// as entities), and no formatting: `*`, `_`, `~` and backticks become look-alikes

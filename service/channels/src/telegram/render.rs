@@ -113,7 +113,7 @@ fn units(text: &str) -> usize {
 /// `text` cut to `max` characters, with an ellipsis when cut; a blank one is "–".
 pub fn cut(text: &str, max: usize) -> String {
     let text = if text.trim().is_empty() { "–" } else { text };
-    crate::slack::blocks::cut(text, max)
+    crate::channel::chat::cut(text, max)
 }
 
 /// One paragraph of a message: its HTML, and how long it is once parsed.

@@ -246,7 +246,7 @@ impl Links {
         };
         if field("cancel").is_some() {
             let reason = field("reason").unwrap_or_default().trim();
-            let reason = crate::slack::blocks::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
+            let reason = crate::channel::chat::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
             let said = match reason.is_empty() {
                 true => String::new(),
                 false => format!(": {reason}"),
