@@ -157,7 +157,12 @@ fn encode(value: &str) -> String {
 }
 
 async fn server(smtp: &Smtp, dir: &TempDir) -> TestServer {
-    TestServer::start_with(ServerConfig {
+    TestServer::start_with(config(smtp, dir)).await
+}
+
+/// A node mailing through `smtp`, with a quick retry, a secret key and a public URL.
+fn config(smtp: &Smtp, dir: &TempDir) -> ServerConfig {
+    ServerConfig {
         webhooks: WebhookConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
@@ -177,8 +182,7 @@ async fn server(smtp: &Smtp, dir: &TempDir) -> TestServer {
             ..test_config().http
         },
         ..test_config()
-    })
-    .await
+    }
 }
 
 /// An SMTP server, an askgate mailing through it, and a route for `ops/` to two people.
@@ -457,148 +461,129 @@ on_every_backend!(
     batches_cancel_first_wins_and_allowed_channels_by_email
 );
 
-/// Text with every character HTML or mail headers treat specially, emoji and a long
-/// tail.
-const MARKUP: &str = "<b>bold</b> & \"quoted\" =?utf-8?q?x?= \r\nBcc: eve@example.com 🚀𝄞 <pre>";
+/// Whom the conformance suite's route mails.
+const ANA: &str = "ana@example.com";
 
-/// Every shape of ask is mailed and followed up, each mail well-formed (Python's email
-/// parser finds no defect), its subject on one line and its HTML part escaped.
-#[tokio::test]
-async fn every_shape_of_ask_is_mailed_well_formed() {
-    let (smtp, _dir, server, _route) = with_route().await;
-    let mut client = server.client().await;
-    let long = MARKUP.repeat(50);
-    let many = |q: askgate_client::QuestionBuilder, n: usize| {
-        (0..n).fold(q, |q, i| q.option(&format!("{} {i}", &MARKUP[..20]), &long))
-    };
-    let mut shapes: Vec<Ask> = Vec::new();
-    for n in [2, 20, 21, 32] {
-        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n)));
-        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n).multi_select()));
+/// An ask's mail, and the session it asks in.
+#[derive(Debug, Clone)]
+struct Mailed {
+    session: String,
+    mail: Value,
+}
+
+/// Whether `mail` (an ask, not a follow-up) asks in `session`: a line of its text
+/// names the session, alone or before the agent and labels.
+fn asks_in(mail: &Value, session: &str) -> bool {
+    let line = format!("session {session}");
+    mail["rcpt_tos"][0] == ANA
+        && mail["in_reply_to"] == ""
+        && mail["text"].as_str().is_some_and(|t| {
+            t.lines()
+                .map(str::trim)
+                .any(|l| l == line || l.starts_with(&format!("{line} ")))
+        })
+}
+
+impl crate::conformance::Conformant for Smtp {
+    const NAME: &'static str = "email";
+    type Message = Mailed;
+
+    async fn start(hold: usize) -> Self {
+        Smtp::holding(hold).await
     }
-    shapes.push(Ask::new("ops/s").question(question("q", &long).header(&MARKUP.repeat(3))));
-    shapes.push(
-        Ask::new("ops/s")
-            .question(
-                question("q", "Ship this plan?")
-                    .detail(&long.repeat(15))
-                    .choice("Approve")
-                    .choice("Reject")
-                    .plan_review("Approve"),
-            )
-            .action("deploy <prod>", &format!("{{\"cmd\": {long:?}}}")),
-    );
-    shapes.push((0..20).fold(Ask::new("ops/s"), |ask, i| {
-        ask.question(many(question(&format!("q{i}"), &long), i % 4 * 3))
-    }));
-    for (i, mut ask) in shapes.into_iter().enumerate() {
-        let session = format!("ops/shape-{i}");
-        ask.request_mut().session_id = session.clone();
-        let mut call = in_background(&client, ask);
-        let marker = format!("session {session}");
-        let mail = tokio::select! {
-            mail = smtp.asked("bo@example.com", &marker) => mail,
-            ended = &mut call => panic!("shape {i} ended before it was mailed: {ended:?}"),
-        };
+
+    fn config(&self, dir: &TempDir) -> ServerConfig {
+        config(self, dir)
+    }
+
+    fn flags(&self, dir: &TempDir) -> Vec<String> {
+        let key = dir.file("secret.key", SECRET_KEY);
+        [
+            "--smtp-url",
+            &format!("smtp://127.0.0.1:{}", self.port),
+            "--email-from",
+            "askgate@example.com",
+            "--secret-key-file",
+            key.to_str().expect("path"),
+            "--public-url",
+            PUBLIC,
+            "--webhook-timeout",
+            "10s",
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    async fn connect(&mut self, node: std::net::SocketAddr) {
+        let mut admin = within("connect", Client::connect(format!("http://{node}")))
+            .await
+            .expect("connect");
+        admin
+            .connect_email(ConnectEmailRequest {
+                to: vec![ANA.into()],
+                session_prefix: "ops/".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("connect the route");
+    }
+
+    async fn holding(&self) {
+        self.holding_one().await;
+    }
+
+    /// The ask's mail, well-formed: Python's parser finds no defect (else
+    /// [`Smtp::wait_for`] fails), its subject is one line, nothing in it added a
+    /// recipient, and its HTML part is escaped.
+    async fn asked(&self, session: &str) -> Mailed {
+        let mail = self
+            .wait_for("the ask's mail", |m| asks_in(m, session))
+            .await;
         let subject = mail["subject"].as_str().expect("a subject");
         assert!(!subject.contains(['\r', '\n']), "{subject:?}");
-        assert_eq!(
-            mail["rcpt_tos"].as_array().map(Vec::len),
-            Some(1),
-            "no Bcc from a header"
-        );
+        assert_eq!(mail["rcpt_tos"].as_array().map(Vec::len), Some(1), "{mail}");
         let html = mail["html"].as_str().expect("an HTML part");
-        assert!(
-            !html.contains("<b>bold") && !html.contains("<pre>pre"),
-            "unescaped"
-        );
-        let rpc = pending_rpc(&client, &session).await;
-        client
-            .cancel(&session, &rpc, "shapes")
-            .await
-            .expect("cancelled");
-        let _ = within("the ask", call).await.expect("join");
-        smtp.wait_for("the follow-up", |m| {
-            m["rcpt_tos"][0] == "bo@example.com" && m["in_reply_to"] == mail["message_id"]
-        })
-        .await;
+        assert!(!html.contains("<b>bold"), "unescaped: {html}");
+        Mailed {
+            session: session.to_owned(),
+            mail,
+        }
+    }
+
+    /// The mail's form link followed as a person does: the form sent with the option.
+    async fn answer(
+        &self,
+        node: std::net::SocketAddr,
+        asked: &Mailed,
+        option: &str,
+    ) -> Option<bool> {
+        let form = path(&links(&asked.mail, "Answer or cancel:")[0]);
+        let form_type = [("content-type", "application/x-www-form-urlencoded")];
+        let body = format!("q.q={}", encode(option));
+        let (status, page) =
+            crate::support::request_to(node, "POST", &form, &form_type, &body).await;
+        match status {
+            200 => Some(true),
+            409 | 410 => Some(false),
+            other => panic!("the form got {other}: {page}"),
+        }
+    }
+
+    async fn outcome(&self, asked: &Mailed) -> String {
+        let follow_up = self
+            .wait_for("the follow-up", |m| {
+                m["rcpt_tos"][0] == ANA && m["in_reply_to"] == asked.mail["message_id"]
+            })
+            .await;
+        follow_up["text"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn taken(&self, asked: &Mailed) -> (usize, usize) {
+        (
+            self.count(|m| asks_in(m, &asked.session)),
+            self.count(|m| m["in_reply_to"] == asked.mail["message_id"]),
+        )
     }
 }
 
-/// Two nodes on one Redis: the node mailing an ask dies (-9) while the SMTP server holds
-/// its mail unanswered; a survivor mails it once the attempt's lease is over, a link
-/// answers it through the other survivor, and each person gets the ask and the
-/// follow-up exactly once.
-#[tokio::test]
-async fn on_redis_a_killed_node_loses_no_mail_and_none_is_sent_twice() {
-    use crate::support::ServeProcess;
-    let (redis, smtp, dir) = (
-        askgate_testing::RedisServer::start().await,
-        Smtp::holding(1).await,
-        TempDir::new(),
-    );
-    let key = dir.file("secret.key", SECRET_KEY);
-    let smtp_url = format!("smtp://127.0.0.1:{}", smtp.port);
-    let flags = [
-        "--smtp-url",
-        &smtp_url,
-        "--email-from",
-        "askgate@example.com",
-        "--secret-key-file",
-        key.to_str().expect("path"),
-        "--public-url",
-        PUBLIC,
-        "--webhook-timeout",
-        "10s",
-        "--webhook-retry-initial",
-        "200ms",
-        "--webhook-retry-max",
-        "1s",
-        "--redis-lease",
-        "2s",
-    ];
-    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
-    let first = nodes(1).await.remove(0);
-    let mut admin = first.client().await;
-    admin
-        .connect_email(ConnectEmailRequest {
-            to: vec!["ana@example.com".into()],
-            session_prefix: "ops/".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("connect");
-    let call = in_background(
-        &first.client().await,
-        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
-    );
-    smtp.holding_one().await;
-    let survivors = nodes(2).await;
-    first.signal("KILL");
-    drop(call);
-    // The held attempt's lease (its 10 s timeout and a 5 s margin) runs out; a
-    // survivor mails it.
-    let mail = smtp
-        .wait_for("the survivor's mail", |m| m["in_reply_to"] == "")
-        .await;
-    let server_addr: std::net::SocketAddr = survivors[1]
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("addr");
-    let link = path(&links(&mail, "choose:")[0]);
-    let (status, _) = crate::support::request_to(server_addr, "POST", &link, &[], "").await;
-    assert_eq!(status, 200);
-    smtp.wait_for("the follow-up", |m| m["in_reply_to"] == mail["message_id"])
-        .await;
-    assert_eq!(
-        smtp.count(|m| m["in_reply_to"] == ""),
-        1,
-        "the ask was mailed once"
-    );
-    assert_eq!(
-        smtp.count(|m| m["in_reply_to"] != ""),
-        1,
-        "the follow-up was mailed once"
-    );
-}
+channel_conformance!(Smtp);

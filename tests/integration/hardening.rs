@@ -398,22 +398,13 @@ on_every_backend!(
     mcp_sessions_are_capped_per_tenant
 );
 
-/// The address of a serve process.
-fn addr_of(serve: &ServeProcess) -> SocketAddr {
-    serve
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("the process's address")
-}
-
 /// An MCP `initialize` whose `clientInfo.name` is 3 MiB: rmcp logs the client's info
 /// at INFO, and every value a log line holds is cut, so the line stays small.
 #[tokio::test]
 async fn a_huge_client_name_writes_a_small_log_line() {
     // rmcp's INFO lines are on only when the filter names it.
     let serve = ServeProcess::start_with(&["--log", "info,rmcp=info"]).await;
-    let addr = addr_of(&serve);
+    let addr = serve.addr();
     let name = "n".repeat(3 * 1024 * 1024);
     let initialize = INITIALIZE.replace(r#""name":"probe""#, &format!(r#""name":"{name}""#));
     let mcp = Mcp {
@@ -444,7 +435,7 @@ async fn a_huge_client_name_writes_a_small_log_line() {
 #[tokio::test]
 async fn a_tenant_opening_mcp_sessions_stops_at_its_budget() {
     let serve = ServeProcess::start().await;
-    let addr = addr_of(&serve);
+    let addr = serve.addr();
     let mcp = Mcp {
         addr,
         key: String::new(),
@@ -751,11 +742,7 @@ async fn out_of_descriptors_the_node_waits_instead_of_spinning() {
     let serve = askgate_testing::ServeProcess::spawn(&wrapper, &["--idle-timeout", "2s"])
         .await
         .expect("askgate serve under ulimit -n 64");
-    let addr: SocketAddr = serve
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("addr");
+    let addr = serve.addr();
     let mut flood = Vec::new();
     for _ in 0..100 {
         flood.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
@@ -792,7 +779,7 @@ async fn unfinished_slack_bodies_hold_a_bounded_amount_of_memory() {
     const CONNECTIONS: usize = 500;
     const SENT: usize = 200 * 1024;
     let serve = ServeProcess::start().await;
-    let addr = addr_of(&serve);
+    let addr = serve.addr();
     let timestamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")

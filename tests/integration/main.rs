@@ -3,6 +3,8 @@
 
 #[macro_use]
 mod support;
+#[macro_use]
+mod conformance;
 
 mod abort;
 mod agents;

@@ -258,10 +258,10 @@ async fn http(server: &TestServer, method: &str, path: &str) -> u16 {
         .0
 }
 
-/// A fake ntfy, an askgate publishing to it, and the topic connected for `ops/`.
-async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
-    let (fake, dir) = (FakeNtfy::start().await, TempDir::new());
-    let server = TestServer::start_with(ServerConfig {
+/// A node publishing to a fake ntfy (on loopback), with a quick retry, a secret key
+/// and a public URL.
+fn config(dir: &TempDir) -> ServerConfig {
+    ServerConfig {
         webhooks: WebhookConfig {
             allow_private: true,
             retry_initial: Duration::from_millis(100),
@@ -277,16 +277,25 @@ async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
             ..test_config().http
         },
         ..test_config()
-    })
-    .await;
-    let mut admin = server.client().await;
-    let connect = ConnectNtfyRequest {
+    }
+}
+
+fn connect_request(fake: &FakeNtfy) -> ConnectNtfyRequest {
+    ConnectNtfyRequest {
         server_url: fake.url.clone(),
         topic: TOPIC.into(),
         token: Some(TOKEN.into()),
         session_prefix: "ops/".into(),
         ..Default::default()
-    };
+    }
+}
+
+/// A fake ntfy, an askgate publishing to it, and the topic connected for `ops/`.
+async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
+    let (fake, dir) = (FakeNtfy::start().await, TempDir::new());
+    let server = TestServer::start_with(config(&dir)).await;
+    let mut admin = server.client().await;
+    let connect = connect_request(&fake);
     let bad = ConnectNtfyRequest {
         topic: "not/a topic".into(),
         ..connect.clone()
@@ -580,136 +589,94 @@ on_every_backend!(
     actions_follow_the_ask_and_the_console_wins_first
 );
 
-/// Every shape of ask is pushed within ntfy's rules (a message within 4,096 bytes, at
-/// most three actions, labels never blank) and replaced by its outcome.
-#[tokio::test]
-async fn every_shape_of_ask_is_pushed_within_ntfys_rules() {
-    let (fake, _dir, server) = with_topic().await;
-    let mut client = server.client().await;
-    let long = "<b>markup</b> & \"quotes\" 🚀𝄞 \r\n".repeat(100);
-    let many = |q: askgate_client::QuestionBuilder, n: usize| {
-        (0..n).fold(q, |q, i| q.option(&format!("{} {i}", &long[..40]), &long))
-    };
-    let mut shapes: Vec<Ask> = Vec::new();
-    for n in [2, 3, 4, 32] {
-        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n)));
-        shapes.push(Ask::new("ops/s").question(many(question("q", &long), n).multi_select()));
+impl crate::conformance::Conformant for FakeNtfy {
+    const NAME: &'static str = "ntfy";
+    type Message = Value;
+
+    async fn start(hold: usize) -> Self {
+        let fake = FakeNtfy::start().await;
+        *fake.hold.lock() = hold;
+        fake
     }
-    shapes.push(Ask::new("ops/s").question(question("q", &long).header("\n")));
-    shapes.push(
-        Ask::new("ops/s")
-            .question(
-                question("q", "Ship?")
-                    .detail(&long)
-                    .choice("Approve \r\n now")
-                    .choice("Reject")
-                    .plan_review("Approve \r\n now"),
-            )
-            .action("deploy", "{}"),
-    );
-    shapes.push((0..20).fold(Ask::new("ops/s"), |ask, i| {
-        ask.question(many(question(&format!("q{i}"), &long), i % 4 * 3))
-    }));
-    for (i, mut ask) in shapes.into_iter().enumerate() {
-        let session = format!("ops/shape-{i}");
-        ask.request_mut().session_id = session.clone();
-        let mut call = in_background(&client, ask);
-        let push = tokio::select! {
-            push = fake.asked(&session) => push,
-            ended = &mut call => panic!("shape {i} ended before it was pushed: {ended:?}"),
-        };
-        let rpc = pending_rpc(&client, &session).await;
-        client
-            .cancel(&session, &rpc, &long[..300])
+
+    fn config(&self, dir: &TempDir) -> ServerConfig {
+        config(dir)
+    }
+
+    fn flags(&self, dir: &TempDir) -> Vec<String> {
+        let key = dir.file("secret.key", SECRET_KEY);
+        [
+            "--secret-key-file",
+            key.to_str().expect("path"),
+            "--public-url",
+            PUBLIC,
+            "--webhook-allow-private",
+            "--webhook-timeout",
+            "10s",
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    async fn connect(&mut self, node: std::net::SocketAddr) {
+        let mut admin = within("connect", Client::connect(format!("http://{node}")))
             .await
-            .expect("cancelled");
-        let _ = within("the ask", call).await.expect("join");
-        fake.wait_for("the outcome", |p| {
-            p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
-        })
-        .await;
+            .expect("connect");
+        admin
+            .connect_ntfy(connect_request(self))
+            .await
+            .expect("connect the topic");
+    }
+
+    async fn holding(&self) {
+        self.wait_for("the held publish", |p| p["held"] == true)
+            .await;
+    }
+
+    async fn asked(&self, session: &str) -> Value {
+        FakeNtfy::asked(self, session).await
+    }
+
+    /// The phone's tap on the option's action: POSTs its URL, as ntfy's app does.
+    async fn answer(&self, node: std::net::SocketAddr, push: &Value, option: &str) -> Option<bool> {
+        let action = push["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["action"] == "http" && a["label"] == option)
+            .unwrap_or_else(|| panic!("no action {option:?} in {push}"));
+        let (status, page) =
+            crate::support::request_to(node, "POST", &path(&action["url"]), &[], "").await;
+        match status {
+            200 => Some(true),
+            409 | 410 => Some(false),
+            other => panic!("the action {option:?} got {other}: {page}"),
+        }
+    }
+
+    async fn outcome(&self, push: &Value) -> String {
+        let outcome = self
+            .wait_for("the outcome", |p| {
+                p["held"] != true && p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
+            })
+            .await;
+        format!("{}\n{}", outcome["title"], outcome["message"])
+    }
+
+    fn taken(&self, push: &Value) -> (usize, usize) {
+        let pushes = self.pushes.lock();
+        let taken = |priority: u64| {
+            pushes
+                .iter()
+                .filter(|p| {
+                    p["held"] != true
+                        && p["sequence_id"] == push["sequence_id"]
+                        && p["priority"] == priority
+                })
+                .count()
+        };
+        (taken(4), taken(2))
     }
 }
 
-/// Two nodes on one Redis: the node publishing an ask dies (-9) while ntfy holds the
-/// publish unanswered; a survivor publishes it once its lease is over, its action
-/// answers through the other survivor, and the push and its outcome are each
-/// published once.
-#[tokio::test]
-async fn on_redis_a_killed_node_loses_no_push_and_none_is_sent_twice() {
-    use crate::support::ServeProcess;
-    let (redis, fake, dir) = (
-        askgate_testing::RedisServer::start().await,
-        FakeNtfy::start().await,
-        TempDir::new(),
-    );
-    let key = dir.file("secret.key", SECRET_KEY);
-    let flags = [
-        "--secret-key-file",
-        key.to_str().expect("path"),
-        "--public-url",
-        PUBLIC,
-        "--webhook-allow-private",
-        "--webhook-timeout",
-        "10s",
-        "--webhook-retry-initial",
-        "200ms",
-        "--webhook-retry-max",
-        "1s",
-        "--redis-lease",
-        "2s",
-    ];
-    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
-    let first = nodes(1).await.remove(0);
-    first
-        .client()
-        .await
-        .connect_ntfy(ConnectNtfyRequest {
-            server_url: fake.url.clone(),
-            topic: TOPIC.into(),
-            token: Some(TOKEN.into()),
-            session_prefix: "ops/".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("connect");
-    *fake.hold.lock() = 1;
-    let call = in_background(
-        &first.client().await,
-        deploy("ops/kill", &["yes", "no"]).reattach_grace(Duration::from_secs(60)),
-    );
-    fake.wait_for("the held publish", |p| p["held"] == true)
-        .await;
-    let survivors = nodes(2).await;
-    first.signal("KILL");
-    drop(call);
-    let push = fake.asked("ops/kill").await;
-    let addr: std::net::SocketAddr = survivors[1]
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("addr");
-    let yes = path(&push["actions"][1]["url"]);
-    let (status, _) = crate::support::request_to(addr, "POST", &yes, &[], "").await;
-    assert_eq!(status, 200);
-    fake.wait_for("the outcome", |p| {
-        p["sequence_id"] == push["sequence_id"] && p["priority"] == 2
-    })
-    .await;
-    let pushes = fake.pushes.lock();
-    let taken = |priority: u64| {
-        pushes
-            .iter()
-            .filter(|p| {
-                p["held"] != true
-                    && p["sequence_id"] == push["sequence_id"]
-                    && p["priority"] == priority
-            })
-            .count()
-    };
-    assert_eq!(
-        (taken(4), taken(2)),
-        (1, 1),
-        "the push and its outcome, once each: {pushes:#?}"
-    );
-}
+channel_conformance!(FakeNtfy);

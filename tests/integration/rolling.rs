@@ -5,7 +5,6 @@
 //! answering. Every ask completes with the bot's answer; none fails.
 
 use std::{
-    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -22,13 +21,6 @@ use crate::support::{Balancer, ServeProcess, askgate, eventually, within};
 const AGENTS: usize = 8;
 /// Asks that must complete after each restart before the next one starts.
 const ASKS_BETWEEN_RESTARTS: usize = 2 * AGENTS;
-
-fn addr(node: &ServeProcess) -> SocketAddr {
-    node.url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("a node's url is http://host:port")
-}
 
 /// What the agents share with the test.
 #[derive(Default)]
@@ -102,7 +94,7 @@ async fn a_rolling_restart_of_three_nodes_fails_no_ask() {
     let redis = RedisServer::start().await;
     let extra = ["--drain-timeout", "10s"];
     let mut nodes = ServeProcess::redis_nodes(&redis.url, false, 3, &extra).await;
-    let balancer = Balancer::start(nodes.iter().map(addr).collect()).await;
+    let balancer = Balancer::start(nodes.iter().map(|n| n.addr()).collect()).await;
     let url = balancer.url();
     // The bot answers a moment after each question appears, so that every node holds
     // waiting asks when it is told to stop.
@@ -129,7 +121,7 @@ async fn a_rolling_restart_of_three_nodes_fails_no_ask() {
 
     for round in 0..3 {
         let mut old = nodes.remove(0);
-        balancer.remove(addr(&old));
+        balancer.remove(old.addr());
         old.signal("TERM");
         assert_eq!(
             old.exit_code().await,
@@ -140,7 +132,7 @@ async fn a_rolling_restart_of_three_nodes_fails_no_ask() {
             .await
             .pop()
             .expect("a node");
-        balancer.add(addr(&new));
+        balancer.add(new.addr());
         nodes.push(new);
         let target = progress.answered.load(Ordering::SeqCst) + ASKS_BETWEEN_RESTARTS;
         eventually("asks to flow after the restart", || answered(target)).await;

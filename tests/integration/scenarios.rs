@@ -147,11 +147,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn upstream(&self) -> SocketAddr {
-        self.server
-            .url
-            .trim_start_matches("http://")
-            .parse()
-            .expect("the server's address")
+        self.server.addr()
     }
 
     fn client(&self, key: Option<&str>, via: Option<&str>) -> Client {
@@ -449,11 +445,7 @@ async fn run_on(codes: &Value, scenario: &Value, engine: &[String]) {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = ServeProcess::start_with(&args).await;
-    let upstream = server
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("the server's address");
+    let upstream = server.addr();
     let proxy = Balancer::start(vec![upstream]).await;
     let mut run = Run {
         codes,

@@ -482,9 +482,9 @@ fn connect_request() -> ConnectSlackRequest {
     }
 }
 
-/// A server posting to `fake`, with a quick retry and a secret key.
-async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
-    TestServer::start_with(ServerConfig {
+/// A node posting to `fake`, with a quick retry and a secret key.
+fn config(fake: &FakeSlack, dir: &TempDir) -> ServerConfig {
+    ServerConfig {
         webhooks: WebhookConfig {
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_millis(500),
@@ -499,8 +499,11 @@ async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
             ..test_config().approvals
         },
         ..test_config()
-    })
-    .await
+    }
+}
+
+async fn server(fake: &FakeSlack, dir: &TempDir) -> TestServer {
+    TestServer::start_with(config(fake, dir)).await
 }
 
 /// A fake Slack, a server posting to it, and the app connected (the folder holds the
@@ -651,64 +654,6 @@ on_every_backend!(
     #[tokio::test]
     a_question_is_posted_answered_with_a_click_and_updated_in_place
 );
-
-#[tokio::test]
-async fn the_first_resolution_wins_between_slack_and_the_console() {
-    let (fake, _dir, server) = with_app().await;
-    let mut console = server.client().await;
-
-    // The console answers first; the Slack click after it changes nothing.
-    let call = in_background(console.clone(), deploy("ops/a"));
-    let posted = fake.posted("").await;
-    let rpc_id = console.list_pending("ops/a").await.expect("list")[0]
-        .rpc_id
-        .clone();
-    console
-        .answer("ops/a", &rpc_id, vec![answer::select("q", ["no"])])
-        .await
-        .expect("the console answers");
-    let yes = control(&posted.body, "askgate.choose", Some("yes"));
-    let (status, _) = interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
-    assert_eq!(status, 200, "a late click is acknowledged");
-    let answered = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
-    assert_eq!(
-        (
-            answered.answers[0].selected.as_slice(),
-            answered.resolved_by.as_str()
-        ),
-        (["no".to_owned()].as_slice(), "anonymous")
-    );
-    let updated = fake.updated(posted.ts.as_deref().expect("ts")).await;
-    assert!(
-        updated.body.to_string().contains("Answered by anonymous"),
-        "{}",
-        updated.body
-    );
-
-    // Slack first: the console's answer is NOT_PENDING, naming the Slack user (the
-    // console follows the session, so the server remembers how the ask ended).
-    let mut following = console.subscribe_session("ops/b").await.expect("subscribe");
-    crate::support::until_synced(&mut following).await;
-    let call = in_background(console.clone(), deploy("ops/b"));
-    let rpc_b = pending_rpc(&console, "ops/b").await;
-    let posted = fake.posted(&rpc_b).await;
-    let yes = control(&posted.body, "askgate.choose", Some("yes"));
-    interact(server.addr, &click("askgate.choose", &yes, &posted.body)).await;
-    let late = console
-        .answer("ops/b", &rpc_b, vec![answer::select("q", ["no"])])
-        .await
-        .expect_err("too late");
-    assert_eq!(late.reason(), Reason::NotPending);
-    assert_eq!(late.metadata("resolved_by"), Some("slack:T1/U1"));
-    let answered = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
-    assert_eq!(answered.answers[0].selected, ["yes"]);
-}
 
 #[tokio::test]
 async fn every_resolution_updates_the_message_and_forms_answer_batches() {
@@ -1013,93 +958,6 @@ impl SlackOnRedis {
     }
 }
 
-/// Two nodes on one Redis: the node posting a message is killed (-9) while Slack
-/// hangs; a survivor posts it once the attempt's lease is over, and updates it. Many
-/// asks through both nodes are each posted exactly once.
-#[tokio::test]
-async fn on_redis_one_node_posts_each_message_and_a_killed_node_loses_none() {
-    let rig = SlackOnRedis::start().await;
-    let fake = &rig.fake;
-    let first = rig.connected_node().await;
-    fake.state.lock().hang_posts = 1;
-    let call = in_background(
-        first.client().await,
-        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
-    );
-    fake.wait_for("the hanging post", "chat.postMessage", |c| c.hung)
-        .await;
-    let survivors = rig.nodes(2).await;
-    first.signal("KILL");
-    drop(call);
-
-    let posted = fake.posted("ops/kill").await;
-    let rpc_id = pending_rpc(&survivors[0].client().await, "ops/kill").await;
-    assert!(posted.body.to_string().contains(&rpc_id));
-    let addr: SocketAddr = survivors[1]
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("addr");
-    let yes = control(&posted.body, "askgate.choose", Some("yes"));
-    assert_eq!(
-        interact(addr, &click("askgate.choose", &yes, &posted.body))
-            .await
-            .0,
-        200
-    );
-    fake.updated(posted.ts.as_deref().expect("ts")).await;
-
-    // Many asks through both nodes, each answered from Slack: every message is posted
-    // once and updated once.
-    let mut calls = Vec::new();
-    for i in 0..10 {
-        let node = &survivors[i % 2];
-        calls.push(in_background(
-            node.client().await,
-            deploy(&format!("ops/many-{i}")),
-        ));
-    }
-    for i in 0..10 {
-        let session = format!("session `ops/many-{i}`");
-        let posted = fake
-            .wait_for("a message", "chat.postMessage", |c| {
-                c.ts.is_some() && c.body.to_string().contains(&session)
-            })
-            .await;
-        let yes = control(&posted.body, "askgate.choose", Some("yes"));
-        assert_eq!(
-            interact(addr, &click("askgate.choose", &yes, &posted.body))
-                .await
-                .0,
-            200
-        );
-        fake.updated(posted.ts.as_deref().expect("ts")).await;
-    }
-    for call in calls.drain(..) {
-        within("an ask", call)
-            .await
-            .expect("join")
-            .expect("answered");
-    }
-    let posts = fake.calls("chat.postMessage");
-    for i in 0..10 {
-        let session = format!("session `ops/many-{i}`");
-        let count = posts
-            .iter()
-            .filter(|c| c.body.to_string().contains(&session))
-            .count();
-        assert_eq!(count, 1, "ops/many-{i} posted {count} times");
-    }
-    let kill = posts
-        .iter()
-        .filter(|c| c.body.to_string().contains("ops/kill") && !c.hung)
-        .count();
-    assert_eq!(
-        kill, 1,
-        "the killed node's message was posted once by a survivor"
-    );
-}
-
 /// docs/slack.md: a node that dies after Slack took its post but before it heard the
 /// reply (and noted where the message went) does not make the message posted twice:
 /// the survivor's attempt finds it in the channel's history by its metadata, and the
@@ -1125,11 +983,7 @@ async fn on_redis_a_post_whose_reply_died_with_its_node_is_not_posted_twice() {
         c.body["include_all_metadata"] == "true"
     })
     .await;
-    let addr: SocketAddr = survivors[0]
-        .url
-        .trim_start_matches("http://")
-        .parse()
-        .expect("addr");
+    let addr = survivors[0].addr();
     let yes = control(&posted.body, "askgate.choose", Some("yes"));
     assert_eq!(
         interact(addr, &click("askgate.choose", &yes, &posted.body))
@@ -1370,3 +1224,92 @@ async fn every_question_shape_is_taken_by_slack() {
     call.abort();
     fake.assert_all_taken();
 }
+
+impl crate::conformance::Conformant for FakeSlack {
+    const NAME: &'static str = "slack";
+    type Message = Call;
+
+    async fn start(hold: usize) -> Self {
+        let fake = FakeSlack::start().await;
+        fake.state.lock().hang_posts = hold;
+        fake
+    }
+
+    fn config(&self, dir: &TempDir) -> ServerConfig {
+        config(self, dir)
+    }
+
+    fn flags(&self, dir: &TempDir) -> Vec<String> {
+        let key = dir.file("secret.key", SECRET_KEY);
+        [
+            "--slack-api-url",
+            &self.url,
+            "--secret-key-file",
+            key.to_str().expect("path"),
+            "--webhook-timeout",
+            "2s",
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    async fn connect(&mut self, node: SocketAddr) {
+        slack_admin(format!("http://{node}"))
+            .await
+            .connect_slack(connect_request())
+            .await
+            .expect("connect the app");
+    }
+
+    async fn holding(&self) {
+        self.wait_for("the hanging post", "chat.postMessage", |c| c.hung)
+            .await;
+    }
+
+    async fn asked(&self, session: &str) -> Call {
+        let marker = format!("session `{session}`");
+        self.wait_for("the ask's message", "chat.postMessage", |c| {
+            c.ts.is_some() && c.body["blocks"].to_string().contains(&marker)
+        })
+        .await
+    }
+
+    /// A click on the option's button, signed as Slack signs it. Slack tells the
+    /// clicking person nothing of a late click: the message shows the outcome.
+    async fn answer(&self, node: SocketAddr, posted: &Call, option: &str) -> Option<bool> {
+        let value = control(&posted.body, "askgate.choose", Some(option));
+        let action = action_id_of(&posted.body, &value);
+        // Each click is a request of its own (the same one again is a replay).
+        static CLICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut click = click(&action, &value, &posted.body);
+        let n = CLICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        click["trigger_id"] = format!("trigger-conformance-{n}").into();
+        let (status, body) = interact(node, &click).await;
+        assert_eq!(status, 200, "a click is acknowledged: {body}");
+        None
+    }
+
+    async fn outcome(&self, posted: &Call) -> String {
+        self.updated(posted.ts.as_deref().expect("ts"))
+            .await
+            .body
+            .to_string()
+    }
+
+    fn taken(&self, posted: &Call) -> (usize, usize) {
+        let rpc_id = &posted.body["metadata"]["event_payload"]["rpc_id"];
+        let posts = self
+            .calls("chat.postMessage")
+            .iter()
+            .filter(|c| c.ts.is_some() && &c.body["metadata"]["event_payload"]["rpc_id"] == rpc_id)
+            .count();
+        let updates = self
+            .calls("chat.update")
+            .iter()
+            .filter(|c| c.body["ts"].as_str() == posted.ts.as_deref())
+            .count();
+        (posts, updates)
+    }
+}
+
+channel_conformance!(FakeSlack);

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
 use tonic::Code;
 
-use crate::support::{ServeProcess, TempDir, TestServer, eventually, test_config, within};
+use crate::support::{TempDir, TestServer, eventually, test_config, within};
 
 const TOKEN: &str = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11";
 const CHAT: i64 = -1001234567890;
@@ -440,7 +440,12 @@ fn button(message: &Value, text: &str) -> String {
 /// A server sending to `fake`, with a quick retry, a secret key, a public URL, and
 /// room for questions of 100 options.
 async fn server(fake: &FakeTelegram, dir: &TempDir) -> TestServer {
-    TestServer::start_with(ServerConfig {
+    TestServer::start_with(config(fake, dir)).await
+}
+
+/// A node's settings for [`server`].
+fn config(fake: &FakeTelegram, dir: &TempDir) -> ServerConfig {
+    ServerConfig {
         limits: askgate_server::domain::Limits {
             max_options: 100,
             ..Default::default()
@@ -463,8 +468,7 @@ async fn server(fake: &FakeTelegram, dir: &TempDir) -> TestServer {
             ..test_config().http
         },
         ..test_config()
-    })
-    .await
+    }
 }
 
 /// Telegram's side of a connected bot: where it POSTs updates, with which secret.
@@ -478,18 +482,21 @@ struct Bot {
 impl Bot {
     /// POSTs an update (its id added) with `secret`; the status.
     async fn post_with(&self, update: &Value, secret: &str, id: i64) -> u16 {
+        self.post_at(self.addr, update, secret, id).await
+    }
+
+    /// [`Bot::post_with`] to the node at `addr`.
+    async fn post_at(&self, addr: SocketAddr, update: &Value, secret: &str, id: i64) -> u16 {
         let mut update = update.clone();
         update["update_id"] = id.into();
         let request = Request::post(&self.path)
-            .header("host", self.addr.to_string())
+            .header("host", addr.to_string())
             .header("content-type", "application/json")
             .header("x-telegram-bot-api-secret-token", secret)
             .body(Full::new(Bytes::from(update.to_string())))
             .expect("request");
         within("the webhook", async {
-            let stream = tokio::net::TcpStream::connect(self.addr)
-                .await
-                .expect("connect");
+            let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(TokioIo::new(stream))
                     .await
@@ -506,10 +513,15 @@ impl Bot {
     }
 
     async fn post(&self, update: &Value) -> u16 {
+        self.post_to(self.addr, update).await
+    }
+
+    /// [`Bot::post`] to the node at `addr`.
+    async fn post_to(&self, addr: SocketAddr, update: &Value) -> u16 {
         let id = self
             .next_update
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.post_with(update, &self.secret, id).await
+        self.post_at(addr, update, &self.secret, id).await
     }
 }
 
@@ -970,110 +982,132 @@ async fn every_shape_of_ask_is_sent_and_edited_within_telegrams_rules() {
     }
 }
 
-/// Two nodes on one Redis: the node sending an ask's message is killed (-9) while
-/// Telegram holds the send without taking it; a survivor sends it once the attempt's
-/// lease is over, a click through the other survivor answers it, and the message is
-/// edited. Many asks through both nodes are each sent exactly once.
-#[tokio::test]
-async fn on_redis_a_killed_node_loses_no_message_and_none_is_sent_twice() {
-    let (redis, fake, dir) = (
-        askgate_testing::RedisServer::start().await,
-        FakeTelegram::start().await,
-        TempDir::new(),
-    );
-    let key = dir.file("secret.key", SECRET_KEY);
-    let flags = [
-        "--telegram-api-url",
-        &fake.url,
-        "--secret-key-file",
-        key.to_str().expect("path"),
-        "--public-url",
-        PUBLIC,
-        "--webhook-timeout",
-        "2s",
-        "--webhook-retry-initial",
-        "200ms",
-        "--webhook-retry-max",
-        "1s",
-        "--redis-lease",
-        "2s",
-    ];
-    let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
-    let first = nodes(1).await.remove(0);
-    let addr_of = |node: &ServeProcess| -> SocketAddr {
-        node.url
-            .trim_start_matches("http://")
-            .parse()
-            .expect("addr")
-    };
-    let mut bot = connect_bot(&mut first.client().await, &fake, addr_of(&first)).await;
-    fake.state.lock().hang_sends = 1;
-    let call = in_background(
-        &first.client().await,
-        deploy("ops/kill").reattach_grace(Duration::from_secs(60)),
-    );
-    fake.wait_for("the held send", "sendMessage", |c| c.hung)
-        .await;
-    let survivors = nodes(2).await;
-    first.signal("KILL");
-    drop(call);
+/// A fake Telegram and the bot connected to it, as the conformance suite drives them.
+struct Telegram {
+    fake: FakeTelegram,
+    bot: Option<Bot>,
+}
 
-    let sent = fake.sent("ops/kill").await;
-    bot.addr = addr_of(&survivors[1]);
-    assert_eq!(
-        bot.post(&click(&sent, &button(&sent.body, "yes"), 42))
-            .await,
-        200
-    );
-    fake.wait_for("the edit", "editMessageText", |c| {
-        c.body["message_id"] == json!(sent.message_id)
-    })
-    .await;
-
-    let mut calls = Vec::new();
-    for i in 0..10 {
-        let client = survivors[i % 2].client().await;
-        calls.push(in_background(&client, deploy(&format!("ops/many-{i}"))));
-    }
-    for i in 0..10 {
-        let sent = fake.sent(&format!("session ops/many-{i}")).await;
-        assert_eq!(
-            bot.post(&click(&sent, &button(&sent.body, "yes"), 42))
-                .await,
-            200
-        );
-        fake.wait_for("the edit", "editMessageText", |c| {
-            c.body["message_id"] == json!(sent.message_id)
-        })
-        .await;
-    }
-    for call in calls {
-        within("an ask", call)
-            .await
-            .expect("join")
-            .expect("answered");
-    }
-    let sends: Vec<Call> = fake
-        .state
-        .lock()
-        .calls
-        .iter()
-        .filter(|c| c.method == "sendMessage" && c.message_id.is_some())
-        .cloned()
-        .collect();
-    // These asks name no agent and no labels: the context line ends with the session.
-    for session in (0..10)
-        .map(|i| format!("session ops/many-{i}<"))
-        .chain(["session ops/kill<".into()])
-    {
-        let count = sends
-            .iter()
-            .filter(|c| {
-                c.body["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains(&session))
-            })
-            .count();
-        assert_eq!(count, 1, "{session} sent {count} times");
+impl Telegram {
+    fn bot(&self) -> &Bot {
+        self.bot.as_ref().expect("the bot is connected")
     }
 }
+
+impl crate::conformance::Conformant for Telegram {
+    const NAME: &'static str = "telegram";
+    type Message = Call;
+
+    async fn start(hold: usize) -> Self {
+        let fake = FakeTelegram::start().await;
+        fake.state.lock().hang_sends = hold;
+        Self { fake, bot: None }
+    }
+
+    fn config(&self, dir: &TempDir) -> ServerConfig {
+        config(&self.fake, dir)
+    }
+
+    fn flags(&self, dir: &TempDir) -> Vec<String> {
+        let key = dir.file("secret.key", SECRET_KEY);
+        [
+            "--telegram-api-url",
+            &self.fake.url,
+            "--secret-key-file",
+            key.to_str().expect("path"),
+            "--public-url",
+            PUBLIC,
+            "--webhook-timeout",
+            "2s",
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    async fn connect(&mut self, node: SocketAddr) {
+        let mut admin = within("connect", Client::connect(format!("http://{node}")))
+            .await
+            .expect("connect");
+        self.bot = Some(connect_bot(&mut admin, &self.fake, node).await);
+    }
+
+    async fn holding(&self) {
+        self.fake
+            .wait_for("the held send", "sendMessage", |c| c.hung)
+            .await;
+    }
+
+    async fn asked(&self, session: &str) -> Call {
+        // The context line: the session, then the agent or labels, or its end.
+        let marker = format!("session {session}");
+        self.fake
+            .wait_for("the ask's message", "sendMessage", |c| {
+                c.message_id.is_some()
+                    && c.body["text"].as_str().is_some_and(|t| {
+                        t.match_indices(&marker).any(|(at, _)| {
+                            !t[at + marker.len()..]
+                                .starts_with(|c: char| c.is_alphanumeric() || c == '-')
+                        })
+                    })
+            })
+            .await
+    }
+
+    /// A click on the option's button, as Telegram POSTs it (an update of its own);
+    /// its acknowledgement says whether it was taken.
+    async fn answer(&self, node: SocketAddr, sent: &Call, option: &str) -> Option<bool> {
+        static CLICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut update = click(sent, &button(&sent.body, option), 42);
+        let id = format!(
+            "cq-conformance-{}",
+            CLICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        update["callback_query"]["id"] = id.clone().into();
+        assert_eq!(self.bot().post_to(node, &update).await, 200);
+        let acknowledged = self
+            .fake
+            .wait_for("the click's acknowledgement", "answerCallbackQuery", |c| {
+                c.body["callback_query_id"] == id.as_str()
+            })
+            .await;
+        let notice = acknowledged.body["text"].as_str().unwrap_or_default();
+        match notice {
+            _ if notice.starts_with("Sent: ") => Some(true),
+            _ if notice.starts_with("Too late: ") || notice.contains("resolved already") => {
+                Some(false)
+            }
+            other => panic!("a click was told {other:?}"),
+        }
+    }
+
+    async fn outcome(&self, sent: &Call) -> String {
+        self.fake
+            .wait_for("the edit", "editMessageText", |c| {
+                c.body["message_id"] == json!(sent.message_id)
+            })
+            .await
+            .body
+            .to_string()
+    }
+
+    fn taken(&self, sent: &Call) -> (usize, usize) {
+        let state = self.fake.state.lock();
+        let count = |method: &str, matching: &dyn Fn(&Call) -> bool| {
+            state
+                .calls
+                .iter()
+                .filter(|c| c.method == method && matching(c))
+                .count()
+        };
+        (
+            count("sendMessage", &|c| {
+                c.message_id.is_some() && c.body["text"] == sent.body["text"]
+            }),
+            count("editMessageText", &|c| {
+                c.body["message_id"] == json!(sent.message_id)
+            }),
+        )
+    }
+}
+
+channel_conformance!(Telegram);

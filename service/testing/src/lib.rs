@@ -564,6 +564,14 @@ impl ServeLog {
 }
 
 impl ServeProcess {
+    /// The address it listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("serve logs an address")
+    }
+
     /// Starts `askgate serve` from the binary `askgate` with `args` added, and waits (at
     /// most 10 s) until it logs its address. The log is at `info` unless `args` give
     /// `--log`.

@@ -2,9 +2,9 @@
 //! body (the ask, and its resolution for an update), the record of a connection, and
 //! the words of an outcome, cut to a channel's limits.
 
-use askgate_proto::v1::{CancelSource, Resolution, Resolved};
+use askgate_proto::v1::{CancelSource, QuestionAnswer, Requested, Resolution, Resolved};
 
-use crate::domain::Error;
+use crate::domain::{Error, shown};
 
 /// What a chat channel's delivery carries: the ask, and (for an update) its
 /// resolution, in proto3 JSON.
@@ -113,4 +113,22 @@ pub fn outcome(resolved: &Resolved) -> String {
         Resolution::Disposed => "Disposed: the server shut down before an answer.".to_owned(),
         Resolution::Unspecified => "Resolved.".to_owned(),
     }
+}
+
+/// `question → answer` for each answered question of `requested` (a secret never).
+pub fn answered_lines(requested: &Requested, answers: &[QuestionAnswer]) -> Vec<String> {
+    requested
+        .questions
+        .iter()
+        .filter_map(|asked| {
+            let answer = answers.iter().find(|a| a.id == asked.id)?;
+            let words = match asked.secret {
+                true => "(secret)".to_owned(),
+                false => {
+                    shown::answer_words(answer, str::to_owned).unwrap_or_else(|| "skipped".into())
+                }
+            };
+            Some(format!("{} → {words}", asked.question))
+        })
+        .collect()
 }

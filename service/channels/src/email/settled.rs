@@ -2,10 +2,10 @@
 //! engine forgets a resolved ask once its session goes idle): written when the
 //! follow-up mail goes out, and by a link's page when it answers.
 
-use askgate_proto::v1::{QuestionAnswer, Requested, Resolved};
+use askgate_proto::v1::{Requested, Resolved};
 use tracing::warn;
 
-use crate::domain::shown;
+use crate::channel::chat;
 
 /// How long a spent link is remembered: past any link's life.
 pub const USED_TTL_MS: u64 = 8 * 24 * 3600 * 1000;
@@ -32,7 +32,7 @@ pub async fn remember_settled(
     let words: Vec<String> = lines
         .iter()
         .take(MAX_SETTLED_LINES)
-        .map(|line| crate::channel::chat::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
+        .map(|line| chat::cut(&line.replace('\n', " "), MAX_SETTLED_LINE))
         .collect();
     let key = settled_key(tenant, rpc_id);
     if let Err(e) = store
@@ -47,7 +47,7 @@ pub async fn remember_settled(
 /// question was answered (never a secret).
 pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> {
     // "Answered by ana." as "Too late: answered by ana.", as a page's own words say it.
-    let outcome = crate::channel::chat::outcome(resolved);
+    let outcome = chat::outcome(resolved);
     let mut chars = outcome.chars();
     let first = chars.next().map(|c| c.to_lowercase().to_string());
     let mut lines = vec![format!(
@@ -55,24 +55,6 @@ pub fn settled_lines(requested: &Requested, resolved: &Resolved) -> Vec<String> 
         first.unwrap_or_default(),
         chars.as_str()
     )];
-    lines.extend(answered_lines(requested, &resolved.answers));
+    lines.extend(chat::answered_lines(requested, &resolved.answers));
     lines
-}
-
-/// `question → answer` for each answered question of `requested` (a secret never).
-pub(crate) fn answered_lines(requested: &Requested, answers: &[QuestionAnswer]) -> Vec<String> {
-    requested
-        .questions
-        .iter()
-        .filter_map(|asked| {
-            let answer = answers.iter().find(|a| a.id == asked.id)?;
-            let words = match asked.secret {
-                true => "(secret)".to_owned(),
-                false => {
-                    shown::answer_words(answer, str::to_owned).unwrap_or_else(|| "skipped".into())
-                }
-            };
-            Some(format!("{} → {words}", asked.question))
-        })
-        .collect()
 }

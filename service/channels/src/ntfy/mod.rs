@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use askgate_core::domain::{approval, connect, model::NTFY_CHANNEL};
-use askgate_proto::v1::{ConnectNtfyRequest, NtfyTopic, Requested};
+use askgate_proto::v1::{ConnectNtfyRequest, NtfyTopic, Requested, Resolved};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tracing::debug;
@@ -197,7 +197,7 @@ impl Ntfy {
                 let resolved = resolved.ok_or("corrupt delivery: no resolution")?;
                 json!({
                     "title": shown_title(&requested, "Resolved: "),
-                    "message": within(&chat::outcome(&resolved), MAX_MESSAGE_BYTES),
+                    "message": within(&outcome(&requested, &resolved), MAX_MESSAGE_BYTES),
                     "tags": ["white_check_mark"],
                     "priority": 2,
                 })
@@ -318,6 +318,14 @@ fn label(text: &str) -> String {
     }
 }
 
+/// The outcome's text: how the ask ended, then each answered question and its answer
+/// (a secret never), as the other chat channels show it.
+fn outcome(requested: &Requested, resolved: &Resolved) -> String {
+    let mut lines = vec![chat::outcome(resolved)];
+    lines.extend(chat::answered_lines(requested, &resolved.answers));
+    lines.join("\n")
+}
+
 fn shown_title(requested: &Requested, prefix: &str) -> String {
     chat::line(&format!("{prefix}{}", shown::title(requested)), MAX_TITLE)
 }
@@ -411,5 +419,39 @@ mod tests {
         assert_eq!(within("short", 100), "short");
         assert_eq!(label("\n"), "–");
         assert_eq!(label("a\nb"), "a b");
+    }
+
+    #[test]
+    fn the_outcome_says_who_and_each_answer_but_a_secret() {
+        use askgate_proto::v1::{Question, QuestionAnswer};
+        let asked = |id: &str, question: &str, secret: bool| Question {
+            id: id.into(),
+            question: question.into(),
+            secret,
+            ..Default::default()
+        };
+        let requested = Requested {
+            questions: vec![asked("env", "Where?", false), asked("otp", "Code?", true)],
+            ..Default::default()
+        };
+        let answer = |id: &str, selected: &[&str], custom: Option<&str>| QuestionAnswer {
+            id: id.into(),
+            selected: selected.iter().map(|s| (*s).to_owned()).collect(),
+            custom: custom.map(str::to_owned),
+        };
+        let resolved = Resolved {
+            reason: askgate_proto::v1::Resolution::Answered.into(),
+            resolved_by: "ntfy:nt_1".into(),
+            answers: vec![
+                answer("env", &["prod"], None),
+                answer("otp", &[], Some("493021")),
+            ],
+            ..Default::default()
+        };
+        let text = outcome(&requested, &resolved);
+        assert_eq!(
+            text,
+            "Answered by ntfy:nt_1.\nWhere? → prod\nCode? → (secret)"
+        );
     }
 }

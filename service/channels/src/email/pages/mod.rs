@@ -17,8 +17,9 @@ use bytes::Bytes;
 use http::{Method, StatusCode, request::Parts};
 use tracing::warn;
 
-use super::settled::{USED_TTL_MS, answered_lines, remember_settled, settled_key};
+use super::settled::{USED_TTL_MS, remember_settled, settled_key};
 use crate::{
+    channel::chat,
     delivery::Hooks,
     domain::{Answered, Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
@@ -246,7 +247,7 @@ impl Links {
         };
         if field("cancel").is_some() {
             let reason = field("reason").unwrap_or_default().trim();
-            let reason = crate::channel::chat::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
+            let reason = chat::cut(reason, MAX_CANCEL_REASON_BYTES / 4);
             let said = match reason.is_empty() {
                 true => String::new(),
                 false => format!(": {reason}"),
@@ -269,7 +270,7 @@ impl Links {
             });
         }
         let answers = answers(requested, &fields, link.option);
-        let what = answered_lines(requested, &answers);
+        let what = chat::answered_lines(requested, &answers);
         let request = AnswerRequest {
             session_id: link.session.clone(),
             rpc_id: link.rpc.clone(),
