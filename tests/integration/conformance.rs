@@ -26,7 +26,9 @@ use askgate_proto::v1::AskResponse;
 use askgate_server::{ServerConfig, domain::validate::MAX_CANCEL_REASON_BYTES};
 use tokio::task::JoinHandle;
 
-use crate::support::{ServeProcess, TempDir, TestServer, eventually, until_synced, within};
+use crate::support::{
+    ServeProcess, TempDir, TestServer, in_background, pending_rpc, until_synced, within,
+};
 
 /// A channel's fake service, as the suite drives it. Each fake keeps what askgate
 /// sent it and fails the test at once on anything the real service would refuse.
@@ -120,30 +122,11 @@ fn deploy(session: &str) -> Ask {
     )
 }
 
-fn in_background(
-    client: &Client,
-    ask: Ask,
-) -> JoinHandle<Result<AskResponse, askgate_client::Error>> {
-    let mut client = client.clone();
-    tokio::spawn(async move { client.ask(ask).await })
-}
-
 /// The ask's outcome, once `call` ends.
 async fn ended(
     call: JoinHandle<Result<AskResponse, askgate_client::Error>>,
 ) -> Result<AskResponse, askgate_client::Error> {
     within("the ask to end", call).await.expect("join")
-}
-
-async fn pending_rpc(client: &Client, session: &str) -> String {
-    eventually("a pending ask", || {
-        let mut client = client.clone();
-        async move {
-            let pending = client.list_pending(session).await.ok()?;
-            pending.first().map(|r| r.rpc_id.clone())
-        }
-    })
-    .await
 }
 
 /// A console following `session` (a node remembers how the asks of a followed session

@@ -19,7 +19,9 @@ use tokio::{
 };
 use tonic::Code;
 
-use crate::support::{TempDir, TestServer, eventually, helper_command, test_config, within};
+use crate::support::{
+    TempDir, TestServer, helper_command, in_background, pending_rpc, test_config, within,
+};
 
 const PUBLIC: &str = "https://askgate.example.com";
 const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -212,31 +214,12 @@ async fn with_route() -> (Smtp, TempDir, TestServer, String) {
     (smtp, dir, server, route.id)
 }
 
-fn in_background(
-    client: &Client,
-    ask: Ask,
-) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
-    let mut client = client.clone();
-    tokio::spawn(async move { client.ask(ask).await })
-}
-
 fn deploy(session: &str) -> Ask {
     Ask::new(session).question(
         question("q", "Deploy <b>now</b> & then?")
             .choice("yes")
             .choice("no"),
     )
-}
-
-async fn pending_rpc(client: &Client, session: &str) -> String {
-    eventually("a pending ask", || {
-        let mut client = client.clone();
-        async move {
-            let pending = client.list_pending(session).await.ok()?;
-            pending.first().map(|r| r.rpc_id.clone())
-        }
-    })
-    .await
 }
 
 async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {

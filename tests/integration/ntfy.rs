@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
 use tonic::Code;
 
-use crate::support::{TempDir, TestServer, eventually, test_config, within};
+use crate::support::{TempDir, TestServer, in_background, pending_rpc, test_config, within};
 
 const PUBLIC: &str = "https://askgate.example.com";
 const SECRET_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -321,34 +321,11 @@ async fn with_topic() -> (FakeNtfy, TempDir, TestServer) {
     (fake, dir, server)
 }
 
-fn in_background(
-    client: &Client,
-    ask: Ask,
-) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
-    let mut client = client.clone();
-    tokio::spawn(async move { client.ask(ask).await })
-}
-
 fn deploy(session: &str, options: &[&str]) -> Ask {
     let q = options
         .iter()
         .fold(question("q", "Deploy now?"), |q, o| q.choice(o));
     Ask::new(session).question(q)
-}
-
-async fn pending_rpc(client: &Client, session: &str) -> String {
-    eventually("a pending ask", || {
-        let mut client = client.clone();
-        async move {
-            client
-                .list_pending(session)
-                .await
-                .ok()?
-                .first()
-                .map(|r| r.rpc_id.clone())
-        }
-    })
-    .await
 }
 
 async fn a_push_is_answered_by_its_action_once_and_replaced_by_the_outcome() {

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::{Ask, Client, Reason, answer, question};
+use askgate_client::{Ask, Reason, answer, question};
 use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
@@ -36,7 +36,8 @@ use tokio::{
 use tonic::Code;
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, eventually, helper_command, test_config, within,
+    ServeProcess, TempDir, TestServer, helper_command, in_background, pending_rpc, test_config,
+    within,
 };
 
 const TOKEN: &str = "xoxb-test-token";
@@ -525,25 +526,6 @@ async fn slack_admin(url: String) -> SlackClient<tonic::transport::Channel> {
         .expect("connect")
 }
 
-fn in_background(
-    mut client: Client,
-    ask: Ask,
-) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
-    tokio::spawn(async move { client.ask(ask).await })
-}
-
-/// The rpc_id of the first ask pending in `session`, once there is one.
-async fn pending_rpc(client: &Client, session: &str) -> String {
-    eventually("a pending ask", || {
-        let mut client = client.clone();
-        async move {
-            let pending = client.list_pending(session).await.ok()?;
-            pending.first().map(|r| r.rpc_id.clone())
-        }
-    })
-    .await
-}
-
 fn deploy(session: &str) -> Ask {
     Ask::new(session).question(
         question("q", "Deploy to production?")
@@ -600,7 +582,7 @@ async fn a_question_is_posted_answered_with_a_click_and_updated_in_place() {
     // Nobody subscribes: the app counts as following ops/ (an if_unattended FAIL ask
     // is held for it), not other sessions.
     let client = server.client().await;
-    let call = in_background(client.clone(), deploy("ops/1"));
+    let call = in_background(&client, deploy("ops/1"));
     let other = client
         .clone()
         .ask(deploy("dev/1").no_retry())
@@ -662,7 +644,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
     let addr = server.addr;
 
     // Cancel: the button opens a form for the reason; its submission cancels.
-    let call = in_background(client.clone(), deploy("ops/cancel"));
+    let call = in_background(&client, deploy("ops/cancel"));
     let posted = fake.posted("ops/cancel").await;
     let cancel = control(&posted.body, "askgate.cancel", None);
     interact(addr, &click("askgate.cancel", &cancel, &posted.body)).await;
@@ -694,7 +676,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
 
     // Expired and aborted.
     let expiring = in_background(
-        client.clone(),
+        &client,
         deploy("ops/expire")
             .timeout(Duration::from_millis(1500))
             .no_retry(),
@@ -710,7 +692,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
         "{}",
         updated.body
     );
-    let aborting = in_background(client.clone(), deploy("ops/abort").request_id("r-abort"));
+    let aborting = in_background(&client, deploy("ops/abort").request_id("r-abort"));
     let posted = fake.posted("ops/abort").await;
     client
         .clone()
@@ -736,7 +718,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
             .choice("bench")
             .multi_select(),
     );
-    let call = in_background(client.clone(), checks);
+    let call = in_background(&client, checks);
     let posted = fake.posted("ops/checks").await;
     let mut payload = click(
         "askgate.submit",
@@ -767,7 +749,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
                 .choice("staging")
                 .choice("prod"),
         );
-    let call = in_background(client.clone(), batch);
+    let call = in_background(&client, batch);
     let posted = fake.posted("ops/batch").await;
     interact(
         addr,
@@ -820,7 +802,7 @@ async fn every_resolution_updates_the_message_and_forms_answer_batches() {
 async fn unsigned_forged_stale_and_replayed_requests_are_refused() {
     let (fake, _dir, server) = with_app().await;
     let mut client = server.client().await;
-    let _call = in_background(client.clone(), deploy("ops/guarded"));
+    let _call = in_background(&client, deploy("ops/guarded"));
     let posted = fake.posted("ops/guarded").await;
     let yes = click(
         "askgate.choose",
@@ -969,7 +951,7 @@ async fn on_redis_a_post_whose_reply_died_with_its_node_is_not_posted_twice() {
     let first = rig.connected_node().await;
     fake.state.lock().post_then_hang = 1;
     let call = in_background(
-        first.client().await,
+        &first.client().await,
         deploy("ops/twice").reattach_grace(Duration::from_secs(60)),
     );
     let posted = fake
@@ -1137,7 +1119,7 @@ async fn every_question_shape_is_taken_by_slack() {
         let approving = ask.request_mut().action.is_some()
             && questions.len() == 1
             && !questions[0].options.is_empty();
-        let call = in_background(client.clone(), ask);
+        let call = in_background(&client, ask);
         let rpc = pending_rpc(&client, &session).await;
         let posted = fake.posted(&rpc).await;
         let forms = [
@@ -1186,7 +1168,7 @@ async fn every_question_shape_is_taken_by_slack() {
     }
     // And a message cancelled with a long reason full of markup.
     let session = "ops/shape-cancelled";
-    let call = in_background(client.clone(), deploy(session));
+    let call = in_background(&client, deploy(session));
     let rpc = pending_rpc(&client, session).await;
     let posted = fake.posted(&rpc).await;
     client
@@ -1201,7 +1183,7 @@ async fn every_question_shape_is_taken_by_slack() {
     // An ask Slack may not answer is posted with the console instead of controls.
     let session = "ops/shape-console-only";
     let console_only = deploy(session).allowed_channels(["console"]);
-    let call = in_background(client.clone(), console_only);
+    let call = in_background(&client, console_only);
     let rpc = pending_rpc(&client, session).await;
     // It has no controls to carry the rpc_id: found by the message's metadata.
     let posted = fake

@@ -651,3 +651,24 @@ pub async fn request_to(
     })
     .await
 }
+
+/// `client` asks `ask` on a task of its own; the task's result is the call's.
+pub fn in_background(
+    client: &Client,
+    ask: askgate_client::Ask,
+) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
+    let mut client = client.clone();
+    tokio::spawn(async move { client.ask(ask).await })
+}
+
+/// The rpc_id of the first ask pending in `session`, once there is one.
+pub async fn pending_rpc(client: &Client, session: &str) -> String {
+    eventually("a pending ask", || {
+        let mut client = client.clone();
+        async move {
+            let pending = client.list_pending(session).await.ok()?;
+            pending.first().map(|r| r.rpc_id.clone())
+        }
+    })
+    .await
+}

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
 use tonic::Code;
 
-use crate::support::{TempDir, TestServer, eventually, test_config, within};
+use crate::support::{TempDir, TestServer, in_background, pending_rpc, test_config, within};
 
 const TOKEN: &str = "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11";
 const CHAT: i64 = -1001234567890;
@@ -595,29 +595,6 @@ async fn connect_bot(admin: &mut Client, fake: &FakeTelegram, addr: SocketAddr) 
             .to_owned(),
         next_update: 1.into(),
     }
-}
-
-async fn pending_rpc(client: &Client, session: &str) -> String {
-    eventually("a pending ask", || {
-        let mut client = client.clone();
-        async move {
-            client
-                .list_pending(session)
-                .await
-                .ok()?
-                .first()
-                .map(|r| r.rpc_id.clone())
-        }
-    })
-    .await
-}
-
-fn in_background(
-    client: &Client,
-    ask: Ask,
-) -> JoinHandle<Result<askgate_proto::v1::AskResponse, askgate_client::Error>> {
-    let mut client = client.clone();
-    tokio::spawn(async move { client.ask(ask).await })
 }
 
 fn deploy(session: &str) -> Ask {
