@@ -49,9 +49,9 @@ pub(crate) trait Conformant: Sized {
     /// The same as flags of `askgate serve`, with its `--webhook-timeout`.
     fn flags(&self, dir: &TempDir) -> Vec<String>;
 
-    /// Connects the channel for the sessions under `ops/` through the node at
-    /// `node`, which the service calls back (its inbound endpoint).
-    async fn connect(&mut self, node: SocketAddr);
+    /// Connects the channel for the sessions under `ops/` through `admin`, a client of
+    /// the node at `node`, which the service calls back (its inbound endpoint).
+    async fn connect(&mut self, admin: &mut Client, node: SocketAddr);
 
     /// Waits until the fake holds a message.
     async fn holding(&self);
@@ -174,8 +174,8 @@ impl<C: Conformant> Rig<C> {
         let mut config = fake.config(&dir);
         quick_retries(&mut config);
         let server = TestServer::start_with(config).await;
-        fake.connect(server.addr).await;
-        let client = server.client().await;
+        let mut client = server.client().await;
+        fake.connect(&mut client, server.addr).await;
         Self {
             fake,
             server,
@@ -465,7 +465,7 @@ pub(crate) async fn a_killed_node_loses_nothing_and_sends_nothing_twice<C: Confo
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let nodes = |count| ServeProcess::redis_nodes(&redis.url, false, count, &flags);
     let first = nodes(1).await.remove(0);
-    fake.connect(first.addr()).await;
+    fake.connect(&mut first.client().await, first.addr()).await;
     let call = in_background(
         &first.client().await,
         deploy("ops/kill").reattach_grace(Duration::from_secs(60)),

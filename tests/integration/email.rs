@@ -497,10 +497,7 @@ impl crate::conformance::Conformant for Smtp {
         .into()
     }
 
-    async fn connect(&mut self, node: std::net::SocketAddr) {
-        let mut admin = within("connect", Client::connect(format!("http://{node}")))
-            .await
-            .expect("connect");
+    async fn connect(&mut self, admin: &mut Client, _node: std::net::SocketAddr) {
         admin
             .connect_email(ConnectEmailRequest {
                 to: vec![ANA.into()],

@@ -595,10 +595,7 @@ impl crate::conformance::Conformant for FakeNtfy {
         .into()
     }
 
-    async fn connect(&mut self, node: std::net::SocketAddr) {
-        let mut admin = within("connect", Client::connect(format!("http://{node}")))
-            .await
-            .expect("connect");
+    async fn connect(&mut self, admin: &mut Client, _node: std::net::SocketAddr) {
         admin
             .connect_ntfy(connect_request(self))
             .await

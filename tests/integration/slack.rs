@@ -13,7 +13,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::{Ask, Reason, answer, question};
+use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
@@ -1235,9 +1235,8 @@ impl crate::conformance::Conformant for FakeSlack {
         .into()
     }
 
-    async fn connect(&mut self, node: SocketAddr) {
-        slack_admin(format!("http://{node}"))
-            .await
+    async fn connect(&mut self, admin: &mut Client, _node: SocketAddr) {
+        admin
             .connect_slack(connect_request())
             .await
             .expect("connect the app");

@@ -1001,11 +1001,8 @@ impl crate::conformance::Conformant for Telegram {
         .into()
     }
 
-    async fn connect(&mut self, node: SocketAddr) {
-        let mut admin = within("connect", Client::connect(format!("http://{node}")))
-            .await
-            .expect("connect");
-        self.bot = Some(connect_bot(&mut admin, &self.fake, node).await);
+    async fn connect(&mut self, admin: &mut Client, node: SocketAddr) {
+        self.bot = Some(connect_bot(admin, &self.fake, node).await);
     }
 
     async fn holding(&self) {
