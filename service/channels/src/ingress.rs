@@ -78,7 +78,8 @@ impl From<(StatusCode, Option<Value>)> for Reply {
 }
 
 /// An HTTP entry of askgate's port that outside services call.
-pub trait Ingress: Clone + Send + Sync + 'static {
+#[async_trait::async_trait]
+pub trait Ingress: Send + Sync + 'static {
     /// Whether a request to `path` is this ingress's.
     fn claims(&self, path: &str) -> bool;
 
@@ -90,5 +91,5 @@ pub trait Ingress: Clone + Send + Sync + 'static {
     fn precheck(&self, parts: &Parts) -> Result<(), Reply>;
 
     /// Answers a request whose body was read.
-    fn handle(&self, parts: Parts, body: Bytes) -> impl std::future::Future<Output = Reply> + Send;
+    async fn handle(&self, parts: Parts, body: Bytes) -> Reply;
 }

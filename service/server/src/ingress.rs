@@ -1,6 +1,7 @@
-//! The HTTP entries that outside services call on askgate's port (Slack's
-//! interactivity, Telegram's updates): each an [`Ingress`] served by an
-//! [`IngressLayer`] in front of the gRPC services. A request is the ingress's when its
+//! The HTTP entries that outside services call on askgate's port (the channels'
+//! inbound endpoints: Slack's interactivity, Telegram's updates, the pages of signed
+//! links): each an [`Ingress`], all served by one [`IngressLayer`] in front of the gRPC
+//! services. A request is the ingress's when its
 //! path is; its headers are checked before its body is read, and what an
 //! unauthenticated caller can make the node hold is bounded: a body larger than the
 //! ingress takes is refused before it is read, at most [`MAX_UNVERIFIED_BODIES`] are
@@ -31,50 +32,56 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub use askgate_channels::ingress::{Ingress, Reply};
 
-/// Serves an [`Ingress`]; every other request goes on.
+/// Serves the [`Ingress`]es; every other request goes on.
 #[derive(Clone)]
-pub struct IngressLayer<I> {
-    /// Shared: the service stack is cloned for every request.
-    ingress: Arc<I>,
-    /// Places for bodies read before they are verified.
+pub struct IngressLayer {
+    /// Each ingress and the places for bodies read before it verifies them. Shared:
+    /// the service stack is cloned for every request.
+    ingresses: Arc<[Entry]>,
+}
+
+/// An ingress, and its places for bodies read before they are verified.
+struct Entry {
+    ingress: Arc<dyn Ingress>,
     unverified: Arc<Semaphore>,
 }
 
-impl<I: Ingress> IngressLayer<I> {
-    pub fn new(ingress: I) -> Self {
-        Self {
-            ingress: Arc::new(ingress),
-            unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
-        }
+impl IngressLayer {
+    pub fn new(ingresses: Vec<Arc<dyn Ingress>>) -> Self {
+        let ingresses = ingresses
+            .into_iter()
+            .map(|ingress| Entry {
+                ingress,
+                unverified: Arc::new(Semaphore::new(MAX_UNVERIFIED_BODIES)),
+            })
+            .collect();
+        Self { ingresses }
     }
 }
 
-impl<S, I: Ingress> Layer<S> for IngressLayer<I> {
-    type Service = IngressRoute<S, I>;
+impl<S> Layer<S> for IngressLayer {
+    type Service = IngressRoute<S>;
 
-    fn layer(&self, inner: S) -> IngressRoute<S, I> {
+    fn layer(&self, inner: S) -> IngressRoute<S> {
         IngressRoute {
-            ingress: self.ingress.clone(),
-            unverified: self.unverified.clone(),
+            ingresses: self.ingresses.clone(),
             inner,
         }
     }
 }
 
 #[derive(Clone)]
-pub struct IngressRoute<S, I> {
-    ingress: Arc<I>,
-    unverified: Arc<Semaphore>,
+pub struct IngressRoute<S> {
+    ingresses: Arc<[Entry]>,
     inner: S,
 }
 
 type Served<E> = Pin<Box<dyn Future<Output = Result<Response<tonic::body::Body>, E>> + Send>>;
 
-impl<S, I, B> Service<Request<B>> for IngressRoute<S, I>
+impl<S, B> Service<Request<B>> for IngressRoute<S>
 where
     S: Service<Request<B>, Response = Response<tonic::body::Body>>,
     S::Error: Send + 'static,
-    I: Ingress,
     B: http_body::Body + Send + 'static,
     B::Data: Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -88,11 +95,12 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if !self.ingress.claims(request.uri().path()) {
+        let path = request.uri().path();
+        let Some(entry) = self.ingresses.iter().find(|e| e.ingress.claims(path)) else {
             return Either::Right(self.inner.call(request));
-        }
-        let ingress = self.ingress.clone();
-        let unverified = self.unverified.clone();
+        };
+        let ingress = entry.ingress.clone();
+        let unverified = entry.unverified.clone();
         Either::Left(Box::pin(async move {
             let (parts, body) = request.into_parts();
             let body = match read_unverified(&*ingress, &parts, body, &unverified).await {
@@ -107,14 +115,13 @@ where
 /// The body of a request, read within the bounds of what an unauthenticated caller
 /// may make the node hold: once the ingress's precheck passed and the declared length
 /// fits, in one of [`MAX_UNVERIFIED_BODIES`] places, within [`BODY_READ_TIMEOUT`].
-async fn read_unverified<I, B>(
-    ingress: &I,
+async fn read_unverified<B>(
+    ingress: &dyn Ingress,
     parts: &Parts,
     body: B,
     unverified: &Semaphore,
 ) -> Result<Bytes, Reply>
 where
-    I: Ingress,
     B: http_body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {

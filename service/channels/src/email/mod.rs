@@ -9,6 +9,7 @@
 //! - a link opens a page on askgate's port ([`pages`]) that shows the ask and
 //!   answers only when its form is sent, as `email:<address>`.
 
+pub mod admin;
 pub mod mail;
 pub mod pages;
 pub mod settled;
@@ -336,6 +337,53 @@ pub fn route_of(record: &EndpointRecord) -> Option<EmailRoute> {
 }
 
 /// The email channel, as the registry lists it.
+impl crate::Registered for Email {
+    /// Its SMTP server (`--smtp-url`, `--smtp-password-file`, `--email-from`: none,
+    /// or the URL and the sender together).
+    fn build(setup: &crate::Setup<'_>) -> anyhow::Result<Self> {
+        let config = setup.config;
+        let smtp = match (&config.smtp_url, &config.email_from) {
+            (Some(url), Some(from)) => Some(SmtpConfig {
+                url,
+                password: config
+                    .smtp_password_file
+                    .as_deref()
+                    .map(smtp_password)
+                    .transpose()?,
+                from,
+                timeout: setup.timeout,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!("--smtp-url and --email-from go together"),
+        };
+        Self::new(smtp, setup.links()).map_err(|e| anyhow::anyhow!(e))
+    }
+
+    /// The pages of signed links: email's, and the actions of ntfy's pushes, each
+    /// verified by its MAC.
+    fn inbound(
+        &self,
+        hooks: &crate::delivery::Hooks,
+        questions: &crate::resolve::Questions,
+    ) -> Option<std::sync::Arc<dyn crate::ingress::Ingress>> {
+        let pages = pages::Links::new(hooks.clone(), questions.clone());
+        Some(std::sync::Arc::new(pages))
+    }
+}
+
+/// The SMTP password in the file at `path` (`--smtp-password-file`).
+fn smtp_password(path: &std::path::Path) -> anyhow::Result<Secret> {
+    use anyhow::Context as _;
+    let (bytes, warning) = crate::secret::read_file(path)
+        .with_context(|| format!("--smtp-password-file {}", path.display()))?;
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("--smtp-password-file is not text"))?;
+    Ok(Secret::new(text.trim_end()))
+}
+
 pub const ABOUT: About = About {
     name: EMAIL_CHANNEL,
     noun: "email route",

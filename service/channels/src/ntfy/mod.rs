@@ -12,6 +12,8 @@
 //! sequence id, which ntfy 2.16 and later use to replace the notification (an older
 //! server shows it as a second one).
 
+pub mod admin;
+
 use std::sync::Arc;
 
 use askgate_core::domain::{approval, connect, model::NTFY_CHANNEL};
@@ -347,6 +349,12 @@ pub fn topic_of(record: &EndpointRecord) -> Option<NtfyTopic> {
 }
 
 /// The ntfy channel, as the registry lists it.
+impl crate::Registered for Ntfy {
+    fn build(setup: &crate::Setup<'_>) -> anyhow::Result<Self> {
+        Ok(Self::new(setup.links(), setup.key.clone()))
+    }
+}
+
 pub const ABOUT: About = About {
     name: NTFY_CHANNEL,
     noun: "ntfy topic",

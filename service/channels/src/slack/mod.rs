@@ -10,6 +10,7 @@
 //!   `Answer` or `Cancel` like any other human's (first valid resolution wins), as
 //!   `slack:<team>/<user>`.
 
+pub mod admin;
 pub mod api;
 pub mod blocks;
 pub mod interactivity;
@@ -358,6 +359,33 @@ pub fn app_of(record: &EndpointRecord) -> Option<SlackApp> {
 }
 
 /// The slack channel, as the registry lists it.
+impl crate::Registered for Slack {
+    /// Its Web API (`--slack-api-url`), and a link to the console in the message of an
+    /// ask Slack may not answer.
+    fn build(setup: &crate::Setup<'_>) -> anyhow::Result<Self> {
+        let slack = Self::new(
+            &setup.config.slack_api_url,
+            setup.timeout,
+            setup.key.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
+        Ok(match setup.public {
+            Some(origin) => slack.with_console(origin),
+            None => slack,
+        })
+    }
+
+    /// Slack's clicks and forms, each verified against its app's signing secret.
+    fn inbound(
+        &self,
+        hooks: &crate::delivery::Hooks,
+        questions: &crate::resolve::Questions,
+    ) -> Option<std::sync::Arc<dyn crate::ingress::Ingress>> {
+        let interactivity = interactivity::Interactivity::new(hooks.clone(), questions.clone());
+        Some(std::sync::Arc::new(interactivity))
+    }
+}
+
 pub const ABOUT: About = About {
     name: SLACK_CHANNEL,
     noun: "Slack app",

@@ -10,6 +10,7 @@
 //!   ([`crate::telegram`]), and go through `Answer` or `Cancel` like any other human's,
 //!   as `telegram:<user id>`.
 
+pub mod admin;
 pub mod api;
 pub mod render;
 pub mod updates;
@@ -383,6 +384,28 @@ pub fn bot_of(record: &EndpointRecord) -> Option<TelegramBot> {
 }
 
 /// The telegram channel, as the registry lists it.
+impl crate::Registered for Telegram {
+    fn build(setup: &crate::Setup<'_>) -> anyhow::Result<Self> {
+        Self::new(
+            &setup.config.telegram_api_url,
+            setup.timeout,
+            setup.public,
+            setup.key.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
+    }
+
+    /// Telegram's updates, each verified by its bot's webhook secret token.
+    fn inbound(
+        &self,
+        hooks: &crate::delivery::Hooks,
+        questions: &crate::resolve::Questions,
+    ) -> Option<std::sync::Arc<dyn crate::ingress::Ingress>> {
+        let updates = updates::Updates::new(hooks.clone(), questions.clone());
+        Some(std::sync::Arc::new(updates))
+    }
+}
+
 pub const ABOUT: About = About {
     name: TELEGRAM_CHANNEL,
     noun: "Telegram bot",

@@ -2,6 +2,8 @@
 //! and signed per the Standard Webhooks spec with the endpoint's secret, anew at each
 //! attempt, with the same `webhook-id` (docs/webhooks.md).
 
+pub mod admin;
+
 use askgate_proto::v1::{CreateEndpointRequest, Endpoint};
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -68,6 +70,12 @@ fn events(request: &CreateEndpointRequest) -> Result<(Vec<EventType>, Vec<Violat
 }
 
 /// The webhook channel, as the registry lists it.
+impl crate::Registered for Webhook {
+    fn build(_setup: &crate::Setup<'_>) -> anyhow::Result<Self> {
+        Ok(Webhook)
+    }
+}
+
 pub const ABOUT: About = About {
     name: "webhook",
     noun: "webhook endpoint",

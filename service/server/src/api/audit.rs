@@ -13,7 +13,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
-use super::{Gate, webhooks::failed};
+use super::{Gate, failed};
 use crate::{
     approvals::{Audit, Receipts, audit::EXPORT_PAGE},
     auth::Action,

@@ -5,13 +5,8 @@
 pub mod agents;
 pub mod audit;
 pub mod deadline;
-pub mod email;
 pub mod health;
-pub mod ntfy;
 pub mod receipts;
-pub mod slack;
-pub mod telegram;
-pub mod webhooks;
 
 use std::{
     future::Future,
@@ -30,13 +25,10 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, debug_span, field::Empty, instrument};
 
 pub use agents::AgentsApi;
+/// The status of a failed call that names no session (the channels' admin calls' too).
+pub(crate) use askgate_channels::api::failed;
 pub use audit::AuditApi;
-pub use email::EmailApi;
-pub use ntfy::NtfyApi;
 pub use receipts::ReceiptsApi;
-pub use slack::SlackApi;
-pub use telegram::TelegramApi;
-pub use webhooks::WebhooksApi;
 
 use crate::{
     auth::{Action, Gate},
@@ -76,10 +68,19 @@ pub fn mark_browser<B>(mut request: http::Request<B>) -> http::Request<B> {
 /// else the channel the `askgate-channel` header names (not one of the server's own),
 /// else `grpc`.
 pub fn resolver<T>(request: &Request<T>, subject: &str) -> Result<Resolver, Status> {
-    if request.extensions().get::<FromBrowser>().is_some() {
+    resolver_of(request.metadata(), request.extensions(), subject)
+}
+
+/// [`resolver`], from a request's metadata and extensions.
+fn resolver_of(
+    metadata: &tonic::metadata::MetadataMap,
+    extensions: &http::Extensions,
+    subject: &str,
+) -> Result<Resolver, Status> {
+    if extensions.get::<FromBrowser>().is_some() {
         return Ok(Resolver::new(subject, CONSOLE_CHANNEL));
     }
-    let Some(claimed) = request.metadata().get(CHANNEL_HEADER) else {
+    let Some(claimed) = metadata.get(CHANNEL_HEADER) else {
         return Ok(Resolver::new(subject, GRPC_CHANNEL));
     };
     let claimed = claimed.to_str().unwrap_or("\u{fffd}");
@@ -322,5 +323,29 @@ impl UserQuestions for UserQuestionsApi {
         let _timer = self.gate.timer("WhoAmI");
         let caller = self.gate.admit(&request, Action::WhoAmI, "")?;
         Ok(Response::new(caller.who_am_i()))
+    }
+}
+
+/// The channels' admin services (in their folders) are admitted here: the admin role,
+/// with a credential not limited to some sessions, in the caller's tenant.
+impl askgate_channels::api::AdminGate for Gate {
+    fn admit(
+        &self,
+        call: &'static str,
+        metadata: &tonic::metadata::MetadataMap,
+        extensions: &http::Extensions,
+        changes: bool,
+    ) -> Result<askgate_channels::api::Admitted, Status> {
+        let timer = self.timer(call);
+        let caller = self.admit_parts(metadata, extensions, Action::ManageWebhooks, "")?;
+        let by = match changes {
+            true => Some(resolver_of(metadata, extensions, &caller.sub)?),
+            false => None,
+        };
+        Ok(askgate_channels::api::Admitted {
+            tenant: caller.tenant,
+            by,
+            _timer: Box::new(timer),
+        })
     }
 }

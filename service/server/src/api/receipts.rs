@@ -16,7 +16,7 @@ use askgate_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::{Span, debug, instrument};
 
-use super::{Gate, webhooks::failed};
+use super::{Gate, failed};
 use crate::{
     approvals::{Audit, Receipts},
     auth::Action,

@@ -1,5 +1,5 @@
-//! The credential gate every ingress passes (gRPC, MCP, Slack admin): who the caller
-//! is, whether their role allows the action, and when their credential lapses.
+//! The credential gate every ingress passes (gRPC, MCP, the channels' admin): who the
+//! caller is, whether their role allows the action, and when their credential lapses.
 
 use std::{future::Future, sync::Arc};
 
@@ -64,10 +64,21 @@ impl Gate {
         action: Action,
         session_id: &str,
     ) -> Result<Principal, Status> {
-        let principal = match request.extensions().get::<Principal>() {
+        self.admit_parts(request.metadata(), request.extensions(), action, session_id)
+    }
+
+    /// [`Gate::admit`], from a request's metadata and extensions.
+    pub fn admit_parts(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        extensions: &http::Extensions,
+        action: Action,
+        session_id: &str,
+    ) -> Result<Principal, Status> {
+        let principal = match extensions.get::<Principal>() {
             Some(principal) => principal.clone(),
             // Served without the interceptor (a handler called directly).
-            None => self.principal(request.metadata())?,
+            None => self.principal(metadata)?,
         };
         principal.authorize(action, session_id).map_err(|e| {
             self.metrics.auth_failure("permission_denied");

@@ -68,8 +68,8 @@ pub enum Action {
     Answer,
     Cancel,
     ListPending,
-    /// The `Webhooks` and `Slack` services: endpoints, deliveries and Slack apps of the
-    /// whole tenant.
+    /// The channels' admin services (`Webhooks`, `Slack`, ...): the whole tenant's
+    /// connections and deliveries.
     ManageWebhooks,
     /// The `Audit` service: the whole tenant's decisions and admin changes.
     ExportAudit,

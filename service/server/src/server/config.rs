@@ -22,16 +22,7 @@ use crate::{
         sealed::SealingKey,
     },
     backend::{Backend, StateConfig, audit::AuditStore, hooks::HookStore},
-    channels::{
-        Channels,
-        delivery::WebhookConfig,
-        email::{Email, SmtpConfig},
-        links::Signer,
-        ntfy::Ntfy,
-        slack::Slack,
-        telegram::Telegram,
-        webhook::Webhook,
-    },
+    channels::{Channels, Setup, delivery::WebhookConfig},
     domain::Limits,
     listener::ConnectionLimits,
     mcp::McpConfig,
@@ -39,6 +30,10 @@ use crate::{
     questions::AskRate,
     web::CorsOrigins,
 };
+
+/// The channels' own settings (`--slack-api-url`, `--smtp-url`, ...), owned by the
+/// channels' crate.
+pub use crate::channels::ChannelConfig;
 
 /// Everything `run` needs; built from the command line by `cli`, or directly by tests.
 /// Each part is owned by a type of its own, whose `Default` is the part's defaults
@@ -200,33 +195,6 @@ impl Default for McpServing {
     }
 }
 
-/// Where the channels send: Slack's and Telegram's APIs, and the SMTP server of email
-/// routes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChannelConfig {
-    /// Slack's Web API (`--slack-api-url`).
-    pub slack_api_url: String,
-    /// Where the Telegram Bot API is (`--telegram-api-url`).
-    pub telegram_api_url: String,
-    /// The SMTP server email routes mail through (`--smtp-url`), its password
-    /// (`--smtp-password-file`) and the sender (`--email-from`).
-    pub smtp_url: Option<String>,
-    pub smtp_password_file: Option<PathBuf>,
-    pub email_from: Option<String>,
-}
-
-impl Default for ChannelConfig {
-    fn default() -> Self {
-        Self {
-            slack_api_url: crate::channels::slack::api::DEFAULT_API_URL.to_owned(),
-            telegram_api_url: crate::channels::telegram::api::DEFAULT_API_URL.to_owned(),
-            smtp_url: None,
-            smtp_password_file: None,
-            email_from: None,
-        }
-    }
-}
-
 /// The keys behind what askgate proves and hides, and how long proof is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalConfig {
@@ -359,69 +327,13 @@ impl ServerConfig {
         })
     }
 
-    /// Slack: its Web API, and the key that seals apps' secrets.
-    pub(super) fn telegram(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Telegram> {
-        let public = self.http.public_url.as_ref().map(PublicUrl::origin);
-        Telegram::new(
-            &self.channels.telegram_api_url,
-            self.webhooks.timeout,
-            public,
-            key,
-        )
-        .map_err(|e| anyhow::anyhow!("--telegram-api-url: {e}"))
-    }
-
-    /// The chat channels the node posts to, mails and pushes to.
+    /// The channels the node sends through, built from their settings.
     pub(super) fn channels(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Channels> {
-        Ok(Channels {
-            webhook: Webhook,
-            slack: self.slack(key.clone())?,
-            telegram: self.telegram(key.clone())?,
-            email: self.email(self.links(key.clone()))?,
-            ntfy: Ntfy::new(self.links(key.clone()), key.clone()),
-            links: self.links(key),
-        })
-    }
-
-    /// What signs the links of mail and pushes.
-    pub(super) fn links(&self, key: Option<Arc<SealingKey>>) -> Signer {
-        Signer::new(key, self.http.public_url.as_ref().map(PublicUrl::origin))
-    }
-
-    pub(super) fn email(&self, links: Signer) -> anyhow::Result<Email> {
-        let smtp = match (&self.channels.smtp_url, &self.channels.email_from) {
-            (Some(url), Some(from)) => Some(SmtpConfig {
-                url,
-                password: self
-                    .channels
-                    .smtp_password_file
-                    .as_deref()
-                    .map(|path| {
-                        let (bytes, warning) = crate::auth::secret::read_file(path)
-                            .with_context(|| format!("--smtp-password-file {}", path.display()))?;
-                        if let Some(warning) = warning {
-                            warn!("{warning}");
-                        }
-                        let text = String::from_utf8(bytes)
-                            .map_err(|_| anyhow::anyhow!("--smtp-password-file is not text"))?;
-                        anyhow::Ok(crate::auth::secret::Secret::new(text.trim_end()))
-                    })
-                    .transpose()?,
-                from,
-                timeout: self.webhooks.timeout,
-            }),
-            (None, None) => None,
-            _ => anyhow::bail!("--smtp-url and --email-from go together"),
-        };
-        Email::new(smtp, links).map_err(|e| anyhow::anyhow!(e))
-    }
-
-    pub(super) fn slack(&self, key: Option<Arc<SealingKey>>) -> anyhow::Result<Slack> {
-        let slack = Slack::new(&self.channels.slack_api_url, self.webhooks.timeout, key)
-            .map_err(|e| anyhow::anyhow!("--slack-api-url: {e}"))?;
-        Ok(match &self.http.public_url {
-            Some(url) => slack.with_console(url.origin()),
-            None => slack,
+        Channels::build(&Setup {
+            config: &self.channels,
+            timeout: self.webhooks.timeout,
+            key,
+            public: self.http.public_url.as_ref().map(PublicUrl::origin),
         })
     }
 

@@ -6,10 +6,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    agents_server::AgentsServer, audit_server::AuditServer, email_server::EmailServer,
-    ntfy_server::NtfyServer, receipts_server::ReceiptsServer, slack_server::SlackServer,
-    telegram_server::TelegramServer, user_questions_server::UserQuestionsServer,
-    webhooks_server::WebhooksServer,
+    agents_server::AgentsServer, audit_server::AuditServer, receipts_server::ReceiptsServer,
+    user_questions_server::UserQuestionsServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -22,18 +20,14 @@ use super::{
 };
 use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
-    api::{
-        AgentsApi, AuditApi, EmailApi, NtfyApi, ReceiptsApi, SlackApi, TelegramApi,
-        UserQuestionsApi, WebhooksApi, deadline, health,
-    },
+    api::{AgentsApi, AuditApi, ReceiptsApi, UserQuestionsApi, deadline, health},
     approvals::{Audit, Receipts},
     auth::Gate,
     backend::Backend,
     channels::{
+        Channels,
+        api::{AdminGate, Mount},
         delivery::{HookTasks, Hooks},
-        email::pages::Links,
-        slack::interactivity::Interactivity,
-        telegram::updates::Updates,
     },
     dispatch::Dispatch,
     domain::status,
@@ -219,11 +213,6 @@ impl Node {
             config.asks.agent_heartbeat,
             draining.clone(),
         );
-        let webhooks = WebhooksApi::new(self.hooks.clone(), gate.clone());
-        let slack = SlackApi::new(self.hooks.clone(), gate.clone());
-        let telegram = TelegramApi::new(self.hooks.clone(), gate.clone());
-        let email = EmailApi::new(self.hooks.clone(), gate.clone());
-        let ntfy = NtfyApi::new(self.hooks.clone(), gate.clone());
         let audit = AuditApi::new(self.audit.clone(), gate.clone(), self.receipts.clone());
         let receipts = ReceiptsApi::new(
             self.audit.clone(),
@@ -241,7 +230,7 @@ impl Node {
                 authenticate.clone(),
             ));
         }
-        Ok(dispatch
+        let dispatch = dispatch
             .serve(health::service(self.health.clone(), draining))
             .serve(reflection_v1)
             .serve(reflection_v1alpha)
@@ -254,33 +243,20 @@ impl Node {
                 authenticate.clone(),
             ))
             .serve(InterceptedService::new(
-                WebhooksServer::new(webhooks).max_decoding_message_size(limit),
-                authenticate.clone(),
-            ))
-            .serve(InterceptedService::new(
-                SlackServer::new(slack).max_decoding_message_size(limit),
-                authenticate.clone(),
-            ))
-            .serve(InterceptedService::new(
-                TelegramServer::new(telegram).max_decoding_message_size(limit),
-                authenticate.clone(),
-            ))
-            .serve(InterceptedService::new(
-                EmailServer::new(email).max_decoding_message_size(limit),
-                authenticate.clone(),
-            ))
-            .serve(InterceptedService::new(
-                NtfyServer::new(ntfy).max_decoding_message_size(limit),
-                authenticate.clone(),
-            ))
-            .serve(InterceptedService::new(
                 AuditServer::new(audit).max_decoding_message_size(limit),
                 authenticate.clone(),
             ))
             .serve(InterceptedService::new(
                 ReceiptsServer::new(receipts).max_decoding_message_size(limit),
-                authenticate,
-            )))
+                authenticate.clone(),
+            ));
+        // Every channel's admin service (Webhooks, Slack, Telegram, Email, Ntfy, ...).
+        let gate: Arc<dyn AdminGate> = Arc::new(gate.clone());
+        let on = Authenticated {
+            dispatch,
+            authenticate,
+        };
+        Ok(Channels::mount(on, &self.hooks, &gate, limit).dispatch)
     }
 
     /// MCP over streamable HTTP at `/mcp`, unless turned off.
@@ -329,11 +305,10 @@ impl Node {
             config.http.public_url.clone(),
             config.http.cors.clone(),
         );
-        // The channels' inbound endpoints answer through the questions use case.
+        // The channels' inbound endpoints (Slack's clicks and forms, Telegram's updates,
+        // the pages of signed links, ...) answer through the questions use case.
         let questions: askgate_channels::resolve::Questions = Arc::new(self.questions.clone());
-        let interactivity = Interactivity::new(self.hooks.clone(), questions.clone());
-        let updates = Updates::new(self.hooks.clone(), questions.clone());
-        let links = Links::new(self.hooks.clone(), questions);
+        let ingresses = self.hooks.channels().ingresses(&self.hooks, &questions);
         Ok(transport(config)?
             // A request in flight keeps its connection from being idle.
             .layer(InFlightLayer)
@@ -364,12 +339,8 @@ impl Node {
             .layer(AnswersLayer(Jwks::new(
                 self.receipts.as_ref().map(|r| r.published().to_owned()),
             )))
-            // Slack's clicks and forms, each verified against its app's signing secret.
-            .layer(crate::ingress::IngressLayer::new(interactivity))
-            // Telegram's updates, each verified by its bot's webhook secret token.
-            .layer(crate::ingress::IngressLayer::new(updates))
-            // The pages of email's signed links, each verified by its MAC.
-            .layer(crate::ingress::IngressLayer::new(links))
+            // The channels' inbound endpoints, each verifying what it reads.
+            .layer(crate::ingress::IngressLayer::new(ingresses))
             // gRPC-Web calls are the console's channel: marked before translation.
             .layer(tower::util::MapRequestLayer::new(crate::api::mark_browser))
             .layer(tonic_web::GrpcWebLayer::new())
@@ -431,4 +402,36 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(askgate_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// The node's gRPC services, each authenticated before its message is read: where the
+/// channels mount their admin services.
+struct Authenticated<F> {
+    dispatch: Dispatch,
+    authenticate: F,
+}
+
+impl<F> Mount for Authenticated<F>
+where
+    F: tonic::service::Interceptor + Clone + Send + Sync + 'static,
+{
+    fn mount<S>(self, service: S) -> Self
+    where
+        S: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let service = InterceptedService::new(service, self.authenticate.clone());
+        Self {
+            dispatch: self.dispatch.serve(service),
+            authenticate: self.authenticate,
+        }
+    }
 }

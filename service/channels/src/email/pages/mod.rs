@@ -72,6 +72,7 @@ fn refusal(error: &Error) -> (StatusCode, String) {
     }
 }
 
+#[async_trait::async_trait]
 impl Ingress for Links {
     fn claims(&self, path: &str) -> bool {
         path.starts_with(LINK_PATH)

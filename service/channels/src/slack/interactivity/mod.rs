@@ -420,6 +420,7 @@ impl Interactivity {
     }
 }
 
+#[async_trait::async_trait]
 impl crate::ingress::Ingress for Interactivity {
     fn claims(&self, path: &str) -> bool {
         path == INTERACTIVITY_PATH

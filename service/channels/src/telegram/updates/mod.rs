@@ -108,6 +108,7 @@ struct Asked {
     key: String,
 }
 
+#[async_trait::async_trait]
 impl Ingress for Updates {
     fn claims(&self, path: &str) -> bool {
         path.starts_with(WEBHOOK_PATH)

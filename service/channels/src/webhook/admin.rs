@@ -1,72 +1,69 @@
-//! `askgate.v1.Webhooks`: a tenant's webhook endpoints and their deliveries. Every call
-//! needs the admin role (with a credential not limited to some sessions) and sees only
-//! the caller's tenant: another tenant's endpoint or delivery does not exist for it.
+//! `askgate.v1.Webhooks`: a tenant's webhook endpoints and the deliveries of every
+//! channel. Every call needs the admin role (with a credential not limited to some
+//! sessions) and sees only the caller's tenant: another tenant's endpoint or delivery
+//! does not exist for it.
+
+use std::sync::Arc;
 
 use askgate_proto::v1::{
     CreateEndpointRequest, DeleteEndpointRequest, DeleteEndpointResponse, Delivery, Endpoint,
     ListDeliveriesRequest, ListDeliveriesResponse, ListEndpointsRequest, ListEndpointsResponse,
-    RedeliverRequest, webhooks_server::Webhooks,
+    RedeliverRequest,
+    webhooks_server::{Webhooks as Service, WebhooksServer},
 };
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
+use super::Webhook;
 use crate::{
-    auth::{Action, Gate, Principal},
-    channels::delivery::Hooks,
-    domain::{Error, Resolver, bounded, status, validate},
+    api::{AdminGate, Administered, Admitted, Mount, failed, id},
+    delivery::Hooks,
+    domain::bounded,
 };
 
 /// The `askgate.v1.Webhooks` service.
 pub struct WebhooksApi {
     hooks: Hooks,
-    gate: Gate,
+    gate: Arc<dyn AdminGate>,
 }
 
 impl WebhooksApi {
-    pub fn new(hooks: Hooks, gate: Gate) -> Self {
-        Self { hooks, gate }
-    }
-
-    fn admit<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
-        self.gate.admit(request, Action::ManageWebhooks, "")
+    fn admit<T>(
+        &self,
+        call: &'static str,
+        request: &Request<T>,
+        changes: bool,
+    ) -> Result<Admitted, Status> {
+        self.gate
+            .admit(call, request.metadata(), request.extensions(), changes)
     }
 }
 
-/// An admin caller and its channel, for the audit record of its change.
-pub(super) fn admin<T>(gate: &Gate, request: &Request<T>) -> Result<(Principal, Resolver), Status> {
-    let caller = gate.admit(request, Action::ManageWebhooks, "")?;
-    let by = super::resolver(request, &caller.sub)?;
-    Ok((caller, by))
-}
-
-pub(super) fn failed(error: Error) -> Status {
-    status::to_status(&error, "", None)
-}
-
-/// An id a caller sent: bounded before it reaches the store.
-pub(super) fn id(field: &str, id: &str) -> Result<(), Status> {
-    if id.is_empty() {
-        return Err(failed(Error::bad_request(field, "must not be empty")));
+impl Administered for Webhook {
+    fn mount<M: Mount>(on: M, hooks: &Hooks, gate: &Arc<dyn AdminGate>, limit: usize) -> M {
+        let api = WebhooksApi {
+            hooks: hooks.clone(),
+            gate: gate.clone(),
+        };
+        on.mount(WebhooksServer::new(api).max_decoding_message_size(limit))
     }
-    validate::text(field, id, validate::MAX_ID_BYTES).map_err(failed)
 }
 
 #[tonic::async_trait]
-impl Webhooks for WebhooksApi {
+impl Service for WebhooksApi {
     #[instrument(name = "CreateEndpoint", skip_all, fields(tenant))]
     async fn create_endpoint(
         &self,
         request: Request<CreateEndpointRequest>,
     ) -> Result<Response<Endpoint>, Status> {
-        let _timer = self.gate.timer("CreateEndpoint");
-        let (caller, by) = admin(&self.gate, &request)?;
+        let caller = self.admit("CreateEndpoint", &request, true)?;
         let endpoint = self
             .hooks
             .connect(
                 &self.hooks.channels().webhook,
                 &caller.tenant,
                 request.into_inner(),
-                &by,
+                caller.by(),
             )
             .await
             .map_err(failed)?;
@@ -78,8 +75,7 @@ impl Webhooks for WebhooksApi {
         &self,
         request: Request<ListEndpointsRequest>,
     ) -> Result<Response<ListEndpointsResponse>, Status> {
-        let _timer = self.gate.timer("ListEndpoints");
-        let caller = self.admit(&request)?;
+        let caller = self.admit("ListEndpoints", &request, false)?;
         self.hooks
             .list(&self.hooks.channels().webhook, &caller.tenant)
             .await
@@ -92,8 +88,7 @@ impl Webhooks for WebhooksApi {
         &self,
         request: Request<DeleteEndpointRequest>,
     ) -> Result<Response<DeleteEndpointResponse>, Status> {
-        let _timer = self.gate.timer("DeleteEndpoint");
-        let (caller, by) = admin(&self.gate, &request)?;
+        let caller = self.admit("DeleteEndpoint", &request, true)?;
         let endpoint = &request.get_ref().id;
         id("id", endpoint)?;
         self.hooks
@@ -101,7 +96,7 @@ impl Webhooks for WebhooksApi {
                 &self.hooks.channels().webhook,
                 &caller.tenant,
                 endpoint,
-                &by,
+                caller.by(),
             )
             .await
             .map_err(failed)?;
@@ -113,8 +108,7 @@ impl Webhooks for WebhooksApi {
         &self,
         request: Request<ListDeliveriesRequest>,
     ) -> Result<Response<ListDeliveriesResponse>, Status> {
-        let _timer = self.gate.timer("ListDeliveries");
-        let caller = self.admit(&request)?;
+        let caller = self.admit("ListDeliveries", &request, false)?;
         if !request.get_ref().endpoint_id.is_empty() {
             id("endpoint_id", &request.get_ref().endpoint_id)?;
         }
@@ -130,12 +124,11 @@ impl Webhooks for WebhooksApi {
         &self,
         request: Request<RedeliverRequest>,
     ) -> Result<Response<Delivery>, Status> {
-        let _timer = self.gate.timer("Redeliver");
-        let (caller, by) = admin(&self.gate, &request)?;
+        let caller = self.admit("Redeliver", &request, true)?;
         id("id", &request.get_ref().id)?;
         let delivery = self
             .hooks
-            .redeliver(&caller.tenant, &request.get_ref().id, &by)
+            .redeliver(&caller.tenant, &request.get_ref().id, caller.by())
             .await
             .map_err(failed)?;
         Ok(Response::new(delivery))
