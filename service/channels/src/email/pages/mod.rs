@@ -96,6 +96,16 @@ impl Ingress for Links {
             Ok(link) => link,
             Err(why) => return notice(StatusCode::FORBIDDEN, "This link does nothing", why),
         };
+        // Who answers through it: its person, through its channel (`Link::verify` took
+        // only links of a link channel).
+        let Some(channel) = link.channel() else {
+            return notice(
+                StatusCode::FORBIDDEN,
+                "Not a link",
+                "This link is not one of askgate's.",
+            );
+        };
+        let by = Resolver::new(&link.who, channel);
         let used = Link::used_key(token);
         match self.hooks.store().note(&used).await {
             Ok(None) => {}
@@ -123,15 +133,8 @@ impl Ingress for Links {
         }
         let requested = match self.pending(&link).await {
             Ok(Some(requested)) => requested,
-            Ok(None) => return self.resolved_page(&link).await,
+            Ok(None) => return self.resolved_page(&link, &by).await,
             Err(e) => return unavailable(&e),
-        };
-        let Some(channel) = link.channel() else {
-            return notice(
-                StatusCode::FORBIDDEN,
-                "Not a link",
-                "This link is not one of askgate's.",
-            );
         };
         let answerable = approval::may_answer(&requested, channel, true);
         let cancellable = approval::may_resolve(&requested, channel);
@@ -140,7 +143,7 @@ impl Ingress for Links {
             let form = page::form(&requested, may, link.option, &link.who, None);
             return Reply::html(StatusCode::OK, form);
         }
-        let sent = self.post(&link, &requested, &body).await;
+        let sent = self.post(&link, &by, &requested, &body).await;
         match sent {
             Ok(sent) => {
                 if let Err(e) = self
@@ -181,12 +184,6 @@ impl Links {
         Self { hooks, questions }
     }
 
-    /// Who answers through `link`: its person, through its channel (a link of no
-    /// channel never gets this far: [`Link::verify`] refuses it).
-    fn resolver(link: &Link) -> Resolver {
-        Resolver::new(&link.who, link.channel().unwrap_or_default())
-    }
-
     async fn pending(&self, link: &Link) -> Result<Option<Requested>, Error> {
         let pending = self
             .questions
@@ -197,7 +194,7 @@ impl Links {
 
     /// The page of a link whose ask is resolved: how it ended and who won, as the
     /// note kept when it was resolved says, else as the engine still knows it.
-    async fn resolved_page(&self, link: &Link) -> Reply {
+    async fn resolved_page(&self, link: &Link, by: &Resolver) -> Reply {
         let title = "This ask is resolved";
         match self
             .hooks
@@ -212,7 +209,7 @@ impl Links {
             Ok(None) => {}
             Err(e) => warn!("reading how an ask ended failed: {e}"),
         }
-        let (status, text) = refusal(&self.late(link).await);
+        let (status, text) = refusal(&self.late(link, by).await);
         notice(status, title, &text)
     }
 
@@ -222,21 +219,24 @@ impl Links {
     }
 
     /// Why a link of a resolved ask does nothing: who won, as the engine knows it.
-    async fn late(&self, link: &Link) -> Error {
+    async fn late(&self, link: &Link, by: &Resolver) -> Error {
         let request = AnswerRequest {
             session_id: link.session.clone(),
             rpc_id: link.rpc.clone(),
             answers: Vec::new(),
         };
-        let answered = self
-            .questions
-            .answer(&link.tenant, request, &Self::resolver(link))
-            .await;
+        let answered = self.questions.answer(&link.tenant, request, by).await;
         answered.err().unwrap_or_else(Error::not_pending)
     }
 
     /// Sends the form: what was done, in words.
-    async fn post(&self, link: &Link, requested: &Requested, body: &[u8]) -> Result<Sent, Error> {
+    async fn post(
+        &self,
+        link: &Link,
+        by: &Resolver,
+        requested: &Requested,
+        body: &[u8],
+    ) -> Result<Sent, Error> {
         let fields: Vec<(String, String)> = form_urlencoded::parse(body)
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
@@ -259,9 +259,7 @@ impl Links {
                 reason,
                 ..Default::default()
             };
-            self.questions
-                .cancel(&link.tenant, request, &Self::resolver(link))
-                .await?;
+            self.questions.cancel(&link.tenant, request, by).await?;
             let done = format!("Too late: cancelled by {}{said}", link.who);
             self.remember(link, &[done]).await;
             return Ok(Sent {
@@ -277,10 +275,7 @@ impl Links {
             rpc_id: link.rpc.clone(),
             answers,
         };
-        let answered = self
-            .questions
-            .answer(&link.tenant, request, &Self::resolver(link))
-            .await?;
+        let answered = self.questions.answer(&link.tenant, request, by).await?;
         Ok(match answered {
             Answered::Resolved => {
                 let mut lines = vec![format!("Too late: answered by {}.", link.who)];
