@@ -24,6 +24,7 @@ mod grpc_web;
 mod hardening;
 mod hook;
 mod intent;
+mod jwks;
 mod lagging;
 mod nodes;
 mod ntfy;

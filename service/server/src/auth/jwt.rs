@@ -1,24 +1,28 @@
 //! JWT bearer tokens (HS256, RS256, ES256) through the `jsonwebtoken` crate. The key
-//! comes from a secret file (HS256), a PEM public key (RS256 or ES256) or a JWKS file
-//! (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present;
+//! comes from a secret file (HS256), a PEM public key (RS256 or ES256), or a JWKS file
+//! or URL (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present;
 //! `iss` and `aud`, when configured, are required and must match (`aud` may be one
 //! string or an array holding the configured audience, RFC 7519 §4.1.3). Claims: `sub`,
 //! `tenant` (a valid tenant name), `roles`, optional `sessions` (patterns).
 
 use std::{
-    collections::HashMap,
     path::Path,
+    sync::Arc,
     time::{Duration, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, bail};
 use jsonwebtoken::{
     Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header,
-    errors::ErrorKind, jwk::JwkSet,
+    errors::ErrorKind,
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Failure, Principal, Role, Validity, parse_roles};
+use super::{
+    Failure, Principal, Role, Validity,
+    jwks::{self, KeysByKid, RemoteJwks},
+    parse_roles,
+};
 use crate::domain::{approval, validate};
 
 /// The claims askgate reads (and `askgate token` writes).
@@ -61,11 +65,15 @@ pub enum KeySource {
     PublicKeyFile(std::path::PathBuf),
     /// A JSON Web Key Set; the token's `kid` picks the key.
     JwksFile(std::path::PathBuf),
+    /// A JSON Web Key Set at a URL (the identity provider's `jwks_uri`), fetched and
+    /// kept fresh ([`super::jwks::RemoteJwks`]); the token's `kid` picks the key.
+    JwksUrl(String),
 }
 
 enum Keys {
     One(Algorithm, DecodingKey),
-    ByKid(HashMap<String, (Algorithm, DecodingKey)>),
+    ByKid(KeysByKid),
+    Remote(Arc<RemoteJwks>),
 }
 
 pub struct JwtVerifier {
@@ -89,6 +97,23 @@ fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 impl JwtVerifier {
+    /// A verifier with the keys of `source` (a key set at a URL is fetched first).
+    pub async fn start(
+        source: &KeySource,
+        issuer: Option<String>,
+        audience: Option<String>,
+    ) -> anyhow::Result<Self> {
+        match source {
+            KeySource::JwksUrl(url) => Ok(Self {
+                keys: Keys::Remote(RemoteJwks::start(url).await?),
+                issuer,
+                audience,
+            }),
+            source => Self::new(source, issuer, audience),
+        }
+    }
+
+    /// A verifier with the keys of `source`, which names files.
     pub fn new(
         source: &KeySource,
         issuer: Option<String>,
@@ -115,22 +140,9 @@ impl JwtVerifier {
             KeySource::JwksFile(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("failed to read {}", path.display()))?;
-                let set: JwkSet = serde_json::from_str(&text)
-                    .with_context(|| format!("{} is not a JWKS", path.display()))?;
-                let mut keys = HashMap::new();
-                for jwk in &set.keys {
-                    let (Some(kid), Some(alg)) = (&jwk.common.key_id, jwk.common.key_algorithm)
-                    else {
-                        bail!("every key in {} needs a kid and an alg", path.display());
-                    };
-                    let alg = Algorithm::try_from(alg).context("unsupported JWKS alg")?;
-                    if !matches!(alg, Algorithm::HS256 | Algorithm::RS256 | Algorithm::ES256) {
-                        bail!("JWKS key {kid}: only HS256, RS256 and ES256 are accepted");
-                    }
-                    keys.insert(kid.clone(), (alg, DecodingKey::from_jwk(jwk)?));
-                }
-                Keys::ByKid(keys)
+                Keys::ByKid(jwks::parse(&text, &path.display().to_string())?)
             }
+            KeySource::JwksUrl(url) => bail!("the key set at {url} is fetched: use start"),
         };
         Ok(Self {
             keys,
@@ -141,12 +153,18 @@ impl JwtVerifier {
 
     pub fn authenticate(&self, token: &str) -> Result<Principal, Failure> {
         let header = decode_header(token).map_err(|_| Failure::Malformed)?;
+        let fetched;
         let (alg, key) = match &self.keys {
             Keys::One(alg, key) => (*alg, key),
             Keys::ByKid(keys) => {
                 let kid = header.kid.as_deref().ok_or(Failure::UnknownKey)?;
                 let (alg, key) = keys.get(kid).ok_or(Failure::UnknownKey)?;
                 (*alg, key)
+            }
+            Keys::Remote(jwks) => {
+                let kid = header.kid.as_deref().ok_or(Failure::UnknownKey)?;
+                fetched = jwks.key(kid).ok_or(Failure::UnknownKey)?;
+                (fetched.0, &fetched.1)
             }
         };
         // Only the key's own algorithm: a token may not choose another (or `none`).

@@ -6,6 +6,7 @@
 //! the caller.
 
 mod gate;
+pub mod jwks;
 pub mod jwt;
 pub mod keys;
 pub use askgate_channels::{sealed, secret};

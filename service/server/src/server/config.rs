@@ -443,7 +443,7 @@ pub struct TlsConfig {
 }
 
 impl AuthConfig {
-    pub(super) fn authenticator(&self) -> anyhow::Result<Authenticator> {
+    pub(super) async fn authenticator(&self) -> anyhow::Result<Authenticator> {
         Ok(match self {
             Self::None { .. } => Authenticator::None,
             Self::Keys(path) => Authenticator::Keys(KeyStore::load(path)?),
@@ -451,7 +451,9 @@ impl AuthConfig {
                 key,
                 issuer,
                 audience,
-            } => Authenticator::Jwt(JwtVerifier::new(key, issuer.clone(), audience.clone())?),
+            } => {
+                Authenticator::Jwt(JwtVerifier::start(key, issuer.clone(), audience.clone()).await?)
+            }
         })
     }
 }

@@ -84,7 +84,7 @@ impl Node {
     /// The engine, the webhook runtime, the use cases and the background tasks; health
     /// reports SERVING once they are up.
     pub(super) async fn build(config: &ServerConfig) -> anyhow::Result<Self> {
-        let auth = Arc::new(config.auth.authenticator()?);
+        let auth = Arc::new(config.auth.authenticator().await?);
         let metrics = Metrics::new(config.metrics.tenant_labels);
         let (backend, hook_store, audit_store, sealing) = config.backend().await?;
         let audit = Audit::new(audit_store);

@@ -47,8 +47,8 @@ pub enum AuthMode {
     None,
     /// API keys from --keys-file.
     Keys,
-    /// JWT bearer tokens verified with --jwt-secret-file, --jwt-public-key-file or
-    /// --jwt-jwks-file.
+    /// JWT bearer tokens verified with --jwt-secret-file, --jwt-public-key-file,
+    /// --jwt-jwks-file or --jwt-jwks-url.
     Jwt,
 }
 
@@ -183,6 +183,11 @@ pub struct AuthArgs {
     /// JSON Web Key Set for --auth jwt; tokens pick a key by `kid`.
     #[arg(long, env = "ASKGATE_JWT_JWKS_FILE")]
     pub jwt_jwks_file: Option<PathBuf>,
+    /// The URL of the identity provider's JSON Web Key Set for --auth jwt (its
+    /// `jwks_uri`): fetched at start, again when a token names a key not held, and
+    /// every 5 minutes; tokens pick a key by `kid`.
+    #[arg(long, env = "ASKGATE_JWT_JWKS_URL")]
+    pub jwt_jwks_url: Option<String>,
     /// Required `iss` of tokens.
     #[arg(long, env = "ASKGATE_JWT_ISSUER")]
     pub jwt_issuer: Option<String>,

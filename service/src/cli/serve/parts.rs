@@ -386,13 +386,15 @@ impl AuthArgs {
                     &self.jwt_secret_file,
                     &self.jwt_public_key_file,
                     &self.jwt_jwks_file,
+                    &self.jwt_jwks_url,
                 ) {
-                    (Some(secret), None, None) => KeySource::SecretFile(secret.clone()),
-                    (None, Some(pem), None) => KeySource::PublicKeyFile(pem.clone()),
-                    (None, None, Some(jwks)) => KeySource::JwksFile(jwks.clone()),
+                    (Some(secret), None, None, None) => KeySource::SecretFile(secret.clone()),
+                    (None, Some(pem), None, None) => KeySource::PublicKeyFile(pem.clone()),
+                    (None, None, Some(jwks), None) => KeySource::JwksFile(jwks.clone()),
+                    (None, None, None, Some(url)) => KeySource::JwksUrl(url.clone()),
                     _ => {
                         return Err("--auth jwt needs exactly one of --jwt-secret-file, \
-                                    --jwt-public-key-file, --jwt-jwks-file"
+                                    --jwt-public-key-file, --jwt-jwks-file, --jwt-jwks-url"
                             .into());
                     }
                 };
