@@ -36,9 +36,18 @@ const MAX_JWKS_BYTES: usize = 256 * 1024;
 /// Keys by `kid`, each with the one algorithm a token may use with it.
 pub type KeysByKid = HashMap<String, (Algorithm, DecodingKey)>;
 
+/// Whether a key set may hold shared secrets (HS256): a file the operator keeps may; a
+/// set fetched from a URL is public by nature, and a secret in it would let anyone
+/// who reads it sign tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secrets {
+    Allowed,
+    Refused,
+}
+
 /// The keys of a JWKS document; `from` names it in errors. A key without `alg` takes
 /// its type's (RSA: RS256, EC P-256: ES256), as identity providers often leave it out.
-pub fn parse(text: &str, from: &str) -> anyhow::Result<KeysByKid> {
+pub fn parse(text: &str, from: &str, secrets: Secrets) -> anyhow::Result<KeysByKid> {
     let set: JwkSet =
         serde_json::from_str(text).with_context(|| format!("{from} is not a JWKS"))?;
     let mut keys = HashMap::new();
@@ -47,6 +56,11 @@ pub fn parse(text: &str, from: &str) -> anyhow::Result<KeysByKid> {
             bail!("every key in {from} needs a kid");
         };
         let alg = algorithm(jwk).with_context(|| format!("{from}: key {kid}"))?;
+        if alg == Algorithm::HS256 && secrets == Secrets::Refused {
+            bail!(
+                "{from}: key {kid} is a shared secret (HS256), which a published key set must not hold"
+            );
+        }
         keys.insert(kid.clone(), (alg, DecodingKey::from_jwk(jwk)?));
     }
     Ok(keys)
@@ -139,7 +153,7 @@ async fn fetch(sender: &Sender, target: &Target, url: &str) -> anyhow::Result<Ke
         bail!("answered {status}");
     }
     let text = std::str::from_utf8(&body).context("not UTF-8")?;
-    parse(text, url)
+    parse(text, url, Secrets::Refused)
 }
 
 #[cfg(test)]
@@ -160,6 +174,7 @@ mod tests {
                 { "kty": "RSA", "kid": "r-alg", "alg": "RS256", "n": RSA_N, "e": "AQAB" },
             ])),
             "test",
+            Secrets::Refused,
         )
         .expect("a key set");
         assert_eq!(keys["r"].0, Algorithm::RS256);
@@ -171,6 +186,7 @@ mod tests {
         let no_kid = parse(
             &set(serde_json::json!([{ "kty": "RSA", "n": RSA_N, "e": "AQAB" }])),
             "test",
+            Secrets::Allowed,
         );
         assert!(format!("{:#}", no_kid.expect_err("no kid")).contains("needs a kid"));
         let other = parse(
@@ -178,11 +194,22 @@ mod tests {
                 { "kty": "RSA", "kid": "r", "alg": "RS512", "n": RSA_N, "e": "AQAB" },
             ])),
             "test",
+            Secrets::Allowed,
         );
         assert!(format!("{:#}", other.expect_err("RS512")).contains("only HS256, RS256 and ES256"));
-        let not_a_set = parse("[]", "the file");
+        let not_a_set = parse("[]", "the file", Secrets::Allowed);
         assert!(
             format!("{:#}", not_a_set.expect_err("not a set")).contains("the file is not a JWKS")
         );
+    }
+
+    #[test]
+    fn a_fetched_set_holds_no_shared_secret() {
+        let secret = set(serde_json::json!([
+            { "kty": "oct", "kid": "h", "alg": "HS256", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA" },
+        ]));
+        assert!(parse(&secret, "a file", Secrets::Allowed).is_ok());
+        let fetched = parse(&secret, "https://idp.example/jwks", Secrets::Refused);
+        assert!(format!("{:#}", fetched.expect_err("a secret")).contains("shared secret"));
     }
 }

@@ -140,7 +140,8 @@ impl JwtVerifier {
             KeySource::JwksFile(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("failed to read {}", path.display()))?;
-                Keys::ByKid(jwks::parse(&text, &path.display().to_string())?)
+                let from = path.display().to_string();
+                Keys::ByKid(jwks::parse(&text, &from, jwks::Secrets::Allowed)?)
             }
             KeySource::JwksUrl(url) => bail!("the key set at {url} is fetched: use start"),
         };
