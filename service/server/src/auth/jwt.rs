@@ -1,9 +1,9 @@
 //! JWT bearer tokens (HS256, RS256, ES256) through the `jsonwebtoken` crate. The key
 //! comes from a secret file (HS256), a PEM public key (RS256 or ES256), or a JWKS file
-//! or URL (chosen by the token's `kid`). `exp` is required and checked, `nbf` when present;
-//! `iss` and `aud`, when configured, are required and must match (`aud` may be one
-//! string or an array holding the configured audience, RFC 7519 §4.1.3). Claims: `sub`,
-//! `tenant` (a valid tenant name), `roles`, optional `sessions` (patterns).
+//! or URL (chosen by the token's `kid`). `exp` is required and checked, `nbf` when
+//! present; `iss` and `aud`, when configured, are required and must match (`aud` may be
+//! one string or an array holding the configured audience, RFC 7519 §4.1.3). Claims:
+//! `sub`, `tenant` (a valid tenant name), `roles`, optional `sessions` (patterns).
 
 use std::{
     path::Path,
