@@ -14,7 +14,7 @@ use askgate_server::{
     ServerConfig,
     auth::{
         jwks::REFETCH_AFTER,
-        jwt::{Audience, Claims, KeySource},
+        jwt::{Audience, Claims, DEFAULT_GROUPS_CLAIM, KeySource},
     },
     server::AuthConfig,
 };
@@ -145,6 +145,7 @@ fn config(url: &str) -> ServerConfig {
             key: KeySource::JwksUrl(url.to_owned()),
             issuer: None,
             audience: None,
+            groups_claim: DEFAULT_GROUPS_CLAIM.into(),
         },
         ..test_config()
     }

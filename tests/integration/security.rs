@@ -10,7 +10,7 @@ use askgate_proto::v1::SubscribeRequest;
 use askgate_server::server::MetricsConfig;
 use askgate_server::{
     ServerConfig,
-    auth::jwt::{Audience, Claims, KeySource},
+    auth::jwt::{Audience, Claims, DEFAULT_GROUPS_CLAIM, KeySource},
     backend::StateConfig,
     server::{AuthConfig, MetricsAuth},
 };
@@ -71,6 +71,7 @@ fn jwt_config(dir: &TempDir) -> ServerConfig {
             key: KeySource::SecretFile(dir.file("secret", SECRET)),
             issuer: Some(ISSUER.into()),
             audience: Some(AUDIENCE.into()),
+            groups_claim: DEFAULT_GROUPS_CLAIM.into(),
         },
         ..test_config()
     }
@@ -286,7 +287,7 @@ async fn another_tenants_rpc_ids_and_events_are_invisible() {
 /// docs/protocol.md "Security": a credential limited to some sessions may follow
 /// `all_sessions` and sees only the events of the sessions its patterns match; its
 /// stream does not make the tenant's sessions attended (Semantics 8). WhoAmI tells each
-/// caller who it is and what it may see.
+/// caller who it is, what it may see and the groups its token names.
 async fn a_session_limited_credential_follows_only_its_sessions() {
     let dir = TempDir::new();
     let config = ServerConfig {
@@ -300,7 +301,12 @@ async fn a_session_limited_credential_follows_only_its_sessions() {
     let limited = claims("acme", "bo", &["ui"], Some(&["team-a/*"]));
     let expires_at = UNIX_EPOCH + Duration::from_secs(limited.exp);
     let mut limited = client(&server, Some(&sign(&limited, SECRET))).await;
-    let agent = sign(&claims("acme", "worker", &["agent", "ui"], None), SECRET);
+    // A token naming groups in its groups claim (`groups`, the default).
+    let mut grouped =
+        serde_json::to_value(claims("acme", "worker", &["agent", "ui"], None)).expect("claims");
+    grouped["groups"] = serde_json::json!(["sre", "dba"]);
+    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
+    let agent = encode(&Header::new(Algorithm::HS256), &grouped, &key).expect("sign");
     let mut agent = client(&server, Some(&agent)).await;
 
     let me = limited.who_am_i().await.expect("whoami");
@@ -312,8 +318,10 @@ async fn a_session_limited_credential_follows_only_its_sessions() {
     assert!(!me.every_session);
     let expiry = me.expires_at.expect("a token's expiry");
     assert_eq!(SystemTime::try_from(expiry).expect("time"), expires_at);
+    assert!(me.groups.is_empty());
     let whole = agent.who_am_i().await.expect("whoami");
     assert!(whole.every_session && whole.sessions.is_empty());
+    assert_eq!(whole.groups, ["sre", "dba"]);
 
     // A pending ask in a session it may not see is not in its snapshot.
     let hold = |session: &str, text: &str| {

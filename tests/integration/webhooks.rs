@@ -12,7 +12,7 @@ use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::{CreateEndpointRequest, DeliveryStatus, ListDeliveriesRequest};
 use askgate_server::{
     ServerConfig,
-    auth::jwt::{Audience, Claims, KeySource},
+    auth::jwt::{Audience, Claims, DEFAULT_GROUPS_CLAIM, KeySource},
     backend::hooks::StoreLimits,
     channels::delivery::WebhookConfig,
     server::AuthConfig,
@@ -724,6 +724,7 @@ async fn the_webhooks_api_is_admin_only_and_per_tenant() {
             key: KeySource::SecretFile(dir.file("secret", SECRET)),
             issuer: None,
             audience: None,
+            groups_claim: DEFAULT_GROUPS_CLAIM.into(),
         },
         webhooks: WebhookConfig {
             limits: StoreLimits {
@@ -1077,6 +1078,7 @@ async fn one_tenants_slow_endpoints_do_not_starve_another() {
             key: KeySource::SecretFile(dir.file("secret", SECRET)),
             issuer: None,
             audience: None,
+            groups_claim: DEFAULT_GROUPS_CLAIM.into(),
         },
         webhooks: WebhookConfig {
             // No retry before the test is over: every attempt of A's counts once.

@@ -27,6 +27,10 @@ pub struct Identity {
     /// comma-separate. Default: every session of the tenant.
     #[arg(long, value_delimiter = ',')]
     pub sessions: Vec<String>,
+    /// Groups the bearer is in (what an ask's approvers may name); repeat or
+    /// comma-separate.
+    #[arg(long = "group", value_delimiter = ',')]
+    pub groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -84,6 +88,7 @@ pub fn token(args: TokenArgs) -> ExitCode {
         tenant: args.identity.tenant.clone(),
         roles,
         sessions: sessions(&args.identity),
+        groups: args.identity.groups.clone(),
         ttl: args.ttl,
         issuer: args.issuer,
         audience: args.audience,
@@ -110,6 +115,7 @@ pub fn keys(command: KeysCommand) -> ExitCode {
         &identity.sub,
         &roles,
         sessions(identity),
+        identity.groups.clone(),
     ) {
         Ok(key) => {
             println!("{key}");

@@ -80,6 +80,44 @@ pub struct JwtVerifier {
     keys: Keys,
     issuer: Option<String>,
     audience: Option<String>,
+    /// The claim naming the caller's groups.
+    groups_claim: String,
+}
+
+/// The claim a token names its caller's groups in, unless `--jwt-groups-claim` says
+/// otherwise (the name identity providers use).
+pub const DEFAULT_GROUPS_CLAIM: &str = "groups";
+
+/// A token's claims: askgate's own, and the others (among them the groups claim).
+#[derive(Deserialize)]
+struct Decoded {
+    #[serde(flatten)]
+    claims: Claims,
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What `askgate token` signs: the claims, and the groups.
+#[derive(Serialize)]
+struct Minted<'a> {
+    #[serde(flatten)]
+    claims: &'a Claims,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    groups: &'a [String],
+}
+
+/// The groups a groups claim names: a string (one group) or an array of strings.
+fn groups_of(claim: Option<&serde_json::Value>) -> Result<Vec<String>, Failure> {
+    let named = match claim {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::String(group)) => vec![group.clone()],
+        Some(serde_json::Value::Array(groups)) => groups
+            .iter()
+            .map(|g| g.as_str().map(str::to_owned).ok_or(Failure::BadClaims))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(Failure::BadClaims),
+    };
+    super::groups(named).map_err(|_| Failure::BadClaims)
 }
 
 fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -108,6 +146,7 @@ impl JwtVerifier {
                 keys: Keys::Remote(RemoteJwks::start(url).await?),
                 issuer,
                 audience,
+                groups_claim: DEFAULT_GROUPS_CLAIM.to_owned(),
             }),
             source => Self::new(source, issuer, audience),
         }
@@ -149,7 +188,14 @@ impl JwtVerifier {
             keys,
             issuer,
             audience,
+            groups_claim: DEFAULT_GROUPS_CLAIM.to_owned(),
         })
+    }
+
+    /// The claim that names the caller's groups (`--jwt-groups-claim`).
+    pub fn with_groups_claim(mut self, claim: &str) -> Self {
+        self.groups_claim = claim.to_owned();
+        self
     }
 
     pub fn authenticate(&self, token: &str) -> Result<Principal, Failure> {
@@ -192,7 +238,7 @@ impl JwtVerifier {
             None => validation.validate_aud = false,
         }
         validation.set_required_spec_claims(&required);
-        let claims = decode::<Claims>(token, key, &validation)
+        let decoded = decode::<Decoded>(token, key, &validation)
             .map_err(|e| match e.kind() {
                 ErrorKind::ExpiredSignature => Failure::Expired,
                 ErrorKind::ImmatureSignature => Failure::NotYetValid,
@@ -205,6 +251,8 @@ impl JwtVerifier {
                 _ => Failure::Malformed,
             })?
             .claims;
+        let groups = groups_of(decoded.other.get(&self.groups_claim))?;
+        let claims = decoded.claims;
         let roles =
             parse_roles(claims.roles.iter().map(String::as_str)).map_err(|_| Failure::BadClaims)?;
         if roles.is_empty() {
@@ -217,6 +265,7 @@ impl JwtVerifier {
             tenant: claims.tenant.into(),
             roles,
             sessions: claims.sessions,
+            groups,
             // An `exp` beyond what the clock can hold never lapses (rather than panic).
             validity: UNIX_EPOCH
                 .checked_add(Duration::from_secs(claims.exp))
@@ -232,6 +281,8 @@ pub struct TokenSpec {
     pub tenant: String,
     pub roles: Vec<Role>,
     pub sessions: Option<Vec<String>>,
+    /// Written in the `groups` claim.
+    pub groups: Vec<String>,
     pub ttl: Duration,
     pub issuer: Option<String>,
     pub audience: Option<String>,
@@ -254,8 +305,13 @@ pub fn mint_hs256(secret_file: &Path, spec: &TokenSpec) -> anyhow::Result<String
         iss: spec.issuer.clone(),
         aud: spec.audience.clone().map(Audience::One),
     };
+    super::groups(spec.groups.clone()).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
+    let minted = Minted {
+        claims: &claims,
+        groups: &spec.groups,
+    };
     let key = EncodingKey::from_secret(&read_secret(secret_file)?)?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).context("failed to sign")
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &minted, &key).context("failed to sign")
 }
 
 #[cfg(test)]
@@ -264,6 +320,7 @@ mod tests {
     use jsonwebtoken::encode;
 
     use super::*;
+    use crate::auth::{MAX_GROUP_BYTES, MAX_GROUPS};
 
     fn claims() -> Claims {
         let now = std::time::SystemTime::now()
@@ -439,5 +496,85 @@ mod tests {
         header.kid = Some("k2".into());
         let token = encode(&header, &claims(), &key).expect("sign");
         assert_eq!(verifier.authenticate(&token), Err(Failure::UnknownKey));
+    }
+
+    /// A token of `claims` with `extra` claims beside them.
+    fn hs256_with(claims: &Claims, extra: serde_json::Value) -> String {
+        let mut all = serde_json::to_value(claims).expect("claims");
+        for (name, value) in extra.as_object().expect("an object") {
+            all[name] = value.clone();
+        }
+        let key = EncodingKey::from_secret(SECRET).expect("key");
+        encode(&Header::new(Algorithm::HS256), &all, &key).expect("sign")
+    }
+
+    #[test]
+    fn the_groups_claim_names_the_callers_groups() {
+        let (_dir, verifier) = hs256_verifier(None, None);
+        let groups = |extra: serde_json::Value| {
+            verifier
+                .authenticate(&hs256_with(&claims(), extra))
+                .map(|p| p.groups)
+        };
+        assert_eq!(groups(serde_json::json!({})), Ok(vec![]));
+        assert_eq!(
+            groups(serde_json::json!({ "groups": ["sre", "dba", "sre"] })),
+            Ok(vec!["sre".to_owned(), "dba".to_owned()])
+        );
+        assert_eq!(
+            groups(serde_json::json!({ "groups": "sre" })),
+            Ok(vec!["sre".to_owned()])
+        );
+        // Another claim's groups are not taken for the configured one's.
+        assert_eq!(
+            groups(serde_json::json!({ "roles_ext": ["sre"] })),
+            Ok(vec![])
+        );
+        for bad in [
+            serde_json::json!({ "groups": 7 }),
+            serde_json::json!({ "groups": ["sre", 7] }),
+            serde_json::json!({ "groups": [""] }),
+            serde_json::json!({ "groups": ["a\nb"] }),
+            serde_json::json!({ "groups": ["g".repeat(MAX_GROUP_BYTES + 1)] }),
+            serde_json::json!({ "groups": (0..=MAX_GROUPS).map(|i| format!("g{i}")).collect::<Vec<_>>() }),
+        ] {
+            assert_eq!(groups(bad.clone()), Err(Failure::BadClaims), "{bad}");
+        }
+        let custom = verifier.with_groups_claim("cognito:groups");
+        let principal = custom
+            .authenticate(&hs256_with(
+                &claims(),
+                serde_json::json!({ "cognito:groups": ["ops"], "groups": ["sre"] }),
+            ))
+            .expect("a token");
+        assert_eq!(principal.groups, ["ops"]);
+    }
+
+    #[test]
+    fn a_minted_token_carries_its_groups() {
+        let dir = dir();
+        let path = dir.0.join("secret");
+        std::fs::write(&path, SECRET).expect("write");
+        let spec = TokenSpec {
+            sub: "ana".into(),
+            tenant: "acme".into(),
+            roles: vec![Role::Ui],
+            sessions: None,
+            groups: vec!["sre".into()],
+            ttl: Duration::from_secs(60),
+            issuer: None,
+            audience: None,
+        };
+        let token = mint_hs256(&path, &spec).expect("a token");
+        let (_d, verifier) = hs256_verifier(None, None);
+        assert_eq!(
+            verifier.authenticate(&token).expect("valid").groups,
+            ["sre"]
+        );
+        let bad = TokenSpec {
+            groups: vec![String::new()],
+            ..spec
+        };
+        assert!(mint_hs256(&path, &bad).is_err());
     }
 }

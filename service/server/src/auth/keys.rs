@@ -41,6 +41,9 @@ pub struct KeyEntry {
     pub roles: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Vec<String>>,
+    /// The groups the key's caller is in (what an ask's approvers may name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// A parsed key: its hash and who it makes the caller.
@@ -83,6 +86,8 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
             if roles.is_empty() {
                 bail!("keys[{i}].roles: give at least one of agent, ui, admin");
             }
+            let groups = super::groups(entry.groups)
+                .map_err(|e| anyhow::anyhow!("keys[{i}].groups: {e}"))?;
             Ok(Key {
                 hash,
                 principal: Principal {
@@ -90,6 +95,7 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
                     tenant: entry.tenant.into(),
                     roles,
                     sessions: entry.sessions,
+                    groups,
                     validity: Validity::WhileListed(hash),
                 },
             })
@@ -164,7 +170,9 @@ pub fn add(
     sub: &str,
     roles: &[Role],
     sessions: Option<Vec<String>>,
+    groups: Vec<String>,
 ) -> anyhow::Result<String> {
+    let groups = super::groups(groups).map_err(|e| anyhow::anyhow!("--group: {e}"))?;
     let mut file = match path.exists() {
         true => read(path)?,
         false => KeyFile::default(),
@@ -181,6 +189,7 @@ pub fn add(
         sub: sub.to_owned(),
         roles: role_names,
         sessions,
+        groups,
     });
     parse(file.clone())?;
     let text = serde_json::to_string_pretty(&file).context("failed to encode the keys file")?;
@@ -231,13 +240,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("askgate-keys-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("keys.json");
-        let ui = add(&path, "acme", "acme-ui", &[Role::Ui], None).expect("add");
-        let agent = add(&path, "acme", "w", &[Role::Agent], Some(vec!["a/*".into()])).expect("add");
+        let groups = vec!["sre".to_owned(), "dba".to_owned()];
+        let ui = add(&path, "acme", "acme-ui", &[Role::Ui], None, groups).expect("add");
+        let sessions = Some(vec!["a/*".into()]);
+        let agent = add(&path, "acme", "w", &[Role::Agent], sessions, vec![]).expect("add");
         let store = KeyStore::load(&path).expect("load");
         let principal = store.authenticate(&ui).expect("ui key");
         assert_eq!(
             (principal.sub.as_str(), &*principal.tenant),
             ("acme-ui", "acme")
+        );
+        assert_eq!(principal.groups, ["sre", "dba"]);
+        assert!(store.authenticate(&agent).expect("agent").groups.is_empty());
+        let bad = add(&path, "acme", "x", &[Role::Ui], None, vec!["a\tb".into()]);
+        assert!(
+            bad.expect_err("a control character")
+                .to_string()
+                .contains("--group")
         );
         assert_eq!(
             store.authenticate(&agent).expect("agent").sessions,
@@ -282,6 +301,7 @@ mod tests {
                     sub: "s".into(),
                     roles: vec!["ui".into()],
                     sessions: None,
+                    groups: Vec::new(),
                 }],
             };
             let err = parse(file).err().expect("refused").to_string();

@@ -101,8 +101,36 @@ pub struct Principal {
     pub roles: Vec<Role>,
     /// Session patterns (`*` matches any run of characters); `None`: every session.
     pub sessions: Option<Vec<String>>,
+    /// The groups the credential names ([`groups`]): what an ask's approvers may name.
+    pub groups: Vec<String>,
     /// How long the credential stays good: a stream opened with it ends then.
     pub validity: Validity,
+}
+
+/// Most groups one credential may name.
+pub const MAX_GROUPS: usize = 64;
+/// Longest group name, in bytes.
+pub const MAX_GROUP_BYTES: usize = 256;
+
+/// The groups a credential names, checked: at most [`MAX_GROUPS`], each 1 to
+/// [`MAX_GROUP_BYTES`] bytes without control characters; repeats dropped.
+pub fn groups(named: Vec<String>) -> Result<Vec<String>, String> {
+    if named.len() > MAX_GROUPS {
+        return Err(format!("at most {MAX_GROUPS} groups, not {}", named.len()));
+    }
+    let mut groups: Vec<String> = Vec::with_capacity(named.len());
+    for group in named {
+        if group.is_empty() || group.len() > MAX_GROUP_BYTES || group.chars().any(char::is_control)
+        {
+            return Err(format!(
+                "a group is 1 to {MAX_GROUP_BYTES} bytes without control characters"
+            ));
+        }
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    Ok(groups)
 }
 
 /// How long a credential stays good, for the long-lived streams opened with it
@@ -126,6 +154,7 @@ impl Principal {
             // Every role, said as such (WhoAmI lists them), as docs/operations.md does.
             roles: vec![Role::Agent, Role::Ui, Role::Admin],
             sessions: None,
+            groups: Vec::new(),
             validity: Validity::Always,
         }
     }
@@ -142,6 +171,7 @@ impl Principal {
                 Validity::Until(at) => Some(prost_types::Timestamp::from(at)),
                 Validity::Always | Validity::WhileListed(_) => None,
             },
+            groups: self.groups.clone(),
         }
     }
 
@@ -342,6 +372,7 @@ mod tests {
             tenant: "t".into(),
             roles: roles.to_vec(),
             sessions: sessions.map(|s| s.iter().map(|p| (*p).to_owned()).collect()),
+            groups: Vec::new(),
             validity: Validity::Always,
         }
     }

@@ -430,6 +430,8 @@ pub enum AuthConfig {
         key: KeySource,
         issuer: Option<String>,
         audience: Option<String>,
+        /// The claim naming the caller's groups (`--jwt-groups-claim`).
+        groups_claim: String,
     },
 }
 
@@ -451,9 +453,12 @@ impl AuthConfig {
                 key,
                 issuer,
                 audience,
-            } => {
-                Authenticator::Jwt(JwtVerifier::start(key, issuer.clone(), audience.clone()).await?)
-            }
+                groups_claim,
+            } => Authenticator::Jwt(
+                JwtVerifier::start(key, issuer.clone(), audience.clone())
+                    .await?
+                    .with_groups_claim(groups_claim),
+            ),
         })
     }
 }

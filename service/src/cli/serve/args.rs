@@ -4,6 +4,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use askgate_server::{
+    auth::jwt::DEFAULT_GROUPS_CLAIM,
     backend::StateConfig,
     channels::delivery::WebhookConfig,
     domain::Limits,
@@ -194,6 +195,10 @@ pub struct AuthArgs {
     /// Required `aud` of tokens.
     #[arg(long, env = "ASKGATE_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+    /// The claim of a token that names its caller's groups (a string or an array of
+    /// strings): what an ask's approvers may name.
+    #[arg(long, env = "ASKGATE_JWT_GROUPS_CLAIM", default_value = DEFAULT_GROUPS_CLAIM)]
+    pub jwt_groups_claim: String,
 }
 
 /// Server TLS (`--tls-*`): [`TlsConfig`].

@@ -402,6 +402,7 @@ impl AuthArgs {
                     key,
                     issuer: self.jwt_issuer.clone(),
                     audience: self.jwt_audience.clone(),
+                    groups_claim: self.jwt_groups_claim.clone(),
                 })
             }
         }

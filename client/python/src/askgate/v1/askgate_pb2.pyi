@@ -325,20 +325,22 @@ class WhoAmIRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WhoAmIResponse(_message.Message):
-    __slots__ = ("tenant", "subject", "roles", "sessions", "every_session", "expires_at")
+    __slots__ = ("tenant", "subject", "roles", "sessions", "every_session", "expires_at", "groups")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     EVERY_SESSION_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     subject: str
     roles: _containers.RepeatedScalarFieldContainer[str]
     sessions: _containers.RepeatedScalarFieldContainer[str]
     every_session: bool
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, tenant: _Optional[str] = ..., subject: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., sessions: _Optional[_Iterable[str]] = ..., every_session: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tenant: _Optional[str] = ..., subject: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., sessions: _Optional[_Iterable[str]] = ..., every_session: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ("cursor", "requested", "resolved", "synced", "reset", "reminder", "escalated", "approval")
