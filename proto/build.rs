@@ -23,6 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // request, pending event and call smaller.
         .boxed(".askgate.v1.AskRequest.action")
         .boxed(".askgate.v1.Requested.action")
+        // So do most asks name no approvers.
+        .boxed(".askgate.v1.AskRequest.approvers")
+        .boxed(".askgate.v1.Requested.approvers")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -265,6 +265,32 @@ impl Ask {
         self
     }
 
+    /// Only these people may answer: credential subjects or channel identities
+    /// (`ana`, `slack:T1/U2`, `telegram:42`, `email:ana@example.org`), with the
+    /// members of any [`Self::approver_groups`]. Anyone else gets `NOT_AN_APPROVER`.
+    pub fn approvers<S: Into<String>>(mut self, subjects: impl IntoIterator<Item = S>) -> Self {
+        self.approvers_mut().subjects = subjects.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Members of these groups (a credential's groups claim, an API key's groups) may
+    /// answer too.
+    pub fn approver_groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+        self.approvers_mut().groups = groups.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Only the approvers may cancel the ask too (by default anyone who may answer
+    /// the session may).
+    pub fn approvers_cancel_too(mut self) -> Self {
+        self.approvers_mut().cancel_too = true;
+        self
+    }
+
+    fn approvers_mut(&mut self) -> &mut crate::proto::Approvers {
+        self.request.approvers.get_or_insert_with(Default::default)
+    }
+
     /// The ask's own lifetime from registration; the call waits a little beyond it
     /// ([`TTL_SLACK`]) so that the outcome (DEFAULTED or EXPIRED) reaches it.
     pub fn ttl(mut self, ttl: Duration) -> Self {

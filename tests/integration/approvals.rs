@@ -177,6 +177,29 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     assert_eq!(claims.resolution, "CANCELLED");
     assert_eq!(claims.decision(), Some(Decision::Cancelled));
     assert!(claims.approvers.is_empty());
+    assert_eq!(claims.approver_rule, None, "the ask named no approvers");
+
+    // An ask naming its approvers: the receipt says whom it allowed.
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move {
+        agent
+            .ask(ship("s").approvers(["Anonymous"]).approver_groups(["ops"]))
+            .await
+    });
+    let rpc_id = requested_with_action(&mut events).await;
+    ui.answer("s", &rpc_id, vec![answer::select("go", ["Approve"])])
+        .await
+        .expect("an approver answers");
+    let response = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let claims = verify_receipt(&response.receipt, &keys, "default", &deploy()).expect("valid");
+    let rule = claims.approver_rule.expect("the approver rule");
+    assert_eq!(
+        (rule.subjects, rule.groups),
+        (vec!["Anonymous".to_owned()], vec!["ops".to_owned()])
+    );
 }
 on_every_backend!(
     #[tokio::test]

@@ -72,7 +72,8 @@ async fn every_resolution_and_admin_change_is_in_the_chain() {
     let mut agent = server.client().await;
     let deploy = Ask::new("s")
         .question(question("go", "Deploy?").choice("yes").choice("no"))
-        .action("deploy", r#"{"env":"prod"}"#);
+        .action("deploy", r#"{"env":"prod"}"#)
+        .approvers(["anonymous"]);
     let call = tokio::spawn(async move { agent.ask(deploy).await });
     let rpc_id = next_requested(&mut events).await;
     tui.answer("s", &rpc_id, vec![answer::select("go", ["yes"])])
@@ -121,8 +122,14 @@ async fn every_resolution_and_admin_change_is_in_the_chain() {
         answered["answers"],
         serde_json::json!([{"id": "go", "selected": ["yes"]}])
     );
+    // Whom the ask allowed to answer.
+    assert_eq!(
+        answered["approver_rule"],
+        serde_json::json!({"subjects": ["anonymous"], "groups": []})
+    );
     let cancel = &bodies[3];
     assert_eq!(cancel["resolution"], "CANCELLED");
+    assert!(cancel.get("approver_rule").is_none(), "{cancel}");
     assert_eq!(cancel["reason"], "not now");
     assert_eq!(cancel["rpc_id"], cancelled.as_str());
     // Pages: after a seq, at most a limit.

@@ -214,6 +214,84 @@ async fn a_cancelled_ask_exits_3_with_the_reason() {
     );
 }
 
+/// `ask --approvers`: an ask naming others is refused to the bot (a person who is no
+/// approver, here `anonymous`), which changes nothing: it expires; one naming the bot is
+/// answered by it.
+#[tokio::test]
+async fn ask_names_who_may_answer() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let mut watch = askgate(&["watch", "--addr", &url, "--all-sessions"]);
+    let mut watch_out = lines(&mut watch);
+    next_json(&mut watch_out).await; // synced
+    let ask = |approvers: &str, extra: &[&str]| {
+        let mut args = vec![
+            "ask",
+            "--addr",
+            &url,
+            "--session",
+            "a",
+            "--question",
+            "Deploy?",
+            "--option",
+            "yes",
+            "--approvers",
+            approvers,
+        ];
+        args.extend_from_slice(extra);
+        askgate(&args)
+    };
+    let theirs = ask(
+        "ana,group:ops",
+        &["--approvers-cancel-too", "--timeout", "3s"],
+    );
+    let requested = loop {
+        let event = next_json(&mut watch_out).await;
+        if event["requested"].is_object() {
+            break event;
+        }
+    };
+    let approvers = &requested["requested"]["approvers"];
+    assert_eq!(
+        approvers["subjects"],
+        serde_json::json!(["ana"]),
+        "{requested}"
+    );
+    assert_eq!(
+        approvers["groups"],
+        serde_json::json!(["ops"]),
+        "{requested}"
+    );
+    assert_eq!(approvers["cancel_too"], true, "{requested}");
+    let rpc_id = requested["requested"]["rpc_id"].as_str().expect("rpc_id");
+    let answer = askgate(&[
+        "answer",
+        "--addr",
+        &url,
+        "--session",
+        "a",
+        "--rpc-id",
+        rpc_id,
+        "--select",
+        "q1=yes",
+    ]);
+    let (code, _, stderr) = finish(answer).await;
+    assert_eq!(code, 7, "refused: {stderr}");
+    assert!(stderr.contains("NOT_AN_APPROVER"), "{stderr}");
+    assert!(
+        stderr.contains("only ana or a member of ops may answer this"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = finish(theirs).await;
+    assert_eq!(code, 4, "nothing changed, so it expired: {stderr}");
+
+    let _bot = askgate(&["bot", "--addr", &url, "--all-sessions", "--policy", "first"]);
+    let (code, stdout, stderr) = finish(ask("Anonymous", &[])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let answered: Value = serde_json::from_str(&stdout).expect("the AskResponse");
+    assert_eq!(answered["resolved_by"], "anonymous", "{stdout}");
+}
+
 #[tokio::test]
 async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it() {
     let (code, _, stderr) = finish(askgate(&["serve", "--listen", "0.0.0.0:0"])).await;

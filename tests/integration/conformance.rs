@@ -7,6 +7,11 @@
 //!   changes nothing;
 //! - **the first answer wins against the console**, both ways round, and the loser is
 //!   told so (NOT_PENDING naming the channel's person, or the channel's "too late");
+//! - **only approvers answer**: an ask whose approvers name another person of the
+//!   channel is refused to this one, who is told "only … may answer this" (or is not
+//!   sent it, or offered no control, where the channel does so), and to a console
+//!   that is no approver (NOT_AN_APPROVER), with nothing changed; an ask naming the
+//!   channel's person is answered by them;
 //! - **every ask shape within the limits** (the default ones, at their edges) is sent
 //!   and its outcome shown, and the fake takes each;
 //! - **a killed node loses nothing and sends nothing twice**: on Redis, the node
@@ -14,7 +19,7 @@
 //!   the attempt's lease is over, an answer through another node resolves it, and no
 //!   message or outcome of it, or of the asks after it, is taken twice.
 //!
-//! The first two run on every engine; the kill runs on Redis, where nodes share
+//! The first three run on every engine; the kill runs on Redis, where nodes share
 //! deliveries (the sqlite engine's restart is the webhook tests' and the durability
 //! suite's). Plain webhooks are a channel nobody answers through: their at-least-once
 //! contract (the same `webhook-id` again) is tests/integration/webhooks.rs's.
@@ -71,6 +76,20 @@ pub(crate) trait Conformant: Sized {
 
     /// How many times the fake took `message`, and its outcome.
     fn taken(&self, message: &Self::Message) -> (usize, usize);
+
+    /// Who [`Conformant::answer`] answers as, as an ask's approvers name them
+    /// (`slack:T1/U1`); None for a channel that cannot tell who answers (an ntfy
+    /// topic).
+    fn person(&self) -> Option<String>;
+
+    /// Another person of the channel, as approvers name them.
+    fn other(&self) -> String;
+
+    /// The ask in `session` names only [`Conformant::other`] as its approver; the
+    /// channel's person tries to answer it with `option` through the node at `node`:
+    /// the refusal the channel showed them, or None when it gave them nothing to
+    /// answer with (not sent to them, or sent without controls; the fake checks which).
+    async fn refused(&self, node: SocketAddr, session: &str, option: &str) -> Option<String>;
 }
 
 /// Stamps the suite for a channel whose fake is `$fake` (in scope where it is used).
@@ -93,6 +112,14 @@ macro_rules! channel_conformance {
             on_every_backend!(
                 #[tokio::test]
                 the_first_answer_wins_against_the_console
+            );
+
+            async fn only_approvers_answer() {
+                crate::conformance::only_approvers_answer::<$fake>().await
+            }
+            on_every_backend!(
+                #[tokio::test]
+                only_approvers_answer
             );
 
             #[tokio::test]
@@ -298,6 +325,64 @@ pub(crate) async fn the_first_answer_wins_against_the_console<C: Conformant>() {
         "{name}: the outcome shows the answer: {outcome}"
     );
     assert_eq!(fake.taken(&message), (1, 1), "{name}");
+}
+
+pub(crate) async fn only_approvers_answer<C: Conformant>() {
+    let rig = Rig::<C>::start().await;
+    let (fake, node, name) = (&rig.fake, rig.server.addr, C::NAME);
+    let mut console = rig.client.clone();
+    let other = fake.other();
+
+    // Another person's ask: refused to this one and to the console, nothing changed.
+    let theirs = deploy("ops/theirs").approvers([other.as_str()]);
+    let mut call = in_background(&console, theirs);
+    let refusal = tokio::select! {
+        refusal = fake.refused(node, "ops/theirs", SHIP) => refusal,
+        ended = &mut call => panic!("{name}: the ask ended before it was refused: {ended:?}"),
+    };
+    if let Some(refusal) = refusal {
+        assert!(
+            refusal.contains("nly") && refusal.contains(&other),
+            "{name}: the refusal names who may answer: {refusal}"
+        );
+    }
+    let rpc = pending_rpc(&console, "ops/theirs").await;
+    let refused = console
+        .answer("ops/theirs", &rpc, vec![answer::select("q", [SHIP])])
+        .await
+        .expect_err("the console is no approver");
+    assert_eq!(refused.reason(), Reason::NotAnApprover, "{name}");
+    assert!(
+        refused
+            .metadata("approvers")
+            .is_some_and(|a| a.contains(&other)),
+        "{name}: {refused:?}"
+    );
+    // Still pending: cancelling stays open to whoever may answer the session.
+    console
+        .cancel("ops/theirs", &rpc, "not mine to answer")
+        .await
+        .expect("anyone may cancel");
+    let cancelled = ended(call).await.expect_err("cancelled");
+    assert_eq!(cancelled.reason(), Reason::AskCancelled, "{name}");
+
+    // The person's own ask: answered by them.
+    let Some(person) = fake.person() else {
+        return;
+    };
+    let mine = deploy("ops/mine").approvers([other.as_str(), person.as_str()]);
+    let mut call = in_background(&console, mine);
+    let message = asked(fake, "ops/mine", &mut call).await;
+    let said = fake.answer(node, &message, HOLD).await;
+    assert_ne!(said, Some(false), "{name}: an approver's answer is taken");
+    let answered = ended(call).await.expect("answered");
+    assert_eq!(answered.answers[0].selected, [HOLD], "{name}");
+    assert!(
+        askgate_server::domain::approval::same_person(&answered.resolved_by, &person),
+        "{name}: answered by {person}, not {}",
+        answered.resolved_by
+    );
+    assert!(fake.outcome(&message).await.contains(HOLD), "{name}");
 }
 
 /// Text with what HTML, mrkdwn, Telegram, mail headers or a push could read as markup

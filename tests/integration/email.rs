@@ -444,8 +444,9 @@ on_every_backend!(
     batches_cancel_first_wins_and_allowed_channels_by_email
 );
 
-/// Whom the conformance suite's route mails.
+/// Whom the conformance suite's route mails: the person who answers, and another.
 const ANA: &str = "ana@example.com";
+const BO: &str = "bo@example.com";
 
 /// An ask's mail, and the session it asks in.
 #[derive(Debug, Clone)]
@@ -457,8 +458,13 @@ struct Mailed {
 /// Whether `mail` (an ask, not a follow-up) asks in `session`: a line of its text
 /// names the session, alone or before the agent and labels.
 fn asks_in(mail: &Value, session: &str) -> bool {
+    asks_whom_in(mail, ANA, session)
+}
+
+/// Whether `mail` asks `whom` in `session` ([`asks_in`]).
+fn asks_whom_in(mail: &Value, whom: &str, session: &str) -> bool {
     let line = format!("session {session}");
-    mail["rcpt_tos"][0] == ANA
+    mail["rcpt_tos"][0] == whom
         && mail["in_reply_to"] == ""
         && mail["text"].as_str().is_some_and(|t| {
             t.lines()
@@ -500,7 +506,7 @@ impl crate::conformance::Conformant for Smtp {
     async fn connect(&mut self, admin: &mut Client, _node: std::net::SocketAddr) {
         admin
             .connect_email(ConnectEmailRequest {
-                to: vec![ANA.into()],
+                to: vec![ANA.into(), BO.into()],
                 session_prefix: "ops/".into(),
                 ..Default::default()
             })
@@ -556,6 +562,33 @@ impl crate::conformance::Conformant for Smtp {
             })
             .await;
         follow_up["text"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn person(&self) -> Option<String> {
+        Some(format!("email:{ANA}"))
+    }
+
+    fn other(&self) -> String {
+        format!("email:{BO}")
+    }
+
+    /// An ask for the other person alone is mailed to them alone: the person has no
+    /// link to answer with. (The route decides for both recipients in one attempt,
+    /// before either mail goes: once the other's mail is here, the person's would be.)
+    async fn refused(
+        &self,
+        _node: std::net::SocketAddr,
+        session: &str,
+        _option: &str,
+    ) -> Option<String> {
+        self.wait_for("the other's mail", |m| asks_whom_in(m, BO, session))
+            .await;
+        assert_eq!(
+            self.count(|m| asks_in(m, session)),
+            0,
+            "an ask for {BO} alone is not mailed to {ANA}"
+        );
+        None
     }
 
     fn taken(&self, asked: &Mailed) -> (usize, usize) {

@@ -10,6 +10,7 @@ mod abort;
 mod agents;
 mod answers;
 mod approvals;
+mod approvers;
 mod audit;
 mod chaos;
 mod cli;

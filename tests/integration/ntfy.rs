@@ -637,6 +637,48 @@ impl crate::conformance::Conformant for FakeNtfy {
         format!("{}\n{}", outcome["title"], outcome["message"])
     }
 
+    /// Whoever holds a topic presses its buttons: it cannot tell who answers.
+    fn person(&self) -> Option<String> {
+        None
+    }
+
+    fn other(&self) -> String {
+        "ana".into()
+    }
+
+    /// An ask with approvers is pushed with no action that answers, and a tap opens
+    /// the console, which says who may answer.
+    async fn refused(
+        &self,
+        _node: std::net::SocketAddr,
+        session: &str,
+        _option: &str,
+    ) -> Option<String> {
+        let push = FakeNtfy::asked(self, session).await;
+        let actions = push["actions"].as_array().cloned().unwrap_or_default();
+        assert!(
+            actions
+                .iter()
+                .all(|a| a["action"] == "view" && a["url"] == push["click"]),
+            "no action but the console's: {push}"
+        );
+        assert!(
+            !push["click"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("/answer/"),
+            "a tap opens no answering page: {push}"
+        );
+        assert!(
+            push["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Only ana may answer"),
+            "{push}"
+        );
+        None
+    }
+
     fn taken(&self, push: &Value) -> (usize, usize) {
         let pushes = self.pushes.lock();
         let taken = |priority: u64| {

@@ -125,7 +125,7 @@ impl BlockKit {
 }
 
 /// A fake Slack Web API on 127.0.0.1: `auth.test`, `chat.postMessage`, `chat.update`,
-/// `views.open` and `conversations.history` (form arguments only, as Slack's reference
+/// `chat.postEphemeral`, `views.open` and `conversations.history` (form arguments only, as Slack's reference
 /// says), each checking `authorization: Bearer TOKEN`, and each message or view
 /// checked against Block Kit's rules (and its metadata against Slack's).
 struct FakeSlack {
@@ -267,6 +267,9 @@ impl FakeSlack {
                         json!({ "ok": true, "channel": body["channel"], "ts": body["ts"] })
                     }
                     "views.open" => json!({ "ok": true, "view": { "id": "V1" } }),
+                    "chat.postEphemeral" => {
+                        json!({ "ok": true, "message_ts": "1700000000.999999" })
+                    }
                     _ => json!({ "ok": false, "error": "unknown_method" }),
                 }
             };
@@ -1275,6 +1278,32 @@ impl crate::conformance::Conformant for FakeSlack {
             .await
             .body
             .to_string()
+    }
+
+    fn person(&self) -> Option<String> {
+        Some("slack:T1/U1".into())
+    }
+
+    fn other(&self) -> String {
+        "slack:T1/U9".into()
+    }
+
+    /// The person's click on the option, then what Slack showed them alone.
+    async fn refused(&self, node: SocketAddr, session: &str, option: &str) -> Option<String> {
+        let posted = self.asked(session).await;
+        let told = self.calls("chat.postEphemeral").len();
+        // The refusal is shown before the click is acknowledged.
+        self.answer(node, &posted, option).await;
+        self.assert_all_taken();
+        let mut shown = self.calls("chat.postEphemeral");
+        assert_eq!(shown.len(), told + 1, "the refusal is shown once");
+        let ephemeral = shown.pop().expect("shown");
+        assert_eq!(
+            ephemeral.body["user"], "U1",
+            "shown to the clicking user alone"
+        );
+        assert_eq!(ephemeral.body["channel"], CHANNEL);
+        Some(ephemeral.body["text"].as_str().expect("text").to_owned())
     }
 
     fn taken(&self, posted: &Call) -> (usize, usize) {

@@ -971,6 +971,31 @@ impl Telegram {
     }
 }
 
+impl Telegram {
+    /// A click on the option's button of `sent` by user 42, as Telegram POSTs it (an
+    /// update of its own): the notice its acknowledgement shows.
+    async fn click_notice(&self, node: SocketAddr, sent: &Call, option: &str) -> String {
+        static CLICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut update = click(sent, &button(&sent.body, option), 42);
+        let id = format!(
+            "cq-conformance-{}",
+            CLICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        update["callback_query"]["id"] = id.clone().into();
+        assert_eq!(self.bot().post_to(node, &update).await, 200);
+        let acknowledged = self
+            .fake
+            .wait_for("the click's acknowledgement", "answerCallbackQuery", |c| {
+                c.body["callback_query_id"] == id.as_str()
+            })
+            .await;
+        acknowledged.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
 impl crate::conformance::Conformant for Telegram {
     const NAME: &'static str = "telegram";
     type Message = Call;
@@ -1030,28 +1055,28 @@ impl crate::conformance::Conformant for Telegram {
     /// A click on the option's button, as Telegram POSTs it (an update of its own);
     /// its acknowledgement says whether it was taken.
     async fn answer(&self, node: SocketAddr, sent: &Call, option: &str) -> Option<bool> {
-        static CLICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut update = click(sent, &button(&sent.body, option), 42);
-        let id = format!(
-            "cq-conformance-{}",
-            CLICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        update["callback_query"]["id"] = id.clone().into();
-        assert_eq!(self.bot().post_to(node, &update).await, 200);
-        let acknowledged = self
-            .fake
-            .wait_for("the click's acknowledgement", "answerCallbackQuery", |c| {
-                c.body["callback_query_id"] == id.as_str()
-            })
-            .await;
-        let notice = acknowledged.body["text"].as_str().unwrap_or_default();
-        match notice {
+        let notice = self.click_notice(node, sent, option).await;
+        match notice.as_str() {
             _ if notice.starts_with("Sent: ") => Some(true),
             _ if notice.starts_with("Too late: ") || notice.contains("resolved already") => {
                 Some(false)
             }
             other => panic!("a click was told {other:?}"),
         }
+    }
+
+    fn person(&self) -> Option<String> {
+        Some("telegram:42".into())
+    }
+
+    fn other(&self) -> String {
+        "telegram:4242".into()
+    }
+
+    /// The person's click on the option: what its acknowledgement shows them.
+    async fn refused(&self, node: SocketAddr, session: &str, option: &str) -> Option<String> {
+        let sent = self.asked(session).await;
+        Some(self.click_notice(node, &sent, option).await)
     }
 
     async fn outcome(&self, sent: &Call) -> String {

@@ -152,7 +152,7 @@ def check_metadata(metadata: Any) -> None:
 
 
 def check_message(body: dict) -> None:
-    """A `chat.postMessage` or `chat.update` body."""
+    """A `chat.postMessage`, `chat.update` or `chat.postEphemeral` body."""
     if "metadata" in body:
         check_metadata(body["metadata"])
     text = body.get("text")
@@ -196,10 +196,14 @@ def check(method: str, body: Any) -> Optional[Refused]:
     if not isinstance(body, dict):
         return Refused("invalid_json", "the body is not a JSON object")
     try:
-        if method in ("chat.postMessage", "chat.update"):
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             _require(body, "channel", "channel_not_found")
             if method == "chat.update":
                 _require(body, "ts", "message_not_found")
+            if method == "chat.postEphemeral":
+                # Slack's reference: `user` is required; one not in the channel is
+                # `user_not_in_channel`.
+                _require(body, "user", "user_not_in_channel")
             check_message(body)
         elif method == "views.open":
             _require(body, "trigger_id", "invalid_trigger_id")

@@ -176,6 +176,10 @@ def test_each_method_needs_its_arguments() -> None:
     no_trigger = modal(SECTION)
     del no_trigger["trigger_id"]
     assert refused("views.open", no_trigger).startswith("invalid_trigger_id")
+    ephemeral = {"channel": "C1", "text": "Only ana may answer this."}
+    assert refused("chat.postEphemeral", ephemeral).startswith("user_not_in_channel")
+    assert refused("chat.postEphemeral", {"channel": "C1", "user": "U1"}).startswith("no_text")
+    assert blockkit.check("chat.postEphemeral", {**ephemeral, "user": "U1"}) is None
 
 
 def test_metadata_has_an_alphanumeric_event_type_and_an_object_payload() -> None:

@@ -34,6 +34,7 @@ export { DeliveryStatus, Resolution } from "./gen/askgate/v1/askgate_pb.js";
 export {
   type Action,
   type Answer,
+  type Approvers,
   type Ask,
   type AskResult,
   DEFAULT_REATTACH_GRACE_MS,

@@ -144,6 +144,19 @@ export interface Ask {
   tracestate?: string;
   /** The ask's own lifetime from registration; the call waits {@link TTL_SLACK_MS} beyond it. */
   ttlMs?: number;
+  /** Only these people may answer it; anyone else gets NOT_AN_APPROVER. */
+  approvers?: Approvers;
+}
+
+/**
+ * Who alone may answer an ask: `subjects` (credential subjects or channel identities:
+ * `ana`, `slack:T1/U2`, `telegram:42`, `email:ana@example.org`) and `groups` (a
+ * credential's groups). With `cancelToo`, only they may cancel it too.
+ */
+export interface Approvers {
+  subjects?: readonly string[];
+  groups?: readonly string[];
+  cancelToo?: boolean;
 }
 
 /** What an approval is for: a tool or operation and its exact arguments (a JSON text). */
@@ -194,6 +207,14 @@ export function askRequest(ask: Ask, requestId: string): AskRequest {
     defaultAnswers: [...(ask.defaultAnswers ?? [])],
     allowedChannels: [...(ask.allowedChannels ?? [])],
     ttlMs: ask.ttlMs === undefined ? 0n : BigInt(Math.round(ask.ttlMs)),
+    approvers:
+      ask.approvers === undefined
+        ? undefined
+        : {
+            subjects: [...(ask.approvers.subjects ?? [])],
+            groups: [...(ask.approvers.groups ?? [])],
+            cancelToo: ask.approvers.cancelToo ?? false,
+          },
   });
 }
 

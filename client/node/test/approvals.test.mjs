@@ -192,6 +192,23 @@ test("only the allowed channels resolve an ask", async () => {
   }
 });
 
+test("only the approvers answer an ask", async () => {
+  const theirs = await resolved(signing, ship({ approvers: { subjects: ["ana"] } }), async (ui, rpcId) => {
+    const [pending] = await ui.listPending("s");
+    assert.deepEqual(pending.approvers?.subjects, ["ana"]);
+    const refused = await ui.answer("s", rpcId, [select("go", "Approve")]).catch((e) => e);
+    assert.ok(refused instanceof AskgateError);
+    assert.equal(refused.reason, "NOT_AN_APPROVER");
+    assert.equal(refused.metadata.approvers, "ana");
+    await ui.cancel("s", rpcId, "not mine");
+  });
+  assert.equal(theirs.reason, "ASK_CANCELLED");
+  const mine = await resolved(signing, ship({ approvers: { subjects: ["Anonymous"] } }), async (ui, rpcId) => {
+    await ui.answer("s", rpcId, [select("go", "Approve")]);
+  });
+  assert.equal(mine.resolvedBy, "anonymous");
+});
+
 test("a secret answer reaches the asker only", async () => {
   const secret = "zq7731-node-secret";
   const agent = new Client({ addr: signing.addr });

@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from askgate import Action, Ask, AskgateError, Client, Reason, custom, question, select
+from askgate import Action, Approvers, Ask, AskgateError, Client, Reason, custom, question, select
 from askgate.receipts import ReceiptError, answers_digest, verify_receipt
 from conftest import Server, eventually
 
@@ -233,6 +233,39 @@ def test_only_the_allowed_channels_resolve_an_ask(server: Server) -> None:
         tui.answer("s", pending[0].rpc_id, [select("go", "yes")])
     thread.join(timeout=20)
     assert outcome["result"].answers[0].selected == ["yes"]
+
+
+def test_only_the_approvers_answer_an_ask(server: Server) -> None:
+    theirs = Ask("s", [question("go", "Go?", options=["yes"])], hold=True, approvers=Approvers(subjects=["ana"]))
+    mine = Ask("s", [question("go", "Go?", options=["yes"])], hold=True, approvers=Approvers(subjects=["Anonymous"]))
+    outcome: dict = {}
+
+    def call(ask: Ask, key: str) -> None:
+        with Client(server.addr) as agent:
+            try:
+                outcome[key] = agent.ask(ask)
+            except AskgateError as error:
+                outcome[key] = error
+
+    with Client(server.addr) as ui:
+        thread = threading.Thread(target=call, args=(theirs, "theirs"))
+        thread.start()
+        pending = eventually("the ask", lambda: ui.list_pending("s"))
+        assert list(pending[0].approvers.subjects) == ["ana"]
+        with pytest.raises(AskgateError) as refused:
+            ui.answer("s", pending[0].rpc_id, [select("go", "yes")])
+        assert refused.value.reason is Reason.NOT_AN_APPROVER
+        assert refused.value.metadata["approvers"] == "ana"
+        ui.cancel("s", pending[0].rpc_id, "not mine")
+        thread.join(timeout=20)
+        assert outcome["theirs"].reason is Reason.ASK_CANCELLED
+
+        thread = threading.Thread(target=call, args=(mine, "mine"))
+        thread.start()
+        pending = eventually("the ask", lambda: ui.list_pending("s"))
+        ui.answer("s", pending[0].rpc_id, [select("go", "yes")])
+        thread.join(timeout=20)
+        assert outcome["mine"].resolved_by == "anonymous"
 
 
 def test_a_secret_answer_reaches_the_asker_only(server: Server) -> None:

@@ -610,10 +610,15 @@ function deadline(batch: Requested): string {
   return `by ${when} (in ${within})`;
 }
 
+/** `names` as a sentence lists them: "ana", "ana or bo", "ana, bo or cy". */
+function listed(names: string[]): string {
+  return names.length < 2 ? names.join("") : `${names.slice(0, -1).join(", ")} or ${names[names.length - 1]}`;
+}
+
 /**
  * What the batch's answer approves (docs/approvals.md): the action with its arguments
- * pretty-printed, the approvers a quorum needs, the answers that apply when nobody
- * answers in time, the channels it may be answered from.
+ * pretty-printed, who alone may answer it, the approvers a quorum needs, the answers
+ * that apply when nobody answers in time, the channels it may be answered from.
  */
 function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefined {
   const terms: HTMLElement[] = [];
@@ -634,6 +639,11 @@ function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefi
         `Digest ${batch.actionDigest.slice(0, 16)}…: the signed receipt binds your answer to exactly this action, so nothing else can run on it.`,
       ),
     );
+  }
+  if (batch.approvers && (batch.approvers.subjects.length > 0 || batch.approvers.groups.length > 0)) {
+    const who = [...batch.approvers.subjects, ...batch.approvers.groups.map((g) => `a member of ${g}`)];
+    const cancel = batch.approvers.cancelToo ? " (and cancel)" : "";
+    terms.push(h("p", { "data-testid": "approvers" }, `Only ${listed(who)} may answer this${cancel}.`));
   }
   if (batch.quorum && batch.quorum.count > 1) {
     const so = approvals ? ` ${approvals.count} so far: ${approvals.by.join(", ")}.` : "";

@@ -123,6 +123,16 @@ pub fn is_chat(name: &str) -> bool {
         .any(|about| about.answered_through && about.name == name)
 }
 
+/// Whether answers through `name` tell which person gave them ([`About::knows_who`]):
+/// every channel but those of the registry that do not (the console, terminals and
+/// SDKs answer with a credential, which names its subject).
+pub fn knows_who(name: &str) -> bool {
+    REGISTRY
+        .iter()
+        .find(|about| about.name == name)
+        .is_none_or(|about| about.knows_who)
+}
+
 /// Every channel's name.
 pub fn names() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().map(|about| about.name)
@@ -209,5 +219,8 @@ mod tests {
         assert_eq!(registry, REGISTRY);
         assert!(is_chat("slack") && is_chat("ntfy"));
         assert!(!is_chat("webhook") && !is_chat("console") && !is_chat("tui"));
+        assert!(knows_who("slack") && knows_who("telegram") && knows_who("email"));
+        assert!(knows_who("console") && knows_who("grpc") && knows_who("tui"));
+        assert!(!knows_who("ntfy") && !knows_who("webhook"));
     }
 }

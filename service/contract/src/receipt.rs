@@ -113,6 +113,17 @@ fn same_labels(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && a.iter().all(|label| b.contains(label))
 }
 
+/// Who an ask allowed to answer (its `approvers`), as a receipt states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproverRule {
+    /// The subjects it named (credential subjects or channel identities).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<String>,
+    /// The groups it named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
 /// What a receipt states.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
@@ -142,6 +153,10 @@ pub struct Claims {
     pub answers_digest: String,
     /// The subjects whose answers resolved the ask (every approver of a quorum).
     pub approvers: Vec<String>,
+    /// Who the ask allowed to answer, when it named its approvers: absent when anyone
+    /// who may answer the session could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver_rule: Option<ApproverRule>,
     /// Who resolved it: the last approver, the person who cancelled, or `askgate`.
     #[serde(default)]
     pub resolved_by: String,

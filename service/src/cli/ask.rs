@@ -4,7 +4,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use askgate_client::{Ask, Reason, question};
-use askgate_proto::v1::{Action, AskRequest, Quorum, Resolution, Unattended};
+use askgate_proto::v1::{Action, Approvers, AskRequest, Quorum, Resolution, Unattended};
 use clap::Args;
 
 use super::common::{
@@ -111,6 +111,14 @@ pub struct AskArgs {
     /// `telegram`, `email`, `mcp`, `grpc`, ...); repeat for several.
     #[arg(long = "allowed-channel")]
     pub allowed_channels: Vec<String>,
+    /// Only these people may answer: subjects (`ana`, `slack:T1/U2`, `telegram:42`,
+    /// `email:ana@example.org`) and `group:NAME` for a credential's group, comma
+    /// separated or repeated. Anyone else gets NOT_AN_APPROVER.
+    #[arg(long, value_delimiter = ',')]
+    pub approvers: Vec<String>,
+    /// Only the --approvers may cancel the ask too.
+    #[arg(long, requires = "approvers")]
+    pub approvers_cancel_too: bool,
 }
 
 impl AskArgs {
@@ -215,8 +223,29 @@ impl AskArgs {
         if !self.allowed_channels.is_empty() {
             request.allowed_channels = self.allowed_channels.clone();
         }
+        if !self.approvers.is_empty() {
+            request.approvers = Some(Box::new(approvers(
+                &self.approvers,
+                self.approvers_cancel_too,
+            )));
+        }
         Ok(())
     }
+}
+
+/// `--approvers`' names: `group:NAME` a group, anything else a subject.
+fn approvers(names: &[String], cancel_too: bool) -> Approvers {
+    let mut approvers = Approvers {
+        cancel_too,
+        ..Default::default()
+    };
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        match name.strip_prefix("group:") {
+            Some(group) => approvers.groups.push(group.to_owned()),
+            None => approvers.subjects.push(name.to_owned()),
+        }
+    }
+    approvers
 }
 
 pub async fn run(args: AskArgs) -> ExitCode {

@@ -155,6 +155,7 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::AlreadyApproved
         | Reason::SelfApproval
         | Reason::ChannelNotAllowed
+        | Reason::NotAnApprover
         | Reason::RequestIdReused => 7,
         Reason::NotPending | Reason::NotFound | Reason::ReceiptConsumed => 8,
         Reason::ShuttingDown | Reason::BackendUnavailable => 9,

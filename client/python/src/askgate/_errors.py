@@ -48,6 +48,7 @@ class Reason(str, enum.Enum):
     CHANNEL_NOT_ALLOWED = "CHANNEL_NOT_ALLOWED"
     RECEIPT_CONSUMED = "RECEIPT_CONSUMED"
     REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+    NOT_AN_APPROVER = "NOT_AN_APPROVER"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

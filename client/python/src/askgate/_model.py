@@ -148,6 +148,18 @@ class Action:
 
 
 @dataclass(frozen=True)
+class Approvers:
+    """Who alone may answer an ask: `subjects` (credential subjects or channel
+    identities: `"ana"`, `"slack:T1/U2"`, `"telegram:42"`, `"email:ana@example.org"`)
+    and `groups` (a credential's groups). With `cancel_too`, only they may cancel it
+    too. Anyone else gets NOT_AN_APPROVER."""
+
+    subjects: Sequence[str] = ()
+    groups: Sequence[str] = ()
+    cancel_too: bool = False
+
+
+@dataclass(frozen=True)
 class AskResult:
     """A resolved ask: its rpc_id, one answer per question in question order, who
     answered, how (`"ANSWERED"`, or `"DEFAULTED"` when its lifetime ended and its
@@ -195,6 +207,8 @@ class Ask:
     #: The ask's own lifetime in seconds from registration; the call waits a little
     #: beyond it (`TTL_SLACK`).
     ttl: Optional[float] = None
+    #: Only these people may answer it; anyone else gets NOT_AN_APPROVER.
+    approvers: Optional[Approvers] = None
     #: The W3C trace context of the caller's span (`traceparent`, and `tracestate`):
     #: the ask's span on the server (the human's wait) becomes its child. Unset: the
     #: current OpenTelemetry context, when `opentelemetry-api` is installed (the
@@ -240,6 +254,10 @@ class Ask:
         request.allowed_channels.extend(self.allowed_channels)
         if self.ttl is not None:
             request.ttl_ms = int(self.ttl * 1000)
+        if self.approvers is not None:
+            request.approvers.subjects.extend(self.approvers.subjects)
+            request.approvers.groups.extend(self.approvers.groups)
+            request.approvers.cancel_too = self.approvers.cancel_too
         return request
 
 

@@ -92,6 +92,22 @@ pub fn line(text: &str, max: usize) -> String {
     cut(one.trim(), max)
 }
 
+/// Why an answer or a cancel given in a chat was refused, as the person who gave it
+/// is told: the error's text as a sentence ("Only ana may answer this.").
+pub fn refusal(error: &Error) -> String {
+    let text = error.to_string();
+    let mut chars = text.chars();
+    let mut sentence: String = chars
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
+    sentence.push_str(chars.as_str());
+    if !sentence.ends_with(['.', '!', '?']) {
+        sentence.push('.');
+    }
+    sentence
+}
+
 /// How an ask ended, in a sentence: who answered, or why it ended unanswered.
 pub fn outcome(resolved: &Resolved) -> String {
     let who = match resolved.resolved_by.as_str() {

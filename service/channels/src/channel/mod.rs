@@ -37,6 +37,10 @@ pub struct About {
     /// the chat, mailbox or phone, so it never collects a secret answer (it links to
     /// the console instead), and no client may take its name.
     pub answered_through: bool,
+    /// Whether it tells which person answered (a Slack user, a Telegram user, a mail
+    /// recipient), so that an ask with approvers may be answered through it. An ntfy
+    /// topic does not: whoever holds it presses its buttons.
+    pub knows_who: bool,
 }
 
 /// What the delivery machinery needs of a channel.

@@ -191,6 +191,10 @@ impl Email {
     ) -> Result<(), String> {
         let smtp = self.ready().map_err(|e| e.to_string())?;
         let to = Mailbox::from_str(address).map_err(|e| format!("a stored address: {e}"))?;
+        // An ask with approvers is mailed to them alone: no one else gets its links.
+        if !approval::is_approver(requested, &format!("{EMAIL_CHANNEL}:{}", to.email), &[]) {
+            return Ok(());
+        }
         let asked = note_key(&route.id, &delivery.rpc_id, i, "asked");
         let sent = match resolved {
             None => asked.clone(),
@@ -388,6 +392,7 @@ pub const ABOUT: About = About {
     name: EMAIL_CHANNEL,
     noun: "email route",
     answered_through: true,
+    knows_who: true,
 };
 
 #[async_trait::async_trait]

@@ -99,6 +99,12 @@ fn message(requested: &Requested) -> String {
     if let Some(action) = &requested.action {
         text.push_str(&format!("Approves {}\n", action.name));
     }
+    if let Some(approvers) = requested.approvers.as_deref() {
+        let who = approval::approvers_text(approvers);
+        text.push_str(&format!(
+            "Only {who} may answer, in the console or their chat\n"
+        ));
+    }
     // The session is always said: the questions are cut to leave it room.
     let session = format!("session {}", requested.session_id);
     let questions = within(text.trim_end(), MAX_MESSAGE_BYTES - session.len() - 1);
@@ -228,7 +234,10 @@ impl Ntfy {
                 .url(&Link::new(route, requested, who.clone(), option, now))
         };
         let mut actions = Vec::new();
-        let click = match approval::may_answer(requested, NTFY_CHANNEL, true) {
+        // A topic cannot tell who presses: an ask with approvers is answered elsewhere.
+        let answerable = approval::may_answer(requested, NTFY_CHANNEL, true)
+            && approval::approver(requested, "", &[], false).is_ok();
+        let click = match answerable {
             true => {
                 let page = url(None)?;
                 match requested.questions.as_slice() {
@@ -359,6 +368,8 @@ pub const ABOUT: About = About {
     name: NTFY_CHANNEL,
     noun: "ntfy topic",
     answered_through: true,
+    // Whoever holds the topic presses its buttons: no person is known.
+    knows_who: false,
 };
 
 #[async_trait::async_trait]

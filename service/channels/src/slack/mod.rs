@@ -390,6 +390,7 @@ pub const ABOUT: About = About {
     name: SLACK_CHANNEL,
     noun: "Slack app",
     answered_through: true,
+    knows_who: true,
 };
 
 #[async_trait::async_trait]

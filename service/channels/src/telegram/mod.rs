@@ -410,6 +410,7 @@ pub const ABOUT: About = About {
     name: TELEGRAM_CHANNEL,
     noun: "Telegram bot",
     answered_through: true,
+    knows_who: true,
 };
 
 #[async_trait::async_trait]

@@ -80,6 +80,8 @@ pub const ABOUT: About = About {
     name: "webhook",
     noun: "webhook endpoint",
     answered_through: false,
+    // Nobody answers through a webhook.
+    knows_who: false,
 };
 
 #[async_trait]

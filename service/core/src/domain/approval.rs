@@ -1,10 +1,10 @@
 //! The rules of approvals (docs/approvals.md): channels, actions, quorums, defaults
 //! and secret questions, as an `Ask` may set them.
 
-use askgate_proto::v1::{AskRequest, Question, QuestionAnswer, Requested};
+use askgate_proto::v1::{Approvers, AskRequest, Question, QuestionAnswer, Requested};
 
 use super::{
-    Limits, Violation, echo,
+    Limits, Violation, bounded, echo,
     model::{CONSOLE_CHANNEL, MCP_CHANNEL, SERVER_CHANNEL},
 };
 
@@ -14,6 +14,10 @@ pub const MAX_ACTION_ARGUMENTS_BYTES: usize = 64 * 1024;
 pub const MAX_ALLOWED_CHANNELS: usize = 16;
 /// Longest channel name, in bytes.
 pub const MAX_CHANNEL_BYTES: usize = 32;
+/// Most subjects, and most groups, an ask's approvers may name.
+pub const MAX_APPROVERS: usize = 32;
+/// Longest approver subject or group, in bytes.
+pub const MAX_APPROVER_BYTES: usize = 256;
 /// The quorum sizes an ask may ask for.
 pub const QUORUM: std::ops::RangeInclusive<u32> = 2..=10;
 
@@ -89,6 +93,70 @@ pub fn may_resolve(requested: &Requested, channel: &str) -> bool {
 pub fn may_answer(requested: &Requested, channel: &str, chat: bool) -> bool {
     may_resolve(requested, channel) && !(chat && has_secret(&requested.questions))
 }
+
+/// Whether a person answering as `subject`, whose credential names `groups`, is one of
+/// `requested`'s approvers (any person when it names none; [`person`]s compared).
+pub fn is_approver(requested: &Requested, subject: &str, groups: &[String]) -> bool {
+    let Some(approvers) = requested.approvers.as_deref() else {
+        return true;
+    };
+    approvers.subjects.iter().any(|s| same_person(s, subject))
+        || approvers.groups.iter().any(|g| groups.contains(g))
+}
+
+/// NOT_AN_APPROVER unless a person answering as `subject` (in `groups`) is one of
+/// `requested`'s approvers ([`is_approver`]): for an answer, and for a cancel when the
+/// ask keeps cancelling to its approvers too (`cancelling`).
+pub fn approver(
+    requested: &Requested,
+    subject: &str,
+    groups: &[String],
+    cancelling: bool,
+) -> Result<(), super::Error> {
+    let Some(approvers) = requested.approvers.as_deref() else {
+        return Ok(());
+    };
+    if cancelling && !approvers.cancel_too || is_approver(requested, subject, groups) {
+        return Ok(());
+    }
+    Err(super::Error::NotAnApprover {
+        approvers: approvers_text(approvers),
+    })
+}
+
+/// Who may answer an ask, for people: "alice, bob or a member of ops". At most
+/// [`MAX_WHO_BYTES`] bytes, cut with a count of the rest.
+pub fn approvers_text(approvers: &Approvers) -> String {
+    let mut names: Vec<String> = approvers
+        .subjects
+        .iter()
+        .map(|s| bounded(s).to_string())
+        .collect();
+    names.extend(
+        approvers
+            .groups
+            .iter()
+            .map(|g| format!("a member of {}", bounded(g))),
+    );
+    let mut text = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let glue = match i {
+            0 => "",
+            i if i + 1 == names.len() => " or ",
+            _ => ", ",
+        };
+        if text.len() + glue.len() + name.len() > MAX_WHO_BYTES {
+            text.push_str(&format!(" (and {} more)", names.len() - i));
+            break;
+        }
+        text.push_str(glue);
+        text.push_str(name);
+    }
+    text
+}
+
+/// Longest [`approvers_text`].
+pub const MAX_WHO_BYTES: usize = 240;
 
 /// Whether any of `questions` is secret.
 pub fn has_secret(questions: &[Question]) -> bool {
@@ -250,6 +318,9 @@ pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
             out.push(Violation::new(format!("allowed_channels[{i}]"), e));
         }
     }
+    if let Some(approvers) = &request.approvers {
+        approver_violations(approvers, quorum, &mut out);
+    }
     for (i, question) in request.questions.iter().enumerate() {
         if !question.secret {
             continue;
@@ -268,6 +339,58 @@ pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// What is wrong with an ask's approvers: too many, a name that is empty, too long,
+/// holds control characters or is one of the server's own, `cancel_too` naming nobody,
+/// or a quorum that the subjects named cannot meet (with no group to widen them).
+fn approver_violations(approvers: &Approvers, quorum: Option<u32>, out: &mut Vec<Violation>) {
+    for (field, names) in [
+        ("approvers.subjects", &approvers.subjects),
+        ("approvers.groups", &approvers.groups),
+    ] {
+        if names.len() > MAX_APPROVERS {
+            out.push(Violation::new(field, format!("at most {MAX_APPROVERS}")));
+            continue;
+        }
+        for (i, name) in names.iter().enumerate() {
+            let wrong = match name.len() {
+                0 => Some("must not be empty".to_owned()),
+                n if n > MAX_APPROVER_BYTES => {
+                    Some(format!("must be at most {MAX_APPROVER_BYTES} bytes"))
+                }
+                _ if name.chars().any(char::is_control) => {
+                    Some("must not hold control characters".to_owned())
+                }
+                _ if field == "approvers.subjects" => credential_subject(name).err(),
+                _ => None,
+            };
+            if let Some(wrong) = wrong {
+                out.push(Violation::new(format!("{field}[{i}]"), wrong));
+            }
+        }
+    }
+    let named = !approvers.subjects.is_empty() || !approvers.groups.is_empty();
+    if approvers.cancel_too && !named {
+        out.push(Violation::new(
+            "approvers.cancel_too",
+            "name the approvers (subjects or groups) who alone may cancel",
+        ));
+    }
+    if let Some(count) = quorum.filter(|_| named && approvers.groups.is_empty()) {
+        let mut people: Vec<String> = approvers.subjects.iter().map(|s| person(s)).collect();
+        people.sort_unstable();
+        people.dedup();
+        if people.len() < count as usize {
+            out.push(Violation::new(
+                "quorum.count",
+                format!(
+                    "a quorum of {count} needs {count} approvers, but approvers name {} people",
+                    people.len()
+                ),
+            ));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -316,6 +439,97 @@ mod tests {
         // A `+` outside an email identity is part of the name.
         assert!(!same_person("ci+bot", "ci"));
         assert!(same_person("Straße", "straße"));
+    }
+
+    #[test]
+    fn approvers_are_persons_or_members_of_a_group() {
+        let mut requested = Requested::default();
+        assert!(
+            is_approver(&requested, "anyone", &[]),
+            "no approvers: anyone"
+        );
+        requested.approvers = Some(Box::new(Approvers {
+            subjects: vec!["Ana".into(), "email:bo@example.org".into()],
+            groups: vec!["ops".into()],
+            cancel_too: false,
+        }));
+        assert!(is_approver(&requested, "ana", &[]));
+        assert!(is_approver(&requested, "email:bo+x@Example.org", &[]));
+        assert!(is_approver(&requested, "cy", &["dev".into(), "ops".into()]));
+        assert!(
+            !is_approver(&requested, "cy", &["Ops".into()]),
+            "groups are exact"
+        );
+        assert!(!is_approver(&requested, "anna", &[]));
+        // Cancelling stays open unless cancel_too.
+        assert!(approver(&requested, "cy", &[], true).is_ok());
+        assert!(matches!(
+            approver(&requested, "cy", &[], false),
+            Err(crate::domain::Error::NotAnApprover { approvers })
+                if approvers == "Ana, email:bo@example.org or a member of ops"
+        ));
+        requested.approvers.as_mut().expect("set").cancel_too = true;
+        assert!(approver(&requested, "cy", &[], true).is_err());
+    }
+
+    #[test]
+    fn who_may_answer_is_said_within_its_bound() {
+        let many = Approvers {
+            subjects: (0..32)
+                .map(|i| format!("person-{i:02}-{}", "x".repeat(40)))
+                .collect(),
+            groups: vec!["ops".into()],
+            cancel_too: false,
+        };
+        let text = approvers_text(&many);
+        assert!(text.len() <= MAX_WHO_BYTES + 20, "{}", text.len());
+        assert!(text.ends_with("more)"), "{text}");
+        let one = Approvers {
+            groups: vec!["ops".into()],
+            ..Default::default()
+        };
+        assert_eq!(approvers_text(&one), "a member of ops");
+    }
+
+    #[test]
+    fn approvers_are_bounded_and_can_be_met() {
+        let with = |approvers: Approvers, quorum: Option<u32>| {
+            let mut request = ask();
+            request.approvers = Some(Box::new(approvers));
+            request.quorum = quorum.map(|count| Quorum { count });
+            fields(&request)
+        };
+        let subjects = |names: &[&str]| Approvers {
+            subjects: names.iter().map(|n| (*n).to_owned()).collect(),
+            ..Default::default()
+        };
+        assert!(with(subjects(&["ana", "bo"]), Some(2)).is_empty());
+        assert_eq!(with(subjects(&["ana", "ANA"]), Some(2)), ["quorum.count"]);
+        let grouped = Approvers {
+            groups: vec!["ops".into()],
+            ..subjects(&["ana"])
+        };
+        assert!(with(grouped, Some(3)).is_empty(), "a group may hold more");
+        assert_eq!(
+            with(subjects(&["", "askgate:x", "a\nb", &"y".repeat(257)]), None),
+            [
+                "approvers.subjects[0]",
+                "approvers.subjects[1]",
+                "approvers.subjects[2]",
+                "approvers.subjects[3]"
+            ]
+        );
+        let nobody = Approvers {
+            cancel_too: true,
+            ..Default::default()
+        };
+        assert_eq!(with(nobody, None), ["approvers.cancel_too"]);
+        let crowd: Vec<String> = (0..33).map(|i| i.to_string()).collect();
+        let crowd = Approvers {
+            groups: crowd,
+            ..Default::default()
+        };
+        assert_eq!(with(crowd, None), ["approvers.groups"]);
     }
 
     #[test]

@@ -227,6 +227,11 @@ pub enum Error {
     /// question, which no chat channel answers).
     #[error("{}", channel_text(allowed))]
     ChannelNotAllowed { allowed: Vec<String> },
+    /// `approvers`: who may answer, for people ([`approval::approvers_text`]).
+    ///
+    /// [`approval::approvers_text`]: crate::domain::approval::approvers_text
+    #[error("only {approvers} may answer this")]
+    NotAnApprover { approvers: String },
     /// The receipt was consumed before, at `consumed_at` (RFC 3339).
     #[error("this receipt was already used")]
     ReceiptConsumed { consumed_at: String },
@@ -287,6 +292,7 @@ impl Error {
             Self::AlreadyApproved => ErrorReason::AlreadyApproved,
             Self::SelfApproval => ErrorReason::SelfApproval,
             Self::ChannelNotAllowed { .. } => ErrorReason::ChannelNotAllowed,
+            Self::NotAnApprover { .. } => ErrorReason::NotAnApprover,
             Self::ReceiptConsumed { .. } => ErrorReason::ReceiptConsumed,
             Self::RequestIdReused => ErrorReason::RequestIdReused,
             Self::TooManyPending(_) => ErrorReason::TooManyPending,

@@ -8,7 +8,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    Action, AgentRef, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution, Unattended,
+    Action, AgentRef, Approvers, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution,
+    Unattended,
 };
 
 /// Tenant of every request until authentication names one.
@@ -44,6 +45,9 @@ pub const NTFY_CHANNEL: &str = "ntfy";
 pub struct Resolver {
     pub subject: String,
     pub channel: String,
+    /// The groups the answering credential names (what an ask's approvers may name;
+    /// none for a chat's person).
+    pub groups: Vec<String>,
 }
 
 /// A subject answering through the gRPC API, naming no channel.
@@ -58,7 +62,13 @@ impl Resolver {
         Self {
             subject: subject.into(),
             channel: channel.into(),
+            groups: Vec::new(),
         }
+    }
+
+    /// The resolver, a member of `groups`.
+    pub fn in_groups(self, groups: Vec<String>) -> Self {
+        Self { groups, ..self }
     }
 }
 
@@ -112,6 +122,8 @@ pub struct NewAsk {
     pub default_answers: Vec<QuestionAnswer>,
     /// The only channels that may resolve it (empty: every channel).
     pub allowed_channels: Vec<String>,
+    /// Who may answer it (None: whoever may answer the session).
+    pub approvers: Option<Box<Approvers>>,
     /// The subject of the credential that asked.
     pub asked_by: String,
     /// The W3C `traceparent` of the ask's span (empty when traces are not exported).
@@ -137,6 +149,7 @@ impl NewAsk {
             quorum: 0,
             default_answers: Vec::new(),
             allowed_channels: Vec::new(),
+            approvers: None,
             asked_by: String::new(),
             traceparent: String::new(),
         }
@@ -144,8 +157,9 @@ impl NewAsk {
 
     /// What makes a retry the same ask (docs/protocol.md, Semantics 10): its questions,
     /// the digest of its action, and its approval terms (quorum, default answers,
-    /// allowed channels: an answer given under one quorum must never come back to a
-    /// call that asked for a larger one). A request_id already known in the session
+    /// allowed channels, approvers: an answer given under one quorum must never come
+    /// back to a call that asked for a larger one, nor one given by anyone to a call
+    /// that named its approvers). A request_id already known in the session
     /// with another fingerprint is REQUEST_ID_REUSED.
     pub fn fingerprint(&self) -> Fingerprint {
         use prost::Message as _;
@@ -170,6 +184,11 @@ impl NewAsk {
         for channel in &self.allowed_channels {
             count(channel.len(), &mut bytes);
             bytes.extend_from_slice(channel.as_bytes());
+        }
+        // Approvers, when there are any: the bytes of an ask without them stay what
+        // they were, so a request_id recorded before approvers existed still matches.
+        if let Some(approvers) = &self.approvers {
+            let _ = approvers.encode_length_delimited(&mut bytes);
         }
         let digest = Sha256::digest(&bytes);
         let mut fingerprint = [0; 16];

@@ -93,7 +93,8 @@ pub fn answer_words(
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
-/// How an ask resolves besides a plain answer, in words: the approvers a quorum needs,
+/// How an ask resolves besides a plain answer, in words: who alone may answer it, the
+/// approvers a quorum needs,
 /// the answers that apply when nobody answers in time (each `answer` put in words by
 /// the medium's own means).
 pub fn terms(
@@ -101,6 +102,12 @@ pub fn terms(
     answer: impl Fn(&askgate_proto::v1::QuestionAnswer) -> String,
 ) -> Vec<String> {
     let mut terms = Vec::new();
+    if let Some(approvers) = requested.approvers.as_deref() {
+        terms.push(format!(
+            "only {} may answer",
+            super::approval::approvers_text(approvers)
+        ));
+    }
     if let Some(quorum) = requested.quorum.filter(|q| q.count > 1) {
         terms.push(format!(
             "needs {} approvers who give the same answers",

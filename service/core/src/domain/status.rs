@@ -39,9 +39,10 @@ pub fn code(error: &Error) -> Code {
         | Error::TooManySessions(_)
         | Error::RateLimited(_) => Code::ResourceExhausted,
         Error::Unauthenticated(_) => Code::Unauthenticated,
-        Error::PermissionDenied(_) | Error::SelfApproval | Error::ChannelNotAllowed { .. } => {
-            Code::PermissionDenied
-        }
+        Error::PermissionDenied(_)
+        | Error::SelfApproval
+        | Error::ChannelNotAllowed { .. }
+        | Error::NotAnApprover { .. } => Code::PermissionDenied,
         Error::ShuttingDown | Error::BackendUnavailable(_) => Code::Unavailable,
         Error::Internal(_) => Code::Internal,
     }
@@ -111,6 +112,9 @@ pub fn to_status_with_receipt(
                 "resolved_by".to_owned(),
                 cut(&settled.resolved_by, MAX_METADATA_ID_BYTES),
             );
+        }
+        Error::NotAnApprover { approvers } => {
+            metadata.insert("approvers".to_owned(), approvers.clone());
         }
         Error::ReceiptConsumed { consumed_at } => {
             metadata.insert(
@@ -240,6 +244,12 @@ mod tests {
                     consumed_at: String::new(),
                 },
                 Code::FailedPrecondition,
+            ),
+            (
+                Error::NotAnApprover {
+                    approvers: "ana".into(),
+                },
+                Code::PermissionDenied,
             ),
         ];
         // Every reason of the proto's ErrorReason is produced by some error, and no

@@ -31,7 +31,7 @@ pub use audit::AuditApi;
 pub use receipts::ReceiptsApi;
 
 use crate::{
-    auth::{Action, Gate},
+    auth::{Action, Gate, Principal},
     domain::{
         Error, Resolver, approval, bounded,
         model::{CONSOLE_CHANNEL, GRPC_CHANNEL},
@@ -67,8 +67,9 @@ pub fn mark_browser<B>(mut request: http::Request<B>) -> http::Request<B> {
 /// Who resolves through this call and from which channel: `console` for gRPC-Web,
 /// else the channel the `askgate-channel` header names (not one of the server's own),
 /// else `grpc`.
-pub fn resolver<T>(request: &Request<T>, subject: &str) -> Result<Resolver, Status> {
-    resolver_of(request.metadata(), request.extensions(), subject)
+pub fn resolver<T>(request: &Request<T>, caller: &Principal) -> Result<Resolver, Status> {
+    resolver_of(request.metadata(), request.extensions(), &caller.sub)
+        .map(|by| by.in_groups(caller.groups.clone()))
 }
 
 /// [`resolver`], from a request's metadata and extensions.
@@ -245,7 +246,7 @@ impl UserQuestions for UserQuestionsApi {
         );
         let _timer = self.gate.timer("Answer");
         let caller = self.gate.admit(&request, Action::Answer, &session_id)?;
-        let by = resolver(&request, &caller.sub)?;
+        let by = resolver(&request, &caller)?;
         let parent = telemetry::caller(request.metadata());
         let call = self
             .questions
@@ -272,7 +273,7 @@ impl UserQuestions for UserQuestionsApi {
         );
         let _timer = self.gate.timer("Cancel");
         let caller = self.gate.admit(&request, Action::Cancel, &session_id)?;
-        let by = resolver(&request, &caller.sub)?;
+        let by = resolver(&request, &caller)?;
         let parent = telemetry::caller(request.metadata());
         let call = self
             .questions

@@ -189,6 +189,7 @@ pub(crate) mod tests {
             asked_by: "bot".into(),
             answers_digest: String::new(),
             approvers: vec!["ana".into()],
+            approver_rule: None,
             resolved_by: "ana".into(),
             iat: 0,
             exp: 0,

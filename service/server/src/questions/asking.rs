@@ -125,6 +125,10 @@ impl Questions {
             quorum: request.quorum.map_or(0, |q| q.count),
             default_answers,
             allowed_channels: request.allowed_channels,
+            // Approvers naming nobody are no approvers: anyone may answer, as unset.
+            approvers: request
+                .approvers
+                .filter(|a| !a.subjects.is_empty() || !a.groups.is_empty()),
             asked_by: subject.to_owned(),
             traceparent: String::new(),
         })

@@ -199,6 +199,7 @@ impl Questions {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
             telemetry::link(&span, &pending.traceparent);
             may_answer(&pending, by)?;
+            approver(&pending, by, false)?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
             match pending.quorum.map_or(0, |q| q.count) {
                 needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
@@ -274,6 +275,7 @@ impl Questions {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
             telemetry::link(&span, &pending.traceparent);
             allowed(&pending, by)?;
+            approver(&pending, by, true)?;
             self.backend
                 .claim(
                     &key,
@@ -454,6 +456,20 @@ fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
         false => Err(Error::ChannelNotAllowed {
             allowed: Vec::new(),
         }),
+    }
+}
+
+/// NOT_AN_APPROVER unless `by` is one of `pending`'s approvers ([`approval::approver`],
+/// for a cancel when they alone may cancel) through a channel that tells who answered:
+/// not an ntfy topic, which anyone holding it may press.
+fn approver(pending: &Requested, by: &Resolver, cancelling: bool) -> Result<(), Error> {
+    if pending.approvers.is_none() {
+        return Ok(());
+    }
+    match askgate_channels::knows_who(&by.channel) {
+        true => approval::approver(pending, &by.subject, &by.groups, cancelling),
+        // Nobody is known: only an ask that anyone may resolve so.
+        false => approval::approver(pending, "", &[], cancelling),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use askgate_contract::{
     digest::answers_digest,
-    receipt::{Claims, Decision},
+    receipt::{ApproverRule, Claims, Decision},
 };
 use askgate_proto::v1::{AskResponse, QuestionAnswer, Resolution};
 use tokio::sync::oneshot;
@@ -33,6 +33,8 @@ pub(super) struct Terms {
     approving: Vec<QuestionAnswer>,
     /// The subject that asked.
     asked_by: String,
+    /// Who it allowed to answer, when it named them.
+    approver_rule: Option<ApproverRule>,
 }
 
 impl Terms {
@@ -43,6 +45,7 @@ impl Terms {
             .filter(|q| q.secret)
             .map(|q| q.id.clone())
             .collect();
+        // Approvers alone need no terms: without an action there is no receipt to name them.
         (!ask.action_digest.is_empty() || !secret.is_empty() || !ask.default_answers.is_empty())
             .then(|| {
                 Box::new(Self {
@@ -59,6 +62,10 @@ impl Terms {
                         .map(|a| a.approving_answers.clone())
                         .unwrap_or_default(),
                     asked_by: ask.asked_by.clone(),
+                    approver_rule: ask.approvers.as_deref().map(|a| ApproverRule {
+                        subjects: a.subjects.clone(),
+                        groups: a.groups.clone(),
+                    }),
                 })
             })
     }
@@ -165,6 +172,7 @@ impl Questions {
                 terms.secret.iter().any(|s| s == id)
             }),
             approvers: outcome.approvers.clone(),
+            approver_rule: terms.approver_rule.clone(),
             resolved_by: outcome.resolved_by.clone(),
             iat: 0,
             exp: 0,

@@ -209,10 +209,7 @@ fn chat_channels_answer_no_secret_question_but_may_cancel() {
         }],
         ..Default::default()
     };
-    let from = |channel: &str| Resolver {
-        subject: "ana".into(),
-        channel: channel.into(),
-    };
+    let from = |channel: &str| Resolver::new("ana", channel);
     for chat in ["slack", "telegram", "email", "ntfy"] {
         assert!(matches!(
             may_answer(&pending, &from(chat)),

@@ -188,6 +188,8 @@ fn sent_outcome(result: Result<(), Error>) -> Sent {
         Err((Reason::ChannelNotAllowed, _)) => Sent::Lost(
             "this batch may not be answered from the terminal: answer it in the console".into(),
         ),
+        // Only its approvers may answer it: the message names them.
+        Err((Reason::NotAnApprover, e)) => Sent::Lost(e.message().to_owned()),
         Err((_, e)) => Sent::Retry(format!("not sent: {e} (Enter to send again)")),
     }
 }

@@ -57,6 +57,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANNEL_NOT_ALLOWED: _ClassVar[ErrorReason]
     RECEIPT_CONSUMED: _ClassVar[ErrorReason]
     REQUEST_ID_REUSED: _ClassVar[ErrorReason]
+    NOT_AN_APPROVER: _ClassVar[ErrorReason]
 
 class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -109,6 +110,7 @@ SELF_APPROVAL: ErrorReason
 CHANNEL_NOT_ALLOWED: ErrorReason
 RECEIPT_CONSUMED: ErrorReason
 REQUEST_ID_REUSED: ErrorReason
+NOT_AN_APPROVER: ErrorReason
 CANCEL_SOURCE_UNSPECIFIED: CancelSource
 UI_CLOSED: CancelSource
 APPROVERS_DISAGREED: CancelSource
@@ -228,7 +230,7 @@ class QuestionAnswer(_message.Message):
     def __init__(self, id: _Optional[str] = ..., selected: _Optional[_Iterable[str]] = ..., custom: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify", "action", "quorum", "default_answers", "allowed_channels", "ttl_ms")
+    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify", "action", "quorum", "default_answers", "allowed_channels", "ttl_ms", "approvers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +251,7 @@ class AskRequest(_message.Message):
     DEFAULT_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
     agent: AgentRef
@@ -262,7 +265,18 @@ class AskRequest(_message.Message):
     default_answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
     allowed_channels: _containers.RepeatedScalarFieldContainer[str]
     ttl_ms: int
-    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+    approvers: Approvers
+    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ...) -> None: ...
+
+class Approvers(_message.Message):
+    __slots__ = ("subjects", "groups", "cancel_too")
+    SUBJECTS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_TOO_FIELD_NUMBER: _ClassVar[int]
+    subjects: _containers.RepeatedScalarFieldContainer[str]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    cancel_too: bool
+    def __init__(self, subjects: _Optional[_Iterable[str]] = ..., groups: _Optional[_Iterable[str]] = ..., cancel_too: _Optional[bool] = ...) -> None: ...
 
 class Action(_message.Message):
     __slots__ = ("name", "arguments_json", "approving_answers")
@@ -379,7 +393,7 @@ class Approval(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., subject: _Optional[str] = ..., count: _Optional[int] = ..., needed: _Optional[int] = ..., approved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Requested(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent")
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent", "approvers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -402,6 +416,7 @@ class Requested(_message.Message):
     DEFAULT_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     ASKED_BY_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
@@ -417,7 +432,8 @@ class Requested(_message.Message):
     default_answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
     asked_by: str
     traceparent: str
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    approvers: Approvers
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ...) -> None: ...
 
 class Reminder(_message.Message):
     __slots__ = ("rpc_id", "session_id", "count", "sent_at")

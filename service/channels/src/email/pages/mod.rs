@@ -65,9 +65,10 @@ fn refusal(error: &Error) -> (StatusCode, String) {
         ),
         Error::AlreadyApproved => (StatusCode::CONFLICT, error.to_string()),
         Error::BadAnswer(_) | Error::BadRequest(_) => (StatusCode::BAD_REQUEST, error.to_string()),
-        Error::ChannelNotAllowed { .. } | Error::SelfApproval | Error::PermissionDenied(_) => {
-            (StatusCode::FORBIDDEN, error.to_string())
-        }
+        Error::ChannelNotAllowed { .. }
+        | Error::NotAnApprover { .. }
+        | Error::SelfApproval
+        | Error::PermissionDenied(_) => (StatusCode::FORBIDDEN, error.to_string()),
         e => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
@@ -136,8 +137,16 @@ impl Ingress for Links {
             Ok(None) => return self.resolved_page(&link, &by).await,
             Err(e) => return unavailable(&e),
         };
-        let answerable = approval::may_answer(&requested, channel, true);
-        let cancellable = approval::may_resolve(&requested, channel);
+        // An ask with approvers is for them alone; a channel that cannot tell who
+        // answers (an ntfy topic's page) answers none.
+        let who = match crate::knows_who(channel) {
+            true => link.who.as_str(),
+            false => "",
+        };
+        let answerable = approval::may_answer(&requested, channel, true)
+            && approval::approver(&requested, who, &[], false).is_ok();
+        let cancellable = approval::may_resolve(&requested, channel)
+            && approval::approver(&requested, who, &[], true).is_ok();
         let may = (answerable, cancellable);
         if parts.method == Method::GET {
             let form = page::form(&requested, may, link.option, &link.who, None);

@@ -212,7 +212,17 @@ pub fn form(
                     escape(&q.question)
                 ));
             }
-            body.push_str("<p>🔒 This ask cannot be answered by email: answer it in the askgate console.</p>\n");
+            let secret = crate::domain::approval::has_secret(&requested.questions);
+            let why = match requested.approvers.as_deref().filter(|_| !secret) {
+                Some(approvers) => format!(
+                    "🔒 Only {} may answer this.",
+                    escape(&crate::domain::approval::approvers_text(approvers))
+                ),
+                None => "🔒 This ask cannot be answered by email: answer it in the askgate \
+                         console."
+                    .to_owned(),
+            };
+            body.push_str(&format!("<p>{why}</p>\n"));
         }
     }
     if cancellable {

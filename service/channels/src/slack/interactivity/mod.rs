@@ -22,8 +22,9 @@ use tracing::{debug, warn};
 use super::blocks::{self, Ref};
 use crate::{
     backend::hooks::records::EndpointRecord,
+    channel::chat,
     delivery::Hooks,
-    domain::{Error, Resolver, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, approval, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
     resolve::Questions,
 };
 
@@ -36,8 +37,9 @@ const MAX_BODY_BYTES: usize = 256 * 1024;
 const TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// How long a seen signature is remembered: past the tolerance on both sides.
 const SEEN_TTL_MS: u64 = 11 * 60 * 1000;
-/// Slack's deadline for the acknowledgement is 3 s: `views.open` must fit well within.
-const VIEWS_OPEN_TIMEOUT: Duration = Duration::from_millis(2500);
+/// Slack's deadline for the acknowledgement is 3 s: a call made before it (`views.open`,
+/// `chat.postEphemeral`) must fit well within.
+const SLACK_CALL_TIMEOUT: Duration = Duration::from_millis(2500);
 
 /// Why a request that is signed, but not by a connected app's secret, is refused.
 const UNVERIFIED: &str = "not signed by a connected Slack app";
@@ -302,7 +304,14 @@ impl Interactivity {
         let Some(question) = requested.questions.first() else {
             return ok();
         };
-        let answered = match action["action_id"].as_str() {
+        let action_id = action["action_id"].as_str();
+        // A form is opened for approvers only.
+        let cancelling = action_id == Some(blocks::CANCEL);
+        if let Err(refusal) = approval::approver(&requested, who, &[], cancelling) {
+            self.tell(app, payload, &refusal).await;
+            return ok();
+        }
+        let answered = match action_id {
             Some(id) if blocks::is_choice(id) => {
                 let Some(option) = at.option.and_then(|i| question.options.get(i)) else {
                     return ok();
@@ -334,12 +343,47 @@ impl Interactivity {
             }
             _ => return ok(),
         };
-        if let Err(e) = answered {
-            // A late click (NOT_PENDING) or a refused answer: the message shows the
-            // outcome once the ask resolves; nothing else to say in the channel.
-            debug!(rpc_id = %at.rpc, "a Slack answer was not taken: {e}");
+        match answered {
+            Ok(()) => {}
+            // A late click: the message shows the outcome once the ask resolves.
+            Err(e @ Error::NotPending { .. }) => {
+                debug!(rpc_id = %at.rpc, "a Slack answer was not taken: {e}");
+            }
+            // A refused answer: the clicking user alone is told why.
+            Err(e) => self.tell(app, payload, &e).await,
         }
         ok()
+    }
+
+    /// Tells the user who clicked in `payload` why nothing happened, in a message
+    /// only they see (`chat.postEphemeral`), within Slack's 3 s.
+    async fn tell(&self, app: &EndpointRecord, payload: &Value, refusal: &Error) {
+        let (Some(channel), Some(user)) = (
+            payload["channel"]["id"].as_str(),
+            payload["user"]["id"].as_str(),
+        ) else {
+            return;
+        };
+        let text = blocks::cut(&chat::refusal(refusal), 300);
+        let request = json!({ "channel": channel, "user": user, "text": text });
+        self.call_in_time(
+            app,
+            "chat.postEphemeral",
+            &request,
+            "telling a Slack user why",
+        )
+        .await;
+    }
+
+    /// Calls Slack's `method` for `app` within [`SLACK_CALL_TIMEOUT`] (an interaction
+    /// is acknowledged within Slack's 3 s); a failure is logged as `doing` failed.
+    async fn call_in_time(&self, app: &EndpointRecord, method: &str, request: &Value, doing: &str) {
+        let call = self.hooks.channels().slack.call(app, method, request);
+        match tokio::time::timeout(SLACK_CALL_TIMEOUT, call).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(app = %app.id, "{doing} failed: {e}"),
+            Err(_) => warn!(app = %app.id, "{doing} timed out"),
+        }
     }
 
     /// Opens a form for the clicking user (within Slack's 3 s).
@@ -348,19 +392,8 @@ impl Interactivity {
             return ok();
         };
         let request = json!({ "trigger_id": trigger, "view": view });
-        let opened = tokio::time::timeout(
-            VIEWS_OPEN_TIMEOUT,
-            self.hooks
-                .channels()
-                .slack
-                .call(app, "views.open", &request),
-        )
-        .await;
-        match opened {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(app = %app.id, "opening a Slack form failed: {e}"),
-            Err(_) => warn!(app = %app.id, "opening a Slack form timed out"),
-        }
+        self.call_in_time(app, "views.open", &request, "opening a Slack form")
+            .await;
         ok()
     }
 

@@ -96,7 +96,7 @@ fn notice_of(error: &Error) -> String {
             s.resolved_by
         ),
         Error::NotPending { settled: None } => "This ask was resolved already.".to_owned(),
-        e => e.to_string(),
+        e => crate::channel::chat::refusal(e),
     };
     render::cut(&text, render::MAX_NOTICE)
 }
@@ -328,6 +328,9 @@ impl Updates {
         let Some(requested) = self.pending(bot, &at).await? else {
             return self.late(bot, &at, &who).await;
         };
+        // Buttons and prompts answer for approvers only.
+        let cancelling = matches!(data, Data::Cancel(_));
+        approval::approver(&requested, &who, &[], cancelling)?;
         let markup = &query["message"]["reply_markup"];
         match data {
             Data::Choose(_, n) => {

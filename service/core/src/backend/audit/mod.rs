@@ -310,6 +310,13 @@ pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) 
     if !resolved.cancel_reason.is_empty() {
         fields.insert("reason".into(), resolved.cancel_reason.clone().into());
     }
+    // Who the ask allowed to answer, as its receipt's `approver_rule` says it.
+    if let Some(rule) = asked.and_then(|a| a.approvers.as_deref()) {
+        fields.insert(
+            "approver_rule".into(),
+            json!({ "subjects": rule.subjects, "groups": rule.groups }),
+        );
+    }
     AuditEntry {
         tenant: tenant.to_owned(),
         id: format!(
