@@ -461,6 +461,7 @@ async fn on_redis_an_admin_record_left_by_a_dead_node_is_taken_in() {
         max_endpoints: 10,
         max_queued: 10,
         keep_finished: 10,
+        max_people: 10,
     });
     let endpoint = EndpointRecord {
         id: "ep_left_behind".into(),

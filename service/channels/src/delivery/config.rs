@@ -40,6 +40,7 @@ impl Default for WebhookConfig {
                 max_endpoints: 20,
                 max_queued: 1000,
                 keep_finished: 1000,
+                max_people: crate::backend::hooks::DEFAULT_MAX_PEOPLE,
             },
             concurrency: 64,
             per_tenant: 16,

@@ -20,7 +20,7 @@ use std::{
 use askgate_core::{
     backend::{
         events::Message,
-        hooks::records::{DeliveryRecord, EndpointRecord, TimerRecord},
+        hooks::records::{DeliveryRecord, EndpointRecord, PersonRecord, TimerRecord},
     },
     domain::{Error, Fingerprint, SessionKey},
 };
@@ -155,6 +155,14 @@ pub enum HookChange {
     /// The notes that expired by `by_ms`.
     NotesExpired {
         by_ms: u64,
+    },
+    /// A person, added or replaced.
+    PersonPut {
+        record: Box<PersonRecord>,
+    },
+    PersonDeleted {
+        tenant: String,
+        id: String,
     },
 }
 
@@ -442,6 +450,7 @@ pub struct StoredHooks {
     pub timers: Vec<(u64, TimerRecord)>,
     /// (key, value, expires_ms)
     pub notes: Vec<(String, String, u64)>,
+    pub people: Vec<PersonRecord>,
 }
 
 #[cfg(test)]

@@ -329,6 +329,20 @@ impl HookKeys {
         )
     }
 
+    /// A tenant's people: id → person JSON.
+    pub fn people(tenant: &str) -> String {
+        format!("{}:people:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
+    }
+
+    /// A tenant's identities: identity → the id of its person.
+    pub fn identities(tenant: &str) -> String {
+        format!(
+            "{}:identities:{}",
+            Self::TAG,
+            escape(tenant, TENANT_RESERVED)
+        )
+    }
+
     /// A note (see `HookStore::put_note`), expiring with it.
     pub fn note(key: &str) -> String {
         format!("{}:note:{key}", Self::TAG)

@@ -178,7 +178,7 @@ fn agents(conn: &Connection) -> Result<Vec<AttachedAgent>, LoadError> {
 }
 
 /// Everything the store holds of webhooks and channels: endpoints and deliveries in
-/// their order, timers, notes.
+/// their order, timers, notes, people.
 pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     let mut stored = StoredHooks::default();
     let mut rows = conn.prepare("SELECT position, record FROM endpoints ORDER BY position")?;
@@ -222,6 +222,10 @@ pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     })? {
         let (key, value, expires_ms) = row?;
         stored.notes.push((key, value, expires_ms as u64));
+    }
+    let mut rows = conn.prepare("SELECT record FROM people")?;
+    for row in rows.query_map([], |row| row.get::<_, String>(0))? {
+        stored.people.push(json(&row?, "person")?);
     }
     Ok(stored)
 }

@@ -150,6 +150,15 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE asks;
     ALTER TABLE asks_by_order RENAME TO asks;
     ",
+    // 6: the people of each tenant (`service People`), as JSON records.
+    "
+    CREATE TABLE people (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The version this askgate writes.
@@ -159,7 +168,7 @@ pub const VERSION: u32 = MIGRATIONS.len() as u32;
 pub const APPLICATION_ID: i32 = 0x4153_4b47;
 
 /// Every table some version of askgate made.
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 13] = [
     "sessions",
     "events",
     "asks",
@@ -172,6 +181,7 @@ const TABLES: [&str; 12] = [
     "audit",
     "votes",
     "consumed",
+    "people",
 ];
 
 /// Why a store cannot be used.

@@ -30,6 +30,7 @@ fn limits() -> StoreLimits {
         max_endpoints: 16,
         max_queued: 1000,
         keep_finished: 100,
+        max_people: 4,
     }
 }
 
@@ -444,7 +445,7 @@ mod hooks {
     }
 
     #[tokio::test]
-    async fn endpoints_deliveries_timers_and_notes_survive_a_crash() {
+    async fn endpoints_deliveries_timers_notes_and_people_survive_a_crash() {
         let dir = Scratch::new();
         let engine = SqliteEngine::open(&dir.0, StateConfig::default(), LIMITS)
             .await
@@ -487,6 +488,17 @@ mod hooks {
                 .await
                 .expect("note")
         );
+        let ana = askgate_core::backend::hooks::records::PersonRecord {
+            tenant: "tenant".into(),
+            id: "ana".into(),
+            display_name: "Ana".into(),
+            groups: vec!["ops".into()],
+            identities: vec!["ana".into(), "telegram:42".into()],
+            delegate: None,
+            updated_ms: 1,
+        };
+        let put = askgate_core::backend::hooks::conformance::change("tenant", "person");
+        store.put_person(&ana, &put).await.expect("a person");
         let copy = crash_copy(&dir);
 
         let restored = SqliteEngine::open(&copy.0, StateConfig::default(), LIMITS)
@@ -496,6 +508,13 @@ mod hooks {
         assert_eq!(
             restored.endpoints("tenant").await.expect("list"),
             vec![endpoint()]
+        );
+        assert_eq!(
+            restored
+                .person_of("tenant", "telegram:42")
+                .await
+                .expect("a person"),
+            Some(ana)
         );
         let listed = restored
             .deliveries("tenant", None, None, 10)

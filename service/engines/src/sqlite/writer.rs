@@ -400,6 +400,16 @@ fn hook(tx: &Transaction<'_>, change: &HookChange) -> rusqlite::Result<()> {
             tx.prepare_cached("DELETE FROM notes WHERE expires_ms <= ?1")?
                 .execute(params![*by_ms as i64])?;
         }
+        HookChange::PersonPut { record } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO people (tenant, id, record) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![record.tenant, record.id, json(record)?])?;
+        }
+        HookChange::PersonDeleted { tenant, id } => {
+            tx.prepare_cached("DELETE FROM people WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![tenant, id])?;
+        }
     }
     Ok(())
 }

@@ -7,7 +7,10 @@ use askgate_proto::v1::NotifyPolicy;
 use askgate_server::{
     api::deadline::MAX_WAIT_SECS,
     auth::jwt::KeySource,
-    backend::{StateConfig, hooks::StoreLimits},
+    backend::{
+        StateConfig,
+        hooks::{DEFAULT_MAX_PEOPLE, StoreLimits},
+    },
     channels::delivery::WebhookConfig,
     domain::{Limits, validate},
     listener::ConnectionLimits,
@@ -252,6 +255,7 @@ impl WebhookArgs {
                 max_endpoints: self.webhook_max_endpoints,
                 max_queued: self.webhook_max_queued,
                 keep_finished: self.webhook_keep,
+                max_people: DEFAULT_MAX_PEOPLE,
             },
             concurrency: self.webhook_concurrency,
             per_tenant: self.webhook_concurrency_per_tenant,

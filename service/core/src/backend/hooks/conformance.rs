@@ -43,6 +43,7 @@ macro_rules! hook_store_conformance_suite {
                 timers_are_leased_advanced_and_cancelled,
                 notes_are_kept_once_and_expire,
                 claims_keep_each_tenant_and_endpoint_to_its_share,
+                people_hold_their_identities_alone,
             );
         }
     };
@@ -81,6 +82,7 @@ pub const LIMITS: StoreLimits = StoreLimits {
     max_endpoints: 2,
     max_queued: 3,
     keep_finished: 2,
+    max_people: 3,
 };
 
 pub fn endpoint(tenant: &str, id: &str) -> EndpointRecord {
@@ -451,5 +453,71 @@ pub async fn notes_are_kept_once_and_expire(store: &dyn HookStore) -> Result<(),
         store.put_note("short", "y", 60_000, true).await?,
         "and may be set again"
     );
+    Ok(())
+}
+
+fn person(tenant: &str, id: &str, identities: &[&str]) -> PersonRecord {
+    PersonRecord {
+        tenant: tenant.into(),
+        id: id.into(),
+        display_name: format!("Person {id}"),
+        groups: vec!["ops".into()],
+        identities: identities.iter().map(|i| (*i).to_owned()).collect(),
+        delegate: None,
+        updated_ms: 1,
+    }
+}
+
+/// People are per tenant and capped; an identity belongs to one person of a tenant,
+/// a replaced person's old identities are free again, and a deleted person's too.
+pub async fn people_hold_their_identities_alone(store: &dyn HookStore) -> Result<(), Error> {
+    let ana = person("a", "ana", &["ana", "slack:t1/u1"]);
+    store.put_person(&ana, &change("a", "p1")).await?;
+    store
+        .put_person(&person("b", "ana", &["ana"]), &change("b", "p2"))
+        .await?;
+    assert_eq!(
+        store.person_of("a", "slack:t1/u1").await?,
+        Some(ana.clone())
+    );
+    assert_eq!(store.person_of("a", "telegram:1").await?, None);
+    assert_eq!(store.person_of("c", "ana").await?, None, "per tenant");
+
+    // Another person of the tenant cannot take ana's identity.
+    let bo = person("a", "bo", &["bo", "slack:t1/u1"]);
+    let taken = store.put_person(&bo, &change("a", "p3")).await;
+    assert!(
+        matches!(&taken, Err(Error::BadRequest(v)) if v[0].field == "identities[1]"),
+        "{taken:?}"
+    );
+    assert_eq!(
+        store.person_of("a", "bo").await?,
+        None,
+        "nothing of a refused put"
+    );
+    // Replaced, ana frees it; then bo may have it.
+    let ana_again = person("a", "ana", &["ana", "email:ana@example.org"]);
+    store.put_person(&ana_again, &change("a", "p4")).await?;
+    assert_eq!(store.person_of("a", "slack:t1/u1").await?, None);
+    store.put_person(&bo, &change("a", "p5")).await?;
+    assert_eq!(store.person_of("a", "slack:t1/u1").await?, Some(bo.clone()));
+    let ids = |people: Vec<PersonRecord>| people.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.people("a").await?), ["ana", "bo"]);
+
+    // The cap counts people, not puts.
+    store
+        .put_person(&person("a", "cy", &["cy"]), &change("a", "p6"))
+        .await?;
+    let full = store
+        .put_person(&person("a", "dee", &["dee"]), &change("a", "p7"))
+        .await;
+    assert!(matches!(full, Err(Error::TooManyWebhooks(_))), "{full:?}");
+    store.put_person(&ana_again, &change("a", "p8")).await?;
+
+    assert!(store.delete_person("a", "bo", &change("a", "p9")).await?);
+    assert!(!store.delete_person("a", "bo", &change("a", "p10")).await?);
+    assert_eq!(store.person_of("a", "slack:t1/u1").await?, None);
+    assert_eq!(ids(store.people("a").await?), ["ana", "cy"]);
+    assert_eq!(ids(store.people("b").await?), ["ana"]);
     Ok(())
 }

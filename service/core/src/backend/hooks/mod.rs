@@ -11,7 +11,7 @@ pub mod records;
 
 use async_trait::async_trait;
 
-use self::records::{DeliveryRecord, EndpointRecord, Status, TimerRecord};
+use self::records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord};
 use crate::{backend::audit::AuditEntry, domain::Error};
 
 /// The per-tenant bounds a store enforces.
@@ -23,7 +23,12 @@ pub struct StoreLimits {
     pub max_queued: usize,
     /// Finished (delivered or failed) deliveries kept per tenant, newest first.
     pub keep_finished: usize,
+    /// People one tenant may have.
+    pub max_people: usize,
 }
+
+/// People a tenant may have unless told otherwise.
+pub const DEFAULT_MAX_PEOPLE: usize = 10_000;
 
 /// How a node's delivery slots are shared: a tenant may hold `per_tenant` of them and
 /// an endpoint `per_endpoint`, counting what the node has in flight already, so that
@@ -191,6 +196,50 @@ pub trait HookStore: Send + Sync + 'static {
 
     /// A note's value, while it lasts.
     async fn note(&self, key: &str) -> Result<Option<String>, Error>;
+
+    /// Adds a person, or replaces the one with their id (and `audit` kept with the
+    /// change, as for [`Self::create_endpoint`]). BAD_REQUEST naming the identity when
+    /// one of theirs belongs to another person of the tenant; TOO_MANY_WEBHOOKS past
+    /// `max_people` (the tenant's admin records are bounded alike).
+    async fn put_person(&self, person: &PersonRecord, audit: &AuditEntry) -> Result<(), Error>;
+
+    /// The tenant's people, by id.
+    async fn people(&self, tenant: &str) -> Result<Vec<PersonRecord>, Error>;
+
+    /// Removes a person; whether they were there (with `audit`, as above).
+    async fn delete_person(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error>;
+
+    /// The person of the tenant whose identity `identity` is (normalised), if any.
+    async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error>;
+}
+
+/// Why `person` cannot be put beside `others` (the tenant's people): an identity of
+/// theirs that another person holds.
+pub fn identity_taken(person: &PersonRecord, others: &[PersonRecord]) -> Option<Error> {
+    person
+        .identities
+        .iter()
+        .enumerate()
+        .find_map(|(i, identity)| {
+            others
+                .iter()
+                .find(|o| o.id != person.id && o.identities.contains(identity))
+                .map(|o| {
+                    Error::bad_request(
+                        format!("identities[{i}]"),
+                        format!(
+                            "{} belongs to person {} already",
+                            crate::domain::echo(identity),
+                            crate::domain::echo(&o.id)
+                        ),
+                    )
+                })
+        })
 }
 
 #[cfg(feature = "conformance")]

@@ -16,7 +16,7 @@ use askgate_core::{
         audit::AuditEntry,
         hooks::{
             HookStore, Shares, StoreLimits,
-            records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+            records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord},
         },
     },
     domain::Error,
@@ -61,6 +61,7 @@ struct State {
     /// Admin changes' audit records not yet in an audit log, oldest first (a store
     /// without one).
     unaudited: Vec<AuditEntry>,
+    people: people::People,
 }
 
 #[derive(Default)]
@@ -221,6 +222,9 @@ impl State {
                 }
             }
             self.deliveries.insert(delivery.id.clone(), delivery);
+        }
+        for person in stored.people {
+            self.people.put(person);
         }
         for (due_ms, timer) in stored.timers {
             let id = timer.id();
@@ -579,7 +583,29 @@ impl HookStore for MemoryHookStore {
             .filter(|(_, until)| *until > Instant::now())
             .map(|(value, _)| value.clone()))
     }
+
+    async fn put_person(&self, person: &PersonRecord, audit: &AuditEntry) -> Result<(), Error> {
+        self.put_person_in(person, audit).await
+    }
+
+    async fn people(&self, tenant: &str) -> Result<Vec<PersonRecord>, Error> {
+        Ok(self.people_of(tenant))
+    }
+
+    async fn delete_person(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
+        self.delete_person_in(tenant, id, audit).await
+    }
+
+    async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error> {
+        Ok(self.person_of_identity(tenant, identity))
+    }
 }
 
+mod people;
 #[cfg(test)]
 mod tests;

@@ -116,6 +116,12 @@ pub(super) mod hook_scripts {
     /// An endpoint removed, with its audit record.
     pub static DELETE_ENDPOINT: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_delete_endpoint.lua")));
+    /// A person added or replaced, unless an identity of theirs is another's.
+    pub static PUT_PERSON: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_put_person.lua")));
+    /// A person removed with their identities.
+    pub static DELETE_PERSON: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_delete_person.lua")));
     /// New deliveries, as many as the tenant's queue has room for.
     pub static ENQUEUE: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_enqueue.lua")));

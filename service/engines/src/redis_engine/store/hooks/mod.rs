@@ -11,7 +11,7 @@ use askgate_core::{
     backend::audit::AuditEntry,
     backend::hooks::{
         HookStore, Shares, StoreLimits,
-        records::{DeliveryRecord, EndpointRecord, Status, TimerRecord},
+        records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord},
     },
     domain::Error,
 };
@@ -19,6 +19,8 @@ use askgate_core::{
 pub(crate) use super::wait::Acked;
 use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::redis_engine::keys::HookKeys;
+
+mod people;
 
 /// Deliveries read per round trip while listing.
 const LIST_PAGE: isize = 200;
@@ -439,6 +441,27 @@ impl HookStore for RedisHookStore {
 
     async fn cancel_timer(&self, timer_id: &str) -> Result<(), Error> {
         self.timer_op("cancel", timer_id, "", None).await
+    }
+
+    async fn put_person(&self, person: &PersonRecord, audit: &AuditEntry) -> Result<(), Error> {
+        self.put_person_in(person, audit).await
+    }
+
+    async fn people(&self, tenant: &str) -> Result<Vec<PersonRecord>, Error> {
+        self.people_of(tenant).await
+    }
+
+    async fn delete_person(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
+        self.delete_person_in(tenant, id, audit).await
+    }
+
+    async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error> {
+        self.person_of_identity(tenant, identity).await
     }
 }
 
