@@ -1,13 +1,15 @@
 //! The admin calls of the chat channels a tenant connects: Slack apps, Telegram bots
-//! and email routes (admin role; docs/slack.md, docs/telegram.md, docs/email.md).
+//! and email routes (admin role; docs/slack.md, docs/telegram.md, docs/email.md), and
+//! of the people who answer through them (docs/approvals.md "People").
 
 use crate::{
     Client, Error,
     proto::{
         ConnectEmailRequest, ConnectNtfyRequest, ConnectSlackRequest, ConnectTelegramRequest,
-        DisconnectEmailRequest, DisconnectNtfyRequest, DisconnectSlackRequest,
+        DeletePersonRequest, DisconnectEmailRequest, DisconnectNtfyRequest, DisconnectSlackRequest,
         DisconnectTelegramRequest, EmailRoute, ListEmailRoutesRequest, ListNtfyTopicsRequest,
-        ListSlackAppsRequest, ListTelegramBotsRequest, NtfyTopic, SlackApp, TelegramBot,
+        ListPeopleRequest, ListSlackAppsRequest, ListTelegramBotsRequest, NtfyTopic, Person,
+        SlackApp, TelegramBot,
     },
 };
 
@@ -111,6 +113,27 @@ impl Client {
     pub async fn disconnect_ntfy(&mut self, id: &str) -> Result<(), Error> {
         let request = self.request(DisconnectNtfyRequest { id: id.to_owned() });
         self.ntfy.disconnect_ntfy(request).await?;
+        Ok(())
+    }
+
+    /// Adds a person of the caller's tenant (admin role), or replaces the one with
+    /// that id: their identities on every channel count as them.
+    /// [`crate::Reason::BadRequest`] when an identity is another person's.
+    pub async fn put_person(&mut self, person: Person) -> Result<Person, Error> {
+        let request = self.request(person);
+        Ok(self.people.put_person(request).await?.into_inner())
+    }
+
+    /// The tenant's people, by id.
+    pub async fn list_people(&mut self) -> Result<Vec<Person>, Error> {
+        let request = self.request(ListPeopleRequest {});
+        Ok(self.people.list_people(request).await?.into_inner().people)
+    }
+
+    /// Removes a person; [`crate::Reason::NotFound`] when there is none by that id.
+    pub async fn delete_person(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(DeletePersonRequest { id: id.to_owned() });
+        self.people.delete_person(request).await?;
         Ok(())
     }
 }

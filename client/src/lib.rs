@@ -62,8 +62,9 @@ use proto::{
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
     audit_client::AuditClient, email_client::EmailClient, ntfy_client::NtfyClient,
-    receipts_client::ReceiptsClient, slack_client::SlackClient, telegram_client::TelegramClient,
-    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
+    people_client::PeopleClient, receipts_client::ReceiptsClient, slack_client::SlackClient,
+    telegram_client::TelegramClient, user_questions_client::UserQuestionsClient,
+    webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -92,6 +93,7 @@ pub struct Client {
     ntfy: NtfyClient<Channel>,
     audit: AuditClient<Channel>,
     receipts: ReceiptsClient<Channel>,
+    people: PeopleClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
     /// The channel this client answers from (`askgate-channel`), if it names one.
@@ -207,7 +209,8 @@ impl Client {
             email: EmailClient::new(channel.clone()),
             ntfy: NtfyClient::new(channel.clone()),
             audit: AuditClient::new(channel.clone()),
-            receipts: ReceiptsClient::new(channel),
+            receipts: ReceiptsClient::new(channel.clone()),
+            people: PeopleClient::new(channel),
             authorization: None,
             channel: None,
         }

@@ -7,15 +7,17 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
-use askgate_proto::v1::{AnswerRequest, QuestionAnswer};
+use askgate_proto::v1::{AnswerRequest, Delegate, Identity, Person, QuestionAnswer};
 use askgate_server::{
     ServerConfig,
     auth::jwt::{Audience, Claims, DEFAULT_GROUPS_CLAIM, KeySource},
+    server::ApprovalConfig,
     server::AuthConfig,
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use tonic::Code;
 
+use crate::approvals::{KEY_A, deploy, jwks};
 use crate::support::{
     TempDir, TestServer, WebClient, next_event, subscribed, test_config, web_client, within,
 };
@@ -60,10 +62,24 @@ impl Rig {
                 audience: Some("askgate".into()),
                 groups_claim: DEFAULT_GROUPS_CLAIM.into(),
             },
+            approvals: ApprovalConfig {
+                receipt_key_files: vec![dir.file("receipt.pem", KEY_A)],
+                ..test_config().approvals
+            },
             ..test_config()
         };
         let server = TestServer::start_with(config).await;
         Self { server, _dir: dir }
+    }
+
+    /// An admin of the tenant.
+    async fn admin(&self) -> Client {
+        let token = token("root", &["admin"], &[]);
+        self.server
+            .client()
+            .await
+            .with_token(&token)
+            .expect("a token")
     }
 
     /// The asking agent (`bot`, who may follow the session too), following `s`.
@@ -324,4 +340,214 @@ async fn approvers_are_checked_and_are_part_of_the_ask() {
         .await
         .expect("join")
         .expect("answered");
+}
+
+/// A person as `PutPerson` takes them: `identities` as `KIND:VALUE`.
+fn person(id: &str, groups: &[&str], identities: &[&str]) -> Person {
+    Person {
+        id: id.into(),
+        display_name: id.to_uppercase(),
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        identities: identities
+            .iter()
+            .map(|i| {
+                let (kind, value) = i.split_once(':').expect("KIND:VALUE");
+                Identity {
+                    kind: kind.into(),
+                    value: value.into(),
+                }
+            })
+            .collect(),
+        delegate: None,
+    }
+}
+
+/// People count as one whatever identity they answer with: ana's two credentials (one
+/// in the console) are one vote of a quorum of 2, and the asker's person may not
+/// approve its own ask through another identity. Groups come from the person.
+async fn a_quorum_counts_people_not_credentials() {
+    let rig = Rig::start().await;
+    let mut admin = rig.admin().await;
+    admin
+        .put_person(person(
+            "ana",
+            &["ops"],
+            &["subject:ana", "subject:ana-laptop", "subject:ana-bot"],
+        ))
+        .await
+        .expect("ana");
+    admin
+        .put_person(person("bo", &["ops"], &["subject:bo"]))
+        .await
+        .expect("bo");
+    let (bot, mut events) = rig.bot().await;
+    let mut web = web_client(&rig.server);
+    let mut agent = bot.clone();
+    let call =
+        tokio::spawn(async move { agent.ask(go("s").approver_groups(["ops"]).quorum(2)).await });
+    let rpc = requested(&mut events).await.rpc_id;
+    let mut ana = rig.person("ana", &[]).await;
+    ana.answer("s", &rpc, yes())
+        .await
+        .expect("ana, by her person's group");
+    let again = web_answer(&mut web, &rpc, "ana-laptop", &[])
+        .await
+        .expect_err("ana's other credential");
+    assert_eq!(reason(&again), "ALREADY_APPROVED");
+    let mut stranger = rig.person("cy", &[]).await;
+    let refused = stranger.answer("s", &rpc, yes()).await.expect_err("cy");
+    assert_eq!(refused.reason(), Reason::NotAnApprover);
+    assert!(!call.is_finished(), "one person is no quorum of two");
+    web_answer(&mut web, &rpc, "bo", &[]).await.expect("bo");
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.approvers, ["ana", "bo"]);
+
+    // Asked by ana's bot: ana may not approve it, under any identity.
+    let mut ana_bot = rig
+        .server
+        .client()
+        .await
+        .with_token(&token("ana-bot", &["agent", "ui"], &[]))
+        .expect("a token");
+    let call = tokio::spawn(async move {
+        ana_bot
+            .ask(go("s").approver_groups(["ops"]).quorum(2))
+            .await
+    });
+    let rpc = requested(&mut events).await.rpc_id;
+    let refused = web_answer(&mut web, &rpc, "ana-laptop", &[])
+        .await
+        .expect_err("her own ask");
+    assert_eq!(reason(&refused), "SELF_APPROVAL");
+    call.abort();
+}
+on_every_backend!(
+    #[tokio::test]
+    a_quorum_counts_people_not_credentials
+);
+
+/// While ana is away, bo answers her asks, and the receipt names both; once the
+/// delegation is over, he cannot.
+async fn a_delegate_answers_while_the_delegation_holds() {
+    let rig = Rig::start().await;
+    let mut admin = rig.admin().await;
+    let away = |until: SystemTime| Person {
+        delegate: Some(Delegate {
+            to_person: "bo".into(),
+            until: Some(until.into()),
+        }),
+        ..person("ana", &[], &["subject:ana"])
+    };
+    let hour = std::time::Duration::from_secs(3600);
+    admin
+        .put_person(away(SystemTime::now() + hour))
+        .await
+        .expect("ana, away");
+    admin
+        .put_person(person("bo", &[], &["subject:bo"]))
+        .await
+        .expect("bo");
+    let (bot, mut events) = rig.bot().await;
+    let ship = || {
+        go("s")
+            .approvers(["ana"])
+            .action(&deploy().name, &deploy().arguments_json)
+    };
+    let mut agent = bot.clone();
+    let ask = ship();
+    let call = tokio::spawn(async move { agent.ask(ask).await });
+    let rpc = requested(&mut events).await.rpc_id;
+    let mut bo = rig.person("bo", &[]).await;
+    bo.answer("s", &rpc, yes())
+        .await
+        .expect("bo stands in for ana");
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.resolved_by, "bo");
+    let keys = jwks(&rig.server).await;
+    let claims =
+        askgate_client::receipt::verify_receipt(&answered.receipt, &keys, "acme", &deploy())
+            .expect("a valid receipt");
+    assert_eq!(
+        (claims.approvers.as_slice(), claims.on_behalf_of.as_str()),
+        (["bo".to_owned()].as_slice(), "ana")
+    );
+
+    // Back: the delegation ended.
+    admin
+        .put_person(away(SystemTime::now() - hour))
+        .await
+        .expect("ana, back");
+    let mut agent = bot.clone();
+    let ask = ship();
+    let call = tokio::spawn(async move { agent.ask(ask).await });
+    let rpc = requested(&mut events).await.rpc_id;
+    let refused = bo.answer("s", &rpc, yes()).await.expect_err("not any more");
+    assert_eq!(refused.reason(), Reason::NotAnApprover);
+    let mut ana = rig.person("ana", &[]).await;
+    ana.answer("s", &rpc, yes()).await.expect("ana herself");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+}
+on_every_backend!(
+    #[tokio::test]
+    a_delegate_answers_while_the_delegation_holds
+);
+
+/// `People` is the admin's: an identity belongs to one person, a person is listed and
+/// deleted, and every change is in the audit log.
+#[tokio::test]
+async fn people_are_the_admins_and_audited() {
+    let rig = Rig::start().await;
+    let mut admin = rig.admin().await;
+    let ana = admin
+        .put_person(person(
+            "ana",
+            &["ops"],
+            &["subject:Ana", "slack:T1:U1", "email:Ana+x@Example.org"],
+        ))
+        .await
+        .expect("ana");
+    let shown: Vec<(String, String)> = ana
+        .identities
+        .iter()
+        .map(|i| (i.kind.clone(), i.value.clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("subject".to_owned(), "ana".to_owned()),
+            ("slack".to_owned(), "t1/u1".to_owned()),
+            ("email".to_owned(), "ana@example.org".to_owned()),
+        ]
+    );
+    let taken = admin
+        .put_person(person("bo", &[], &["slack:t1/u1"]))
+        .await
+        .expect_err("ana's");
+    assert_eq!(taken.reason(), Reason::BadRequest);
+    assert_eq!(taken.violations()[0].0, "identities[0]");
+    let mut ui = rig.person("ui", &[]).await;
+    let denied = ui.list_people().await.expect_err("not an admin");
+    assert_eq!(denied.reason(), Reason::PermissionDenied);
+    assert_eq!(admin.list_people().await.expect("list").len(), 1);
+    admin.delete_person("ana").await.expect("delete");
+    let gone = admin.delete_person("ana").await.expect_err("gone");
+    assert_eq!(gone.reason(), Reason::NotFound);
+    let records = crate::audit::export(&mut admin).await;
+    let kinds: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_str(&r.body_json).expect("json");
+            body["kind"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, ["admin.person.put", "admin.person.deleted"]);
 }

@@ -292,6 +292,53 @@ async fn ask_names_who_may_answer() {
     assert_eq!(answered["resolved_by"], "anonymous", "{stdout}");
 }
 
+/// `askgate people`: put, list and delete the tenant's people; an identity another
+/// person holds is a usage error of the request (exit 6), a missing person exit 8.
+#[tokio::test]
+async fn people_are_managed_from_the_command_line() {
+    let serve = ServeProcess::start().await;
+    let url = serve.url.clone();
+    let people = |args: &[&str]| {
+        let mut all = vec!["people"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--addr", &url]);
+        askgate(&all)
+    };
+    let (code, stdout, stderr) = finish(people(&[
+        "put",
+        "ana",
+        "--name",
+        "Ana",
+        "--group",
+        "ops",
+        "--identity",
+        "subject:ana",
+        "--identity",
+        "slack:T1/U2",
+        "--delegate-to",
+        "bo",
+        "--away-for",
+        "7d",
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let ana: Value = serde_json::from_str(&stdout).expect("the person");
+    assert_eq!(ana["display_name"], "Ana", "{stdout}");
+    assert_eq!(ana["identities"][1]["value"], "t1/u2", "{stdout}");
+    assert_eq!(ana["delegate"]["to_person"], "bo", "{stdout}");
+    let (code, _, stderr) = finish(people(&["put", "bo", "--identity", "slack:t1:u2"])).await;
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("belongs to person"), "{stderr}");
+    let (code, stdout, _) = finish(people(&["list"])).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&stdout).expect("the people");
+    assert_eq!(listed["people"][0]["id"], "ana", "{stdout}");
+    let (code, _, _) = finish(people(&["delete", "ana"])).await;
+    assert_eq!(code, 0);
+    let (code, _, stderr) = finish(people(&["delete", "ana"])).await;
+    assert_eq!(code, 8, "{stderr}");
+}
+
 #[tokio::test]
 async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it() {
     let (code, _, stderr) = finish(askgate(&["serve", "--listen", "0.0.0.0:0"])).await;

@@ -268,6 +268,32 @@ def test_only_the_approvers_answer_an_ask(server: Server) -> None:
         assert outcome["mine"].resolved_by == "anonymous"
 
 
+def test_a_persons_groups_make_them_an_approver(server: Server) -> None:
+    from askgate.v1 import askgate_pb2 as pb
+
+    ask = Ask("people", [question("go", "Go?", options=["yes"])], hold=True, approvers=Approvers(groups=["ops"]))
+    outcome: dict = {}
+
+    def call() -> None:
+        with Client(server.addr) as agent:
+            outcome["result"] = agent.ask(ask)
+
+    with Client(server.addr) as admin:
+        me = pb.Person(id="me", groups=["ops"], identities=[pb.Identity(kind="subject", value="anonymous")])
+        assert admin.put_person(me).identities[0].value == "anonymous"
+        thread = threading.Thread(target=call)
+        thread.start()
+        pending = eventually("the ask", lambda: admin.list_pending("people"))
+        admin.answer("people", pending[0].rpc_id, [select("go", "yes")])
+        thread.join(timeout=20)
+        assert outcome["result"].resolved_by == "anonymous"
+        assert [p.id for p in admin.list_people()] == ["me"]
+        admin.delete_person("me")
+        with pytest.raises(AskgateError) as gone:
+            admin.delete_person("me")
+        assert gone.value.reason is Reason.NOT_FOUND
+
+
 def test_a_secret_answer_reaches_the_asker_only(server: Server) -> None:
     secret = "zq7731-python-secret"
     ask = Ask(

@@ -157,6 +157,10 @@ pub struct Claims {
     /// who may answer the session could.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver_rule: Option<ApproverRule>,
+    /// The person (their id) the approver stood in for while a delegation held: the
+    /// receipt names both. Absent otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub on_behalf_of: String,
     /// Who resolved it: the last approver, the person who cancelled, or `askgate`.
     #[serde(default)]
     pub resolved_by: String,

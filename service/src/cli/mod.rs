@@ -26,6 +26,7 @@ mod log;
 mod mcp;
 mod ntfy;
 pub mod overlay;
+mod people;
 mod receipt;
 mod serve;
 mod slack;
@@ -100,6 +101,10 @@ pub enum Command {
     /// answer them (admin role).
     #[command(subcommand)]
     Ntfy(ntfy::NtfyCommand),
+    /// The tenant's people: the identities that count as one person on every channel,
+    /// their groups, and who answers for them while they are away (admin role).
+    #[command(subcommand)]
+    People(people::PeopleCommand),
     /// The tenant's hash-chained audit log: export it, verify an export (admin role).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -191,6 +196,7 @@ pub fn main() -> ExitCode {
             Command::Telegram(command) => telegram::run(command).await,
             Command::Email(command) => email::run(command).await,
             Command::Ntfy(command) => ntfy::run(command).await,
+            Command::People(command) => people::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
             Command::Audit(command) => audit::run(command).await,
         }

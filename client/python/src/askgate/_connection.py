@@ -146,3 +146,4 @@ class Stubs:
         self.webhooks = rpc.WebhooksStub(channel)
         self.slack = rpc.SlackStub(channel)
         self.receipts = rpc.ReceiptsStub(channel)
+        self.people = rpc.PeopleStub(channel)

@@ -4,7 +4,13 @@
 
 use askgate_proto::v1::{CancelSource, QuestionAnswer, Requested, Resolution, Resolved};
 
-use crate::domain::{Error, shown};
+use crate::{
+    backend::{
+        hooks::HookStore,
+        people::{self, Standing},
+    },
+    domain::{Error, shown},
+};
 
 /// What a chat channel's delivery carries: the ask, and (for an update) its
 /// resolution, in proto3 JSON.
@@ -90,6 +96,24 @@ pub fn line(text: &str, max: usize) -> String {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     cut(one.trim(), max)
+}
+
+/// Where the person answering through `channel` as `who` stands on `requested` of
+/// `tenant` ([`people::standing`]): NOT_AN_APPROVER unless its approvers name them or
+/// their person (an ntfy topic names nobody). What a chat checks before it offers a
+/// form or takes a click; the answer itself is checked again as every answer is.
+/// Nothing is read for a plain ask.
+pub async fn standing(
+    store: &dyn HookStore,
+    (tenant, requested): (&str, &Requested),
+    (channel, who): (&str, &str),
+    cancelling: bool,
+) -> Result<Standing, Error> {
+    if !people::needs_person(requested) {
+        return Ok(Standing::default());
+    }
+    let identity = crate::knows_who(channel).then_some(who);
+    people::standing(Some(store), tenant, requested, identity, &[], cancelling).await
 }
 
 /// Why an answer or a cancel given in a chat was refused, as the person who gave it

@@ -191,9 +191,15 @@ impl Email {
     ) -> Result<(), String> {
         let smtp = self.ready().map_err(|e| e.to_string())?;
         let to = Mailbox::from_str(address).map_err(|e| format!("a stored address: {e}"))?;
-        // An ask with approvers is mailed to them alone: no one else gets its links.
-        if !approval::is_approver(requested, &format!("{EMAIL_CHANNEL}:{}", to.email), &[]) {
-            return Ok(());
+        // An ask with approvers is mailed to them alone (the address, or its person,
+        // named): no one else gets its links.
+        let who = format!("{EMAIL_CHANNEL}:{}", to.email);
+        let asked = (route.tenant.as_str(), requested);
+        let approver = crate::channel::chat::standing(store, asked, (EMAIL_CHANNEL, &who), false);
+        match approver.await {
+            Ok(_) => {}
+            Err(Error::NotAnApprover { .. }) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
         }
         let asked = note_key(&route.id, &delivery.rpc_id, i, "asked");
         let sent = match resolved {

@@ -136,6 +136,7 @@ pub fn resolved(key: &SessionKey, rpc_id: &str, outcome: &Outcome) -> Resolved {
         channel: outcome.channel.clone(),
         sealed_answers: outcome.sealed_answers.clone(),
         answers_hmac: outcome.answers_hmac.clone(),
+        on_behalf_of: outcome.on_behalf_of.clone().unwrap_or_default(),
     }
 }
 
@@ -151,6 +152,7 @@ pub fn outcome_of(resolved: &Resolved) -> Outcome {
         channel: resolved.channel.clone(),
         sealed_answers: resolved.sealed_answers.clone(),
         answers_hmac: resolved.answers_hmac.clone(),
+        on_behalf_of: Some(resolved.on_behalf_of.clone()).filter(|p| !p.is_empty()),
     }
 }
 
@@ -227,6 +229,7 @@ mod tests {
             channel: "console".into(),
             sealed_answers: "c2VhbGVk".into(),
             answers_hmac: "00ff".into(),
+            on_behalf_of: Some("bo".into()),
         };
         let key = SessionKey::new("acme", "s");
         let event = resolved(&key, "r1", &outcome);

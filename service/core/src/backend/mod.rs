@@ -11,6 +11,7 @@ pub mod audit_log;
 pub mod conformance;
 pub mod events;
 pub mod hooks;
+pub mod people;
 mod state_config;
 
 use std::{pin::Pin, sync::Arc};

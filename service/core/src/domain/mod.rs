@@ -7,6 +7,7 @@ pub mod connect;
 pub mod error;
 pub mod limits;
 pub mod model;
+pub mod people;
 pub mod quorum;
 mod seen;
 pub mod shown;

@@ -244,6 +244,8 @@ pub struct Outcome {
     pub sealed_answers: String,
     /// The MAC of those answers, for the audit record (empty without them).
     pub answers_hmac: String,
+    /// The person (their id) the answerer stood in for while a delegation held.
+    pub on_behalf_of: Option<String>,
 }
 
 impl Outcome {
@@ -320,6 +322,7 @@ impl Outcome {
             channel: SERVER_CHANNEL.to_owned(),
             sealed_answers: String::new(),
             answers_hmac: String::new(),
+            on_behalf_of: None,
         }
     }
 }

@@ -17,6 +17,10 @@ pub struct Vote {
     /// The normalised answers, as [`answers_key`] writes them: two votes agree when
     /// their keys are equal.
     pub key: String,
+    /// The id of the voter's person, when the tenant knows them: one person votes
+    /// once, through whichever identity.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub person: String,
 }
 
 /// The votes cast on a quorum ask so far. `closed` once a vote completed the quorum or
@@ -47,10 +51,10 @@ impl Votes {
     /// outcome again, so that a retry after a lost reply still makes the final claim.
     pub fn cast(&mut self, vote: Vote, needed: u32) -> Result<Voted, Error> {
         // One person, however their subject is spelt (`Alice`, `alice`).
-        let voted = self
-            .votes
-            .iter()
-            .any(|v| super::approval::same_person(&v.subject, &vote.subject));
+        let voted = self.votes.iter().any(|v| {
+            super::approval::same_person(&v.subject, &vote.subject)
+                || (!vote.person.is_empty() && v.person == vote.person)
+        });
         if self.closed {
             return match voted {
                 true => Ok(self.decided()),
@@ -136,7 +140,31 @@ mod tests {
             subject: subject.into(),
             channel: "console".into(),
             key: key.into(),
+            person: String::new(),
         }
+    }
+
+    #[test]
+    fn a_person_votes_once_through_any_identity() {
+        let mut votes = Votes::default();
+        let of = |subject: &str, person: &str| Vote {
+            person: person.into(),
+            ..vote(subject, "A")
+        };
+        assert_eq!(
+            votes.cast(of("ana", "p-ana"), 2),
+            Ok(Voted::Recorded { count: 1 })
+        );
+        assert_eq!(
+            votes.cast(of("ana-laptop", "p-ana"), 2),
+            Err(Error::AlreadyApproved)
+        );
+        assert_eq!(
+            votes
+                .cast(of("bo", ""), 2)
+                .map(|v| matches!(v, Voted::Complete(_))),
+            Ok(true)
+        );
     }
 
     #[test]

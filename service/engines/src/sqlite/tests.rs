@@ -690,6 +690,7 @@ async fn a_quorum_asks_votes_survive_a_crash() {
         subject: subject.into(),
         channel: "console".into(),
         key: "A".into(),
+        person: String::new(),
     };
     let dir = Scratch::new();
     let engine = open(&dir, StateConfig::default()).await;
@@ -764,6 +765,7 @@ async fn trimmed_events_and_a_resolved_asks_votes_leave_the_store() {
         subject: "ana".into(),
         channel: "console".into(),
         key: "A".into(),
+        person: String::new(),
     };
     assert_eq!(
         backend.vote(&key("q"), &quorum.rpc_id, vote, 2, None).await,

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod audit;
 pub mod deadline;
 pub mod health;
+pub mod people;
 pub mod receipts;
 
 use std::{
@@ -28,6 +29,7 @@ pub use agents::AgentsApi;
 /// The status of a failed call that names no session (the channels' admin calls' too).
 pub(crate) use askgate_channels::api::failed;
 pub use audit::AuditApi;
+pub use people::PeopleApi;
 pub use receipts::ReceiptsApi;
 
 use crate::{

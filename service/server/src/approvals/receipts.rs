@@ -190,6 +190,7 @@ pub(crate) mod tests {
             answers_digest: String::new(),
             approvers: vec!["ana".into()],
             approver_rule: None,
+            on_behalf_of: String::new(),
             resolved_by: "ana".into(),
             iat: 0,
             exp: 0,

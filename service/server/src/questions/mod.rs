@@ -32,7 +32,9 @@ use crate::{
     auth::{self, sealed::SealingKey},
     backend::{
         Attached, Backend, Budget, EventStream, Holder, RequestAbort, Scope, StateConfig,
-        SubscribeOptions, events, hooks::HookStore,
+        SubscribeOptions, events,
+        hooks::HookStore,
+        people::{self, Standing},
     },
     domain::{Error, Limits, NewAsk, Outcome, Resolver, SessionKey, answer, approval, validate},
     metrics::Metrics,
@@ -199,12 +201,18 @@ impl Questions {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
             telemetry::link(&span, &pending.traceparent);
             may_answer(&pending, by)?;
-            approver(&pending, by, false)?;
+            let standing = self.standing(tenant, &pending, by, false).await?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
             match pending.quorum.map_or(0, |q| q.count) {
-                needed if needed > 1 => self.vote(&key, &pending, answers, by, needed).await,
+                needed if needed > 1 => {
+                    let voter = (by, &standing);
+                    self.vote(&key, &pending, answers, voter, needed).await
+                }
                 _ => {
-                    let outcome = self.answered(&key, &pending, answers, by)?;
+                    let outcome = Outcome {
+                        on_behalf_of: standing.for_person,
+                        ..self.answered(&key, &pending, answers, by)?
+                    };
                     self.backend.claim(&key, &request.rpc_id, outcome).await?;
                     Ok(Answered::Resolved)
                 }
@@ -214,6 +222,24 @@ impl Questions {
         .await;
         telemetry::record_outcome(&span, &claimed);
         self.count_conflict(tenant, claimed)
+    }
+
+    /// Where `by` stands on `pending` ([`people::standing`]): NOT_AN_APPROVER unless
+    /// its approvers name them, through a channel that tells who answered (not an ntfy
+    /// topic, which anyone holding it may press). Nothing is read for a plain ask.
+    async fn standing(
+        &self,
+        tenant: &str,
+        pending: &Requested,
+        by: &Resolver,
+        cancelling: bool,
+    ) -> Result<Standing, Error> {
+        if !people::needs_person(pending) {
+            return Ok(Standing::default());
+        }
+        let identity = askgate_channels::knows_who(&by.channel).then_some(by.subject.as_str());
+        let store = self.hooks.as_deref();
+        people::standing(store, tenant, pending, identity, &by.groups, cancelling).await
     }
 
     /// The outcome of `answers` to `pending`, the answers to its secret questions
@@ -275,7 +301,7 @@ impl Questions {
             let pending = self.backend.pending(&key, &request.rpc_id).await?;
             telemetry::link(&span, &pending.traceparent);
             allowed(&pending, by)?;
-            approver(&pending, by, true)?;
+            self.standing(tenant, &pending, by, true).await?;
             self.backend
                 .claim(
                     &key,
@@ -456,20 +482,6 @@ fn may_answer(pending: &Requested, by: &Resolver) -> Result<(), Error> {
         false => Err(Error::ChannelNotAllowed {
             allowed: Vec::new(),
         }),
-    }
-}
-
-/// NOT_AN_APPROVER unless `by` is one of `pending`'s approvers ([`approval::approver`],
-/// for a cancel when they alone may cancel) through a channel that tells who answered:
-/// not an ntfy topic, which anyone holding it may press.
-fn approver(pending: &Requested, by: &Resolver, cancelling: bool) -> Result<(), Error> {
-    if pending.approvers.is_none() {
-        return Ok(());
-    }
-    match askgate_channels::knows_who(&by.channel) {
-        true => approval::approver(pending, &by.subject, &by.groups, cancelling),
-        // Nobody is known: only an ask that anyone may resolve so.
-        false => approval::approver(pending, "", &[], cancelling),
     }
 }
 

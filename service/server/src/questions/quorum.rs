@@ -12,22 +12,28 @@ use tracing::debug;
 
 use super::{Answered, Questions};
 use crate::approvals::Audit;
+use crate::backend::people::{self, Standing};
 use crate::domain::{
     Error, Outcome, Resolver, SessionKey, approval,
     quorum::{self, Vote, Voted},
 };
 
 impl Questions {
-    /// Casts `by`'s vote of `answers` on the pending quorum ask `pending`.
+    /// Casts `by`'s vote of `answers` on the pending quorum ask `pending`; `standing`
+    /// says whose person `by` is: votes count people.
     pub(super) async fn vote(
         &self,
         key: &SessionKey,
         pending: &Requested,
         answers: Vec<QuestionAnswer>,
-        by: &Resolver,
+        (by, standing): (&Resolver, &Standing),
         needed: u32,
     ) -> Result<Answered, Error> {
-        if !pending.asked_by.is_empty() && approval::same_person(&pending.asked_by, &by.subject) {
+        let person = standing.person.as_ref().map(|p| p.id.clone());
+        if self
+            .asked_by_same_person(key, pending, by, person.as_deref())
+            .await?
+        {
             return Err(Error::SelfApproval);
         }
         let rpc_id = &pending.rpc_id;
@@ -35,6 +41,7 @@ impl Questions {
             subject: by.subject.clone(),
             channel: by.channel.clone(),
             key: quorum::answers_key(&answers),
+            person: person.unwrap_or_default(),
         };
         let record = self
             .audit
@@ -86,5 +93,27 @@ impl Questions {
                 Ok(Answered::Resolved)
             }
         }
+    }
+
+    /// Whether `by` (of person `person`, if known) is who asked `pending`: the same
+    /// subject however spelt, or another identity of the asker's person.
+    async fn asked_by_same_person(
+        &self,
+        key: &SessionKey,
+        pending: &Requested,
+        by: &Resolver,
+        person: Option<&str>,
+    ) -> Result<bool, Error> {
+        if pending.asked_by.is_empty() {
+            return Ok(false);
+        }
+        if approval::same_person(&pending.asked_by, &by.subject) {
+            return Ok(true);
+        }
+        let (Some(person), Some(store)) = (person, &self.hooks) else {
+            return Ok(false);
+        };
+        let asker = people::person_of(&**store, &key.tenant, &pending.asked_by).await?;
+        Ok(asker.is_some_and(|asker| asker.id == person))
     }
 }

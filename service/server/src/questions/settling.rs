@@ -173,6 +173,7 @@ impl Questions {
             }),
             approvers: outcome.approvers.clone(),
             approver_rule: terms.approver_rule.clone(),
+            on_behalf_of: outcome.on_behalf_of.clone().unwrap_or_default(),
             resolved_by: outcome.resolved_by.clone(),
             iat: 0,
             exp: 0,

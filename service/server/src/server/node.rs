@@ -6,8 +6,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    agents_server::AgentsServer, audit_server::AuditServer, receipts_server::ReceiptsServer,
-    user_questions_server::UserQuestionsServer,
+    agents_server::AgentsServer, audit_server::AuditServer, people_server::PeopleServer,
+    receipts_server::ReceiptsServer, user_questions_server::UserQuestionsServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
-    api::{AgentsApi, AuditApi, ReceiptsApi, UserQuestionsApi, deadline, health},
+    api::{AgentsApi, AuditApi, PeopleApi, ReceiptsApi, UserQuestionsApi, deadline, health},
     approvals::{Audit, Receipts},
     auth::Gate,
     backend::Backend,
@@ -222,6 +222,7 @@ impl Node {
         );
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
+        let people = PeopleApi::new(gate.clone(), self.hooks.store().clone());
         let mut dispatch = Dispatch::default();
         if config.a2a {
             let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
@@ -248,6 +249,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 ReceiptsServer::new(receipts).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                PeopleServer::new(people).max_decoding_message_size(limit),
                 authenticate.clone(),
             ));
         // Every channel's admin service (Webhooks, Slack, Telegram, Email, Ntfy, ...).

@@ -53,6 +53,10 @@ class AsyncClient:
     def _receipts(self) -> rpc.ReceiptsStub:
         return self._channel.stubs().receipts
 
+    @property
+    def _people(self) -> rpc.PeopleStub:
+        return self._channel.stubs().people
+
     async def __aenter__(self) -> "AsyncClient":
         return self
 
@@ -156,6 +160,23 @@ class AsyncClient:
     async def redeliver(self, delivery_id: str) -> pb.Delivery:
         """Sends a webhook delivery again, with the same `webhook-id`."""
         return await self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
+
+    async def put_person(self, person: pb.Person) -> pb.Person:
+        """Adds a person of the caller's tenant (admin credential), or replaces the one
+        with that id: their identities (`pb.Identity(kind="slack", value="T1/U2")`, kinds
+        subject, slack, telegram, email) count as them on every channel, their groups
+        as an ask's approvers name them. `BAD_REQUEST` when an identity is another
+        person's."""
+        return await self._call(self._people.PutPerson, person)
+
+    async def list_people(self) -> List[pb.Person]:
+        """The tenant's people, by id."""
+        response = await self._call(self._people.ListPeople, pb.ListPeopleRequest())
+        return list(response.people)
+
+    async def delete_person(self, person_id: str) -> None:
+        """Removes a person (`NOT_FOUND` when the tenant has none by that id)."""
+        await self._call(self._people.DeletePerson, pb.DeletePersonRequest(id=person_id))
 
     async def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it

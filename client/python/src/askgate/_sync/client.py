@@ -54,6 +54,10 @@ class Client:
     def _receipts(self) -> rpc.ReceiptsStub:
         return self._channel.stubs().receipts
 
+    @property
+    def _people(self) -> rpc.PeopleStub:
+        return self._channel.stubs().people
+
     def __enter__(self) -> "Client":
         return self
 
@@ -157,6 +161,23 @@ class Client:
     def redeliver(self, delivery_id: str) -> pb.Delivery:
         """Sends a webhook delivery again, with the same `webhook-id`."""
         return self._call(self._webhooks.Redeliver, pb.RedeliverRequest(id=delivery_id))
+
+    def put_person(self, person: pb.Person) -> pb.Person:
+        """Adds a person of the caller's tenant (admin credential), or replaces the one
+        with that id: their identities (`pb.Identity(kind="slack", value="T1/U2")`, kinds
+        subject, slack, telegram, email) count as them on every channel, their groups
+        as an ask's approvers name them. `BAD_REQUEST` when an identity is another
+        person's."""
+        return self._call(self._people.PutPerson, person)
+
+    def list_people(self) -> List[pb.Person]:
+        """The tenant's people, by id."""
+        response = self._call(self._people.ListPeople, pb.ListPeopleRequest())
+        return list(response.people)
+
+    def delete_person(self, person_id: str) -> None:
+        """Removes a person (`NOT_FOUND` when the tenant has none by that id)."""
+        self._call(self._people.DeletePerson, pb.DeletePersonRequest(id=person_id))
 
     def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it

@@ -137,6 +137,56 @@ class AuditHead(_message.Message):
     jws: str
     def __init__(self, tenant: _Optional[str] = ..., seq: _Optional[int] = ..., hash: _Optional[str] = ..., at: _Optional[str] = ..., jws: _Optional[str] = ...) -> None: ...
 
+class Person(_message.Message):
+    __slots__ = ("id", "display_name", "groups", "identities", "delegate")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITIES_FIELD_NUMBER: _ClassVar[int]
+    DELEGATE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    display_name: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    identities: _containers.RepeatedCompositeFieldContainer[Identity]
+    delegate: Delegate
+    def __init__(self, id: _Optional[str] = ..., display_name: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., identities: _Optional[_Iterable[_Union[Identity, _Mapping]]] = ..., delegate: _Optional[_Union[Delegate, _Mapping]] = ...) -> None: ...
+
+class Identity(_message.Message):
+    __slots__ = ("kind", "value")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    value: str
+    def __init__(self, kind: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class Delegate(_message.Message):
+    __slots__ = ("to_person", "until")
+    TO_PERSON_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    to_person: str
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, to_person: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListPeopleRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPeopleResponse(_message.Message):
+    __slots__ = ("people",)
+    PEOPLE_FIELD_NUMBER: _ClassVar[int]
+    people: _containers.RepeatedCompositeFieldContainer[Person]
+    def __init__(self, people: _Optional[_Iterable[_Union[Person, _Mapping]]] = ...) -> None: ...
+
+class DeletePersonRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeletePersonResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ConsumeReceiptRequest(_message.Message):
     __slots__ = ("receipt",)
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
@@ -458,7 +508,7 @@ class Escalated(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolved(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel", "sealed_answers", "answers_hmac")
+    __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel", "sealed_answers", "answers_hmac", "on_behalf_of")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +521,7 @@ class Resolved(_message.Message):
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SEALED_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_HMAC_FIELD_NUMBER: _ClassVar[int]
+    ON_BEHALF_OF_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     reason: Resolution
@@ -483,7 +534,8 @@ class Resolved(_message.Message):
     channel: str
     sealed_answers: str
     answers_hmac: str
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ..., approvers: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., sealed_answers: _Optional[str] = ..., answers_hmac: _Optional[str] = ...) -> None: ...
+    on_behalf_of: str
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., reason: _Optional[_Union[Resolution, str]] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., resolved_by: _Optional[str] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., cancel_source: _Optional[_Union[CancelSource, str]] = ..., approvers: _Optional[_Iterable[str]] = ..., channel: _Optional[str] = ..., sealed_answers: _Optional[str] = ..., answers_hmac: _Optional[str] = ..., on_behalf_of: _Optional[str] = ...) -> None: ...
 
 class Synced(_message.Message):
     __slots__ = ("resumed",)

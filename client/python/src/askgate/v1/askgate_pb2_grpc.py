@@ -915,6 +915,179 @@ class Receipts:
             _registered_method=True)
 
 
+class PeopleStub:
+    """The people of the caller's tenant (admin role, a credential not limited to some
+    sessions): the identities that count as one person on every channel, the groups an
+    ask's approvers may name, and who answers for them while they are away. A quorum
+    counts people, and the asker's person never approves its own quorum ask.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.PutPerson = channel.unary_unary(
+                '/askgate.v1.People/PutPerson',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.Person.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.Person.FromString,
+                _registered_method=True)
+        self.ListPeople = channel.unary_unary(
+                '/askgate.v1.People/ListPeople',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListPeopleRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListPeopleResponse.FromString,
+                _registered_method=True)
+        self.DeletePerson = channel.unary_unary(
+                '/askgate.v1.People/DeletePerson',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.FromString,
+                _registered_method=True)
+
+
+class PeopleServicer:
+    """The people of the caller's tenant (admin role, a credential not limited to some
+    sessions): the identities that count as one person on every channel, the groups an
+    ask's approvers may name, and who answers for them while they are away. A quorum
+    counts people, and the asker's person never approves its own quorum ask.
+    """
+
+    def PutPerson(self, request, context):
+        """Adds a person, or replaces the one with that id. BAD_REQUEST when an identity
+        belongs to another person of the tenant.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPeople(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePerson(self, request, context):
+        """NOT_FOUND when there is no such person.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_PeopleServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'PutPerson': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutPerson,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.Person.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.Person.SerializeToString,
+            ),
+            'ListPeople': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPeople,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListPeopleRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListPeopleResponse.SerializeToString,
+            ),
+            'DeletePerson': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePerson,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.People', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.People', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class People:
+    """The people of the caller's tenant (admin role, a credential not limited to some
+    sessions): the identities that count as one person on every channel, the groups an
+    ask's approvers may name, and who answers for them while they are away. A quorum
+    counts people, and the asker's person never approves its own quorum ask.
+    """
+
+    @staticmethod
+    def PutPerson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.People/PutPerson',
+            askgate_dot_v1_dot_askgate__pb2.Person.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.Person.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPeople(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.People/ListPeople',
+            askgate_dot_v1_dot_askgate__pb2.ListPeopleRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListPeopleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePerson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.People/DeletePerson',
+            askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class SlackStub:
     """Missing associated documentation comment in .proto file."""
 

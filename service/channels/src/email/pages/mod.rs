@@ -139,14 +139,15 @@ impl Ingress for Links {
         };
         // An ask with approvers is for them alone; a channel that cannot tell who
         // answers (an ntfy topic's page) answers none.
-        let who = match crate::knows_who(channel) {
-            true => link.who.as_str(),
-            false => "",
+        let store = self.hooks.store();
+        let asked = (link.tenant.as_str(), &requested);
+        let approver = |cancelling| {
+            crate::channel::chat::standing(&**store, asked, (channel, &link.who), cancelling)
         };
-        let answerable = approval::may_answer(&requested, channel, true)
-            && approval::approver(&requested, who, &[], false).is_ok();
-        let cancellable = approval::may_resolve(&requested, channel)
-            && approval::approver(&requested, who, &[], true).is_ok();
+        let answerable =
+            approval::may_answer(&requested, channel, true) && approver(false).await.is_ok();
+        let cancellable =
+            approval::may_resolve(&requested, channel) && approver(true).await.is_ok();
         let may = (answerable, cancellable);
         if parts.method == Method::GET {
             let form = page::form(&requested, may, link.option, &link.who, None);

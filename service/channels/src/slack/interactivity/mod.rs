@@ -24,7 +24,7 @@ use crate::{
     backend::hooks::records::EndpointRecord,
     channel::chat,
     delivery::Hooks,
-    domain::{Error, Resolver, approval, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
+    domain::{Error, Resolver, model::SLACK_CHANNEL, validate::MAX_CANCEL_REASON_BYTES},
     resolve::Questions,
 };
 
@@ -307,7 +307,10 @@ impl Interactivity {
         let action_id = action["action_id"].as_str();
         // A form is opened for approvers only.
         let cancelling = action_id == Some(blocks::CANCEL);
-        if let Err(refusal) = approval::approver(&requested, who, &[], cancelling) {
+        let asked = (at.tenant.as_str(), &requested);
+        let store = self.hooks.store();
+        let standing = chat::standing(&**store, asked, (SLACK_CHANNEL, who), cancelling).await;
+        if let Err(refusal) = standing {
             self.tell(app, payload, &refusal).await;
             return ok();
         }

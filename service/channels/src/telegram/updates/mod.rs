@@ -330,7 +330,10 @@ impl Updates {
         };
         // Buttons and prompts answer for approvers only.
         let cancelling = matches!(data, Data::Cancel(_));
-        approval::approver(&requested, &who, &[], cancelling)?;
+        let asked = (bot.tenant.as_str(), &requested);
+        let store = self.hooks.store();
+        crate::channel::chat::standing(&**store, asked, (TELEGRAM_CHANNEL, &who), cancelling)
+            .await?;
         let markup = &query["message"]["reply_markup"];
         match data {
             Data::Choose(_, n) => {

@@ -310,6 +310,9 @@ pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) 
     if !resolved.cancel_reason.is_empty() {
         fields.insert("reason".into(), resolved.cancel_reason.clone().into());
     }
+    if !resolved.on_behalf_of.is_empty() {
+        fields.insert("on_behalf_of".into(), resolved.on_behalf_of.clone().into());
+    }
     // Who the ask allowed to answer, as its receipt's `approver_rule` says it.
     if let Some(rule) = asked.and_then(|a| a.approvers.as_deref()) {
         fields.insert(

@@ -270,6 +270,7 @@ pub async fn quorum_votes_are_one_tally(make: impl Make) {
         subject: subject.into(),
         channel: "console".into(),
         key: key.into(),
+        person: String::new(),
     };
     let registered = backend.register(ask("s")).await.expect("register");
     let rpc_id = &registered.rpc_id;

@@ -5,6 +5,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+/// People are kept beside the channels' records (`service People`).
+pub use crate::domain::people::{Delegate, PersonRecord};
+
 /// The event types an endpoint may receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventType {
@@ -339,35 +342,4 @@ mod tests {
             assert_eq!(EventType::parse(t.as_str()), Some(t));
         }
     }
-}
-
-/// A person of a tenant (`service People`): the identities that count as them on every
-/// channel, and their groups.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PersonRecord {
-    pub tenant: String,
-    /// The person's id, chosen by the admin (`ana`).
-    pub id: String,
-    pub display_name: String,
-    /// Groups an ask's approvers may name, besides those of a credential.
-    #[serde(default)]
-    pub groups: Vec<String>,
-    /// Their identities as answers carry them, each normalised
-    /// ([`crate::domain::approval::person`]): a credential's subject (`ana`), or
-    /// `slack:<team>/<user>`, `telegram:<user id>`, `email:<address>`. Each belongs to
-    /// one person of the tenant at most.
-    pub identities: Vec<String>,
-    /// Who answers for them while they are away, and until when (ms since the epoch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delegate: Option<Delegate>,
-    pub updated_ms: u64,
-}
-
-/// A person answering for another while they are away.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Delegate {
-    /// The id of the person who answers for them.
-    pub to_person: String,
-    /// Until when, in ms since the epoch.
-    pub until_ms: u64,
 }

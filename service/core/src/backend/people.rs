@@ -1,0 +1,106 @@
+//! Who answers, as a person (docs/approvals.md "People"): an answer's identity found
+//! among the tenant's people, so that their other identities and groups count, and
+//! those of whom they stand in for while a delegation holds. Asked only for asks that
+//! must tell people apart (approvers, a quorum): a plain ask reads nothing.
+
+use askgate_proto::v1::Requested;
+
+use super::hooks::{HookStore, records::PersonRecord};
+use crate::{
+    clock::now_ms,
+    domain::{Error, approval},
+};
+
+/// Where an answerer stands on an ask.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Their person, when the tenant knows their identity.
+    pub person: Option<PersonRecord>,
+    /// The person they stand in for, when only a delegation makes them an approver.
+    pub for_person: Option<String>,
+}
+
+/// Whether `requested` must know who answers as a person: it names approvers, or
+/// counts a quorum.
+pub fn needs_person(requested: &Requested) -> bool {
+    requested.approvers.is_some() || requested.quorum.is_some_and(|q| q.count > 1)
+}
+
+/// The person of the tenant whose identity `identity` is (any spelling of it).
+pub async fn person_of(
+    store: &dyn HookStore,
+    tenant: &str,
+    identity: &str,
+) -> Result<Option<PersonRecord>, Error> {
+    store.person_of(tenant, &approval::person(identity)).await
+}
+
+/// Where the person answering as `identity` (None: a channel that cannot tell who
+/// answers), with a credential naming `groups`, stands on `requested`: NOT_AN_APPROVER
+/// unless its approvers name them (their identity, or any of their person's; a group
+/// of the credential's or their person's), or a person who named them their delegate
+/// while the delegation holds. `cancelling`: the approvers bind a cancel only with
+/// `cancel_too`. Without a store (no webhooks on the node) no person is known.
+pub async fn standing(
+    store: Option<&dyn HookStore>,
+    tenant: &str,
+    requested: &Requested,
+    identity: Option<&str>,
+    groups: &[String],
+    cancelling: bool,
+) -> Result<Standing, Error> {
+    let person = match (store, identity.filter(|_| needs_person(requested))) {
+        (Some(store), Some(identity)) => person_of(store, tenant, identity).await?,
+        _ => None,
+    };
+    let Some(approvers) = requested.approvers.as_deref() else {
+        return Ok(Standing {
+            person,
+            for_person: None,
+        });
+    };
+    if cancelling && !approvers.cancel_too {
+        return Ok(Standing {
+            person,
+            for_person: None,
+        });
+    }
+    let refused = || Error::NotAnApprover {
+        approvers: approval::approvers_text(approvers),
+    };
+    let Some(identity) = identity else {
+        return Err(refused());
+    };
+    let mut identities = vec![identity];
+    let mut all_groups = groups.to_vec();
+    if let Some(person) = &person {
+        identities.extend(person.identities.iter().map(String::as_str));
+        all_groups.extend(person.groups.iter().cloned());
+    }
+    if approval::names(approvers, &identities, &all_groups) {
+        return Ok(Standing {
+            person,
+            for_person: None,
+        });
+    }
+    // Standing in for someone away.
+    let (Some(me), Some(store)) = (&person, store) else {
+        return Err(refused());
+    };
+    let now = now_ms();
+    let away = store.people(tenant).await?.into_iter().find(|absent| {
+        let holds = absent
+            .delegate
+            .as_ref()
+            .is_some_and(|d| d.to_person == me.id && d.until_ms > now);
+        let ids: Vec<&str> = absent.identities.iter().map(String::as_str).collect();
+        holds && approval::names(approvers, &ids, &absent.groups)
+    });
+    match away {
+        Some(absent) => Ok(Standing {
+            person,
+            for_person: Some(absent.id),
+        }),
+        None => Err(refused()),
+    }
+}
