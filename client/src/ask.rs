@@ -287,6 +287,34 @@ impl Ask {
         self
     }
 
+    /// One more escalation step: `after` the ask's registration, with the ask still
+    /// pending, `approvers` (subjects, and `group:NAME` for groups) join the ask's (or
+    /// replace them, with `replace`) and the channel connections `notify` (ids such as
+    /// `sl_…`) are sent the ask. Steps go in the order of their times.
+    pub fn escalate<S: AsRef<str>, N: Into<String>>(
+        mut self,
+        after: Duration,
+        approvers: impl IntoIterator<Item = S>,
+        replace: bool,
+        notify: impl IntoIterator<Item = N>,
+    ) -> Self {
+        let mut named = crate::proto::Approvers::default();
+        for name in approvers {
+            match name.as_ref().strip_prefix("group:") {
+                Some(group) => named.groups.push(group.to_owned()),
+                None => named.subjects.push(name.as_ref().to_owned()),
+            }
+        }
+        let names_anyone = !named.subjects.is_empty() || !named.groups.is_empty();
+        self.request.escalation.push(crate::proto::EscalationStep {
+            after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+            approvers: names_anyone.then_some(named),
+            replace,
+            notify_channels: notify.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
     fn approvers_mut(&mut self) -> &mut crate::proto::Approvers {
         self.request.approvers.get_or_insert_with(Default::default)
     }

@@ -316,6 +316,22 @@ async fn approvers_are_checked_and_are_part_of_the_ask() {
         refused(go("s").approvers(["askgate:default", ""])).await,
         ["approvers.subjects[0]", "approvers.subjects[1]"]
     );
+    let steps = go("s")
+        .escalate(std::time::Duration::ZERO, ["bo"], false, ["sl_1"])
+        .escalate(
+            std::time::Duration::from_secs(1),
+            Vec::<String>::new(),
+            true,
+            ["no such id!"],
+        );
+    assert_eq!(
+        refused(steps).await,
+        [
+            "escalation[0].after_ms",
+            "escalation[1].replace",
+            "escalation[1].notify_channels[0]"
+        ]
+    );
     let many: Vec<String> = (0..33).map(|i| format!("p{i}")).collect();
     assert_eq!(
         refused(go("s").approver_groups(many)).await,
@@ -551,3 +567,61 @@ async fn people_are_the_admins_and_audited() {
         .collect();
     assert_eq!(kinds, ["admin.person.put", "admin.person.deleted"]);
 }
+
+/// An escalation step with `replace`: once it comes (subscribers see `escalated` with
+/// its number), its approvers alone may answer; the audit log records the step.
+async fn an_escalation_step_replaces_the_approvers() {
+    let rig = Rig::start().await;
+    let (bot, mut events) = rig.bot().await;
+    let mut agent = bot.clone();
+    let call = tokio::spawn(async move {
+        agent
+            .ask(go("s").approvers(["ana"]).escalate(
+                std::time::Duration::from_millis(100),
+                ["bo", "group:sre"],
+                true,
+                Vec::<String>::new(),
+            ))
+            .await
+    });
+    let asked = requested(&mut events).await;
+    assert_eq!(asked.escalation.len(), 1);
+    let step = loop {
+        if let Event::Escalated { escalated, .. } = next_event(&mut events).await {
+            break escalated;
+        }
+    };
+    assert_eq!(
+        (step.rpc_id.as_str(), step.step),
+        (asked.rpc_id.as_str(), 1)
+    );
+    let mut ana = rig.person("ana", &[]).await;
+    let refused = ana
+        .answer("s", &asked.rpc_id, yes())
+        .await
+        .expect_err("replaced");
+    assert_eq!(refused.reason(), Reason::NotAnApprover);
+    assert_eq!(refused.metadata("approvers"), Some("bo or a member of sre"));
+    let mut sre = rig.person("cy", &["sre"]).await;
+    sre.answer("s", &asked.rpc_id, yes())
+        .await
+        .expect("a member of sre");
+    within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let mut admin = rig.admin().await;
+    let records = crate::audit::export(&mut admin).await;
+    let step: serde_json::Value = records
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(&r.body_json).expect("json"))
+        .find(|b| b["kind"] == "ask.escalated")
+        .expect("the step's record");
+    assert_eq!(step["step"], 1);
+    assert_eq!(step["replace"], true);
+    assert_eq!(step["approvers"]["subjects"], serde_json::json!(["bo"]));
+}
+on_every_backend!(
+    #[tokio::test]
+    an_escalation_step_replaces_the_approvers
+);

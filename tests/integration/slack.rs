@@ -13,7 +13,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_client::{Ask, Client, Reason, answer, question};
+use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::{
     ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
     slack_client::SlackClient, webhooks_client::WebhooksClient,
@@ -36,8 +36,8 @@ use tokio::{
 use tonic::Code;
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, helper_command, in_background, pending_rpc, test_config,
-    within,
+    ServeProcess, TempDir, TestServer, helper_command, in_background, next_event, pending_rpc,
+    test_config, until_synced, within,
 };
 
 const TOKEN: &str = "xoxb-test-token";
@@ -638,6 +638,124 @@ async fn a_question_is_posted_answered_with_a_click_and_updated_in_place() {
 on_every_backend!(
     #[tokio::test]
     a_question_is_posted_answered_with_a_click_and_updated_in_place
+);
+
+/// A click by `user` on the option `label` of `posted`, signed as Slack signs it.
+async fn click_as(addr: SocketAddr, posted: &Call, label: &str, user: &str) -> u16 {
+    let value = control(&posted.body, "askgate.choose", Some(label));
+    let action = action_id_of(&posted.body, &value);
+    let mut payload = click(&action, &value, &posted.body);
+    payload["user"]["id"] = user.into();
+    payload["trigger_id"] = format!("trigger-{user}-{}", posted.ts.as_deref().unwrap_or("")).into();
+    let (status, _) = interact(addr, &payload).await;
+    status
+}
+
+/// docs/approvals.md "Escalation": an ask for U1 alone; its step adds U7 and sends the
+/// ask to a second app (the on-call channel, whose prefix the session is not under).
+/// Before the step, U7 is refused and nothing changes; once it came, subscribers see
+/// `escalated{step: 1}`, the second app has the ask, and U7 answers there; both
+/// messages show the outcome.
+async fn an_escalation_step_reaches_a_second_app_whose_approvers_then_answer() {
+    let (fake, _dir, server) = with_app().await;
+    let mut admin = slack_admin(server.url()).await;
+    let oncall = admin
+        .connect_slack(ConnectSlackRequest {
+            channel: "C0ONCALL".into(),
+            session_prefix: "oncall/".into(),
+            ..connect_request()
+        })
+        .await
+        .expect("the on-call app")
+        .into_inner();
+    let client = server.client().await;
+    let mut events = client
+        .clone()
+        .subscribe_session("ops/esc")
+        .await
+        .expect("subscribe");
+    until_synced(&mut events).await;
+
+    // Not yet: the step is an hour away.
+    let later = deploy("ops/esc").approvers(["slack:T1/U1"]).escalate(
+        Duration::from_secs(3600),
+        ["slack:T1/U7"],
+        false,
+        [oncall.id.as_str()],
+    );
+    let mut call = in_background(&client, later);
+    let posted = fake.posted("").await;
+    assert_eq!(click_as(server.addr, &posted, "yes", "U7").await, 200);
+    let told = fake
+        .wait_for("the refusal", "chat.postEphemeral", |c| {
+            c.body["user"] == "U7"
+        })
+        .await;
+    assert!(
+        told.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Only slack:T1/U1 may answer"),
+        "{}",
+        told.body
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1), &mut call)
+            .await
+            .is_err()
+    );
+    let rpc = pending_rpc(&client, "ops/esc").await;
+    client
+        .clone()
+        .cancel("ops/esc", &rpc, "asking again")
+        .await
+        .expect("cancel");
+    let _ = within("the cancelled ask", call).await;
+
+    // The step comes at once: U7 answers in the on-call channel.
+    let soon = deploy("ops/esc").approvers(["slack:T1/U1"]).escalate(
+        Duration::from_millis(200),
+        ["slack:T1/U7"],
+        false,
+        [oncall.id.as_str()],
+    );
+    let call = in_background(&client, soon);
+    let step = loop {
+        match next_event(&mut events).await {
+            Event::Escalated { escalated, .. } => break escalated,
+            _ => continue,
+        }
+    };
+    assert_eq!(step.step, 1);
+    let escalated = fake
+        .wait_for("the ask in the on-call channel", "chat.postMessage", |c| {
+            c.ts.is_some() && c.body["channel"] == "C0ONCALL"
+        })
+        .await;
+    assert_eq!(click_as(server.addr, &escalated, "no", "U7").await, 200);
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(
+        (
+            answered.resolved_by.as_str(),
+            answered.answers[0].selected.as_slice()
+        ),
+        ("slack:T1/U7", ["no".to_owned()].as_slice())
+    );
+    let updated = fake.updated(escalated.ts.as_deref().expect("ts")).await;
+    assert_eq!(updated.body["channel"], "C0ONCALL");
+    assert!(
+        updated.body.to_string().contains("<@U7>"),
+        "{}",
+        updated.body
+    );
+    fake.assert_all_taken();
+}
+on_every_backend!(
+    #[tokio::test]
+    an_escalation_step_reaches_a_second_app_whose_approvers_then_answer
 );
 
 #[tokio::test]

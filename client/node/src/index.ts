@@ -36,6 +36,7 @@ export {
   type Answer,
   type Approvers,
   type Ask,
+  type EscalationStep,
   type AskResult,
   DEFAULT_REATTACH_GRACE_MS,
   DEFAULT_RETRY_BUDGET_MS,

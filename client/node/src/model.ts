@@ -146,6 +146,30 @@ export interface Ask {
   ttlMs?: number;
   /** Only these people may answer it; anyone else gets NOT_AN_APPROVER. */
   approvers?: Approvers;
+  /** What happens while it stays unanswered, step by step (in time order). */
+  escalation?: readonly EscalationStep[];
+}
+
+/**
+ * One escalation step: `afterMs` from the ask, with it still pending, its `approvers`
+ * join the ask's (or replace them, with `replace`) and the channel connections
+ * `notifyChannels` (ids such as `sl_…`) are sent the ask.
+ */
+export interface EscalationStep {
+  afterMs: number;
+  approvers?: Approvers;
+  replace?: boolean;
+  notifyChannels?: readonly string[];
+}
+
+function approversOf(approvers: Approvers | undefined) {
+  return approvers === undefined
+    ? undefined
+    : {
+        subjects: [...(approvers.subjects ?? [])],
+        groups: [...(approvers.groups ?? [])],
+        cancelToo: approvers.cancelToo ?? false,
+      };
 }
 
 /**
@@ -207,14 +231,13 @@ export function askRequest(ask: Ask, requestId: string): AskRequest {
     defaultAnswers: [...(ask.defaultAnswers ?? [])],
     allowedChannels: [...(ask.allowedChannels ?? [])],
     ttlMs: ask.ttlMs === undefined ? 0n : BigInt(Math.round(ask.ttlMs)),
-    approvers:
-      ask.approvers === undefined
-        ? undefined
-        : {
-            subjects: [...(ask.approvers.subjects ?? [])],
-            groups: [...(ask.approvers.groups ?? [])],
-            cancelToo: ask.approvers.cancelToo ?? false,
-          },
+    approvers: approversOf(ask.approvers),
+    escalation: (ask.escalation ?? []).map((step) => ({
+      afterMs: BigInt(Math.round(step.afterMs)),
+      approvers: approversOf(step.approvers),
+      replace: step.replace ?? false,
+      notifyChannels: [...(step.notifyChannels ?? [])],
+    })),
   });
 }
 

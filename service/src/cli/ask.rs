@@ -4,7 +4,9 @@
 use std::{process::ExitCode, time::Duration};
 
 use askgate_client::{Ask, Reason, question};
-use askgate_proto::v1::{Action, Approvers, AskRequest, Quorum, Resolution, Unattended};
+use askgate_proto::v1::{
+    Action, Approvers, AskRequest, EscalationStep, Quorum, Resolution, Unattended,
+};
 use clap::Args;
 
 use super::common::{
@@ -119,6 +121,45 @@ pub struct AskArgs {
     /// Only the --approvers may cancel the ask too.
     #[arg(long, requires = "approvers")]
     pub approvers_cancel_too: bool,
+    /// An escalation step: `AFTER[;approvers=A,B,group:G][;notify=ID,ID][;replace]`
+    /// (`10m;approvers=group:sre;notify=sl_0123`): after AFTER, with the ask pending,
+    /// the approvers join (or replace) the ask's and the channel connections are sent
+    /// it. Repeat, in time order, for several.
+    #[arg(long = "escalate", value_parser = parse_step)]
+    pub escalation: Vec<EscalationStep>,
+}
+
+/// `--escalate`'s step.
+fn parse_step(spec: &str) -> Result<EscalationStep, String> {
+    let mut parts = spec.split(';').map(str::trim);
+    let after = parse_duration(parts.next().unwrap_or_default())?;
+    let mut step = EscalationStep {
+        after_ms: u64::try_from(after.as_millis()).map_err(|_| "too long")?,
+        ..Default::default()
+    };
+    for part in parts {
+        match part.split_once('=') {
+            Some(("approvers", names)) => {
+                let names: Vec<String> = names.split(',').map(str::to_owned).collect();
+                step.approvers = Some(approvers(&names, false));
+            }
+            Some(("notify", ids)) => {
+                step.notify_channels = ids
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+            None if part == "replace" => step.replace = true,
+            _ => {
+                return Err(format!(
+                    "{part:?}: a step is AFTER[;approvers=A,B][;notify=ID,ID][;replace]"
+                ));
+            }
+        }
+    }
+    Ok(step)
 }
 
 impl AskArgs {
@@ -222,6 +263,9 @@ impl AskArgs {
         }
         if !self.allowed_channels.is_empty() {
             request.allowed_channels = self.allowed_channels.clone();
+        }
+        if !self.escalation.is_empty() {
+            request.escalation = self.escalation.clone();
         }
         if !self.approvers.is_empty() {
             request.approvers = Some(Box::new(approvers(

@@ -209,6 +209,9 @@ class Ask:
     ttl: Optional[float] = None
     #: Only these people may answer it; anyone else gets NOT_AN_APPROVER.
     approvers: Optional[Approvers] = None
+    #: What happens while it stays unanswered (`pb.EscalationStep`s, in time order):
+    #: each widens or replaces who may answer and notifies more channel connections.
+    escalation: Sequence[pb.EscalationStep] = ()
     #: The W3C trace context of the caller's span (`traceparent`, and `tracestate`):
     #: the ask's span on the server (the human's wait) becomes its child. Unset: the
     #: current OpenTelemetry context, when `opentelemetry-api` is installed (the
@@ -258,6 +261,7 @@ class Ask:
             request.approvers.subjects.extend(self.approvers.subjects)
             request.approvers.groups.extend(self.approvers.groups)
             request.approvers.cancel_too = self.approvers.cancel_too
+        request.escalation.extend(self.escalation)
         return request
 
 

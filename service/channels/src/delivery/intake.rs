@@ -20,7 +20,7 @@ use crate::{
         audit_log::Audit,
         hooks::records::{DeliveryRecord, EndpointRecord, EventType, Status, timer_id},
     },
-    domain::Error,
+    domain::{Error, approval},
 };
 
 /// Events the intake may hold before an engine's reports are dropped.
@@ -82,10 +82,38 @@ impl Inner {
         body: impl FnOnce() -> Result<String, Error>,
     ) -> Result<(), Error> {
         let event_type = event.kind;
+        // A resolution also goes where an escalation step sent the ask, so that its
+        // message shows the outcome there too.
+        let escalated_to: Vec<&str> = match resolved {
+            Some(resolved) => {
+                let at = resolved.resolved_at.map_or(0, approval::asked_ms);
+                approval::steps_due(requested, at)
+                    .flat_map(|s| s.notify_channels.iter().map(String::as_str))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         let wanting: Vec<_> = endpoints
             .iter()
-            .filter(|e| e.wants(event_type, &requested.session_id, &requested.labels))
+            .filter(|e| {
+                e.wants(event_type, &requested.session_id, &requested.labels)
+                    || escalated_to.contains(&e.id.as_str())
+            })
             .collect();
+        self.queue(tenant, &wanting, event, (requested, resolved), body)
+            .await
+    }
+
+    /// Queues one delivery of `event` to each of `endpoints`.
+    pub(super) async fn queue(
+        &self,
+        tenant: &str,
+        wanting: &[&EndpointRecord],
+        event: Fanned<'_>,
+        (requested, resolved): (&Requested, Option<&Resolved>),
+        body: impl FnOnce() -> Result<String, Error>,
+    ) -> Result<(), Error> {
+        let event_type = event.kind;
         if wanting.is_empty() {
             return Ok(());
         }
@@ -153,8 +181,8 @@ impl Inner {
         let tenant = &*committed.tenant;
         match &committed.message.event {
             Some(Event::Requested(requested)) => {
-                if let Some(notify) = &requested.notify {
-                    self.schedule(tenant, requested, notify).await?;
+                if requested.notify.is_some() || !requested.escalation.is_empty() {
+                    self.schedule(tenant, requested).await?;
                 }
                 let body = || {
                     payload(
@@ -177,7 +205,7 @@ impl Inner {
                 let Some(asked) = asked.as_deref() else {
                     return Ok(());
                 };
-                if asked.notify.is_some() {
+                if asked.notify.is_some() || !asked.escalation.is_empty() {
                     let id = timer_id(tenant, &asked.session_id, &asked.rpc_id);
                     self.store.cancel_timer(&id).await?;
                 }

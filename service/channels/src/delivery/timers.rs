@@ -6,14 +6,19 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use askgate_proto::v1::{Escalated, NotifyPolicy, Reminder, Requested, subscribe_response::Event};
+use askgate_proto::v1::{Escalated, Reminder, Requested, subscribe_response::Event};
+use serde_json::json;
 use tracing::warn;
 
 use super::{Inner, Streak, intake::payload};
 use crate::channel::clock::{millis, now_ms};
 use crate::{
-    backend::hooks::records::{Due, EventType, TimerRecord},
-    domain::{Error, SessionKey},
+    backend::{
+        Noticed,
+        audit::{self, AuditEntry},
+        hooks::records::{Due, EndpointRecord, EventType, TimerRecord},
+    },
+    domain::{Error, SessionKey, approval},
 };
 
 /// How long a node holds a claimed timer (sending a notice is quick).
@@ -22,21 +27,14 @@ const TIMER_LEASE: Duration = Duration::from_secs(10);
 const TIMER_BATCH: usize = 100;
 
 impl Inner {
-    pub(super) async fn schedule(
-        &self,
-        tenant: &str,
-        requested: &Requested,
-        notify: &NotifyPolicy,
-    ) -> Result<(), Error> {
+    /// Starts the timer of an ask with a reminder schedule or escalation steps.
+    pub(super) async fn schedule(&self, tenant: &str, requested: &Requested) -> Result<(), Error> {
         // Rounded up to the millisecond: a notice is never sent before its time after
         // the ask's `requested_at`.
         let asked_ms = requested
             .requested_at
-            .and_then(|t| SystemTime::try_from(t).ok())
-            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or_else(now_ms, |d| {
-                u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
-            });
+            .map_or_else(now_ms, approval::asked_ms);
+        let notify = requested.notify.unwrap_or_default();
         let timer = TimerRecord {
             tenant: tenant.to_owned(),
             session_id: requested.session_id.clone(),
@@ -48,6 +46,8 @@ impl Inner {
             escalate_after_ms: notify.escalate_after_ms.into(),
             reminders: 0,
             escalated: false,
+            steps: requested.escalation.iter().map(|s| s.after_ms).collect(),
+            steps_done: 0,
         };
         match timer.next() {
             Some((due, _)) => self.store.schedule(&timer, due).await,
@@ -70,11 +70,15 @@ impl Inner {
                 }),
                 EventType::Reminder,
             ),
-            Due::Escalation => (
+            Due::Escalation | Due::Step(_) => (
                 Event::Escalated(Escalated {
                     rpc_id: timer.rpc_id.clone(),
                     session_id: timer.session_id.clone(),
                     sent_at: Some(SystemTime::now().into()),
+                    step: match due {
+                        Due::Step(n) => n + 1,
+                        _ => 0,
+                    },
                 }),
                 EventType::Escalated,
             ),
@@ -91,6 +95,10 @@ impl Inner {
             }
             Due::Escalation => {
                 timer.escalated = true;
+                None
+            }
+            Due::Step(n) => {
+                timer.steps_done = n + 1;
                 None
             }
         };
@@ -112,9 +120,94 @@ impl Inner {
         };
         self.fan_out(&timer.tenant, &endpoints, fanned, requested, None, body)
             .await?;
+        if let Due::Step(n) = due {
+            self.step(&timer, n, &noticed, &endpoints).await?;
+        }
         self.store
             .finish_timer(&timer, timer.next().map(|(at, _)| at))
             .await
+    }
+}
+
+impl Inner {
+    /// Escalation step `n` of the ask `noticed` came: the channel connections it names
+    /// are sent the ask (as they were at its start; the same delivery id whichever node
+    /// or attempt takes the step), and the audit log records the step.
+    async fn step(
+        &self,
+        timer: &TimerRecord,
+        n: u32,
+        noticed: &Noticed,
+        endpoints: &[EndpointRecord],
+    ) -> Result<(), Error> {
+        let requested = &noticed.requested;
+        let Some(step) = requested.escalation.get(n as usize) else {
+            return Ok(());
+        };
+        let named: Vec<&EndpointRecord> = endpoints
+            .iter()
+            .filter(|e| step.notify_channels.contains(&e.id))
+            .collect();
+        let missing: Vec<&String> = step
+            .notify_channels
+            .iter()
+            .filter(|id| !named.iter().any(|e| &e.id == *id))
+            .collect();
+        let id = format!("{}/step-{}", timer.rpc_id, n + 1);
+        let fanned = super::intake::Fanned {
+            kind: EventType::Requested,
+            id: Some(&id),
+        };
+        let body = || {
+            payload(
+                EventType::Requested,
+                "askgate.v1.Requested",
+                requested,
+                &noticed.message.cursor,
+                None,
+            )
+        };
+        self.queue(&timer.tenant, &named, fanned, (requested, None), body)
+            .await?;
+        let entry = escalation_entry(timer, n, step, &missing);
+        self.audit.record(vec![entry]).await
+    }
+}
+
+/// The audit record of escalation step `n` of `timer`'s ask: who it added (or put in
+/// place), whom it notified, and the connections it named that are gone.
+fn escalation_entry(
+    timer: &TimerRecord,
+    n: u32,
+    step: &askgate_proto::v1::EscalationStep,
+    missing: &[&String],
+) -> AuditEntry {
+    let mut fields = serde_json::Map::new();
+    fields.insert("kind".into(), "ask.escalated".into());
+    fields.insert("at".into(), audit::at(SystemTime::now()));
+    fields.insert("session_id".into(), timer.session_id.clone().into());
+    fields.insert("rpc_id".into(), timer.rpc_id.clone().into());
+    fields.insert("step".into(), (n + 1).into());
+    if let Some(approvers) = &step.approvers {
+        fields.insert(
+            "approvers".into(),
+            json!({ "subjects": approvers.subjects, "groups": approvers.groups }),
+        );
+    }
+    fields.insert("replace".into(), step.replace.into());
+    fields.insert("notified".into(), json!(step.notify_channels));
+    if !missing.is_empty() {
+        fields.insert("missing".into(), json!(missing));
+    }
+    AuditEntry {
+        tenant: timer.tenant.clone(),
+        id: format!(
+            "ask.escalated\u{1f}{}\u{1f}{}\u{1f}{}",
+            timer.session_id,
+            timer.rpc_id,
+            n + 1
+        ),
+        fields,
     }
 }
 

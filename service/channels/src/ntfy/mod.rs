@@ -99,8 +99,8 @@ fn message(requested: &Requested) -> String {
     if let Some(action) = &requested.action {
         text.push_str(&format!("Approves {}\n", action.name));
     }
-    if let Some(approvers) = requested.approvers.as_deref() {
-        let who = approval::approvers_text(approvers);
+    if let Some(approvers) = approval::approvers_at(requested, crate::channel::clock::now_ms()) {
+        let who = approval::approvers_text(&approvers);
         text.push_str(&format!(
             "Only {who} may answer, in the console or their chat\n"
         ));
@@ -235,8 +235,8 @@ impl Ntfy {
         };
         let mut actions = Vec::new();
         // A topic cannot tell who presses: an ask with approvers is answered elsewhere.
-        let answerable =
-            approval::may_answer(requested, NTFY_CHANNEL, true) && requested.approvers.is_none();
+        let answerable = approval::may_answer(requested, NTFY_CHANNEL, true)
+            && !approval::names_approvers(requested);
         let click = match answerable {
             true => {
                 let page = url(None)?;

@@ -114,6 +114,7 @@ pub fn requested(rpc_id: &str, ask: &mut NewAsk) -> Requested {
         quorum: (ask.quorum > 1).then_some(askgate_proto::v1::Quorum { count: ask.quorum }),
         allowed_channels: std::mem::take(&mut ask.allowed_channels),
         approvers: ask.approvers.take(),
+        escalation: std::mem::take(&mut ask.escalation),
         action_digest: std::mem::take(&mut ask.action_digest),
         default_answers: std::mem::take(&mut ask.default_answers),
         asked_by: std::mem::take(&mut ask.asked_by),

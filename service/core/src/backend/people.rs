@@ -23,7 +23,7 @@ pub struct Standing {
 /// Whether `requested` must know who answers as a person: it names approvers, or
 /// counts a quorum.
 pub fn needs_person(requested: &Requested) -> bool {
-    requested.approvers.is_some() || requested.quorum.is_some_and(|q| q.count > 1)
+    approval::names_approvers(requested) || requested.quorum.is_some_and(|q| q.count > 1)
 }
 
 /// The person of the tenant whose identity `identity` is (any spelling of it).
@@ -53,7 +53,9 @@ pub async fn standing(
         (Some(store), Some(identity)) => person_of(store, tenant, identity).await?,
         _ => None,
     };
-    let Some(approvers) = requested.approvers.as_deref() else {
+    let now = now_ms();
+    // As they stand now: widened or replaced by the escalation steps that came.
+    let Some(approvers) = approval::approvers_at(requested, now) else {
         return Ok(Standing {
             person,
             for_person: None,
@@ -66,7 +68,7 @@ pub async fn standing(
         });
     }
     let refused = || Error::NotAnApprover {
-        approvers: approval::approvers_text(approvers),
+        approvers: approval::approvers_text(&approvers),
     };
     let Some(identity) = identity else {
         return Err(refused());
@@ -77,7 +79,7 @@ pub async fn standing(
         identities.extend(person.identities.iter().map(String::as_str));
         all_groups.extend(person.groups.iter().cloned());
     }
-    if approval::names(approvers, &identities, &all_groups) {
+    if approval::names(&approvers, &identities, &all_groups) {
         return Ok(Standing {
             person,
             for_person: None,
@@ -87,14 +89,13 @@ pub async fn standing(
     let (Some(me), Some(store)) = (&person, store) else {
         return Err(refused());
     };
-    let now = now_ms();
     let away = store.people(tenant).await?.into_iter().find(|absent| {
         let holds = absent
             .delegate
             .as_ref()
             .is_some_and(|d| d.to_person == me.id && d.until_ms > now);
         let ids: Vec<&str> = absent.identities.iter().map(String::as_str).collect();
-        holds && approval::names(approvers, &ids, &absent.groups)
+        holds && approval::names(&approvers, &ids, &absent.groups)
     });
     match away {
         Some(absent) => Ok(Standing {

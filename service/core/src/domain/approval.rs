@@ -1,7 +1,11 @@
 //! The rules of approvals (docs/approvals.md): channels, actions, quorums, defaults
 //! and secret questions, as an `Ask` may set them.
 
-use askgate_proto::v1::{Approvers, AskRequest, Question, QuestionAnswer, Requested};
+use std::borrow::Cow;
+
+use askgate_proto::v1::{
+    Approvers, AskRequest, EscalationStep, Question, QuestionAnswer, Requested,
+};
 
 use super::{
     Limits, Violation, bounded, echo,
@@ -18,6 +22,12 @@ pub const MAX_CHANNEL_BYTES: usize = 32;
 pub const MAX_APPROVERS: usize = 32;
 /// Longest approver subject or group, in bytes.
 pub const MAX_APPROVER_BYTES: usize = 256;
+/// Most escalation steps of one ask.
+pub const MAX_ESCALATION_STEPS: usize = 8;
+/// Most channel connections one escalation step notifies.
+pub const MAX_NOTIFIED: usize = 8;
+/// Longest channel connection id, in bytes.
+pub const MAX_CONNECTION_ID_BYTES: usize = 64;
 /// The quorum sizes an ask may ask for.
 pub const QUORUM: std::ops::RangeInclusive<u32> = 2..=10;
 
@@ -95,12 +105,72 @@ pub fn may_answer(requested: &Requested, channel: &str, chat: bool) -> bool {
 }
 
 /// Whether a person answering as `subject`, whose credential names `groups`, is one of
-/// `requested`'s approvers (any person when it names none; [`person`]s compared).
+/// `requested`'s approvers as they stand now (any person when it names none;
+/// [`person`]s compared).
 pub fn is_approver(requested: &Requested, subject: &str, groups: &[String]) -> bool {
+    approvers_at(requested, crate::clock::now_ms())
+        .is_none_or(|approvers| names(&approvers, &[subject], groups))
+}
+
+/// Whether `requested` names approvers now or at any of its escalation steps: who
+/// answers it must then be told apart by person.
+pub fn names_approvers(requested: &Requested) -> bool {
+    requested.approvers.is_some()
+        || requested
+            .escalation
+            .iter()
+            .any(|s| s.approvers.as_ref().is_some_and(named))
+}
+
+/// The escalation steps of `requested` whose time has come by `now_ms` (its
+/// `requested_at` plus their `after_ms`), in order.
+pub fn steps_due(requested: &Requested, now_ms: u64) -> impl Iterator<Item = &EscalationStep> {
+    let asked_ms = requested.requested_at.map_or(u64::MAX, asked_ms);
     requested
-        .approvers
-        .as_deref()
-        .is_none_or(|approvers| names(approvers, &[subject], groups))
+        .escalation
+        .iter()
+        .take_while(move |s| asked_ms.saturating_add(s.after_ms) <= now_ms)
+}
+
+/// `requested_at` in ms since the epoch, rounded up: the time an ask's schedule
+/// (reminders, escalation steps) counts from, so nothing comes before its time.
+pub fn asked_ms(requested_at: impl TryInto<std::time::SystemTime>) -> u64 {
+    requested_at
+        .try_into()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| {
+            u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+        })
+}
+
+/// Who may answer `requested` at `now_ms`: its approvers, widened or replaced by each
+/// escalation step whose time has come (None: anyone who may answer the session).
+pub fn approvers_at(requested: &Requested, now_ms: u64) -> Option<Cow<'_, Approvers>> {
+    let mut current = requested.approvers.as_deref().map(Cow::Borrowed);
+    for step in steps_due(requested, now_ms) {
+        let Some(added) = step.approvers.as_ref().filter(|a| named(a)) else {
+            continue;
+        };
+        current = match (current, step.replace) {
+            (_, true) => Some(Cow::Borrowed(added)),
+            // Nobody named: anyone may answer, and still may.
+            (None, false) => None,
+            (Some(base), false) => {
+                let mut joined = base.into_owned();
+                joined.subjects.extend(added.subjects.iter().cloned());
+                joined.groups.extend(added.groups.iter().cloned());
+                joined.cancel_too |= added.cancel_too;
+                Some(Cow::Owned(joined))
+            }
+        };
+    }
+    current
+}
+
+/// Whether `approvers` name anyone.
+fn named(approvers: &Approvers) -> bool {
+    !approvers.subjects.is_empty() || !approvers.groups.is_empty()
 }
 
 /// Whether `approvers` name one of `identities` (as [`person`]s) or one of `groups`.
@@ -307,8 +377,9 @@ pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
         }
     }
     if let Some(approvers) = &request.approvers {
-        approver_violations(approvers, quorum, &mut out);
+        approver_violations("approvers", approvers, quorum, &mut out);
     }
+    escalation_violations(&request.escalation, &mut out);
     for (i, question) in request.questions.iter().enumerate() {
         if !question.secret {
             continue;
@@ -332,10 +403,16 @@ pub fn violations(request: &AskRequest, limits: &Limits) -> Vec<Violation> {
 /// What is wrong with an ask's approvers: too many, a name that is empty, too long,
 /// holds control characters or is one of the server's own, `cancel_too` naming nobody,
 /// or a quorum that the subjects named cannot meet (with no group to widen them).
-fn approver_violations(approvers: &Approvers, quorum: Option<u32>, out: &mut Vec<Violation>) {
+fn approver_violations(
+    at: &str,
+    approvers: &Approvers,
+    quorum: Option<u32>,
+    out: &mut Vec<Violation>,
+) {
+    let (subjects, groups) = (format!("{at}.subjects"), format!("{at}.groups"));
     for (field, names) in [
-        ("approvers.subjects", &approvers.subjects),
-        ("approvers.groups", &approvers.groups),
+        (subjects.as_str(), &approvers.subjects),
+        (groups.as_str(), &approvers.groups),
     ] {
         if names.len() > MAX_APPROVERS {
             out.push(Violation::new(field, format!("at most {MAX_APPROVERS}")));
@@ -350,7 +427,7 @@ fn approver_violations(approvers: &Approvers, quorum: Option<u32>, out: &mut Vec
                 _ if name.chars().any(char::is_control) => {
                     Some("must not hold control characters".to_owned())
                 }
-                _ if field == "approvers.subjects" => credential_subject(name).err(),
+                _ if field == subjects => credential_subject(name).err(),
                 _ => None,
             };
             if let Some(wrong) = wrong {
@@ -361,7 +438,7 @@ fn approver_violations(approvers: &Approvers, quorum: Option<u32>, out: &mut Vec
     let named = !approvers.subjects.is_empty() || !approvers.groups.is_empty();
     if approvers.cancel_too && !named {
         out.push(Violation::new(
-            "approvers.cancel_too",
+            format!("{at}.cancel_too"),
             "name the approvers (subjects or groups) who alone may cancel",
         ));
     }
@@ -377,6 +454,65 @@ fn approver_violations(approvers: &Approvers, quorum: Option<u32>, out: &mut Vec
                     people.len()
                 ),
             ));
+        }
+    }
+}
+
+/// What is wrong with an ask's escalation: too many steps, a time that is not after
+/// the step before, a step that does nothing, a replace that names nobody, too many or
+/// malformed connection ids, and their approvers as [`approver_violations`] says.
+fn escalation_violations(steps: &[EscalationStep], out: &mut Vec<Violation>) {
+    if steps.len() > MAX_ESCALATION_STEPS {
+        out.push(Violation::new(
+            "escalation",
+            format!("at most {MAX_ESCALATION_STEPS} steps"),
+        ));
+        return;
+    }
+    let mut last = 0;
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("escalation[{i}]");
+        if step.after_ms <= last {
+            out.push(Violation::new(
+                format!("{at}.after_ms"),
+                "must be after the step before (and after 0)",
+            ));
+        }
+        last = step.after_ms;
+        let names = step.approvers.as_ref().is_some_and(named);
+        if let Some(approvers) = &step.approvers {
+            approver_violations(&format!("{at}.approvers"), approvers, None, out);
+        }
+        if step.replace && !names {
+            out.push(Violation::new(
+                format!("{at}.replace"),
+                "name the approvers who replace the ask's",
+            ));
+        }
+        if !names && step.notify_channels.is_empty() {
+            out.push(Violation::new(
+                at.clone(),
+                "a step names approvers or channel connections to notify",
+            ));
+        }
+        if step.notify_channels.len() > MAX_NOTIFIED {
+            out.push(Violation::new(
+                format!("{at}.notify_channels"),
+                format!("at most {MAX_NOTIFIED}"),
+            ));
+        }
+        for (n, id) in step.notify_channels.iter().enumerate() {
+            let ok = !id.is_empty()
+                && id.len() <= MAX_CONNECTION_ID_BYTES
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !ok {
+                out.push(Violation::new(
+                    format!("{at}.notify_channels[{n}]"),
+                    "a channel connection's id (e.g. sl_… or wh_…)",
+                ));
+            }
         }
     }
 }

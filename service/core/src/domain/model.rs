@@ -8,8 +8,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    Action, AgentRef, Approvers, CancelSource, NotifyPolicy, Question, QuestionAnswer, Resolution,
-    Unattended,
+    Action, AgentRef, Approvers, CancelSource, EscalationStep, NotifyPolicy, Question,
+    QuestionAnswer, Resolution, Unattended,
 };
 
 /// Tenant of every request until authentication names one.
@@ -124,6 +124,8 @@ pub struct NewAsk {
     pub allowed_channels: Vec<String>,
     /// Who may answer it (None: whoever may answer the session).
     pub approvers: Option<Box<Approvers>>,
+    /// Its escalation steps, in order.
+    pub escalation: Vec<EscalationStep>,
     /// The subject of the credential that asked.
     pub asked_by: String,
     /// The W3C `traceparent` of the ask's span (empty when traces are not exported).
@@ -150,6 +152,7 @@ impl NewAsk {
             default_answers: Vec::new(),
             allowed_channels: Vec::new(),
             approvers: None,
+            escalation: Vec::new(),
             asked_by: String::new(),
             traceparent: String::new(),
         }
@@ -185,10 +188,19 @@ impl NewAsk {
             count(channel.len(), &mut bytes);
             bytes.extend_from_slice(channel.as_bytes());
         }
-        // Approvers, when there are any: the bytes of an ask without them stay what
-        // they were, so a request_id recorded before approvers existed still matches.
+        // Approvers and escalation steps, each tagged and only when there are any: the
+        // bytes of an ask without them stay what they were, so a request_id recorded
+        // before they existed still matches.
         if let Some(approvers) = &self.approvers {
+            bytes.push(1);
             let _ = approvers.encode_length_delimited(&mut bytes);
+        }
+        if !self.escalation.is_empty() {
+            bytes.push(2);
+            count(self.escalation.len(), &mut bytes);
+            for step in &self.escalation {
+                let _ = step.encode_length_delimited(&mut bytes);
+            }
         }
         let digest = Sha256::digest(&bytes);
         let mut fingerprint = [0; 16];

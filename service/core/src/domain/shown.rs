@@ -102,10 +102,10 @@ pub fn terms(
     answer: impl Fn(&askgate_proto::v1::QuestionAnswer) -> String,
 ) -> Vec<String> {
     let mut terms = Vec::new();
-    if let Some(approvers) = requested.approvers.as_deref() {
+    if let Some(approvers) = super::approval::approvers_at(requested, crate::clock::now_ms()) {
         terms.push(format!(
             "only {} may answer",
-            super::approval::approvers_text(approvers)
+            super::approval::approvers_text(&approvers)
         ));
     }
     if let Some(quorum) = requested.quorum.filter(|q| q.count > 1) {

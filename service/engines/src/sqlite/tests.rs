@@ -480,6 +480,8 @@ mod hooks {
             escalate_after_ms: 0,
             reminders: 0,
             escalated: false,
+            steps: Vec::new(),
+            steps_done: 0,
         };
         store.schedule(&timer, 500).await.expect("schedule");
         assert!(

@@ -129,6 +129,7 @@ impl Questions {
             approvers: request
                 .approvers
                 .filter(|a| !a.subjects.is_empty() || !a.groups.is_empty()),
+            escalation: request.escalation,
             asked_by: subject.to_owned(),
             traceparent: String::new(),
         })

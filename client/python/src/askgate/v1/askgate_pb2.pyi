@@ -280,7 +280,7 @@ class QuestionAnswer(_message.Message):
     def __init__(self, id: _Optional[str] = ..., selected: _Optional[_Iterable[str]] = ..., custom: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify", "action", "quorum", "default_answers", "allowed_channels", "ttl_ms", "approvers")
+    __slots__ = ("session_id", "questions", "agent", "request_id", "if_unattended", "reattach_grace_ms", "labels", "notify", "action", "quorum", "default_answers", "allowed_channels", "ttl_ms", "approvers", "escalation")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +302,7 @@ class AskRequest(_message.Message):
     ALLOWED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
     APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    ESCALATION_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
     agent: AgentRef
@@ -316,7 +317,20 @@ class AskRequest(_message.Message):
     allowed_channels: _containers.RepeatedScalarFieldContainer[str]
     ttl_ms: int
     approvers: Approvers
-    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ...) -> None: ...
+    escalation: _containers.RepeatedCompositeFieldContainer[EscalationStep]
+    def __init__(self, session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., request_id: _Optional[str] = ..., if_unattended: _Optional[_Union[Unattended, str]] = ..., reattach_grace_ms: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ..., escalation: _Optional[_Iterable[_Union[EscalationStep, _Mapping]]] = ...) -> None: ...
+
+class EscalationStep(_message.Message):
+    __slots__ = ("after_ms", "approvers", "replace", "notify_channels")
+    AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    after_ms: int
+    approvers: Approvers
+    replace: bool
+    notify_channels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, after_ms: _Optional[int] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ..., replace: _Optional[bool] = ..., notify_channels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Approvers(_message.Message):
     __slots__ = ("subjects", "groups", "cancel_too")
@@ -443,7 +457,7 @@ class Approval(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., subject: _Optional[str] = ..., count: _Optional[int] = ..., needed: _Optional[int] = ..., approved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Requested(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent", "approvers")
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent", "approvers", "escalation")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +481,7 @@ class Requested(_message.Message):
     ASKED_BY_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    ESCALATION_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
@@ -483,7 +498,8 @@ class Requested(_message.Message):
     asked_by: str
     traceparent: str
     approvers: Approvers
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ...) -> None: ...
+    escalation: _containers.RepeatedCompositeFieldContainer[EscalationStep]
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ..., escalation: _Optional[_Iterable[_Union[EscalationStep, _Mapping]]] = ...) -> None: ...
 
 class Reminder(_message.Message):
     __slots__ = ("rpc_id", "session_id", "count", "sent_at")
@@ -498,14 +514,16 @@ class Reminder(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., count: _Optional[int] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Escalated(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "sent_at")
+    __slots__ = ("rpc_id", "session_id", "sent_at", "step")
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     sent_at: _timestamp_pb2.Timestamp
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    step: int
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., step: _Optional[int] = ...) -> None: ...
 
 class Resolved(_message.Message):
     __slots__ = ("rpc_id", "session_id", "reason", "answers", "resolved_by", "resolved_at", "cancel_reason", "cancel_source", "approvers", "channel", "sealed_answers", "answers_hmac", "on_behalf_of")

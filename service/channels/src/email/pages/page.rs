@@ -213,10 +213,12 @@ pub fn form(
                 ));
             }
             let secret = crate::domain::approval::has_secret(&requested.questions);
-            let why = match requested.approvers.as_deref().filter(|_| !secret) {
+            let now = crate::channel::clock::now_ms();
+            let approvers = crate::domain::approval::approvers_at(requested, now);
+            let why = match approvers.filter(|_| !secret) {
                 Some(approvers) => format!(
                     "🔒 Only {} may answer this.",
-                    escape(&crate::domain::approval::approvers_text(approvers))
+                    escape(&crate::domain::approval::approvers_text(&approvers))
                 ),
                 None => "🔒 This ask cannot be answered by email: answer it in the askgate \
                          console."

@@ -254,7 +254,7 @@ impl Interactivity {
         if !target.team_id.is_empty() && team != target.team_id {
             return refused("another workspace");
         }
-        if !at.session.starts_with(&app.session_prefix) {
+        if !at.session.starts_with(&app.session_prefix) && !self.escalated_to(&at, &app.id).await {
             return refused("a session outside the app's");
         }
         let who = format!("slack:{team}/{}", slack_id(&payload["user"]["id"]));
@@ -263,6 +263,18 @@ impl Interactivity {
             Some("view_submission") => self.submission(&at, &payload, &who).await,
             _ => ok(),
         }
+    }
+
+    /// Whether the pending ask `at` names was sent to app `app` by one of its
+    /// escalation steps (whatever the app's session prefix).
+    async fn escalated_to(&self, at: &Ref, app: &str) -> bool {
+        matches!(
+            self.pending(at).await,
+            Ok(Some(requested)) if requested
+                .escalation
+                .iter()
+                .any(|s| s.notify_channels.iter().any(|id| id == app))
+        )
     }
 
     /// The ask a ref names, while it is pending.

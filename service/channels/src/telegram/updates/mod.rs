@@ -210,14 +210,15 @@ impl Updates {
         }
     }
 
-    /// The ask `key` names for `bot`, if the bot's notes know it.
+    /// The ask `key` names for `bot`, if the bot's notes know it: the bot sent it
+    /// (for a session of its prefix, or by an escalation step that named it).
     async fn asked(&self, bot: &EndpointRecord, key: &str) -> Result<Option<Asked>, Error> {
         let Some(names) = self.hooks.store().note(&ask_note(&bot.id, key)).await? else {
             return Ok(None);
         };
         let names: (String, String) = serde_json::from_str(&names)
             .map_err(|e| Error::Internal(format!("a corrupt Telegram note: {e}")))?;
-        Ok(names.0.starts_with(&bot.session_prefix).then(|| Asked {
+        Ok(Some(Asked {
             session: names.0,
             rpc: names.1,
             key: key.to_owned(),

@@ -405,6 +405,8 @@ pub async fn timers_are_leased_advanced_and_cancelled(store: &dyn HookStore) -> 
         escalate_after_ms: 0,
         reminders: 0,
         escalated: false,
+        steps: Vec::new(),
+        steps_done: 0,
     };
     store.schedule(&timer, 100).await?;
     // Scheduling the same ask again (a retried call) changes nothing.

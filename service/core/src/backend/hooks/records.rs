@@ -211,6 +211,12 @@ pub struct TimerRecord {
     /// Reminders sent so far.
     pub reminders: u32,
     pub escalated: bool,
+    /// The `after_ms` of each of the ask's escalation steps, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<u64>,
+    /// Escalation steps taken so far.
+    #[serde(default)]
+    pub steps_done: u32,
 }
 
 /// What a timer has due next.
@@ -218,6 +224,8 @@ pub struct TimerRecord {
 pub enum Due {
     Reminder,
     Escalation,
+    /// The escalation step at this index.
+    Step(u32),
 }
 
 impl TimerRecord {
@@ -240,10 +248,15 @@ impl TimerRecord {
             });
         let escalation = (self.escalate_after_ms > 0 && !self.escalated)
             .then_some((self.asked_ms + self.escalate_after_ms, Due::Escalation));
-        match (reminder, escalation) {
-            (Some(r), Some(e)) => Some(if e.0 < r.0 { e } else { r }),
-            (r, e) => r.or(e),
-        }
+        let step = self
+            .steps
+            .get(self.steps_done as usize)
+            .map(|after| (self.asked_ms + after, Due::Step(self.steps_done)));
+        // The earliest; at the same time, a reminder, then the escalation, then a step.
+        [reminder, escalation, step]
+            .into_iter()
+            .flatten()
+            .reduce(|first, next| if next.0 < first.0 { next } else { first })
     }
 }
 
@@ -268,6 +281,8 @@ mod tests {
             escalate_after_ms: 175,
             reminders: 0,
             escalated: false,
+            steps: vec![150, 400],
+            steps_done: 0,
         }
     }
 
@@ -280,6 +295,7 @@ mod tests {
             match due {
                 Due::Reminder => timer.reminders += 1,
                 Due::Escalation => timer.escalated = true,
+                Due::Step(n) => timer.steps_done = n + 1,
             }
         }
         assert_eq!(
@@ -287,8 +303,10 @@ mod tests {
             [
                 (1100, Due::Reminder),
                 (1150, Due::Reminder),
+                (1150, Due::Step(0)),
                 (1175, Due::Escalation),
                 (1200, Due::Reminder),
+                (1400, Due::Step(1)),
             ]
         );
     }
@@ -298,6 +316,7 @@ mod tests {
         let none = TimerRecord {
             remind_after_ms: 0,
             escalate_after_ms: 0,
+            steps: Vec::new(),
             ..timer()
         };
         assert_eq!(none.next(), None);
@@ -305,6 +324,7 @@ mod tests {
             remind_every_ms: 0,
             escalate_after_ms: 0,
             reminders: 1,
+            steps_done: 2,
             ..timer()
         };
         assert_eq!(once.next(), None);
@@ -312,6 +332,7 @@ mod tests {
             max_reminders: 0,
             reminders: 1000,
             escalate_after_ms: 0,
+            steps: Vec::new(),
             ..timer()
         };
         assert_eq!(unlimited.next(), Some((1000 + 100 + 50_000, Due::Reminder)));

@@ -246,3 +246,46 @@ fn secret_answers_part_and_come_back_in_the_questions_order() {
     assert_eq!(ids(&merge_secret(&[], public, secret)), ["a", "c", "pin"]);
     assert!(has_secret(&questions));
 }
+
+#[test]
+fn escalation_steps_widen_or_replace_the_approvers_in_their_time() {
+    use askgate_proto::v1::EscalationStep;
+    let subjects = |names: &[&str]| Approvers {
+        subjects: names.iter().map(|n| (*n).to_owned()).collect(),
+        ..Default::default()
+    };
+    let requested = Requested {
+        requested_at: Some((std::time::UNIX_EPOCH + std::time::Duration::from_secs(1)).into()),
+        approvers: Some(Box::new(subjects(&["ana"]))),
+        escalation: vec![
+            EscalationStep {
+                after_ms: 100,
+                approvers: Some(subjects(&["bo"])),
+                ..Default::default()
+            },
+            EscalationStep {
+                after_ms: 200,
+                approvers: Some(subjects(&["cy"])),
+                replace: true,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let at = |ms: u64| approvers_at(&requested, ms).map(|a| a.subjects.clone());
+    assert_eq!(at(1_099), Some(vec!["ana".to_owned()]));
+    assert_eq!(at(1_100), Some(vec!["ana".to_owned(), "bo".to_owned()]));
+    assert_eq!(at(1_200), Some(vec!["cy".to_owned()]));
+    assert!(names_approvers(&requested));
+    // An ask open to everyone stays so when a step only adds.
+    let open = Requested {
+        approvers: None,
+        escalation: requested.escalation[..1].to_vec(),
+        ..requested.clone()
+    };
+    assert!(approvers_at(&open, u64::MAX).is_none());
+    assert!(
+        names_approvers(&open),
+        "answers are still told apart by person"
+    );
+}

@@ -374,6 +374,7 @@ async fn a_notice_of_a_rank_already_sent_is_not_sent_again() {
         rpc_id: "r1".into(),
         session_id: "s".into(),
         sent_at: None,
+        step: 0,
     });
     let up = store
         .notice(&key(), "r1", &escalated)
