@@ -7,9 +7,9 @@ use crate::{
     proto::{
         ConnectEmailRequest, ConnectNtfyRequest, ConnectSlackRequest, ConnectTelegramRequest,
         DeletePersonRequest, DisconnectEmailRequest, DisconnectNtfyRequest, DisconnectSlackRequest,
-        DisconnectTelegramRequest, EmailRoute, ListEmailRoutesRequest, ListNtfyTopicsRequest,
-        ListPeopleRequest, ListSlackAppsRequest, ListTelegramBotsRequest, NtfyTopic, Person,
-        SlackApp, TelegramBot,
+        DisconnectTelegramRequest, EmailRoute, LinkCode, ListEmailRoutesRequest,
+        ListNtfyTopicsRequest, ListPeopleRequest, ListSlackAppsRequest, ListTelegramBotsRequest,
+        NtfyTopic, Person, SlackApp, StartLinkRequest, TelegramBot,
     },
 };
 
@@ -135,5 +135,13 @@ impl Client {
         let request = self.request(DeletePersonRequest { id: id.to_owned() });
         self.people.delete_person(request).await?;
         Ok(())
+    }
+
+    /// A one-time code that links a channel identity to the caller's own person: sent
+    /// as `/link CODE` to one of the tenant's Telegram bots in a private chat, it adds
+    /// that account. Good once, for 10 minutes.
+    pub async fn start_link(&mut self) -> Result<LinkCode, Error> {
+        let request = self.request(StartLinkRequest {});
+        Ok(self.people.start_link(request).await?.into_inner())
     }
 }

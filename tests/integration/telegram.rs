@@ -13,7 +13,7 @@ use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Reason, answer, question};
 use askgate_proto::v1::{
-    ConnectTelegramRequest, ListEndpointsRequest, webhooks_client::WebhooksClient,
+    ConnectTelegramRequest, Identity, ListEndpointsRequest, Person, webhooks_client::WebhooksClient,
 };
 use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
 use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
@@ -596,6 +596,96 @@ async fn connect_bot(admin: &mut Client, fake: &FakeTelegram, addr: SocketAddr) 
         next_update: 1.into(),
     }
 }
+
+/// `/link CODE`, as Telegram POSTs a message `from` user `user` in `chat`.
+fn link_message(code: &str, user: i64, chat: Value) -> Value {
+    json!({ "message": {
+        "message_id": 7000 + user,
+        "from": { "id": user, "is_bot": false, "first_name": "Ana" },
+        "chat": chat,
+        "date": 1_700_000_000,
+        "text": format!("/link {code}"),
+    }})
+}
+
+/// docs/approvals.md "People": a person asks for a code and sends `/link CODE` to the
+/// bot in a private chat; their Telegram account is theirs from then on, so a click
+/// there answers an ask that names their subject. A code works once, and never from
+/// a group, where others could take it.
+async fn a_telegram_account_is_linked_with_a_one_time_code() {
+    let (fake, _dir, server, bot) = with_bot().await;
+    let mut client = server.client().await;
+    let me = Person {
+        id: "ana".into(),
+        identities: vec![Identity {
+            kind: "subject".into(),
+            value: "anonymous".into(),
+        }],
+        ..Default::default()
+    };
+    client.put_person(me).await.expect("ana");
+    let code = client.start_link().await.expect("a code").code;
+    let private = |user: i64| json!({ "id": user, "type": "private", "first_name": "Ana" });
+
+    let group = link_message(&code, 77, json!({ "id": CHAT, "type": "supergroup" }));
+    assert_eq!(bot.post(&group).await, 200);
+    fake.wait_for("the group's answer", "sendMessage", |c| {
+        c.body["chat_id"] == CHAT
+            && c.body["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("private chat"))
+    })
+    .await;
+    assert_eq!(bot.post(&link_message(&code, 77, private(77))).await, 200);
+    fake.wait_for("the link's answer", "sendMessage", |c| {
+        c.body["chat_id"] == 77
+            && c.body["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Linked"))
+    })
+    .await;
+    let again = link_message(&code, 78, private(78));
+    assert_eq!(bot.post(&again).await, 200);
+    fake.wait_for("the used code's answer", "sendMessage", |c| {
+        c.body["chat_id"] == 78 && c.body["text"].as_str().is_some_and(|t| t.contains("used"))
+    })
+    .await;
+    let people = client.list_people().await.expect("people");
+    let identities: Vec<&str> = people[0]
+        .identities
+        .iter()
+        .map(|i| i.value.as_str())
+        .collect();
+    assert_eq!(identities, ["anonymous", "77"]);
+
+    // An ask for ana's subject: her Telegram account answers it, 78's does not.
+    let call = in_background(&client, deploy("ops/linked").approvers(["anonymous"]));
+    let sent = fake.sent("session ops/linked").await;
+    assert_eq!(
+        bot.post(&click(&sent, &button(&sent.body, "no"), 78)).await,
+        200
+    );
+    fake.wait_for("the refusal", "answerCallbackQuery", |c| {
+        c.body["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Only anonymous may answer"))
+    })
+    .await;
+    assert_eq!(
+        bot.post(&click(&sent, &button(&sent.body, "yes"), 77))
+            .await,
+        200
+    );
+    let answered = within("the ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    assert_eq!(answered.resolved_by, "telegram:77");
+}
+on_every_backend!(
+    #[tokio::test]
+    a_telegram_account_is_linked_with_a_one_time_code
+);
 
 fn deploy(session: &str) -> Ask {
     Ask::new(session).question(

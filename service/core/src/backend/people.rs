@@ -5,7 +5,10 @@
 
 use askgate_proto::v1::Requested;
 
-use super::hooks::{HookStore, records::PersonRecord};
+use super::{
+    audit::AuditEntry,
+    hooks::{HookStore, records::PersonRecord},
+};
 use crate::{
     clock::now_ms,
     domain::{Error, approval},
@@ -104,4 +107,82 @@ pub async fn standing(
         }),
         None => Err(refused()),
     }
+}
+
+/// How long a link code is good.
+pub const LINK_TTL_MS: u64 = 10 * 60 * 1000;
+/// The characters of a link code: no 0/O, 1/I/L to misread.
+const CODE_ALPHABET: &[u8; 31] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// Characters of a link code (40 bits).
+const CODE_LENGTH: usize = 8;
+
+/// The note of a link code: unambiguous whatever the tenant holds.
+fn link_note(tenant: &str, code: &str) -> String {
+    format!("link:{}", serde_json::json!([tenant, code]))
+}
+
+/// A one-time code that links a channel identity to person `person` of `tenant`, and
+/// when it expires (ms since the epoch).
+pub async fn start_link(
+    store: &dyn HookStore,
+    tenant: &str,
+    person: &str,
+) -> Result<(String, u64), Error> {
+    let random = uuid::Uuid::new_v4().into_bytes();
+    let code: String = random[..CODE_LENGTH]
+        .iter()
+        .map(|b| char::from(CODE_ALPHABET[usize::from(*b) % CODE_ALPHABET.len()]))
+        .collect();
+    store
+        .put_note(&link_note(tenant, &code), person, LINK_TTL_MS, true)
+        .await?;
+    Ok((code, now_ms() + LINK_TTL_MS))
+}
+
+/// Links `identity` (a channel identity's key, e.g. `telegram:42`) to the person whose
+/// code `code` of `tenant` is: good once, while it lasts. `audit` names the change.
+/// BAD_REQUEST naming `code` when it is unknown, used or expired, or naming the
+/// identity when it belongs to another person.
+pub async fn link(
+    store: &dyn HookStore,
+    tenant: &str,
+    code: &str,
+    identity: &str,
+    audit: impl FnOnce(&PersonRecord) -> AuditEntry,
+) -> Result<PersonRecord, Error> {
+    let code = code.trim().to_ascii_uppercase();
+    let refused = || Error::bad_request("code", "unknown, used or expired: ask for a new one");
+    if code.len() != CODE_LENGTH || !code.bytes().all(|b| CODE_ALPHABET.contains(&b)) {
+        return Err(refused());
+    }
+    let note = link_note(tenant, &code);
+    let Some(person_id) = store.note(&note).await? else {
+        return Err(refused());
+    };
+    if !store
+        .put_note(&format!("{note}:used"), "1", LINK_TTL_MS, true)
+        .await?
+    {
+        return Err(refused());
+    }
+    let people = store.people(tenant).await?;
+    let Some(mut person) = people.into_iter().find(|p| p.id == person_id) else {
+        return Err(refused());
+    };
+    let key = approval::person(identity);
+    if !person.identities.contains(&key) {
+        if person.identities.len() >= crate::domain::people::MAX_IDENTITIES {
+            return Err(Error::bad_request(
+                "identities",
+                format!(
+                    "{} has as many identities as a person may",
+                    crate::domain::echo(&person.id)
+                ),
+            ));
+        }
+        person.identities.push(key);
+    }
+    person.updated_ms = now_ms();
+    store.put_person(&person, &audit(&person)).await?;
+    Ok(person)
 }

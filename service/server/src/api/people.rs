@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use askgate_proto::v1::{
-    DeletePersonRequest, DeletePersonResponse, ListPeopleRequest, ListPeopleResponse, Person,
-    people_server::People as PeopleService,
+    DeletePersonRequest, DeletePersonResponse, LinkCode, ListPeopleRequest, ListPeopleResponse,
+    Person, StartLinkRequest, people_server::People as PeopleService,
 };
 use serde_json::json;
 use tonic::{Request, Response, Status};
@@ -15,7 +15,7 @@ use tracing::instrument;
 use super::{Gate, failed, resolver};
 use crate::{
     auth::Action,
-    backend::{audit_log::Audit, hooks::HookStore},
+    backend::{audit_log::Audit, hooks::HookStore, people as linking},
     domain::{Error, people},
 };
 
@@ -83,5 +83,33 @@ impl PeopleService for PeopleApi {
             Ok(false) => Err(failed(Error::NotFound("no person with that id".into()))),
             Err(e) => Err(failed(e)),
         }
+    }
+
+    #[instrument(name = "StartLink", skip_all, fields(tenant))]
+    async fn start_link(
+        &self,
+        request: Request<StartLinkRequest>,
+    ) -> Result<Response<LinkCode>, Status> {
+        let _timer = self.gate.timer("StartLink");
+        let caller = self.gate.admit(&request, Action::LinkIdentity, "")?;
+        let store = &*self.hooks;
+        let Some(person) = linking::person_of(store, &caller.tenant, &caller.sub)
+            .await
+            .map_err(failed)?
+        else {
+            return Err(failed(Error::NotFound(
+                "your subject is no person's of the tenant: an admin adds you first \
+                 (askgate people put)"
+                    .into(),
+            )));
+        };
+        let (code, expires_ms) = linking::start_link(store, &caller.tenant, &person.id)
+            .await
+            .map_err(failed)?;
+        let expires_at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(expires_ms);
+        Ok(Response::new(LinkCode {
+            code,
+            expires_at: Some(expires_at.into()),
+        }))
     }
 }

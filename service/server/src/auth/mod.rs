@@ -79,6 +79,8 @@ pub enum Action {
     ConsumeReceipt,
     /// Who the caller is: any role may ask.
     WhoAmI,
+    /// A code that links a channel identity to the caller's own person.
+    LinkIdentity,
 }
 
 impl Action {

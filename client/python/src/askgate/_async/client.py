@@ -178,6 +178,12 @@ class AsyncClient:
         """Removes a person (`NOT_FOUND` when the tenant has none by that id)."""
         await self._call(self._people.DeletePerson, pb.DeletePersonRequest(id=person_id))
 
+    async def start_link(self) -> pb.LinkCode:
+        """A one-time code that links a channel identity to the caller's own person:
+        sent as `/link CODE` to one of the tenant's Telegram bots in a private chat, it
+        adds that account. Good once, for 10 minutes."""
+        return await self._call(self._people.StartLink, pb.StartLinkRequest())
+
     async def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it
         may see (`every_session`, or the `sessions` patterns); any role may ask."""

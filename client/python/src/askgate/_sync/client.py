@@ -179,6 +179,12 @@ class Client:
         """Removes a person (`NOT_FOUND` when the tenant has none by that id)."""
         self._call(self._people.DeletePerson, pb.DeletePersonRequest(id=person_id))
 
+    def start_link(self) -> pb.LinkCode:
+        """A one-time code that links a channel identity to the caller's own person:
+        sent as `/link CODE` to one of the tenant's Telegram bots in a private chat, it
+        adds that account. Good once, for 10 minutes."""
+        return self._call(self._people.StartLink, pb.StartLinkRequest())
+
     def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it
         may see (`every_session`, or the `sessions` patterns); any role may ask."""

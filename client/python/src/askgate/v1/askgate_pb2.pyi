@@ -137,6 +137,18 @@ class AuditHead(_message.Message):
     jws: str
     def __init__(self, tenant: _Optional[str] = ..., seq: _Optional[int] = ..., hash: _Optional[str] = ..., at: _Optional[str] = ..., jws: _Optional[str] = ...) -> None: ...
 
+class StartLinkRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LinkCode(_message.Message):
+    __slots__ = ("code", "expires_at")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, code: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class Person(_message.Message):
     __slots__ = ("id", "display_name", "groups", "identities", "delegate")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -943,6 +943,11 @@ class PeopleStub:
                 request_serializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.SerializeToString,
                 response_deserializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.FromString,
                 _registered_method=True)
+        self.StartLink = channel.unary_unary(
+                '/askgate.v1.People/StartLink',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.StartLinkRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.LinkCode.FromString,
+                _registered_method=True)
 
 
 class PeopleServicer:
@@ -973,6 +978,16 @@ class PeopleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartLink(self, request, context):
+        """A one-time code that links a channel identity to the caller's person (any role;
+        the caller's subject must be one of a person's identities): sent as `/link CODE`
+        to a Telegram bot of the tenant in a private chat, it adds that Telegram account.
+        Good once, for 10 minutes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PeopleServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -990,6 +1005,11 @@ def add_PeopleServicer_to_server(servicer, server):
                     servicer.DeletePerson,
                     request_deserializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.FromString,
                     response_serializer=askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.SerializeToString,
+            ),
+            'StartLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartLink,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.StartLinkRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.LinkCode.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1077,6 +1097,33 @@ class People:
             '/askgate.v1.People/DeletePerson',
             askgate_dot_v1_dot_askgate__pb2.DeletePersonRequest.SerializeToString,
             askgate_dot_v1_dot_askgate__pb2.DeletePersonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.People/StartLink',
+            askgate_dot_v1_dot_askgate__pb2.StartLinkRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.LinkCode.FromString,
             options,
             channel_credentials,
             insecure,
