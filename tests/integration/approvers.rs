@@ -246,46 +246,6 @@ on_every_backend!(
     only_approvers_answer_on_grpc_and_grpc_web
 );
 
-/// A quorum of 2 among ops counts persons: one member answering through two channels
-/// (gRPC, then the console) is one approver; a non-member counts for nothing.
-async fn a_quorum_counts_persons_across_channels() {
-    let rig = Rig::start().await;
-    let (bot, mut events) = rig.bot().await;
-    let mut web = web_client(&rig.server);
-    let mut agent = bot.clone();
-    let call =
-        tokio::spawn(async move { agent.ask(go("s").approver_groups(["ops"]).quorum(2)).await });
-    let rpc = requested(&mut events).await.rpc_id;
-
-    let mut ana = rig.person("ana", &["ops"]).await;
-    let voted = ana
-        .answer_counted("s", &rpc, yes())
-        .await
-        .expect("ana's vote");
-    assert_eq!((voted.votes, voted.needed), (1, 2));
-    let again = web_answer(&mut web, &rpc, "ANA", &["ops"])
-        .await
-        .expect_err("ana again, in the console");
-    assert_eq!(reason(&again), "ALREADY_APPROVED");
-    let mut bo = rig.person("bo", &[]).await;
-    let refused = bo.answer("s", &rpc, yes()).await.expect_err("bo");
-    assert_eq!(refused.reason(), Reason::NotAnApprover);
-    assert!(!call.is_finished(), "one person is no quorum of two");
-
-    web_answer(&mut web, &rpc, "cy", &["ops"])
-        .await
-        .expect("cy's vote");
-    let answered = within("the ask", call)
-        .await
-        .expect("join")
-        .expect("answered");
-    assert_eq!(answered.approvers, ["ana", "cy"]);
-}
-on_every_backend!(
-    #[tokio::test]
-    a_quorum_counts_persons_across_channels
-);
-
 /// Approvers that cannot be met, or name nobody, are refused up front; a retry must
 /// name the same approvers as the ask its request_id names.
 #[tokio::test]

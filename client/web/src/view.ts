@@ -645,6 +645,17 @@ function approval(batch: Requested, approvals?: Approvals): HTMLElement | undefi
     const cancel = batch.approvers.cancelToo ? " (and cancel)" : "";
     terms.push(h("p", { "data-testid": "approvers" }, `Only ${listed(who)} may answer this${cancel}.`));
   }
+  if (batch.escalation.length > 0) {
+    const asked = batch.requestedAt ? Number(batch.requestedAt.seconds) * 1000 : Date.now();
+    const steps = batch.escalation.map((step) => {
+      const at = new Date(asked + Number(step.afterMs)).toLocaleTimeString(undefined, { timeStyle: "short" });
+      const named = [...(step.approvers?.subjects ?? []), ...(step.approvers?.groups ?? []).map((g) => `a member of ${g}`)];
+      const who = named.length === 0 ? "" : step.replace ? `only ${listed(named)} may answer` : `${listed(named)} may answer too`;
+      const sent = step.notifyChannels.length > 0 ? `${step.notifyChannels.length} more channel(s) notified` : "";
+      return `at ${at}: ${[who, sent].filter((s) => s !== "").join(", ")}`;
+    });
+    terms.push(h("p", { "data-testid": "escalation" }, `Escalates ${steps.join("; ")}.`));
+  }
   if (batch.quorum && batch.quorum.count > 1) {
     const so = approvals ? ` ${approvals.count} so far: ${approvals.by.join(", ")}.` : "";
     terms.push(h("p", { "data-testid": "quorum" }, `Needs ${batch.quorum.count} approvers who give the same answers.${so}`));

@@ -459,3 +459,52 @@ test("the address serve prints opens the inbox by itself on a server without aut
   await shows(signIn, "sign-in-why", "it runs with --auth");
   assert.equal(new URL(signIn.url()).hash, "", "still the front door");
 });
+
+test("a batch for named approvers: it says who may answer, and refuses anyone else", async (t) => {
+  const h = new Harness();
+  t.after(() => h.close());
+  const { url, mint } = await authServer(h);
+  const agentToken = await mint("worker", "agent");
+  const signedIn = async (sub) => {
+    const page = await h.page();
+    await page.goto(`${url}/console/`);
+    await page.getByTestId("sign-in-token").fill(await mint(sub, "ui"));
+    await page.getByTestId("sign-in").click();
+    await shows(page, "connection", "Connected");
+    return page;
+  };
+  const ana = await signedIn("ana@acme");
+  const bo = await signedIn("bo@acme");
+  const agent = h.ask(
+    url,
+    {
+      sessionId: "deploys",
+      questions: [question("go", "Deploy api to prod?", ["Approve", "Reject"], { header: "Deploy" })],
+      approvers: { subjects: ["bo@acme"] },
+      escalation: [{ afterMs: "3600000", approvers: { groups: ["sre"] } }],
+    },
+    ["--token", agentToken],
+  );
+  const approve = async (page) => {
+    await page.getByTestId("batch").click();
+    await page.getByRole("button", { name: /^Approve/ }).click();
+    await page.getByTestId("review").waitFor();
+    await page.keyboard.press("Enter");
+  };
+  await listShows(ana, ["deploys"]);
+  await ana.getByTestId("batch").click();
+  await shows(ana, "approvers", "Only bo@acme may answer this.");
+  await shows(ana, "escalation", "a member of sre may answer too");
+  await screenshot(ana, "inbox-10-approvers");
+  await ana.getByRole("button", { name: /^Approve/ }).click();
+  await ana.getByTestId("review").waitFor();
+  await ana.keyboard.press("Enter");
+  await shows(ana, "hint", "only bo@acme may answer this");
+  assert.equal(agent.running(), true, "a refused answer changes nothing");
+
+  await listShows(bo, ["deploys"]);
+  await approve(bo);
+  const { code, json, stderr } = await agent.result();
+  assert.equal(code, 0, stderr);
+  assert.equal(json.resolved_by, "bo@acme", JSON.stringify(json));
+});
