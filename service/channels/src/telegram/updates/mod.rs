@@ -101,14 +101,6 @@ fn notice_of(error: &Error) -> String {
     render::cut(&text, render::MAX_NOTICE)
 }
 
-/// The code of a `/link CODE` (or `/link@bot CODE`) message.
-fn link_command(message: &Value) -> Option<&str> {
-    let text = message["text"].as_str()?.trim();
-    let (command, code) = text.split_once(char::is_whitespace)?;
-    let command = command.split('@').next().unwrap_or_default();
-    (command == "/link").then(|| code.trim())
-}
-
 /// An ask a button or prompt names, of the bot's tenant.
 struct Asked {
     session: String,
@@ -176,7 +168,7 @@ impl Ingress for Updates {
         }
         if update["callback_query"].is_object() {
             self.click(&bot, &update["callback_query"]).await
-        } else if let Some(code) = link_command(&update["message"]) {
+        } else if let Some(code) = link::command(&update["message"]) {
             self.link(&bot, &update["message"], code).await
         } else if update["message"]["reply_to_message"].is_object() {
             self.reply(&bot, &update["message"]).await
@@ -276,49 +268,6 @@ impl Updates {
                 None
             }
         }
-    }
-
-    /// `/link CODE` in a private chat with the bot: the sender's Telegram account joins
-    /// the person who asked for the code (docs/approvals.md "People"). Only in a
-    /// private chat: a code shown in a group could be taken by anyone there.
-    async fn link(&self, bot: &EndpointRecord, message: &Value, code: &str) -> Reply {
-        let chat = &message["chat"];
-        let text = match (chat["type"].as_str(), message["from"]["id"].as_i64()) {
-            (Some("private"), Some(user)) => {
-                let identity = format!("telegram:{user}");
-                let audit = |person: &crate::backend::hooks::records::PersonRecord| {
-                    let by = Resolver::new(&identity, TELEGRAM_CHANNEL);
-                    let details = serde_json::json!({ "id": person.id, "linked": identity });
-                    crate::backend::audit_log::Audit::admin_entry(
-                        &bot.tenant,
-                        &by,
-                        "person.linked",
-                        details,
-                    )
-                };
-                let store = self.hooks.store();
-                match crate::backend::people::link(&**store, &bot.tenant, code, &identity, audit)
-                    .await
-                {
-                    Ok(person) => format!(
-                        "Linked: your answers here count as {}.",
-                        match person.display_name.is_empty() {
-                            true => &person.id,
-                            false => &person.display_name,
-                        }
-                    ),
-                    Err(e) => crate::channel::chat::refusal(&e),
-                }
-            }
-            _ => "Send /link CODE to the bot in a private chat.".to_owned(),
-        };
-        let reply = json!({
-            "chat_id": chat["id"],
-            "text": render::escape(&render::cut(&text, render::MAX_NOTICE)),
-            "parse_mode": "HTML",
-        });
-        self.call(bot, "sendMessage", reply).await;
-        ok()
     }
 
     /// What a late click or reply is told: who won, as the engine knows it (an answer
@@ -624,5 +573,6 @@ impl Updates {
     }
 }
 
+mod link;
 #[cfg(test)]
 mod tests;
