@@ -151,6 +151,7 @@ async fn pending_asks_of_a_version_4_store_survive_the_migration() {
              reattach_grace_ms, requested FROM asks;
          DROP TABLE asks;
          ALTER TABLE asks_v4 RENAME TO asks;
+         DROP TABLE people;
          PRAGMA user_version = 4;
          COMMIT;",
     )
