@@ -212,6 +212,20 @@ impl Run<'_> {
                 if let Some(channels) = step["allowed_channels"].as_array() {
                     ask = ask.allowed_channels(channels.iter().filter_map(Value::as_str));
                 }
+                if step["approvers"].is_object() {
+                    let names = |field: &str| {
+                        step["approvers"][field]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    };
+                    ask = ask
+                        .approvers(names("subjects"))
+                        .approver_groups(names("groups"));
+                }
                 if let Some(answers) = step["default_answers"].as_array() {
                     ask = ask.default_answers(answers.iter().map(answer_of).collect());
                 }
@@ -491,13 +505,13 @@ async fn the_shared_scenarios_pass() {
     }
 }
 
-/// The scenarios of approvals (a quorum, default answers, allowed channels) on the
+/// The scenarios of approvals (a quorum, default answers, allowed channels, approvers) on the
 /// durable engines too: SQLite, one Redis and a Redis Cluster (the SDKs run every
 /// scenario on memory).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_approval_scenarios_pass_on_every_engine() {
     let file: Value = serde_json::from_str(SCENARIOS).expect("scenarios.json");
-    let terms = ["quorum", "allowed_channels", "default_answers"];
+    let terms = ["quorum", "allowed_channels", "approvers", "default_answers"];
     let approvals: Vec<&Value> = file["scenarios"]
         .as_array()
         .expect("scenarios")

@@ -119,6 +119,7 @@ class Run {
             escalateAfterMs: step.notify.escalate_after_ms,
           },
           allowedChannels: step.allowed_channels,
+          approvers: step.approvers,
           defaultAnswers: step.default_answers?.map(answerOf),
           ttlMs: step.ttl_ms,
           quorum: step.quorum,

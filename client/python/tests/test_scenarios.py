@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import grpc
 import pytest
 
-from askgate import AgentLease, Ask, AskgateError, Client, Reason, question
+from askgate import AgentLease, Approvers, Ask, AskgateError, Client, Reason, question
 from askgate.v1 import askgate_pb2 as pb
 from conftest import ASKGATE, WAIT, Proxy, Server, eventually
 
@@ -135,6 +135,7 @@ class Run:
                 agent=(agent["agent_id"], agent["incarnation"]) if agent else None,
                 notify=pb.NotifyPolicy(**step["notify"]) if "notify" in step else None,
                 allowed_channels=step.get("allowed_channels", ()),
+                approvers=Approvers(**step["approvers"]) if "approvers" in step else None,
                 default_answers=[answer_of(a) for a in step.get("default_answers", [])],
                 ttl=step["ttl_ms"] / 1000 if "ttl_ms" in step else None,
                 quorum=step.get("quorum"),
