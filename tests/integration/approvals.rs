@@ -183,7 +183,12 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     let mut agent = server.client().await;
     let call = tokio::spawn(async move {
         agent
-            .ask(ship("s").approvers(["Anonymous"]).approver_groups(["ops"]))
+            .ask(
+                ship("s")
+                    .approvers(["Anonymous"])
+                    .approver_groups(["ops"])
+                    .escalate(Duration::from_secs(3600), ["group:sre"], false, ["sl_1"]),
+            )
             .await
     });
     let rpc_id = requested_with_action(&mut events).await;
@@ -199,6 +204,15 @@ async fn a_receipt_binds_the_resolution_to_the_action() {
     assert_eq!(
         (rule.subjects, rule.groups),
         (vec!["Anonymous".to_owned()], vec!["ops".to_owned()])
+    );
+    // The steps that would have widened it, whether or not they came.
+    assert_eq!(
+        (
+            rule.steps.len(),
+            rule.steps[0].after_ms,
+            rule.steps[0].groups.as_slice()
+        ),
+        (1, 3_600_000, ["sre".to_owned()].as_slice())
     );
 }
 on_every_backend!(

@@ -122,6 +122,22 @@ pub struct ApproverRule {
     /// The groups it named.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// Its escalation steps that named approvers: from `after_ms` after the ask, theirs
+    /// joined (or, with `replace`, replaced) the ones before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<ApproverStep>,
+}
+
+/// An escalation step's approvers, as a receipt's `approver_rule` states them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproverStep {
+    pub after_ms: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replace: bool,
 }
 
 /// What a receipt states.

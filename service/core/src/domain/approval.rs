@@ -115,9 +115,16 @@ pub fn is_approver(requested: &Requested, subject: &str, groups: &[String]) -> b
 /// Whether `requested` names approvers now or at any of its escalation steps: who
 /// answers it must then be told apart by person.
 pub fn names_approvers(requested: &Requested) -> bool {
-    requested.approvers.is_some()
-        || requested
-            .escalation
+    names_approvers_of(&requested.approvers, &requested.escalation)
+}
+
+/// [`names_approvers`], of an ask's approvers and escalation steps.
+pub fn names_approvers_of(
+    approvers: &Option<Box<Approvers>>,
+    escalation: &[EscalationStep],
+) -> bool {
+    approvers.is_some()
+        || escalation
             .iter()
             .any(|s| s.approvers.as_ref().is_some_and(named))
 }

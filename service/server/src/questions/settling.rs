@@ -4,7 +4,7 @@
 
 use askgate_contract::{
     digest::answers_digest,
-    receipt::{ApproverRule, Claims, Decision},
+    receipt::{ApproverRule, ApproverStep, Claims, Decision},
 };
 use askgate_proto::v1::{AskResponse, QuestionAnswer, Resolution};
 use tokio::sync::oneshot;
@@ -33,7 +33,8 @@ pub(super) struct Terms {
     approving: Vec<QuestionAnswer>,
     /// The subject that asked.
     asked_by: String,
-    /// Who it allowed to answer, when it named them.
+    /// Who it allowed to answer, when it named them (its approvers and the approvers
+    /// of its escalation steps).
     approver_rule: Option<ApproverRule>,
 }
 
@@ -62,13 +63,36 @@ impl Terms {
                         .map(|a| a.approving_answers.clone())
                         .unwrap_or_default(),
                     asked_by: ask.asked_by.clone(),
-                    approver_rule: ask.approvers.as_deref().map(|a| ApproverRule {
-                        subjects: a.subjects.clone(),
-                        groups: a.groups.clone(),
-                    }),
+                    approver_rule: approver_rule(ask),
                 })
             })
     }
+}
+
+/// Who `ask` allows to answer, as its receipt states it: its approvers, and each
+/// escalation step's that names any (None when nothing names approvers).
+fn approver_rule(ask: &NewAsk) -> Option<ApproverRule> {
+    if !approval::names_approvers_of(&ask.approvers, &ask.escalation) {
+        return None;
+    }
+    let base = ask.approvers.as_deref();
+    Some(ApproverRule {
+        subjects: base.map(|a| a.subjects.clone()).unwrap_or_default(),
+        groups: base.map(|a| a.groups.clone()).unwrap_or_default(),
+        steps: ask
+            .escalation
+            .iter()
+            .filter_map(|step| {
+                let named = step.approvers.as_ref()?;
+                Some(ApproverStep {
+                    after_ms: step.after_ms,
+                    subjects: named.subjects.clone(),
+                    groups: named.groups.clone(),
+                    replace: step.replace,
+                })
+            })
+            .collect(),
+    })
 }
 
 impl Questions {
