@@ -104,14 +104,6 @@ pub fn may_answer(requested: &Requested, channel: &str, chat: bool) -> bool {
     may_resolve(requested, channel) && !(chat && has_secret(&requested.questions))
 }
 
-/// Whether a person answering as `subject`, whose credential names `groups`, is one of
-/// `requested`'s approvers as they stand now (any person when it names none;
-/// [`person`]s compared).
-pub fn is_approver(requested: &Requested, subject: &str, groups: &[String]) -> bool {
-    approvers_at(requested, crate::clock::now_ms())
-        .is_none_or(|approvers| names(&approvers, &[subject], groups))
-}
-
 /// Whether `requested` names approvers now or at any of its escalation steps: who
 /// answers it must then be told apart by person.
 pub fn names_approvers(requested: &Requested) -> bool {
