@@ -44,6 +44,24 @@ async function openInbox(t, viewport) {
   return { h, url, page };
 }
 
+/** A console page of `url` signed in with a `ui` token `mint` makes for `sub`. */
+async function signInAs(h, url, mint, sub) {
+  const page = await h.page();
+  await page.goto(`${url}/console/`);
+  await page.getByTestId("sign-in-token").fill(await mint(sub, "ui"));
+  await page.getByTestId("sign-in").click();
+  await shows(page, "connection", "Connected");
+  return page;
+}
+
+/** Opens the first batch on `page`, chooses Approve and sends it from the review. */
+async function approveFirst(page) {
+  await page.getByTestId("batch").click();
+  await page.getByRole("button", { name: /^Approve/ }).click();
+  await page.getByTestId("review").waitFor();
+  await page.keyboard.press("Enter");
+}
+
 function shows(page, testId, text) {
   return page.getByTestId(testId).filter({ hasText: text }).waitFor();
 }
@@ -391,14 +409,7 @@ test("a quorum batch: each approval is recorded and counted, and the last one cl
   t.after(() => h.close());
   const { url, mint } = await authServer(h);
   const agentToken = await mint("worker", "agent");
-  const signedIn = async (sub) => {
-    const page = await h.page();
-    await page.goto(`${url}/console/`);
-    await page.getByTestId("sign-in-token").fill(await mint(sub, "ui"));
-    await page.getByTestId("sign-in").click();
-    await shows(page, "connection", "Connected");
-    return page;
-  };
+  const signedIn = (sub) => signInAs(h, url, mint, sub);
   const ana = await signedIn("ana@acme");
   const bo = await signedIn("bo@acme");
   const agent = h.ask(
@@ -410,14 +421,8 @@ test("a quorum batch: each approval is recorded and counted, and the last one cl
     },
     ["--token", agentToken],
   );
-  const approve = async (page) => {
-    await page.getByTestId("batch").click();
-    await page.getByRole("button", { name: /^Approve/ }).click();
-    await page.getByTestId("review").waitFor();
-    await page.keyboard.press("Enter");
-  };
   await listShows(ana, ["deploys"]);
-  await approve(ana);
+  await approveFirst(ana);
   await shows(ana, "approved", "Your approval is recorded");
   await shows(ana, "approved", "needs 2 people");
   await screenshot(ana, "inbox-08-quorum-approved");
@@ -465,14 +470,7 @@ test("a batch for named approvers: it says who may answer, and refuses anyone el
   t.after(() => h.close());
   const { url, mint } = await authServer(h);
   const agentToken = await mint("worker", "agent");
-  const signedIn = async (sub) => {
-    const page = await h.page();
-    await page.goto(`${url}/console/`);
-    await page.getByTestId("sign-in-token").fill(await mint(sub, "ui"));
-    await page.getByTestId("sign-in").click();
-    await shows(page, "connection", "Connected");
-    return page;
-  };
+  const signedIn = (sub) => signInAs(h, url, mint, sub);
   const ana = await signedIn("ana@acme");
   const bo = await signedIn("bo@acme");
   const agent = h.ask(
@@ -485,12 +483,6 @@ test("a batch for named approvers: it says who may answer, and refuses anyone el
     },
     ["--token", agentToken],
   );
-  const approve = async (page) => {
-    await page.getByTestId("batch").click();
-    await page.getByRole("button", { name: /^Approve/ }).click();
-    await page.getByTestId("review").waitFor();
-    await page.keyboard.press("Enter");
-  };
   await listShows(ana, ["deploys"]);
   await ana.getByTestId("batch").click();
   await shows(ana, "approvers", "Only bo@acme may answer this.");
@@ -503,7 +495,7 @@ test("a batch for named approvers: it says who may answer, and refuses anyone el
   assert.equal(agent.running(), true, "a refused answer changes nothing");
 
   await listShows(bo, ["deploys"]);
-  await approve(bo);
+  await approveFirst(bo);
   const { code, json, stderr } = await agent.result();
   assert.equal(code, 0, stderr);
   assert.equal(json.resolved_by, "bo@acme", JSON.stringify(json));
