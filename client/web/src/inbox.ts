@@ -136,6 +136,9 @@ export class InboxView extends View {
       h(
         "div",
         { class: "who" },
+        this.session.options.person !== undefined
+          ? h("span", { "data-testid": "signed-in-as" }, `Signed in as ${this.session.options.person}`)
+          : null,
         h("span", { "data-testid": "whoami", class: "muted" }, who ? describeWho(who) : ""),
         h(
           "span",

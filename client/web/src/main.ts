@@ -2,13 +2,16 @@
 // credential may see), `#/sessions/<id>` (one session), anything else the sign-in
 // form. Either may carry a token (`?token=...`): it is taken out of the address bar at
 // once and kept for this tab only (sessionStorage), so it is not bookmarked, shared or
-// shown on screen; a URL fragment never reaches a server.
+// shown on screen; a URL fragment never reaches a server. On a server that signs in
+// with an identity provider there is no token: the server holds the session in a
+// cookie, and the page signs in there (signin.ts).
 
 import { AskgateError, Client } from "@askgate/client/core";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 
 import { InboxView } from "./inbox.js";
 import { Session } from "./session.js";
+import { type ConsoleSession, logOut, providerSignIn, signInMode } from "./signin.js";
 import { View } from "./view.js";
 
 const TOKEN_KEY = "askgate.token";
@@ -85,7 +88,7 @@ function signIn(root: HTMLElement, refused?: { why: string; then: Route }): void
     if (token) sessionStorage.setItem(TOKEN_KEY, token);
     const next = session ? hashOf({ page: "session", sessionId: session }) : "#/inbox";
     // The same page again fires no hashchange: open it here.
-    if (location.hash === next) start();
+    if (location.hash === next) void start();
     else location.hash = next;
   });
   root.replaceChildren(form);
@@ -153,15 +156,44 @@ function signOut(): void {
   location.hash = "#/";
 }
 
-let running: { session: Session; view: View } | undefined;
+/** Ends the console session at the server, then shows the identity provider's sign-in. */
+function signOutOf(signedIn: ConsoleSession): () => void {
+  return () => {
+    running?.session.stop();
+    void logOut(signedIn.csrf).finally(() => {
+      if (location.hash === "#/") void start();
+      else location.hash = "#/";
+    });
+  };
+}
 
-function start(): void {
+let running: { session: Session; view: View } | undefined;
+/** Counts starts: a start overtaken by a later one (a hash changed meanwhile) stops. */
+let starts = 0;
+
+async function start(): Promise<void> {
   const root = document.getElementById("app");
   if (!root) return;
+  const mine = ++starts;
   running?.session.stop();
   running?.view.dispose();
   running = undefined;
   const route = parseHash(location.hash);
+  const mode = await signInMode();
+  if (mine !== starts) return;
+  if (mode.kind === "provider") {
+    document.title = "askgate console";
+    if (mode.session === undefined) {
+      providerSignIn(root);
+      return;
+    }
+    if (route.page === "sign-in") {
+      location.hash = "#/inbox";
+      return;
+    }
+    follow(root, route, { signedIn: mode.session });
+    return;
+  }
   if (route.page === "sign-in") {
     document.title = "askgate console";
     void land(root);
@@ -171,7 +203,15 @@ function start(): void {
     sessionStorage.setItem(TOKEN_KEY, route.token);
     history.replaceState(null, "", hashOf(route));
   }
-  const token = sessionStorage.getItem(TOKEN_KEY) || undefined;
+  follow(root, route, { token: sessionStorage.getItem(TOKEN_KEY) || undefined });
+}
+
+/** Shows `route` (the inbox or one session), following it with the tab's credential. */
+function follow(
+  root: HTMLElement,
+  route: Exclude<Route, { page: "sign-in" }>,
+  { token, signedIn }: { token?: string; signedIn?: ConsoleSession },
+): void {
   let view: View | undefined;
   let inbox: InboxView | undefined;
   // The batch in the address bar: the one open, so that a reload opens it again.
@@ -180,6 +220,8 @@ function start(): void {
     baseUrl: location.origin,
     sessionId: route.page === "session" ? route.sessionId : undefined,
     token,
+    csrf: signedIn?.csrf,
+    person: signedIn?.name,
     opened: route.batch,
     onChange: () => {
       // A page left behind (another route started since, or the address already names
@@ -195,7 +237,8 @@ function start(): void {
         running = undefined;
         history.replaceState(null, "", "#/");
         document.title = "askgate console";
-        signIn(root, { why: refusal(token !== undefined), then: route });
+        if (signedIn !== undefined) providerSignIn(root, "Your console session has ended. Sign in again.");
+        else signIn(root, { why: refusal(token !== undefined), then: route });
         return;
       }
       view?.render();
@@ -208,7 +251,7 @@ function start(): void {
     onArrival: (composer) => inbox?.arrived(composer),
   });
   if (route.page === "inbox") {
-    inbox = new InboxView(root, session, signOut);
+    inbox = new InboxView(root, session, signedIn !== undefined ? signOutOf(signedIn) : signOut);
     view = inbox;
     void session.identify();
   } else {
@@ -220,5 +263,5 @@ function start(): void {
   void session.run();
 }
 
-window.addEventListener("hashchange", start);
-start();
+window.addEventListener("hashchange", () => void start());
+void start();

@@ -13,8 +13,8 @@ import {
   Resolution,
 } from "@askgate/client/proto";
 import { Code } from "@connectrpc/connect";
-import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { Composer } from "./composer.js";
+import { transport } from "./signin.js";
 
 export type Connection =
   | { kind: "connecting" }
@@ -55,6 +55,10 @@ export interface Options {
   sessionId?: string;
   /** A bearer token (an API key or a JWT), when the server requires one. */
   token?: string;
+  /** The console session's CSRF token, on a server that signs in with an identity provider. */
+  csrf?: string;
+  /** The signed-in person's name (a console session's), shown in the header. */
+  person?: string;
   /** The batch to open once it is listed (a deep link's `batch`). */
   opened?: string;
   /** Called after every change the view should show. */
@@ -153,14 +157,12 @@ export class Session {
   constructor(options: Options) {
     this.options = options;
     this.opened = options.opened;
-    this.client = new Client(createGrpcWebTransport({ baseUrl: options.baseUrl }), {
-      token: options.token,
-    });
+    this.client = new Client(transport(options.baseUrl, options.csrf), { token: options.token });
   }
 
-  /** Whether this tab holds a credential (a token) for the server. */
+  /** Whether this tab holds a credential (a token, or a console session) for the server. */
   get signedIn(): boolean {
-    return this.options.token !== undefined;
+    return this.options.token !== undefined || this.options.csrf !== undefined;
   }
 
   /** Following every session the credential may see, not one. */

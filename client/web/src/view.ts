@@ -128,6 +128,9 @@ export class View {
       h("span", { class: "session" }, "session ", h("code", {}, this.session.options.sessionId ?? "")),
       h("a", { class: "inbox-link", href: "#/inbox", "data-testid": "to-inbox" }, "Inbox"),
       this.connection(),
+      this.session.options.person !== undefined
+        ? h("span", { class: "who", "data-testid": "signed-in-as" }, `Signed in as ${this.session.options.person}`)
+        : null,
     );
   }
 

@@ -42,9 +42,12 @@ export class Harness {
     this.browser = undefined;
   }
 
-  /** `askgate serve` on 127.0.0.1:0 with `args`; resolves with its http:// URL. */
-  async serve(args = []) {
-    const child = this.spawn(["serve", "--listen", "127.0.0.1:0", ...args]);
+  /**
+   * `askgate serve` on `listen` (an ephemeral port of 127.0.0.1 unless given) with
+   * `args`; resolves with its http:// URL.
+   */
+  async serve(args = [], { listen = "127.0.0.1:0" } = {}) {
+    const child = this.spawn(["serve", "--listen", listen, ...args]);
     let log = "";
     const url = await within(
       "askgate serve to listen",

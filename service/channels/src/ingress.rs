@@ -13,6 +13,9 @@ pub struct Reply {
     pub status: StatusCode,
     pub content_type: &'static str,
     pub body: Bytes,
+    /// Headers besides the content type and the HTML pages' own (`Location`,
+    /// `Set-Cookie`).
+    pub headers: Vec<(header::HeaderName, http::HeaderValue)>,
 }
 
 impl Reply {
@@ -22,6 +25,7 @@ impl Reply {
             status,
             content_type: "application/json",
             body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
+            headers: Vec::new(),
         }
     }
 
@@ -32,7 +36,30 @@ impl Reply {
             status,
             content_type: "text/html; charset=utf-8",
             body: Bytes::from(page),
+            headers: Vec::new(),
         }
+    }
+
+    /// A `303 See Other` to `location` (kept out of caches).
+    pub fn see_other(location: http::HeaderValue) -> Self {
+        Self {
+            status: StatusCode::SEE_OTHER,
+            content_type: "text/plain; charset=utf-8",
+            body: Bytes::new(),
+            headers: vec![
+                (header::LOCATION, location),
+                (
+                    header::CACHE_CONTROL,
+                    http::HeaderValue::from_static("no-store"),
+                ),
+            ],
+        }
+    }
+
+    /// This reply with one more header (`Set-Cookie` may be given more than once).
+    pub fn with_header(mut self, name: header::HeaderName, value: http::HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
     }
 
     /// `{"error": text}` with `status`.
@@ -50,6 +77,9 @@ impl Reply {
             header::CONTENT_TYPE,
             http::HeaderValue::from_static(self.content_type),
         );
+        for (name, value) in self.headers {
+            headers.append(name, value);
+        }
         if self.content_type.starts_with("text/html") {
             for (name, value) in [
                 (

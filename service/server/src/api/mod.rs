@@ -49,7 +49,8 @@ use crate::{
 pub const CHANNEL_HEADER: &str = "askgate-channel";
 
 /// Marks a request that arrived as gRPC-Web (the console, or another browser page the
-/// Origin policy let through): its channel is `console`, whatever it claims.
+/// Origin policy let through): its channel is `console`, whatever it claims. Not on a
+/// server with the identity provider's sign-in, where `console` is a console session.
 #[derive(Debug, Clone, Copy)]
 pub struct FromBrowser;
 
@@ -66,11 +67,12 @@ pub fn mark_browser<B>(mut request: http::Request<B>) -> http::Request<B> {
     request
 }
 
-/// Who resolves through this call and from which channel: `console` for gRPC-Web,
+/// Who resolves through this call and from which channel: `console` for a console
+/// session (or, on a server without the identity provider's sign-in, for gRPC-Web),
 /// else the channel the `askgate-channel` header names (not one of the server's own),
 /// else `grpc`.
 pub fn resolver<T>(request: &Request<T>, caller: &Principal) -> Result<Resolver, Status> {
-    resolver_of(request.metadata(), request.extensions(), &caller.sub)
+    resolver_of(request.metadata(), request.extensions(), caller)
         .map(|by| by.in_groups(caller.groups.clone()))
 }
 
@@ -78,9 +80,10 @@ pub fn resolver<T>(request: &Request<T>, caller: &Principal) -> Result<Resolver,
 fn resolver_of(
     metadata: &tonic::metadata::MetadataMap,
     extensions: &http::Extensions,
-    subject: &str,
+    caller: &Principal,
 ) -> Result<Resolver, Status> {
-    if extensions.get::<FromBrowser>().is_some() {
+    let subject = caller.sub.as_str();
+    if caller.console || extensions.get::<FromBrowser>().is_some() {
         return Ok(Resolver::new(subject, CONSOLE_CHANNEL));
     }
     let Some(claimed) = metadata.get(CHANNEL_HEADER) else {
@@ -342,7 +345,7 @@ impl askgate_channels::api::AdminGate for Gate {
         let timer = self.timer(call);
         let caller = self.admit_parts(metadata, extensions, Action::ManageWebhooks, "")?;
         let by = match changes {
-            true => Some(resolver_of(metadata, extensions, &caller.sub)?),
+            true => Some(resolver_of(metadata, extensions, &caller)?),
             false => None,
         };
         Ok(askgate_channels::api::Admitted {

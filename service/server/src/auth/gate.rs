@@ -6,7 +6,7 @@ use std::{future::Future, sync::Arc};
 use tonic::{Request, Status};
 use tracing::{Span, debug};
 
-use super::{Action, Authenticator, Failure, Principal};
+use super::{Action, Authenticator, Failure, Principal, oidc::Sessions};
 use crate::{
     domain::status,
     metrics::{Metrics, RpcTimer},
@@ -21,12 +21,25 @@ use crate::{
 #[derive(Clone)]
 pub struct Gate {
     auth: Arc<Authenticator>,
+    /// The console sessions of the identity provider's sign-in, if the node has one: a
+    /// call without an `authorization` header may carry one.
+    sessions: Option<Arc<Sessions>>,
     metrics: Metrics,
 }
 
 impl Gate {
     pub fn new(auth: Arc<Authenticator>, metrics: Metrics) -> Self {
-        Self { auth, metrics }
+        Self {
+            auth,
+            sessions: None,
+            metrics,
+        }
+    }
+
+    /// Takes the console sessions of `--oidc-issuer`'s sign-in besides credentials.
+    pub fn with_sessions(mut self, sessions: Arc<Sessions>) -> Self {
+        self.sessions = Some(sessions);
+        self
     }
 
     /// Times an RPC (the `rpc_duration_seconds` metric) until the guard drops.
@@ -51,10 +64,18 @@ impl Gate {
     }
 
     fn principal(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Principal, Status> {
-        self.auth.authenticate(metadata).map_err(|failure| {
-            self.metrics.auth_failure(failure.as_str());
-            status::to_status(&failure.into_error(), "", None)
-        })
+        let session = match &self.sessions {
+            Some(sessions) if !metadata.contains_key("authorization") => {
+                sessions.authenticate(metadata.as_ref())
+            }
+            _ => None,
+        };
+        session
+            .unwrap_or_else(|| self.auth.authenticate(metadata))
+            .map_err(|failure| {
+                self.metrics.auth_failure(failure.as_str());
+                status::to_status(&failure.into_error(), "", None)
+            })
     }
 
     /// The caller, if it may do `action` on `session_id` (empty for none).

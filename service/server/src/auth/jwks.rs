@@ -93,13 +93,14 @@ pub struct RemoteJwks {
 
 impl RemoteJwks {
     /// Fetches the set at `url` (the operator's: internal addresses are allowed) and
-    /// keeps it fresh in the background for as long as it is held.
-    pub async fn start(url: &str) -> anyhow::Result<Arc<Self>> {
-        let target = Target::parse(url).map_err(|e| anyhow::anyhow!("--jwt-jwks-url: {e}"))?;
+    /// keeps it fresh in the background for as long as it is held; `named` is where
+    /// the URL came from, for errors (`--jwt-jwks-url`, the issuer's discovery).
+    pub async fn start(url: &str, named: &str) -> anyhow::Result<Arc<Self>> {
+        let target = Target::parse(url).map_err(|e| anyhow::anyhow!("{named}: {e}"))?;
         let sender = Sender::new(true, FETCH_TIMEOUT).with_max_response(MAX_JWKS_BYTES);
         let keys = fetch(&sender, &target, url)
             .await
-            .with_context(|| format!("--jwt-jwks-url {url}"))?;
+            .with_context(|| format!("{named} {url}"))?;
         info!(url, keys = keys.len(), "fetched the JWT key set");
         let jwks = Arc::new(Self {
             url: url.to_owned(),
@@ -134,6 +135,24 @@ impl RemoteJwks {
             });
         }
         None
+    }
+
+    /// The key `kid` names, fetching the set again first when it does not hold it (at
+    /// most once per [`REFETCH_AFTER`], waiting out the rest of that time): for a
+    /// caller that can wait, such as a sign-in just after the provider rotated its key.
+    pub async fn key_fetched(self: &Arc<Self>, kid: &str) -> Option<(Algorithm, DecodingKey)> {
+        if let Some(key) = self.keys.read().get(kid) {
+            return Some(key.clone());
+        }
+        let since = self.fetched.lock().elapsed();
+        tokio::time::sleep(REFETCH_AFTER.saturating_sub(since)).await;
+        if let Some(key) = self.keys.read().get(kid) {
+            return Some(key.clone());
+        }
+        if self.fetched.lock().elapsed() >= REFETCH_AFTER {
+            self.refetch().await;
+        }
+        self.keys.read().get(kid).cloned()
     }
 
     async fn refetch(&self) {

@@ -107,7 +107,7 @@ struct Minted<'a> {
 }
 
 /// The groups a groups claim names: a string (one group) or an array of strings.
-fn groups_of(claim: Option<&serde_json::Value>) -> Result<Vec<String>, Failure> {
+pub(super) fn groups_of(claim: Option<&serde_json::Value>) -> Result<Vec<String>, Failure> {
     let named = match claim {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(serde_json::Value::String(group)) => vec![group.clone()],
@@ -143,7 +143,7 @@ impl JwtVerifier {
     ) -> anyhow::Result<Self> {
         match source {
             KeySource::JwksUrl(url) => Ok(Self {
-                keys: Keys::Remote(RemoteJwks::start(url).await?),
+                keys: Keys::Remote(RemoteJwks::start(url, "--jwt-jwks-url").await?),
                 issuer,
                 audience,
                 groups_claim: DEFAULT_GROUPS_CLAIM.to_owned(),
@@ -270,6 +270,7 @@ impl JwtVerifier {
             validity: UNIX_EPOCH
                 .checked_add(Duration::from_secs(claims.exp))
                 .map_or(Validity::Always, Validity::Until),
+            console: false,
         })
     }
 }

@@ -97,6 +97,7 @@ fn parse(file: KeyFile) -> anyhow::Result<Vec<Key>> {
                     sessions: entry.sessions,
                     groups,
                     validity: Validity::WhileListed(hash),
+                    console: false,
                 },
             })
         })

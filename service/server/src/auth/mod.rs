@@ -9,6 +9,7 @@ mod gate;
 pub mod jwks;
 pub mod jwt;
 pub mod keys;
+pub mod oidc;
 pub use askgate_channels::{sealed, secret};
 
 pub use gate::Gate;
@@ -107,6 +108,9 @@ pub struct Principal {
     pub groups: Vec<String>,
     /// How long the credential stays good: a stream opened with it ends then.
     pub validity: Validity,
+    /// A console session of the identity provider's sign-in (`--oidc-issuer`): what
+    /// the `console` channel means on a server that has one.
+    pub console: bool,
 }
 
 /// Most groups one credential may name.
@@ -158,6 +162,7 @@ impl Principal {
             sessions: None,
             groups: Vec::new(),
             validity: Validity::Always,
+            console: false,
         }
     }
 
@@ -247,6 +252,8 @@ pub enum Failure {
     BadTenant,
     /// A stream's credential expired or was revoked while the stream was open.
     Revoked,
+    /// A console session's call without the session's CSRF header, or with another's.
+    Csrf,
 }
 
 impl Failure {
@@ -264,6 +271,7 @@ impl Failure {
             Self::ReservedSubject => "reserved_subject",
             Self::BadTenant => "bad_tenant",
             Self::Revoked => "revoked",
+            Self::Csrf => "csrf",
         }
     }
 
@@ -285,6 +293,10 @@ impl Failure {
                 "the credential's tenant is not a valid tenant name (1-64 characters of [A-Za-z0-9._-])"
             }
             Self::Revoked => "the credential of this stream has expired or was revoked",
+            Self::Csrf => {
+                "a console session's call needs the session's x-askgate-csrf header (the console \
+                 sends it; other pages cannot read it)"
+            }
         }
     }
 
@@ -376,6 +388,7 @@ mod tests {
             sessions: sessions.map(|s| s.iter().map(|p| (*p).to_owned()).collect()),
             groups: Vec::new(),
             validity: Validity::Always,
+            console: false,
         }
     }
 

@@ -162,6 +162,15 @@ pub struct HttpConfig {
     pub public_url: Option<PublicUrl>,
     /// Serve the browser console at `/console/`.
     pub console: bool,
+    /// Sign in to the console with the company's identity provider (`--oidc-*`).
+    pub oidc: Option<crate::auth::oidc::OidcConfig>,
+}
+
+impl HttpConfig {
+    /// The `--public-url`'s origin (`scheme://host[:port]`), if there is one.
+    pub fn public_origin(&self) -> Option<String> {
+        self.public_url.as_ref().map(|u| u.origin().to_owned())
+    }
 }
 
 impl Default for HttpConfig {
@@ -170,6 +179,7 @@ impl Default for HttpConfig {
             cors: CorsOrigins::SameOrigin,
             public_url: None,
             console: true,
+            oidc: None,
         }
     }
 }

@@ -22,7 +22,10 @@ use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
     api::{AgentsApi, AuditApi, PeopleApi, ReceiptsApi, UserQuestionsApi, deadline, health},
     approvals::{Audit, Receipts},
-    auth::Gate,
+    auth::{
+        Gate,
+        oidc::{SignIn, SignInRoutes},
+    },
     backend::Backend,
     channels::{
         Channels,
@@ -54,10 +57,37 @@ pub(super) struct Node {
     audit: Audit,
     _prune_task: TaskGuard,
     gate: Gate,
+    /// The console's sign-in with the identity provider (`--oidc-issuer`).
+    sign_in: Option<Arc<SignIn>>,
     health: HealthReporter,
     health_task: TaskGuard,
     draining: watch::Sender<bool>,
     _reload_task: Option<TaskGuard>,
+}
+
+/// The console's sign-in with the identity provider: discovered, its keys fetched, its
+/// sessions sealed with the node's key (the same on every node that shares a store).
+async fn start_sign_in(
+    config: &ServerConfig,
+    oidc: &crate::auth::oidc::OidcConfig,
+    sealing: Option<Arc<crate::channels::sealed::SealingKey>>,
+) -> anyhow::Result<Arc<SignIn>> {
+    anyhow::ensure!(
+        !matches!(config.auth, AuthConfig::None { .. }),
+        "--oidc-issuer signs people in to a server that knows its callers: give --auth keys \
+         or --auth jwt (with --auth none every caller is anonymous)"
+    );
+    let key = sealing.context(
+        "--oidc-issuer on Redis needs --secret-key-file: console sessions are sealed with it, \
+         and every node must open them",
+    )?;
+    SignIn::start(
+        oidc.clone(),
+        key,
+        config.http.public_origin(),
+        config.tls.is_some(),
+    )
+    .await
 }
 
 /// Refuses to serve anonymous callers off loopback unless told to.
@@ -123,7 +153,7 @@ impl Node {
         .with_default_notify(config.asks.default_notify)
         .with_max_streams_per_tenant(config.settings.max_streams_per_tenant)
         .with_audit(audit.clone())
-        .with_sealing(sealing);
+        .with_sealing(sealing.clone());
         let receipts = match config.approvals.receipt_key_files.is_empty() {
             true => None,
             false => Some(Arc::new(Receipts::from_files(
@@ -135,7 +165,14 @@ impl Node {
             info!(kid = receipts.kid(), "signing receipts");
             questions = questions.with_receipts(receipts.clone());
         }
-        let gate = Gate::new(auth.clone(), metrics.clone());
+        let sign_in = match &config.http.oidc {
+            Some(oidc) => Some(start_sign_in(config, oidc, sealing).await?),
+            None => None,
+        };
+        let mut gate = Gate::new(auth.clone(), metrics.clone());
+        if let Some(sign_in) = &sign_in {
+            gate = gate.with_sessions(sign_in.sessions());
+        }
         let (draining, watching) = watch::channel(false);
         let health = HealthReporter::new();
         let health_task = TaskGuard(tokio::spawn(follow_backend_health(
@@ -155,6 +192,7 @@ impl Node {
             audit,
             _prune_task: prune_task,
             gate,
+            sign_in,
             health,
             health_task,
             draining,
@@ -324,6 +362,10 @@ impl Node {
             // default), the console's files are served beside the API, and gRPC-Web is
             // translated.
             .layer(tower::util::option_layer(config.http.cors.layer()))
+            // The console's sign-in with the identity provider, before its files.
+            .layer(tower::util::option_layer(self.sign_in.clone().map(
+                |sign_in| crate::ingress::IngressLayer::new(vec![Arc::new(SignInRoutes(sign_in))]),
+            )))
             .layer(tower::util::option_layer(
                 config.http.console.then_some(AnswersLayer(Console)),
             ))
@@ -332,11 +374,7 @@ impl Node {
             // The A2A agent card (with --a2a on; a 404 that says so otherwise).
             .layer(AnswersLayer(AgentCardPage::new(
                 config.a2a,
-                config
-                    .http
-                    .public_url
-                    .as_ref()
-                    .map(|u| u.origin().to_owned()),
+                config.http.public_origin(),
                 config.tls.is_some(),
                 !matches!(config.auth, AuthConfig::None { .. }),
             )))
@@ -346,8 +384,11 @@ impl Node {
             )))
             // The channels' inbound endpoints, each verifying what it reads.
             .layer(crate::ingress::IngressLayer::new(ingresses))
-            // gRPC-Web calls are the console's channel: marked before translation.
-            .layer(tower::util::MapRequestLayer::new(crate::api::mark_browser))
+            // gRPC-Web calls are the console's channel: marked before translation (with
+            // the sign-in, a console session is instead).
+            .layer(tower::util::option_layer(self.sign_in.is_none().then(
+                || tower::util::MapRequestLayer::new(crate::api::mark_browser),
+            )))
             .layer(tonic_web::GrpcWebLayer::new())
             .layer(tower::util::MapRequestLayer::new(deadline::stamp_arrival))
             .layer(tower::util::MapResponseLayer::new(

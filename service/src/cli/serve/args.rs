@@ -100,6 +100,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub http: HttpArgs,
     #[command(flatten)]
+    pub oidc: super::oidc::OidcArgs,
+    #[command(flatten)]
     pub mcp: McpServeArgs,
     #[command(flatten)]
     pub webhooks: WebhookArgs,

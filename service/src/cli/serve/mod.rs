@@ -1,6 +1,7 @@
 //! `askgate serve`: flags (and `ASKGATE_*` variables) to [`ServerConfig`], bind, run.
 
 mod args;
+mod oidc;
 mod parts;
 mod port;
 

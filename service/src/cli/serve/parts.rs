@@ -202,6 +202,7 @@ impl HttpArgs {
                 .map(PublicUrl::parse)
                 .transpose()?,
             console: self.console,
+            oidc: None,
         })
     }
 }
@@ -424,7 +425,10 @@ pub(super) fn server_config(args: &super::ServeArgs) -> Result<ServerConfig, Str
         tls: args.tls.to_config(),
         metrics: args.metrics.to_config()?,
         backend: args.backend.to_config()?,
-        http: args.http.to_config()?,
+        http: HttpConfig {
+            oidc: args.oidc.to_config()?,
+            ..args.http.to_config()?
+        },
         mcp: args.mcp.to_config()?,
         a2a: args.a2a,
         webhooks: args.webhooks.to_config()?,
