@@ -354,7 +354,12 @@ async fn serve_without_auth_on_a_public_address_refuses_and_says_how_to_fix_it()
 #[tokio::test]
 async fn the_console_sign_in_refuses_what_cannot_work_and_says_why() {
     let serve = ["serve", "--listen", "127.0.0.1:0", "--backend", "memory"];
-    let issuer = ["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "askgate"];
+    let issuer = [
+        "--oidc-issuer",
+        "http://127.0.0.1:9",
+        "--oidc-client-id",
+        "askgate",
+    ];
     let (code, _, stderr) = finish(askgate(&[&serve[..], &issuer].concat())).await;
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--oidc-role-map"), "{stderr}");
@@ -365,7 +370,9 @@ async fn the_console_sign_in_refuses_what_cannot_work_and_says_why() {
     let dir = crate::support::TempDir::new();
     let keys = dir.0.join("keys.json");
     let keys = keys.to_str().expect("utf-8 path");
-    let add = ["keys", "add", "--file", keys, "--tenant", "acme", "--sub", "a", "--roles", "ui"];
+    let add = [
+        "keys", "add", "--file", keys, "--tenant", "acme", "--sub", "a", "--roles", "ui",
+    ];
     assert_eq!(finish(askgate(&add)).await.0, 0);
     let keyed = [&mapped[..], &["--auth", "keys", "--keys-file", keys]].concat();
     let (code, _, stderr) = finish(askgate(&keyed)).await;

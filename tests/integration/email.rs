@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Reason, answer, question};
-use askgate_proto::v1::ConnectEmailRequest;
+use askgate_proto::v1::{ConnectEmailRequest, Identity, Person};
 use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
 use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
 use parking_lot::Mutex;
@@ -331,6 +331,98 @@ async fn a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who() {
 on_every_backend!(
     #[tokio::test]
     a_link_answers_once_after_its_form_is_sent_and_a_follow_up_says_who
+);
+
+/// docs/approvals.md "People": a person links an address by mail; the page of the
+/// link changes nothing until confirmed, then adds the address once.
+async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
+    let (smtp, dir) = (Smtp::start().await, TempDir::new());
+    let server = server(&smtp, &dir).await;
+    let mut client = server.client().await;
+    let identity = |kind: &str, value: &str| Identity {
+        kind: kind.into(),
+        value: value.into(),
+    };
+    // The caller (anonymous: no authentication) is Ana.
+    client
+        .put_person(Person {
+            id: "ana".into(),
+            display_name: "Ana Lima".into(),
+            identities: vec![identity("subject", "anonymous")],
+            ..Default::default()
+        })
+        .await
+        .expect("put ana");
+    let refused = client
+        .start_link_by_mail("not an address")
+        .await
+        .expect_err("not an address");
+    assert_eq!(refused.reason(), Reason::BadRequest, "{refused:?}");
+    let mailed = client
+        .start_link_by_mail("Ana <ana@example.com>")
+        .await
+        .expect("mailed");
+    assert_eq!(mailed.code, "", "the code travels in the mail only");
+    let mail = smtp
+        .wait_for("the link's mail", |m| {
+            m["rcpt_tos"][0] == "ana@example.com"
+                && m["subject"] == "Link this address to your askgate answers"
+        })
+        .await;
+    let text = mail["text"].as_str().expect("text");
+    assert!(
+        text.contains("Ana Lima asked to link this address"),
+        "{text}"
+    );
+    let link = path(&links(&mail, "link:")[0]);
+    assert!(link.starts_with("/link/"), "{link}");
+    let identities = |people: Vec<Person>| {
+        people
+            .into_iter()
+            .find(|p| p.id == "ana")
+            .map(|p| p.identities)
+            .unwrap_or_default()
+    };
+
+    // Opening it (a scanner prefetching it) changes nothing.
+    let (status, page) = http(&server, "GET", &link, "").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Link ana@example.com to your askgate answers?"),
+        "{page}"
+    );
+    let people = client.list_people().await.expect("list");
+    assert_eq!(identities(people), [identity("subject", "anonymous")]);
+
+    // Forged, or an answer's link under this path: refused.
+    let (payload, mac) = link.rsplit_once('.').expect("a signed link");
+    let flipped = format!("{payload}.{}", mac.replace('a', "b").replace('0', "1"));
+    for forged in [flipped, format!("{payload}x.{mac}"), "/link/nothing".into()] {
+        let (status, _) = http(&server, "POST", &forged, "").await;
+        assert_eq!(status, 403, "{forged}");
+    }
+
+    // Confirmed: the address is Ana's; the link is spent.
+    let (status, page) = http(&server, "POST", &link, "").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Linked: answers from ana@example.com count as Ana Lima's."),
+        "{page}"
+    );
+    let people = client.list_people().await.expect("list");
+    assert_eq!(
+        identities(people),
+        [
+            identity("subject", "anonymous"),
+            identity("email", "ana@example.com")
+        ]
+    );
+    let (status, page) = http(&server, "POST", &link, "").await;
+    assert_eq!(status, 400, "used: {page}");
+}
+on_every_backend!(
+    #[tokio::test]
+    a_mailed_link_adds_the_address_to_the_person_who_asked
 );
 
 async fn batches_cancel_first_wins_and_allowed_channels_by_email() {

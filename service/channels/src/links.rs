@@ -27,6 +27,11 @@ const MAX_LINK_LIFE_MS: u64 = 7 * 24 * 3600 * 1000;
 /// What every signed link's MAC input starts with: no other MAC of the key can be taken
 /// for a link's.
 const DOMAIN: &[u8] = b"askgate link v1\x1f";
+/// The same for a link that adds an address to a person ([`IdentityLink`]): neither
+/// kind of link can be taken for the other.
+const IDENTITY_DOMAIN: &[u8] = b"askgate identity link v1\x1f";
+/// Where an identity link's page is, under the public URL.
+pub const IDENTITY_PATH: &str = "/link/";
 /// Bytes of a token taken at most (a link's own are well within).
 pub const MAX_TOKEN_BYTES: usize = 2048;
 
@@ -102,28 +107,17 @@ impl Link {
         use base64::Engine as _;
         let json = serde_json::to_vec(self).unwrap_or_default();
         let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&json);
-        format!("{payload}.{}", mac(key, payload.as_bytes()))
+        format!("{payload}.{}", mac(key, DOMAIN, payload.as_bytes()))
     }
 
     /// The link a token names, if the token is one `sign` made with `key` and it has
     /// not expired at `now_ms`; else why not.
     pub fn verify(key: &SealingKey, token: &str, now_ms: u64) -> Result<Self, &'static str> {
-        use base64::Engine as _;
         const FORGED: &str = "this link is not one of askgate's";
         if token.len() > MAX_TOKEN_BYTES {
             return Err(FORGED);
         }
-        let (payload, given) = token.split_once('.').ok_or(FORGED)?;
-        let expected = mac(key, payload.as_bytes());
-        let same: bool =
-            subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), given.as_bytes()).into();
-        if !same {
-            return Err(FORGED);
-        }
-        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| FORGED)?;
-        let link: Self = serde_json::from_slice(&json).map_err(|_| FORGED)?;
+        let link: Self = opened(key, DOMAIN, token).ok_or(FORGED)?;
         if Self::channel_of(&link.who).is_none() {
             return Err(FORGED);
         }
@@ -197,10 +191,72 @@ impl Signer {
         let key = self.key.as_deref().ok_or("this server signs no links")?;
         Link::verify(key, token, now_ms)
     }
+
+    /// The URL of an identity link, signed.
+    pub fn identity_url(&self, link: &IdentityLink) -> Result<String, Error> {
+        self.ready()?;
+        let (Some(key), Some(public)) = (&self.key, &self.public) else {
+            return Err(Error::Internal("ready, yet no key or public URL".into()));
+        };
+        let json = serde_json::to_vec(link).unwrap_or_default();
+        let payload =
+            base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &json);
+        let mac = mac(key, IDENTITY_DOMAIN, payload.as_bytes());
+        Ok(format!("{public}{IDENTITY_PATH}{payload}.{mac}"))
+    }
+
+    /// The identity link a token of this server's names, if it is valid at `now_ms`.
+    pub fn verify_identity(&self, token: &str, now_ms: u64) -> Result<IdentityLink, &'static str> {
+        const FORGED: &str = "this link is not one of askgate's";
+        let key = self.key.as_deref().ok_or("this server signs no links")?;
+        let link: IdentityLink = opened(key, IDENTITY_DOMAIN, token).ok_or(FORGED)?;
+        match link.expires_ms > now_ms {
+            true => Ok(link),
+            false => Err("this link has expired"),
+        }
+    }
 }
 
-fn mac(key: &SealingKey, payload: &[u8]) -> String {
-    let mut data = DOMAIN.to_vec();
+/// A link mailed to an address so that it joins a person (docs/approvals.md
+/// "People"): whoever opens it and confirms reads that mailbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityLink {
+    #[serde(rename = "t")]
+    pub tenant: String,
+    /// The one-time code of the person who asked (`People.StartLink`).
+    #[serde(rename = "c")]
+    pub code: String,
+    /// The address it was mailed to: the identity it adds (`email:<address>`).
+    #[serde(rename = "a")]
+    pub address: String,
+    #[serde(rename = "x")]
+    pub expires_ms: u64,
+}
+
+/// What a token signed under `domain` holds, if its MAC is the key's (constant time).
+fn opened<T: serde::de::DeserializeOwned>(
+    key: &SealingKey,
+    domain: &[u8],
+    token: &str,
+) -> Option<T> {
+    use base64::Engine as _;
+    if token.len() > MAX_TOKEN_BYTES {
+        return None;
+    }
+    let (payload, given) = token.split_once('.')?;
+    let expected = mac(key, domain, payload.as_bytes());
+    let same: bool = subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), given.as_bytes()).into();
+    if !same {
+        return None;
+    }
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    serde_json::from_slice(&json).ok()
+}
+
+fn mac(key: &SealingKey, domain: &[u8], payload: &[u8]) -> String {
+    let mut data = domain.to_vec();
     data.extend_from_slice(payload);
     key.mac(&data)
 }

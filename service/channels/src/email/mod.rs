@@ -10,6 +10,7 @@
 //!   answers only when its form is sent, as `email:<address>`.
 
 pub mod admin;
+pub mod identity;
 pub mod mail;
 pub mod pages;
 pub mod settled;

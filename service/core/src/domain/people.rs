@@ -28,6 +28,16 @@ pub struct PersonRecord {
     pub updated_ms: u64,
 }
 
+impl PersonRecord {
+    /// What people read for this person: the display name, else the id.
+    pub fn shown_name(&self) -> &str {
+        match self.display_name.is_empty() {
+            true => &self.id,
+            false => &self.display_name,
+        }
+    }
+}
+
 /// A person answering for another while they are away.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delegate {

@@ -16,6 +16,7 @@ use super::{Gate, failed, resolver};
 use crate::{
     auth::Action,
     backend::{audit_log::Audit, hooks::HookStore, people as linking},
+    channels::{delivery::Hooks, links::IdentityLink},
     domain::{Error, people},
 };
 
@@ -23,11 +24,17 @@ use crate::{
 pub struct PeopleApi {
     gate: Gate,
     hooks: Arc<dyn HookStore>,
+    /// What mails identity links (the email channel), and signs them.
+    channels: Hooks,
 }
 
 impl PeopleApi {
-    pub fn new(gate: Gate, hooks: Arc<dyn HookStore>) -> Self {
-        Self { gate, hooks }
+    pub fn new(gate: Gate, channels: Hooks) -> Self {
+        Self {
+            gate,
+            hooks: channels.store().clone(),
+            channels,
+        }
     }
 }
 
@@ -92,6 +99,11 @@ impl PeopleService for PeopleApi {
     ) -> Result<Response<LinkCode>, Status> {
         let _timer = self.gate.timer("StartLink");
         let caller = self.gate.admit(&request, Action::LinkIdentity, "")?;
+        let email = &self.channels.channels().email;
+        let address = match request.into_inner().email.as_str() {
+            "" => None,
+            raw => Some(email.identity_address(raw).map_err(failed)?),
+        };
         let store = &*self.hooks;
         let Some(person) = linking::person_of(store, &caller.tenant, &caller.sub)
             .await
@@ -107,6 +119,23 @@ impl PeopleService for PeopleApi {
             .await
             .map_err(failed)?;
         let expires_at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(expires_ms);
+        let code = match address {
+            None => code,
+            // Mailed inside a link: only the mailbox's reader may use it.
+            Some(address) => {
+                let link = IdentityLink {
+                    tenant: caller.tenant.to_string(),
+                    code,
+                    address,
+                    expires_ms,
+                };
+                email
+                    .mail_identity_link(&link, person.shown_name())
+                    .await
+                    .map_err(failed)?;
+                String::new()
+            }
+        };
         Ok(Response::new(LinkCode {
             code,
             expires_at: Some(expires_at.into()),

@@ -260,7 +260,7 @@ impl Node {
         );
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
-        let people = PeopleApi::new(gate.clone(), self.hooks.store().clone());
+        let people = PeopleApi::new(gate.clone(), self.hooks.clone());
         let mut dispatch = Dispatch::default();
         if config.a2a {
             let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);

@@ -178,11 +178,13 @@ class AsyncClient:
         """Removes a person (`NOT_FOUND` when the tenant has none by that id)."""
         await self._call(self._people.DeletePerson, pb.DeletePersonRequest(id=person_id))
 
-    async def start_link(self) -> pb.LinkCode:
+    async def start_link(self, email: str = "") -> pb.LinkCode:
         """A one-time code that links a channel identity to the caller's own person:
         sent as `/link CODE` to one of the tenant's Telegram bots in a private chat, it
-        adds that account. Good once, for 10 minutes."""
-        return await self._call(self._people.StartLink, pb.StartLinkRequest())
+        adds that account. Good once, for 10 minutes. With `email`, the code is mailed
+        to that address inside a link instead (the returned code is empty), which adds
+        the address once confirmed on its page; the server needs its email settings."""
+        return await self._call(self._people.StartLink, pb.StartLinkRequest(email=email))
 
     async def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it

@@ -138,8 +138,10 @@ class AuditHead(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., seq: _Optional[int] = ..., hash: _Optional[str] = ..., at: _Optional[str] = ..., jws: _Optional[str] = ...) -> None: ...
 
 class StartLinkRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("email",)
+    EMAIL_FIELD_NUMBER: _ClassVar[int]
+    email: str
+    def __init__(self, email: _Optional[str] = ...) -> None: ...
 
 class LinkCode(_message.Message):
     __slots__ = ("code", "expires_at")

@@ -982,7 +982,9 @@ class PeopleServicer:
         """A one-time code that links a channel identity to the caller's person (any role;
         the caller's subject must be one of a person's identities): sent as `/link CODE`
         to a Telegram bot of the tenant in a private chat, it adds that Telegram account.
-        Good once, for 10 minutes.
+        Good once, for 10 minutes. With `email`, the code is mailed to that address inside
+        a link instead (the response's code is then empty): confirmed on its page, the
+        link adds the address (the server needs the email channel's settings).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,4 +1,5 @@
 //! `/answer/{token}` on askgate's HTTP port: the pages an email's signed links open
+//! (and `/link/{token}`, a mailed identity link's: [`identity`])
 //! (docs/email.md). A link is believed only once verified: its MAC is the server's
 //! (constant time), it has not expired, it was not used, and its route is still
 //! connected. Then:
@@ -10,6 +11,7 @@
 //!   through `Answer` or `Cancel` as the link's person (`email:<address>`), checked like
 //!   any other; once taken, the link is spent.
 
+mod identity;
 mod page;
 
 use askgate_proto::v1::{AnswerRequest, CancelRequest, QuestionAnswer, Requested};
@@ -23,7 +25,7 @@ use crate::{
     delivery::Hooks,
     domain::{Answered, Error, Resolver, approval, validate::MAX_CANCEL_REASON_BYTES},
     ingress::{Ingress, Reply},
-    links::{LINK_PATH, Link},
+    links::{IDENTITY_PATH, LINK_PATH, Link},
     resolve::Questions,
 };
 
@@ -76,7 +78,7 @@ fn refusal(error: &Error) -> (StatusCode, String) {
 #[async_trait::async_trait]
 impl Ingress for Links {
     fn claims(&self, path: &str) -> bool {
-        path.starts_with(LINK_PATH)
+        path.starts_with(LINK_PATH) || path.starts_with(IDENTITY_PATH)
     }
 
     fn max_body(&self) -> usize {
@@ -91,6 +93,9 @@ impl Ingress for Links {
     }
 
     async fn handle(&self, parts: Parts, body: Bytes) -> Reply {
+        if let Some(token) = parts.uri.path().strip_prefix(IDENTITY_PATH) {
+            return self.identity(&parts.method, token).await;
+        }
         let token = parts.uri.path().strip_prefix(LINK_PATH).unwrap_or_default();
         let now = crate::channel::clock::now_ms();
         let link = match self.hooks.channels().links.verify(token, now) {

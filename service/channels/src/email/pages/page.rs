@@ -47,6 +47,21 @@ pub fn notice(title: &str, lines: &[String]) -> String {
     page(title, None, &body)
 }
 
+/// A page asking to confirm one thing: `lines`, then a form with one button that
+/// sends it back here (POST).
+pub fn confirm(title: &str, lines: &[String], button: &str) -> String {
+    let mut body = format!("<h1>{}</h1>\n", escape(title));
+    for line in lines {
+        body.push_str(&format!("<p>{}</p>\n", escape(line)));
+    }
+    body.push_str(&format!(
+        "<form method=\"post\"><div class=\"actions\"><button class=\"primary\" \
+         type=\"submit\">{}</button></div></form>\n",
+        escape(button)
+    ));
+    page(title, None, &body)
+}
+
 /// What a sent form did: `done` (the answer is sent, the vote recorded, the ask
 /// cancelled), then what was sent, one line per question, and whom as.
 pub fn sent(title: &str, done: &str, what: &[String], who: &str) -> String {

@@ -38,13 +38,12 @@ impl Updates {
                 match crate::backend::people::link(&**store, &bot.tenant, code, &identity, audit)
                     .await
                 {
-                    Ok(person) => format!(
-                        "Linked: your answers here count as {}.",
-                        match person.display_name.is_empty() {
-                            true => &person.id,
-                            false => &person.display_name,
-                        }
-                    ),
+                    Ok(person) => {
+                        format!(
+                            "Linked: your answers here count as {}.",
+                            person.shown_name()
+                        )
+                    }
                     Err(e) => crate::channel::chat::refusal(&e),
                 }
             }
