@@ -138,8 +138,9 @@ impl Client {
     }
 
     /// A one-time code that links a channel identity to the caller's own person: sent
-    /// as `/link CODE` to one of the tenant's Telegram bots in a private chat, it adds
-    /// that account. Good once, for 10 minutes.
+    /// as `/link CODE` to one of the tenant's Telegram bots in a private chat, or as the
+    /// `/link CODE` slash command to one of its Slack apps, it adds that account. Good
+    /// once, for 10 minutes.
     pub async fn start_link(&mut self) -> Result<LinkCode, Error> {
         let request = self.request(StartLinkRequest::default());
         Ok(self.people.start_link(request).await?.into_inner())

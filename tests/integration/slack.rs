@@ -15,8 +15,8 @@ use std::{
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::{
-    ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
-    slack_client::SlackClient, webhooks_client::WebhooksClient,
+    ConnectSlackRequest, DisconnectSlackRequest, Identity, ListEndpointsRequest,
+    ListSlackAppsRequest, Person, slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
 use askgate_server::server::{ApprovalConfig, ChannelConfig};
 use askgate_server::{ServerConfig, channels::delivery::WebhookConfig};
@@ -440,7 +440,20 @@ async fn interact_spelled(
         "payload={}",
         form_urlencoded::byte_serialize(payload.to_string().as_bytes()).collect::<String>()
     );
-    let mut request = Request::post("/slack/interactivity")
+    post_signed(addr, "/slack/interactivity", body, secret, timestamp, spell).await
+}
+
+/// POSTs the form `body` to `path` of `addr`, signed with `secret` at `timestamp` as
+/// Slack signs (the hex spelled by `spell`), or unsigned; the status and JSON body.
+async fn post_signed(
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+    secret: Option<&str>,
+    timestamp: u64,
+    spell: fn(&str) -> String,
+) -> (u16, Value) {
+    let mut request = Request::post(path)
         .header("host", addr.to_string())
         .header("content-type", "application/x-www-form-urlencoded");
     if let Some(secret) = secret {
@@ -452,7 +465,7 @@ async fn interact_spelled(
             .header("x-slack-signature", format!("v0={}", spell(&signature)));
     }
     let request = request.body(Full::new(Bytes::from(body))).expect("request");
-    within("the interactivity endpoint", async {
+    within("the Slack endpoint", async {
         let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -756,6 +769,117 @@ async fn an_escalation_step_reaches_a_second_app_whose_approvers_then_answer() {
 on_every_backend!(
     #[tokio::test]
     an_escalation_step_reaches_a_second_app_whose_approvers_then_answer
+);
+
+/// docs/slack.md "Linking people": `/link CODE` sent to the app adds the sender to the
+/// person whose code it is; the command is verified as every interaction is.
+async fn a_slack_user_is_linked_with_the_apps_link_command() {
+    let (_fake, _dir, server) = with_app().await;
+    let mut client = server.client().await;
+    let app = slack_admin(server.url())
+        .await
+        .list_slack_apps(ListSlackAppsRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .apps
+        .remove(0);
+    let path = format!("/slack/commands/default/{}", app.id);
+    let identity = |kind: &str, value: &str| Identity {
+        kind: kind.into(),
+        value: value.into(),
+    };
+    client
+        .put_person(Person {
+            id: "ana".into(),
+            display_name: "Ana Lima".into(),
+            identities: vec![identity("subject", "anonymous")],
+            ..Default::default()
+        })
+        .await
+        .expect("put ana");
+    let code = client.start_link().await.expect("a code").code;
+    let command = |team: &str, text: &str| {
+        format!("command=%2Flink&text={text}&team_id={team}&user_id=U0ANA&channel_id=D1")
+    };
+    let identities = |people: Vec<Person>| {
+        people
+            .into_iter()
+            .find(|p| p.id == "ana")
+            .map(|p| p.identities)
+            .unwrap_or_default()
+    };
+
+    // Unsigned, or signed with another secret, or from another workspace: nothing.
+    let body = command("T1", &code);
+    let (status, _) =
+        post_signed(server.addr, &path, body.clone(), None, now(), str::to_owned).await;
+    assert_eq!(status, 401);
+    let other = Some("another-signing-secret");
+    let (status, _) = post_signed(server.addr, &path, body, other, now(), str::to_owned).await;
+    assert_eq!(status, 401);
+    let (status, _) = post_signed(
+        server.addr,
+        &path,
+        command("T2", &code),
+        Some(SIGNING_SECRET),
+        now(),
+        str::to_owned,
+    )
+    .await;
+    assert_eq!(status, 401, "another workspace");
+    let people = client.list_people().await.expect("list");
+    assert_eq!(identities(people), [identity("subject", "anonymous")]);
+
+    // The app's own: linked, said to the sender alone.
+    let (status, reply) = post_signed(
+        server.addr,
+        &path,
+        command("T1", &code),
+        Some(SIGNING_SECRET),
+        now(),
+        str::to_owned,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        reply,
+        json!({
+            "response_type": "ephemeral",
+            "text": "Linked: your answers here count as Ana Lima.",
+        })
+    );
+    let people = client.list_people().await.expect("list");
+    assert_eq!(
+        identities(people),
+        [
+            identity("subject", "anonymous"),
+            identity("slack", "t1/u0ana")
+        ]
+    );
+
+    // The code is spent: a second use says so, to its sender only.
+    let (status, reply) = post_signed(
+        server.addr,
+        &path,
+        command("T1", &format!("link+{code}")),
+        Some(SIGNING_SECRET),
+        now() - 1,
+        str::to_owned,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["response_type"], "ephemeral");
+    assert!(
+        reply["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("used or expired")),
+        "{reply}"
+    );
+}
+on_every_backend!(
+    #[tokio::test]
+    a_slack_user_is_linked_with_the_apps_link_command
 );
 
 #[tokio::test]

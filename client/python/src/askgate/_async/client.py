@@ -180,8 +180,9 @@ class AsyncClient:
 
     async def start_link(self, email: str = "") -> pb.LinkCode:
         """A one-time code that links a channel identity to the caller's own person:
-        sent as `/link CODE` to one of the tenant's Telegram bots in a private chat, it
-        adds that account. Good once, for 10 minutes. With `email`, the code is mailed
+        sent as `/link CODE` to one of the tenant's Telegram bots in a private chat, or as
+        the `/link CODE` slash command to one of its Slack apps, it adds that account.
+        Good once, for 10 minutes. With `email`, the code is mailed
         to that address inside a link instead (the returned code is empty), which adds
         the address once confirmed on its page; the server needs its email settings."""
         return await self._call(self._people.StartLink, pb.StartLinkRequest(email=email))

@@ -1,5 +1,5 @@
 //! `/slack/interactivity` on askgate's HTTP port: the clicks and forms of askgate's
-//! Slack messages. A request is believed only once it is verified:
+//! Slack messages (and `/slack/commands/…`, its slash command: [`commands`]). A request is believed only once it is verified:
 //! - it names an app of askgate's (the ref its controls carry; see [`Ref`]), and the
 //!   app's signing secret signed it: `X-Slack-Signature` is `v0=` + the hex HMAC-SHA256
 //!   of `v0:{X-Slack-Request-Timestamp}:{body}`, compared in constant time;
@@ -209,47 +209,13 @@ impl Interactivity {
         let Some(at) = ref_of(&payload) else {
             return refused("not an interaction with askgate's controls");
         };
-        let app = match self.hooks.store().endpoint(&at.tenant, &at.app).await {
-            Ok(Some(app)) if app.slack.is_some() => app,
-            // As for a bad signature: which apps exist is not for unsigned callers.
-            Ok(_) => return refused(UNVERIFIED),
-            Err(e) => {
-                warn!("reading a Slack app failed: {e}");
-                return (StatusCode::SERVICE_UNAVAILABLE, None);
-            }
+        let app = match self.verified(&at.tenant, &at.app, headers, body).await {
+            Ok(app) => app,
+            Err(reply) => return reply,
         };
         let Some(target) = app.slack.as_ref() else {
             return refused(UNVERIFIED);
         };
-        let secret = match self
-            .hooks
-            .channels()
-            .slack
-            .open_secret(&app, &target.signing_secret)
-        {
-            Ok(secret) => secret,
-            Err(e) => {
-                warn!(app = %app.id, "a Slack app's signing secret does not open: {e}");
-                return refused("the app's signing secret is unusable");
-            }
-        };
-        let signature = match verify(headers, body, secret.expose().as_bytes(), SystemTime::now()) {
-            Ok(signature) => signature,
-            Err(why) => return refused(why),
-        };
-        match self
-            .hooks
-            .store()
-            .put_note(&format!("slack-seen:{signature}"), "1", SEEN_TTL_MS, true)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => return refused("replayed: this request was seen before"),
-            Err(e) => {
-                warn!("recording a Slack request failed: {e}");
-                return (StatusCode::SERVICE_UNAVAILABLE, None);
-            }
-        }
         let team = slack_id(&payload["team"]["id"]);
         if !target.team_id.is_empty() && team != target.team_id {
             return refused("another workspace");
@@ -262,6 +228,56 @@ impl Interactivity {
             Some("block_actions") => self.action(&app, &at, &payload, &who).await,
             Some("view_submission") => self.submission(&at, &payload, &who).await,
             _ => ok(),
+        }
+    }
+
+    /// The Slack app `app` of `tenant`, once the request is verified as signed by it:
+    /// its signing secret's signature, fresh, not seen before (on any node).
+    async fn verified(
+        &self,
+        tenant: &str,
+        app: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<EndpointRecord, Reply> {
+        let app = match self.hooks.store().endpoint(tenant, app).await {
+            Ok(Some(app)) if app.slack.is_some() => app,
+            // As for a bad signature: which apps exist is not for unsigned callers.
+            Ok(_) => return Err(refused(UNVERIFIED)),
+            Err(e) => {
+                warn!("reading a Slack app failed: {e}");
+                return Err((StatusCode::SERVICE_UNAVAILABLE, None));
+            }
+        };
+        let Some(target) = app.slack.as_ref() else {
+            return Err(refused(UNVERIFIED));
+        };
+        let secret = match self
+            .hooks
+            .channels()
+            .slack
+            .open_secret(&app, &target.signing_secret)
+        {
+            Ok(secret) => secret,
+            Err(e) => {
+                warn!(app = %app.id, "a Slack app's signing secret does not open: {e}");
+                return Err(refused("the app's signing secret is unusable"));
+            }
+        };
+        let signature = verify(headers, body, secret.expose().as_bytes(), SystemTime::now())
+            .map_err(refused)?;
+        match self
+            .hooks
+            .store()
+            .put_note(&format!("slack-seen:{signature}"), "1", SEEN_TTL_MS, true)
+            .await
+        {
+            Ok(true) => Ok(app),
+            Ok(false) => Err(refused("replayed: this request was seen before")),
+            Err(e) => {
+                warn!("recording a Slack request failed: {e}");
+                Err((StatusCode::SERVICE_UNAVAILABLE, None))
+            }
         }
     }
 
@@ -471,7 +487,7 @@ impl Interactivity {
 #[async_trait::async_trait]
 impl crate::ingress::Ingress for Interactivity {
     fn claims(&self, path: &str) -> bool {
-        path == INTERACTIVITY_PATH
+        path == INTERACTIVITY_PATH || path.starts_with(commands::COMMANDS_PATH)
     }
 
     fn max_body(&self) -> usize {
@@ -489,9 +505,13 @@ impl crate::ingress::Ingress for Interactivity {
     }
 
     async fn handle(&self, parts: http::request::Parts, body: Bytes) -> crate::ingress::Reply {
+        if let Some(app) = parts.uri.path().strip_prefix(commands::COMMANDS_PATH) {
+            return self.command(app, &parts.headers, &body).await.into();
+        }
         self.interaction(&parts.headers, &body).await.into()
     }
 }
 
+mod commands;
 #[cfg(test)]
 mod tests;

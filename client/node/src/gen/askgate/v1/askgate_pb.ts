@@ -3347,7 +3347,8 @@ export const People: GenService<{
   /**
    * A one-time code that links a channel identity to the caller's person (any role;
    * the caller's subject must be one of a person's identities): sent as `/link CODE`
-   * to a Telegram bot of the tenant in a private chat, it adds that Telegram account.
+   * to a Telegram bot of the tenant in a private chat, or as the slash command `/link
+   * CODE` to a Slack app of the tenant, it adds that Telegram or Slack account.
    * Good once, for 10 minutes. With `email`, the code is mailed to that address inside
    * a link instead (the response's code is then empty): confirmed on its page, the
    * link adds the address (the server needs the email channel's settings).
