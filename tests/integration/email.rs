@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use askgate_client::{Ask, Client, Reason, answer, question};
-use askgate_proto::v1::{ConnectEmailRequest, Identity, Person};
+use askgate_proto::v1::ConnectEmailRequest;
 use askgate_server::server::{ApprovalConfig, ChannelConfig, HttpConfig};
 use askgate_server::{ServerConfig, channels::delivery::WebhookConfig, origin::PublicUrl};
 use parking_lot::Mutex;
@@ -20,7 +20,8 @@ use tokio::{
 use tonic::Code;
 
 use crate::support::{
-    TempDir, TestServer, helper_command, in_background, pending_rpc, test_config, within,
+    TempDir, TestServer, helper_command, identities_of, identity, in_background, pending_rpc,
+    put_anonymous_ana, test_config, within,
 };
 
 const PUBLIC: &str = "https://askgate.example.com";
@@ -339,20 +340,8 @@ async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
     let (smtp, dir) = (Smtp::start().await, TempDir::new());
     let server = server(&smtp, &dir).await;
     let mut client = server.client().await;
-    let identity = |kind: &str, value: &str| Identity {
-        kind: kind.into(),
-        value: value.into(),
-    };
     // The caller (anonymous: no authentication) is Ana.
-    client
-        .put_person(Person {
-            id: "ana".into(),
-            display_name: "Ana Lima".into(),
-            identities: vec![identity("subject", "anonymous")],
-            ..Default::default()
-        })
-        .await
-        .expect("put ana");
+    put_anonymous_ana(&mut client).await;
     let refused = client
         .start_link_by_mail("not an address")
         .await
@@ -376,14 +365,6 @@ async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
     );
     let link = path(&links(&mail, "link:")[0]);
     assert!(link.starts_with("/link/"), "{link}");
-    let identities = |people: Vec<Person>| {
-        people
-            .into_iter()
-            .find(|p| p.id == "ana")
-            .map(|p| p.identities)
-            .unwrap_or_default()
-    };
-
     // Opening it (a scanner prefetching it) changes nothing.
     let (status, page) = http(&server, "GET", &link, "").await;
     assert_eq!(status, 200, "{page}");
@@ -391,8 +372,8 @@ async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
         page.contains("Link ana@example.com to your askgate answers?"),
         "{page}"
     );
-    let people = client.list_people().await.expect("list");
-    assert_eq!(identities(people), [identity("subject", "anonymous")]);
+    let anonymous = identity("subject", "anonymous");
+    assert_eq!(identities_of(&mut client, "ana").await, [anonymous.clone()]);
 
     // Forged, or an answer's link under this path: refused.
     let (payload, mac) = link.rsplit_once('.').expect("a signed link");
@@ -409,13 +390,9 @@ async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
         page.contains("Linked: answers from ana@example.com count as Ana Lima's."),
         "{page}"
     );
-    let people = client.list_people().await.expect("list");
     assert_eq!(
-        identities(people),
-        [
-            identity("subject", "anonymous"),
-            identity("email", "ana@example.com")
-        ]
+        identities_of(&mut client, "ana").await,
+        [anonymous, identity("email", "ana@example.com")]
     );
     let (status, page) = http(&server, "POST", &link, "").await;
     assert_eq!(status, 400, "used: {page}");

@@ -15,8 +15,8 @@ use std::{
 
 use askgate_client::{Ask, Client, Event, Reason, answer, question};
 use askgate_proto::v1::{
-    ConnectSlackRequest, DisconnectSlackRequest, Identity, ListEndpointsRequest,
-    ListSlackAppsRequest, Person, slack_client::SlackClient, webhooks_client::WebhooksClient,
+    ConnectSlackRequest, DisconnectSlackRequest, ListEndpointsRequest, ListSlackAppsRequest,
+    slack_client::SlackClient, webhooks_client::WebhooksClient,
 };
 use askgate_server::server::{ApprovalConfig, ChannelConfig};
 use askgate_server::{ServerConfig, channels::delivery::WebhookConfig};
@@ -36,8 +36,8 @@ use tokio::{
 use tonic::Code;
 
 use crate::support::{
-    ServeProcess, TempDir, TestServer, helper_command, in_background, next_event, pending_rpc,
-    test_config, until_synced, within,
+    ServeProcess, TempDir, TestServer, helper_command, identities_of, identity, in_background,
+    next_event, pending_rpc, put_anonymous_ana, test_config, until_synced, within,
 };
 
 const TOKEN: &str = "xoxb-test-token";
@@ -785,31 +785,11 @@ async fn a_slack_user_is_linked_with_the_apps_link_command() {
         .apps
         .remove(0);
     let path = format!("/slack/commands/default/{}", app.id);
-    let identity = |kind: &str, value: &str| Identity {
-        kind: kind.into(),
-        value: value.into(),
-    };
-    client
-        .put_person(Person {
-            id: "ana".into(),
-            display_name: "Ana Lima".into(),
-            identities: vec![identity("subject", "anonymous")],
-            ..Default::default()
-        })
-        .await
-        .expect("put ana");
+    put_anonymous_ana(&mut client).await;
     let code = client.start_link().await.expect("a code").code;
     let command = |team: &str, text: &str| {
         format!("command=%2Flink&text={text}&team_id={team}&user_id=U0ANA&channel_id=D1")
     };
-    let identities = |people: Vec<Person>| {
-        people
-            .into_iter()
-            .find(|p| p.id == "ana")
-            .map(|p| p.identities)
-            .unwrap_or_default()
-    };
-
     // Unsigned, or signed with another secret, or from another workspace: nothing.
     let body = command("T1", &code);
     let (status, _) =
@@ -828,8 +808,8 @@ async fn a_slack_user_is_linked_with_the_apps_link_command() {
     )
     .await;
     assert_eq!(status, 401, "another workspace");
-    let people = client.list_people().await.expect("list");
-    assert_eq!(identities(people), [identity("subject", "anonymous")]);
+    let anonymous = identity("subject", "anonymous");
+    assert_eq!(identities_of(&mut client, "ana").await, [anonymous.clone()]);
 
     // The app's own: linked, said to the sender alone.
     let (status, reply) = post_signed(
@@ -849,13 +829,9 @@ async fn a_slack_user_is_linked_with_the_apps_link_command() {
             "text": "Linked: your answers here count as Ana Lima.",
         })
     );
-    let people = client.list_people().await.expect("list");
     assert_eq!(
-        identities(people),
-        [
-            identity("subject", "anonymous"),
-            identity("slack", "t1/u0ana")
-        ]
+        identities_of(&mut client, "ana").await,
+        [anonymous, identity("slack", "t1/u0ana")]
     );
 
     // The code is spent: a second use says so, to its sender only.

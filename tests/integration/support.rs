@@ -672,3 +672,35 @@ pub async fn pending_rpc(client: &Client, session: &str) -> String {
     })
     .await
 }
+
+/// An identity of a person (`subject`, `slack`, `telegram`, `email`).
+pub fn identity(kind: &str, value: &str) -> askgate_proto::v1::Identity {
+    askgate_proto::v1::Identity {
+        kind: kind.into(),
+        value: value.into(),
+    }
+}
+
+/// Puts the person `ana` ("Ana Lima") whose one identity is the caller of a server
+/// without authentication (`anonymous`): the person the linking tests link to.
+pub async fn put_anonymous_ana(client: &mut Client) {
+    client
+        .put_person(askgate_proto::v1::Person {
+            id: "ana".into(),
+            display_name: "Ana Lima".into(),
+            identities: vec![identity("subject", "anonymous")],
+            ..Default::default()
+        })
+        .await
+        .expect("put ana");
+}
+
+/// The identities of person `id` of the caller's tenant, as `ListPeople` shows them.
+pub async fn identities_of(client: &mut Client, id: &str) -> Vec<askgate_proto::v1::Identity> {
+    let people = client.list_people().await.expect("list people");
+    people
+        .into_iter()
+        .find(|p| p.id == id)
+        .map(|p| p.identities)
+        .unwrap_or_default()
+}
