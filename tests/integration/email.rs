@@ -373,7 +373,10 @@ async fn a_mailed_link_adds_the_address_to_the_person_who_asked() {
         "{page}"
     );
     let anonymous = identity("subject", "anonymous");
-    assert_eq!(identities_of(&mut client, "ana").await, [anonymous.clone()]);
+    assert_eq!(
+        identities_of(&mut client, "ana").await,
+        std::slice::from_ref(&anonymous)
+    );
 
     // Forged, or an answer's link under this path: refused.
     let (payload, mac) = link.rsplit_once('.').expect("a signed link");

@@ -809,7 +809,10 @@ async fn a_slack_user_is_linked_with_the_apps_link_command() {
     .await;
     assert_eq!(status, 401, "another workspace");
     let anonymous = identity("subject", "anonymous");
-    assert_eq!(identities_of(&mut client, "ana").await, [anonymous.clone()]);
+    assert_eq!(
+        identities_of(&mut client, "ana").await,
+        std::slice::from_ref(&anonymous)
+    );
 
     // The app's own: linked, said to the sender alone.
     let (status, reply) = post_signed(
