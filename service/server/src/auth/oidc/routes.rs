@@ -101,40 +101,15 @@ impl Ingress for SignInRoutes {
 }
 
 impl SignIn {
-    /// Where the provider sends the browser back to, and whether the cookies may be
-    /// Secure: the `--public-url`, else this request's own host (on TLS, or on a
-    /// loopback name, where browsers keep Secure cookies too). Plain HTTP to another
-    /// host would show the session to the network: refused.
+    /// Where the provider sends the browser back to ([`callback_origin`]).
     fn origin(&self, parts: &Parts) -> Result<String, Reply> {
-        if let Some(origin) = &self.public_origin {
-            return Ok(origin.clone());
-        }
         let host = parts
             .headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
-            .ok_or_else(|| page(StatusCode::BAD_REQUEST, "The request names no host."))?;
-        if self.tls {
-            return Ok(format!("https://{host}"));
-        }
-        let name = host
-            .parse::<http::uri::Authority>()
-            .map(|a| a.host().trim_matches(['[', ']']).to_ascii_lowercase())
-            .unwrap_or_default();
-        let loopback = name == "localhost"
-            || name.ends_with(".localhost")
-            || name
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        match loopback {
-            true => Ok(format!("http://{host}")),
-            false => Err(page(
-                StatusCode::BAD_REQUEST,
-                "Signing in over plain HTTP would show the session to the network: serve \
-                 askgate with TLS, or behind an https proxy named by --public-url.",
-            )),
-        }
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+        callback_origin(self.public_origin.as_deref(), self.tls, host)
+            .map_err(|why| page(StatusCode::BAD_REQUEST, why))
     }
 
     fn login(&self, parts: &Parts) -> Reply {
@@ -340,6 +315,41 @@ impl SignIn {
     }
 }
 
+/// The origin the provider sends the browser back to: the `--public-url`'s, else the
+/// request's own host's. Only https, or plain HTTP to a loopback name (where browsers
+/// keep Secure cookies too): plain HTTP to another host would show the session to the
+/// network.
+fn callback_origin(
+    public: Option<&str>,
+    tls: bool,
+    host: Option<&str>,
+) -> Result<String, &'static str> {
+    let origin = match (public, host) {
+        (Some(origin), _) => origin.to_owned(),
+        (None, Some(host)) => format!("{}://{host}", if tls { "https" } else { "http" }),
+        (None, None) => return Err("The request names no host."),
+    };
+    let Some(host) = origin.strip_prefix("http://") else {
+        return Ok(origin);
+    };
+    let name = host
+        .parse::<http::uri::Authority>()
+        .map(|a| a.host().trim_matches(['[', ']']).to_ascii_lowercase())
+        .unwrap_or_default();
+    let loopback = name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match loopback {
+        true => Ok(origin),
+        false => Err(
+            "Signing in over plain HTTP would show the session to the network: serve askgate \
+             with TLS, or behind an https proxy named by --public-url.",
+        ),
+    }
+}
+
 /// A `Set-Cookie` value: HttpOnly and Secure always (the sign-in runs only on TLS
 /// or on a loopback name, which browsers count as secure).
 fn set_cookie(name: &str, value: &str, path: &str, same_site: &str, max_age: u64) -> HeaderValue {
@@ -373,4 +383,56 @@ fn page(status: StatusCode, text: &str) -> Reply {
 /// A sign-in that must start again.
 fn again(why: &str) -> Reply {
     page(StatusCode::BAD_REQUEST, &format!("{why} Sign in again."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sign_in_runs_over_https_or_on_a_loopback_name_only() {
+        for (public, tls, host, expected) in [
+            (
+                None,
+                false,
+                Some("127.0.0.1:50051"),
+                Ok("http://127.0.0.1:50051"),
+            ),
+            (
+                None,
+                false,
+                Some("localhost:8080"),
+                Ok("http://localhost:8080"),
+            ),
+            (None, false, Some("[::1]:8080"), Ok("http://[::1]:8080")),
+            (
+                None,
+                true,
+                Some("askgate.example.com"),
+                Ok("https://askgate.example.com"),
+            ),
+            (
+                Some("https://askgate.example.com"),
+                false,
+                Some("10.0.0.5:50051"),
+                Ok("https://askgate.example.com"),
+            ),
+            (None, false, Some("askgate.example.com"), Err(())),
+            (None, false, Some("10.0.0.5:50051"), Err(())),
+            (
+                Some("http://askgate.example.com"),
+                false,
+                Some("127.0.0.1:1"),
+                Err(()),
+            ),
+            (None, false, None, Err(())),
+        ] {
+            let got = callback_origin(public, tls, host);
+            assert_eq!(
+                got.as_deref().map_err(|_| ()),
+                expected,
+                "{public:?} {tls} {host:?}"
+            );
+        }
+    }
 }
