@@ -4,6 +4,7 @@
 // console a gRPC-Web one (`@askgate/client/core`).
 
 import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   type CallOptions,
   type Client as RpcClient,
@@ -20,6 +21,9 @@ import {
   type Delivery,
   DeliveryStatus,
   type Endpoint,
+  type LinkCode,
+  People,
+  type Person,
   type QuestionAnswer,
   Receipts,
   type Requested,
@@ -89,6 +93,7 @@ export class Client {
   readonly #webhooks: RpcClient<typeof Webhooks>;
   readonly #slack: RpcClient<typeof Slack>;
   readonly #receipts: RpcClient<typeof Receipts>;
+  readonly #people: RpcClient<typeof People>;
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
@@ -106,6 +111,7 @@ export class Client {
     this.#webhooks = createClient(Webhooks, transport);
     this.#slack = createClient(Slack, transport);
     this.#receipts = createClient(Receipts, transport);
+    this.#people = createClient(People, transport);
   }
 
   /** Ends the client: calls in flight fail (CANCELED), and none is retried. */
@@ -291,6 +297,53 @@ export class Client {
   /** Disconnects a Slack app (NOT_FOUND when the tenant has none by that id). */
   async disconnectSlack(id: string): Promise<void> {
     await this.#call(() => this.#slack.disconnectSlack({ id }, this.#options()));
+  }
+
+  /**
+   * Puts a person of the caller's tenant (admin credential), replacing the whole
+   * person: `identities` as `{ kind, value }` (`subject`, `slack` `TEAM/USER`,
+   * `telegram`, `email`), each one person's at most; `delegate` answers for them
+   * until `until` (docs/approvals.md "People").
+   */
+  async putPerson(person: {
+    id: string;
+    displayName?: string;
+    groups?: readonly string[];
+    identities?: readonly { kind: string; value: string }[];
+    delegate?: { toPerson: string; until: Date };
+  }): Promise<Person> {
+    const { id, displayName = "", groups = [], identities = [], delegate } = person;
+    const request = {
+      id,
+      displayName,
+      groups: [...groups],
+      identities: identities.map(({ kind, value }) => ({ kind, value })),
+      delegate: delegate && { toPerson: delegate.toPerson, until: timestampFromDate(delegate.until) },
+    };
+    return await this.#call(() => this.#people.putPerson(request, this.#options()));
+  }
+
+  /** The tenant's people (admin credential). */
+  async listPeople(): Promise<Person[]> {
+    const response = await this.#call(() => this.#people.listPeople({}, this.#options()));
+    return response.people;
+  }
+
+  /** Removes a person (NOT_FOUND when the tenant has none by that id). */
+  async deletePerson(id: string): Promise<void> {
+    await this.#call(() => this.#people.deletePerson({ id }, this.#options()));
+  }
+
+  /**
+   * A one-time code that links a channel identity to the caller's own person (any
+   * role): `/link CODE` to one of the tenant's Telegram bots (in a private chat) or
+   * Slack apps adds that account; good once, for 10 minutes. With `email`, the code is
+   * mailed to that address inside a link instead (the returned code is empty), which
+   * adds the address once confirmed on its page.
+   */
+  async startLink(options: { email?: string } = {}): Promise<LinkCode> {
+    const { email = "" } = options;
+    return await this.#call(() => this.#people.startLink({ email }, this.#options()));
   }
 
   /**

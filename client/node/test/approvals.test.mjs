@@ -246,3 +246,47 @@ test("a secret answer reaches the asker only", async () => {
     ui.close();
   }
 });
+
+test("people are put, listed and removed; a person asks for a link code", async () => {
+  const admin = new Client({ addr: signing.addr });
+  try {
+    const until = new Date(Date.now() + 3_600_000);
+    const put = await admin.putPerson({
+      id: "ana",
+      displayName: "Ana Lima",
+      groups: ["sre"],
+      // The caller of a server without authentication is `anonymous`: Ana, here.
+      identities: [
+        { kind: "subject", value: "anonymous" },
+        { kind: "slack", value: "T1/U2" },
+      ],
+      delegate: { toPerson: "bo", until },
+    });
+    assert.equal(put.displayName, "Ana Lima");
+    assert.deepEqual(
+      put.identities.map(({ kind, value }) => [kind, value]),
+      [
+        ["subject", "anonymous"],
+        ["slack", "t1/u2"],
+      ],
+    );
+    assert.equal(Number(put.delegate?.until?.seconds), Math.floor(until.getTime() / 1000));
+    assert.deepEqual(
+      (await admin.listPeople()).map((p) => p.id),
+      ["ana"],
+    );
+    const code = await admin.startLink();
+    assert.match(code.code, /^[A-Z0-9]{8}$/);
+    // This server mails nothing: a mailed link is refused, saying what it lacks.
+    const refused = await admin.startLink({ email: "ana@example.com" }).catch((e) => e);
+    assert.ok(refused instanceof AskgateError, String(refused));
+    assert.equal(refused.reason, "PERMISSION_DENIED");
+    assert.match(refused.message, /--public-url|--smtp-url/);
+    await admin.deletePerson("ana");
+    assert.deepEqual(await admin.listPeople(), []);
+    const gone = await admin.deletePerson("ana").catch((e) => e);
+    assert.equal(gone.reason, "NOT_FOUND");
+  } finally {
+    admin.close();
+  }
+});
