@@ -30,6 +30,7 @@ pub mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod origin;
+pub mod policy;
 pub mod questions;
 pub mod server;
 pub mod telemetry;
