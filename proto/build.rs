@@ -26,6 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // So do most asks name no approvers.
         .boxed(".askgate.v1.AskRequest.approvers")
         .boxed(".askgate.v1.Requested.approvers")
+        // And most have no policy decision.
+        .boxed(".askgate.v1.Requested.policy")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -50,6 +50,7 @@ mod error;
 mod events;
 mod follow;
 mod lease;
+mod policies;
 pub mod receipt;
 mod retry;
 pub mod tool;
@@ -62,9 +63,9 @@ use proto::{
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
     audit_client::AuditClient, email_client::EmailClient, ntfy_client::NtfyClient,
-    people_client::PeopleClient, receipts_client::ReceiptsClient, slack_client::SlackClient,
-    telegram_client::TelegramClient, user_questions_client::UserQuestionsClient,
-    webhooks_client::WebhooksClient,
+    people_client::PeopleClient, policies_client::PoliciesClient, receipts_client::ReceiptsClient,
+    slack_client::SlackClient, telegram_client::TelegramClient,
+    user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
 use tonic::{
@@ -94,6 +95,7 @@ pub struct Client {
     audit: AuditClient<Channel>,
     receipts: ReceiptsClient<Channel>,
     people: PeopleClient<Channel>,
+    policies: PoliciesClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
     /// The channel this client answers from (`askgate-channel`), if it names one.
@@ -210,7 +212,8 @@ impl Client {
             ntfy: NtfyClient::new(channel.clone()),
             audit: AuditClient::new(channel.clone()),
             receipts: ReceiptsClient::new(channel.clone()),
-            people: PeopleClient::new(channel),
+            people: PeopleClient::new(channel.clone()),
+            policies: PoliciesClient::new(channel),
             authorization: None,
             channel: None,
         }

@@ -29,6 +29,7 @@ mod jwks;
 mod lagging;
 mod nodes;
 mod ntfy;
+mod policy;
 mod proof;
 mod quotas;
 mod reattach;

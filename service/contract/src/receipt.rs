@@ -30,7 +30,8 @@ pub const ISSUER: &str = "askgate";
 /// What an ask decided about its action: a receipt's `decision` claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Decision {
-    /// ANSWERED (the quorum met, where there is one) with the approving answers.
+    /// ANSWERED (the quorum met, where there is one) with the approving answers, or
+    /// ALLOWED_BY_POLICY.
     Approved,
     /// ANSWERED with anything else: another option, own words, a skip.
     Rejected,
@@ -80,6 +81,8 @@ impl Decision {
     ) -> Self {
         match resolution {
             Resolution::Answered if approves(answers, approving) => Self::Approved,
+            // The tenant's policy allowed it: nobody answered, the action may run.
+            Resolution::AllowedByPolicy => Self::Approved,
             Resolution::Answered => Self::Rejected,
             Resolution::Defaulted => Self::Defaulted,
             Resolution::Cancelled => Self::Cancelled,

@@ -57,6 +57,7 @@ struct Inner {
     refused_connections: Counter,
     webhook_deliveries: Family<Labels, Counter>,
     notices: Family<Labels, Counter>,
+    policy_decisions: Family<Labels, Counter>,
 }
 
 /// The metrics of asks and calls, registered first.
@@ -175,6 +176,13 @@ impl Metrics {
                 "Reminders and escalations sent, by kind",
                 Family::default(),
             ),
+            policy_decisions: registered(
+                &mut r,
+                "policy_decisions",
+                "Decisions of tenants' policies on asks with an action, by decision (allow, \
+                 deny, ask, no_match, not_judged) and mode (enforce, shadow)",
+                Family::default(),
+            ),
             registry: r,
             tenant_labels,
         };
@@ -236,6 +244,13 @@ impl Metrics {
             .notices
             .get_or_create(&self.labels(tenant, Some(("kind", kind))))
             .inc();
+    }
+
+    /// A tenant's policy decided an ask (`decision`), in `mode`.
+    pub fn policy_decided(&self, tenant: &str, decision: &str, mode: &str) {
+        let mut labels = self.labels(tenant, Some(("decision", decision)));
+        labels.push(("mode", mode.to_owned()));
+        self.inner.policy_decisions.get_or_create(&labels).inc();
     }
 
     /// Times one RPC until the returned guard drops.

@@ -351,6 +351,12 @@ pub async fn run(args: AskArgs) -> ExitCode {
                     );
                     return ExitCode::from(EXIT_DEFAULTED);
                 }
+                if response.resolution() == Resolution::AllowedByPolicy {
+                    eprintln!(
+                        "askgate: the tenant's policy allowed the action ({}): nobody was asked",
+                        response.resolved_by
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => fail_local(format!("{e:#}"), 1),

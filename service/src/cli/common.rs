@@ -156,6 +156,7 @@ pub fn exit_code(error: &askgate_client::Error) -> u8 {
         | Reason::SelfApproval
         | Reason::ChannelNotAllowed
         | Reason::NotAnApprover
+        | Reason::DeniedByPolicy
         | Reason::RequestIdReused => 7,
         Reason::NotPending | Reason::NotFound | Reason::ReceiptConsumed => 8,
         Reason::ShuttingDown | Reason::BackendUnavailable => 9,

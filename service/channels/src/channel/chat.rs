@@ -151,6 +151,8 @@ pub fn outcome(resolved: &Resolved) -> String {
         Resolution::Aborted => "Aborted: the asking agent went away.".to_owned(),
         Resolution::Expired => "Expired: the agent stopped waiting.".to_owned(),
         Resolution::Disposed => "Disposed: the server shut down before an answer.".to_owned(),
+        // Never posted (an allowed ask asks nobody), but named all the same.
+        Resolution::AllowedByPolicy => format!("Allowed by {who}."),
         Resolution::Unspecified => "Resolved.".to_owned(),
     }
 }

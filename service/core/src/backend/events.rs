@@ -119,6 +119,7 @@ pub fn requested(rpc_id: &str, ask: &mut NewAsk) -> Requested {
         default_answers: std::mem::take(&mut ask.default_answers),
         asked_by: std::mem::take(&mut ask.asked_by),
         traceparent: std::mem::take(&mut ask.traceparent),
+        policy: ask.policy.take(),
     }
 }
 

@@ -232,6 +232,9 @@ pub enum Error {
     /// [`approval::approvers_text`]: crate::domain::approval::approvers_text
     #[error("only {approvers} may answer this")]
     NotAnApprover { approvers: String },
+    /// The tenant's policy `policy` forbids the action, for `reason` (its `@reason`).
+    #[error("denied by policy {}: {reason}", echo(policy))]
+    DeniedByPolicy { policy: String, reason: String },
     /// The receipt was consumed before, at `consumed_at` (RFC 3339).
     #[error("this receipt was already used")]
     ReceiptConsumed { consumed_at: String },
@@ -293,6 +296,7 @@ impl Error {
             Self::SelfApproval => ErrorReason::SelfApproval,
             Self::ChannelNotAllowed { .. } => ErrorReason::ChannelNotAllowed,
             Self::NotAnApprover { .. } => ErrorReason::NotAnApprover,
+            Self::DeniedByPolicy { .. } => ErrorReason::DeniedByPolicy,
             Self::ReceiptConsumed { .. } => ErrorReason::ReceiptConsumed,
             Self::RequestIdReused => ErrorReason::RequestIdReused,
             Self::TooManyPending(_) => ErrorReason::TooManyPending,

@@ -8,6 +8,7 @@ pub mod error;
 pub mod limits;
 pub mod model;
 pub mod people;
+pub mod policy_set;
 pub mod quorum;
 mod seen;
 pub mod shown;

@@ -8,8 +8,8 @@ use std::{
 };
 
 use askgate_proto::v1::{
-    Action, AgentRef, Approvers, CancelSource, EscalationStep, NotifyPolicy, Question,
-    QuestionAnswer, Resolution, Unattended,
+    Action, AgentRef, Approvers, CancelSource, EscalationStep, NotifyPolicy, PolicyDecision,
+    Question, QuestionAnswer, Resolution, Unattended,
 };
 
 /// Tenant of every request until authentication names one.
@@ -130,6 +130,8 @@ pub struct NewAsk {
     pub asked_by: String,
     /// The W3C `traceparent` of the ask's span (empty when traces are not exported).
     pub traceparent: String,
+    /// What the tenant's policy decided about it, when it had an action to decide.
+    pub policy: Option<Box<PolicyDecision>>,
 }
 
 impl NewAsk {
@@ -155,6 +157,7 @@ impl NewAsk {
             escalation: Vec::new(),
             asked_by: String::new(),
             traceparent: String::new(),
+            policy: None,
         }
     }
 

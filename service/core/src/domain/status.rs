@@ -42,7 +42,8 @@ pub fn code(error: &Error) -> Code {
         Error::PermissionDenied(_)
         | Error::SelfApproval
         | Error::ChannelNotAllowed { .. }
-        | Error::NotAnApprover { .. } => Code::PermissionDenied,
+        | Error::NotAnApprover { .. }
+        | Error::DeniedByPolicy { .. } => Code::PermissionDenied,
         Error::ShuttingDown | Error::BackendUnavailable(_) => Code::Unavailable,
         Error::Internal(_) => Code::Internal,
     }
@@ -115,6 +116,10 @@ pub fn to_status_with_receipt(
         }
         Error::NotAnApprover { approvers } => {
             metadata.insert("approvers".to_owned(), approvers.clone());
+        }
+        Error::DeniedByPolicy { policy, reason } => {
+            metadata.insert("policy".to_owned(), cut(policy, MAX_METADATA_ID_BYTES));
+            metadata.insert("reason".to_owned(), cut(reason, MAX_METADATA_REASON_BYTES));
         }
         Error::ReceiptConsumed { consumed_at } => {
             metadata.insert(

@@ -20,7 +20,9 @@ use std::{
 use askgate_core::{
     backend::{
         events::Message,
-        hooks::records::{DeliveryRecord, EndpointRecord, PersonRecord, TimerRecord},
+        hooks::records::{
+            DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, TimerRecord,
+        },
     },
     domain::{Error, Fingerprint, SessionKey},
 };
@@ -163,6 +165,10 @@ pub enum HookChange {
     PersonDeleted {
         tenant: String,
         id: String,
+    },
+    /// A tenant's policy set, in place of the one before.
+    PoliciesPut {
+        record: Box<PolicySetRecord>,
     },
 }
 
@@ -451,6 +457,7 @@ pub struct StoredHooks {
     /// (key, value, expires_ms)
     pub notes: Vec<(String, String, u64)>,
     pub people: Vec<PersonRecord>,
+    pub policies: Vec<PolicySetRecord>,
 }
 
 #[cfg(test)]

@@ -334,6 +334,11 @@ impl HookKeys {
         format!("{}:people:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
     }
 
+    /// A tenant's policy set: `version` (counting its puts) and `record` (its JSON).
+    pub fn policies(tenant: &str) -> String {
+        format!("{}:policies:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
+    }
+
     /// A tenant's identities: identity → the id of its person.
     pub fn identities(tenant: &str) -> String {
         format!(

@@ -178,7 +178,7 @@ fn agents(conn: &Connection) -> Result<Vec<AttachedAgent>, LoadError> {
 }
 
 /// Everything the store holds of webhooks and channels: endpoints and deliveries in
-/// their order, timers, notes, people.
+/// their order, timers, notes, people, policy sets.
 pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     let mut stored = StoredHooks::default();
     let mut rows = conn.prepare("SELECT position, record FROM endpoints ORDER BY position")?;
@@ -226,6 +226,10 @@ pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     let mut rows = conn.prepare("SELECT record FROM people")?;
     for row in rows.query_map([], |row| row.get::<_, String>(0))? {
         stored.people.push(json(&row?, "person")?);
+    }
+    let mut rows = conn.prepare("SELECT record FROM policies")?;
+    for row in rows.query_map([], |row| row.get::<_, String>(0))? {
+        stored.policies.push(json(&row?, "policy set")?);
     }
     Ok(stored)
 }

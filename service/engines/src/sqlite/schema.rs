@@ -159,6 +159,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, id)
     ) WITHOUT ROWID;
     ",
+    // 7: each tenant's policy set (`service Policies`), as a JSON record.
+    "
+    CREATE TABLE policies (
+        tenant TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The version this askgate writes.
@@ -168,7 +175,7 @@ pub const VERSION: u32 = MIGRATIONS.len() as u32;
 pub const APPLICATION_ID: i32 = 0x4153_4b47;
 
 /// Every table some version of askgate made.
-const TABLES: [&str; 13] = [
+const TABLES: [&str; 14] = [
     "sessions",
     "events",
     "asks",
@@ -182,6 +189,7 @@ const TABLES: [&str; 13] = [
     "votes",
     "consumed",
     "people",
+    "policies",
 ];
 
 /// Why a store cannot be used.

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod deadline;
 pub mod health;
 pub mod people;
+pub mod policies;
 pub mod receipts;
 
 use std::{
@@ -30,6 +31,7 @@ pub use agents::AgentsApi;
 pub(crate) use askgate_channels::api::failed;
 pub use audit::AuditApi;
 pub use people::PeopleApi;
+pub use policies::PoliciesApi;
 pub use receipts::ReceiptsApi;
 
 use crate::{
@@ -181,7 +183,7 @@ impl UserQuestions for UserQuestionsApi {
                 });
             self.questions
                 .check_ask(&caller.tenant, &caller.sub, request.into_inner(), deadline)
-                .map(|checked| checked.traced(traced.clone()))
+                .map(|checked| checked.traced(traced.clone()).with_groups(&caller.groups))
                 .map_err(|e| {
                     telemetry::refused(&traced, &e);
                     status::to_status(&e, &session_id, None)

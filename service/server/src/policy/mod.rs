@@ -8,12 +8,20 @@
 //! The request Cedar judges: principal `Agent::"<subject>"` (its `groups` the
 //! credential's), action `Action::"<the action's name>"`, resource `Session::"<session
 //! id>"`, context `{arguments: <the action's arguments>, labels: <"key=value" set>}`.
-//! Cedar has no open records, so the tenant's schema declares each action it decides
-//! and the shape of its arguments; askgate adds the `Agent` and `Session` entity types.
-//! An ask whose action the schema does not declare, or whose arguments do not fit the
-//! declared shape, is not decided here: a human is asked, and the decision records why.
+//! With a schema (Cedar's schema syntax: Cedar has no open records, so it declares
+//! each action it decides and the shape of its arguments; askgate adds the `Agent` and
+//! `Session` entity types) the policies are validated strictly against it, and an ask
+//! whose action the schema does not declare, or whose arguments do not fit, is not
+//! decided here: a human is asked, and the decision records why. Without one the
+//! policies are only parsed, and an ask on which a policy fails to evaluate (it reads
+//! an argument the ask does not have) is not judged either: a policy that might have
+//! forbidden it never lets it through.
 
-use std::{collections::BTreeMap, str::FromStr as _, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    str::FromStr as _,
+    time::Duration,
+};
 
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
@@ -30,8 +38,10 @@ pub const MAX_POLICIES: usize = 1000;
 pub const MAX_TEXT_BYTES: usize = 256 * 1024;
 /// Longest annotation value, in bytes.
 const MAX_ANNOTATION_BYTES: usize = 1024;
-/// Most approvals a policy's `@quorum` may ask for.
-const MAX_QUORUM: u32 = 32;
+/// Most names a policy's `@approvers` may hold (as an ask's approvers).
+const MAX_APPROVERS: usize = 32;
+/// Most approvals a policy's `@quorum` may ask for (as an ask's quorum; 1: none).
+const MAX_QUORUM: u32 = *askgate_core::domain::approval::QUORUM.end();
 
 /// What a tenant's policies decided about one ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +76,8 @@ pub struct Fill {
 /// One tenant's policies, parsed and validated against its schema.
 pub struct Policies {
     set: PolicySet,
-    schema: Schema,
+    /// The tenant's schema with askgate's declarations, when the tenant gave one.
+    schema: Option<Schema>,
     /// Each policy's name (its `@id`, else Cedar's `policy<N>`), by Cedar's id.
     names: BTreeMap<PolicyId, String>,
     authorizer: Authorizer,
@@ -80,13 +91,13 @@ pub struct Asked<'a> {
     pub session: &'a str,
     /// The action's arguments: a JSON object.
     pub arguments: &'a serde_json::Value,
-    pub labels: &'a BTreeMap<String, String>,
+    pub labels: &'a HashMap<String, String>,
 }
 
 impl Policies {
-    /// Parses `policies` and the tenant's `schema` (Cedar's own syntax) and validates
-    /// the one against the other; the error is Cedar's message, or names what askgate
-    /// requires besides: every `permit` says `@decision("allow")` or
+    /// Parses `policies` and the tenant's `schema` (Cedar's own syntax; empty: none)
+    /// and validates the one against the other; the error is Cedar's message, or names
+    /// what askgate requires besides: every `permit` says `@decision("allow")` or
     /// `@decision("ask")`, `@id`s are unique, annotations are well-formed.
     pub fn new(policies: &str, schema: &str) -> Result<Self, String> {
         for (what, text) in [("the policy set", policies), ("the schema", schema)] {
@@ -94,8 +105,14 @@ impl Policies {
                 return Err(format!("{what} is longer than {MAX_TEXT_BYTES} bytes"));
             }
         }
-        let (schema, _warnings) = Schema::from_cedarschema_str(&format!("{BASE_SCHEMA}{schema}"))
-            .map_err(|e| format!("the schema: {e}"))?;
+        let schema = match schema.trim().is_empty() {
+            true => None,
+            false => Some(
+                Schema::from_cedarschema_str(&format!("{BASE_SCHEMA}{schema}"))
+                    .map_err(|e| format!("the schema: {e}"))?
+                    .0,
+            ),
+        };
         let set = PolicySet::from_str(policies).map_err(|e| format!("the policy set: {e}"))?;
         let count = set.policies().count();
         if count > MAX_POLICIES {
@@ -104,9 +121,11 @@ impl Policies {
         if set.templates().next().is_some() {
             return Err("templates are not supported: write each policy whole".into());
         }
-        let validation = Validator::new(schema.clone()).validate(&set, ValidationMode::Strict);
-        if let Some(error) = validation.validation_errors().next() {
-            return Err(format!("the policy set does not fit the schema: {error}"));
+        if let Some(schema) = &schema {
+            let validation = Validator::new(schema.clone()).validate(&set, ValidationMode::Strict);
+            if let Some(error) = validation.validation_errors().next() {
+                return Err(format!("the policy set does not fit the schema: {error}"));
+            }
         }
         let mut names = BTreeMap::new();
         for policy in set.policies() {
@@ -137,11 +156,24 @@ impl Policies {
         self.names.is_empty()
     }
 
+    /// Each policy's name, in the set's order.
+    pub fn ids(&self) -> Vec<String> {
+        let mut named: Vec<(&PolicyId, &String)> = self.names.iter().collect();
+        named.sort_by_key(|(id, _)| order(id));
+        named.into_iter().map(|(_, name)| name.clone()).collect()
+    }
+
     /// What the policies decide about `asked`.
     pub fn decide(&self, asked: &Asked<'_>) -> Decision {
+        self.judge(asked).0
+    }
+
+    /// What the policies decide about `asked`, and the names of those that matched,
+    /// in the set's order.
+    pub fn judge(&self, asked: &Asked<'_>) -> (Decision, Vec<String>) {
         let request = match self.request(asked) {
             Ok(request) => request,
-            Err(why) => return Decision::NotJudged(why),
+            Err(why) => return (Decision::NotJudged(why), Vec::new()),
         };
         let (request, entities) = request;
         let response = self
@@ -150,11 +182,23 @@ impl Policies {
         // In the set's order (Cedar reports a set): the first of several names it.
         let mut matched: Vec<&PolicyId> = response.diagnostics().reason().collect();
         matched.sort_by_key(|id| order(id));
-        if let Some(error) = response.diagnostics().errors().next() {
-            // A policy that failed to evaluate may have been a forbid: not judged.
-            return Decision::NotJudged(error.to_string());
+        let names = matched.iter().map(|id| self.name(id)).collect();
+        // A forbid that failed to evaluate might have denied: not judged. A permit that
+        // failed matched nothing, which only ever leads to asking.
+        let failed_forbid = response.diagnostics().errors().find(|error| {
+            let cedar_policy::AuthorizationError::PolicyEvaluationError(failed) = error;
+            self.set
+                .policy(failed.policy_id())
+                .is_none_or(|p| p.effect() == cedar_policy::Effect::Forbid)
+        });
+        if let Some(error) = failed_forbid {
+            return (Decision::NotJudged(error.to_string()), names);
         }
-        match response.decision() {
+        (self.decision(response.decision(), &matched), names)
+    }
+
+    fn decision(&self, decision: CedarDecision, matched: &[&PolicyId]) -> Decision {
+        match decision {
             CedarDecision::Deny => match matched.first() {
                 Some(id) => {
                     let reason = self
@@ -212,7 +256,8 @@ impl Policies {
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
         let context = serde_json::json!({ "arguments": asked.arguments, "labels": labels });
-        let context = Context::from_json_value(context, Some((&self.schema, &action)))
+        let schema = self.schema.as_ref();
+        let context = Context::from_json_value(context, schema.map(|s| (s, &action)))
             .map_err(|e| e.to_string())?;
         let groups = RestrictedExpression::new_set(
             asked
@@ -226,9 +271,8 @@ impl Policies {
             Default::default(),
         )
         .map_err(|e| e.to_string())?;
-        let entities =
-            Entities::from_entities([agent], Some(&self.schema)).map_err(|e| e.to_string())?;
-        let request = Request::new(principal, action, resource, context, Some(&self.schema))
+        let entities = Entities::from_entities([agent], schema).map_err(|e| e.to_string())?;
+        let request = Request::new(principal, action, resource, context, schema)
             .map_err(|e| e.to_string())?;
         Ok((request, entities))
     }
@@ -277,10 +321,14 @@ fn check_annotations(policy: &cedar_policy::Policy, name: &str) -> Result<(), St
     {
         return bad("ttl", "is a duration such as 15m or 2h");
     }
-    if let Some(approvers) = policy.annotation("approvers")
-        && names(approvers).is_empty()
-    {
-        return bad("approvers", "names someone: \"ana, group:sre\"");
+    if let Some(approvers) = policy.annotation("approvers") {
+        let named = names(approvers);
+        if named.is_empty() {
+            return bad("approvers", "names someone: \"ana, group:sre\"");
+        }
+        if named.len() > MAX_APPROVERS {
+            return bad("approvers", &format!("names at most {MAX_APPROVERS}"));
+        }
     }
     Ok(())
 }
@@ -292,6 +340,19 @@ fn names(text: &str) -> Vec<String> {
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// What an `@approvers` annotation names, as an ask's approvers: `group:<name>` a
+/// group, any other name a subject (None when it names nobody).
+pub fn approvers(names: &[String]) -> Option<askgate_proto::v1::Approvers> {
+    let mut approvers = askgate_proto::v1::Approvers::default();
+    for name in names {
+        match name.strip_prefix("group:") {
+            Some(group) => approvers.groups.push(group.to_owned()),
+            None => approvers.subjects.push(name.clone()),
+        }
+    }
+    (!approvers.subjects.is_empty() || !approvers.groups.is_empty()).then_some(approvers)
 }
 
 /// What an asking permit's annotations fill (checked when the set was put).
@@ -310,6 +371,8 @@ fn fill_of(policy: &cedar_policy::Policy) -> Fill {
         default: policy.annotation("default").map(str::to_owned),
     }
 }
+
+pub mod book;
 
 #[cfg(test)]
 mod tests;

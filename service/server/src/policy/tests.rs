@@ -41,7 +41,7 @@ fn decide(
     arguments: serde_json::Value,
 ) -> Decision {
     let groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
-    let labels = BTreeMap::from([("team".to_owned(), "platform".to_owned())]);
+    let labels = HashMap::from([("team".to_owned(), "platform".to_owned())]);
     policies.decide(&Asked {
         subject: "deploy-bot",
         groups: &groups,

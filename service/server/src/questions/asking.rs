@@ -12,7 +12,11 @@ use askgate_proto::v1::{AskRequest, AskResponse, NotifyPolicy, Unattended};
 use tokio::{sync::oneshot, time::Instant};
 use tracing::{Instrument, Span, debug};
 
-use super::{AskFailure, CheckedAsk, Questions, settling::Terms};
+use super::{
+    AskFailure, CheckedAsk, Questions,
+    policing::{self, Policed},
+    settling::Terms,
+};
 use crate::{
     backend::Backend,
     domain::{Error, NewAsk, Outcome, SessionKey, Violation, answer, approval, validate},
@@ -31,6 +35,7 @@ impl Questions {
         deadline: Instant,
     ) -> Result<CheckedAsk, Error> {
         let started = Instant::now();
+        let own_ttl = request.ttl_ms > 0;
         // The ask's own lifetime, when it sets one, shortens the call's.
         let deadline = match request.ttl_ms {
             0 => deadline,
@@ -45,6 +50,8 @@ impl Questions {
             deadline,
             started,
             span: Span::none(),
+            groups: Vec::new(),
+            own_ttl,
         })
     }
 
@@ -132,6 +139,7 @@ impl Questions {
             escalation: request.escalation,
             asked_by: subject.to_owned(),
             traceparent: String::new(),
+            policy: None,
         })
     }
 
@@ -145,15 +153,34 @@ impl Questions {
     /// gone by then).
     pub async fn ask(&self, checked: CheckedAsk) -> Result<AskResponse, AskFailure> {
         let CheckedAsk {
-            ask,
-            deadline,
+            mut ask,
+            mut deadline,
             started,
             span,
+            groups,
+            own_ttl,
         } = checked;
         let mut unfinished = Unfinished(Some(&span));
-        let result = match span.is_disabled() {
-            true => self.register_and_wait(ask, deadline, &span).await,
-            false => {
+        // Boxed: only asks with an action are judged, and the future of every other
+        // ask (one per pending ask) stays as small as it was.
+        let policed = match ask.action.is_some() && self.policies.is_some() {
+            true => {
+                let lifetime = policing::Lifetime {
+                    deadline: &mut deadline,
+                    started,
+                    own: own_ttl,
+                };
+                Box::pin(self.police(&mut ask, &groups, lifetime)).await
+            }
+            false => Policed::Ask,
+        };
+        drop(groups);
+        let result = match policed {
+            Policed::Decided(result) => (result, ask.key.tenant.clone()),
+            Policed::Ask if span.is_disabled() => {
+                self.register_and_wait(ask, deadline, &span).await
+            }
+            Policed::Ask => {
                 self.register_and_wait(ask, deadline, &span)
                     .instrument(span.clone())
                     .await

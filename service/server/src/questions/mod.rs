@@ -3,6 +3,7 @@
 //! too.
 
 mod asking;
+mod policing;
 mod quorum;
 mod settling;
 
@@ -70,6 +71,10 @@ pub struct CheckedAsk {
     /// The span of its wait ([`crate::telemetry::ask_span`]); disabled when traces are
     /// not exported.
     span: tracing::Span,
+    /// The asking credential's groups, which the tenant's policy may read.
+    groups: Vec<String>,
+    /// The ask set its own lifetime (`ttl_ms`): a policy's `@ttl` leaves it.
+    own_ttl: bool,
 }
 
 impl CheckedAsk {
@@ -81,6 +86,12 @@ impl CheckedAsk {
             self.ask.traceparent = crate::telemetry::traceparent(&span);
         }
         self.span = span;
+        self
+    }
+
+    /// Asked by a credential naming `groups` (what the tenant's policy sees of it).
+    pub fn with_groups(mut self, groups: &[String]) -> Self {
+        self.groups = groups.to_vec();
         self
     }
 }
@@ -117,6 +128,8 @@ pub struct Questions {
     receipts: Option<Arc<Receipts>>,
     /// Seals secret answers for the waiting call; `None`: secret questions refused.
     sealing: Option<Arc<SealingKey>>,
+    /// The tenants' policies, judging asks with an action before anyone is asked.
+    policies: Option<policing::Book>,
 }
 
 impl Questions {
@@ -141,12 +154,19 @@ impl Questions {
             receipts: None,
             audit: None,
             sealing: None,
+            policies: None,
         }
     }
 
     /// Takes secret questions, their answers sealed with `key` (none: refused).
     pub fn with_sealing(mut self, key: Option<Arc<SealingKey>>) -> Self {
         self.sealing = key;
+        self
+    }
+
+    /// Judges each ask with an action by its tenant's policies first (docs/policy.md).
+    pub fn with_policies(mut self, book: policing::Book) -> Self {
+        self.policies = Some(book);
         self
     }
 

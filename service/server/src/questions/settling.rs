@@ -122,14 +122,16 @@ impl Questions {
             receipt: receipt.clone(),
         };
         match outcome.resolution {
-            Resolution::Answered | Resolution::Defaulted => Ok(AskResponse {
-                rpc_id: rpc_id.clone(),
-                resolution: outcome.resolution.into(),
-                answers: outcome.answers,
-                resolved_by: outcome.resolved_by,
-                approvers: outcome.approvers,
-                receipt: receipt.clone().unwrap_or_default(),
-            }),
+            Resolution::Answered | Resolution::Defaulted | Resolution::AllowedByPolicy => {
+                Ok(AskResponse {
+                    rpc_id: rpc_id.clone(),
+                    resolution: outcome.resolution.into(),
+                    answers: outcome.answers,
+                    resolved_by: outcome.resolved_by,
+                    approvers: outcome.approvers,
+                    receipt: receipt.clone().unwrap_or_default(),
+                })
+            }
             Resolution::Cancelled => Err(fail(Error::AskCancelled {
                 reason: outcome.cancel_reason,
                 origin: outcome.cancel_source,
@@ -170,7 +172,7 @@ impl Questions {
     }
 
     /// The receipt of an ask with an action, when the server signs receipts.
-    fn receipt(
+    pub(super) fn receipt(
         &self,
         key: &SessionKey,
         rpc_id: &str,

@@ -7,7 +7,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use askgate_proto::v1::{
     agents_server::AgentsServer, audit_server::AuditServer, people_server::PeopleServer,
-    receipts_server::ReceiptsServer, user_questions_server::UserQuestionsServer,
+    policies_server::PoliciesServer, receipts_server::ReceiptsServer,
+    user_questions_server::UserQuestionsServer,
 };
 use tokio::{net::TcpListener, sync::watch};
 use tonic::{service::interceptor::InterceptedService, transport::Server};
@@ -20,7 +21,10 @@ use super::{
 };
 use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
-    api::{AgentsApi, AuditApi, PeopleApi, ReceiptsApi, UserQuestionsApi, deadline, health},
+    api::{
+        AgentsApi, AuditApi, PeopleApi, PoliciesApi, ReceiptsApi, UserQuestionsApi, deadline,
+        health,
+    },
     approvals::{Audit, Receipts},
     auth::{
         Gate,
@@ -41,6 +45,7 @@ use crate::{
     },
     metrics::{Metrics, ScrapeToken},
     origin::OriginPolicy,
+    policy::book::PolicyBook,
     questions::Questions,
     web::{AnswersLayer, Console, Jwks},
 };
@@ -55,6 +60,8 @@ pub(super) struct Node {
     /// The receipts' signing keys, if the node signs receipts.
     receipts: Option<Arc<Receipts>>,
     audit: Audit,
+    /// Each tenant's policies, compiled: judged by asks, changed by `Policies`.
+    policies: Arc<PolicyBook>,
     _prune_task: TaskGuard,
     gate: Gate,
     /// The console's sign-in with the identity provider (`--oidc-issuer`).
@@ -143,6 +150,7 @@ impl Node {
                 tokio::join!(prune, drain);
             }
         }));
+        let policies = Arc::new(PolicyBook::new(hooks.store().clone()));
         let mut questions = Questions::new(
             backend.clone(),
             config.limits.clone(),
@@ -153,7 +161,8 @@ impl Node {
         .with_default_notify(config.asks.default_notify)
         .with_max_streams_per_tenant(config.settings.max_streams_per_tenant)
         .with_audit(audit.clone())
-        .with_sealing(sealing.clone());
+        .with_sealing(sealing.clone())
+        .with_policies(policies.clone());
         let receipts = match config.approvals.receipt_key_files.is_empty() {
             true => None,
             false => Some(Arc::new(Receipts::from_files(
@@ -190,6 +199,7 @@ impl Node {
             questions,
             receipts,
             audit,
+            policies,
             _prune_task: prune_task,
             gate,
             sign_in,
@@ -261,6 +271,12 @@ impl Node {
         let questions =
             UserQuestionsApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
         let people = PeopleApi::new(gate.clone(), self.hooks.clone());
+        let policies = PoliciesApi::new(
+            gate.clone(),
+            self.hooks.store().clone(),
+            self.policies.clone(),
+            self.audit.clone(),
+        );
         let mut dispatch = Dispatch::default();
         if config.a2a {
             let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
@@ -291,6 +307,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 PeopleServer::new(people).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                PoliciesServer::new(policies).max_decoding_message_size(limit),
                 authenticate.clone(),
             ));
         // Every channel's admin service (Webhooks, Slack, Telegram, Email, Ntfy, ...).

@@ -288,6 +288,7 @@ pub fn resolution_notice(resolved: &Resolved) -> String {
         Resolution::Expired => "expired: the agent stopped waiting".to_owned(),
         Resolution::Defaulted => "nobody answered in time: its default answers apply".to_owned(),
         Resolution::Disposed => "disposed: the server shut down".to_owned(),
+        Resolution::AllowedByPolicy => format!("allowed{by}"),
         Resolution::Unspecified => "resolved".to_owned(),
     }
 }

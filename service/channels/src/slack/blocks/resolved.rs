@@ -84,6 +84,7 @@ pub fn resolved_message(requested: &Requested, resolved: &Resolved) -> Value {
         Resolution::Aborted => ":x: Aborted: the asking agent went away.".to_owned(),
         Resolution::Expired => ":hourglass: Expired: the agent stopped waiting.".to_owned(),
         Resolution::Disposed => ":x: Disposed: the server shut down before an answer.".to_owned(),
+        Resolution::AllowedByPolicy => format!(":white_check_mark: Allowed by {who}"),
         Resolution::Unspecified => "Resolved.".to_owned(),
     };
     blocks.push(json!({ "type": "divider" }));

@@ -16,7 +16,7 @@ use askgate_contract::{
     digest::sha256_hex,
 };
 pub use askgate_proto::v1::AuditRecord;
-use askgate_proto::v1::{QuestionAnswer, Requested, Resolved};
+use askgate_proto::v1::{PolicyDecision, QuestionAnswer, Requested, Resolved};
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
@@ -313,6 +313,10 @@ pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) 
     if !resolved.on_behalf_of.is_empty() {
         fields.insert("on_behalf_of".into(), resolved.on_behalf_of.clone().into());
     }
+    // What the tenant's policy decided before it was asked.
+    if let Some(policy) = asked.and_then(|a| a.policy.as_deref()) {
+        fields.insert("policy".into(), decision_value(policy));
+    }
     // Who the ask allowed to answer, as its receipt's `approver_rule` says it.
     if let Some(rule) = asked.and_then(|a| a.approvers.as_deref()) {
         fields.insert(
@@ -325,6 +329,58 @@ pub fn resolution(tenant: &str, resolved: &Resolved, asked: Option<&Requested>) 
         id: format!(
             "ask.resolved\u{1f}{}\u{1f}{}",
             resolved.session_id, resolved.rpc_id
+        ),
+        fields,
+    }
+}
+
+/// A policy decision as a record holds it: `{decision, policy_id, reason, shadow}`,
+/// empty parts left out.
+fn decision_value(policy: &PolicyDecision) -> Value {
+    let mut value = Map::new();
+    value.insert("decision".into(), policy.decision.clone().into());
+    if !policy.policy_id.is_empty() {
+        value.insert("policy_id".into(), policy.policy_id.clone().into());
+    }
+    if !policy.reason.is_empty() {
+        value.insert("reason".into(), policy.reason.clone().into());
+    }
+    if policy.shadow {
+        value.insert("shadow".into(), true.into());
+    }
+    Value::Object(value)
+}
+
+/// What an ask that nobody was asked came to, for its record: the tenant's policy
+/// allowed (`rpc_id` the one its receipt names) or denied its action.
+pub struct Decided<'a> {
+    pub tenant: &'a str,
+    pub session_id: &'a str,
+    pub rpc_id: &'a str,
+    /// The subject that asked.
+    pub subject: &'a str,
+    pub action: &'a str,
+    pub action_digest: &'a str,
+    pub policy: &'a PolicyDecision,
+}
+
+/// The record of an ask the tenant's policy decided without asking anyone (kind
+/// `ask.policy`); a retry decided again the same way is the same record.
+pub fn policy_decision(decided: &Decided<'_>) -> AuditEntry {
+    let mut fields = Map::new();
+    fields.insert("kind".into(), "ask.policy".into());
+    fields.insert("at".into(), at(SystemTime::now()));
+    fields.insert("session_id".into(), decided.session_id.into());
+    fields.insert("rpc_id".into(), decided.rpc_id.into());
+    fields.insert("subject".into(), decided.subject.into());
+    fields.insert("action".into(), decided.action.into());
+    fields.insert("action_digest".into(), decided.action_digest.into());
+    fields.insert("policy".into(), decision_value(decided.policy));
+    AuditEntry {
+        tenant: decided.tenant.to_owned(),
+        id: format!(
+            "ask.policy\u{1f}{}\u{1f}{}",
+            decided.session_id, decided.rpc_id
         ),
         fields,
     }

@@ -44,6 +44,7 @@ macro_rules! hook_store_conformance_suite {
                 notes_are_kept_once_and_expire,
                 claims_keep_each_tenant_and_endpoint_to_its_share,
                 people_hold_their_identities_alone,
+                policy_sets_are_per_tenant_and_versioned,
             );
         }
     };
@@ -521,5 +522,49 @@ pub async fn people_hold_their_identities_alone(store: &dyn HookStore) -> Result
     assert_eq!(store.person_of("a", "slack:t1/u1").await?, None);
     assert_eq!(ids(store.people("a").await?), ["ana", "cy"]);
     assert_eq!(ids(store.people("b").await?), ["ana"]);
+    Ok(())
+}
+
+/// A tenant's policy set replaces the one before, its version counts the puts (what
+/// nodes compare their compiled copies with), and tenants do not share sets.
+pub async fn policy_sets_are_per_tenant_and_versioned(store: &dyn HookStore) -> Result<(), Error> {
+    use super::records::{Mode, PolicySetRecord};
+    assert_eq!(store.policies("a").await?, None);
+    assert_eq!(store.policies_version("a").await?, 0);
+    let set = |tenant: &str, text: &str, mode| PolicySetRecord {
+        tenant: tenant.into(),
+        text: text.into(),
+        schema: "action \"deploy\";".into(),
+        mode,
+        version: 0,
+        updated_ms: 1_700_000_000_123,
+        policy_ids: vec!["policy0".into()],
+    };
+    let first = store
+        .put_policies(
+            &set("a", "forbid(principal, action, resource);", Mode::Enforce),
+            &change("a", "s1"),
+        )
+        .await?;
+    assert_eq!(first.version, 1);
+    let second = store
+        .put_policies(&set("a", "", Mode::Shadow), &change("a", "s2"))
+        .await?;
+    assert_eq!(second.version, 2);
+    assert_eq!(
+        store.policies("a").await?,
+        Some(second.clone()),
+        "kept whole"
+    );
+    assert_eq!(store.policies_version("a").await?, 2);
+    assert_eq!(store.policies_version("b").await?, 0, "per tenant");
+    let other = store
+        .put_policies(
+            &set("b", "permit(principal, action, resource);", Mode::Enforce),
+            &change("b", "s3"),
+        )
+        .await?;
+    assert_eq!(other.version, 1, "each tenant counts its own");
+    assert_eq!(store.policies("a").await?, Some(second));
     Ok(())
 }

@@ -11,7 +11,9 @@ pub mod records;
 
 use async_trait::async_trait;
 
-use self::records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord};
+use self::records::{
+    DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+};
 use crate::{backend::audit::AuditEntry, domain::Error};
 
 /// The per-tenant bounds a store enforces.
@@ -216,6 +218,24 @@ pub trait HookStore: Send + Sync + 'static {
 
     /// The person of the tenant whose identity `identity` is (normalised), if any.
     async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error>;
+
+    /// Replaces the tenant's policy set with `set` (its version the one after the
+    /// stored set's; `audit` kept with the change, as for [`Self::create_endpoint`]);
+    /// returns the set as stored.
+    async fn put_policies(
+        &self,
+        set: &PolicySetRecord,
+        audit: &AuditEntry,
+    ) -> Result<PolicySetRecord, Error>;
+
+    /// The tenant's policy set, if it was ever put.
+    async fn policies(&self, tenant: &str) -> Result<Option<PolicySetRecord>, Error>;
+
+    /// The version of the tenant's policy set (0: never put): what a node compares with
+    /// its compiled copy, often, so cheaper than [`Self::policies`] where it can be.
+    async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
+        Ok(self.policies(tenant).await?.map_or(0, |set| set.version))
+    }
 }
 
 /// Why `person` cannot be put beside `others` (the tenant's people): an identity of

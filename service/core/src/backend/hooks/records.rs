@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 /// People are kept beside the channels' records (`service People`).
 pub use crate::domain::people::{Delegate, PersonRecord};
+/// So are policy sets (`service Policies`).
+pub use crate::domain::policy_set::{Mode, PolicySetRecord};
 
 /// The event types an endpoint may receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -16,7 +16,9 @@ use askgate_core::{
         audit::AuditEntry,
         hooks::{
             HookStore, Shares, StoreLimits,
-            records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord},
+            records::{
+                DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+            },
         },
     },
     domain::Error,
@@ -62,6 +64,8 @@ struct State {
     /// without one).
     unaudited: Vec<AuditEntry>,
     people: people::People,
+    /// Each tenant's policy set.
+    policies: HashMap<String, PolicySetRecord>,
 }
 
 #[derive(Default)]
@@ -532,6 +536,40 @@ impl HookStore for MemoryHookStore {
 
     async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error> {
         Ok(self.person_of_identity(tenant, identity))
+    }
+
+    async fn put_policies(
+        &self,
+        set: &PolicySetRecord,
+        audit: &AuditEntry,
+    ) -> Result<PolicySetRecord, Error> {
+        self.change(|state: &mut State| {
+            let version = state.policies.get(&set.tenant).map_or(0, |s| s.version) + 1;
+            let stored = PolicySetRecord {
+                version,
+                ..set.clone()
+            };
+            state.policies.insert(set.tenant.clone(), stored.clone());
+            let change = HookChange::PoliciesPut {
+                record: Box::new(stored.clone()),
+            };
+            self.record_audited(state, change, audit);
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn policies(&self, tenant: &str) -> Result<Option<PolicySetRecord>, Error> {
+        Ok(self.state.lock().policies.get(tenant).cloned())
+    }
+
+    async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
+        Ok(self
+            .state
+            .lock()
+            .policies
+            .get(tenant)
+            .map_or(0, |s| s.version))
     }
 }
 

@@ -63,6 +63,9 @@ impl State {
         for person in stored.people {
             self.people.put(person);
         }
+        for set in stored.policies {
+            self.policies.insert(set.tenant.clone(), set);
+        }
         for (due_ms, timer) in stored.timers {
             let id = timer.id();
             self.timers_due.insert((due_ms, id.clone()));

@@ -119,6 +119,9 @@ pub(super) mod hook_scripts {
     /// A person added or replaced, unless an identity of theirs is another's.
     pub static PUT_PERSON: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_put_person.lua")));
+    /// A tenant's policy set replaced, its version counted on.
+    pub static PUT_POLICIES: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_put_policies.lua")));
     /// A person removed with their identities.
     pub static DELETE_PERSON: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_delete_person.lua")));

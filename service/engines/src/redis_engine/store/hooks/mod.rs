@@ -11,7 +11,9 @@ use askgate_core::{
     backend::audit::AuditEntry,
     backend::hooks::{
         HookStore, Shares, StoreLimits,
-        records::{DeliveryRecord, EndpointRecord, PersonRecord, Status, TimerRecord},
+        records::{
+            DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+        },
     },
     domain::Error,
 };
@@ -21,6 +23,7 @@ use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::redis_engine::keys::HookKeys;
 
 mod people;
+mod policies;
 
 /// Deliveries read per round trip while listing.
 const LIST_PAGE: isize = 200;
@@ -462,6 +465,22 @@ impl HookStore for RedisHookStore {
 
     async fn person_of(&self, tenant: &str, identity: &str) -> Result<Option<PersonRecord>, Error> {
         self.person_of_identity(tenant, identity).await
+    }
+
+    async fn put_policies(
+        &self,
+        set: &PolicySetRecord,
+        audit: &AuditEntry,
+    ) -> Result<PolicySetRecord, Error> {
+        self.put_policies_in(set, audit).await
+    }
+
+    async fn policies(&self, tenant: &str) -> Result<Option<PolicySetRecord>, Error> {
+        self.policies_of(tenant).await
+    }
+
+    async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
+        self.policies_version_of(tenant).await
     }
 }
 
