@@ -20,7 +20,7 @@ use tonic::Code;
 use crate::{
     approvals::{KEY_A, jwks, signing},
     audit::export,
-    support::{TempDir, TestServer, eventually, next_event, subscribed, within},
+    support::{TempDir, TestServer, askgate, eventually, finish, next_event, subscribed, within},
 };
 
 /// The schema of docs/policy.md's worked sets: a coding agent's Bash and a deploy.
@@ -327,3 +327,52 @@ on_every_backend!(
     #[tokio::test]
     a_policy_put_on_one_node_reaches_the_others
 );
+
+/// `askgate policy put|get|test`, as an operator uses them.
+#[tokio::test]
+async fn the_cli_puts_reads_and_tests_a_policy_set() {
+    let server = TestServer::start().await;
+    let url = server.url();
+    let dir = TempDir::new();
+    let policies = dir.file("policies.cedar", POLICIES);
+    let schema = dir.file("schema.cedarschema", SCHEMA);
+    let policy = |args: &[&str]| {
+        let mut all = vec!["policy"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--addr", &url]);
+        askgate(&all)
+    };
+    let (code, stdout, stderr) = finish(policy(&[
+        "put",
+        policies.to_str().expect("a path"),
+        "--schema",
+        schema.to_str().expect("a path"),
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let stored: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(stored["version"], "1", "{stdout}");
+    assert_eq!(stored["policy_ids"][2], "prod", "{stdout}");
+
+    let (code, stdout, stderr) = finish(policy(&[
+        "test",
+        "--action",
+        "Bash",
+        "--arguments",
+        r#"{"command":"rm -rf /"}"#,
+    ]))
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let tested: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(tested["decision"], "deny", "{stdout}");
+    assert_eq!(tested["reasons"][0], "rm -rf is never run by an agent");
+
+    // A broken set: refused (exit 6, BAD_REQUEST), the stored one kept.
+    let broken = dir.file("broken.cedar", "permit(principal, action, resource)");
+    let (code, _, stderr) = finish(policy(&["put", broken.to_str().expect("a path")])).await;
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("BAD_REQUEST"), "{stderr}");
+    let (code, stdout, stderr) = finish(policy(&["get", "--text"])).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, POLICIES);
+}

@@ -227,24 +227,7 @@ impl AskArgs {
     /// The approval fields the flags give, over those of --json.
     fn approval(&self, request: &mut AskRequest) -> Result<(), String> {
         if let Some(name) = &self.action {
-            let arguments_json = match self.arguments.as_deref() {
-                // An action with no arguments: the empty object.
-                None => "{}".to_owned(),
-                Some(arguments) => {
-                    let text = match arguments.strip_prefix('@') {
-                        Some(path) => json::read_input(path)
-                            .map_err(|e| format!("--arguments {arguments}: {e:#}"))?,
-                        None => arguments.to_owned(),
-                    };
-                    // Said here, not by the server's BAD_REQUEST after the connect.
-                    let value: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| format!("--arguments is not JSON: {e}"))?;
-                    if !value.is_object() {
-                        return Err("--arguments must be a JSON object".into());
-                    }
-                    text
-                }
-            };
+            let arguments_json = json::arguments(self.arguments.as_deref())?;
             request.action = Some(Box::new(Action {
                 name: name.clone(),
                 arguments_json,

@@ -19,6 +19,25 @@ pub fn print<T: prost::Message>(name: &str, message: &T) -> ExitCode {
     }
 }
 
+/// An action's `--arguments`: a JSON object, or `@FILE` (`@-` for stdin) holding one;
+/// none: the empty object. Checked here, not by the server's BAD_REQUEST after the
+/// connect.
+pub fn arguments(flag: Option<&str>) -> Result<String, String> {
+    let Some(arguments) = flag else {
+        return Ok("{}".to_owned());
+    };
+    let text = match arguments.strip_prefix('@') {
+        Some(path) => read_input(path).map_err(|e| format!("--arguments {arguments}: {e:#}"))?,
+        None => arguments.to_owned(),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("--arguments is not JSON: {e}"))?;
+    if !value.is_object() {
+        return Err("--arguments must be a JSON object".into());
+    }
+    Ok(text)
+}
+
 /// Reads a whole file, or standard input for `-`.
 pub fn read_input(path: &str) -> anyhow::Result<String> {
     if path == "-" {

@@ -27,6 +27,7 @@ mod mcp;
 mod ntfy;
 pub mod overlay;
 mod people;
+mod policy;
 mod receipt;
 mod serve;
 mod slack;
@@ -105,6 +106,10 @@ pub enum Command {
     /// their groups, and who answers for them while they are away (admin role).
     #[command(subcommand)]
     People(people::PeopleCommand),
+    /// The tenant's policy before asking: Cedar policies that allow, deny or route an
+    /// action before anyone is asked (admin role).
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// The tenant's hash-chained audit log: export it, verify an export (admin role).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -197,6 +202,7 @@ pub fn main() -> ExitCode {
             Command::Email(command) => email::run(command).await,
             Command::Ntfy(command) => ntfy::run(command).await,
             Command::People(command) => people::run(command).await,
+            Command::Policy(command) => policy::run(command).await,
             Command::Receipt(command) => receipt::run(command).await,
             Command::Audit(command) => audit::run(command).await,
         }

@@ -24,6 +24,7 @@ class Resolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXPIRED: _ClassVar[Resolution]
     DISPOSED: _ClassVar[Resolution]
     DEFAULTED: _ClassVar[Resolution]
+    ALLOWED_BY_POLICY: _ClassVar[Resolution]
 
 class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -58,6 +59,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECEIPT_CONSUMED: _ClassVar[ErrorReason]
     REQUEST_ID_REUSED: _ClassVar[ErrorReason]
     NOT_AN_APPROVER: _ClassVar[ErrorReason]
+    DENIED_BY_POLICY: _ClassVar[ErrorReason]
 
 class CancelSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -80,6 +82,7 @@ ABORTED: Resolution
 EXPIRED: Resolution
 DISPOSED: Resolution
 DEFAULTED: Resolution
+ALLOWED_BY_POLICY: Resolution
 ERROR_REASON_UNSPECIFIED: ErrorReason
 EMPTY_QUESTIONS: ErrorReason
 BAD_REQUEST: ErrorReason
@@ -111,6 +114,7 @@ CHANNEL_NOT_ALLOWED: ErrorReason
 RECEIPT_CONSUMED: ErrorReason
 REQUEST_ID_REUSED: ErrorReason
 NOT_AN_APPROVER: ErrorReason
+DENIED_BY_POLICY: ErrorReason
 CANCEL_SOURCE_UNSPECIFIED: CancelSource
 UI_CLOSED: CancelSource
 APPROVERS_DISAGREED: CancelSource
@@ -118,6 +122,86 @@ DELIVERY_STATUS_UNSPECIFIED: DeliveryStatus
 PENDING: DeliveryStatus
 DELIVERED: DeliveryStatus
 FAILED: DeliveryStatus
+
+class PutPoliciesRequest(_message.Message):
+    __slots__ = ("text", "mode", "schema")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    mode: str
+    schema: str
+    def __init__(self, text: _Optional[str] = ..., mode: _Optional[str] = ..., schema: _Optional[str] = ...) -> None: ...
+
+class GetPoliciesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PolicySet(_message.Message):
+    __slots__ = ("text", "mode", "schema", "version", "updated_at", "policy_ids")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_IDS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    mode: str
+    schema: str
+    version: int
+    updated_at: _timestamp_pb2.Timestamp
+    policy_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, text: _Optional[str] = ..., mode: _Optional[str] = ..., schema: _Optional[str] = ..., version: _Optional[int] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., policy_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TestPoliciesRequest(_message.Message):
+    __slots__ = ("ask", "subject", "groups", "text", "schema")
+    ASK_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    ask: AskRequest
+    subject: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    text: str
+    schema: str
+    def __init__(self, ask: _Optional[_Union[AskRequest, _Mapping]] = ..., subject: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., text: _Optional[str] = ..., schema: _Optional[str] = ...) -> None: ...
+
+class TestPoliciesResponse(_message.Message):
+    __slots__ = ("decision", "policy_ids", "reasons", "fill")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    FILL_FIELD_NUMBER: _ClassVar[int]
+    decision: str
+    policy_ids: _containers.RepeatedScalarFieldContainer[str]
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    fill: PolicyFill
+    def __init__(self, decision: _Optional[str] = ..., policy_ids: _Optional[_Iterable[str]] = ..., reasons: _Optional[_Iterable[str]] = ..., fill: _Optional[_Union[PolicyFill, _Mapping]] = ...) -> None: ...
+
+class PolicyFill(_message.Message):
+    __slots__ = ("approvers", "quorum", "ttl_ms", "default_option")
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_OPTION_FIELD_NUMBER: _ClassVar[int]
+    approvers: Approvers
+    quorum: int
+    ttl_ms: int
+    default_option: str
+    def __init__(self, approvers: _Optional[_Union[Approvers, _Mapping]] = ..., quorum: _Optional[int] = ..., ttl_ms: _Optional[int] = ..., default_option: _Optional[str] = ...) -> None: ...
+
+class PolicyDecision(_message.Message):
+    __slots__ = ("decision", "policy_id", "reason", "shadow")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
+    decision: str
+    policy_id: str
+    reason: str
+    shadow: bool
+    def __init__(self, decision: _Optional[str] = ..., policy_id: _Optional[str] = ..., reason: _Optional[str] = ..., shadow: _Optional[bool] = ...) -> None: ...
 
 class GetAuditHeadRequest(_message.Message):
     __slots__ = ()
@@ -471,7 +555,7 @@ class Approval(_message.Message):
     def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., subject: _Optional[str] = ..., count: _Optional[int] = ..., needed: _Optional[int] = ..., approved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Requested(_message.Message):
-    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent", "approvers", "escalation")
+    __slots__ = ("rpc_id", "session_id", "questions", "agent", "labels", "requested_at", "expires_at", "notify", "action", "quorum", "allowed_channels", "action_digest", "default_answers", "asked_by", "traceparent", "approvers", "escalation", "policy")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -496,6 +580,7 @@ class Requested(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     APPROVERS_FIELD_NUMBER: _ClassVar[int]
     ESCALATION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     rpc_id: str
     session_id: str
     questions: _containers.RepeatedCompositeFieldContainer[Question]
@@ -513,7 +598,8 @@ class Requested(_message.Message):
     traceparent: str
     approvers: Approvers
     escalation: _containers.RepeatedCompositeFieldContainer[EscalationStep]
-    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ..., escalation: _Optional[_Iterable[_Union[EscalationStep, _Mapping]]] = ...) -> None: ...
+    policy: PolicyDecision
+    def __init__(self, rpc_id: _Optional[str] = ..., session_id: _Optional[str] = ..., questions: _Optional[_Iterable[_Union[Question, _Mapping]]] = ..., agent: _Optional[_Union[AgentRef, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., notify: _Optional[_Union[NotifyPolicy, _Mapping]] = ..., action: _Optional[_Union[Action, _Mapping]] = ..., quorum: _Optional[_Union[Quorum, _Mapping]] = ..., allowed_channels: _Optional[_Iterable[str]] = ..., action_digest: _Optional[str] = ..., default_answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., asked_by: _Optional[str] = ..., traceparent: _Optional[str] = ..., approvers: _Optional[_Union[Approvers, _Mapping]] = ..., escalation: _Optional[_Iterable[_Union[EscalationStep, _Mapping]]] = ..., policy: _Optional[_Union[PolicyDecision, _Mapping]] = ...) -> None: ...
 
 class Reminder(_message.Message):
     __slots__ = ("rpc_id", "session_id", "count", "sent_at")

@@ -833,6 +833,179 @@ class Audit:
             _registered_method=True)
 
 
+class PoliciesStub:
+    """The tenant's policy before asking (docs/policy.md): Cedar policies that allow, deny
+    or route an ask with an action before a human is bothered. Needs the admin role, a
+    credential not limited to some sessions; every call sees only the caller's tenant.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.PutPolicies = channel.unary_unary(
+                '/askgate.v1.Policies/PutPolicies',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.PutPoliciesRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.PolicySet.FromString,
+                _registered_method=True)
+        self.GetPolicies = channel.unary_unary(
+                '/askgate.v1.Policies/GetPolicies',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.GetPoliciesRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.PolicySet.FromString,
+                _registered_method=True)
+        self.TestPolicies = channel.unary_unary(
+                '/askgate.v1.Policies/TestPolicies',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.TestPoliciesRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.TestPoliciesResponse.FromString,
+                _registered_method=True)
+
+
+class PoliciesServicer:
+    """The tenant's policy before asking (docs/policy.md): Cedar policies that allow, deny
+    or route an ask with an action before a human is bothered. Needs the admin role, a
+    credential not limited to some sessions; every call sees only the caller's tenant.
+    """
+
+    def PutPolicies(self, request, context):
+        """Replaces the tenant's policy set. A set that does not parse or fit its schema is
+        refused (BAD_REQUEST with Cedar's message) and the previous one stays. Empty
+        `text`: no policies (every ask is asked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPolicies(self, request, context):
+        """The tenant's policy set (empty text and version 0 when it has none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TestPolicies(self, request, context):
+        """What the policies would decide about an ask, without asking anyone or recording
+        anything.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_PoliciesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'PutPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutPolicies,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.PutPoliciesRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.PolicySet.SerializeToString,
+            ),
+            'GetPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPolicies,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.GetPoliciesRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.PolicySet.SerializeToString,
+            ),
+            'TestPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.TestPolicies,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.TestPoliciesRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.TestPoliciesResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Policies', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Policies', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Policies:
+    """The tenant's policy before asking (docs/policy.md): Cedar policies that allow, deny
+    or route an ask with an action before a human is bothered. Needs the admin role, a
+    credential not limited to some sessions; every call sees only the caller's tenant.
+    """
+
+    @staticmethod
+    def PutPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Policies/PutPolicies',
+            askgate_dot_v1_dot_askgate__pb2.PutPoliciesRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.PolicySet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Policies/GetPolicies',
+            askgate_dot_v1_dot_askgate__pb2.GetPoliciesRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.PolicySet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TestPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Policies/TestPolicies',
+            askgate_dot_v1_dot_askgate__pb2.TestPoliciesRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.TestPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class ReceiptsStub:
     """Single use for receipts: an executor that consumes a receipt before it runs the
     action cannot be replayed into running it twice. Needs the agent or admin role; a
