@@ -341,3 +341,53 @@ async fn the_bot_never_approves_a_tool_permission_by_itself() {
     assert_eq!(code, 0);
     assert!(stdout.contains(r#""behavior":"deny""#), "{stdout}");
 }
+
+/// The tenant's policy decides Bash commands before anyone is asked: `git status` is
+/// allowed with nobody following the session, `rm -rf` denied with the policy's
+/// reason for Claude to read. The set has no schema: Claude's tool inputs carry
+/// whatever fields they carry, and a policy tests for the one it reads.
+#[tokio::test]
+async fn a_policy_decides_a_tool_call_before_anyone_is_asked() {
+    let serve = ServeProcess::start().await;
+    let mut admin = serve.client().await;
+    let text = r#"
+        @id("read-only") @decision("allow")
+        permit(principal, action == Action::"Bash", resource)
+        when { context.arguments has command && context.arguments.command == "git status" };
+
+        @id("destructive") @reason("destructive commands are not run by agents")
+        forbid(principal, action == Action::"Bash", resource)
+        when { context.arguments has command && context.arguments.command like "*rm -rf*" };
+    "#;
+    admin
+        .put_policies(askgate_proto::v1::PutPoliciesRequest {
+            text: text.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("put");
+    let bash = |command: &str| {
+        json!({
+            "session_id": "s1",
+            "hook_event_name": "PermissionRequest",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "", "timeout": 120000}
+        })
+    };
+    let (code, stdout, stderr) = finish(hook(&serve.url, "cc", &bash("git status")).await).await;
+    assert_eq!(code, 0, "{stderr}");
+    let output: Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(
+        output,
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}})
+    );
+    let (code, stdout, stderr) = finish(hook(&serve.url, "cc", &bash("rm -rf /")).await).await;
+    assert_eq!(code, 0, "{stderr}");
+    let output: Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(
+        output,
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message":
+                "askgate's policy destructive denies this: destructive commands are not run by agents"}}})
+    );
+}

@@ -10,6 +10,9 @@
 //!   ("Allow once" / "Deny"; the tool input is the action it approves, or its detail
 //!   when it does not fit an action); the answer is the
 //!   decision.
+//! - A tool call the tenant's policy decides (docs/policy.md) is decided at once: an
+//!   allowed one is allowed (its receipt names the policy), a denied one is a `deny`
+//!   whose message is the policy's reason.
 //! - When askgate cannot help (unreachable, nobody follows the session, no answer
 //!   in time) the hook prints nothing and exits 0: Claude Code goes on with its own
 //!   picker or permission dialog, and is never blocked for good.
@@ -270,10 +273,22 @@ fn decision_of(input: &HookInput, outcome: Result<AskResponse, Error>) -> Decisi
                 }
             }))
         }
-        Err(error) if error.reason() == Reason::AskCancelled => {
-            let reason = match error.metadata("reason").filter(|r| !r.is_empty()) {
-                Some(reason) => format!("The user cancelled the question: {reason}"),
-                None => "The user cancelled the question".to_owned(),
+        Err(error)
+            if matches!(
+                error.reason(),
+                Reason::AskCancelled | Reason::DeniedByPolicy
+            ) =>
+        {
+            let reason = match (error.reason(), error.metadata("reason")) {
+                (Reason::DeniedByPolicy, reason) => format!(
+                    "askgate's policy {} denies this: {}",
+                    error.metadata("policy").unwrap_or_default(),
+                    reason.unwrap_or("denied by policy")
+                ),
+                (_, Some(reason)) if !reason.is_empty() => {
+                    format!("The user cancelled the question: {reason}")
+                }
+                _ => "The user cancelled the question".to_owned(),
             };
             Decision::Print(match permission {
                 true => json!({
