@@ -155,7 +155,7 @@ fn no_page_installs_an_askgate_package_from_pypi() {
 }
 
 /// A shell snippet of `page`, by name.
-fn snippet(page: &str, name: &str) -> String {
+pub(crate) fn snippet(page: &str, name: &str) -> String {
     let text = std::fs::read_to_string(root().join(page)).expect("read the page");
     blocks(&text)
         .into_iter()
