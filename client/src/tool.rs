@@ -29,8 +29,8 @@ use std::{future::Future, time::Duration};
 use tonic::Code;
 
 pub use askgate_contract::tool::{
-    ASK_ABORTED_TEXT, NAME, ToolError, ToolOutput, answers_text, definition, description,
-    input_schema, parse_arguments,
+    ASK_ABORTED_TEXT, NAME, ToolAsk, ToolError, ToolOutput, answers_text, definition, description,
+    input_schema, parse_ask,
 };
 
 use crate::{Ask, Client, Error, Reason};
@@ -113,8 +113,12 @@ impl AskUserQuestion {
     /// The Ask for the model's arguments, or the tool output refusing them.
     fn ask(&self, arguments: &str) -> Result<Ask, ToolOutput> {
         let mut ask = Ask::new(&self.session_id);
-        for question in parse_arguments(arguments)? {
+        let asked = parse_ask(arguments)?;
+        for question in asked.questions {
             ask = ask.question(question);
+        }
+        if let Some(action) = asked.action {
+            ask = ask.action(&action.name, &action.arguments_json);
         }
         if let Some((agent_id, incarnation)) = &self.agent {
             ask = ask.agent(agent_id, incarnation);

@@ -144,3 +144,45 @@ async def test_max_wait_then_await_user_answer_over_http(askgate: Askgate) -> No
     async with mcp_client(url, "elsewhere") as client:
         result = await client.call_tool("await_user_answer", {"ask_id": match.group(1)})
     assert result.is_error
+
+
+POLICIES = """
+@id("read-only") @decision("allow")
+permit(principal, action == Action::"Bash", resource)
+when { context.arguments has command && context.arguments.command == "git status" };
+
+@id("destructive") @reason("destructive commands are not run by agents")
+forbid(principal, action == Action::"Bash", resource)
+when { context.arguments has command && context.arguments.command like "*rm -rf*" };
+"""
+
+
+def permission(command: str) -> dict[str, object]:
+    return {
+        "questions": [
+            {
+                "id": "run",
+                "question": f"Run `{command}`?",
+                "options": [{"label": "Run"}, {"label": "Skip"}],
+            }
+        ],
+        "action": {"name": "Bash", "arguments": {"command": command}},
+    }
+
+
+async def test_the_tenants_policy_decides_an_action_before_anyone_is_asked(
+    askgate: Askgate,
+) -> None:
+    url = askgate.serve()
+    policies = askgate.dir / "policies.cedar"
+    policies.write_text(POLICIES)
+    code, _, err = askgate.run("policy", "put", str(policies), "--addr", url)
+    assert code == 0, err
+    # Nobody follows the session: an ask would be NO_PROVIDER, a decided one is not.
+    async with mcp_client(url, "agent") as client:
+        allowed = await client.call_tool("ask_user_question", permission("git status"))
+        denied = await client.call_tool("ask_user_question", permission("rm -rf /"))
+    assert text(allowed) == '{"answers":[{"id":"run","selected":["Run"]}]}'
+    assert text(denied) == (
+        'Error: denied by policy "destructive": destructive commands are not run by agents'
+    )

@@ -15,7 +15,16 @@ import { Code } from "@connectrpc/connect";
 import type { Client } from "./client.js";
 import { AskgateError, type Reason } from "./errors.js";
 import type { Question } from "./gen/askgate/v1/askgate_pb.js";
-import { type Answer, type Ask, answersJson, freshRequestId, option, question } from "./model.js";
+import {
+  type Action,
+  type Answer,
+  type Ask,
+  action,
+  answersJson,
+  freshRequestId,
+  option,
+  question,
+} from "./model.js";
 
 /** A JSON Schema object. */
 export type JsonSchema = { [key: string]: unknown };
@@ -161,11 +170,44 @@ function parseQuestion(data: unknown, i: number): Question {
 }
 
 /**
- * The questions of the model's arguments (JSON text or a parsed object). Throws an
+ * The model's arguments as an ask: its questions, and the action they approve (when
+ * they ask permission for one), which a receipt binds and the tenant's policy may
+ * decide.
+ */
+export interface ToolAsk {
+  questions: Question[];
+  action?: Action;
+}
+
+/**
+ * The questions of the model's arguments, as {@link parseAsk} reads them (without the
+ * action: use `parseAsk` to ask with it).
+ */
+export function parseArguments(args: string | unknown): Question[] {
+  return parseAsk(args).questions;
+}
+
+function parseAction(data: unknown): Action {
+  if (!isObject(data)) {
+    throw invalid("action must be an object");
+  }
+  refuseUnknown(data, new Set(["name", "arguments"]), "action.");
+  if (typeof data.name !== "string") {
+    throw invalid("action.name must be a string");
+  }
+  const args = data.arguments ?? {};
+  if (!isObject(args)) {
+    throw invalid("action.arguments must be an object");
+  }
+  return action(data.name, args);
+}
+
+/**
+ * The ask of the model's arguments (JSON text or a parsed object). Throws an
  * {@link ArgumentsError}: `BAD_REQUEST` (not the schema's shape, unknown fields
  * included) or `EMPTY_QUESTIONS`.
  */
-export function parseArguments(args: string | unknown): Question[] {
+export function parseAsk(args: string | unknown): ToolAsk {
   let data: unknown = args;
   if (typeof args === "string") {
     try {
@@ -177,7 +219,7 @@ export function parseArguments(args: string | unknown): Question[] {
   if (!isObject(data)) {
     throw invalid("expected an object");
   }
-  refuseUnknown(data, new Set(["questions"]), "");
+  refuseUnknown(data, new Set(["questions", "action"]), "");
   const questions = data.questions ?? [];
   if (!Array.isArray(questions)) {
     throw invalid("`questions` must be an array");
@@ -185,7 +227,10 @@ export function parseArguments(args: string | unknown): Question[] {
   if (questions.length === 0) {
     throw new ArgumentsError("EMPTY_QUESTIONS", EMPTY_QUESTIONS_TEXT);
   }
-  return questions.map(parseQuestion);
+  const parsed = questions.map(parseQuestion);
+  return data.action === undefined
+    ? { questions: parsed }
+    : { questions: parsed, action: parseAction(data.action) };
 }
 
 /** Executes `ask_user_question` calls for one session. */
@@ -201,9 +246,9 @@ export class AskUserQuestion {
    * interrupted) resolves the ask ABORTED at once and gives the fixed aborted text.
    */
   async run(args: string | unknown, { signal }: { signal?: AbortSignal } = {}): Promise<ToolOutput> {
-    let questions: Question[];
+    let asked: ToolAsk;
     try {
-      questions = parseArguments(args);
+      asked = parseAsk(args);
     } catch (e) {
       if (e instanceof ArgumentsError) {
         return failed(e.reason, Code.InvalidArgument, e.message);
@@ -217,7 +262,8 @@ export class AskUserQuestion {
     const dropped = new AbortController();
     const ask: Ask = {
       sessionId: this.sessionId,
-      questions,
+      questions: asked.questions,
+      action: asked.action,
       requestId,
       timeoutMs: this.options.timeoutMs,
       signal: dropped.signal,

@@ -135,6 +135,23 @@ test("the tool returns the fixed texts and aborts at once", async (t) => {
   assert.deepEqual(await client.listPending("s"), [], "aborted at once, not after the grace");
 });
 
+test("the tool's action becomes the ask's action", async (t) => {
+  const { client, ui } = await following(t);
+  const tool = new AskUserQuestion(client, "s");
+  const args = {
+    questions: [{ id: "run", question: "Run it?", options: [{ label: "Run" }, { label: "Skip" }] }],
+    action: { name: "Bash", arguments: { command: "make test" } },
+  };
+  const answered = tool.run(args);
+  const requested = (await within("requested", ui.next())).value.requested;
+  assert.equal(requested.action.name, "Bash");
+  assert.deepEqual(JSON.parse(requested.action.argumentsJson), { command: "make test" });
+  await client.answer("s", requested.rpcId, [select("run", "Run")]);
+  assert.deepEqual(await answered, { text: '{"answers":[{"id":"run","selected":["Run"]}]}' });
+  const refused = await tool.run({ ...args, action: { tool: "Bash" } });
+  assert.match(refused.text, /^Error: invalid arguments: action\.tool: unknown field/);
+});
+
 // However the abort falls against the ask's registration (before the Ask is sent,
 // racing it, or once it is pending), when the tool reports ASK_ABORTED nothing is left
 // for a human to answer.

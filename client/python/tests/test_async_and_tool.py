@@ -123,6 +123,32 @@ def test_the_tool_returns_the_fixed_texts(server: Server) -> None:
         assert client.list_pending("s") == [], "aborted at once, not after the grace"
 
 
+def test_the_tools_action_becomes_the_asks_action(server: Server) -> None:
+    with Client(server.addr) as client:
+        ui = client.follow("s")
+        assert next(ui).synced
+        tool = AskUserQuestion(client, "s")
+        seen = []
+
+        def human() -> None:
+            ask = eventually("a pending ask", lambda: (client.list_pending("s") or [None])[0])
+            seen.append(ask)
+            client.answer("s", ask.rpc_id, [select("run", "Run")])
+
+        threading.Thread(target=human, daemon=True).start()
+        arguments = {
+            "questions": [
+                {"id": "run", "question": "Run it?", "options": [{"label": "Run"}, {"label": "Skip"}]}
+            ],
+            "action": {"name": "Bash", "arguments": {"command": "make test"}},
+        }
+        assert tool(json.dumps(arguments)) == '{"answers":[{"id":"run","selected":["Run"]}]}'
+        assert seen[0].action.name == "Bash"
+        assert json.loads(seen[0].action.arguments_json) == {"command": "make test"}
+        refused = tool.run({**arguments, "action": {"tool": "Bash"}})
+        assert refused.text.startswith("Error: invalid arguments: action.tool: unknown field"), refused.text
+
+
 def test_the_async_tool_aborts_on_its_event(server: Server) -> None:
     async def scenario() -> None:
         async with AsyncClient(server.addr) as client:

@@ -3,7 +3,7 @@
 //! text the model reads back: the answers JSON, or `Error: <message>` with the failure
 //! as data. The SDKs' executors and askgate's MCP server and A2A agent all use these.
 
-use askgate_proto::v1::{ErrorReason as Reason, Question, QuestionAnswer, QuestionOption};
+use askgate_proto::v1::{Action, ErrorReason as Reason, Question, QuestionAnswer, QuestionOption};
 use serde::Deserialize;
 use serde_json::Value;
 use tonic::Code;
@@ -52,6 +52,25 @@ struct Arguments {
     /// Absent is no question at all: EMPTY_QUESTIONS, as for an empty list.
     #[serde(default)]
     questions: Vec<ToolQuestion>,
+    /// The action the answers approve, when the questions ask permission for one.
+    #[serde(default)]
+    action: Option<ToolAction>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolAction {
+    name: String,
+    #[serde(default)]
+    arguments: Option<serde_json::Map<String, Value>>,
+}
+
+/// The model's arguments as an ask: its questions, and the action they approve (the
+/// request's `action`, which a receipt binds and the tenant's policy may decide).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolAsk {
+    pub questions: Vec<Question>,
+    pub action: Option<Action>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,11 +128,11 @@ fn where_and_what(error: &serde_path_to_error::Error<serde_json::Error>) -> Stri
     }
 }
 
-/// The questions of the model's arguments (JSON text), or the tool output refusing
-/// them: not the schema's shape (a parse error, unknown fields included), or no
-/// question at all (EMPTY_QUESTIONS). For executors of the tool other than
-/// the SDKs' executors, such as an MCP server.
-pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
+/// The ask of the model's arguments (JSON text), or the tool output refusing them:
+/// not the schema's shape (a parse error, unknown fields included), or no question at
+/// all (EMPTY_QUESTIONS). For executors of the tool other than the SDKs' executors,
+/// such as an MCP server.
+pub fn parse_ask(arguments: &str) -> Result<ToolAsk, ToolOutput> {
     let mut json = serde_json::Deserializer::from_str(arguments);
     let arguments: Arguments = serde_path_to_error::deserialize(&mut json).map_err(|e| {
         ToolOutput::failed(
@@ -129,11 +148,19 @@ pub fn parse_arguments(arguments: &str) -> Result<Vec<Question>, ToolOutput> {
             EMPTY_QUESTIONS_TEXT,
         ));
     }
-    Ok(arguments
-        .questions
-        .into_iter()
-        .map(Question::from)
-        .collect())
+    let action = arguments.action.map(|action| Action {
+        name: action.name,
+        arguments_json: Value::Object(action.arguments.unwrap_or_default()).to_string(),
+        approving_answers: Vec::new(),
+    });
+    Ok(ToolAsk {
+        questions: arguments
+            .questions
+            .into_iter()
+            .map(Question::from)
+            .collect(),
+        action,
+    })
 }
 
 /// The model-facing text of EMPTY_QUESTIONS (docs/protocol.md "Errors"; fixed byte for byte).
@@ -208,6 +235,29 @@ mod tests {
     }
 
     #[test]
+    fn an_action_becomes_the_asks_action() {
+        let ask = parse_ask(
+            r#"{"questions":[{"id":"a","question":"Run it?","options":[{"label":"Run"}]}],
+                "action":{"name":"Bash","arguments":{"command":"git push"}}}"#,
+        )
+        .expect("valid");
+        let action = ask.action.expect("an action");
+        assert_eq!(action.name, "Bash");
+        assert_eq!(action.arguments_json, r#"{"command":"git push"}"#);
+        let bare = parse_ask(r#"{"questions":[{"id":"a","question":"Q?"}],"action":{"name":"x"}}"#)
+            .expect("valid");
+        assert_eq!(bare.action.expect("an action").arguments_json, "{}");
+        let refused =
+            parse_ask(r#"{"questions":[{"id":"a","question":"Q?"}],"action":{"tool":"x"}}"#)
+                .expect_err("no name, and an unknown field");
+        assert!(
+            refused.text.starts_with("Error: invalid arguments: action"),
+            "{}",
+            refused.text
+        );
+    }
+
+    #[test]
     fn fields_of_other_tools_are_refused() {
         for field in [
             r#"{"questions":[{"id":"a","question":"Q?","options":[{"label":"x","value":"1"}]}]}"#,
@@ -242,6 +292,10 @@ mod tests {
             property_names(question),
             ["header", "id", "multi_select", "options", "question"]
         );
+        assert_eq!(property_names(&schema), ["action", "questions"]);
+        let action = &schema["properties"]["action"];
+        assert_eq!(action["additionalProperties"], false);
+        assert_eq!(property_names(action), ["arguments", "name"]);
         let option = &question["properties"]["options"]["items"];
         assert_eq!(option["additionalProperties"], false);
         assert_eq!(property_names(option), ["description", "label"]);
@@ -281,8 +335,8 @@ mod tests {
         }
 
         fn check(arguments: &str) -> Result<(), TestCaseError> {
-            match parse_arguments(arguments) {
-                Ok(questions) => prop_assert!(!questions.is_empty()),
+            match parse_ask(arguments) {
+                Ok(ask) => prop_assert!(!ask.questions.is_empty()),
                 Err(refused) => {
                     prop_assert!(refused.text.starts_with("Error: "));
                     let reason = refused.error.map(|e| e.reason);

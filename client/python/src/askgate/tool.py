@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 import grpc
 
 from ._errors import AskgateError, Reason
-from ._model import Answer, Ask, answers_json
+from ._model import Action, Answer, Ask, answers_json
 from .v1 import askgate_pb2 as pb
 
 if TYPE_CHECKING:
@@ -101,8 +101,18 @@ _QUESTION_FIELDS = {"id", "question", "header", "options", "multi_select"}
 _OPTION_FIELDS = {"label", "description"}
 
 
-def parse_arguments(arguments: Union[str, Dict[str, Any]]) -> List[pb.Question]:
-    """The questions of the model's arguments (JSON text or a parsed object). Raises
+@dataclass(frozen=True)
+class ToolAsk:
+    """The model's arguments as an ask: its questions, and the action they approve
+    (when they ask permission for one), which a receipt binds and the tenant's policy
+    may decide."""
+
+    questions: List[pb.Question]
+    action: Optional[Action] = None
+
+
+def parse_ask(arguments: Union[str, Dict[str, Any]]) -> ToolAsk:
+    """The ask of the model's arguments (JSON text or a parsed object). Raises
     `ValueError` with the reason: `BAD_REQUEST` (not the schema's shape, unknown fields
     included) or `EMPTY_QUESTIONS`."""
     try:
@@ -111,7 +121,7 @@ def parse_arguments(arguments: Union[str, Dict[str, Any]]) -> List[pb.Question]:
         raise _invalid(f"not JSON: {e}") from None
     if not isinstance(data, dict):
         raise _invalid("expected an object")
-    unknown = set(data) - {"questions"}
+    unknown = set(data) - {"questions", "action"}
     if unknown:
         raise _unknown("", sorted(unknown)[0])
     questions = data.get("questions", [])
@@ -119,7 +129,28 @@ def parse_arguments(arguments: Union[str, Dict[str, Any]]) -> List[pb.Question]:
         raise _invalid("`questions` must be an array")
     if not questions:
         raise _Refusal(Reason.EMPTY_QUESTIONS, EMPTY_QUESTIONS_TEXT)
-    return [_question(i, q) for i, q in enumerate(questions)]
+    parsed = [_question(i, q) for i, q in enumerate(questions)]
+    return ToolAsk(parsed, _action(data["action"]) if "action" in data else None)
+
+
+def parse_arguments(arguments: Union[str, Dict[str, Any]]) -> List[pb.Question]:
+    """The questions of the model's arguments, as `parse_ask` reads them (without the
+    action: use `parse_ask` to ask with it)."""
+    return parse_ask(arguments).questions
+
+
+def _action(data: Any) -> Action:
+    if not isinstance(data, dict):
+        raise _invalid("action must be an object")
+    unknown = set(data) - {"name", "arguments"}
+    if unknown:
+        raise _unknown("action.", sorted(unknown)[0])
+    if not isinstance(data.get("name"), str):
+        raise _invalid("action.name must be a string")
+    arguments = data.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise _invalid("action.arguments must be an object")
+    return Action.of(data["name"], arguments)
 
 
 class _Refusal(ValueError):
@@ -174,10 +205,10 @@ def _question(i: int, data: Any) -> pb.Question:
 
 def _prepare(session_id: str, arguments: Union[str, Dict[str, Any]], timeout: Optional[float]) -> Union[Ask, ToolOutput]:
     try:
-        questions = parse_arguments(arguments)
+        asked = parse_ask(arguments)
     except _Refusal as refused:
         return ToolOutput.failed(refused.reason, grpc.StatusCode.INVALID_ARGUMENT, refused.message)
-    return Ask(session_id, questions, timeout=timeout)
+    return Ask(session_id, asked.questions, timeout=timeout, action=asked.action)
 
 
 class AskUserQuestion:

@@ -56,6 +56,46 @@ pub struct RoundtripArgs {
     /// an OTLP sink in this process (docs/performance.md, "Traces").
     #[arg(long)]
     pub traces: bool,
+    /// Every ask carries an action (`deploy`, with its arguments), which a tenant's
+    /// policy judges (docs/policy.md); with `--policies`, the tenant has that many.
+    #[arg(long)]
+    pub action: bool,
+    /// The tenant's policy set: this many asking permits, each reading the action's
+    /// arguments, spread over `--policy-actions` actions; of the asked action's, the
+    /// last matches every ask (so each ask is judged by all of them, then asked).
+    /// Implies `--action`.
+    #[arg(long, default_value_t = 0)]
+    pub policies: usize,
+    /// The actions the policies name, one of them the asked one: 1 puts every policy
+    /// on the asked action (the worst case: a node judges an ask by the policies of
+    /// its action only).
+    #[arg(long, default_value_t = 10)]
+    pub policy_actions: usize,
+}
+
+/// A set of `count` asking permits that each read the action's arguments, spread over
+/// `actions` actions (`deploy`, the bench's, and `tool-1`, `tool-2`, ...); the last
+/// `deploy` one matches the bench's asks.
+fn policy_set(count: usize, actions: usize) -> String {
+    let actions = actions.max(1);
+    let last_deploy = (count.saturating_sub(1) / actions) * actions;
+    (0..count)
+        .map(|i| {
+            let action = match i % actions {
+                0 => "deploy".to_owned(),
+                n => format!("tool-{n}"),
+            };
+            let service = match i == last_deploy {
+                true => "api".to_owned(),
+                false => format!("svc-{i}"),
+            };
+            format!(
+                "@id(\"p{i}\") @decision(\"ask\")\npermit(principal, action == Action::\"{action}\", \
+                 resource)\nwhen {{ context.arguments has service && \
+                 context.arguments.service == \"{service}\" }};\n"
+            )
+        })
+        .collect()
 }
 
 /// What one load measured: calls per second and the latency of each call.
@@ -195,9 +235,26 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<()> {
                 nodes
             }
         };
+        let action = args.action || args.policies > 0;
+        if args.policies > 0 {
+            let mut admin = Client::connect(nodes[0].url.clone()).await?;
+            admin
+                .put_policies(askgate_client::proto::PutPoliciesRequest {
+                    text: policy_set(args.policies, args.policy_actions),
+                    ..Default::default()
+                })
+                .await
+                .context("putting the bench's policy set failed")?;
+        }
         for &concurrency in &args.concurrency {
             let redis = &redis_urls;
-            results.push(measure(*backend, &nodes, redis, args.asks, concurrency).await?);
+            let run = Run {
+                backend: *backend,
+                asks: args.asks,
+                concurrency,
+                action,
+            };
+            results.push(measure(run, &nodes, redis).await?);
         }
     }
     report::print_table(&results);
@@ -212,14 +269,24 @@ fn warmup(asks: usize) -> usize {
     (asks / 10).max(1)
 }
 
-/// Warm-up, then `asks` round trips over `nodes`, then as many health Checks.
-async fn measure(
+/// One measured run's settings.
+#[derive(Clone, Copy)]
+struct Run {
     backend: BenchBackend,
-    nodes: &[ServeProcess],
-    redis: &[String],
     asks: usize,
     concurrency: usize,
-) -> anyhow::Result<Figures> {
+    /// Each ask carries an action.
+    action: bool,
+}
+
+/// Warm-up, then `asks` round trips over `nodes`, then as many health Checks.
+async fn measure(run: Run, nodes: &[ServeProcess], redis: &[String]) -> anyhow::Result<Figures> {
+    let Run {
+        backend,
+        asks,
+        concurrency,
+        action,
+    } = run;
     let mut clients = Vec::new();
     let mut health = Vec::new();
     for node in nodes {
@@ -240,8 +307,14 @@ async fn measure(
     let ask = move |worker: usize| {
         let mut client = clients[worker % clients.len()].clone();
         async move {
-            let ask = Ask::new(&format!("bench-{worker}"))
+            let mut ask = Ask::new(&format!("bench-{worker}"))
                 .question(question("q", "Proceed?").choice("yes").choice("no"));
+            if action {
+                ask = ask.action(
+                    "deploy",
+                    r#"{"service":"api","env":"prod","version":"1.4.2"}"#,
+                );
+            }
             client.ask(ask).await.context("an ask failed")?;
             anyhow::Ok(())
         }

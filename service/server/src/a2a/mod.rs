@@ -27,7 +27,8 @@ use a2a_pb::{
     TaskPushNotificationConfig, TaskStatusUpdateEvent, a2a_service_server::A2aService,
     part::Content, pbconv::proto_value_to_json_value, send_message_response, stream_response,
 };
-use askgate_proto::v1::{AbortRequest, AskRequest, Question};
+use askgate_contract::tool::ToolAsk;
+use askgate_proto::v1::{AbortRequest, AskRequest};
 use tokio::{sync::watch, time::Instant};
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
@@ -99,7 +100,8 @@ impl A2aApi {
             context => context.to_owned(),
         };
         let caller = self.gate.admit(&request, Action::Ask, &session)?;
-        let (questions, arguments) = questions_of(message)?;
+        let (asked, arguments) = ask_of(message)?;
+        let ToolAsk { questions, action } = asked;
         let request_id = request_id(&message.message_id, &arguments);
         let id = uuid::Uuid::now_v7().to_string();
         let traced = telemetry::ask_span(&session, questions.len(), || {
@@ -108,6 +110,7 @@ impl A2aApi {
         let ask = AskRequest {
             session_id: session.clone(),
             questions,
+            action: action.map(Box::new),
             request_id: request_id.clone(),
             // A node that restarts keeps the ask that long for the message sent again.
             reattach_grace_ms: REATTACH_GRACE.as_millis().try_into().unwrap_or(u32::MAX),
@@ -122,6 +125,7 @@ impl A2aApi {
         let checked = self
             .questions
             .check_ask(&caller.tenant, &caller.sub, ask, deadline)
+            .map(|checked| checked.with_groups(&caller.groups))
             .map_err(|e| {
                 self.tasks.forget(&caller.tenant, &id);
                 telemetry::refused(&traced, &e);
@@ -159,9 +163,9 @@ impl A2aApi {
     }
 }
 
-/// The questions of a message's DataPart, checked against the tool's schema, and the
-/// DataPart as JSON.
-fn questions_of(message: &Message) -> Result<(Vec<Question>, String), Status> {
+/// The ask of a message's DataPart (its questions, and the action they approve),
+/// checked against the tool's schema, and the DataPart as JSON.
+fn ask_of(message: &Message) -> Result<(ToolAsk, String), Status> {
     let data = message
         .parts
         .iter()
@@ -176,14 +180,14 @@ fn questions_of(message: &Message) -> Result<(Vec<Question>, String), Status> {
             )
         })?;
     let arguments = proto_value_to_json_value(data).to_string();
-    let questions = askgate_contract::tool::parse_arguments(&arguments).map_err(|refused| {
+    let asked = askgate_contract::tool::parse_ask(&arguments).map_err(|refused| {
         let text = refused
             .text
             .strip_prefix("Error: ")
             .unwrap_or(&refused.text);
         invalid(text)
     })?;
-    Ok((questions, arguments))
+    Ok((asked, arguments))
 }
 
 /// The request_id of a message's ask: a digest of the message's id and its DataPart.

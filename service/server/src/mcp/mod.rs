@@ -23,8 +23,8 @@ pub mod http;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use askgate_contract::tool::{self, ToolOutput};
-use askgate_proto::v1::{AbortRequest, AskRequest, ErrorReason as Reason, Question};
+use askgate_contract::tool::{self, ToolAsk, ToolOutput};
+use askgate_proto::v1::{AbortRequest, AskRequest, ErrorReason as Reason};
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use rmcp::{
@@ -111,6 +111,8 @@ pub struct Scope {
     tenant: Arc<str>,
     /// The asking credential's subject (empty when a remote server asks).
     subject: Arc<str>,
+    /// Its groups, which the tenant's policy may read.
+    groups: Arc<[String]>,
     session_id: String,
 }
 
@@ -152,6 +154,7 @@ impl AskgateMcp {
             Asker::Remote(remote) => Ok(Scope {
                 tenant: "".into(),
                 subject: "".into(),
+                groups: Arc::new([]),
                 session_id: remote.session_id().to_owned(),
             }),
             Asker::Local { .. } => context
@@ -161,6 +164,7 @@ impl AskgateMcp {
                 .map(|caller| Scope {
                     tenant: caller.principal.tenant.clone(),
                     subject: caller.principal.sub.as_str().into(),
+                    groups: caller.principal.groups.clone().into(),
                     session_id: caller.session_id.clone(),
                 })
                 .ok_or_else(|| {
@@ -212,12 +216,12 @@ impl AskgateMcp {
     fn start(
         &self,
         scope: &Scope,
-        questions: Vec<Question>,
+        ask: ToolAsk,
         caller: Option<opentelemetry::Context>,
     ) -> Result<String, ToolOutput> {
         let ask_id = uuid::Uuid::now_v7().to_string();
         let (outcome_tx, outcome) = watch::channel(None);
-        let call = self.call(scope, &ask_id, questions, caller)?;
+        let call = self.call(scope, &ask_id, ask, caller)?;
         self.waiting
             .lock()
             .insert((scope.clone(), ask_id.clone()), Waiting { outcome });
@@ -236,15 +240,18 @@ impl AskgateMcp {
         &self,
         scope: &Scope,
         ask_id: &str,
-        questions: Vec<Question>,
+        ask: ToolAsk,
         caller: Option<opentelemetry::Context>,
     ) -> Result<impl Future<Output = ToolOutput> + Send + 'static, ToolOutput> {
         let grace = self.settings.reattach_grace;
+        let ToolAsk { questions, action } = ask;
+        let action = action.map(Box::new);
         Ok(match &self.asker {
             Asker::Remote(remote) => {
                 let request = AskRequest {
                     session_id: remote.session_id().to_owned(),
                     questions,
+                    action,
                     request_id: ask_id.to_owned(),
                     reattach_grace_ms: grace.as_millis().try_into().unwrap_or(u32::MAX),
                     ..Default::default()
@@ -265,6 +272,7 @@ impl AskgateMcp {
                 let request = AskRequest {
                     session_id: scope.session_id.clone(),
                     questions,
+                    action,
                     request_id: ask_id.to_owned(),
                     reattach_grace_ms: grace.as_millis().try_into().unwrap_or(u32::MAX),
                     ..Default::default()
@@ -275,7 +283,7 @@ impl AskgateMcp {
                     telemetry::ask_span(&scope.session_id, request.questions.len(), || caller);
                 let checked = local
                     .check_ask(&scope.tenant, &scope.subject, request, deadline)
-                    .map(|checked| checked.traced(traced.clone()))
+                    .map(|checked| checked.traced(traced.clone()).with_groups(&scope.groups))
                     .map_err(|e| {
                         telemetry::refused(&traced, &e);
                         refused(&e)
@@ -413,9 +421,9 @@ impl AskgateMcp {
     ) -> ToolOutput {
         let text = Value::Object(arguments.unwrap_or_default()).to_string();
         let started = self.scope(context).and_then(|scope| {
-            let questions = tool::parse_arguments(&text)?;
+            let ask = tool::parse_ask(&text)?;
             let caller = telemetry::from_json(&context.meta.0.0);
-            Ok((self.start(&scope, questions, caller)?, scope))
+            Ok((self.start(&scope, ask, caller)?, scope))
         });
         match started {
             Ok((ask_id, scope)) => self.wait(&scope, &ask_id, context).await,

@@ -205,3 +205,86 @@ fn of_several_matching_policies_the_first_in_the_set_names_the_decision() {
         }
     );
 }
+
+#[test]
+fn a_policy_is_judged_whatever_action_its_scope_names() {
+    // Without a schema: one action, a list of them, or any.
+    let set = Policies::new(
+        r#"
+        @id("reads") @decision("allow")
+        permit(principal, action in [Action::"Read", Action::"Grep"], resource);
+        @id("bash") @decision("ask")
+        permit(principal, action == Action::"Bash", resource);
+        @id("nothing-on-friday") @reason("frozen")
+        forbid(principal, action, resource) when { context.labels.contains("day=friday") };
+        "#,
+        "",
+    )
+    .expect("valid");
+    let judge = |action: &str, day: &str| {
+        let labels = HashMap::from([("day".to_owned(), day.to_owned())]);
+        set.judge(&Asked {
+            subject: "bot",
+            groups: &[],
+            action,
+            session: "s",
+            arguments: &serde_json::json!({ "n": 1, "deep": { "list": [true, "x"] } }),
+            labels: &labels,
+        })
+    };
+    let name = |decision: Decision| match decision {
+        Decision::Allow { policy }
+        | Decision::Ask { policy, .. }
+        | Decision::Deny { policy, .. } => policy,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(name(judge("Read", "monday").0), "reads");
+    assert_eq!(name(judge("Grep", "monday").0), "reads");
+    assert_eq!(name(judge("Bash", "monday").0), "bash");
+    assert_eq!(judge("Write", "monday").0, Decision::NoMatch);
+    for action in ["Read", "Bash", "Write"] {
+        let (decision, matched) = judge(action, "friday");
+        assert_eq!(name(decision), "nothing-on-friday", "{action}");
+        assert!(matched.contains(&"nothing-on-friday".to_owned()));
+    }
+    // An argument Cedar has no value for: not judged, so asked.
+    let labels = HashMap::new();
+    let odd = set.decide(&Asked {
+        subject: "bot",
+        groups: &[],
+        action: "Read",
+        session: "s",
+        arguments: &serde_json::json!({ "ratio": 0.5 }),
+        labels: &labels,
+    });
+    assert!(matches!(odd, Decision::NotJudged(_)), "{odd:?}");
+}
+
+#[test]
+fn with_a_schema_an_action_group_is_judged_through_its_members() {
+    let schema = r#"
+        action writes;
+        action Edit in [writes] appliesTo {
+          principal: Agent, resource: Session,
+          context: { arguments: { file_path: String }, labels: Set<String> }
+        };
+    "#;
+    let set = Policies::new(
+        r#"@id("writes") @decision("ask") permit(principal, action in Action::"writes", resource);"#,
+        schema,
+    )
+    .expect("valid");
+    let labels = HashMap::new();
+    let decided = set.decide(&Asked {
+        subject: "bot",
+        groups: &[],
+        action: "Edit",
+        session: "s",
+        arguments: &serde_json::json!({ "file_path": "a.rs" }),
+        labels: &labels,
+    });
+    assert!(
+        matches!(decided, Decision::Ask { ref policy, .. } if policy == "writes"),
+        "{decided:?}"
+    );
+}
