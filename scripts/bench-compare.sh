@@ -13,6 +13,12 @@
 #   --capacity LIST       capacity backends (default memory,sqlite; "none" skips)
 #   --pending N           capacity: asks held pending (default 100000, +10000 in one
 #                         session, which a new subscriber replays)
+#   --action              every roundtrip ask carries an action (both builds)
+#   --policies N          HEAD's tenant has a policy set of N asking permits that
+#                         judge every ask (askgate-bench roundtrip --policies, spread
+#                         over --policy-actions K actions, default 10; 1 puts all of
+#                         them on the asked action); both builds ask with an action.
+#                         With BASE = HEAD, the difference is what judging costs
 #   --out DIR             where the runs' figures and logs go (default
 #                         target/bench-compare/runs/<date>)
 #   --base-target DIR     cargo target directory for BASE (default
@@ -38,6 +44,9 @@ pending=100000
 out=""
 base_target=""
 same_profile=0
+action=0
+policies=0
+policy_actions=10
 positional=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,6 +58,9 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --base-target) base_target=$2; shift 2 ;;
     --same-profile) same_profile=1; shift ;;
+    --action) action=1; shift ;;
+    --policies) policies=$2; action=1; shift 2 ;;
+    --policy-actions) policy_actions=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) echo "bench-compare: unknown option $1 (see --help)" >&2; exit 64 ;;
     *) positional+=("$1"); shift ;;
@@ -151,9 +163,13 @@ run_build() {
   log=$out/$which/run-$n.log
   local rt cap b
   rt=$(supported "$bin" "$backends")
-  echo "bench-compare: run $n of $pairs, $which ($bin): roundtrip $rt" >&2
+  local extra=()
+  [ "$action" = 1 ] && extra+=(--action)
+  [ "$which" = head ] && [ "$policies" -gt 0 ] &&
+    extra+=(--policies "$policies" --policy-actions "$policy_actions")
+  echo "bench-compare: run $n of $pairs, $which ($bin): roundtrip $rt ${extra[*]}" >&2
   "$bench" --askgate "$bin" --figures "$figures" roundtrip \
-    --backends "$rt" --concurrency 1,64 --asks "$asks" >>"$log" 2>&1 || {
+    --backends "$rt" --concurrency 1,64 --asks "$asks" "${extra[@]}" >>"$log" 2>&1 || {
     echo "bench-compare: the run failed; its output is in $log" >&2
     tail -20 "$log" >&2
     exit 1
