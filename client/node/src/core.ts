@@ -24,6 +24,8 @@ import {
   type LinkCode,
   People,
   type Person,
+  Policies,
+  type PolicySet,
   type QuestionAnswer,
   Receipts,
   type Requested,
@@ -31,6 +33,7 @@ import {
   Slack,
   type SlackApp,
   SubscribeRequestSchema,
+  type TestPoliciesResponse,
   UserQuestions,
   Webhooks,
   type WhoAmIResponse,
@@ -94,6 +97,7 @@ export class Client {
   readonly #slack: RpcClient<typeof Slack>;
   readonly #receipts: RpcClient<typeof Receipts>;
   readonly #people: RpcClient<typeof People>;
+  readonly #policies: RpcClient<typeof Policies>;
   /** Aborted by `close()`: calls in flight end, and nothing is retried after. */
   readonly #closed = new AbortController();
 
@@ -112,6 +116,7 @@ export class Client {
     this.#slack = createClient(Slack, transport);
     this.#receipts = createClient(Receipts, transport);
     this.#people = createClient(People, transport);
+    this.#policies = createClient(Policies, transport);
   }
 
   /** Ends the client: calls in flight fail (CANCELED), and none is retried. */
@@ -153,7 +158,7 @@ export class Client {
           rpcId: response.rpcId,
           answers: response.answers.map(answerOf),
           resolvedBy: response.resolvedBy,
-          resolution: response.resolution === Resolution.DEFAULTED ? "DEFAULTED" : "ANSWERED",
+          resolution: resolutionOf(response.resolution),
           approvers: [...response.approvers],
           receipt: response.receipt,
         };
@@ -323,6 +328,36 @@ export class Client {
     return await this.#call(() => this.#people.putPerson(request, this.#options()));
   }
 
+  /**
+   * Replaces the tenant's policy set (admin credential; docs/policy.md): Cedar
+   * policies, validated against `schema` when there is one, in `mode` `"enforce"` or
+   * `"shadow"` (decide and record, but always ask). BAD_REQUEST with Cedar's message
+   * when they do not parse or fit: the stored set then stays as it was.
+   */
+  async putPolicies(text: string, options: { schema?: string; mode?: "enforce" | "shadow" } = {}): Promise<PolicySet> {
+    const { schema = "", mode = "enforce" } = options;
+    return await this.#call(() => this.#policies.putPolicies({ text, schema, mode }, this.#options()));
+  }
+
+  /** The tenant's policy set (`version` 0n when it has none). */
+  async getPolicies(): Promise<PolicySet> {
+    return await this.#call(() => this.#policies.getPolicies({}, this.#options()));
+  }
+
+  /**
+   * What the tenant's policies (or a candidate `text` and `schema`) decide about `ask`,
+   * asked by the caller (or `subject` with `groups`), without asking anyone or
+   * recording anything: `decision` is allow, deny, ask, no_match or not_judged.
+   */
+  async testPolicies(
+    ask: Ask,
+    options: { subject?: string; groups?: readonly string[]; text?: string; schema?: string } = {},
+  ): Promise<TestPoliciesResponse> {
+    const { subject = "", groups = [], text = "", schema = "" } = options;
+    const request = { ask: askRequest(ask, ask.requestId ?? freshRequestId()), subject, groups: [...groups], text, schema };
+    return await this.#call(() => this.#policies.testPolicies(request, this.#options()));
+  }
+
   /** The tenant's people (admin credential). */
   async listPeople(): Promise<Person[]> {
     const response = await this.#call(() => this.#people.listPeople({}, this.#options()));
@@ -474,3 +509,15 @@ export class AgentLease {
 
 export { AskgateError, type Reason } from "./errors.js";
 export type { Event } from "./model.js";
+
+/** How a returned ask ended, as `AskResult.resolution` names it. */
+function resolutionOf(resolution: Resolution): AskResult["resolution"] {
+  switch (resolution) {
+    case Resolution.DEFAULTED:
+      return "DEFAULTED";
+    case Resolution.ALLOWED_BY_POLICY:
+      return "ALLOWED_BY_POLICY";
+    default:
+      return "ANSWERED";
+  }
+}

@@ -286,14 +286,15 @@ export function answerOf(answer: QuestionAnswer): Answer {
 /**
  * A resolved ask: its rpcId, one answer per question in question order, who answered,
  * how (`"ANSWERED"`, or `"DEFAULTED"` when its lifetime ended and its default answers
- * apply: never reported as answered), every approver, and for an ask with an action
+ * apply: never reported as answered, or `"ALLOWED_BY_POLICY"` when the tenant's policy
+ * allowed its action and nobody was asked), every approver, and for an ask with an action
  * the server's signed receipt (see `verifyReceipt`).
  */
 export interface AskResult {
   rpcId: string;
   answers: Answer[];
   resolvedBy: string;
-  resolution: "ANSWERED" | "DEFAULTED";
+  resolution: "ANSWERED" | "DEFAULTED" | "ALLOWED_BY_POLICY";
   approvers: string[];
   receipt: string;
 }

@@ -290,3 +290,52 @@ test("people are put, listed and removed; a person asks for a link code", async 
     admin.close();
   }
 });
+
+const POLICIES = `
+@id("staging") @decision("allow")
+permit(principal, action == Action::"deploy", resource)
+when { context.arguments has env && context.arguments.env == "staging" };
+
+@id("prod-freeze") @reason("prod is frozen until Monday")
+forbid(principal, action == Action::"deploy", resource)
+when { context.arguments has env && context.arguments.env == "prod" };
+`;
+
+test("the tenant's policy allows and denies before anyone is asked", async () => {
+  const server = await Server.start(["--receipt-key-file", keyFile("p.pem")]);
+  try {
+    const client = new Client({ addr: server.addr });
+    const stored = await client.putPolicies(POLICIES);
+    assert.equal(stored.version, 1n);
+    assert.deepEqual(stored.policyIds, ["staging", "prod-freeze"]);
+    const staging = action("deploy", { service: "api", env: "staging" });
+    const ask = {
+      sessionId: "s",
+      questions: [question("go", "Deploy api to staging?", { options: ["Approve", "Reject"] })],
+      action: staging,
+    };
+    const tested = await client.testPolicies(ask);
+    assert.deepEqual([tested.decision, tested.policyIds], ["allow", ["staging"]]);
+    // Nobody follows the session and the ask is not held: only the policy answers.
+    const result = await client.ask(ask);
+    assert.equal(result.resolution, "ALLOWED_BY_POLICY");
+    assert.deepEqual(result.approvers, ["policy:staging"]);
+    const claims = await verifyReceipt(result.receipt, await jwks(server), staging, TENANT);
+    assert.equal(claims.decision, "approved");
+    await assert.rejects(client.ask(ship()), (e) => {
+      assert.ok(e instanceof AskgateError);
+      assert.equal(e.reason, "DENIED_BY_POLICY");
+      assert.equal(e.metadata.policy, "prod-freeze");
+      assert.equal(e.metadata.reason, "prod is frozen until Monday");
+      return true;
+    });
+    await assert.rejects(
+      client.putPolicies("permit(principal, action, resource);"),
+      (e) => e instanceof AskgateError && e.reason === "BAD_REQUEST",
+    );
+    assert.equal((await client.getPolicies()).version, 1n);
+    client.close();
+  } finally {
+    await server.stop();
+  }
+});

@@ -326,3 +326,39 @@ def test_a_secret_answer_reaches_the_asker_only(server: Server) -> None:
     result = outcome["result"]
     assert [a.id for a in result.answers] == ["code", "go"]
     assert result.answers[0].custom == secret
+
+
+POLICIES = """
+@id("staging") @decision("allow")
+permit(principal, action == Action::"deploy", resource)
+when { context.arguments has env && context.arguments.env == "staging" };
+
+@id("prod-freeze") @reason("prod is frozen until Monday")
+forbid(principal, action == Action::"deploy", resource)
+when { context.arguments has env && context.arguments.env == "prod" };
+"""
+
+
+def test_the_tenants_policy_allows_and_denies_before_anyone_is_asked(signing: Server) -> None:
+    with Client(signing.addr) as client:
+        stored = client.put_policies(POLICIES)
+        assert (stored.version, list(stored.policy_ids)) == (1, ["staging", "prod-freeze"])
+        staging = Action.of("deploy", {"service": "api", "env": "staging"})
+        verdict = client.test_policies(Ask("s", [question("go", "Deploy?", options=["Approve", "Reject"])], action=staging))
+        assert (verdict.decision, list(verdict.policy_ids)) == ("allow", ["staging"])
+        # Nobody follows the session and the ask is not held: only the policy answers.
+        ask = Ask("s", [question("go", "Deploy api to staging?", options=["Approve", "Reject"])], action=staging)
+        result = client.ask(ask)
+        assert result.resolution == "ALLOWED_BY_POLICY"
+        assert result.approvers == ["policy:staging"]
+        claims = verify_receipt(result.receipt, jwks(signing), staging, tenant="default")
+        assert claims["decision"] == "approved"
+        with pytest.raises(AskgateError) as denied:
+            client.ask(ship())
+        assert denied.value.reason is Reason.DENIED_BY_POLICY
+        assert denied.value.metadata["policy"] == "prod-freeze"
+        assert denied.value.metadata["reason"] == "prod is frozen until Monday"
+        with pytest.raises(AskgateError) as refused:
+            client.put_policies("permit(principal, action, resource);")
+        assert refused.value.reason is Reason.BAD_REQUEST
+        assert client.get_policies().version == 1

@@ -6,22 +6,55 @@
 //! The general form is `serde_jcs`'s; the values askgate writes itself take a fast
 //! path that writes the same text (proven by the proptest below).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// RFC 8785 canonical JSON of `value`.
 ///
 /// Where the value holds no float, no integer past 2^53 and only ASCII keys (every
-/// record and receipt askgate writes), serde_json's compact output already is canonical: its maps are sorted by key bytes,
-/// which is RFC 8785's UTF-16 order for ASCII, integers print alike, and both escape
-/// only `"`, `\` and control characters, with the same escapes. That costs a tenth of
-/// the general canonicalisation, which every other value takes.
+/// record and receipt askgate writes), serde_json's compact output with each map's
+/// keys sorted by their bytes is canonical: byte order is RFC 8785's UTF-16 order for
+/// ASCII, integers print alike, and both escape only `"`, `\` and control
+/// characters, with the same escapes. That costs a tenth of the general
+/// canonicalisation, which every other value takes.
 pub fn canonical(value: &Value) -> String {
-    match plain(value) {
-        true => serde_json::to_string(value),
-        false => serde_jcs::to_string(value),
+    if plain(value) {
+        let mut out = Vec::with_capacity(128);
+        write_value(&mut out, value);
+        // serde_json writes UTF-8 only.
+        return String::from_utf8(out).unwrap_or_default();
     }
     // A `Value` always serialises: its keys are strings and its numbers finite.
-    .unwrap_or_default()
+    serde_jcs::to_string(value).unwrap_or_default()
+}
+
+/// The entries of `map` by key bytes. serde_json keeps a map's keys sorted, unless a
+/// crate of the build turns on its `preserve_order` feature (Cedar's does), which
+/// keeps them in insertion order: a digest must not depend on which.
+pub fn sorted(map: &Map<String, Value>) -> Sorted<'_> {
+    if map.keys().is_sorted() {
+        return Sorted::InOrder(map.iter());
+    }
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    Sorted::Reordered(entries.into_iter())
+}
+
+/// [`sorted`]'s entries: the map's own order when it is sorted already (no copy),
+/// else a sorted copy of the references.
+pub enum Sorted<'a> {
+    InOrder(serde_json::map::Iter<'a>),
+    Reordered(std::vec::IntoIter<(&'a String, &'a Value)>),
+}
+
+impl<'a> Iterator for Sorted<'a> {
+    type Item = (&'a String, &'a Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::InOrder(entries) => entries.next(),
+            Self::Reordered(entries) => entries.next(),
+        }
+    }
 }
 
 /// Whether `value` holds no float, no integer past 2^53 and no key outside ASCII.
@@ -38,8 +71,8 @@ pub fn plain(value: &Value) -> bool {
     }
 }
 
-/// A [`plain`] `value` as serde_json's compact JSON, onto `out`: its strings through
-/// [`write_str`], everything else as serde_json writes it.
+/// A [`plain`] `value` as its canonical JSON, onto `out`: each map's keys in byte
+/// order, its strings through [`write_str`], everything else as serde_json writes it.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::String(text) => write_str(out, text),
@@ -55,7 +88,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         }
         Value::Object(map) => {
             out.push(b'{');
-            for (i, (name, item)) in map.iter().enumerate() {
+            for (i, (name, item)) in sorted(map).enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -98,6 +131,27 @@ mod tests {
     use serde_json::{Map, json};
 
     use super::*;
+
+    /// serde_json keeps a map in insertion order in these tests (their
+    /// `preserve_order`, as Cedar turns it on in the server's build): the text is
+    /// the same whatever order the keys came in.
+    #[test]
+    fn the_key_order_a_map_keeps_changes_nothing() {
+        let mut zyx = Map::new();
+        for key in ["z", "service", "env", "a"] {
+            zyx.insert(key.to_owned(), json!({"b": 1, "a": [key]}));
+        }
+        assert_eq!(
+            zyx.keys().next().map(String::as_str),
+            Some("z"),
+            "insertion order"
+        );
+        let text = canonical(&Value::Object(zyx));
+        assert_eq!(
+            text,
+            r#"{"a":{"a":["a"],"b":1},"env":{"a":["env"],"b":1},"service":{"a":["service"],"b":1},"z":{"a":["z"],"b":1}}"#
+        );
+    }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]

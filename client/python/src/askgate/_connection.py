@@ -147,3 +147,4 @@ class Stubs:
         self.slack = rpc.SlackStub(channel)
         self.receipts = rpc.ReceiptsStub(channel)
         self.people = rpc.PeopleStub(channel)
+        self.policies = rpc.PoliciesStub(channel)

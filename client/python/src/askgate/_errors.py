@@ -49,6 +49,7 @@ class Reason(str, enum.Enum):
     RECEIPT_CONSUMED = "RECEIPT_CONSUMED"
     REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
     NOT_AN_APPROVER = "NOT_AN_APPROVER"
+    DENIED_BY_POLICY = "DENIED_BY_POLICY"
 
     @classmethod
     def parse(cls, name: str) -> "Reason":

@@ -163,7 +163,8 @@ class Approvers:
 class AskResult:
     """A resolved ask: its rpc_id, one answer per question in question order, who
     answered, how (`"ANSWERED"`, or `"DEFAULTED"` when its lifetime ended and its
-    default answers apply: never reported as answered), every approver, and for an ask
+    default answers apply: never reported as answered, or `"ALLOWED_BY_POLICY"` when
+    the tenant's policy allowed its action and nobody was asked), every approver, and for an ask
     with an action the server's signed receipt (see `askgate.receipts`)."""
 
     rpc_id: str

@@ -57,6 +57,10 @@ class AsyncClient:
     def _people(self) -> rpc.PeopleStub:
         return self._channel.stubs().people
 
+    @property
+    def _policies(self) -> rpc.PoliciesStub:
+        return self._channel.stubs().policies
+
     async def __aenter__(self) -> "AsyncClient":
         return self
 
@@ -186,6 +190,36 @@ class AsyncClient:
         to that address inside a link instead (the returned code is empty), which adds
         the address once confirmed on its page; the server needs its email settings."""
         return await self._call(self._people.StartLink, pb.StartLinkRequest(email=email))
+
+    async def put_policies(self, text: str, *, schema: str = "", mode: str = "enforce") -> pb.PolicySet:
+        """Replaces the tenant's policy set (admin credential; docs/policy.md): Cedar
+        policies, validated against `schema` (the tenant's Cedar schema) when there is
+        one, in `mode` `"enforce"` or `"shadow"` (decide and record, but always ask).
+        `BAD_REQUEST` with Cedar's message when they do not parse or fit; the stored set
+        then stays as it was."""
+        request = pb.PutPoliciesRequest(text=text, schema=schema, mode=mode)
+        return await self._call(self._policies.PutPolicies, request)
+
+    async def get_policies(self) -> pb.PolicySet:
+        """The tenant's policy set (`version` 0 when it has none)."""
+        return await self._call(self._policies.GetPolicies, pb.GetPoliciesRequest())
+
+    async def test_policies(
+        self,
+        ask: Ask,
+        *,
+        subject: str = "",
+        groups: Sequence[str] = (),
+        text: str = "",
+        schema: str = "",
+    ) -> pb.TestPoliciesResponse:
+        """What the tenant's policies (or the candidate `text` and `schema`) decide about
+        `ask`, asked by the caller (or `subject` with `groups`), without asking anyone or
+        recording anything: `decision` is allow, deny, ask, no_match or not_judged."""
+        request = pb.TestPoliciesRequest(
+            ask=ask.request(), subject=subject, groups=list(groups), text=text, schema=schema
+        )
+        return await self._call(self._policies.TestPolicies, request)
 
     async def who_am_i(self) -> pb.WhoAmIResponse:
         """Who the credential names (`tenant`, `subject`, `roles`) and which sessions it

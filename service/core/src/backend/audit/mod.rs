@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use askgate_contract::{
     answers::answers_value,
-    canonical::{canonical, plain, write_str, write_value},
+    canonical::{canonical, plain, sorted, write_str, write_value},
     digest::sha256_hex,
 };
 pub use askgate_proto::v1::AuditRecord;
@@ -68,10 +68,9 @@ impl Head {
 /// The canonical JSON of a record's body: `fields` with `seq` and `tenant` (which
 /// take the place of fields of those names).
 ///
-/// Every body askgate writes is [`plain`], and is written here key by key in the
-/// order the map keeps them (by key bytes, RFC 8785's order for ASCII keys), `seq`
-/// and `tenant` put in their places: no copy of the fields is made. Any other body
-/// takes [`canonical`].
+/// Every body askgate writes is [`plain`], and is written here key by key in byte
+/// order (RFC 8785's order for ASCII keys), `seq` and `tenant` put in their places:
+/// no copy of the fields is made. Any other body takes [`canonical`].
 fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
     if !fields.iter().all(|(k, v)| k.is_ascii() && plain(v)) || seq > 1 << 53 {
         let mut fields = fields.clone();
@@ -88,7 +87,7 @@ fn body(fields: &Map<String, Value>, seq: u64, tenant: &str) -> String {
         out.push(b':');
     };
     let (mut seq_due, mut tenant_due) = (true, true);
-    for (name, value) in fields {
+    for (name, value) in sorted(fields) {
         if seq_due && name.as_str() >= "seq" {
             key(&mut out, "seq");
             out.extend_from_slice(seq.to_string().as_bytes());
