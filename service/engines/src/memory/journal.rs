@@ -21,7 +21,7 @@ use askgate_core::{
     backend::{
         events::Message,
         hooks::records::{
-            DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, TimerRecord,
+            DeliveryRecord, EndpointRecord, GrantRecord, PersonRecord, PolicySetRecord, TimerRecord,
         },
     },
     domain::{Error, Fingerprint, SessionKey},
@@ -169,6 +169,15 @@ pub enum HookChange {
     /// A tenant's policy set, in place of the one before.
     PoliciesPut {
         record: Box<PolicySetRecord>,
+    },
+    /// A standing grant.
+    GrantPut {
+        record: Box<GrantRecord>,
+    },
+    /// A grant revoked, or expired and dropped.
+    GrantDeleted {
+        tenant: String,
+        id: String,
     },
 }
 
@@ -458,6 +467,7 @@ pub struct StoredHooks {
     pub notes: Vec<(String, String, u64)>,
     pub people: Vec<PersonRecord>,
     pub policies: Vec<PolicySetRecord>,
+    pub grants: Vec<GrantRecord>,
 }
 
 #[cfg(test)]

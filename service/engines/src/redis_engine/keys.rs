@@ -339,6 +339,20 @@ impl HookKeys {
         format!("{}:policies:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
     }
 
+    /// A tenant's standing grants: id → grant JSON.
+    pub fn grants(tenant: &str) -> String {
+        format!("{}:grants:{}", Self::TAG, escape(tenant, TENANT_RESERVED))
+    }
+
+    /// The count of a tenant's grant changes.
+    pub fn grants_version(tenant: &str) -> String {
+        format!(
+            "{}:grants-version:{}",
+            Self::TAG,
+            escape(tenant, TENANT_RESERVED)
+        )
+    }
+
     /// A tenant's identities: identity → the id of its person.
     pub fn identities(tenant: &str) -> String {
         format!(

@@ -178,7 +178,7 @@ fn agents(conn: &Connection) -> Result<Vec<AttachedAgent>, LoadError> {
 }
 
 /// Everything the store holds of webhooks and channels: endpoints and deliveries in
-/// their order, timers, notes, people, policy sets.
+/// their order, timers, notes, people, policy sets, grants.
 pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     let mut stored = StoredHooks::default();
     let mut rows = conn.prepare("SELECT position, record FROM endpoints ORDER BY position")?;
@@ -230,6 +230,10 @@ pub fn hooks(conn: &Connection) -> Result<StoredHooks, LoadError> {
     let mut rows = conn.prepare("SELECT record FROM policies")?;
     for row in rows.query_map([], |row| row.get::<_, String>(0))? {
         stored.policies.push(json(&row?, "policy set")?);
+    }
+    let mut rows = conn.prepare("SELECT record FROM grants")?;
+    for row in rows.query_map([], |row| row.get::<_, String>(0))? {
+        stored.grants.push(json(&row?, "grant")?);
     }
     Ok(stored)
 }

@@ -166,6 +166,15 @@ const MIGRATIONS: &[&str] = &[
         record TEXT NOT NULL
     ) WITHOUT ROWID;
     ",
+    // 8: each tenant's standing grants (`service Grants`), as JSON records.
+    "
+    CREATE TABLE grants (
+        tenant TEXT NOT NULL,
+        id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The version this askgate writes.
@@ -175,7 +184,7 @@ pub const VERSION: u32 = MIGRATIONS.len() as u32;
 pub const APPLICATION_ID: i32 = 0x4153_4b47;
 
 /// Every table some version of askgate made.
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 15] = [
     "sessions",
     "events",
     "asks",
@@ -190,6 +199,7 @@ const TABLES: [&str; 14] = [
     "consumed",
     "people",
     "policies",
+    "grants",
 ];
 
 /// Why a store cannot be used.

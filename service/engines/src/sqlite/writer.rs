@@ -410,6 +410,16 @@ fn hook(tx: &Transaction<'_>, change: &HookChange) -> rusqlite::Result<()> {
             tx.prepare_cached("DELETE FROM people WHERE tenant = ?1 AND id = ?2")?
                 .execute(params![tenant, id])?;
         }
+        HookChange::GrantPut { record } => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO grants (tenant, id, record) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![record.tenant, record.id, json(record)?])?;
+        }
+        HookChange::GrantDeleted { tenant, id } => {
+            tx.prepare_cached("DELETE FROM grants WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![tenant, id])?;
+        }
         HookChange::PoliciesPut { record } => {
             tx.prepare_cached("INSERT OR REPLACE INTO policies (tenant, record) VALUES (?1, ?2)")?
                 .execute(params![record.tenant, json(record)?])?;

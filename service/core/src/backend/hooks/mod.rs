@@ -12,7 +12,7 @@ pub mod records;
 use async_trait::async_trait;
 
 use self::records::{
-    DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+    DeliveryRecord, EndpointRecord, GrantRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
 };
 use crate::{backend::audit::AuditEntry, domain::Error};
 
@@ -236,6 +236,24 @@ pub trait HookStore: Send + Sync + 'static {
     async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
         Ok(self.policies(tenant).await?.map_or(0, |set| set.version))
     }
+
+    /// Adds a standing grant (and `audit`, as for [`Self::create_endpoint`]), first
+    /// dropping the tenant's grants that expired by `grant.created_ms`;
+    /// TOO_MANY_WEBHOOKS when the tenant holds
+    /// [`MAX_GRANTS_PER_TENANT`](crate::domain::policy_set::MAX_GRANTS_PER_TENANT)
+    /// already.
+    async fn put_grant(&self, grant: &GrantRecord, audit: &AuditEntry) -> Result<(), Error>;
+
+    /// The tenant's grants (some may have expired), newest first.
+    async fn grants(&self, tenant: &str) -> Result<Vec<GrantRecord>, Error>;
+
+    /// Ends the grant `id` of the tenant; whether it was there (with `audit`, as above).
+    async fn revoke_grant(&self, tenant: &str, id: &str, audit: &AuditEntry)
+    -> Result<bool, Error>;
+
+    /// Counts the changes of the tenant's grants (0: none ever, on this store's
+    /// memory): what a node compares with the copy it judges asks by.
+    async fn grants_version(&self, tenant: &str) -> Result<u64, Error>;
 }
 
 /// Why `person` cannot be put beside `others` (the tenant's people): an identity of

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// People are kept beside the channels' records (`service People`).
 pub use crate::domain::people::{Delegate, PersonRecord};
 /// So are policy sets (`service Policies`).
-pub use crate::domain::policy_set::{Mode, PolicySetRecord};
+pub use crate::domain::policy_set::{GrantRecord, GrantScope, Mode, PolicySetRecord};
 
 /// The event types an endpoint may receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

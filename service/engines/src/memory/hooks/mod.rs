@@ -17,7 +17,8 @@ use askgate_core::{
         hooks::{
             HookStore, Shares, StoreLimits,
             records::{
-                DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+                DeliveryRecord, EndpointRecord, GrantRecord, PersonRecord, PolicySetRecord, Status,
+                TimerRecord,
             },
         },
     },
@@ -66,6 +67,7 @@ struct State {
     people: people::People,
     /// Each tenant's policy set.
     policies: HashMap<String, PolicySetRecord>,
+    grants: grants::Grants,
 }
 
 #[derive(Default)]
@@ -571,8 +573,30 @@ impl HookStore for MemoryHookStore {
             .get(tenant)
             .map_or(0, |s| s.version))
     }
+
+    async fn put_grant(&self, grant: &GrantRecord, audit: &AuditEntry) -> Result<(), Error> {
+        self.put_grant_in(grant, audit).await
+    }
+
+    async fn grants(&self, tenant: &str) -> Result<Vec<GrantRecord>, Error> {
+        Ok(self.grants_of(tenant))
+    }
+
+    async fn revoke_grant(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
+        self.revoke_grant_in(tenant, id, audit).await
+    }
+
+    async fn grants_version(&self, tenant: &str) -> Result<u64, Error> {
+        Ok(self.grants_version_of(tenant))
+    }
 }
 
+mod grants;
 mod people;
 mod state;
 #[cfg(test)]

@@ -66,6 +66,9 @@ impl State {
         for set in stored.policies {
             self.policies.insert(set.tenant.clone(), set);
         }
+        for grant in stored.grants {
+            self.grants.restore(grant);
+        }
         for (due_ms, timer) in stored.timers {
             let id = timer.id();
             self.timers_due.insert((due_ms, id.clone()));

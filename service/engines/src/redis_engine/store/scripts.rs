@@ -122,6 +122,12 @@ pub(super) mod hook_scripts {
     /// A tenant's policy set replaced, its version counted on.
     pub static PUT_POLICIES: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_put_policies.lua")));
+    /// A standing grant added, expired ones dropped, its version counted on.
+    pub static PUT_GRANT: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_put_grant.lua")));
+    /// A standing grant ended.
+    pub static REVOKE_GRANT: LazyLock<Script> =
+        LazyLock::new(|| Script::new(include_str!("../scripts/hook_revoke_grant.lua")));
     /// A person removed with their identities.
     pub static DELETE_PERSON: LazyLock<Script> =
         LazyLock::new(|| Script::new(include_str!("../scripts/hook_delete_person.lua")));

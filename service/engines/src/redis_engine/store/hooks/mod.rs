@@ -12,7 +12,8 @@ use askgate_core::{
     backend::hooks::{
         HookStore, Shares, StoreLimits,
         records::{
-            DeliveryRecord, EndpointRecord, PersonRecord, PolicySetRecord, Status, TimerRecord,
+            DeliveryRecord, EndpointRecord, GrantRecord, PersonRecord, PolicySetRecord, Status,
+            TimerRecord,
         },
     },
     domain::Error,
@@ -22,6 +23,7 @@ pub(crate) use super::wait::Acked;
 use super::{RedisConn, scripts::hook_scripts::*, unavailable};
 use crate::redis_engine::keys::HookKeys;
 
+mod grants;
 mod people;
 mod policies;
 
@@ -481,6 +483,27 @@ impl HookStore for RedisHookStore {
 
     async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
         self.policies_version_of(tenant).await
+    }
+
+    async fn put_grant(&self, grant: &GrantRecord, audit: &AuditEntry) -> Result<(), Error> {
+        self.put_grant_in(grant, audit).await
+    }
+
+    async fn grants(&self, tenant: &str) -> Result<Vec<GrantRecord>, Error> {
+        self.grants_of(tenant).await
+    }
+
+    async fn revoke_grant(
+        &self,
+        tenant: &str,
+        id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, Error> {
+        self.revoke_grant_in(tenant, id, audit).await
+    }
+
+    async fn grants_version(&self, tenant: &str) -> Result<u64, Error> {
+        self.grants_version_of(tenant).await
     }
 }
 
