@@ -388,6 +388,7 @@ impl Client {
             session_id: session_id.to_owned(),
             rpc_id: rpc_id.to_owned(),
             answers,
+            grant: None,
         });
         Ok(self.inner.answer(request).await?.into_inner())
     }

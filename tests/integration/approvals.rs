@@ -412,6 +412,7 @@ async fn only_the_allowed_channels_resolve_an_ask() {
         session_id: "s".into(),
         rpc_id: rpc_id.clone(),
         answers: yes(),
+        grant: None,
     });
     request
         .metadata_mut()

@@ -143,6 +143,7 @@ async fn web_answer(
         session_id: "s".into(),
         rpc_id: rpc_id.into(),
         answers: yes(),
+        grant: None,
     };
     web.answer(signed_in(request, sub, groups)).await.map(drop)
 }

@@ -368,6 +368,7 @@ async fn errors_stay_small_whatever_the_input() {
                 session_id: mega.clone(),
                 rpc_id: rpc_id.clone(),
                 answers: vec![],
+                grant: None,
             })
             .await
             .expect_err("refused"),
@@ -379,6 +380,7 @@ async fn errors_stay_small_whatever_the_input() {
                 session_id: "s".into(),
                 rpc_id: mega.clone(),
                 answers: vec![],
+                grant: None,
             })
             .await
             .expect_err("refused"),
@@ -416,6 +418,7 @@ async fn errors_stay_small_whatever_the_input() {
                         ..Default::default()
                     })
                     .collect(),
+                grant: None,
             })
             .await
             .expect_err("refused"),

@@ -264,6 +264,7 @@ async fn ask_and_answer(asker: &ServeProcess, answerer: &ServeProcess, via: Via)
         session_id: "s".into(),
         rpc_id: rpc_id.clone(),
         answers: vec![answer::select("q", ["Yes, ship it"])],
+        grant: None,
     });
     request.metadata_mut().insert(
         "traceparent",

@@ -239,6 +239,7 @@ impl Links {
             session_id: link.session.clone(),
             rpc_id: link.rpc.clone(),
             answers: Vec::new(),
+            grant: None,
         };
         let answered = self.questions.answer(&link.tenant, request, by).await;
         answered.err().unwrap_or_else(Error::not_pending)
@@ -289,6 +290,7 @@ impl Links {
             session_id: link.session.clone(),
             rpc_id: link.rpc.clone(),
             answers,
+            grant: None,
         };
         let answered = self.questions.answer(&link.tenant, request, by).await?;
         Ok(match answered {

@@ -307,6 +307,7 @@ impl Interactivity {
             session_id: at.session.clone(),
             rpc_id: at.rpc.clone(),
             answers,
+            grant: None,
         };
         let by = Resolver::new(who, SLACK_CHANNEL);
         self.questions.answer(&at.tenant, request, &by).await?;

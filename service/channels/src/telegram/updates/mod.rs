@@ -247,6 +247,7 @@ impl Updates {
             session_id: at.session.clone(),
             rpc_id: at.rpc.clone(),
             answers,
+            grant: None,
         };
         let by = Resolver::new(who, TELEGRAM_CHANNEL);
         self.questions.answer(&bot.tenant, request, &by).await?;
