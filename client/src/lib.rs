@@ -62,9 +62,9 @@ use proto::{
     DeleteEndpointRequest, Delivery, Endpoint as WebhookEndpoint, ListDeliveriesRequest,
     ListEndpointsRequest, ListPendingRequest, QuestionAnswer, RedeliverRequest, Requested,
     SubscribeRequest, WhoAmIRequest, WhoAmIResponse, agents_client::AgentsClient,
-    audit_client::AuditClient, email_client::EmailClient, ntfy_client::NtfyClient,
-    people_client::PeopleClient, policies_client::PoliciesClient, receipts_client::ReceiptsClient,
-    slack_client::SlackClient, telegram_client::TelegramClient,
+    audit_client::AuditClient, email_client::EmailClient, grants_client::GrantsClient,
+    ntfy_client::NtfyClient, people_client::PeopleClient, policies_client::PoliciesClient,
+    receipts_client::ReceiptsClient, slack_client::SlackClient, telegram_client::TelegramClient,
     user_questions_client::UserQuestionsClient, webhooks_client::WebhooksClient,
 };
 use tokio::time::Instant;
@@ -96,6 +96,7 @@ pub struct Client {
     receipts: ReceiptsClient<Channel>,
     people: PeopleClient<Channel>,
     policies: PoliciesClient<Channel>,
+    grants: GrantsClient<Channel>,
     /// `Bearer <token>`, sent with every call.
     authorization: Option<MetadataValue<Ascii>>,
     /// The channel this client answers from (`askgate-channel`), if it names one.
@@ -213,7 +214,8 @@ impl Client {
             audit: AuditClient::new(channel.clone()),
             receipts: ReceiptsClient::new(channel.clone()),
             people: PeopleClient::new(channel.clone()),
-            policies: PoliciesClient::new(channel),
+            policies: PoliciesClient::new(channel.clone()),
+            grants: GrantsClient::new(channel),
             authorization: None,
             channel: None,
         }

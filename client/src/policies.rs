@@ -4,7 +4,8 @@
 use crate::{
     Ask, Client, Error,
     proto::{
-        GetPoliciesRequest, PolicySet, PutPoliciesRequest, TestPoliciesRequest,
+        AnswerRequest, GetPoliciesRequest, Grant, GrantRequest, ListGrantsRequest, PolicySet,
+        PutPoliciesRequest, QuestionAnswer, RevokeGrantRequest, TestPoliciesRequest,
         TestPoliciesResponse,
     },
 };
@@ -43,5 +44,39 @@ impl Client {
     ) -> Result<TestPoliciesResponse, Error> {
         let request = self.request(test);
         Ok(self.policies.test_policies(request).await?.into_inner())
+    }
+
+    /// Answers an ask with answers that approve its action, and allows the same action
+    /// from now on without asking, in `grant`'s scope (`session`, `agent` or `tenant`)
+    /// for its `ttl_ms` ("approve and allow for ..."; docs/policy.md).
+    /// [`crate::Reason::BadRequest`] when the answers do not approve the action.
+    pub async fn answer_and_grant(
+        &mut self,
+        session_id: &str,
+        rpc_id: &str,
+        answers: Vec<QuestionAnswer>,
+        grant: GrantRequest,
+    ) -> Result<(), Error> {
+        let request = self.request(AnswerRequest {
+            session_id: session_id.to_owned(),
+            rpc_id: rpc_id.to_owned(),
+            answers,
+            grant: Some(grant),
+        });
+        self.inner.answer(request).await?;
+        Ok(())
+    }
+
+    /// The tenant's standing grants that still hold, newest first (admin role).
+    pub async fn list_grants(&mut self) -> Result<Vec<Grant>, Error> {
+        let request = self.request(ListGrantsRequest {});
+        Ok(self.grants.list_grants(request).await?.into_inner().grants)
+    }
+
+    /// Ends a grant at once; [`crate::Reason::NotFound`] when there is none by that id.
+    pub async fn revoke_grant(&mut self, id: &str) -> Result<(), Error> {
+        let request = self.request(RevokeGrantRequest { id: id.to_owned() });
+        self.grants.revoke_grant(request).await?;
+        Ok(())
     }
 }

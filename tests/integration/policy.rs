@@ -476,3 +476,163 @@ async fn the_deploy_set_of_the_docs_decides_as_documented() {
         "not_judged"
     );
 }
+
+/// "Approve and allow for an hour in this session": the same action is then allowed
+/// at once in that session (receipt approvers `grant:<id>` and the granter), asked
+/// elsewhere and with other arguments, until the grant is revoked; a forbid stands
+/// above it; a second node honours it and its revocation.
+async fn a_grant_allows_the_same_action_until_it_is_revoked() {
+    let dir = TempDir::new();
+    let server = signing(&dir, KEY_A, Duration::from_secs(600)).await;
+    let peer = server.start_peer().await;
+    let mut ui = server.client().await;
+    let mut events = subscribed(&mut ui, "s").await;
+    let mut agent = server.client().await;
+    let call = tokio::spawn(async move { agent.ask(bash("s", "make test")).await });
+    let requested = next_requested_event(&mut events).await;
+    // Only an approving answer grants.
+    let skip = ui
+        .answer_and_grant(
+            "s",
+            &requested.rpc_id,
+            vec![answer::select("run", ["Skip"])],
+            grant("session"),
+        )
+        .await
+        .expect_err("a refusal grants nothing");
+    assert_eq!(skip.reason(), Reason::BadRequest);
+    ui.answer_and_grant(
+        "s",
+        &requested.rpc_id,
+        vec![answer::select("run", ["Run"])],
+        grant("session"),
+    )
+    .await
+    .expect("approve and allow");
+    within("the granting ask", call)
+        .await
+        .expect("join")
+        .expect("answered");
+    let mut admin = server.client().await;
+    let grants = admin.list_grants().await.expect("list");
+    assert_eq!(grants.len(), 1);
+    let id = grants[0].id.clone();
+    assert_eq!(
+        (
+            grants[0].scope.as_str(),
+            grants[0].session_id.as_str(),
+            grants[0].action_name.as_str()
+        ),
+        ("session", "s", "Bash")
+    );
+
+    let mut agent = server.client().await;
+    let allowed = within("a granted ask", agent.ask(bash("s", "make test")))
+        .await
+        .expect("allowed by the grant");
+    assert_eq!(allowed.resolution(), Resolution::AllowedByPolicy);
+    assert_eq!(
+        allowed.approvers,
+        [format!("grant:{id}"), "anonymous".to_owned()]
+    );
+    let action = Action {
+        name: "Bash".into(),
+        arguments_json: r#"{"command":"make test"}"#.into(),
+        ..Default::default()
+    };
+    let claims = verify_receipt(&allowed.receipt, &jwks(&server).await, "default", &action)
+        .expect("the receipt verifies");
+    assert_eq!(claims.decision(), Some(Decision::Approved));
+    if let Some(peer) = &peer {
+        let on_peer = peer.client().await;
+        let allowed = eventually("the peer to honour the grant", || {
+            let mut on_peer = on_peer.clone();
+            async move { on_peer.ask(bash("s", "make test")).await.ok() }
+        })
+        .await;
+        assert_eq!(allowed.resolution(), Resolution::AllowedByPolicy);
+    }
+    // Another session, or other arguments: asked (and, with nobody answering, expired
+    // at the probe's short lifetime; in an unfollowed session, NO_PROVIDER).
+    assert_eq!(
+        probe(&mut agent, "other", "make test").await,
+        Some(Reason::NoProvider)
+    );
+    assert_eq!(
+        probe(&mut agent, "s", "make deploy").await,
+        Some(Reason::AskExpired)
+    );
+    // An enforced forbid stands above every grant.
+    admin
+        .put_policies(PutPoliciesRequest {
+            text: r#"@id("no-make") @reason("no make today")
+                forbid(principal, action == Action::"Bash", resource)
+                when { context.arguments has command && context.arguments.command like "make*" };"#
+                .into(),
+            ..Default::default()
+        })
+        .await
+        .expect("put");
+    assert_eq!(
+        probe(&mut agent, "s", "make test").await,
+        Some(Reason::DeniedByPolicy)
+    );
+    admin
+        .put_policies(PutPoliciesRequest::default())
+        .await
+        .expect("no policies");
+
+    admin.revoke_grant(&id).await.expect("revoke");
+    let again = admin.revoke_grant(&id).await.expect_err("revoked already");
+    assert_eq!(again.reason(), Reason::NotFound);
+    assert_eq!(
+        probe(&mut agent, "s", "make test").await,
+        Some(Reason::AskExpired)
+    );
+    if let Some(peer) = &peer {
+        let on_peer = peer.client().await;
+        eventually("the peer to drop the grant", || {
+            let mut on_peer = on_peer.clone();
+            async move {
+                (probe(&mut on_peer, "s", "make test").await == Some(Reason::AskExpired))
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+    let records = bodies(&export(&mut admin).await);
+    for kind in ["admin.grant.created", "admin.grant.revoked"] {
+        assert!(
+            records.iter().any(|b| b["kind"] == kind),
+            "{kind} is audited"
+        );
+    }
+    assert!(
+        records
+            .iter()
+            .any(|b| b["kind"] == "ask.policy" && b["policy"]["decision"] == "grant")
+    );
+}
+
+on_every_backend!(
+    #[tokio::test]
+    a_grant_allows_the_same_action_until_it_is_revoked
+);
+
+/// How an ask of `command` in `session`, living a third of a second, ends: None when
+/// it is allowed, else the reason it failed (asked and unanswered: ASK_EXPIRED).
+async fn probe(agent: &mut askgate_client::Client, session: &str, command: &str) -> Option<Reason> {
+    let ask = bash(session, command).ttl(Duration::from_millis(300));
+    match within("a probing ask", agent.ask(ask)).await {
+        Ok(_) => None,
+        Err(error) => Some(error.reason()),
+    }
+}
+
+fn grant(scope: &str) -> askgate_proto::v1::GrantRequest {
+    askgate_proto::v1::GrantRequest {
+        scope: scope.into(),
+        ttl_ms: 3_600_000,
+        match_json: String::new(),
+    }
+}

@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod audit;
 pub mod deadline;
+pub mod grants;
 pub mod health;
 pub mod people;
 pub mod policies;
@@ -30,6 +31,7 @@ pub use agents::AgentsApi;
 /// The status of a failed call that names no session (the channels' admin calls' too).
 pub(crate) use askgate_channels::api::failed;
 pub use audit::AuditApi;
+pub use grants::GrantsApi;
 pub use people::PeopleApi;
 pub use policies::PoliciesApi;
 pub use receipts::ReceiptsApi;

@@ -1,13 +1,17 @@
-//! Each node's compiled copies of its tenants' policy sets. An ask with an action
-//! reads its tenant's copy; a copy older than [`FRESH_FOR`] is checked against the
-//! stored set's version first (one read, cheap on every engine), and compiled again
-//! only when a put changed it: a put on any node of a Redis deployment reaches every
-//! node within [`FRESH_FOR`] of its next ask.
+//! Each node's copies of its tenants' policy sets (compiled) and standing grants. An
+//! ask with an action reads its tenant's copies; a copy older than [`FRESH_FOR`] is
+//! checked against the stored version first (one read, cheap on every engine), and
+//! read again only when a change moved it: a put or a grant on any node of a Redis
+//! deployment reaches every node within [`FRESH_FOR`] of its next ask.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use askgate_core::{
-    backend::hooks::{HookStore, records::Mode},
+    backend::hooks::{
+        HookStore,
+        records::{GrantRecord, Mode},
+    },
+    clock::now_ms,
     domain::Error,
 };
 use parking_lot::Mutex;
@@ -31,71 +35,127 @@ pub struct Compiled {
     pub version: u64,
 }
 
-/// What a node knows of one tenant's set.
-struct Copy {
-    version: u64,
-    checked: Instant,
-    /// None: the tenant has no policies (never put, or put empty).
-    compiled: Option<Arc<Compiled>>,
-}
-
 /// The node's copies, by tenant.
 pub struct PolicyBook {
     store: Arc<dyn HookStore>,
-    copies: Mutex<HashMap<Arc<str>, Copy>>,
+    /// None: the tenant has no policies (never put, or put empty).
+    sets: Copies<Option<Arc<Compiled>>>,
+    /// The tenant's grants that had not expired when they were read.
+    grants: Copies<Arc<Vec<GrantRecord>>>,
 }
 
 impl PolicyBook {
     pub fn new(store: Arc<dyn HookStore>) -> Self {
         Self {
             store,
-            copies: Mutex::default(),
+            sets: Copies::default(),
+            grants: Copies::default(),
         }
     }
 
     /// The tenant's policies as they stand (at most [`FRESH_FOR`] behind a put on
     /// another node); None when it has none.
     pub async fn current(&self, tenant: &Arc<str>) -> Result<Option<Arc<Compiled>>, Error> {
-        if let Some(copy) = self.copies.lock().get(tenant)
-            && copy.checked.elapsed() < FRESH_FOR
-        {
-            return Ok(copy.compiled.clone());
-        }
-        let version = self.store.policies_version(tenant).await?;
-        if let Some(copy) = self.copies.lock().get_mut(tenant)
-            && copy.version == version
-        {
-            copy.checked = Instant::now();
-            return Ok(copy.compiled.clone());
-        }
-        let set = self.store.policies(tenant).await?;
-        let (version, compiled) = match set {
-            None => (0, None),
-            Some(set) if set.text.trim().is_empty() => (set.version, None),
-            Some(set) => {
-                let policies = Policies::new(&set.text, &set.schema).inspect_err(|e| {
-                    tracing::error!(%tenant, version = set.version, "a stored policy set does not compile; asking about everything: {e}");
-                });
-                let compiled = Compiled {
-                    policies,
-                    mode: set.mode,
-                    version: set.version,
-                };
-                (set.version, Some(Arc::new(compiled)))
-            }
-        };
-        self.keep(tenant.clone(), version, compiled.clone());
-        Ok(compiled)
+        let store = &self.store;
+        self.sets
+            .get(tenant, store.policies_version(tenant), || async {
+                let set = store.policies(tenant).await?;
+                Ok(match set {
+                    None => (0, None),
+                    Some(set) if set.text.trim().is_empty() => (set.version, None),
+                    Some(set) => {
+                        let policies = Policies::new(&set.text, &set.schema).inspect_err(|e| {
+                            tracing::error!(%tenant, version = set.version, "a stored policy set does not compile; asking about everything: {e}");
+                        });
+                        let compiled = Compiled {
+                            policies,
+                            mode: set.mode,
+                            version: set.version,
+                        };
+                        (set.version, Some(Arc::new(compiled)))
+                    }
+                })
+            })
+            .await
+    }
+
+    /// The tenant's standing grants as they stand (at most [`FRESH_FOR`] behind a
+    /// change on another node), without those that had expired when they were read.
+    pub async fn grants(&self, tenant: &Arc<str>) -> Result<Arc<Vec<GrantRecord>>, Error> {
+        let store = &self.store;
+        self.grants
+            .get(tenant, store.grants_version(tenant), || async {
+                let version = store.grants_version(tenant).await?;
+                let now = now_ms();
+                let mut grants = store.grants(tenant).await?;
+                grants.retain(|g| g.expires_ms > now);
+                Ok((version, Arc::new(grants)))
+            })
+            .await
+    }
+
+    /// Forgets the tenant's grants, which this node just changed: its next ask reads
+    /// them again.
+    pub fn grants_changed(&self, tenant: &str) {
+        self.grants.by_tenant.lock().remove(tenant);
     }
 
     /// Takes a set this node just stored (compiled already), so that its next ask
     /// needs no read.
     pub fn installed(&self, tenant: Arc<str>, version: u64, compiled: Option<Arc<Compiled>>) {
-        self.keep(tenant, version, compiled);
+        self.sets.keep(tenant, version, compiled);
+    }
+}
+
+/// A copy of one tenant's value, with the version it was read at.
+struct Copy<T> {
+    version: u64,
+    checked: Instant,
+    value: T,
+}
+
+/// Copies by tenant, each checked against the stored version once it is older than
+/// [`FRESH_FOR`].
+struct Copies<T> {
+    by_tenant: Mutex<HashMap<Arc<str>, Copy<T>>>,
+}
+
+impl<T> Default for Copies<T> {
+    fn default() -> Self {
+        Self {
+            by_tenant: Mutex::default(),
+        }
+    }
+}
+
+impl<T: Clone> Copies<T> {
+    /// The tenant's copy: kept while fresh, kept (and freshened) while `version` is the
+    /// copy's, else `load`ed (with the version it read).
+    async fn get<V, L, F>(&self, tenant: &Arc<str>, version: V, load: L) -> Result<T, Error>
+    where
+        V: Future<Output = Result<u64, Error>>,
+        L: FnOnce() -> F,
+        F: Future<Output = Result<(u64, T), Error>>,
+    {
+        if let Some(copy) = self.by_tenant.lock().get(tenant)
+            && copy.checked.elapsed() < FRESH_FOR
+        {
+            return Ok(copy.value.clone());
+        }
+        let version = version.await?;
+        if let Some(copy) = self.by_tenant.lock().get_mut(tenant)
+            && copy.version == version
+        {
+            copy.checked = Instant::now();
+            return Ok(copy.value.clone());
+        }
+        let (version, value) = load().await?;
+        self.keep(tenant.clone(), version, value.clone());
+        Ok(value)
     }
 
-    fn keep(&self, tenant: Arc<str>, version: u64, compiled: Option<Arc<Compiled>>) {
-        let mut copies = self.copies.lock();
+    fn keep(&self, tenant: Arc<str>, version: u64, value: T) {
+        let mut copies = self.by_tenant.lock();
         if copies.len() >= MAX_TENANTS && !copies.contains_key(&tenant) {
             copies.clear();
         }
@@ -108,7 +168,7 @@ impl PolicyBook {
             Copy {
                 version,
                 checked: Instant::now(),
-                compiled,
+                value,
             },
         );
     }

@@ -3,6 +3,7 @@
 //! too.
 
 mod asking;
+mod granting;
 mod policing;
 mod quorum;
 mod settling;
@@ -223,6 +224,11 @@ impl Questions {
             may_answer(&pending, by)?;
             let standing = self.standing(tenant, &pending, by, false).await?;
             let answers = answer::normalize(&pending.questions, request.answers, &self.limits)?;
+            let grant = request
+                .grant
+                .as_ref()
+                .map(|g| self.grant_of(&key, &pending, &answers, g, by))
+                .transpose()?;
             match pending.quorum.map_or(0, |q| q.count) {
                 needed if needed > 1 => {
                     let voter = (by, &standing);
@@ -234,6 +240,9 @@ impl Questions {
                         ..self.answered(&key, &pending, answers, by)?
                     };
                     self.backend.claim(&key, &request.rpc_id, outcome).await?;
+                    if let Some(grant) = &grant {
+                        self.grant(grant, by).await?;
+                    }
                     Ok(Answered::Resolved)
                 }
             }

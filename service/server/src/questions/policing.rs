@@ -8,6 +8,7 @@
 
 use std::{sync::Arc, time::SystemTime};
 
+use askgate_core::clock::now_ms;
 use askgate_proto::v1::{AskResponse, PolicyDecision, QuestionAnswer, Resolution};
 use sha2::{Digest as _, Sha256};
 use tokio::time::Instant;
@@ -18,7 +19,7 @@ use crate::{
         audit::{self, Decided},
         hooks::records::Mode,
     },
-    domain::{Error, NewAsk, Outcome, SessionKey, answer},
+    domain::{Error, NewAsk, Outcome, SessionKey, answer, policy_set::GrantedAsk},
     policy::{Asked, Decision, Fill, approvers},
 };
 
@@ -50,39 +51,68 @@ impl Questions {
         let (Some(book), Some(action)) = (&self.policies, &ask.action) else {
             return Policed::Ask;
         };
-        let compiled = match book.current(&ask.key.tenant).await {
-            Ok(Some(compiled)) => compiled,
-            Ok(None) => return Policed::Ask,
+        let tenant = &ask.key.tenant;
+        let (compiled, grants) = match tokio::try_join!(book.current(tenant), book.grants(tenant)) {
+            Ok(found) => found,
             Err(error) => return Policed::Decided(Err(error.into())),
         };
-        let decision = match &compiled.policies {
-            Ok(policies) => {
-                let arguments = match action.arguments_json.trim() {
-                    "" => serde_json::Value::Object(Default::default()),
-                    // Checked as I-JSON when the ask was.
-                    text => serde_json::from_str(text).unwrap_or_default(),
-                };
-                policies.decide(&Asked {
-                    subject: &ask.asked_by,
-                    groups,
-                    action: &action.name,
-                    session: &ask.key.session_id,
-                    arguments: &arguments,
-                    labels: &ask.labels,
-                })
-            }
-            Err(broken) => Decision::NotJudged(format!("the stored policy set: {broken}")),
+        if compiled.is_none() && grants.is_empty() {
+            return Policed::Ask;
+        }
+        let arguments = match action.arguments_json.trim() {
+            "" => serde_json::Value::Object(Default::default()),
+            // Checked as I-JSON when the ask was.
+            text => serde_json::from_str(text).unwrap_or_default(),
         };
-        let shadow = compiled.mode == Mode::Shadow;
+        let decision = match compiled.as_ref().map(|c| &c.policies) {
+            Some(Ok(policies)) => policies.decide(&Asked {
+                subject: &ask.asked_by,
+                groups,
+                action: &action.name,
+                session: &ask.key.session_id,
+                arguments: &arguments,
+                labels: &ask.labels,
+            }),
+            Some(Err(broken)) => Decision::NotJudged(format!("the stored policy set: {broken}")),
+            None => Decision::NoMatch,
+        };
+        let mode = compiled.as_ref().map_or(Mode::Enforce, |c| c.mode);
+        let shadow = mode == Mode::Shadow;
+        // A standing grant allows what no enforced forbid denies.
+        let forbidden = !shadow && matches!(decision, Decision::Deny { .. });
+        let granted = ask.agent.as_ref().map_or("", |a| a.agent_id.as_str());
+        let held = GrantedAsk {
+            session_id: &ask.key.session_id,
+            agent_id: granted,
+            action_name: &action.name,
+            action_digest: &ask.action_digest,
+            arguments: &arguments,
+            now_ms: now_ms(),
+        };
+        if let Some(grant) = grants.iter().find(|g| !forbidden && g.allows(&held)) {
+            self.metrics.policy_decided(tenant, "grant", mode.as_str());
+            let record = PolicyDecision {
+                decision: "grant".to_owned(),
+                policy_id: grant.id.clone(),
+                reason: String::new(),
+                shadow: false,
+            };
+            let approvers = vec![format!("grant:{}", grant.id), grant.granted_by.clone()];
+            return Policed::Decided(self.allowed(ask, approvers, record).await);
+        }
+        if compiled.is_none() {
+            return Policed::Ask;
+        }
         let mut record = decision_record(&decision, shadow);
         self.metrics
-            .policy_decided(&ask.key.tenant, &record.decision, compiled.mode.as_str());
+            .policy_decided(tenant, &record.decision, mode.as_str());
         match decision {
             Decision::Deny { .. } if !shadow => {
                 Policed::Decided(Err(self.denied(ask, record).await))
             }
             Decision::Allow { policy } if !shadow => {
-                Policed::Decided(self.allowed(ask, &policy, record).await)
+                let approvers = vec![format!("policy:{policy}")];
+                Policed::Decided(self.allowed(ask, approvers, record).await)
             }
             Decision::Ask { fill, .. } if !shadow => {
                 if let Some(unused) = self.fill(ask, fill, lifetime) {
@@ -115,13 +145,14 @@ impl Questions {
         }
     }
 
-    /// The reply to an ask the policy `policy` allows: its approving answers, approver
-    /// `policy:<id>`, and a receipt stating `approved`, once the decision is audited
+    /// The reply to an ask a policy or a grant allows: its approving answers,
+    /// `approvers` (`policy:<id>`, or `grant:<id>` and who granted it; the first is
+    /// `resolved_by`), and a receipt stating `approved`, once the decision is audited
     /// (an allowance that cannot be recorded is no allowance: the call fails).
     async fn allowed(
         &self,
         ask: &NewAsk,
-        policy: &str,
+        approvers: Vec<String>,
         record: PolicyDecision,
     ) -> Result<AskResponse, AskFailure> {
         let rpc_id = decision_id(ask);
@@ -132,7 +163,6 @@ impl Questions {
                 rpc_id: Some(rpc_id.clone()),
                 receipt: None,
             })?;
-        let approver = format!("policy:{policy}");
         let answers = ask
             .action
             .as_ref()
@@ -141,10 +171,10 @@ impl Questions {
         let outcome = Outcome {
             resolution: Resolution::AllowedByPolicy,
             answers,
-            resolved_by: approver.clone(),
+            resolved_by: approvers.first().cloned().unwrap_or_default(),
             cancel_reason: None,
             cancel_source: Default::default(),
-            approvers: vec![approver],
+            approvers,
             channel: "policy".to_owned(),
             sealed_answers: String::new(),
             answers_hmac: String::new(),

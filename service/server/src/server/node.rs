@@ -6,8 +6,8 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use askgate_proto::v1::{
-    agents_server::AgentsServer, audit_server::AuditServer, people_server::PeopleServer,
-    policies_server::PoliciesServer, receipts_server::ReceiptsServer,
+    agents_server::AgentsServer, audit_server::AuditServer, grants_server::GrantsServer,
+    people_server::PeopleServer, policies_server::PoliciesServer, receipts_server::ReceiptsServer,
     user_questions_server::UserQuestionsServer,
 };
 use tokio::{net::TcpListener, sync::watch};
@@ -22,8 +22,8 @@ use super::{
 use crate::{
     a2a::{A2aApi, A2aServiceServer, AgentCardPage},
     api::{
-        AgentsApi, AuditApi, PeopleApi, PoliciesApi, ReceiptsApi, UserQuestionsApi, deadline,
-        health,
+        AgentsApi, AuditApi, GrantsApi, PeopleApi, PoliciesApi, ReceiptsApi, UserQuestionsApi,
+        deadline, health,
     },
     approvals::{Audit, Receipts},
     auth::{
@@ -277,6 +277,12 @@ impl Node {
             self.policies.clone(),
             self.audit.clone(),
         );
+        let grants = GrantsApi::new(
+            gate.clone(),
+            self.hooks.store().clone(),
+            self.audit.clone(),
+            self.policies.clone(),
+        );
         let mut dispatch = Dispatch::default();
         if config.a2a {
             let a2a = A2aApi::new(self.questions.clone(), gate.clone(), config.asks.max_wait);
@@ -311,6 +317,10 @@ impl Node {
             ))
             .serve(InterceptedService::new(
                 PoliciesServer::new(policies).max_decoding_message_size(limit),
+                authenticate.clone(),
+            ))
+            .serve(InterceptedService::new(
+                GrantsServer::new(grants).max_decoding_message_size(limit),
                 authenticate.clone(),
             ));
         // Every channel's admin service (Webhooks, Slack, Telegram, Email, Ntfy, ...).

@@ -31,7 +31,7 @@ impl Grants {
         tenant.grants.push(grant);
         tenant
             .grants
-            .sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+            .sort_by_key(|g| std::cmp::Reverse(g.created_ms));
         tenant.version += 1;
     }
 }
@@ -57,7 +57,7 @@ impl MemoryHookStore {
                 tenant.grants.extend(expired);
                 tenant
                     .grants
-                    .sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+                    .sort_by_key(|g| std::cmp::Reverse(g.created_ms));
                 return Err(Error::TooManyWebhooks(format!(
                     "at most {MAX_GRANTS_PER_TENANT} standing grants per tenant: revoke some"
                 )));

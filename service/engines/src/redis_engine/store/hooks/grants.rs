@@ -56,7 +56,7 @@ impl RedisHookStore {
             .iter()
             .map(|json| from_json::<GrantRecord>(json))
             .collect::<Result<Vec<_>, _>>()?;
-        grants.sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+        grants.sort_by_key(|g| std::cmp::Reverse(g.created_ms));
         Ok(grants)
     }
 
