@@ -67,7 +67,7 @@ struct State {
     people: people::People,
     /// Each tenant's policy set.
     policies: HashMap<String, PolicySetRecord>,
-    grants: grants::Grants,
+    grants: rules::Grants,
 }
 
 #[derive(Default)]
@@ -545,33 +545,15 @@ impl HookStore for MemoryHookStore {
         set: &PolicySetRecord,
         audit: &AuditEntry,
     ) -> Result<PolicySetRecord, Error> {
-        self.change(|state: &mut State| {
-            let version = state.policies.get(&set.tenant).map_or(0, |s| s.version) + 1;
-            let stored = PolicySetRecord {
-                version,
-                ..set.clone()
-            };
-            state.policies.insert(set.tenant.clone(), stored.clone());
-            let change = HookChange::PoliciesPut {
-                record: Box::new(stored.clone()),
-            };
-            self.record_audited(state, change, audit);
-            Ok(stored)
-        })
-        .await
+        self.put_policies_in(set, audit).await
     }
 
     async fn policies(&self, tenant: &str) -> Result<Option<PolicySetRecord>, Error> {
-        Ok(self.state.lock().policies.get(tenant).cloned())
+        Ok(self.policy_set(tenant))
     }
 
     async fn policies_version(&self, tenant: &str) -> Result<u64, Error> {
-        Ok(self
-            .state
-            .lock()
-            .policies
-            .get(tenant)
-            .map_or(0, |s| s.version))
+        Ok(self.policy_set(tenant).map_or(0, |s| s.version))
     }
 
     async fn put_grant(&self, grant: &GrantRecord, audit: &AuditEntry) -> Result<(), Error> {
@@ -596,8 +578,8 @@ impl HookStore for MemoryHookStore {
     }
 }
 
-mod grants;
 mod people;
+mod rules;
 mod state;
 #[cfg(test)]
 mod tests;

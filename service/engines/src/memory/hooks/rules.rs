@@ -1,10 +1,14 @@
-//! The standing grants of the in-memory webhook store (`service Grants`): per tenant,
-//! newest first, with a version every change counts on.
+//! The policy sets (`service Policies`) and standing grants (`service Grants`) of the
+//! in-memory webhook store: a set per tenant, and per tenant its grants, newest
+//! first, with a version every change counts on.
 
 use std::collections::HashMap;
 
 use askgate_core::{
-    backend::{audit::AuditEntry, hooks::records::GrantRecord},
+    backend::{
+        audit::AuditEntry,
+        hooks::records::{GrantRecord, PolicySetRecord},
+    },
     domain::{Error, policy_set::MAX_GRANTS_PER_TENANT},
 };
 
@@ -37,6 +41,31 @@ impl Grants {
 }
 
 impl MemoryHookStore {
+    pub(super) async fn put_policies_in(
+        &self,
+        set: &PolicySetRecord,
+        audit: &AuditEntry,
+    ) -> Result<PolicySetRecord, Error> {
+        self.change(|state: &mut State| {
+            let version = state.policies.get(&set.tenant).map_or(0, |s| s.version) + 1;
+            let stored = PolicySetRecord {
+                version,
+                ..set.clone()
+            };
+            state.policies.insert(set.tenant.clone(), stored.clone());
+            let change = HookChange::PoliciesPut {
+                record: Box::new(stored.clone()),
+            };
+            self.record_audited(state, change, audit);
+            Ok(stored)
+        })
+        .await
+    }
+
+    pub(super) fn policy_set(&self, tenant: &str) -> Option<PolicySetRecord> {
+        self.state.lock().policies.get(tenant).cloned()
+    }
+
     pub(super) async fn put_grant_in(
         &self,
         grant: &GrantRecord,
