@@ -137,6 +137,52 @@ class GetPoliciesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class Grant(_message.Message):
+    __slots__ = ("id", "scope", "session_id", "agent_id", "action_name", "action_digest", "match_json", "granted_by", "rpc_id", "created_at", "expires_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    MATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_BY_FIELD_NUMBER: _ClassVar[int]
+    RPC_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    session_id: str
+    agent_id: str
+    action_name: str
+    action_digest: str
+    match_json: str
+    granted_by: str
+    rpc_id: str
+    created_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., session_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., action_name: _Optional[str] = ..., action_digest: _Optional[str] = ..., match_json: _Optional[str] = ..., granted_by: _Optional[str] = ..., rpc_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListGrantsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGrantsResponse(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+
+class RevokeGrantRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RevokeGrantResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class PolicySet(_message.Message):
     __slots__ = ("text", "mode", "schema", "version", "updated_at", "policy_ids")
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -666,14 +712,26 @@ class Reset(_message.Message):
     def __init__(self) -> None: ...
 
 class AnswerRequest(_message.Message):
-    __slots__ = ("session_id", "rpc_id", "answers")
+    __slots__ = ("session_id", "rpc_id", "answers", "grant")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     RPC_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     rpc_id: str
     answers: _containers.RepeatedCompositeFieldContainer[QuestionAnswer]
-    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ...) -> None: ...
+    grant: GrantRequest
+    def __init__(self, session_id: _Optional[str] = ..., rpc_id: _Optional[str] = ..., answers: _Optional[_Iterable[_Union[QuestionAnswer, _Mapping]]] = ..., grant: _Optional[_Union[GrantRequest, _Mapping]] = ...) -> None: ...
+
+class GrantRequest(_message.Message):
+    __slots__ = ("scope", "ttl_ms", "match_json")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    ttl_ms: int
+    match_json: str
+    def __init__(self, scope: _Optional[str] = ..., ttl_ms: _Optional[int] = ..., match_json: _Optional[str] = ...) -> None: ...
 
 class AnswerResponse(_message.Message):
     __slots__ = ("votes", "needed")

@@ -1006,6 +1006,132 @@ class Policies:
             _registered_method=True)
 
 
+class GrantsStub:
+    """Standing grants: later asks of an approved action, allowed at once where the
+    approving human said (docs/policy.md). Needs the admin role (a credential not
+    limited to some sessions); every call sees only the caller's tenant.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListGrants = channel.unary_unary(
+                '/askgate.v1.Grants/ListGrants',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.ListGrantsRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.ListGrantsResponse.FromString,
+                _registered_method=True)
+        self.RevokeGrant = channel.unary_unary(
+                '/askgate.v1.Grants/RevokeGrant',
+                request_serializer=askgate_dot_v1_dot_askgate__pb2.RevokeGrantRequest.SerializeToString,
+                response_deserializer=askgate_dot_v1_dot_askgate__pb2.RevokeGrantResponse.FromString,
+                _registered_method=True)
+
+
+class GrantsServicer:
+    """Standing grants: later asks of an approved action, allowed at once where the
+    approving human said (docs/policy.md). Needs the admin role (a credential not
+    limited to some sessions); every call sees only the caller's tenant.
+    """
+
+    def ListGrants(self, request, context):
+        """The tenant's grants that still hold, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeGrant(self, request, context):
+        """Ends a grant at once; NOT_FOUND when the tenant has none by that id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_GrantsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGrants,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.ListGrantsRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.ListGrantsResponse.SerializeToString,
+            ),
+            'RevokeGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeGrant,
+                    request_deserializer=askgate_dot_v1_dot_askgate__pb2.RevokeGrantRequest.FromString,
+                    response_serializer=askgate_dot_v1_dot_askgate__pb2.RevokeGrantResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'askgate.v1.Grants', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('askgate.v1.Grants', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Grants:
+    """Standing grants: later asks of an approved action, allowed at once where the
+    approving human said (docs/policy.md). Needs the admin role (a credential not
+    limited to some sessions); every call sees only the caller's tenant.
+    """
+
+    @staticmethod
+    def ListGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Grants/ListGrants',
+            askgate_dot_v1_dot_askgate__pb2.ListGrantsRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.ListGrantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/askgate.v1.Grants/RevokeGrant',
+            askgate_dot_v1_dot_askgate__pb2.RevokeGrantRequest.SerializeToString,
+            askgate_dot_v1_dot_askgate__pb2.RevokeGrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class ReceiptsStub:
     """Single use for receipts: an executor that consumes a receipt before it runs the
     action cannot be replayed into running it twice. Needs the agent or admin role; a
