@@ -152,6 +152,8 @@ async fn pending_asks_of_a_version_4_store_survive_the_migration() {
          DROP TABLE asks;
          ALTER TABLE asks_v4 RENAME TO asks;
          DROP TABLE people;
+         DROP TABLE policies;
+         DROP TABLE grants;
          PRAGMA user_version = 4;
          COMMIT;",
     )
