@@ -128,6 +128,10 @@ pub struct NewAsk {
     pub escalation: Vec<EscalationStep>,
     /// The subject of the credential that asked.
     pub asked_by: String,
+    /// Its groups (what the tenant's policy sees of it).
+    pub asked_groups: Vec<String>,
+    /// The ask set its own lifetime (`ttl_ms`): a policy's `@ttl` leaves it.
+    pub own_ttl: bool,
     /// The W3C `traceparent` of the ask's span (empty when traces are not exported).
     pub traceparent: String,
     /// What the tenant's policy decided about it, when it had an action to decide.
@@ -156,6 +160,8 @@ impl NewAsk {
             approvers: None,
             escalation: Vec::new(),
             asked_by: String::new(),
+            asked_groups: Vec::new(),
+            own_ttl: false,
             traceparent: String::new(),
             policy: None,
         }

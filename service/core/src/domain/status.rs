@@ -256,6 +256,13 @@ mod tests {
                 },
                 Code::PermissionDenied,
             ),
+            (
+                Error::DeniedByPolicy {
+                    policy: "prod-freeze".into(),
+                    reason: "prod is frozen".into(),
+                },
+                Code::PermissionDenied,
+            ),
         ];
         // Every reason of the proto's ErrorReason is produced by some error, and no
         // error produces one that is not there.

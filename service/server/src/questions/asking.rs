@@ -35,7 +35,6 @@ impl Questions {
         deadline: Instant,
     ) -> Result<CheckedAsk, Error> {
         let started = Instant::now();
-        let own_ttl = request.ttl_ms > 0;
         // The ask's own lifetime, when it sets one, shortens the call's.
         let deadline = match request.ttl_ms {
             0 => deadline,
@@ -50,8 +49,6 @@ impl Questions {
             deadline,
             started,
             span: Span::none(),
-            groups: Vec::new(),
-            own_ttl,
         })
     }
 
@@ -138,6 +135,8 @@ impl Questions {
                 .filter(|a| !a.subjects.is_empty() || !a.groups.is_empty()),
             escalation: request.escalation,
             asked_by: subject.to_owned(),
+            asked_groups: Vec::new(),
+            own_ttl: request.ttl_ms > 0,
             traceparent: String::new(),
             policy: None,
         })
@@ -157,8 +156,6 @@ impl Questions {
             mut deadline,
             started,
             span,
-            groups,
-            own_ttl,
         } = checked;
         let mut unfinished = Unfinished(Some(&span));
         // Boxed: only asks with an action are judged, and the future of every other
@@ -168,13 +165,11 @@ impl Questions {
                 let lifetime = policing::Lifetime {
                     deadline: &mut deadline,
                     started,
-                    own: own_ttl,
                 };
-                Box::pin(self.police(&mut ask, &groups, lifetime)).await
+                Box::pin(self.police(&mut ask, lifetime)).await
             }
             false => Policed::Ask,
         };
-        drop(groups);
         let result = match policed {
             Policed::Decided(result) => (result, ask.key.tenant.clone()),
             Policed::Ask if span.is_disabled() => {

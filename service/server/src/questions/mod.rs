@@ -72,10 +72,6 @@ pub struct CheckedAsk {
     /// The span of its wait ([`crate::telemetry::ask_span`]); disabled when traces are
     /// not exported.
     span: tracing::Span,
-    /// The asking credential's groups, which the tenant's policy may read.
-    groups: Vec<String>,
-    /// The ask set its own lifetime (`ttl_ms`): a policy's `@ttl` leaves it.
-    own_ttl: bool,
 }
 
 impl CheckedAsk {
@@ -92,7 +88,7 @@ impl CheckedAsk {
 
     /// Asked by a credential naming `groups` (what the tenant's policy sees of it).
     pub fn with_groups(mut self, groups: &[String]) -> Self {
-        self.groups = groups.to_vec();
+        self.ask.asked_groups = groups.to_vec();
         self
     }
 }

@@ -31,23 +31,17 @@ pub(super) enum Policed {
     Decided(Result<AskResponse, AskFailure>),
 }
 
-/// An ask's own lifetime setting, which an asking permit's `@ttl` does not override.
+/// The call's deadline, which an asking permit's `@ttl` may shorten (unless the ask set
+/// its own lifetime).
 pub(super) struct Lifetime<'a> {
     pub deadline: &'a mut Instant,
     pub started: Instant,
-    /// The ask set its own `ttl_ms`.
-    pub own: bool,
 }
 
 impl Questions {
-    /// Judges `ask` by its tenant's policies, when it has an action and the tenant
-    /// policies; `groups` are the asking credential's.
-    pub(super) async fn police(
-        &self,
-        ask: &mut NewAsk,
-        groups: &[String],
-        lifetime: Lifetime<'_>,
-    ) -> Policed {
+    /// Judges `ask` by its tenant's policies and grants, when it has an action and the
+    /// tenant has either.
+    pub(super) async fn police(&self, ask: &mut NewAsk, lifetime: Lifetime<'_>) -> Policed {
         let (Some(book), Some(action)) = (&self.policies, &ask.action) else {
             return Policed::Ask;
         };
@@ -67,7 +61,7 @@ impl Questions {
         let decision = match compiled.as_ref().map(|c| &c.policies) {
             Some(Ok(policies)) => policies.decide(&Asked {
                 subject: &ask.asked_by,
-                groups,
+                groups: &ask.asked_groups,
                 action: &action.name,
                 session: &ask.key.session_id,
                 arguments: &arguments,
@@ -226,7 +220,7 @@ impl Questions {
         {
             ask.quorum = quorum;
         }
-        if !lifetime.own
+        if !ask.own_ttl
             && let Some(ttl) = fill.ttl
         {
             let deadline = (*lifetime.deadline).min(lifetime.started + ttl);
