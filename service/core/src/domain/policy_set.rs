@@ -120,6 +120,11 @@ pub struct GrantRecord {
     #[serde(default)]
     pub match_json: String,
     pub granted_by: String,
+    /// The subject that asked the approved ask: an `agent` grant holds for that
+    /// credential's asks only (an agent id is the asker's word, checked for liveness
+    /// only once an ask is registered, which an allowed ask never is).
+    #[serde(default)]
+    pub asked_by: String,
     /// The ask whose answer granted it.
     pub rpc_id: String,
     pub created_ms: u64,
@@ -129,6 +134,8 @@ pub struct GrantRecord {
 /// What a grant is held against: a later ask with an action.
 pub struct GrantedAsk<'a> {
     pub session_id: &'a str,
+    /// The asking credential's subject.
+    pub asked_by: &'a str,
     pub agent_id: &'a str,
     pub action_name: &'a str,
     pub action_digest: &'a str,
@@ -145,7 +152,11 @@ impl GrantRecord {
         }
         let in_scope = match self.scope {
             GrantScope::Session => self.session_id == ask.session_id,
-            GrantScope::Agent => !self.agent_id.is_empty() && self.agent_id == ask.agent_id,
+            GrantScope::Agent => {
+                !self.agent_id.is_empty()
+                    && self.agent_id == ask.agent_id
+                    && self.asked_by == ask.asked_by
+            }
             GrantScope::Tenant => true,
         };
         if !in_scope {
@@ -188,6 +199,7 @@ mod tests {
             action_digest: "d1".into(),
             match_json: match_json.into(),
             granted_by: "ana".into(),
+            asked_by: "bot".into(),
             rpc_id: "r1".into(),
             created_ms: 0,
             expires_ms: 1000,
@@ -199,6 +211,7 @@ mod tests {
         let arguments = json!({ "command": "make test", "timeout": 5 });
         let ask = |session, agent, name, digest, now_ms| GrantedAsk {
             session_id: session,
+            asked_by: "bot",
             agent_id: agent,
             action_name: name,
             action_digest: digest,
@@ -223,6 +236,14 @@ mod tests {
         let agent = grant(GrantScope::Agent, "");
         assert!(agent.allows(&ask("s9", "a1", "Bash", "d1", 5)));
         assert!(!agent.allows(&ask("s1", "", "Bash", "d1", 5)), "no agent");
+        let spoofed = GrantedAsk {
+            asked_by: "another-bot",
+            ..ask("s9", "a1", "Bash", "d1", 5)
+        };
+        assert!(
+            !agent.allows(&spoofed),
+            "another credential naming the agent"
+        );
         let subset = grant(GrantScope::Tenant, r#"{"command":"make test"}"#);
         assert!(subset.allows(&ask("s9", "", "Bash", "other", 5)));
         let other = grant(GrantScope::Tenant, r#"{"command":"make deploy"}"#);

@@ -91,6 +91,7 @@ impl Questions {
             action_digest: pending.action_digest.clone(),
             match_json: request.match_json.clone(),
             granted_by: by.subject.clone(),
+            asked_by: pending.asked_by.clone(),
             rpc_id: pending.rpc_id.clone(),
             created_ms: now,
             expires_ms: now.saturating_add(request.ttl_ms),

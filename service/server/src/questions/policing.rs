@@ -77,6 +77,7 @@ impl Questions {
         let granted = ask.agent.as_ref().map_or("", |a| a.agent_id.as_str());
         let held = GrantedAsk {
             session_id: &ask.key.session_id,
+            asked_by: &ask.asked_by,
             agent_id: granted,
             action_name: &action.name,
             action_digest: &ask.action_digest,

@@ -64,6 +64,7 @@ pub async fn grants_are_per_tenant_revoked_and_versioned(
         action_digest: "d".into(),
         match_json: String::new(),
         granted_by: "ana".into(),
+        asked_by: "bot".into(),
         rpc_id: "r".into(),
         created_ms,
         expires_ms,
