@@ -58,7 +58,7 @@ impl PolicyBook {
     pub async fn current(&self, tenant: &Arc<str>) -> Result<Option<Arc<Compiled>>, Error> {
         let store = &self.store;
         self.sets
-            .get(tenant, store.policies_version(tenant), || async {
+            .get(tenant, store.policies_version(tenant), |_| async {
                 let set = store.policies(tenant).await?;
                 Ok(match set {
                     None => (0, None),
@@ -84,8 +84,7 @@ impl PolicyBook {
     pub async fn grants(&self, tenant: &Arc<str>) -> Result<Arc<Vec<GrantRecord>>, Error> {
         let store = &self.store;
         self.grants
-            .get(tenant, store.grants_version(tenant), || async {
-                let version = store.grants_version(tenant).await?;
+            .get(tenant, store.grants_version(tenant), |version| async move {
                 let now = now_ms();
                 let mut grants = store.grants(tenant).await?;
                 grants.retain(|g| g.expires_ms > now);
@@ -130,11 +129,12 @@ impl<T> Default for Copies<T> {
 
 impl<T: Clone> Copies<T> {
     /// The tenant's copy: kept while fresh, kept (and freshened) while `version` is the
-    /// copy's, else `load`ed (with the version it read).
+    /// copy's, else `load`ed (given the version just read; it answers the version its
+    /// value is of).
     async fn get<V, L, F>(&self, tenant: &Arc<str>, version: V, load: L) -> Result<T, Error>
     where
         V: Future<Output = Result<u64, Error>>,
-        L: FnOnce() -> F,
+        L: FnOnce(u64) -> F,
         F: Future<Output = Result<(u64, T), Error>>,
     {
         if let Some(copy) = self.by_tenant.lock().get(tenant)
@@ -149,7 +149,7 @@ impl<T: Clone> Copies<T> {
             copy.checked = Instant::now();
             return Ok(copy.value.clone());
         }
-        let (version, value) = load().await?;
+        let (version, value) = load(version).await?;
         self.keep(tenant.clone(), version, value.clone());
         Ok(value)
     }
